@@ -1,0 +1,33 @@
+"""Test set-up: no network, quiet TensorFlow, two logical CPUs for MirroredStrategy tests."""
+import os
+import pathlib
+
+os.environ.setdefault("NO_GCE_CHECK", "true")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+# Split the CPU into two logical devices before TensorFlow initialises them, so that
+# tf.distribute.MirroredStrategy(["CPU:0", "CPU:1"]) can run on this machine.
+_cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(
+    _cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def datasets_dir():
+  """The real datasets in ../shared/datasets (or $TFRANK4CLASS_DATA)."""
+  path = pathlib.Path(os.environ.get("TFRANK4CLASS_DATA", ROOT.parent / "shared" / "datasets"))
+  if not path.is_dir():
+    raise FileNotFoundError(
+        f"Real test data not found at {path}; set TFRANK4CLASS_DATA to the shared/datasets folder.")
+  return path
+
+
+@pytest.fixture
+def mirrored_strategy():
+  """A MirroredStrategy over the two logical CPU devices."""
+  return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])

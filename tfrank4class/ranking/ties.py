@@ -1,0 +1,57 @@
+"""Tie statistics of score lists, the basis of every tie-aware metric.
+
+For item ``i`` of a list with scores ``s`` (padded items excluded by ``mask``) and a relevance
+indicator ``r``, this module computes in O(n log n) with two sorts:
+
+    above_i     = |{j valid : s_j >  s_i}|          (items strictly ahead of i)
+    tied_i      = |{j valid : s_j == s_i}|          (its tie group, i included)
+    rel_above_i = sum_{j valid : s_j >  s_i} r_j
+    rel_tied_i  = sum_{j valid : s_j == s_i} r_j
+
+Under uniformly random tie-breaking item ``i`` lands uniformly on one of the positions
+``above_i + 1, ..., above_i + tied_i`` (McSherry & Najork, "Computing Information Retrieval
+Performance Measures Efficiently in the Presence of Tied Scores", ECIR 2008). The metrics in
+:mod:`tfrank4class.metrics.functional` are the exact expectations over that tie-breaking.
+"""
+import tensorflow as tf
+
+
+def tie_statistics(scores, relevant=None, mask=None):
+  """Per-item tie statistics of ``scores`` ``[B, n]``.
+
+  Args:
+    scores: float ``[B, n]``, finite.
+    relevant: optional float ``[B, n]`` weights summed into ``rel_above`` / ``rel_tied``.
+    mask: optional bool ``[B, n]``; ``False`` marks padding, which is ignored entirely.
+
+  Returns:
+    A dict of float ``[B, n]`` tensors ``above``, ``tied`` (and ``rel_above``, ``rel_tied`` if
+    ``relevant`` is given). Values at padded positions are meaningless.
+  """
+  scores = tf.convert_to_tensor(scores)
+  dtype = scores.dtype
+  if mask is not None:
+    # Padded items sink below every valid one and are never counted.
+    scores = tf.where(mask, scores, tf.constant(-float("inf"), dtype))
+  n = tf.shape(scores)[-1]
+  ascending = tf.sort(scores, axis=-1)
+  # Positions in the ascending sort: items <= s_i and items < s_i.
+  n_le = tf.searchsorted(ascending, scores, side="right")
+  n_lt = tf.searchsorted(ascending, scores, side="left")
+  above = tf.cast(n - n_le, dtype)
+  tied = tf.cast(n_le - n_lt, dtype)
+  out = {"above": above, "tied": tied}
+  if relevant is not None:
+    relevant = tf.cast(relevant, dtype)
+    if mask is not None:
+      relevant = tf.where(mask, relevant, tf.zeros_like(relevant))
+    order = tf.argsort(scores, axis=-1, direction="ASCENDING", stable=True)
+    rel_sorted = tf.gather(relevant, order, batch_dims=1)
+    # cum[k] = relevance of the k smallest items; prepend 0 so cum[0] = 0.
+    cum = tf.concat([tf.zeros_like(rel_sorted[:, :1]), tf.cumsum(rel_sorted, axis=-1)], axis=-1)
+    total = cum[:, -1:]
+    rel_le = tf.gather(cum, n_le, batch_dims=1)
+    rel_lt = tf.gather(cum, n_lt, batch_dims=1)
+    out["rel_above"] = total - rel_le
+    out["rel_tied"] = rel_le - rel_lt
+  return out
