@@ -10,6 +10,7 @@ Keras-serializable under the ``tfrank4class`` package name.
 """
 import tensorflow as tf
 import tensorflow_ranking as tfr
+from tensorflow_ranking.python import utils as tfr_utils
 
 from tfrank4class import _validation
 from tfrank4class.losses.relevance import num_items, to_relevance
@@ -18,6 +19,9 @@ PACKAGE = "tfrank4class"
 
 #: Every Keras loss key of TF-Ranking 0.5.5 (``tfr.keras.losses.RankingLossKey``).
 TFR_KEYS = tuple(tfr.keras.losses.RankingLossKey.all_keys())
+
+#: Keys whose TF-Ranking loss wants one logit per item on a trailing axis, [B, C, 1].
+_ITEMWISE_LOGITS = ("ordinal_loss",)
 
 _OWN = {}
 
@@ -94,22 +98,27 @@ class RankingLoss(tf.keras.losses.Loss):
     except TypeError as e:
       raise ValueError(f"Invalid keyword arguments {sorted(loss_kwargs)} for loss {key!r}: {e}") from None
 
-  def __call__(self, y_true, y_pred, sample_weight=None):
+  def _inputs(self, y_true, y_pred):
     y_pred = _validation.score_matrix("y_pred", y_pred)
     relevance = to_relevance(y_true, num_items(y_pred), dtype=y_pred.dtype)
+    if self.key in _ITEMWISE_LOGITS:
+      y_pred = y_pred[..., None]
+    return relevance, y_pred
+
+  def __call__(self, y_true, y_pred, sample_weight=None):
+    relevance, y_pred = self._inputs(y_true, y_pred)
     # Keras' compile() allows SUM_OVER_BATCH_SIZE under a strategy on the object it was given.
     self._inner._allow_sum_over_batch_size = self._allow_sum_over_batch_size
     return self._inner(relevance, y_pred, sample_weight)
 
   def call(self, y_true, y_pred):
-    y_pred = _validation.score_matrix("y_pred", y_pred)
-    return self._inner.call(to_relevance(y_true, num_items(y_pred), dtype=y_pred.dtype), y_pred)
+    return self._inner.call(*self._inputs(y_true, y_pred))
 
   def get_config(self):
     config = super().get_config()
     kwargs = dict(self.loss_kwargs)
     if kwargs.get("lambda_weight") is not None:
-      kwargs["lambda_weight"] = tf.keras.utils.serialize_keras_object(kwargs["lambda_weight"])
+      kwargs["lambda_weight"] = _serialize_lambda_weight(kwargs["lambda_weight"])
     config.update({"key": self.key, **kwargs})
     return config
 
@@ -117,5 +126,37 @@ class RankingLoss(tf.keras.losses.Loss):
   def from_config(cls, config):
     config = dict(config)
     if isinstance(config.get("lambda_weight"), dict):
-      config["lambda_weight"] = tf.keras.utils.deserialize_keras_object(config["lambda_weight"])
+      config["lambda_weight"] = _deserialize_lambda_weight(config["lambda_weight"])
     return cls(**config)
+
+
+def _serialize_lambda_weight(lambda_weight):
+  """A TF-Ranking lambda weight as JSON-able config (they have ``get_config`` only).
+
+  Their gain and discount functions are TF-Ranking utility functions, stored by name; any other
+  function must be Keras-registered to be stored.
+  """
+  config = {}
+  for key, value in lambda_weight.get_config().items():
+    if callable(value):
+      name = getattr(value, "__name__", "")
+      if getattr(tfr_utils, name, None) is value:
+        value = {"tfr_utils": name}
+      else:
+        value = tf.keras.utils.serialize_keras_object(value)
+    config[key] = value
+  return {"class_name": tf.keras.utils.get_registered_name(type(lambda_weight)), "config": config}
+
+
+def _deserialize_lambda_weight(spec):
+  cls = tf.keras.utils.get_registered_object(spec["class_name"])
+  if cls is None:
+    raise ValueError(f"Unknown lambda weight class {spec['class_name']!r} in a saved loss config.")
+  config = {}
+  for key, value in spec["config"].items():
+    if isinstance(value, dict) and "tfr_utils" in value:
+      value = getattr(tfr_utils, value["tfr_utils"])
+    elif isinstance(value, dict):
+      value = tf.keras.utils.deserialize_keras_object(value)
+    config[key] = value
+  return cls(**config)

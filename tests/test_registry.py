@@ -1,0 +1,113 @@
+"""The loss registry: every TF-Ranking key with integer labels, in compile, fit and save/load."""
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_ranking as tfr
+
+from tfrank4class import losses
+
+C = 5
+
+
+def _data(n=64, seed=0):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(n, 6)).astype(np.float32)
+  y = (np.abs(x[:, :C]).argmax(1)).astype(np.int64)  # a learnable rule
+  return x, y
+
+
+def _model():
+  tf.keras.utils.set_random_seed(0)
+  return tf.keras.Sequential([tf.keras.Input((6,)), tf.keras.layers.Dense(16, activation="relu"),
+                              tf.keras.layers.Dense(C)])
+
+
+def test_registry_lists_every_tf_ranking_key():
+  assert set(tfr.keras.losses.RankingLossKey.all_keys()) <= set(losses.names())
+  for key in ("softmax_loss", "pairwise_logistic_loss", "approx_ndcg_loss",
+              "gumbel_approx_ndcg_loss", "mean_squared_loss"):
+    assert key in losses.names()
+
+
+# Losses that sample (Gumbel noise, label-tie shuffling): compared on finiteness only.
+STOCHASTIC = ("gumbel_approx_ndcg_loss", "coupled_rankdistil_loss", "yeti_logistic_loss", "list_mle_loss")
+
+
+@pytest.mark.parametrize("key", losses.registry.TFR_KEYS)
+def test_value_equals_tf_ranking_on_one_hot(key):
+  _, y = _data(8)
+  scores = np.random.default_rng(1).normal(size=(8, C)).astype(np.float32)
+  ours = losses.get(key)(y, scores)
+  tfr_scores = scores[..., None] if key == "ordinal_loss" else scores
+  theirs = tfr.keras.losses.get(key)(tf.one_hot(y, C), tfr_scores)
+  if key in STOCHASTIC:
+    assert np.isfinite(ours.numpy()) and np.isfinite(theirs.numpy())
+    return
+  np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5)
+  # [B, 1] ids and dense relevance give the same value as [B] ids.
+  np.testing.assert_allclose(losses.get(key)(y[:, None], scores).numpy(), ours.numpy(), rtol=1e-6)
+  np.testing.assert_allclose(losses.get(key)(np.eye(C)[y], scores).numpy(), ours.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("key", losses.registry.TFR_KEYS)
+def test_trains_and_round_trips(key, tmp_path):
+  x, y = _data()
+  model = _model()
+  model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss=losses.get(key))
+  history = model.fit(x, y, batch_size=16, epochs=3, verbose=0)
+  assert np.all(np.isfinite(history.history["loss"]))
+  path = str(tmp_path / "m.keras")
+  model.save(path)
+  loaded = tf.keras.models.load_model(path)
+  assert isinstance(loaded.loss, losses.RankingLoss) and loaded.loss.key == key
+  np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0), rtol=1e-5)
+  if key not in STOCHASTIC:
+    np.testing.assert_allclose(model.evaluate(x, y, verbose=0), loaded.evaluate(x, y, verbose=0), rtol=1e-5)
+
+
+def test_softmax_loss_training_improves_accuracy():
+  x, y = _data(256)
+  model = _model()
+  model.compile(optimizer=tf.keras.optimizers.Adam(0.02), loss=losses.get("softmax_loss"))
+  before = (model.predict(x, verbose=0).argmax(1) == y).mean()
+  model.fit(x, y, batch_size=32, epochs=20, verbose=0)
+  after = (model.predict(x, verbose=0).argmax(1) == y).mean()
+  assert after > max(0.8, before + 0.3)
+
+
+def test_under_mirrored_strategy(mirrored_strategy):
+  x, y = _data()
+  with mirrored_strategy.scope():
+    model = _model()
+    model.compile(optimizer="adam", loss=losses.get("approx_ndcg_loss"))
+  history = model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+  assert np.isfinite(history.history["loss"][0])
+
+
+def test_lambda_weight_round_trip():
+  loss = losses.get("pairwise_logistic_loss", lambda_weight=tfr.keras.losses.NDCGLambdaWeightV2())
+  config = tf.keras.utils.serialize_keras_object(loss)
+  restored = tf.keras.utils.deserialize_keras_object(config)
+  _, y = _data(8)
+  scores = np.random.default_rng(2).normal(size=(8, C)).astype(np.float32)
+  np.testing.assert_allclose(restored(y, scores).numpy(), loss(y, scores).numpy(), rtol=1e-6)
+  assert isinstance(restored.loss_kwargs["lambda_weight"], tfr.keras.losses.NDCGLambdaWeightV2)
+
+
+def test_unknown_name_lists_known_names():
+  with pytest.raises(ValueError, match=r"Unknown loss name 'softmax'; known losses are: .*softmax_loss"):
+    losses.get("softmax")
+
+
+def test_bad_kwargs_and_labels():
+  with pytest.raises(ValueError, match=r"Invalid keyword arguments \['nope'\] for loss 'softmax_loss'"):
+    losses.get("softmax_loss", nope=1)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels.*\[0, num_classes=5\)"):
+    losses.get("softmax_loss")([0, 7], np.zeros((2, C), np.float32))
+  with pytest.raises(ValueError, match=r"y_pred.*shape \[batch_size, list_size\]"):
+    losses.get("softmax_loss")([0], np.zeros((C,), np.float32))
+
+
+def test_register_rejects_duplicates():
+  with pytest.raises(ValueError, match="already registered"):
+    losses.register("softmax_loss")(type("Dup", (tf.keras.losses.Loss,), {}))

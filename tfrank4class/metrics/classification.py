@@ -1,0 +1,131 @@
+"""Keras metrics for classifiers seen as rankers.
+
+Each metric is the batch mean of a per-list function of :mod:`tfrank4class.metrics.functional`
+(see there for the formulas and the tie rule: exact expectation over random tie-breaking), and
+accepts integer class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, C]`` with raw scores
+``[B, C]``:
+
+    model.compile(loss=..., metrics=[TopKAccuracy(1), TopKAccuracy(5), NDCG(5), MRR()])
+
+Being ``tf.keras.metrics.Mean`` subclasses, they aggregate correctly across batches and replicas
+and accept ``sample_weight`` of shape ``[B]`` or ``[B, 1]`` (one weight per list).
+"""
+import tensorflow as tf
+
+from tfrank4class import _validation
+from tfrank4class.metrics import functional
+
+_PACKAGE = "tfrank4class"
+
+
+class _PerListMean(tf.keras.metrics.Mean):
+  """The weighted mean over lists of ``self._per_list(labels, scores)``."""
+
+  def update_state(self, y_true, y_pred, sample_weight=None):
+    values = self._per_list(y_true, y_pred)
+    if sample_weight is not None:
+      sample_weight = tf.reshape(tf.cast(sample_weight, values.dtype), [-1])
+    return super().update_state(values, sample_weight=sample_weight)
+
+
+@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+class TopKAccuracy(_PerListMean):
+  """Fraction of lists with a relevant item among the top ``k`` scores (ties in expectation).
+
+  Example:
+    >>> m = TopKAccuracy(k=1)
+    >>> _ = m.update_state([2, 0], [[0.1, 0.2, 0.7], [0.1, 0.8, 0.1]])
+    >>> float(m.result())
+    0.5
+  """
+
+  def __init__(self, k=5, name=None, dtype=None):
+    self.k = _validation.check_int("k", k, minimum=1)
+    super().__init__(name=name or f"top_{self.k}_accuracy", dtype=dtype)
+
+  def _per_list(self, y_true, y_pred):
+    return functional.top_k_accuracy(y_true, y_pred, k=self.k)
+
+  def get_config(self):
+    return {**super().get_config(), "k": self.k}
+
+
+@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+class NDCG(_PerListMean):
+  """Mean NDCG@k over lists (``k=None``: the full list), gains ``2^rel - 1`` or ``rel``.
+
+  Example:
+    >>> m = NDCG(k=5)
+    >>> _ = m.update_state([0], [[0.2, 0.9, 0.1]])
+    >>> round(float(m.result()), 4)
+    0.6309
+  """
+
+  def __init__(self, k=None, gain="exp2", name=None, dtype=None):
+    self.k = _validation.check_int("k", k, minimum=1, allow_none=True)
+    self.gain = _validation.check_choice("gain", gain, functional._GAINS)
+    super().__init__(name=name or ("ndcg" if self.k is None else f"ndcg_{self.k}"), dtype=dtype)
+
+  def _per_list(self, y_true, y_pred):
+    return functional.ndcg(y_true, y_pred, k=self.k, gain=self.gain)
+
+  def get_config(self):
+    return {**super().get_config(), "k": self.k, "gain": self.gain}
+
+
+@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+class MRR(_PerListMean):
+  """Mean reciprocal rank of the first relevant item (0 past ``k`` if given).
+
+  Example:
+    >>> m = MRR()
+    >>> _ = m.update_state([1], [[0.5, 0.2, 0.9]])
+    >>> round(float(m.result()), 4)
+    0.3333
+  """
+
+  def __init__(self, k=None, name=None, dtype=None):
+    self.k = _validation.check_int("k", k, minimum=1, allow_none=True)
+    super().__init__(name=name or ("mrr" if self.k is None else f"mrr_{self.k}"), dtype=dtype)
+
+  def _per_list(self, y_true, y_pred):
+    return functional.reciprocal_rank(y_true, y_pred, k=self.k)
+
+  def get_config(self):
+    return {**super().get_config(), "k": self.k}
+
+
+@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+class MeanAveragePrecision(_PerListMean):
+  """Mean over lists of the per-list average precision (relevant = relevance > 0).
+
+  Example:
+    >>> m = MeanAveragePrecision()
+    >>> _ = m.update_state([[1.0, 0.0, 1.0]], [[0.9, 0.8, 0.1]])
+    >>> round(float(m.result()), 4)
+    0.8333
+  """
+
+  def __init__(self, name="map", dtype=None):
+    super().__init__(name=name, dtype=dtype)
+
+  def _per_list(self, y_true, y_pred):
+    return functional.average_precision(y_true, y_pred)
+
+
+@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+class Spearman(_PerListMean):
+  """Mean over lists of Spearman's rank correlation between graded labels and scores.
+
+  Example:
+    >>> m = Spearman()
+    >>> _ = m.update_state([[1.0, 2.0, 3.0]], [[0.1, 0.5, 0.2]])
+    >>> float(m.result())
+    0.5
+  """
+
+  def __init__(self, name="spearman", dtype=None):
+    super().__init__(name=name, dtype=dtype)
+
+  def _per_list(self, y_true, y_pred):
+    return functional.spearman(y_true, y_pred)
