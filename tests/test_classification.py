@@ -88,3 +88,15 @@ def test_bad_arguments():
     metrics.NDCG(5, gain="log")
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels.*\[0, num_classes=6\)"):
     metrics.MRR().update_state([6], np.zeros((1, C), np.float32))
+
+
+def test_get_by_name():
+  from tfrank4class.metrics import get
+  assert isinstance(get("top_5"), metrics.TopKAccuracy) and get("top_5").k == 5
+  assert get("ndcg_10").k == 10 and get("ndcg").k is None
+  assert get("mrr").name == "mrr" and get("mrr_3").k == 3
+  assert isinstance(get("map"), metrics.MeanAveragePrecision)
+  assert isinstance(get("spearman"), metrics.Spearman)
+  for bad in ("top_0", "top5", "ndcg_x", "accuracy"):
+    with pytest.raises(ValueError, match=rf"Unknown metric name '{bad}'; known metrics are: top_K"):
+      get(bad)

@@ -1,0 +1,79 @@
+"""SavedModel export for serving.
+
+The export holds two signatures:
+
+``serving_default``
+    raw inputs -> predictions. Input ``image_bytes`` (encoded JPEG/PNG, ``tf.string [B]``) for
+    image datasets or ``text`` (``tf.string [B]``) for text datasets; the dataset's evaluation
+    preprocessing runs inside the graph. Outputs ``top_k_ids`` (int32 ``[B, k]``),
+    ``top_k_classes`` (string ``[B, k]``), ``top_k_scores`` (``[B, k]``) and ``scores``
+    (``[B, C]``), best first.
+``scores``
+    preprocessed features (what ``tfrank4class.data.load`` yields) -> ``scores`` ``[B, C]``; used
+    by ``tfrank4class-evaluate`` to score a split exactly as in training.
+
+The SavedModel needs TensorFlow only: a process that never imports ``tfrank4class`` loads and
+serves it with ``tf.saved_model.load`` or ``saved_model_cli run``.
+"""
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from tfrank4class import _validation
+from tfrank4class import data as data_lib
+
+INPUT_KEYS = {"image": "image_bytes", "text": "text"}
+
+
+def export_saved_model(model, dataset, class_names, export_dir, top_k=5, is_chief=True):
+  """Writes ``model`` (inputs -> scores) as a serving SavedModel to ``export_dir``.
+
+  Args:
+    model: a Keras model from preprocessed features to scores ``[B, C]``.
+    dataset: the dataset name, which fixes the raw input and its preprocessing.
+    class_names: the ``C`` class names, in class-id order.
+    export_dir: the directory to write.
+    top_k: how many classes ``serving_default`` returns (capped at ``C``).
+    is_chief: under multi-worker training every worker must save; workers other than the chief
+      write to a temporary directory that is removed afterwards.
+
+  Returns:
+    ``export_dir``.
+  """
+  top_k = _validation.check_int("top_k", top_k, minimum=1)
+  class_names = [str(c) for c in class_names]
+  num_classes = int(model.output_shape[-1])
+  if len(class_names) != num_classes:
+    raise ValueError(f"`class_names` has {len(class_names)} names for a model with "
+                     f"{num_classes} scores.")
+  modality = "text" if model.inputs[0].dtype == tf.string else "image"
+  key = INPUT_KEYS[modality]
+  preprocess = data_lib.serving_preprocess(dataset)
+  names = tf.constant(class_names)
+  k = min(top_k, num_classes)
+  feature_spec = tf.TensorSpec(model.inputs[0].shape, model.inputs[0].dtype, name="features")
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=key)])
+  def serve(raw):
+    features = preprocess(raw)
+    if modality == "text" and model.inputs[0].shape.rank == 2:
+      features = features[:, None]
+    scores = model(features, training=False)
+    top = tf.math.top_k(scores, k=k)
+    return {"top_k_ids": top.indices, "top_k_classes": tf.gather(names, top.indices),
+            "top_k_scores": top.values, "scores": scores}
+
+  @tf.function(input_signature=[feature_spec])
+  def scores_of(features):
+    return {"scores": model(features, training=False)}
+
+  module = tf.Module()
+  module.model = model
+  module.serve = serve
+  module.scores = scores_of
+  target = export_dir if is_chief else tempfile.mkdtemp(prefix="tfrank4class-export-")
+  tf.saved_model.save(module, target, signatures={"serving_default": serve, "scores": scores_of})
+  if not is_chief:
+    shutil.rmtree(target, ignore_errors=True)
+  return export_dir
