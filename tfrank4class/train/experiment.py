@@ -102,6 +102,20 @@ class ExperimentConfig:
   def to_json(self):
     return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
+  @classmethod
+  def from_model_dir(cls, model_dir):
+    """The config a run wrote to ``model_dir/config.json``."""
+    path = os.path.join(model_dir, "config.json")
+    if not os.path.exists(path):
+      raise FileNotFoundError(f"No training run in `model_dir` {model_dir!r}: {path} is missing.")
+    with open(path) as f:
+      return cls(**json.load(f))
+
+
+def quiet_tensorflow_logs():
+  """Hides TensorFlow's Python INFO lines (SavedModel tracing chatter); warnings still show."""
+  tf.get_logger().setLevel("WARNING")
+
 
 def validation_split(dataset):
   """The split used to pick the best checkpoint: ``validation`` where the dataset has one."""
@@ -159,9 +173,9 @@ def resume_position(backup_dir, steps_per_epoch):
 
 
 def _input_fn(config, split, training):
-  def make(input_context=None, batch_size=config.batch_size):
+  def make(input_context=None):
     return data_lib.load(
-        config.dataset, split, config.data_dir, batch_size=batch_size, training=training,
+        config.dataset, split, config.data_dir, batch_size=config.batch_size, training=training,
         shuffle=training, shuffle_seed=config.seed, deterministic=True, repeat=training,
         drop_remainder=training, input_context=input_context)
   return make
@@ -170,8 +184,8 @@ def _input_fn(config, split, training):
 def _distribute(strategy, config, make):
   """Plain dataset for one worker (Keras splits each global batch); per-worker shards otherwise."""
   if isinstance(strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)):
-    return strategy.distribute_datasets_from_function(
-        lambda ctx: make(ctx, ctx.get_per_replica_batch_size(config.batch_size)))
+    # `load` divides the global batch size per replica itself when given the input context.
+    return strategy.distribute_datasets_from_function(make)
   return make()
 
 

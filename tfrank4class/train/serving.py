@@ -77,3 +77,21 @@ def export_saved_model(model, dataset, class_names, export_dir, top_k=5, is_chie
   if not is_chief:
     shutil.rmtree(target, ignore_errors=True)
   return export_dir
+
+
+def saved_model_scorer(export_dir):
+  """A callable ``scorer(features, training=False) -> scores`` over an export's ``scores``
+  signature, to evaluate an exported model with :func:`tfrank4class.train.experiment.evaluate`."""
+  loaded = tf.saved_model.load(export_dir)
+  if "scores" not in loaded.signatures:
+    raise ValueError(f"`saved_model` {export_dir!r} has no 'scores' signature; it was not "
+                     "written by tfrank4class.train.serving.export_saved_model.")
+  signature = loaded.signatures["scores"]
+
+  def scorer(features, training=False):
+    del training
+    if features.dtype == tf.string and features.shape.rank == 1:
+      features = features[:, None]
+    return signature(features=features)["scores"]
+  scorer.loaded = loaded  # keeps the SavedModel alive as long as the scorer
+  return scorer

@@ -92,6 +92,7 @@ def config_from_flags():
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  experiment.quiet_tensorflow_logs()
   config = config_from_flags()
   result = experiment.train(config)
   model = experiment.best_model(config, result)

@@ -1,0 +1,101 @@
+"""The serving SavedModel: fresh process without tfrank4class, saved_model_cli show and run."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfrank4class import data as data_lib
+from tfrank4class.train import experiment, serving
+
+TEXTS = ["Thank you so much, this is wonderful!", "I am so angry about this."]
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+@pytest.fixture(scope="module")
+def text_export(tmp_path_factory):
+  root = tmp_path_factory.mktemp("serving")
+  config = experiment.ExperimentConfig(
+      encoder_kwargs={"max_tokens": 2000, "sequence_length": 16, "embedding_dim": 16,
+                      "num_heads": 1, "ff_dim": 16},
+      hidden_units=(16,), batch_size=32, epochs=1, steps=3, verbose=0)
+  result = experiment.train(config)
+  export_dir = str(root / "export")
+  serving.export_saved_model(result.model, config.dataset, result.info.class_names, export_dir, top_k=3)
+  return result.model, result.info.class_names, export_dir
+
+
+def test_fresh_process_without_tfrank4class(text_export):
+  model, class_names, export_dir = text_export
+  script = (
+      "import json, sys, tensorflow as tf\n"
+      "m = tf.saved_model.load(sys.argv[1])\n"
+      "out = m.signatures['serving_default'](text=tf.constant(json.loads(sys.argv[2])))\n"
+      "print(json.dumps({k: v.numpy().tolist() if v.dtype != tf.string else "
+      "[[c.decode() for c in row] for row in v.numpy()] for k, v in out.items()}))\n"
+      "print(json.dumps('tfrank4class' in sys.modules))\n")
+  lines = subprocess.run([sys.executable, "-c", script, export_dir, json.dumps(TEXTS)], env=ENV,
+                         cwd="/", check=True, capture_output=True, text=True).stdout.splitlines()
+  out, imported = json.loads(lines[-2]), json.loads(lines[-1])
+  assert imported is False
+  expected = model(tf.constant(TEXTS)[:, None]).numpy()
+  np.testing.assert_allclose(out["scores"], expected, rtol=1e-4, atol=1e-5)
+  want_ids = np.argsort(-expected, axis=1)[:, :3]
+  np.testing.assert_array_equal(out["top_k_ids"], want_ids)
+  assert out["top_k_classes"] == [[class_names[i] for i in row] for row in want_ids]
+  np.testing.assert_allclose(out["top_k_scores"], np.take_along_axis(expected, want_ids, 1), rtol=1e-4, atol=1e-5)
+
+
+def test_saved_model_cli_show_and_run(text_export):
+  _, class_names, export_dir = text_export
+  cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+  shown = subprocess.run([cli, "show", "--dir", export_dir, "--all"], env=ENV, check=True,
+                         capture_output=True, text=True).stdout
+  assert "signature_def['serving_default']" in shown and "inputs['text']" in shown
+  for output in ("top_k_ids", "top_k_classes", "top_k_scores", "scores"):
+    assert f"outputs['{output}']" in shown
+  ran = subprocess.run([cli, "run", "--dir", export_dir, "--tag_set", "serve", "--signature_def",
+                        "serving_default", "--input_exprs", f"text={TEXTS[:1]!r}"],
+                       env=ENV, check=True, capture_output=True, text=True).stdout
+  assert "top_k_classes" in ran
+  assert any(name in ran for name in class_names)
+
+
+def test_scores_signature_evaluates_like_the_model(text_export):
+  model, _, export_dir = text_export
+  scorer = serving.saved_model_scorer(export_dir)
+  features = tf.constant(TEXTS)
+  np.testing.assert_allclose(scorer(features).numpy(), model(features[:, None]).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_image_export_takes_encoded_bytes(datasets_dir, tmp_path):
+  data_dir = str(datasets_dir / "cifar10_jpeg")
+  info = data_lib.info("cifar10", data_dir)
+  config = experiment.ExperimentConfig(dataset="cifar10", data_dir=data_dir, hidden_units=(8,),
+                                       encoder_kwargs={"filters": [4], "embedding_dim": 8})
+  model = experiment.build_model(config, info)
+  export_dir = str(tmp_path / "export")
+  serving.export_saved_model(model, "cifar10", info.class_names, export_dir)
+  files = [datasets_dir / "cifar10_jpeg" / "test" / c / "0000.jpg" for c in ("cat", "ship")]
+  raw = tf.constant([f.read_bytes() for f in files])
+  loaded = tf.saved_model.load(export_dir)
+  out = loaded.signatures["serving_default"](image_bytes=raw)
+  assert out["top_k_classes"].shape == (2, 5)
+  want = model(data_lib.serving_preprocess("cifar10")(raw)).numpy()
+  np.testing.assert_allclose(out["scores"].numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_bad_export_arguments(text_export, tmp_path):
+  model, class_names, _ = text_export
+  with pytest.raises(ValueError, match=r"`class_names` has 3 names for a model with 28 scores"):
+    serving.export_saved_model(model, "goemotions_sample", class_names[:3], str(tmp_path / "a"))
+  with pytest.raises(ValueError, match=r"`top_k` must be an integer >= 1, got 0"):
+    serving.export_saved_model(model, "goemotions_sample", class_names, str(tmp_path / "b"), top_k=0)
+  with pytest.raises(ValueError, match=r"has no 'scores' signature"):
+    module = tf.Module()
+    module.f = tf.function(lambda x: x, input_signature=[tf.TensorSpec([None], tf.float32)])
+    tf.saved_model.save(module, str(tmp_path / "c"))
+    serving.saved_model_scorer(str(tmp_path / "c"))

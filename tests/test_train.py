@@ -1,0 +1,59 @@
+"""The absl binaries: flags, bad values refused before any data is read, and the demo."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "NO_GCE_CHECK": "true", "PYTHONPATH": ROOT}
+
+
+def _run(*args, module="tfrank4class.train"):
+  return subprocess.run([sys.executable, "-m", module, *args], env=ENV, capture_output=True, text=True)
+
+
+def test_helpfull_documents_every_flag():
+  out = _run("--helpfull").stdout
+  for flag in ("dataset", "data_dir", "encoder", "interaction", "loss", "loss_kwargs", "metrics",
+               "batch_size", "epochs", "steps", "optimizer", "learning_rate", "strategy", "tpu",
+               "model_dir", "export_dir", "seed"):
+    assert f"--{flag}:" in out, flag
+
+
+@pytest.mark.parametrize("flag, value, allowed", [
+    ("loss", "softmax", "softmax_loss"),
+    ("strategy", "gpu", "default|mirrored|multi_worker_mirrored|tpu"),
+    ("optimizer", "sgd", "adagrad|adam"),
+    ("dataset", "mnist", "cifar10"),
+])
+def test_unknown_flag_values_list_the_allowed_ones(flag, value, allowed, tmp_path):
+  result = _run(f"--{flag}={value}", f"--data_dir={tmp_path / 'missing'}")
+  assert result.returncode != 0
+  assert f"--{flag}" in result.stderr and allowed in result.stderr
+  assert "DataNotFoundError" not in result.stderr  # refused before any data is read
+
+
+def test_bad_json_and_config_values(tmp_path):
+  result = _run("--loss_kwargs=[1]", f"--data_dir={tmp_path}")
+  assert result.returncode != 0 and "--loss_kwargs must be a JSON object" in result.stderr
+  result = _run("--metrics=top_1", "--best_metric=mrr")
+  assert result.returncode != 0 and "`best_metric` 'mrr' must be one of `metrics`" in result.stderr
+  result = _run("--strategy=tpu")
+  assert result.returncode != 0 and "`tpu` must name a TPU" in result.stderr
+
+
+def test_evaluate_needs_exactly_one_model_source():
+  result = _run("--dataset=goemotions_sample", module="tfrank4class.train.evaluate")
+  assert result.returncode != 0 and "Give exactly one of --model_dir, --checkpoint, --saved_model" in result.stderr
+
+
+@pytest.mark.slow
+def test_demo_runs_end_to_end(tmp_path):
+  result = subprocess.run([sys.executable, "-m", "tfrank4class.train.demo", "--workdir",
+                           str(tmp_path / "demo"), "--epochs", "1"], env=ENV, capture_output=True,
+                          text=True, check=True)
+  out = result.stdout
+  for loss in ("softmax_loss", "pairwise_logistic_loss", "approx_ndcg_loss"):
+    assert any(line.startswith(loss) for line in out.splitlines())
+  assert "true emotion:" in out and "(tfrank4class imported by the server: False)" in out

@@ -1,0 +1,233 @@
+"""GoEmotions (Demszky et al., ACL 2020): Reddit comments labelled with 27 emotions + neutral.
+
+Sources (``source=None`` detects them):
+  * ``"tsv"``: the official release files in ``data_dir``: ``train.tsv``, ``dev.tsv``, ``test.tsv``
+    (rows ``text<TAB>comma-separated label ids<TAB>comment id``, TSV with ``"`` quoting) and
+    ``emotions.txt`` (the 28 names in id order, 27 = neutral).
+  * ``"tfds"``: TFDS ``goemotions`` prepared in ``data_dir`` (one bool feature per emotion); the
+    class ids follow ``EMOTIONS`` (the order of ``emotions.txt``), not TFDS's alphabetical keys.
+
+Labels:
+  * default (``multi_label=False``): only the rows with exactly one label, as in the Rank4Class
+    paper (train 36,308 / dev 4,548 / test 4,590 of 43,410 / 5,426 / 5,427 rows); the label is
+    the int64 class id.
+  * ``multi_label=True``: every row, the label is a multi-hot float32 relevance vector ``[28]``
+    (``r_c = 1`` if emotion ``c`` was annotated), ready for the ranking losses.
+
+Features are the raw comment text as a scalar ``tf.string``; see ``tfrank4class.data.text`` to
+vectorise it inside the model.
+
+The dataset name ``goemotions_sample`` reads the Apache-2.0 slice shipped in
+``tfrank4class/resources/goemotions_sample`` (same format) when no ``data_dir`` is given;
+``goemotions`` itself never falls back to it.
+
+Example:
+  >>> ds = load("train", "/data/goemotions", options.InputOptions(batch_size=32))  # doctest: +SKIP
+"""
+import csv
+import functools
+import importlib.resources
+import pathlib
+
+import numpy as np
+import tensorflow as tf
+
+from tfrank4class import _validation
+from tfrank4class.data import _common
+from tfrank4class.data import options as options_lib
+
+NAME = "goemotions"
+SAMPLE_NAME = "goemotions_sample"
+EMOTIONS = (
+    "admiration", "amusement", "anger", "annoyance", "approval", "caring", "confusion",
+    "curiosity", "desire", "disappointment", "disapproval", "disgust", "embarrassment",
+    "excitement", "fear", "gratitude", "grief", "joy", "love", "nervousness", "optimism", "pride",
+    "realization", "relief", "remorse", "sadness", "surprise", "neutral")
+SOURCES = ("tsv", "tfds")
+SPLIT_FILES = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
+HOW = ("Download the official GoEmotions files train.tsv, dev.tsv, test.tsv and emotions.txt from "
+       "https://github.com/google-research/google-research/tree/master/goemotions/data into one "
+       "folder and pass it as `data_dir`, or prepare TFDS 'goemotions' there "
+       "(`tfds.builder('goemotions', data_dir=...).download_and_prepare()` with network access). "
+       "A small slice ships with the package as the dataset 'goemotions_sample'.")
+
+
+def sample_dir():
+  """The folder of the embedded ``goemotions_sample`` data inside the installed package."""
+  return pathlib.Path(str(importlib.resources.files("tfrank4class").joinpath(
+      "resources", "goemotions_sample")))
+
+
+class MalformedRowError(ValueError):
+  """A row of a data file does not parse; the message names the file and line."""
+
+
+def read_emotions(path):
+  """Reads ``emotions.txt``: one name per line, in class id order."""
+  path = pathlib.Path(path)
+  if not path.is_file():
+    raise _common.missing_data(path, "GoEmotions emotions.txt", HOW)
+  names = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+  names = [n for n in names if n]
+  if len(names) < 2:
+    raise MalformedRowError(f"{path}: expected one emotion name per line, got {names!r}.")
+  return tuple(names)
+
+
+def read_tsv(path, num_classes):
+  """Parses a GoEmotions TSV file.
+
+  Returns:
+    ``(texts, label_ids, comment_ids)``: lists of str, lists of int, and str.
+
+  Raises:
+    DataNotFoundError: the file is missing.
+    MalformedRowError: a row without exactly 3 fields, with label ids that are not
+      comma-separated integers in ``[0, num_classes)``, or with an empty id; the message names
+      the file and the 1-based line.
+  """
+  path = pathlib.Path(path)
+  if not path.is_file():
+    raise _common.missing_data(path, "GoEmotions TSV file", HOW)
+  texts, labels, ids = [], [], []
+  with path.open(encoding="utf-8", newline="") as f:
+    reader = csv.reader(f, delimiter="\t", quotechar='"', strict=True)
+    line = 0
+    try:
+      for row in reader:
+        line = reader.line_num
+        if len(row) != 3:
+          raise MalformedRowError(
+              f"{path}, line {line}: expected 3 tab-separated fields (text, label ids, id), "
+              f"got {len(row)}: {row!r}.")
+        text, label_field, comment_id = row
+        try:
+          ids_ = [int(t) for t in label_field.split(",")]
+        except ValueError:
+          raise MalformedRowError(
+              f"{path}, line {line}: label ids must be comma-separated integers, "
+              f"got {label_field!r}.") from None
+        bad = [i for i in ids_ if not 0 <= i < num_classes]
+        if bad:
+          raise MalformedRowError(
+              f"{path}, line {line}: label ids must be in [0, {num_classes}), got {bad}.")
+        if not comment_id.strip():
+          raise MalformedRowError(f"{path}, line {line}: the comment id (3rd field) is empty.")
+        texts.append(text)
+        labels.append(ids_)
+        ids.append(comment_id)
+    except csv.Error as e:
+      raise MalformedRowError(f"{path}, line {reader.line_num}: {e}.") from None
+  return texts, labels, ids
+
+
+@functools.lru_cache(maxsize=16)
+def _read_cached(path, mtime, num_classes):
+  del mtime  # part of the cache key only
+  return read_tsv(path, num_classes)
+
+
+def detect_source(data_dir):
+  """``"tsv"`` if ``data_dir`` holds the TSV files, ``"tfds"`` if TFDS data is there, else raises.
+  """
+  if data_dir is None:
+    return "tfds"
+  path = _common.require_dir(data_dir, "GoEmotions data", HOW)
+  if (path / "train.tsv").is_file() or (path / "emotions.txt").is_file():
+    return "tsv"
+  if (path / NAME).is_dir():
+    return "tfds"
+  raise _common.missing_data(
+      path, "GoEmotions files (train.tsv, dev.tsv, test.tsv, emotions.txt) or prepared TFDS "
+      "'goemotions'", HOW)
+
+
+def info(data_dir=None, source=None, name=NAME):
+  """``DatasetInfo`` of GoEmotions: 28 class names, ``neutral`` = 27."""
+  source = _validation.check_choice("source", source or detect_source(data_dir), SOURCES)
+  if source == "tsv":
+    path = _common.require_dir(data_dir, "GoEmotions TSV files", HOW)
+    names = read_emotions(path / "emotions.txt")
+  else:
+    names = EMOTIONS
+  return _common.DatasetInfo(name, names, "text", source, data_dir)
+
+
+def examples(split, data_dir, multi_label=False):
+  """The in-memory ``(texts, labels)`` of a TSV split (numpy), before sharding.
+
+  ``labels`` is int64 ``[N]`` of the single-label rows, or multi-hot float32 ``[N, C]`` of all
+  rows with ``multi_label=True``.
+  """
+  base, suffix = _common.canonical_split(split)
+  if suffix:
+    raise ValueError(f"`split` slices such as {split!r} need source='tfds'; the TSV source takes "
+                     "'train', 'validation' ('dev') or 'test'.")
+  path = _common.require_dir(data_dir, "GoEmotions TSV files", HOW)
+  names = read_emotions(path / "emotions.txt")
+  file = path / SPLIT_FILES[base]
+  if not file.is_file():
+    raise _common.missing_data(file, f"GoEmotions {SPLIT_FILES[base]}", HOW)
+  texts, label_ids, _ = _read_cached(str(file), file.stat().st_mtime_ns, len(names))
+  if multi_label:
+    relevance = np.zeros([len(texts), len(names)], np.float32)
+    for row, ids_ in enumerate(label_ids):
+      relevance[row, ids_] = 1.0
+    return np.array(texts, dtype=object), relevance
+  keep = [i for i, ids_ in enumerate(label_ids) if len(ids_) == 1]
+  return (np.array([texts[i] for i in keep], dtype=object),
+          np.array([label_ids[i][0] for i in keep], np.int64))
+
+
+def load(split, data_dir, options, source=None, training=None, multi_label=False, name=NAME):
+  """Batched ``(tf.string [B], labels)`` of a GoEmotions split; see the module docstring.
+
+  Args:
+    split: ``"train"``, ``"validation"`` (``"dev"``) or ``"test"``.
+    data_dir: folder with the TSV files, or a TFDS data directory.
+    options: ``InputOptions``.
+    source: ``"tsv"``, ``"tfds"`` or None (detect).
+    training: shuffle by default; default: ``split`` starts with ``train``.
+    multi_label: all rows with multi-hot float32 ``[B, 28]`` labels instead of the single-label
+      rows with int64 ``[B]`` ids.
+  """
+  if not isinstance(multi_label, bool):
+    raise ValueError(f"`multi_label` must be True or False, got {multi_label!r}.")
+  source = _validation.check_choice("source", source or detect_source(data_dir), SOURCES)
+  base, suffix = _common.canonical_split(split)
+  training = base == "train" if training is None else bool(training)
+  if source == "tsv":
+    texts, labels = examples(split, data_dir, multi_label)
+    records = options_lib.shard_dataset(
+        tf.data.Dataset.from_tensor_slices((texts.astype(str).tolist(), labels)), options)
+  else:
+    records = _common.tfds_read(NAME, base + suffix, data_dir, options, training, HOW)
+    records = records.map(_tfds_to_relevance, num_parallel_calls=options.num_parallel_calls)
+    if not multi_label:
+      records = records.filter(lambda text, r: tf.equal(tf.reduce_sum(r), 1.0))
+      records = records.map(lambda text, r: (text, tf.argmax(r, output_type=tf.int64)))
+
+  def identity(text, label):
+    return text, label
+
+  def preprocess(text, label, seed):
+    del seed
+    return text, label
+
+  return options_lib.build_pipeline(records, identity, preprocess, options, training)
+
+
+def _tfds_to_relevance(example):
+  """TFDS example -> (comment_text, multi-hot float32 [28] in ``EMOTIONS`` order)."""
+  relevance = tf.stack([tf.cast(example[e], tf.float32) for e in EMOTIONS])
+  return example["comment_text"], relevance
+
+
+def serving_preprocess():
+  """``text tf.string [B] -> text tf.string [B]``: the model vectorises raw strings itself."""
+  def fn(texts):
+    texts = tf.convert_to_tensor(texts)
+    if texts.dtype != tf.string:
+      raise TypeError(f"GoEmotions serving inputs must be tf.string, got {texts.dtype.name}.")
+    return texts
+  return fn

@@ -1,0 +1,254 @@
+"""MIND news-category classification (Wu et al., ACL 2020), as in Rank4Class Appendix A.
+
+Each article of MIND's ``news.tsv`` (columns: news id, category, subcategory, title, abstract, url,
+title entities, abstract entities) becomes one example:
+
+    text  = title + SEPARATOR + abstract      (just the title when the abstract is empty)
+    label = class id of the category          (class names: the sorted categories in the data)
+
+MIND ships no split for news classification, so the articles are split 60/20/20 by a hash of the
+news id, the same on every run and every machine, whatever the row order::
+
+    bucket(id) = int(md5(id as UTF-8).hexdigest(), 16) mod 100
+    split      = train if bucket < 60, validation if bucket < 80, else test
+
+Sources (``source=None`` detects them):
+  * ``"tsv"``: ``data_dir`` holds ``news.tsv`` (or sub-folders such as ``MINDsmall_train/`` and
+    ``MINDsmall_dev/`` each with one; articles present in several are read once). Read directly.
+  * ``"tfds"``: the TFDS dataset ``mind`` (builder ``Mind`` below) prepared in ``data_dir`` from a
+    manual directory holding the same files::
+
+        tfds.builder("mind", data_dir=out).download_and_prepare(
+            download_config=tfds.download.DownloadConfig(manual_dir=folder_with_news_tsv))
+
+Both use the same reader and split rule, so they give the same examples.
+
+Example:
+  >>> split_of("N34700")  # doctest: +SKIP
+  'train'
+"""
+import hashlib
+import os
+import pathlib
+
+os.environ.setdefault("NO_GCE_CHECK", "true")
+
+import tensorflow as tf  # noqa: E402
+import tensorflow_datasets as tfds  # noqa: E402
+
+from tfrank4class import _validation  # noqa: E402
+from tfrank4class.data import _common  # noqa: E402
+from tfrank4class.data import options as options_lib  # noqa: E402
+
+NAME = "mind"
+SEPARATOR = " [SEP] "
+SPLIT_PERCENT = {"train": (0, 60), "validation": (60, 80), "test": (80, 100)}
+SOURCES = ("tsv", "tfds")
+HOW = ("Download MIND (https://msnews.github.io, Microsoft Research License; e.g. MINDsmall_train."
+       "zip), unzip it and pass the folder holding news.tsv as `data_dir` (source 'tsv'), or as "
+       "the "
+       "manual_dir of `tfds.builder('mind', data_dir=...).download_and_prepare(download_config="
+       "tfds.download.DownloadConfig(manual_dir=...))` (source 'tfds').")
+
+
+class MalformedRowError(ValueError):
+  """A row of news.tsv does not parse; the message names the file and line."""
+
+
+def bucket_of(news_id):
+  """The hash bucket in ``[0, 100)`` of a news id (see the module docstring)."""
+  return int(hashlib.md5(news_id.encode("utf-8")).hexdigest(), 16) % 100
+
+
+def split_of(news_id):
+  """``"train"``, ``"validation"`` or ``"test"``: the 60/20/20 split of a news id."""
+  b = bucket_of(news_id)
+  for split, (lo, hi) in SPLIT_PERCENT.items():
+    if lo <= b < hi:
+      return split
+  raise AssertionError(b)  # unreachable: the ranges cover [0, 100)
+
+
+def join_text(title, abstract, separator=SEPARATOR):
+  """``title + separator + abstract``, or just ``title`` if the abstract is empty."""
+  title, abstract = title.strip(), abstract.strip()
+  return title + separator + abstract if abstract else title
+
+
+def news_files(folder):
+  """The ``news.tsv`` files in ``folder`` or its direct sub-folders, sorted."""
+  folder = pathlib.Path(folder)
+  if (folder / "news.tsv").is_file():
+    return [folder / "news.tsv"]
+  return sorted(p for p in folder.glob("*/news.tsv") if p.is_file())
+
+
+def read_news(folder):
+  """Reads MIND articles: ``{news_id: (category, title, abstract)}`` in first-seen order.
+
+  Raises:
+    DataNotFoundError: no ``news.tsv`` in ``folder`` or its sub-folders.
+    MalformedRowError: a row with fewer than 5 tab-separated fields, an empty id or category, or
+      an id seen before with a different category; the message names the file and line.
+  """
+  folder = _common.require_dir(folder, "MIND news.tsv", HOW)
+  files = news_files(folder)
+  if not files:
+    raise _common.missing_data(folder / "news.tsv", "MIND news.tsv", HOW)
+  articles = {}
+  for path in files:
+    with path.open(encoding="utf-8", newline="") as f:
+      for line_no, line in enumerate(f, start=1):
+        line = line.rstrip("\r\n")
+        if not line:
+          continue
+        fields = line.split("\t")
+        if len(fields) < 5:
+          raise MalformedRowError(
+              f"{path}, line {line_no}: expected at least 5 tab-separated fields (id, category, "
+              f"subcategory, title, abstract), got {len(fields)}.")
+        news_id, category, _, title, abstract = (s.strip() for s in fields[:5])
+        if not news_id or not category:
+          raise MalformedRowError(f"{path}, line {line_no}: empty news id or category.")
+        if news_id in articles and articles[news_id][0] != category:
+          raise MalformedRowError(
+              f"{path}, line {line_no}: news id {news_id!r} was seen before with category "
+              f"{articles[news_id][0]!r}, now {category!r}.")
+        articles.setdefault(news_id, (category, title, abstract))
+  if not articles:
+    raise _common.missing_data(files[0], "MIND articles (the file is empty)", HOW)
+  return articles
+
+
+def categories(articles):
+  """Sorted distinct categories: the class names."""
+  return tuple(sorted({cat for cat, _, _ in articles.values()}))
+
+
+def split_examples(articles, split):
+  """``(news_ids, texts, labels)`` of one split, in news-id order."""
+  names = categories(articles)
+  index = {c: i for i, c in enumerate(names)}
+  ids = sorted(i for i in articles if split_of(i) == split)
+  texts = [join_text(articles[i][1], articles[i][2]) for i in ids]
+  labels = [index[articles[i][0]] for i in ids]
+  return ids, texts, labels
+
+
+class Mind(tfds.core.GeneratorBasedBuilder):
+  """TFDS builder of MIND news-category classification (manual download; see module docstring)."""
+
+  VERSION = tfds.core.Version("1.0.0")
+  RELEASE_NOTES = {"1.0.0": "Title [SEP] abstract -> category; 60/20/20 split by md5(news id)."}
+  MANUAL_DOWNLOAD_INSTRUCTIONS = (
+      "Download MIND from https://msnews.github.io (Microsoft Research License Terms), unzip it, "
+      "and put news.tsv (or the unzipped MIND*_train/ and MIND*_dev/ folders, each with a "
+      "news.tsv) in the manual directory (`tfds.download.DownloadConfig(manual_dir=...)`, "
+      "by default <data_dir>/downloads/manual/).")
+
+  def _info(self):
+    return self.dataset_info_from_configs(
+        features=tfds.features.FeaturesDict({
+            "news_id": tfds.features.Text(),
+            "text": tfds.features.Text(),
+            "title": tfds.features.Text(),
+            "abstract": tfds.features.Text(),
+            "category": tfds.features.Text(),
+            # Names are set from the data in _split_generators (sorted categories).
+            "label": tfds.features.ClassLabel(),
+        }),
+        supervised_keys=("text", "label"),
+        homepage="https://msnews.github.io",
+        citation=("@inproceedings{wu2020mind, title={MIND: A Large-scale Dataset for News "
+                  "Recommendation}, author={Wu, Fangzhao and others}, booktitle={ACL}, "
+                  "year={2020}}"),
+    )
+
+  def _split_generators(self, dl_manager):
+    articles = read_news(dl_manager.manual_dir)
+    self.info.features["label"].names = list(categories(articles))
+    return {split: self._generate_examples(articles, split) for split in SPLIT_PERCENT}
+
+  def _generate_examples(self, articles, split):
+    ids, texts, labels = split_examples(articles, split)
+    for news_id, text, label in zip(ids, texts, labels):
+      _, title, abstract = articles[news_id]
+      yield news_id, {"news_id": news_id, "text": text, "title": title, "abstract": abstract,
+                      "category": articles[news_id][0], "label": label}
+
+
+def prepare(manual_dir, data_dir):
+  """Prepares TFDS ``mind`` into ``data_dir`` from ``manual_dir`` (offline); returns the builder."""
+  manual = _common.require_dir(manual_dir, "MIND news.tsv", HOW)
+  if not news_files(manual):
+    raise _common.missing_data(manual / "news.tsv", "MIND news.tsv", HOW)
+  builder = Mind(data_dir=str(data_dir))
+  builder.download_and_prepare(
+      download_config=tfds.download.DownloadConfig(manual_dir=str(manual), try_download_gcs=False))
+  return builder
+
+
+def detect_source(data_dir):
+  """``"tsv"`` if ``data_dir`` holds news.tsv, ``"tfds"`` if TFDS ``mind`` is prepared there."""
+  if data_dir is None:
+    return "tfds"
+  path = _common.require_dir(data_dir, "MIND data", HOW)
+  if news_files(path):
+    return "tsv"
+  if (path / NAME).is_dir():
+    return "tfds"
+  raise _common.missing_data(path, "MIND news.tsv or prepared TFDS 'mind'", HOW)
+
+
+def info(data_dir=None, source=None):
+  """``DatasetInfo`` of MIND: the sorted categories of the data as class names."""
+  source = _validation.check_choice("source", source or detect_source(data_dir), SOURCES)
+  if source == "tsv":
+    names = categories(read_news(data_dir))
+  else:
+    builder = Mind(data_dir=None if data_dir is None else str(data_dir))
+    if not builder.is_prepared():
+      raise _common.missing_data(data_dir or builder.data_dir, "prepared TFDS 'mind'", HOW)
+    names = builder.info.features["label"].names
+  return _common.DatasetInfo(NAME, names, "text", source, data_dir)
+
+
+def load(split, data_dir, options, source=None, training=None):
+  """Batched ``(tf.string [B], int64 [B])`` of a MIND split; see the module docstring."""
+  source = _validation.check_choice("source", source or detect_source(data_dir), SOURCES)
+  base, suffix = _common.canonical_split(split)
+  training = base == "train" if training is None else bool(training)
+  if source == "tsv":
+    if suffix:
+      raise ValueError(f"`split` slices such as {split!r} need source='tfds'.")
+    _, texts, labels = split_examples(read_news(data_dir), base)
+    records = options_lib.shard_dataset(
+        tf.data.Dataset.from_tensor_slices((texts, tf.constant(labels, tf.int64))), options)
+  else:
+    builder = Mind(data_dir=None if data_dir is None else str(data_dir))
+    if not builder.is_prepared():
+      raise _common.missing_data(data_dir or builder.data_dir, "prepared TFDS 'mind'", HOW)
+    read_config = tfds.ReadConfig(shuffle_seed=options.seed, try_autocache=False)
+    records = builder.as_dataset(
+        split=_common.tfds_split(base + suffix, options),
+        shuffle_files=options.should_shuffle(training), read_config=read_config)
+    records = records.map(lambda ex: (ex["text"], ex["label"]))
+
+  def identity(text, label):
+    return text, label
+
+  def preprocess(text, label, seed):
+    del seed
+    return text, label
+
+  return options_lib.build_pipeline(records, identity, preprocess, options, training)
+
+
+def serving_preprocess():
+  """``tf.string [B] -> tf.string [B]`` (already ``title [SEP] abstract``, see ``join_text``)."""
+  def fn(texts):
+    texts = tf.convert_to_tensor(texts)
+    if texts.dtype != tf.string:
+      raise TypeError(f"MIND serving inputs must be tf.string, got {texts.dtype.name}.")
+    return texts
+  return fn

@@ -1,0 +1,1 @@
+"""Thin absl binaries: training, evaluation, sorter pretraining, export."""

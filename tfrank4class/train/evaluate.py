@@ -1,0 +1,59 @@
+"""tfrank4class-evaluate: Top-1, Top-5, NDCG@5 and MRR of a trained model on a split, as a table.
+
+    tfrank4class-evaluate --model_dir=runs/demo                  # its best.keras, its dataset
+    tfrank4class-evaluate --checkpoint=model.keras --dataset=cifar10 --data_dir=...
+    tfrank4class-evaluate --saved_model=runs/demo/export --dataset=goemotions_sample
+"""
+import os
+
+from absl import app
+from absl import flags
+
+from tfrank4class import data as data_lib
+from tfrank4class.train import experiment
+from tfrank4class.train import serving
+
+flags.DEFINE_string("model_dir", None, "A training run: evaluates its best.keras on its dataset.")
+flags.DEFINE_string("checkpoint", None, "A .keras model file.")
+flags.DEFINE_string("saved_model", None, "A SavedModel exported by tfrank4class.")
+flags.DEFINE_enum("dataset", None, data_lib.names(), "Dataset (default: the run's, with --model_dir).")
+flags.DEFINE_string("data_dir", None, "Where the dataset is (default: the run's, with --model_dir).")
+flags.DEFINE_list("split", ["test"], "Split(s) to evaluate.")
+flags.DEFINE_list("metrics", ["top_1", "top_5", "ndcg_5", "mrr"], "Metrics to report.")
+flags.DEFINE_integer("batch_size", 256, "Evaluation batch size.", lower_bound=1)
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  experiment.quiet_tensorflow_logs()
+  sources = [f for f in ("model_dir", "checkpoint", "saved_model") if FLAGS[f].value]
+  if len(sources) != 1:
+    raise app.UsageError("Give exactly one of --model_dir, --checkpoint, --saved_model; got "
+                         f"{sources or 'none'}.")
+  dataset, data_dir = FLAGS.dataset, FLAGS.data_dir
+  if FLAGS.model_dir:
+    config = experiment.ExperimentConfig.from_model_dir(FLAGS.model_dir)
+    dataset, data_dir = dataset or config.dataset, data_dir or config.data_dir
+  if dataset is None:
+    raise app.UsageError("--dataset is required with --checkpoint or --saved_model.")
+  if FLAGS.saved_model:
+    model = serving.saved_model_scorer(FLAGS.saved_model)
+  else:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    path = FLAGS.checkpoint or os.path.join(FLAGS.model_dir, "best.keras")
+    if not os.path.exists(path):
+      raise app.UsageError(f"No model file at {path}.")
+    model = tf.keras.models.load_model(path)
+  rows = [(split, experiment.evaluate(model, dataset, split, data_dir, FLAGS.batch_size,
+                                      tuple(FLAGS.metrics))) for split in FLAGS.split]
+  print(experiment.format_table(rows, list(FLAGS.metrics)))
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

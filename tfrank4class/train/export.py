@@ -1,0 +1,41 @@
+"""tfrank4class-export: write the serving SavedModel of a training run's best checkpoint.
+
+    tfrank4class-export --model_dir=runs/demo --export_dir=runs/demo/export
+"""
+import os
+
+from absl import app
+from absl import flags
+
+from tfrank4class import data as data_lib
+from tfrank4class.train import experiment
+from tfrank4class.train import serving
+
+flags.DEFINE_string("model_dir", None, "A training run (its best.keras and config.json).", required=True)
+flags.DEFINE_string("export_dir", None, "Where to write the SavedModel.", required=True)
+flags.DEFINE_string("checkpoint", None, "A .keras file to export instead of model_dir/best.keras.")
+flags.DEFINE_integer("top_k", 5, "Classes returned by the serving signature.", lower_bound=1)
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  experiment.quiet_tensorflow_logs()
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  config = experiment.ExperimentConfig.from_model_dir(FLAGS.model_dir)
+  path = FLAGS.checkpoint or os.path.join(FLAGS.model_dir, "best.keras")
+  if not os.path.exists(path):
+    raise app.UsageError(f"No model file at {path}.")
+  model = tf.keras.models.load_model(path)
+  class_names = data_lib.info(config.dataset, config.data_dir).class_names
+  serving.export_saved_model(model, config.dataset, class_names, FLAGS.export_dir, FLAGS.top_k)
+  print(f"Exported {path} to {FLAGS.export_dir}")
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,204 @@
+"""Pretrains a SoDeep sorter on synthetic lists (Engilberge et al., CVPR 2019, Sec. 3.1).
+
+    tfrank4class-pretrain-sorter --sorter=attention --min_list_size=3 --max_list_size=300 \\
+        --steps=3000 --batch_size=128 --learning_rate=3e-3 --output=/tmp/sorters/attention
+
+Loss (Eq. 1): the L1 distance between predicted and exact normalised ranks,
+
+    L = mean_{b, i} | (rank_hat_{b,i} - 1) / (n - 1) - (rank_{b,i} - 1) / (n - 1) |,
+
+minimised with Adam whose learning rate halves every ``--halve_every`` steps. Checkpoints and
+TensorBoard summaries go to ``--model_dir`` (training resumes from its latest checkpoint); every
+``--eval_every`` steps the sorter is scored on a fixed held-out synthetic set and, when it
+improves, exported to ``--output`` (``.json`` + ``.npz``, loadable with
+``<SorterClass>.load_weights_file`` or ``pretrained(path=...)``), so the run can be stopped at
+any time and the best weights so far are on disk.
+"""
+import json
+import os
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("sorter", "attention", ["lstm", "conv", "attention"], "Sorter architecture.")
+flags.DEFINE_integer("min_list_size", 10, "Shortest training list (>= 2).")
+flags.DEFINE_integer("max_list_size", 100, "Longest training list (conv: must equal min).")
+flags.DEFINE_integer("steps", 10000, "Training steps.")
+flags.DEFINE_integer("batch_size", 128, "Lists per step.")
+flags.DEFINE_float("learning_rate", 1e-3, "Initial Adam learning rate.")
+flags.DEFINE_integer("halve_every", 2000, "Halve the learning rate every this many steps.")
+flags.DEFINE_string("output", None, "Path prefix of the exported best weights (.json/.npz).")
+flags.DEFINE_string("model_dir", None, "Checkpoints and TensorBoard logs (default: <output>_run).")
+flags.DEFINE_integer("eval_every", 250, "Evaluate (and maybe export) every this many steps.")
+flags.DEFINE_integer("eval_lists", 512, "Held-out lists per evaluation length.")
+flags.DEFINE_list("eval_list_sizes", None, "Evaluation lengths (default: min, max and between).")
+flags.DEFINE_float("max_minutes", None, "Stop after this much wall time (best weights kept).")
+flags.DEFINE_integer("seed", 0, "Seed of the training data stream and initialisation.")
+flags.DEFINE_integer("threads", 1, "TensorFlow intra/inter-op threads.")
+flags.DEFINE_integer("units", 64, "lstm: units per direction.")
+flags.DEFINE_integer("num_layers", 2, "lstm: stacked BiLSTM layers.")
+flags.DEFINE_integer("filters", 32, "conv: channels.")
+flags.DEFINE_integer("num_blocks", 8, "conv: Conv-BN-ReLU blocks.")
+flags.DEFINE_integer("kernel_size", 5, "conv: kernel width.")
+flags.DEFINE_integer("hidden_units", 32, "attention: width of the temperature MLP.")
+
+#: Seed offset of the held-out evaluation data (disjoint from training seeds 0..).
+EVAL_SEED = 987654321
+
+
+def build_sorter(kind, list_size=None, **hparams):
+  """Returns an untrained sorter layer of ``kind`` ('lstm', 'conv' or 'attention')."""
+  from tfrank4class.ranking.attention_sorter import AttentionSorter
+  from tfrank4class.ranking.conv_sorter import ConvSorter
+  from tfrank4class.ranking.lstm_sorter import LSTMSorter
+  if kind == "lstm":
+    return LSTMSorter(units=hparams.get("units", 64), num_layers=hparams.get("num_layers", 2))
+  if kind == "conv":
+    return ConvSorter(list_size=list_size, filters=hparams.get("filters", 32),
+                      num_blocks=hparams.get("num_blocks", 8),
+                      kernel_size=hparams.get("kernel_size", 5))
+  if kind == "attention":
+    return AttentionSorter(hidden_units=hparams.get("hidden_units", 32))
+  raise ValueError(f"`sorter` must be one of ['attention', 'conv', 'lstm'], got {kind!r}.")
+
+
+def normalised_l1(predicted, exact):
+  """Eq. 1: mean |(rank_hat - 1)/(n - 1) - (rank - 1)/(n - 1)| over a batch ``[B, n]``."""
+  import tensorflow as tf
+  n = tf.cast(tf.shape(exact)[-1], exact.dtype)
+  return tf.reduce_mean(tf.abs(predicted - exact)) / (n - 1.0)
+
+
+def train(kind, min_list_size, max_list_size, steps, batch_size, learning_rate, halve_every,
+          output, model_dir=None, eval_every=250, eval_lists=512, eval_list_sizes=None,
+          max_minutes=None, seed=0, verbose=1, **hparams):
+  """Trains a sorter; returns ``(sorter, best_eval)``. See the module docstring."""
+  import tensorflow as tf
+  from tfrank4class import _validation
+  from tfrank4class.ranking import synthetic
+
+  _validation.check_int("min_list_size", min_list_size, minimum=2)
+  _validation.check_int("max_list_size", max_list_size, minimum=min_list_size)
+  _validation.check_int("steps", steps, minimum=1)
+  _validation.check_int("batch_size", batch_size, minimum=1)
+  _validation.check_float("learning_rate", learning_rate, minimum=0.0, strict=True)
+  _validation.check_int("halve_every", halve_every, minimum=1)
+  if not output:
+    raise ValueError("`output` (the path prefix of the exported weights) must be given.")
+  if kind == "conv" and min_list_size != max_list_size:
+    raise ValueError(
+        f"The conv sorter is tied to one list length: min_list_size ({min_list_size}) must "
+        f"equal max_list_size ({max_list_size}).")
+  model_dir = model_dir or output + "_run"
+  os.makedirs(model_dir, exist_ok=True)
+  tf.random.set_seed(seed)
+  sorter = build_sorter(kind, list_size=max_list_size, **hparams)
+  schedule = tf.keras.optimizers.schedules.ExponentialDecay(
+      learning_rate, decay_steps=halve_every, decay_rate=0.5, staircase=True)
+  optimizer = tf.keras.optimizers.Adam(schedule)
+  dataset = synthetic.synthetic_dataset(
+      batch_size, (min_list_size, max_list_size), seed=seed)
+  if eval_list_sizes is None:
+    eval_list_sizes = sorted({min_list_size, max_list_size,
+                              int(round((min_list_size * max_list_size) ** 0.5))})
+  eval_sets = {n: synthetic.synthetic_batch(eval_lists, n, seed=[EVAL_SEED, n])
+               for n in eval_list_sizes}
+
+  step_var = tf.Variable(0, dtype=tf.int64, name="step")
+  best_var = tf.Variable(float("inf"), dtype=tf.float64, name="best_eval")
+  sorter._build_for_export()
+  ckpt = tf.train.Checkpoint(sorter=sorter, optimizer=optimizer, step=step_var, best=best_var)
+  manager = tf.train.CheckpointManager(ckpt, os.path.join(model_dir, "ckpt"), max_to_keep=2)
+  if manager.latest_checkpoint:
+    ckpt.restore(manager.latest_checkpoint)
+    logging.info("Resumed from %s at step %d", manager.latest_checkpoint, int(step_var))
+  writer = tf.summary.create_file_writer(os.path.join(model_dir, "tensorboard"))
+
+  signature = [tf.TensorSpec([None, max_list_size if kind == "conv" else None], tf.float32)] * 2
+
+  @tf.function(input_signature=signature)
+  def train_step(scores, ranks):
+    with tf.GradientTape() as tape:
+      loss = normalised_l1(sorter(scores, training=True), ranks)
+    grads = tape.gradient(loss, sorter.trainable_variables)
+    optimizer.apply_gradients(zip(grads, sorter.trainable_variables))
+    return loss
+
+  @tf.function(input_signature=[signature[0]])
+  def predict(scores):
+    return sorter(scores, training=False)
+
+  def evaluate():
+    return {n: float(normalised_l1(predict(s), r)) for n, (s, r) in eval_sets.items()}
+
+  start = time.time()
+  progbar = tf.keras.utils.Progbar(steps, verbose=verbose, stateful_metrics=["lr", "eval"])
+  iterator = iter(dataset.skip(int(step_var)))
+  history = []
+  while int(step_var) < steps:
+    scores, ranks = next(iterator)
+    loss = float(train_step(scores, ranks))
+    step_var.assign_add(1)
+    step = int(step_var)
+    lr = float(schedule(step))
+    values = [("loss", loss), ("lr", lr)]
+    with writer.as_default(step=step):
+      tf.summary.scalar("train/l1_normalised_rank", loss)
+      tf.summary.scalar("train/learning_rate", lr)
+    out_of_time = max_minutes is not None and (time.time() - start) > 60 * max_minutes
+    if step % eval_every == 0 or step == steps or out_of_time:
+      errors = evaluate()
+      mean_error = sum(errors.values()) / len(errors)
+      with writer.as_default(step=step):
+        for n, e in errors.items():
+          tf.summary.scalar(f"eval/l1_normalised_rank_n{n}", e)
+      values.append(("eval", mean_error))
+      history.append({"step": step, "eval": errors, "minutes": (time.time() - start) / 60})
+      if mean_error < float(best_var):
+        best_var.assign(mean_error)
+        sorter.export_weights(output, metadata={
+            "step": step, "eval_l1_normalised_rank": {str(k): v for k, v in errors.items()},
+            "min_list_size": min_list_size, "max_list_size": max_list_size,
+            "batch_size": batch_size, "learning_rate": learning_rate,
+            "halve_every": halve_every, "seed": seed,
+            "train_minutes_this_run": round((time.time() - start) / 60, 2)})
+      manager.save(checkpoint_number=step)
+      logging.info("step %d eval %s (best %.5f)", step, json.dumps(errors), float(best_var))
+    progbar.update(step, values)
+    if out_of_time:
+      logging.info("Stopping after %.1f minutes (--max_minutes).", max_minutes)
+      break
+  with open(os.path.join(model_dir, "history.json"), "a") as f:
+    f.write(json.dumps(history) + "\n")
+  return sorter, float(best_var)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  if not FLAGS.output:
+    raise app.UsageError("--output (path prefix of the exported weights) is required.")
+  import tensorflow as tf
+  tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
+  tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
+  eval_sizes = [int(x) for x in FLAGS.eval_list_sizes] if FLAGS.eval_list_sizes else None
+  _, best = train(
+      FLAGS.sorter, FLAGS.min_list_size, FLAGS.max_list_size, FLAGS.steps, FLAGS.batch_size,
+      FLAGS.learning_rate, FLAGS.halve_every, FLAGS.output, model_dir=FLAGS.model_dir,
+      eval_every=FLAGS.eval_every, eval_lists=FLAGS.eval_lists, eval_list_sizes=eval_sizes,
+      max_minutes=FLAGS.max_minutes, seed=FLAGS.seed, units=FLAGS.units,
+      num_layers=FLAGS.num_layers, filters=FLAGS.filters, num_blocks=FLAGS.num_blocks,
+      kernel_size=FLAGS.kernel_size, hidden_units=FLAGS.hidden_units)
+  print(f"best held-out L1 (normalised ranks): {best:.6f}; weights: {FLAGS.output}.json/.npz")
+
+
+def run():
+  """Console-script entry point ``tfrank4class-pretrain-sorter``."""
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()
