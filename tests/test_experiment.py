@@ -48,8 +48,18 @@ def test_other_bad_config_values():
     tiny(learning_rate=0).validate()
   with pytest.raises(ValueError, match=r"`tpu` must name a TPU"):
     tiny(strategy="tpu").validate()
+  with pytest.raises(ValueError, match=r"`model_dir` is required when `strategy` is 'multi_worker_mirrored'"):
+    tiny(strategy="multi_worker_mirrored").validate()
+
+
+
+def test_bad_loss_arguments_fail_before_any_data_is_read(tmp_path):
+  missing = str(tmp_path / "missing")
   with pytest.raises(ValueError, match=r"Invalid keyword arguments \['bad'\] for loss 'softmax_loss'"):
-    tiny(loss_kwargs={"bad": 1}).validate()
+    experiment.train(tiny(dataset="goemotions", data_dir=missing, loss_kwargs={"bad": 1}))
+  with pytest.raises(ValueError, match=r"lambda_"):
+    experiment.train(tiny(dataset="goemotions", data_dir=missing, loss="recall_loss",
+                          loss_kwargs={"lambda_": -1.0}))
 
 
 def test_unreadable_data_dir_gives_the_pipeline_error(tmp_path):

@@ -16,17 +16,23 @@ _WITH_K = {"top": classification.TopKAccuracy, "ndcg": classification.NDCG,
            "mrr": classification.MRR}
 
 
-def get(name):
-  """Returns a fresh Keras metric for ``name`` (see the module docstring for the names).
+def parse(name):
+  """``(metric class, constructor args)`` for ``name``, without building anything.
 
   Raises:
     ValueError: for a name that matches none of ``PATTERNS``, listing them.
   """
   if name in _FIXED:
-    return _FIXED[name]()
+    return _FIXED[name], ()
   match = re.fullmatch(r"(top|ndcg|mrr)_([0-9]+)", str(name))
   if match and int(match.group(2)) >= 1:
-    return _WITH_K[match.group(1)](int(match.group(2)))
+    return _WITH_K[match.group(1)], (int(match.group(2)),)
   raise ValueError(
       f"Unknown metric name {name!r}; known metrics are: {', '.join(PATTERNS)} "
       "(K a positive integer, e.g. top_5, ndcg_10).")
+
+
+def get(name):
+  """Returns a fresh Keras metric for ``name`` (see the module docstring for the names)."""
+  cls, args = parse(name)
+  return cls(*args)

@@ -73,16 +73,20 @@ class ExperimentConfig:
   verbose: int = 1
 
   def validate(self):
-    """Checks every field; raises ``ValueError`` naming the field, the value and what is allowed."""
+    """Checks every field; raises ``ValueError`` naming the field, the value and what is allowed.
+
+    Pure Python: it creates no TensorFlow object, so it may run before a multi-worker strategy
+    (which must be created before TensorFlow's runtime starts). Loss arguments are checked when
+    ``train`` first builds the loss, right after the strategy and still before any data is read.
+    """
     _validation.check_choice("dataset", self.dataset, data_lib.names())
     if self.encoder != "auto":
       _validation.check_choice("encoder", self.encoder, ["auto"] + list(encoders_lib.names()))
     _validation.check_choice("interaction", self.interaction, INTERACTIONS)
     _validation.check_choice("loss", self.loss, losses_lib.names())
-    losses_lib.get(self.loss, **self.loss_kwargs)  # bad loss_kwargs fail here, before any data
     for name in self.metrics:
-      metrics_lib.get(name)
-    metrics_lib.get(self.best_metric)
+      metrics_lib.registry.parse(name)
+    metrics_lib.registry.parse(self.best_metric)
     if self.best_metric not in self.metrics:
       raise ValueError(f"`best_metric` {self.best_metric!r} must be one of `metrics` {list(self.metrics)}.")
     for units in self.hidden_units:
@@ -95,6 +99,9 @@ class ExperimentConfig:
     _validation.check_choice("strategy", self.strategy, strategy_lib.STRATEGIES)
     if self.strategy == "tpu" and not self.tpu:
       raise ValueError("`tpu` must name a TPU (a name, or grpc://host:port) when `strategy` is 'tpu'.")
+    if self.strategy == "multi_worker_mirrored" and not self.model_dir:
+      raise ValueError("`model_dir` is required when `strategy` is 'multi_worker_mirrored': the "
+                       "chief evaluates and exports the best.keras it writes there.")
     _validation.check_int("seed", self.seed, minimum=0)
     _validation.check_int("backup_every", self.backup_every, minimum=1)
     return self
@@ -181,9 +188,20 @@ def _input_fn(config, split, training):
   return make
 
 
+def _is_multi_worker(strategy):
+  return isinstance(strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy))
+
+
+def _full_batches(config, split):
+  """Full global batches in one pass over ``split``."""
+  return _count_batches(data_lib.load(config.dataset, split, config.data_dir,
+                                      batch_size=config.batch_size, training=False,
+                                      shuffle=False, drop_remainder=True))
+
+
 def _distribute(strategy, config, make):
   """Plain dataset for one worker (Keras splits each global batch); per-worker shards otherwise."""
-  if isinstance(strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)):
+  if _is_multi_worker(strategy):
     # `load` divides the global batch size per replica itself when given the input context.
     return strategy.distribute_datasets_from_function(make)
   return make()
@@ -199,15 +217,15 @@ def train(config):
   ``DataNotFoundError`` for a missing ``data_dir``.
   """
   config.validate()
+  strategy = strategy_lib.make_strategy(config.strategy, config.tpu, config.devices)
   tf.keras.utils.set_random_seed(config.seed)
   tf.config.experimental.enable_op_determinism()
-  strategy = strategy_lib.make_strategy(config.strategy, config.tpu, config.devices)
+  with strategy.scope():
+    losses_lib.get(config.loss, **config.loss_kwargs)  # bad loss arguments fail before any data
   info = data_lib.info(config.dataset, config.data_dir)
   val_split = validation_split(config.dataset)
 
-  one_pass = data_lib.load(config.dataset, "train", config.data_dir, batch_size=config.batch_size,
-                           training=False, shuffle=False, drop_remainder=True)
-  steps_per_epoch = config.steps or _count_batches(one_pass)
+  steps_per_epoch = config.steps or _full_batches(config, "train")
   if steps_per_epoch < 1:
     raise ValueError(f"The training split of {config.dataset!r} has fewer examples than one "
                      f"batch ({config.batch_size}).")
@@ -242,15 +260,22 @@ def train(config):
   val_data = _distribute(strategy, config, make_val)
   with strategy.scope():
     model = build_model(config, info)
+  # Sharded validation sets need a step count; every worker has at least this many batches.
+  validation_steps = max(1, _full_batches(config, val_split)) if _is_multi_worker(strategy) else None
   history = model.fit(train_data, epochs=config.epochs, steps_per_epoch=steps_per_epoch,
-                      validation_data=val_data, callbacks=callbacks, verbose=config.verbose)
+                      validation_data=val_data, validation_steps=validation_steps,
+                      callbacks=callbacks, verbose=config.verbose)
   return TrainResult(model, history, info, strategy)
 
 
 def best_model(config, result):
-  """The model of ``model_dir/best.keras`` where this process wrote it, else ``result.model``."""
+  """The model of ``model_dir/best.keras`` if the run wrote one, else ``result.model``.
+
+  Under multi-worker training only the chief calls this: the loaded copy is not distributed, so
+  evaluating and exporting it needs no collective op from the other workers.
+  """
   path = os.path.join(config.model_dir or "", "best.keras")
-  if config.model_dir and strategy_lib.is_chief(result.strategy) and os.path.exists(path):
+  if config.model_dir and os.path.exists(path):
     return tf.keras.models.load_model(path)
   return result.model
 

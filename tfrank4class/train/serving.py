@@ -15,9 +15,6 @@ The export holds two signatures:
 The SavedModel needs TensorFlow only: a process that never imports ``tfrank4class`` loads and
 serves it with ``tf.saved_model.load`` or ``saved_model_cli run``.
 """
-import shutil
-import tempfile
-
 import tensorflow as tf
 
 from tfrank4class import _validation
@@ -26,7 +23,7 @@ from tfrank4class import data as data_lib
 INPUT_KEYS = {"image": "image_bytes", "text": "text"}
 
 
-def export_saved_model(model, dataset, class_names, export_dir, top_k=5, is_chief=True):
+def export_saved_model(model, dataset, class_names, export_dir, top_k=5):
   """Writes ``model`` (inputs -> scores) as a serving SavedModel to ``export_dir``.
 
   Args:
@@ -35,8 +32,6 @@ def export_saved_model(model, dataset, class_names, export_dir, top_k=5, is_chie
     class_names: the ``C`` class names, in class-id order.
     export_dir: the directory to write.
     top_k: how many classes ``serving_default`` returns (capped at ``C``).
-    is_chief: under multi-worker training every worker must save; workers other than the chief
-      write to a temporary directory that is removed afterwards.
 
   Returns:
     ``export_dir``.
@@ -72,10 +67,7 @@ def export_saved_model(model, dataset, class_names, export_dir, top_k=5, is_chie
   module.model = model
   module.serve = serve
   module.scores = scores_of
-  target = export_dir if is_chief else tempfile.mkdtemp(prefix="tfrank4class-export-")
-  tf.saved_model.save(module, target, signatures={"serving_default": serve, "scores": scores_of})
-  if not is_chief:
-    shutil.rmtree(target, ignore_errors=True)
+  tf.saved_model.save(module, export_dir, signatures={"serving_default": serve, "scores": scores_of})
   return export_dir
 
 

@@ -95,21 +95,20 @@ def main(argv):
   experiment.quiet_tensorflow_logs()
   config = config_from_flags()
   result = experiment.train(config)
+  if not strategy_lib.is_chief(result.strategy):
+    return  # the chief evaluates and exports a non-distributed copy of the best checkpoint
   model = experiment.best_model(config, result)
   rows = experiment.evaluate_splits(model, config)
-  chief = strategy_lib.is_chief(result.strategy)
-  if chief:
-    print(f"\n{config.dataset} / {config.loss} / {config.interaction} (best checkpoint by "
-          f"validation {config.best_metric}):")
-    print(experiment.format_table(rows, list(rows[0][1])))
-  if config.model_dir and chief:
+  print(f"\n{config.dataset} / {config.loss} / {config.interaction} (best checkpoint by "
+        f"validation {config.best_metric}):")
+  print(experiment.format_table(rows, list(rows[0][1])))
+  if config.model_dir:
     with open(os.path.join(config.model_dir, "results.json"), "w") as f:
       json.dump(dict(rows), f, indent=2)
   if config.export_dir:
     serving.export_saved_model(model, config.dataset, result.info.class_names, config.export_dir,
-                               top_k=FLAGS.top_k, is_chief=chief)
-    if chief:
-      print(f"Exported the serving SavedModel to {config.export_dir}")
+                               top_k=FLAGS.top_k)
+    print(f"Exported the serving SavedModel to {config.export_dir}")
 
 
 def run():
