@@ -21,7 +21,7 @@ def text_export(tmp_path_factory):
   config = experiment.ExperimentConfig(
       encoder_kwargs={"max_tokens": 2000, "sequence_length": 16, "embedding_dim": 16,
                       "num_heads": 1, "ff_dim": 16},
-      hidden_units=(16,), batch_size=32, epochs=1, steps=3, verbose=0)
+      hidden_units=(16,), batch_size=32, epochs=1, steps=3, verbose=0, model_dir=str(root / "run"))
   result = experiment.train(config)
   export_dir = str(root / "export")
   serving.export_saved_model(result.model, config.dataset, result.info.class_names, export_dir, top_k=3)
@@ -99,3 +99,24 @@ def test_bad_export_arguments(text_export, tmp_path):
     module.f = tf.function(lambda x: x, input_signature=[tf.TensorSpec([None], tf.float32)])
     tf.saved_model.save(module, str(tmp_path / "c"))
     serving.saved_model_scorer(str(tmp_path / "c"))
+
+
+def test_export_and_evaluate_binaries(text_export, tmp_path):
+  model, _, export_dir = text_export
+  run_dir = os.path.join(os.path.dirname(export_dir), "run")
+  env = {**ENV, "NO_GCE_CHECK": "true"}
+  new_export = str(tmp_path / "exported")
+  subprocess.run([sys.executable, "-m", "tfrank4class.train.export", f"--model_dir={run_dir}",
+                  f"--export_dir={new_export}"], env=env, check=True, capture_output=True)
+  scores = tf.saved_model.load(new_export).signatures["serving_default"](text=tf.constant(TEXTS))["scores"]
+  np.testing.assert_allclose(scores.numpy(), model(tf.constant(TEXTS)[:, None]).numpy(), rtol=1e-4, atol=1e-5)
+  out = subprocess.run([sys.executable, "-m", "tfrank4class.train.evaluate",
+                        f"--checkpoint={run_dir}/best.keras", "--dataset=goemotions_sample",
+                        "--split=test"], env=env, check=True, capture_output=True, text=True).stdout
+  row = [line for line in out.splitlines() if line.startswith("test")][0].split()
+  want = experiment.evaluate(model, "goemotions_sample", "test")
+  assert [float(v) for v in row[1:]] == pytest.approx([want[m] for m in ("top_1", "top_5", "ndcg_5", "mrr")], abs=1e-4)
+  missing = subprocess.run([sys.executable, "-m", "tfrank4class.train.export",
+                            f"--model_dir={tmp_path}", f"--export_dir={tmp_path / 'x'}"],
+                           env=env, capture_output=True, text=True)
+  assert missing.returncode != 0 and "config.json is missing" in missing.stderr

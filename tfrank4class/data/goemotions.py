@@ -207,14 +207,7 @@ def load(split, data_dir, options, source=None, training=None, multi_label=False
       records = records.filter(lambda text, r: tf.equal(tf.reduce_sum(r), 1.0))
       records = records.map(lambda text, r: (text, tf.argmax(r, output_type=tf.int64)))
 
-  def identity(text, label):
-    return text, label
-
-  def preprocess(text, label, seed):
-    del seed
-    return text, label
-
-  return options_lib.build_pipeline(records, identity, preprocess, options, training)
+  return options_lib.build_pipeline(records, None, None, options, training)
 
 
 def _tfds_to_relevance(example):

@@ -234,14 +234,7 @@ def load(split, data_dir, options, source=None, training=None):
         shuffle_files=options.should_shuffle(training), read_config=read_config)
     records = records.map(lambda ex: (ex["text"], ex["label"]))
 
-  def identity(text, label):
-    return text, label
-
-  def preprocess(text, label, seed):
-    del seed
-    return text, label
-
-  return options_lib.build_pipeline(records, identity, preprocess, options, training)
+  return options_lib.build_pipeline(records, None, None, options, training)
 
 
 def serving_preprocess():

@@ -163,9 +163,10 @@ def build_pipeline(records, decode, preprocess, options, training, keep=None):
   Args:
     records: a ``tf.data.Dataset`` of raw records, already sharded (``shard_dataset`` or a TFDS
       sub-split).
-    decode: deterministic ``record -> (features, label)`` (e.g. read and decode an image).
+    decode: deterministic ``record -> (features, label)`` (e.g. read and decode an image), or
+      ``None`` when the records already are ``(features, label)``.
     preprocess: ``(features, label, seed) -> (features, label)``; ``seed`` is an int64 ``[2]``
-      stateless seed, used only by random (training) preprocessing.
+      stateless seed, used only by random (training) preprocessing. ``None``: no preprocessing.
     options: ``InputOptions``.
     training: whether this is a training pipeline (default shuffle).
     keep: optional ``(features, label) -> bool`` filter applied after ``decode`` (e.g. dropping
@@ -185,7 +186,8 @@ def build_pipeline(records, decode, preprocess, options, training, keep=None):
   ds = records
   if shuffle and not options.cache:
     ds = _shuffle(ds)
-  ds = ds.map(decode, num_parallel_calls=calls, deterministic=det)
+  if decode is not None:
+    ds = ds.map(decode, num_parallel_calls=calls, deterministic=det)
   if keep is not None:
     ds = ds.filter(keep)
   if options.cache:
@@ -194,10 +196,11 @@ def build_pipeline(records, decode, preprocess, options, training, keep=None):
       ds = _shuffle(ds)
   if options.repeat:
     ds = ds.repeat()
-  seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
-  ds = tf.data.Dataset.zip((ds, seeds))
-  ds = ds.map(lambda example, s: preprocess(example[0], example[1], s),
-              num_parallel_calls=calls, deterministic=det)
+  if preprocess is not None:
+    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+    ds = tf.data.Dataset.zip((ds, seeds))
+    ds = ds.map(lambda example, s: preprocess(example[0], example[1], s),
+                num_parallel_calls=calls, deterministic=det)
   ds = ds.batch(options.pipeline_batch_size, drop_remainder=options.drop_remainder)
   if options.prefetch:
     ds = ds.prefetch(AUTOTUNE)

@@ -4,8 +4,6 @@
     tfrank4class-evaluate --checkpoint=model.keras --dataset=cifar10 --data_dir=...
     tfrank4class-evaluate --saved_model=runs/demo/export --dataset=goemotions_sample
 """
-import os
-
 from absl import app
 from absl import flags
 
@@ -41,11 +39,7 @@ def main(argv):
   if FLAGS.saved_model:
     model = serving.saved_model_scorer(FLAGS.saved_model)
   else:
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    path = FLAGS.checkpoint or os.path.join(FLAGS.model_dir, "best.keras")
-    if not os.path.exists(path):
-      raise app.UsageError(f"No model file at {path}.")
-    model = tf.keras.models.load_model(path)
+    model = experiment.load_checkpoint(FLAGS.model_dir, FLAGS.checkpoint)
   rows = [(split, experiment.evaluate(model, dataset, split, data_dir, FLAGS.batch_size,
                                       tuple(FLAGS.metrics))) for split in FLAGS.split]
   print(experiment.format_table(rows, list(FLAGS.metrics)))

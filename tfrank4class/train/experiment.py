@@ -274,10 +274,18 @@ def best_model(config, result):
   Under multi-worker training only the chief calls this: the loaded copy is not distributed, so
   evaluating and exporting it needs no collective op from the other workers.
   """
-  path = os.path.join(config.model_dir or "", "best.keras")
-  if config.model_dir and os.path.exists(path):
-    return tf.keras.models.load_model(path)
+  if config.model_dir and os.path.exists(os.path.join(config.model_dir, "best.keras")):
+    return load_checkpoint(config.model_dir)
   return result.model
+
+
+def load_checkpoint(model_dir=None, checkpoint=None):
+  """The Keras model of ``checkpoint`` (a ``.keras`` file), else of ``model_dir/best.keras``."""
+  path = checkpoint or os.path.join(model_dir or "", "best.keras")
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"No model file at {path}: pass a .keras `checkpoint` or the "
+                            "`model_dir` of a finished training run.")
+  return tf.keras.models.load_model(path)
 
 
 def evaluate_splits(model, config):

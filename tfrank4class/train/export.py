@@ -2,8 +2,6 @@
 
     tfrank4class-export --model_dir=runs/demo --export_dir=runs/demo/export
 """
-import os
-
 from absl import app
 from absl import flags
 
@@ -22,15 +20,11 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   experiment.quiet_tensorflow_logs()
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   config = experiment.ExperimentConfig.from_model_dir(FLAGS.model_dir)
-  path = FLAGS.checkpoint or os.path.join(FLAGS.model_dir, "best.keras")
-  if not os.path.exists(path):
-    raise app.UsageError(f"No model file at {path}.")
-  model = tf.keras.models.load_model(path)
+  model = experiment.load_checkpoint(FLAGS.model_dir, FLAGS.checkpoint)
   class_names = data_lib.info(config.dataset, config.data_dir).class_names
   serving.export_saved_model(model, config.dataset, class_names, FLAGS.export_dir, FLAGS.top_k)
-  print(f"Exported {path} to {FLAGS.export_dir}")
+  print(f"Exported {FLAGS.checkpoint or FLAGS.model_dir} to {FLAGS.export_dir}")
 
 
 def run():
