@@ -34,7 +34,12 @@ def make_strategy(name="default", tpu=None, devices=None):
   if name == "default":
     return tf.distribute.get_strategy()
   if name == "mirrored":
-    return tf.distribute.MirroredStrategy(devices)
+    # Without GPUs there is no NCCL to gain: reduce through one device. TensorFlow 2.15's default
+    # collective all-reduce can reuse instance keys when several MirroredStrategy objects train
+    # in one process, which aborts with "Shape mismatch in the collective instance".
+    on_cpu = not tf.config.list_logical_devices("GPU")
+    return tf.distribute.MirroredStrategy(
+        devices, cross_device_ops=tf.distribute.ReductionToOneDevice() if on_cpu else None)
   if name == "multi_worker_mirrored":
     return tf.distribute.MultiWorkerMirroredStrategy()
   resolver = tpu_resolver(tpu)

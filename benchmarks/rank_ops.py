@@ -1,0 +1,282 @@
+"""Speed of the blackbox ranker, and blackbox NDCG vs ApproxNDCG.
+
+Part 1: forward + backward of ``tfrank4class.ranking.blackbox_rank`` beside ONE ``tf.argsort`` of
+the same tensor (descending, stable), measured interleaved in the same process (argsort,
+blackbox, argsort, blackbox, ...) and reported as the median of the per-pair time ratios, from
+wall-clock time and (one thread) from process CPU time. The lower bound is two sorts
+(one forward, one backward), i.e. a ratio of about 2. Each thread setting runs in its own
+subprocess (TensorFlow fixes its thread pools at start-up); XLA (``jit_compile=True``) on and off
+run in the same subprocess.
+
+Part 2: ``tfr.keras.losses.ApproxNDCGLoss`` and ``tfrank4class.losses.BlackboxNDCGLoss``,
+forward + backward time and peak resident memory (growth of the process's max RSS over its
+baseline, one fresh subprocess per measurement) at list lengths 10 .. 10,000, batch 64.
+
+Usage:
+  nice -n 10 .venv/bin/python benchmarks/rank_ops.py            # everything, ~5-10 minutes
+  .venv/bin/python benchmarks/rank_ops.py --quick                # fewer repeats, small shapes
+Writes benchmarks/out/rank_ops.png and benchmarks/out/rank_ops.json.
+"""
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "out"
+SHAPES = [(1, 1_000), (1, 100_000), (1, 1_000_000), (256, 1_000), (8, 320_000)]
+NDCG_LENGTHS = [10, 100, 1_000, 10_000]
+NDCG_BATCH = 64
+# ApproxNDCG materialises [batch, n, n] pairwise tensors: at n = 10,000 and batch 64 one such
+# float32 tensor is 64 * 1e8 * 4 B = 25.6 GB, more than this machine has.
+APPROX_MAX_BYTES = 8e9
+PAPER_MS = {(1, 100_000): 33.0, (1, 1_000_000): 331.0}  # Rolinek et al. Table 6, one CPU core
+
+
+def _setup_tf(threads):
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  os.environ.setdefault("NO_GCE_CHECK", "true")
+  sys.path.insert(0, str(ROOT))
+  import tensorflow as tf
+  if threads:
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+  return tf
+
+
+def _time(fn, *args, cpu=False):
+  """Wall time of one call (and the process CPU time it used, if ``cpu``)."""
+  start, start_cpu = time.perf_counter(), time.process_time()
+  out = fn(*args)
+  out.numpy()
+  wall = time.perf_counter() - start
+  return (wall, time.process_time() - start_cpu) if cpu else wall
+
+
+def worker_rank(threads, repeats, shapes):
+  tf = _setup_tf(threads)
+  import numpy as np
+  from tfrank4class.ranking import blackbox_rank
+  rows = []
+  for shape in shapes:
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.standard_normal(shape), tf.float32)
+    g = tf.constant(rng.standard_normal(shape), tf.float32)
+    for xla in (False, True):
+      @tf.function(jit_compile=xla)
+      def argsort(x):
+        return tf.argsort(x, axis=-1, direction="DESCENDING", stable=True)
+
+      @tf.function(jit_compile=xla)
+      def fwd_bwd(x, g):
+        with tf.GradientTape() as tape:
+          tape.watch(x)
+          ranks = blackbox_rank(x, lambda_=1.0)
+        return tape.gradient(ranks, x, output_gradients=g)
+
+      @tf.function(jit_compile=xla)
+      def two_argsorts(x, g):  # the lower bound: one sort forward, one backward
+        return (tf.argsort(x, axis=-1, direction="DESCENDING", stable=True)
+                + tf.argsort(x + g, axis=-1, direction="DESCENDING", stable=True))
+
+      for _ in range(2):  # trace / compile and warm up
+        _time(argsort, x)
+        _time(fwd_bwd, x, g)
+        _time(two_argsorts, x, g)
+      n = shape[0] * shape[1]
+      reps = repeats if n >= 1_000_000 else (repeats * 3 if n >= 100_000 else repeats * 10)
+      t_sort, t_bb, t_two = [], [], []
+      for _ in range(reps):
+        t_sort.append(_time(argsort, x, cpu=True))
+        t_bb.append(_time(fwd_bwd, x, g, cpu=True))
+        t_two.append(_time(two_argsorts, x, g))
+      t_sort, t_bb, t_two = np.array(t_sort), np.array(t_bb), np.array(t_two)
+      rows.append({
+          "shape": list(shape), "threads": threads or "all", "xla": xla,
+          # Fastest run of each (least disturbed by the other users of the machine) ...
+          "argsort_ms": 1e3 * float(t_sort[:, 0].min()),
+          "blackbox_ms": 1e3 * float(t_bb[:, 0].min()),
+          # ... and the median over the interleaved pairs of (blackbox / argsort), robust to a
+          # load spike hitting one run.
+          "ratio": float(np.median(t_bb[:, 0] / t_sort[:, 0])),
+          "argsort_cpu_ms": 1e3 * float(t_sort[:, 1].min()),
+          "blackbox_cpu_ms": 1e3 * float(t_bb[:, 1].min()),
+          "ratio_cpu": float(np.median(t_bb[:, 1] / np.maximum(t_sort[:, 1], 1e-9))),
+          # Two plain argsorts measured the same way: what the load does to the 2x lower bound.
+          "ratio_two_sorts": float(np.median(t_two / t_sort[:, 0])),
+      })
+      print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+  return rows
+
+
+def _max_rss_bytes():
+  import resource
+  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def worker_ndcg(loss_name, n, repeats, batch=NDCG_BATCH):
+  tf = _setup_tf(1)
+  import numpy as np
+  import tensorflow_ranking as tfr
+  from tfrank4class.losses import BlackboxNDCGLoss
+  rng = np.random.default_rng(0)
+  scores = tf.constant(rng.standard_normal((batch, n)), tf.float32)
+  labels = tf.constant((rng.random((batch, n)) < 0.1).astype(np.float32))
+  if loss_name == "ApproxNDCGLoss":
+    loss = tfr.keras.losses.ApproxNDCGLoss()
+  else:
+    loss = BlackboxNDCGLoss(lambda_=1.0)
+
+  @tf.function
+  def step(scores):
+    with tf.GradientTape() as tape:
+      tape.watch(scores)
+      value = loss(labels, scores)
+    return tape.gradient(value, scores)[0, 0] + value
+
+  base = _max_rss_bytes()
+  times = []
+  for i in range(repeats + 1):
+    t = _time(step, scores)
+    if i:
+      times.append(t)
+  return {"loss": loss_name, "n": n, "batch": batch, "ms": 1e3 * float(np.median(times)),
+          "peak_mb": (_max_rss_bytes() - base) / 2**20}
+
+
+def _run_worker(args):
+  cmd = [sys.executable, __file__] + args
+  proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+  if proc.returncode != 0:
+    raise RuntimeError(f"worker {args} failed:\n{proc.stderr[-3000:]}")
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _table(headers, rows):
+  widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+  line = lambda cells: "| " + " | ".join(str(c).rjust(w) for c, w in zip(cells, widths)) + " |"
+  return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+                   + [line(r) for r in rows])
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--quick", action="store_true", help="small shapes, few repeats")
+  parser.add_argument("--repeats", type=int, default=7)
+  parser.add_argument("--worker", choices=["rank", "ndcg"])
+  parser.add_argument("--threads", type=int, default=0)
+  parser.add_argument("--loss")
+  parser.add_argument("--n", type=int)
+  parser.add_argument("--batch", type=int, default=NDCG_BATCH)
+  parser.add_argument("--skip-ndcg", action="store_true")
+  args = parser.parse_args()
+  shapes = [(1, 1_000), (64, 1_000)] if args.quick else SHAPES
+  repeats = 2 if args.quick else args.repeats
+  if args.worker == "rank":
+    print(json.dumps(worker_rank(args.threads, repeats, shapes)))
+    return
+  if args.worker == "ndcg":
+    print(json.dumps(worker_ndcg(args.loss, args.n, repeats, args.batch)))
+    return
+
+  OUT.mkdir(parents=True, exist_ok=True)
+  cpu_count = os.cpu_count()
+  rank_rows = []
+  for threads in (1, 0):
+    extra = ["--quick"] if args.quick else []
+    rank_rows += _run_worker(["--worker", "rank", "--threads", str(threads),
+                              "--repeats", str(repeats)] + extra)
+  by_key = {(tuple(r["shape"]), r["threads"], r["xla"]): r for r in rank_rows}
+  table = []
+  for shape in shapes:
+    for threads in (1, "all"):
+      plain, xla = by_key[(shape, threads, False)], by_key[(shape, threads, True)]
+      paper = PAPER_MS.get(shape)
+      table.append([
+          f"[{shape[0]}, {shape[1]}]", threads if threads == 1 else f"all ({cpu_count})",
+          f"{plain['argsort_ms']:.3f}", f"{plain['blackbox_ms']:.3f}", f"{plain['ratio']:.2f}x",
+          f"{plain['ratio_two_sorts']:.2f}x",
+          f"{xla['argsort_ms']:.3f}", f"{xla['blackbox_ms']:.3f}", f"{xla['ratio']:.2f}x",
+          f"{plain['blackbox_cpu_ms']:.1f}" if threads == 1 else "-",
+          f"{plain['ratio_cpu']:.2f}x" if threads == 1 else "-",
+          f"{paper:.0f}" if (paper and threads == 1) else "-"])
+  print("blackbox_rank forward+backward vs one tf.argsort of the same tensor, run interleaved.")
+  print("Times: fastest wall-clock run (ms). ratio: median over the interleaved pairs of")
+  print("blackbox/argsort wall time. 'f+b CPU' / 'CPU ratio': the same from process CPU time with")
+  print("one thread, the fair comparison with the paper's single-core figures on a shared machine.")
+  print("'2 sorts ratio': two plain argsorts (x and x + g) timed the same way: the lower bound as")
+  print("measured under the same load.")
+  print(_table(["shape", "threads", "argsort", "blackbox f+b", "ratio", "2 sorts ratio",
+                "argsort XLA",
+                "blackbox f+b XLA", "ratio XLA", "f+b CPU", "CPU ratio", "paper f+b (1 core)"],
+               table))
+
+  ndcg_rows = []
+  if not args.skip_ndcg:
+    lengths = NDCG_LENGTHS[:2] if args.quick else NDCG_LENGTHS
+    for n in lengths:
+      for name in ("ApproxNDCGLoss", "BlackboxNDCGLoss"):
+        if name == "ApproxNDCGLoss" and NDCG_BATCH * n * n * 4 > APPROX_MAX_BYTES:
+          ndcg_rows.append({"loss": name, "n": n, "batch": NDCG_BATCH, "ms": None,
+                            "peak_mb": None,
+                            "note": f"not run: one [64, n, n] float32 tensor is "
+                                    f"{NDCG_BATCH * n * n * 4 / 1e9:.1f} GB"})
+          row = _run_worker(["--worker", "ndcg", "--loss", name, "--n", str(n), "--batch", "1",
+                             "--repeats", "2"])
+          row["note"] = "batch 1 instead of 64"
+          ndcg_rows.append(row)
+          continue
+        ndcg_rows.append(_run_worker(["--worker", "ndcg", "--loss", name, "--n", str(n),
+                                      "--repeats", str(repeats)]))
+    print()
+    print(f"NDCG losses, forward+backward, one thread (median wall ms; peak MB = growth of the "
+          "max RSS of a fresh process while running)")
+    print(_table(["list length", "batch", "loss", "time ms", "peak MB", "note"], [
+        [r["n"], r["batch"], r["loss"], "-" if r["ms"] is None else f"{r['ms']:.2f}",
+         "-" if r["peak_mb"] is None else f"{r['peak_mb']:.0f}", r.get("note", "")]
+        for r in ndcg_rows]))
+
+  (OUT / "rank_ops.json").write_text(json.dumps({"rank": rank_rows, "ndcg": ndcg_rows}, indent=1))
+  try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+  except ImportError:
+    print("matplotlib missing: no plot written")
+    return
+  fig, axes = plt.subplots(1, 2 if ndcg_rows else 1, figsize=(13 if ndcg_rows else 7, 4.5))
+  axes = list(axes) if ndcg_rows else [axes]
+  ax = axes[0]
+  labels = [f"[{s[0]},{s[1]}]" for s in shapes]
+  configs = [(1, False), (1, True), ("all", False), ("all", True)]
+  width = 0.2
+  for k, (threads, xla) in enumerate(configs):
+    ratios = [by_key[(s, threads, xla)]["ratio"] for s in shapes]
+    ax.bar([i + (k - 1.5) * width for i in range(len(shapes))], ratios, width,
+           label=f"threads={threads}{', XLA' if xla else ''}")
+  ax.axhline(2.0, color="k", lw=0.8, ls=":", label="two sorts")
+  ax.axhline(2.2, color="r", lw=0.8, ls="--", label="goal 2.2x")
+  ax.set_xticks(range(len(shapes)), labels, rotation=20)
+  ax.set_ylabel("blackbox f+b time / one argsort")
+  ax.set_title("blackbox_rank forward+backward vs tf.argsort")
+  ax.legend(fontsize=7)
+  if ndcg_rows:
+    ax = axes[1]
+    for name, marker in (("ApproxNDCGLoss", "o"), ("BlackboxNDCGLoss", "s")):
+      pts = [(r["n"], r["ms"]) for r in ndcg_rows
+             if r["loss"] == name and r["ms"] is not None and r["batch"] == NDCG_BATCH]
+      ax.loglog(*zip(*pts), marker=marker, label=name)
+    ax.set_xlabel("list length n (batch 64)")
+    ax.set_ylabel("forward+backward ms")
+    ax.set_title("NDCG losses: time vs list length")
+    ax.legend()
+  fig.tight_layout()
+  fig.savefig(OUT / "rank_ops.png", dpi=110)
+  print(f"\nwrote {OUT / 'rank_ops.png'} and {OUT / 'rank_ops.json'}")
+
+
+if __name__ == "__main__":
+  main()

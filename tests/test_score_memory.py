@@ -1,0 +1,88 @@
+"""Tests of tfrank4class.losses.score_memory.ScoreMemory (RaMBO Sec. 4.3)."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfrank4class.losses import ScoreMemory
+
+
+def batches(sizes, width=3):
+  return [(np.full((b, width), 10.0 * k + 1, np.float32), np.full((b, width), k, np.float32))
+          for k, b in enumerate(sizes)]
+
+
+def expected_concat(data, t, tau):
+  """Batch t followed by batches t-1, ..., t-tau (those that exist)."""
+  keep = [data[k] for k in range(t, max(-1, t - tau - 1), -1)]
+  return np.concatenate([v for v, _ in keep]), np.concatenate([l for _, l in keep])
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_keeps_last_tau_batches_of_varying_size(compiled):
+  memory = ScoreMemory(batches=2)
+  call = tf.function(memory.__call__) if compiled else memory
+  data = batches([2, 3, 1, 4, 2])
+  for t, (v, l) in enumerate(data):
+    got_v, got_l = call(tf.constant(v), tf.constant(l))
+    ref_v, ref_l = expected_concat(data, t, 2)
+    np.testing.assert_array_equal(got_v.numpy(), ref_v)
+    np.testing.assert_array_equal(got_l.numpy(), ref_l)
+
+
+def test_zero_batches_is_identity_and_reset():
+  memory = ScoreMemory(0)
+  v, l = memory(tf.ones([2, 3]), tf.zeros([2, 3]))
+  assert v.shape == (2, 3) and l.shape == (2, 3)
+  memory = ScoreMemory(3)
+  memory(tf.ones([2, 3]), tf.zeros([2, 3]))
+  memory.reset()
+  v, _ = memory(tf.ones([2, 3]), tf.zeros([2, 3]))
+  assert v.shape == (2, 3)
+
+
+def test_gradient_flows_only_through_current_batch():
+  memory = ScoreMemory(1)
+  memory(tf.ones([2, 2]), tf.zeros([2, 2]))
+  x = tf.Variable(2.0 * tf.ones([2, 2]))
+  with tf.GradientTape() as tape:
+    v, _ = memory(x * 1.0, tf.zeros([2, 2]))
+    total = tf.reduce_sum(v * v)
+  assert v.shape == (4, 2)
+  # d/dx sum(x^2) = 2x = 4 for the current rows; the remembered rows are constants.
+  np.testing.assert_array_equal(tape.gradient(total, x).numpy(), np.full((2, 2), 4.0))
+
+
+def test_per_replica_memory_under_mirrored_strategy(mirrored_strategy):
+  memory = ScoreMemory(1)
+
+  @tf.function
+  def step(x):
+    def replica_fn(x):
+      replica = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32)
+      v, _ = memory(x + 100.0 * replica, tf.zeros_like(x))
+      return v
+    return mirrored_strategy.run(replica_fn, (x,))
+
+  outs = [step(tf.fill([2, 2], float(t))) for t in range(3)]
+  last = [t.numpy() for t in mirrored_strategy.experimental_local_results(outs[-1])]
+  # Replica r sees its own current batch (2 + 100 r) and its own previous one (1 + 100 r).
+  np.testing.assert_array_equal(last[0][:, 0], [2, 2, 1, 1])
+  np.testing.assert_array_equal(last[1][:, 0], [102, 102, 101, 101])
+
+
+def test_bad_arguments():
+  with pytest.raises(ValueError, match=r"`batches` must be an integer >= 0, got -1"):
+    ScoreMemory(-1)
+  with pytest.raises(ValueError, match=r"`batches` must be an integer >= 0, got 1.5"):
+    ScoreMemory(1.5)
+  memory = ScoreMemory(1)
+  memory(tf.ones([2, 3]), tf.zeros([2, 3]))
+  with pytest.raises(ValueError, match="built for values float32"):
+    memory(tf.ones([2, 3], tf.float64), tf.zeros([2, 3]))
+
+
+def test_config_round_trip():
+  memory = ScoreMemory(4, name="mem")
+  clone = ScoreMemory.from_config(memory.get_config())
+  assert clone.batches == 4 and clone.name == "mem"
+  assert tf.keras.utils.get_registered_object("tfrank4class>ScoreMemory") is ScoreMemory

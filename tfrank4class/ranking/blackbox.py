@@ -1,0 +1,238 @@
+"""The blackbox differentiable ranker of RaMBO (Rolinek et al., CVPR 2020).
+
+Ranking is a combinatorial solver with a linear objective, ``rk(y) = argmin_pi <y, pi>`` over
+permutations ``pi`` of ``1..n`` (rank 1 = highest score). Its true gradient is zero almost
+everywhere, so RaMBO uses the blackbox differentiation of Vlastelica et al. (ICLR 2020):
+
+    forward:   r  = rk(y)                                        (one exact sort)
+    backward:  y' = y + lambda * dL/dr                            (Eq. 10, Algorithm 1)
+               dL/dy = -(rk(y) - rk(y')) / lambda                 (one more exact sort)
+
+``lambda > 0`` trades the informativeness of the gradient (large ``lambda``: more items swap
+places) against its faithfulness (small ``lambda``: closer to the piecewise-constant truth).
+The output ``r`` holds the integer ranks ``1..n`` as floats. By default ``lambda`` multiplies the
+gradient with respect to these integer ranks; with ``normalized=True`` it is meant for ranks
+normalised by the list length (``rk / n``, the convention of the paper's code and of its
+hyper-parameters), which amounts to using ``lambda * n`` with the same ``n`` in both directions.
+
+Under ``jit_compile=True`` XLA drops ``tf.debugging`` assertions, so the check that the scores are
+finite only fires eagerly and in plain ``tf.function``.
+
+:func:`blackbox_rank_within` is the same construction for the rank of each item within its own
+group (``rk(y^+)`` of Sec. 4: the rank of a relevant item among the relevant items only), and
+:func:`margin_shift` is the margin of Sec. 4.4 (Eq. 14-15).
+"""
+import tensorflow as tf
+
+from tfrank4class import _validation
+from tfrank4class.ranking import exact
+
+
+def _check_lambda(lambda_):
+  return _validation.check_float("lambda_", lambda_, minimum=0.0, strict=True)
+
+
+def _effective_lambda(lambda_, normalized, length, dtype):
+  if not normalized:
+    return tf.constant(lambda_, dtype)
+  return tf.constant(lambda_, dtype) * tf.cast(length, dtype)
+
+
+def _as_scores(scores):
+  scores = tf.convert_to_tensor(scores)
+  if scores.dtype.is_integer:
+    scores = tf.cast(scores, tf.float32)
+  if not scores.dtype.is_floating:
+    raise TypeError(f"`scores` must be a real tensor, got dtype {scores.dtype.name}.")
+  return scores
+
+
+def _finite(scores):
+  return tf.debugging.assert_all_finite(
+      scores, "`scores` passed to the blackbox ranker must be finite (no NaN or Inf).")
+
+
+@tf.autograph.experimental.do_not_convert
+def blackbox_rank(scores, lambda_, axis=-1, normalized=False):
+  """Exact ranks with the RaMBO blackbox gradient (Rolinek et al., CVPR 2020, Eq. 10, Alg. 1).
+
+  Forward: ``r = rk(y)``, exact ranks (1 = highest, ties broken by lower index first, see
+  :func:`tfrank4class.ranking.rank`). Backward, for the incoming gradient ``g = dL/dr``:
+
+      dL/dy = -(rk(y) - rk(y + lambda_ * g)) / lambda_
+
+  Both passes cost one stable sort plus an O(n) permutation inversion, batched over every axis
+  but ``axis``; the backward pass reuses the forward ranks. Both passes use the tie rule of
+  :func:`tfrank4class.ranking.rank` (equal scores: lower index first).
+
+  Args:
+    scores: real tensor of any rank >= 1; must be finite (``InvalidArgumentError`` otherwise).
+    lambda_: the interpolation strength, a Python number ``> 0``.
+    axis: the axis holding the lists.
+    normalized: if True, ``lambda_`` is meant for ranks normalised by the list length ``n``
+      (``rk / n``, the convention of the paper's code): the backward pass then uses
+      ``lambda_ * n`` in place of ``lambda_``, which is exactly the blackbox gradient of ``rk / n``
+      rescaled back to ``rk``. The forward output stays ``rk``.
+
+  Returns:
+    Float ranks of the same shape as ``scores``.
+
+  Raises:
+    ValueError: ``lambda_ <= 0`` or not finite; a bad ``axis``.
+
+  Example:
+    >>> y = tf.constant([[0.3, 0.1, 0.2]])
+    >>> with tf.GradientTape() as tape:
+    ...   tape.watch(y)
+    ...   r = blackbox_rank(y, lambda_=1.0)
+    ...   loss = r[0, 1]                  # the rank of item 1: lower is better
+    >>> r.numpy(), tape.gradient(loss, y).numpy()
+    (array([[1., 3., 2.]], dtype=float32), array([[ 1., -2.,  1.]], dtype=float32))
+  """
+  lambda_ = _check_lambda(lambda_)
+  scores = _as_scores(scores)
+  if scores.shape.rank is None or scores.shape.rank == 0:
+    raise ValueError(f"`scores` must have a known rank >= 1, got shape {scores.shape}.")
+  moved, perm = exact._move_axis_last(scores, axis)  # also validates axis
+  shape = exact._shape(moved)
+
+  def to_flat(t):
+    if perm is not None:
+      t = tf.transpose(t, perm)
+    return tf.reshape(t, [-1, shape[-1]])
+
+  def from_flat(t):
+    t = tf.reshape(t, shape)
+    return tf.transpose(t, perm) if perm is not None else t
+
+  @tf.custom_gradient
+  def _op(y):
+    flat = to_flat(_finite(y))
+    order, inverse = exact._sort_and_invert(flat)
+    ranks = from_flat(tf.cast(inverse + 1, y.dtype))
+
+    def grad(g):
+      lam = _effective_lambda(lambda_, normalized, shape[-1], y.dtype)
+      _, perturbed = exact._sort_and_invert(flat + lam * to_flat(tf.cast(g, y.dtype)))
+      # -(rk(y) - rk(y')) / lambda, with both ranks as 0-based integer positions.
+      return from_flat(tf.cast(perturbed - inverse, y.dtype) / lam)
+
+    return ranks, grad
+
+  return _op(scores)
+
+
+@tf.autograph.experimental.do_not_convert
+def blackbox_rank_within(scores, mask, lambda_, axis=-1, normalized=False):
+  """Ranks within groups (``mask`` True / False) with the RaMBO blackbox gradient.
+
+  Forward: ``r = rank_within(y, m)`` (see :func:`tfrank4class.ranking.rank_within`); with ``m``
+  the relevant items this is ``rk(y^+)`` of Rolinek et al., Sec. 4. The group-wise ranking is
+  itself ``argmin_pi <y, pi>`` over group-wise permutations, so the same blackbox gradient applies:
+
+      dL/dy = -(rank_within(y, m) - rank_within(y + lambda_ * g, m)) / lambda_
+
+  ``mask`` receives no gradient; ``normalized`` is as in :func:`blackbox_rank` (``n`` is the
+  full list length, both groups together).
+
+  Example:
+    >>> blackbox_rank_within([[0.1, 0.9, 0.5]], [[True, False, True]], lambda_=1.0).numpy()
+    array([[2., 1., 1.]], dtype=float32)
+  """
+  lambda_ = _check_lambda(lambda_)
+  scores = _as_scores(scores)
+  mask = tf.convert_to_tensor(mask)
+  moved, _ = exact._move_axis_last(scores, axis)
+  length = exact._shape(moved)[-1]
+
+  @tf.custom_gradient
+  def _op(y):
+    y = _finite(y)
+    ranks = exact.rank_within(y, mask, axis=axis)
+
+    def grad(g):
+      lam = _effective_lambda(lambda_, normalized, length, y.dtype)
+      perturbed = exact.rank_within(y + lam * tf.cast(g, y.dtype), mask, axis=axis)
+      return (perturbed - ranks) / lam
+
+    return ranks, grad
+
+  return _op(scores)
+
+
+@tf.autograph.experimental.do_not_convert
+def margin_shift(scores, relevant, margin, valid=None):
+  """The RaMBO margin (Rolinek et al., Sec. 4.4, Eq. 14-15), applied to scores before ranking.
+
+      y~_i = y_i - margin / 2   if i is relevant
+      y~_i = y_i + margin / 2   if i is irrelevant (and valid)
+
+  so a relevant item only counts as ranked above an irrelevant one when it wins by ``margin``.
+  Use it during training only; ranks used for evaluation see the raw scores.
+
+  Args:
+    scores: float scores.
+    relevant: boolean tensor of the same shape.
+    margin: a Python number ``>= 0``.
+    valid: optional boolean tensor; invalid (padded) items are not shifted.
+
+  Example:
+    >>> margin_shift([[1.0, 2.0]], [[True, False]], margin=0.5).numpy()
+    array([[0.75, 2.25]], dtype=float32)
+  """
+  margin = _validation.check_float("margin", margin, minimum=0.0)
+  scores = _as_scores(scores)
+  if margin == 0.0:
+    return scores
+  half = tf.constant(margin / 2.0, scores.dtype)
+  shift = tf.where(relevant, -half, half)
+  if valid is not None:
+    shift = tf.where(valid, shift, tf.zeros_like(shift))
+  return scores + shift
+
+
+@tf.keras.utils.register_keras_serializable(package="tfrank4class")
+class BlackboxRanker(tf.keras.layers.Layer):
+  """Keras layer: scores ``[..., n]`` -> exact ranks ``[..., n]`` (1 = highest) with the RaMBO
+  blackbox gradient (Rolinek et al., CVPR 2020, Eq. 10, Algorithm 1).
+
+  ``call(scores, relevance=None, training=None)``: with ``margin > 0``, ``training=True`` and a
+  ``relevance`` tensor (``> 0`` = relevant, ``< 0`` = padding), the scores are first shifted by the
+  margin of Eq. 14-15 (see :func:`margin_shift`); otherwise the ranks are those of the raw scores.
+
+  Args:
+    lambda_: blackbox interpolation strength, ``> 0``.
+    margin: the margin ``alpha >= 0`` (training only).
+    axis: the list axis.
+    normalized: ``lambda_`` for ranks normalised by the list length (see :func:`blackbox_rank`).
+
+  Example:
+    >>> BlackboxRanker(lambda_=1.0)(tf.constant([[0.2, 0.7, 0.1]])).numpy()
+    array([[2., 1., 3.]], dtype=float32)
+  """
+
+  def __init__(self, lambda_=1.0, margin=0.0, axis=-1, normalized=False, **kwargs):
+    super().__init__(**kwargs)
+    self.lambda_ = _check_lambda(lambda_)
+    if not isinstance(normalized, bool):
+      raise ValueError(f"`normalized` must be True or False, got {normalized!r}.")
+    self.normalized = normalized
+    self.margin = _validation.check_float("margin", margin, minimum=0.0)
+    self.axis = _validation.check_int("axis", axis)
+
+  @tf.autograph.experimental.do_not_convert
+  def call(self, scores, relevance=None, training=None):
+    scores = _as_scores(scores)
+    if self.margin > 0 and training and relevance is not None:
+      relevance = tf.cast(relevance, scores.dtype)
+      scores = margin_shift(scores, relevance > 0, self.margin, valid=relevance >= 0)
+    return blackbox_rank(scores, self.lambda_, axis=self.axis, normalized=self.normalized)
+
+  def compute_output_shape(self, input_shape):
+    return input_shape
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({"lambda_": self.lambda_, "margin": self.margin, "axis": self.axis,
+                   "normalized": self.normalized})
+    return config

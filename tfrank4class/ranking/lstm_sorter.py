@@ -1,0 +1,53 @@
+"""The recurrent sorter of SoDeep (Engilberge et al., CVPR 2019, Sec. 3.1.1), length-agnostic.
+
+A stack of bidirectional LSTMs reads the (per-list standardised) scores in their given order and
+a per-position dense layer outputs each item's normalised rank,
+
+    rank_hat(s)_i = 1 + (n - 1) * sigmoid(W h_i + b),     h = BiLSTM^L((s - mean(s)) / std(s)),
+
+trained on synthetic lists with the L1 loss of Eq. 1. Because the output is per position (the
+paper's sorter ended in a dense layer tied to n = 100), one trained sorter runs at any length.
+Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
+"""
+import tensorflow as tf
+
+from tfrank4class import _validation
+from tfrank4class.ranking import sorter_base
+
+
+@tf.keras.utils.register_keras_serializable(package="tfrank4class")
+class LSTMSorter(sorter_base.Sorter):
+  """Bidirectional-LSTM sorter with a per-position output (any list length ``n >= 2``).
+
+  Args:
+    units: LSTM units per direction.
+    num_layers: number of stacked bidirectional LSTM layers.
+
+  Example:
+    >>> sorter = LSTMSorter.pretrained()
+    >>> sorter([[0.1, 0.9, 0.5]]).shape
+    TensorShape([1, 3])
+  """
+
+  KIND = "lstm"
+
+  def __init__(self, units=64, num_layers=2, **kwargs):
+    super().__init__(**kwargs)
+    self.units = _validation.check_int("units", units, minimum=1)
+    self.num_layers = _validation.check_int("num_layers", num_layers, minimum=1)
+    self.rnns = [
+        tf.keras.layers.Bidirectional(
+            tf.keras.layers.LSTM(units, return_sequences=True), name=f"bilstm_{i}")
+        for i in range(num_layers)]
+    self.head = tf.keras.layers.Dense(1, name="head")
+
+  def _normalised_ranks(self, scores, training=None):
+    x = sorter_base.standardize(scores)[:, :, None]
+    for rnn in self.rnns:
+      x = rnn(x, training=training)
+    return tf.sigmoid(self.head(x)[..., 0])
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({"units": self.units, "num_layers": self.num_layers})
+    return config

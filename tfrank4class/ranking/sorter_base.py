@@ -1,0 +1,261 @@
+"""Shared machinery of the SoDeep sorters (Engilberge et al., CVPR 2019).
+
+A *sorter* is a differentiable stand-in for :func:`tfrank4class.ranking.rank`: it maps scores
+``[B, n]`` to estimated ranks ``[B, n]`` on the same scale as ``rank()``,
+
+    rank(s)_i = 1 + |{j : s_j > s_i}|   in [1, n],   1 = highest score,
+
+so any sorter, the blackbox ranker and the exact ``rank`` are interchangeable in a loss. Learned
+sorters predict the *normalised* rank ``(rank - 1) / (n - 1)`` in ``[0, 1]`` internally and return
+``1 + (n - 1) * normalised`` so that their output has the same scale as ``rank()``.
+
+This module holds:
+
+* :class:`Sorter`, the base Keras layer (input checks, ``pretrained()`` loading of the weights
+  shipped in ``tfrank4class/resources/sorters/``, weight export);
+* :func:`standardize`, the per-list standardisation used by every learned sorter;
+* :func:`pairwise_sigmoid_sum`, the memory-bounded sum ``sum_j sigmoid(k_i (s_j - s_i))`` with a
+  hand-written, block-wise backward pass (the core of Eq. 11-12 of the paper and of
+  :class:`~tfrank4class.ranking.attention_sorter.AttentionSorter`).
+"""
+import json
+import os
+import pathlib
+
+import numpy as np
+import tensorflow as tf
+
+from tfrank4class import _validation
+
+#: Directory of the shipped sorter weights (``<kind>.json`` + ``<kind>.npz``).
+RESOURCE_DIR = pathlib.Path(__file__).resolve().parents[1] / "resources" / "sorters"
+
+#: Default number of columns processed at once by :func:`pairwise_sigmoid_sum`.
+DEFAULT_BLOCK_SIZE = 256
+
+
+def standardize(scores, epsilon=1e-12):
+  """Per-list standardisation ``z = (s - mean(s)) / sqrt(var(s) + epsilon)``.
+
+  Ranks are invariant to this map (it is strictly increasing), and it puts lists of any scale and
+  offset on a common footing for a learned sorter. A constant list maps to zeros (no NaN).
+
+  Example:
+    >>> standardize([[1.0, 3.0]]).numpy().round(3)
+    array([[-1.,  1.]], dtype=float32)
+  """
+  scores = tf.convert_to_tensor(scores)
+  mean = tf.reduce_mean(scores, axis=-1, keepdims=True)
+  centred = scores - mean
+  var = tf.reduce_mean(tf.square(centred), axis=-1, keepdims=True)
+  return centred * tf.math.rsqrt(var + tf.cast(epsilon, scores.dtype))
+
+
+def _column_blocks(values, block_size):
+  """Pads ``values`` ``[B, n]`` to a multiple of ``block_size`` and returns ``[nb, B, block]``
+  blocks plus the matching validity mask."""
+  n = tf.shape(values)[-1]
+  nb = (n + block_size - 1) // block_size
+  pad = nb * block_size - n
+  padded = tf.pad(values, [[0, 0], [0, pad]])
+  mask = tf.pad(tf.ones_like(values), [[0, 0], [0, pad]])
+  shape = [tf.shape(values)[0], nb, block_size]
+  padded = tf.transpose(tf.reshape(padded, shape), [1, 0, 2])
+  mask = tf.transpose(tf.reshape(mask, shape), [1, 0, 2])
+  return padded, mask
+
+
+def pairwise_sigmoid_sum(z, k, block_size=DEFAULT_BLOCK_SIZE):
+  """``S_i = sum_j sigmoid(k_i * (z_j - z_i))`` over all ``j`` (``i`` included), memory-bounded.
+
+  The ``[B, n, n]`` matrix of pairwise terms is never held at once: columns are processed
+  ``block_size`` at a time, forward and backward (the gradient is written out by hand,
+  ``d/du sigmoid(u) = sigmoid(u) (1 - sigmoid(u))``), so memory is ``O(B * n * block_size)``.
+
+  Args:
+    z: float ``[B, n]``.
+    k: float ``[B, n]``, the per-row steepness ``k_i > 0``.
+    block_size: columns per block.
+
+  Returns:
+    float ``[B, n]``. ``1 + sum_{j != i} sigmoid(k_i (z_j - z_i)) = S_i + 0.5`` is the soft rank of
+    Eq. 11-12 of the SoDeep paper.
+  """
+  block_size = _validation.check_int("block_size", block_size, minimum=1)
+
+  static_n = z.shape[-1]
+  single_block = static_n is not None and static_n <= block_size
+
+  def _map_blocks(fn, z, dtypes):
+    """Applies ``fn(zj, mj)`` to every column block (one direct call for a short list)."""
+    if single_block:
+      out = fn((z, tf.ones_like(z)))
+      return tuple(o[None] for o in out) if isinstance(out, tuple) else out[None]
+    zb, mb = _column_blocks(z, block_size)
+    return tf.map_fn(fn, (zb, mb), fn_output_signature=dtypes)
+
+  @tf.custom_gradient
+  def _op(z, k):
+    zi = z[:, :, None]
+    ki = k[:, :, None]
+
+    def forward_block(args):
+      zj, mj = args
+      return tf.reduce_sum(tf.sigmoid(ki * (zj[:, None, :] - zi)) * mj[:, None, :], axis=-1)
+
+    total = tf.reduce_sum(_map_blocks(forward_block, z, z.dtype), axis=0)
+
+    def grad(upstream):
+      gi = upstream[:, :, None]
+
+      def backward_block(args):
+        zj, mj = args
+        diff = zj[:, None, :] - zi
+        sig = tf.sigmoid(ki * diff)
+        dsig = sig * (1.0 - sig) * mj[:, None, :]
+        row = tf.reduce_sum(dsig, axis=-1)                     # sum_j s'_ij
+        row_k = tf.reduce_sum(dsig * diff, axis=-1)            # sum_j s'_ij (z_j - z_i)
+        col = tf.reduce_sum(gi * ki * dsig, axis=1)            # sum_i g_i k_i s'_ij
+        return row, row_k, col
+
+      rows, rows_k, cols = _map_blocks(backward_block, z, (z.dtype, z.dtype, z.dtype))
+      row = tf.reduce_sum(rows, axis=0)
+      row_k = tf.reduce_sum(rows_k, axis=0)
+      n = tf.shape(z)[-1]
+      col = tf.reshape(tf.transpose(cols, [1, 0, 2]), [tf.shape(z)[0], -1])[:, :n]
+      grad_z = col - upstream * k * row
+      grad_k = upstream * row_k
+      return grad_z, grad_k
+
+    return total, grad
+
+  return _op(z, k)
+
+
+def check_scores(scores, min_length=2):
+  """Validates sorter input: a float ``[B, n]`` tensor with ``n >= min_length``."""
+  scores = _validation.score_matrix("scores", scores)
+  n = scores.shape[-1]
+  if n is not None and n < min_length:
+    raise ValueError(
+        f"`scores` must hold lists of at least {min_length} items to be ranked, got shape "
+        f"{scores.shape}.")
+  if n is None:
+    check = tf.debugging.assert_greater_equal(
+        tf.shape(scores)[-1], min_length,
+        message=f"`scores` must hold lists of at least {min_length} items to be ranked")
+    with tf.control_dependencies([check]):
+      scores = tf.identity(scores)
+  return scores
+
+
+def to_ranks(normalised, n):
+  """``1 + (n - 1) * normalised``: normalised ranks in [0, 1] to ranks in [1, n]."""
+  return 1.0 + tf.cast(n - 1, normalised.dtype) * normalised
+
+
+class Sorter(tf.keras.layers.Layer):
+  """Base class of the sorter layers: scores ``[B, n]`` -> estimated ranks ``[B, n]`` in [1, n].
+
+  Subclasses implement ``_normalised_ranks(scores, training)`` (learned sorters) or override
+  ``call``. ``KIND`` names the shipped weights ``resources/sorters/<KIND>.{json,npz}``.
+  """
+
+  KIND = None
+
+  def call(self, scores, training=None):
+    scores = check_scores(scores)
+    self._check_length(scores)
+    n = tf.shape(scores)[-1]
+    return to_ranks(self._normalised_ranks(scores, training=training), n)
+
+  def _check_length(self, scores):
+    """Raises if this sorter cannot handle the list length of ``scores`` (default: any)."""
+    del scores
+
+  def _normalised_ranks(self, scores, training=None):
+    raise NotImplementedError
+
+  def compute_output_shape(self, input_shape):
+    return input_shape
+
+  # --- shipped weights -----------------------------------------------------------------------
+  def _build_for_export(self):
+    """Calls the layer once so that all its weights exist."""
+    n = getattr(self, "list_size", None) or 8
+    self(tf.zeros([2, n]) + tf.range(n, dtype=tf.float32)[None, :], training=False)
+
+  def export_weights(self, path_prefix, metadata=None):
+    """Writes ``<path_prefix>.json`` (class, config, metadata) and ``<path_prefix>.npz``."""
+    path_prefix = str(path_prefix)
+    if not self.built or not self.weights:
+      self._build_for_export()
+    if not self.trainable:
+      raise ValueError("export_weights needs a trainable layer (the weights are stored in the "
+                       "order of a trainable layer); set `layer.trainable = True` first.")
+    os.makedirs(os.path.dirname(os.path.abspath(path_prefix)), exist_ok=True)
+    arrays = {f"w{i:03d}": w.numpy() for i, w in enumerate(self.weights)}
+    np.savez(path_prefix + ".npz", **arrays)
+    record = {
+        "class_name": type(self).__name__,
+        "config": self.get_config(),
+        "weight_names": [w.name for w in self.weights],
+        "metadata": metadata or {},
+    }
+    with open(path_prefix + ".json", "w") as f:
+      json.dump(record, f, indent=1, sort_keys=True, default=str)
+
+  @classmethod
+  def load_weights_file(cls, path_prefix, trainable=False, **overrides):
+    """Builds a sorter from ``<path_prefix>.json`` / ``.npz`` written by :meth:`export_weights`.
+
+    Raises:
+      FileNotFoundError: naming the missing file.
+      ValueError: if the file holds a different sorter class or mismatching weights.
+    """
+    path_prefix = str(path_prefix)
+    for suffix in (".json", ".npz"):
+      if not os.path.exists(path_prefix + suffix):
+        raise FileNotFoundError(
+            f"Sorter weights file {path_prefix + suffix!r} does not exist; for the shipped "
+            f"weights reinstall tfrank4class, or train one with tfrank4class-pretrain-sorter.")
+    with open(path_prefix + ".json") as f:
+      record = json.load(f)
+    if record.get("class_name") != cls.__name__:
+      raise ValueError(
+          f"{path_prefix + '.json'!r} holds a {record.get('class_name')!r}, not a {cls.__name__}.")
+    config = dict(record["config"])
+    config.update(overrides)
+    config["trainable"] = True   # weights are stored in the order of a trainable layer
+    layer = cls.from_config(config)
+    layer._build_for_export()
+    with np.load(path_prefix + ".npz") as data:
+      arrays = [data[f"w{i:03d}"] for i in range(len(data.files))]
+    if len(arrays) != len(layer.weights) or any(
+        a.shape != tuple(w.shape) for a, w in zip(arrays, layer.weights)):
+      raise ValueError(
+          f"{path_prefix + '.npz'!r} holds {len(arrays)} arrays that do not match the "
+          f"{len(layer.weights)} weights of {cls.__name__}({config}).")
+    layer.set_weights(arrays)
+    layer.trainable = trainable
+    layer.pretrained_metadata = record.get("metadata", {})
+    layer.pretrained_kind = None
+    return layer
+
+  @classmethod
+  def pretrained(cls, trainable=False, path=None):
+    """The sorter with the weights shipped in the package (no network needed).
+
+    Args:
+      trainable: whether the returned layer's weights are trainable (fine-tuning) or frozen.
+      path: optional path prefix of other weights (``<path>.json`` / ``<path>.npz``) written by
+        ``tfrank4class-pretrain-sorter``.
+
+    Raises:
+      FileNotFoundError: if the weights file is missing.
+    """
+    if cls.KIND is None:
+      raise ValueError(f"{cls.__name__} has no pretrained weights.")
+    layer = cls.load_weights_file(path or RESOURCE_DIR / cls.KIND, trainable=trainable)
+    layer.pretrained_kind = None if path else cls.KIND
+    return layer
