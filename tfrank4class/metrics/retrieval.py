@@ -63,6 +63,15 @@ def _log_choose(n, k):
   return tf.math.lgamma(n + 1.0) - tf.math.lgamma(k + 1.0) - tf.math.lgamma(n - k + 1.0)
 
 
+def _expected_precision_sum(a, t, rho, r, num_pos):
+  """(1/r) sum_{m=1}^{M} E[P(a+m) rel(a+m)] for a tie group (a, t, rho, r); see block_statistics."""
+  big_m = tf.clip_by_value(num_pos - a, 0.0, tf.maximum(t, 0.0))
+  s1 = tf.math.digamma(a + big_m + 1.0) - tf.math.digamma(a + 1.0)   # sum_m 1/(a+m)
+  s2 = big_m - (a + 1.0) * s1                                        # sum_m (m-1)/(a+m)
+  pair = tf.math.divide_no_nan(r - 1.0, t - 1.0)
+  return ((1.0 + rho) * s1 + pair * s2) / tf.maximum(t, 1.0)
+
+
 def block_statistics(query, query_labels, query_ids, gallery, gallery_labels, gallery_ids, ks,
                      with_map=True):
   """Per-query Recall@K and MAP@R for one block of queries against the whole gallery.
@@ -79,7 +88,7 @@ def block_statistics(query, query_labels, query_ids, gallery, gallery_labels, ga
     gallery_labels: int64 ``[G]``.
     gallery_ids: int64 ``[G]``.
     ks: int64 ``[k]`` cut-offs.
-    with_map: also compute MAP@R (needs a sort of each row).
+    with_map: also compute MAP@R (needs a top-k of each row, k = the largest R_q).
 
   Returns:
     ``(hits, ap_r, num_positives)``: float64 ``[b, k]`` probability of a hit at each K (ties in
@@ -122,17 +131,28 @@ def block_statistics(query, query_labels, query_ids, gallery, gallery_labels, ga
   # MAP@R in expectation over ties. For a tie group at positions a+1..a+t holding r positives,
   # with rho positives above it, the expected P(a+m) rel(a+m) is
   #   1/(a+m) * [ r/t (1 + rho) + r/t (m-1)(r-1)/(t-1) ],
-  # summed over m = 1..M with M = clip(R - a, 0, t). Each positive of the group adds 1/r of it.
-  stats = tie_statistics(sims, relevant=tf.cast(pos, f64), mask=valid)
-  a, t = stats["above"], stats["tied"]
-  rho, r = stats["rel_above"], stats["rel_tied"]
-  big_m = tf.clip_by_value(num_pos[:, None] - a, 0.0, t)
-  s1 = tf.math.digamma(a + big_m + 1.0) - tf.math.digamma(a + 1.0)   # sum_m 1/(a+m)
-  s2 = big_m - (a + 1.0) * s1                                        # sum_m (m-1)/(a+m)
-  pair = tf.math.divide_no_nan(r - 1.0, t - 1.0)
-  per_item = ((1.0 + rho) * s1 + pair * s2) / tf.maximum(t, 1.0)
-  per_item = tf.where(pos, per_item, tf.zeros_like(per_item))
-  ap_r = tf.math.divide_no_nan(tf.reduce_sum(per_item, axis=1), num_pos)
+  # summed over m = 1..M with M = clip(R - a, 0, t).
+  # Only the groups reaching into the first R positions count. With tau the R-th largest
+  # similarity, these are the groups strictly above tau (all inside the top R, so inside a top_k
+  # with k = max R) and the group at tau, whose size is counted over the whole row.
+  k_top = tf.maximum(tf.cast(tf.reduce_max(num_pos), tf.int32), 1)
+  top_v, top_i = tf.math.top_k(tf.where(valid, sims, neg_inf), k=k_top)
+  top_pos = tf.cast(tf.gather(pos, top_i, batch_dims=1), f64)
+  r_index = tf.clip_by_value(tf.cast(num_pos, tf.int32) - 1, 0, k_top - 1)
+  tau = tf.gather(top_v, r_index, batch_dims=1)[:, None]
+  above_tau = top_v > tau
+  stats = tie_statistics(top_v, relevant=top_pos, mask=above_tau)
+  per_item = _expected_precision_sum(stats["above"], stats["tied"], stats["rel_above"],
+                                     stats["rel_tied"], num_pos[:, None])
+  above_sum = tf.reduce_sum(tf.where(tf.logical_and(above_tau, top_pos > 0), per_item,
+                                     tf.zeros_like(per_item)), axis=1)
+  a_tau = tf.reduce_sum(tf.cast(above_tau, f64), axis=1)
+  rho_tau = tf.reduce_sum(tf.where(above_tau, top_pos, tf.zeros_like(top_pos)), axis=1)
+  at_tau = tf.equal(sims, tau)
+  t_tau = tf.reduce_sum(tf.cast(tf.logical_and(valid, at_tau), f64), axis=1)
+  r_tau = tf.reduce_sum(tf.cast(tf.logical_and(pos, at_tau), f64), axis=1)
+  tau_sum = r_tau * _expected_precision_sum(a_tau, t_tau, rho_tau, r_tau, num_pos)
+  ap_r = tf.math.divide_no_nan(above_sum + tau_sum, num_pos)
   return hits, ap_r, num_pos
 
 

@@ -1,0 +1,197 @@
+"""Tests of the contrastive and triplet losses against loop-by-loop numpy references."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfrank4class.losses as losses
+from tfrank4class.losses.metric_learning import (ContrastiveLoss, SmoothedCrossEntropy, TripletLoss,
+                                                 pairwise_distances)
+
+
+def _dist(e, normalize=True):
+  e = np.asarray(e, np.float64)
+  if normalize:
+    e = e / np.linalg.norm(e, axis=1, keepdims=True)
+  b = len(e)
+  return np.array([[np.sqrt(max(((e[i] - e[j]) ** 2).sum(), 1e-12)) for j in range(b)] for i in range(b)])
+
+
+def _ref_contrastive(y, e, m, mining, normalize=True):
+  d = _dist(e, normalize)
+  out = []
+  for i in range(len(y)):
+    p = [j for j in range(len(y)) if j != i and y[j] == y[i]]
+    n = [j for j in range(len(y)) if y[j] != y[i]]
+    if mining == "all":
+      pos = np.mean([d[i, j] ** 2 / 2 for j in p]) if p else 0.0
+      act = [j for j in n if d[i, j] < m]
+      neg = np.mean([(m - d[i, j]) ** 2 / 2 for j in act]) if act else 0.0
+    else:
+      pos = max(d[i, j] for j in p) ** 2 / 2 if p else 0.0
+      neg = max(m - min(d[i, j] for j in n), 0) ** 2 / 2 if n else 0.0
+    out.append(pos + neg)
+  return np.array(out)
+
+
+def _ref_triplet(y, e, m, mining, normalize=True):
+  d = _dist(e, normalize)
+  out = []
+  for i in range(len(y)):
+    p = [j for j in range(len(y)) if j != i and y[j] == y[i]]
+    n = [j for j in range(len(y)) if y[j] != y[i]]
+    if not p or not n:
+      out.append(0.0)
+      continue
+    if mining == "batch_hard":
+      out.append(max(m + max(d[i, p]) - min(d[i, n]), 0.0))
+    elif mining == "batch_all":
+      h = [max(m + d[i, a] - d[i, c], 0.0) for a in p for c in n]
+      nz = [v for v in h if v > 0]
+      out.append(sum(nz) / len(nz) if nz else 0.0)
+    else:
+      vals = []
+      for a in p:
+        farther = [d[i, c] for c in n if d[i, c] > d[i, a]]
+        dn = min(farther) if farther else max(d[i, n])
+        vals.append(max(m + d[i, a] - dn, 0.0))
+      out.append(np.mean(vals))
+  return np.array(out)
+
+
+def _batch(seed, b=12, dim=5, classes=4):
+  rng = np.random.default_rng(seed)
+  y = rng.integers(0, classes, size=b)
+  return y, rng.normal(size=(b, dim)).astype(np.float32)
+
+
+NONE = tf.keras.losses.Reduction.NONE
+
+
+@pytest.mark.parametrize("mining", ["all", "hard"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_contrastive_matches_reference(mining, seed):
+  y, e = _batch(seed)
+  got = ContrastiveLoss(margin=1.2, mining=mining, reduction=NONE)(y, e)
+  np.testing.assert_allclose(got, _ref_contrastive(y, e, 1.2, mining), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mining", ["batch_hard", "batch_all", "semi_hard"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_triplet_matches_reference(mining, seed):
+  y, e = _batch(seed)
+  got = TripletLoss(margin=0.3, mining=mining, reduction=NONE)(y, e)
+  np.testing.assert_allclose(got, _ref_triplet(y, e, 0.3, mining), rtol=1e-5, atol=1e-6)
+
+
+def test_unnormalized_and_default_reduction():
+  y, e = _batch(2)
+  got = TripletLoss(margin=1.0, normalize=False)(y[:, None], e)
+  assert float(got) == pytest.approx(_ref_triplet(y, e, 1.0, "batch_hard", False).mean(), rel=1e-5)
+  got = ContrastiveLoss(margin=2.0, normalize=False)(y, e)
+  assert float(got) == pytest.approx(_ref_contrastive(y, e, 2.0, "all", False).mean(), rel=1e-5)
+
+
+def test_hand_computed_triplet():
+  # Unit vectors at angles 0, 90 (class 0) and 60 degrees (class 1): anchor 0 has d_ap = sqrt(2),
+  # d_an = 1, so the batch-hard hinge is 0.1 + sqrt(2) - 1.
+  e = [[1.0, 0.0], [0.0, 1.0], [0.5, np.sqrt(3) / 2]]
+  got = TripletLoss(margin=0.1, reduction=NONE)([0, 0, 1], e).numpy()
+  assert got[0] == pytest.approx(0.1 + np.sqrt(2) - 1, abs=1e-6)
+  assert got[2] == 0.0          # no positive for item 2
+
+
+def test_pairwise_distances():
+  d = pairwise_distances(tf.constant([[3.0, 4.0], [0.0, 2.0]]), normalize=False)
+  assert float(d[0, 1]) == pytest.approx(np.sqrt(9 + 4))
+
+
+def test_gradients_finite_with_duplicates():
+  e = tf.Variable([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+  for loss in (ContrastiveLoss(), TripletLoss(mining="batch_all"), TripletLoss(mining="semi_hard")):
+    with tf.GradientTape() as tape:
+      value = loss([0, 0, 1, 1], e)
+    g = tape.gradient(value, e)
+    assert np.all(np.isfinite(g.numpy())), loss.name
+
+
+def test_tf_function_and_jit():
+  y, e = _batch(3)
+  for loss in (ContrastiveLoss(mining="hard"), TripletLoss(mining="semi_hard"), TripletLoss(mining="batch_all")):
+    eager = float(loss(y, e))
+    assert float(tf.function(loss)(y, e)) == pytest.approx(eager, rel=1e-5)
+    assert float(tf.function(loss, jit_compile=True)(y, e)) == pytest.approx(eager, rel=1e-5)
+
+
+def test_mirrored_strategy_mines_per_replica(mirrored_strategy):
+  rng = np.random.default_rng(4)
+  y = np.array([0, 0, 1, 1, 2, 2, 3, 3])
+  x = rng.normal(size=(8, 3)).astype(np.float32)
+  with mirrored_strategy.scope():
+    inputs = tf.keras.Input((3,))
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(3, kernel_initializer="identity")(inputs))
+    model.compile(loss=TripletLoss(margin=0.5), optimizer="sgd")
+  got = model.evaluate(x, y, batch_size=8, verbose=0)
+  want = np.concatenate([_ref_triplet(y[:4], x[:4], 0.5, "batch_hard"),
+                         _ref_triplet(y[4:], x[4:], 0.5, "batch_hard")]).mean()
+  assert got == pytest.approx(want, rel=1e-5)
+  model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+
+
+def test_registry_config_and_keras_save(tmp_path):
+  loss = losses.get("triplet_loss", margin=0.4, mining="semi_hard")
+  assert isinstance(loss, TripletLoss)
+  clone = TripletLoss.from_config(loss.get_config())
+  assert (clone.margin, clone.mining, clone.normalize) == (0.4, "semi_hard", True)
+  assert isinstance(losses.get("contrastive_loss"), ContrastiveLoss)
+  inputs = tf.keras.Input((3,))
+  model = tf.keras.Model(inputs, tf.keras.layers.Dense(2)(inputs))
+  model.compile(loss=ContrastiveLoss(margin=0.7, mining="hard"), optimizer="sgd")
+  model.save(tmp_path / "m.keras")
+  loaded = tf.keras.models.load_model(tmp_path / "m.keras")
+  assert loaded.loss.get_config()["margin"] == 0.7 and loaded.loss.mining == "hard"
+  y, x = _batch(5, b=6, dim=3)
+  assert loaded.evaluate(x, y, verbose=0) == pytest.approx(model.evaluate(x, y, verbose=0), rel=1e-6)
+
+
+def test_bad_input():
+  with pytest.raises(ValueError, match=r"`margin` must be a finite number >= 0.0, got -1"):
+    TripletLoss(margin=-1)
+  with pytest.raises(ValueError, match=r"`mining` must be one of \['batch_all', 'batch_hard', 'semi_hard'\], got 'hard'"):
+    TripletLoss(mining="hard")
+  with pytest.raises(ValueError, match=r"`y_true` and `y_pred` must have the same batch size, got 3 labels for 4"):
+    TripletLoss()([0, 1, 1], np.ones((4, 2), np.float32))
+  with pytest.raises(ValueError, match=r"`y_true` must be class ids of shape \[B\] or \[B, 1\]"):
+    ContrastiveLoss()(np.eye(4), np.ones((4, 2), np.float32))
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r"`y_pred` must be finite"):
+    ContrastiveLoss()([0, 0, 1, 1], np.array([[1.0, np.nan]] * 4, np.float32))
+
+
+# ---------------------------------------------------------------- smoothed cross-entropy
+def _ref_smoothed_ce(y, logits, eps):
+  logits = np.asarray(logits, np.float64)
+  c = logits.shape[1]
+  out = []
+  for i, label in enumerate(y):
+    z = logits[i] - logits[i].max()
+    logp = z - np.log(np.exp(z).sum())
+    q = np.full(c, eps / c)
+    q[label] += 1 - eps
+    out.append(-(q * logp).sum())
+  return np.array(out)
+
+
+def test_smoothed_cross_entropy_matches_reference_and_keras():
+  rng = np.random.default_rng(11)
+  logits = rng.normal(size=(6, 5)).astype(np.float32) * 3
+  y = rng.integers(0, 5, size=6)
+  got = SmoothedCrossEntropy(0.1, reduction=NONE)(y, logits)
+  np.testing.assert_allclose(got, _ref_smoothed_ce(y, logits, 0.1), rtol=1e-5)
+  keras = tf.keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)
+  assert float(SmoothedCrossEntropy(0.1)(y, logits)) == pytest.approx(
+      float(keras(tf.one_hot(y, 5), logits)), rel=1e-5)
+  assert float(tf.function(SmoothedCrossEntropy(0.2), jit_compile=True)(y, logits)) == pytest.approx(
+      _ref_smoothed_ce(y, logits, 0.2).mean(), rel=1e-5)
+  assert isinstance(losses.get("smoothed_cross_entropy"), SmoothedCrossEntropy)
+  assert SmoothedCrossEntropy.from_config(SmoothedCrossEntropy(0.3).get_config()).label_smoothing == 0.3
+  with pytest.raises(ValueError, match=r"`label_smoothing` must be a finite number in \[0, 1\), got 1.0"):
+    SmoothedCrossEntropy(1.0)

@@ -1,0 +1,256 @@
+"""Metric-learning losses: contrastive and triplet with in-batch mining, and smoothed cross-entropy.
+
+These are the pairwise baselines of Boudiaf et al., "A unifying mutual information view of metric
+learning: cross-entropy vs. pairwise losses" (ECCV 2020, Table 1 and Sec. 4). Both take integer
+class ids ``y_true`` ``[B]`` / ``[B, 1]`` and embeddings ``y_pred`` ``[B, D]``, and mine pairs or
+triplets inside the batch, so a batch must hold several items of each class: use
+:class:`tfrank4class.data.sampling.ClassBalancedSampler` (P classes x K items per batch).
+
+Distances are Euclidean, by default between L2-normalised embeddings (``normalize=True``), where
+``d(a, b)^2 = 2 - 2 cos(a, b)`` lies in ``[0, 4]``. ``P(i)`` are the other items of ``i``'s class
+in the batch, ``N(i)`` the items of other classes, ``[x]_+ = max(x, 0)``.
+
+Each loss returns one value per anchor ``[B]`` and lets Keras reduce them (so ``sample_weight``
+weighs anchors). An anchor without a positive or without a negative in the batch contributes 0.
+Under ``tf.distribute`` each replica mines inside its own share of the global batch.
+"""
+import tensorflow as tf
+
+from tfrank4class import _validation
+from tfrank4class.losses.registry import register
+from tfrank4class.losses.relevance import num_items, to_relevance
+
+_EPS = 1e-12
+
+
+def _labels_and_embeddings(y_true, y_pred):
+  """Validated int labels ``[B]`` and float embeddings ``[B, D]``."""
+  y_pred = _validation.score_matrix("y_pred", y_pred)
+  y_pred = _validation.assert_finite("y_pred", y_pred)
+  y_true = tf.convert_to_tensor(y_true)
+  if y_true.shape.rank == 2 and y_true.shape[-1] == 1:
+    y_true = tf.squeeze(y_true, -1)
+  if y_true.shape.rank != 1:
+    raise ValueError(
+        f"`y_true` must be class ids of shape [B] or [B, 1] (embedding losses do not take dense "
+        f"relevance), got shape {y_true.shape}.")
+  if y_true.shape[0] is not None and y_pred.shape[0] is not None and y_true.shape[0] != y_pred.shape[0]:
+    raise ValueError(
+        f"`y_true` and `y_pred` must have the same batch size, got {y_true.shape[0]} labels for "
+        f"{y_pred.shape[0]} embeddings.")
+  if y_true.dtype.is_floating:
+    y_true = tf.cast(tf.round(y_true), tf.int64)
+  else:
+    y_true = tf.cast(y_true, tf.int64)
+  return y_true, y_pred
+
+
+def pairwise_distances(embeddings, normalize=True):
+  """Euclidean distances ``[B, B]`` between the rows of ``embeddings`` ``[B, D]``.
+
+  ``d_ij = sqrt(max(|e_i|^2 + |e_j|^2 - 2 e_i.e_j, 1e-12))`` (the floor keeps the gradient finite
+  for identical rows), after ``e <- e / |e|`` when ``normalize``.
+
+  Example:
+    >>> d = pairwise_distances([[1.0, 0.0], [0.0, 1.0]])
+    >>> round(float(d[0, 1]) ** 2, 6)
+    2.0
+  """
+  e = tf.convert_to_tensor(embeddings)
+  if normalize:
+    e = tf.math.l2_normalize(e, axis=-1)
+  sq = tf.reduce_sum(tf.square(e), axis=-1)
+  d2 = sq[:, None] + sq[None, :] - 2.0 * tf.matmul(e, e, transpose_b=True)
+  return tf.sqrt(tf.maximum(d2, _EPS))
+
+
+def _pair_masks(labels):
+  """Boolean ``[B, B]`` masks of positive pairs (same class, i != j) and negative pairs."""
+  same = tf.equal(labels[:, None], labels[None, :])
+  not_self = tf.logical_not(tf.eye(tf.shape(labels)[0], dtype=tf.bool))
+  return tf.logical_and(same, not_self), tf.logical_not(same)
+
+
+def _masked_mean(values, mask, axis):
+  mask = tf.cast(mask, values.dtype)
+  return tf.math.divide_no_nan(tf.reduce_sum(values * mask, axis), tf.reduce_sum(mask, axis))
+
+
+class _EmbeddingLoss(tf.keras.losses.Loss):
+  """Shared constructor and config of the embedding losses."""
+
+  _MINING = ()
+
+  def __init__(self, margin, normalize, mining, reduction, name):
+    super().__init__(reduction=reduction, name=name)
+    self.margin = _validation.check_float("margin", margin, minimum=0.0)
+    self.normalize = bool(normalize)
+    self.mining = _validation.check_choice("mining", mining, self._MINING)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({"margin": self.margin, "normalize": self.normalize, "mining": self.mining})
+    return config
+
+
+@register("contrastive_loss")
+class ContrastiveLoss(_EmbeddingLoss):
+  """Contrastive loss (Hadsell, Chopra & LeCun, CVPR 2006, Eq. 4) over all pairs in the batch.
+
+  Per anchor ``i`` with margin ``m``:
+
+      mining="all":   l_i = mean_{j in P(i)} d_ij^2 / 2  +  mean_{j in N(i), d_ij < m} [m - d_ij]_+^2 / 2
+      mining="hard":  l_i = max_{j in P(i)} d_ij^2 / 2   +  [m - min_{j in N(i)} d_ij]_+^2 / 2
+
+  With ``"all"`` the negative term averages over the *active* negatives (those inside the
+  margin), so that the many easy negatives of a batch do not dilute it (the averaging of
+  Musgrave et al., ECCV 2020); it is 0 when no negative is inside the margin.
+
+  Args:
+    margin: ``m >= 0``, in distance units (``d`` is in ``[0, 2]`` for normalised embeddings).
+    normalize: L2-normalise embeddings first.
+    mining: ``"all"`` pairs or the ``"hard"``-est positive and negative per anchor.
+    reduction, name: as for any Keras loss.
+
+  Example:
+    >>> loss = ContrastiveLoss(margin=1.0)
+    >>> round(float(loss([0, 0, 1], [[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])), 4)
+    0.0
+  """
+
+  _MINING = ("all", "hard")
+
+  def __init__(self, margin=1.0, normalize=True, mining="all",
+               reduction=tf.keras.losses.Reduction.AUTO, name="contrastive_loss"):
+    super().__init__(margin, normalize, mining, reduction, name)
+
+  def call(self, y_true, y_pred):
+    labels, e = _labels_and_embeddings(y_true, y_pred)
+    d = pairwise_distances(e, self.normalize)
+    pos, neg = _pair_masks(labels)
+    m = tf.cast(self.margin, d.dtype)
+    if self.mining == "all":
+      pos_term = _masked_mean(0.5 * tf.square(d), pos, axis=1)
+      active = tf.logical_and(neg, d < m)
+      neg_term = _masked_mean(0.5 * tf.square(tf.nn.relu(m - d)), active, axis=1)
+    else:
+      has_pos = tf.reduce_any(pos, axis=1)
+      has_neg = tf.reduce_any(neg, axis=1)
+      hardest_pos = tf.reduce_max(tf.where(pos, d, tf.zeros_like(d)), axis=1)
+      big = tf.reduce_max(d) + m + 1.0
+      hardest_neg = tf.reduce_min(tf.where(neg, d, big * tf.ones_like(d)), axis=1)
+      pos_term = tf.where(has_pos, 0.5 * tf.square(hardest_pos), tf.zeros_like(hardest_pos))
+      neg_term = tf.where(has_neg, 0.5 * tf.square(tf.nn.relu(m - hardest_neg)),
+                          tf.zeros_like(hardest_neg))
+    return pos_term + neg_term
+
+
+@register("triplet_loss")
+class TripletLoss(_EmbeddingLoss):
+  """Triplet loss (Weinberger & Saul, JMLR 2009; Schroff et al., FaceNet, CVPR 2015, Eq. 2) with
+  in-batch mining.
+
+  For anchor ``i``, positive ``p`` and negative ``n`` the hinge is ``[m + d_ip - d_in]_+``.
+
+      mining="batch_hard": l_i = [m + max_{p in P(i)} d_ip - min_{n in N(i)} d_in]_+
+                           (Hermans, Beyer & Leibe, "In Defense of the Triplet Loss", 2017, Eq. 5)
+      mining="batch_all":  l_i = sum_{p, n} [m + d_ip - d_in]_+ / #{(p, n) with a positive hinge}
+                           (Hermans et al. 2017, the "BA != 0" variant, averaged per anchor)
+      mining="semi_hard":  l_i = mean_{p in P(i)} [m + d_ip - d_in*(p)]_+, with n*(p) the closest
+                           negative farther than p (FaceNet Eq. 4 selection), or the farthest
+                           negative if none is farther than p.
+
+  Args:
+    margin: ``m >= 0`` (distance units).
+    normalize: L2-normalise embeddings first.
+    mining: ``"batch_hard"``, ``"batch_all"`` or ``"semi_hard"``.
+    reduction, name: as for any Keras loss.
+
+  Example:
+    >>> loss = TripletLoss(margin=0.2)
+    >>> round(float(loss([0, 0, 1, 1], [[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]])), 4)
+    0.0
+  """
+
+  _MINING = ("batch_hard", "batch_all", "semi_hard")
+
+  def __init__(self, margin=0.2, normalize=True, mining="batch_hard",
+               reduction=tf.keras.losses.Reduction.AUTO, name="triplet_loss"):
+    super().__init__(margin, normalize, mining, reduction, name)
+
+  def call(self, y_true, y_pred):
+    labels, e = _labels_and_embeddings(y_true, y_pred)
+    d = pairwise_distances(e, self.normalize)
+    pos, neg = _pair_masks(labels)
+    m = tf.cast(self.margin, d.dtype)
+    has_pos = tf.reduce_any(pos, axis=1)
+    has_neg = tf.reduce_any(neg, axis=1)
+    valid = tf.logical_and(has_pos, has_neg)
+    zeros = tf.zeros_like(d)
+    big = tf.reduce_max(d) + m + 1.0
+    if self.mining == "batch_hard":
+      hardest_pos = tf.reduce_max(tf.where(pos, d, zeros), axis=1)
+      hardest_neg = tf.reduce_min(tf.where(neg, d, big + zeros), axis=1)
+      loss = tf.nn.relu(m + hardest_pos - hardest_neg)
+    elif self.mining == "batch_all":
+      # hinge[i, p, n] = [m + d_ip - d_in]_+ on valid (i, p, n).
+      hinge = tf.nn.relu(m + d[:, :, None] - d[:, None, :])
+      mask = tf.cast(tf.logical_and(pos[:, :, None], neg[:, None, :]), d.dtype)
+      hinge = hinge * mask
+      active = tf.reduce_sum(tf.cast(hinge > 0, d.dtype), axis=[1, 2])
+      loss = tf.math.divide_no_nan(tf.reduce_sum(hinge, axis=[1, 2]), active)
+    else:
+      # For each (i, p): negatives farther than p; take the closest such, else the farthest.
+      b = tf.shape(d)[0]
+      d_in = tf.broadcast_to(d[:, None, :], tf.stack([b, b, b]))     # [i, p, n] -> d_in
+      outside = tf.logical_and(neg[:, None, :], d_in > d[:, :, None])
+      closest_outside = tf.reduce_min(tf.where(outside, d_in, big), axis=2)
+      farthest = tf.reduce_max(tf.where(neg, d, zeros), axis=1, keepdims=True)
+      d_neg = tf.where(tf.reduce_any(outside, axis=2), closest_outside, farthest)
+      loss = _masked_mean(tf.nn.relu(m + d - d_neg), pos, axis=1)
+    return tf.where(valid, loss, tf.zeros_like(loss))
+
+
+@register("smoothed_cross_entropy")
+class SmoothedCrossEntropy(tf.keras.losses.Loss):
+  """Softmax cross-entropy with label smoothing over class ids: the loss of Boudiaf et al.'s recipe.
+
+  With logits ``z`` ``[B, C]``, class ids ``y`` and smoothing ``eps`` (Szegedy et al., "Rethinking
+  the Inception Architecture", CVPR 2016, Sec. 7; Boudiaf et al., ECCV 2020, Sec. 5, eps = 0.1):
+
+      q_c = (1 - eps) 1[c = y] + eps / C,        l = - sum_c q_c log softmax(z)_c
+
+  Boudiaf et al. show (Sec. 3-4) that minimising this cross-entropy maximises the mutual
+  information between embeddings and labels, like the pairwise losses above, and needs no pair
+  mining or class-balanced batches.
+
+  Args:
+    label_smoothing: ``eps`` in ``[0, 1)``.
+    reduction, name: as for any Keras loss.
+
+  Example:
+    >>> loss = SmoothedCrossEntropy(label_smoothing=0.0)
+    >>> round(float(loss([0], [[0.0, 0.0]])), 4)   # log 2
+    0.6931
+  """
+
+  def __init__(self, label_smoothing=0.1, reduction=tf.keras.losses.Reduction.AUTO,
+               name="smoothed_cross_entropy"):
+    super().__init__(reduction=reduction, name=name)
+    self.label_smoothing = _validation.check_float("label_smoothing", label_smoothing, minimum=0.0)
+    if self.label_smoothing >= 1.0:
+      raise ValueError(f"`label_smoothing` must be a finite number in [0, 1), got {label_smoothing!r}.")
+
+  def call(self, y_true, y_pred):
+    logits = _validation.score_matrix("y_pred", y_pred)
+    logits = _validation.assert_finite("y_pred", logits)
+    targets = to_relevance(y_true, num_items(logits), dtype=logits.dtype)
+    c = tf.cast(tf.shape(logits)[-1], logits.dtype)
+    eps = tf.cast(self.label_smoothing, logits.dtype)
+    targets = (1.0 - eps) * targets + eps / c
+    return -tf.reduce_sum(targets * tf.nn.log_softmax(logits, axis=-1), axis=-1)
+
+  def get_config(self):
+    config = super().get_config()
+    config["label_smoothing"] = self.label_smoothing
+    return config
