@@ -1,0 +1,37 @@
+"""Instance encoders: images or raw text to instance embeddings ``[B, d]``.
+
+``get(name, **kwargs)`` builds one by name: ``"resnet50"``, ``"vgg16_cifar"``, ``"small_cnn"``,
+``"transformer"`` (a small Transformer over ``TextVectorization`` tokens, raw strings in) and
+``"saved_model"`` (a local BERT/ELECTRA-style SavedModel). Every encoder is a functional
+``tf.keras.Model`` that round-trips through ``model.save`` / ``tf.keras.models.load_model``.
+"""
+from tfrank4class import _validation
+from tfrank4class.encoders.resnet import resnet50
+from tfrank4class.encoders.saved_model_text import SavedModelEncoder, saved_model
+from tfrank4class.encoders.small_cnn import small_cnn
+from tfrank4class.encoders.text_transformer import TransformerTextEncoder, transformer
+from tfrank4class.encoders.vgg import vgg16_cifar
+
+ENCODERS = {
+    "resnet50": resnet50,
+    "vgg16_cifar": vgg16_cifar,
+    "small_cnn": small_cnn,
+    "transformer": transformer,
+    "saved_model": saved_model,
+}
+
+
+def names():
+  """All encoder names :func:`get` accepts, sorted."""
+  return sorted(ENCODERS)
+
+
+def get(name, **kwargs):
+  """Builds the encoder ``name`` with ``kwargs``.
+
+  Example:
+    >>> get("small_cnn", input_shape=(8, 8, 3), filters=(4,), embedding_dim=6).output_shape
+    (None, 6)
+  """
+  _validation.check_choice("name", name, ENCODERS)
+  return ENCODERS[name](**kwargs)

@@ -1,0 +1,197 @@
+"""A small Transformer text encoder (Vaswani et al., NeurIPS 2017) that trains from scratch offline.
+
+    ids = TextVectorization(text)                          [B, L], 0 = padding
+    x_0 = E_tok[ids] + E_pos[0..L-1]                        learned token and position embeddings
+    a_l = LayerNorm(x_{l-1} + MHA(x_{l-1}, mask))           post-norm block (Vaswani et al., Sec. 3.1)
+    x_l = LayerNorm(a_l + W_2 relu(W_1 a_l + b_1) + b_2)
+    h   = sum_t m_t x_{L,t} / max(1, sum_t m_t)             mean over non-padding tokens (m = ids != 0)
+
+The model takes RAW STRINGS (``tf.string`` ``[B]`` or ``[B, 1]``) and holds the
+``TextVectorization`` layer, so a trained model exports with string inputs and round-trips
+through ``model.save`` / ``tf.keras.models.load_model``.
+"""
+import tensorflow as tf
+
+from tfrank4class import _validation
+from tfrank4class.encoders._common import PACKAGE
+
+
+@tf.keras.utils.register_keras_serializable(package=PACKAGE)
+class TransformerTextEncoder(tf.keras.layers.Layer):
+  """Token ids ``[B, L]`` (0 = padding) to a pooled text embedding ``[B, d]`` (see module doc).
+
+  Args:
+    vocab_size: number of token ids (``TextVectorization.vocabulary_size()``), ``>= 2``.
+    sequence_length: maximum tokens; longer inputs are truncated.
+    embedding_dim: model width ``d``; must be divisible by ``num_heads``.
+    num_heads: attention heads.
+    num_layers: Transformer blocks.
+    ff_dim: feed-forward width.
+    dropout: dropout rate in ``[0, 1)``.
+    output_dim: optional final linear projection size.
+
+  Example:
+    >>> enc = TransformerTextEncoder(vocab_size=10, sequence_length=4, embedding_dim=8,
+    ...                              num_heads=2, num_layers=1, ff_dim=16)
+    >>> enc(tf.constant([[3, 4, 0, 0]])).shape
+    TensorShape([1, 8])
+  """
+
+  def __init__(self, vocab_size, sequence_length, embedding_dim=128, num_heads=4, num_layers=2,
+               ff_dim=256, dropout=0.1, output_dim=None, **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size = _validation.check_int("vocab_size", vocab_size, minimum=2)
+    self.sequence_length = _validation.check_int("sequence_length", sequence_length, minimum=1)
+    self.embedding_dim = _validation.check_int("embedding_dim", embedding_dim, minimum=1)
+    self.num_heads = _validation.check_int("num_heads", num_heads, minimum=1)
+    if self.embedding_dim % self.num_heads:
+      raise ValueError(f"`embedding_dim` must be divisible by num_heads={self.num_heads}, got "
+                       f"{self.embedding_dim}.")
+    self.num_layers = _validation.check_int("num_layers", num_layers, minimum=0)
+    self.ff_dim = _validation.check_int("ff_dim", ff_dim, minimum=1)
+    self.dropout = _validation.check_float("dropout", dropout, minimum=0.0)
+    if self.dropout >= 1.0:
+      raise ValueError(f"`dropout` must be in [0, 1), got {dropout!r}.")
+    self.output_dim = _validation.check_int("output_dim", output_dim, minimum=1, allow_none=True)
+    self.token_embedding = tf.keras.layers.Embedding(
+        self.vocab_size, self.embedding_dim, name="token_embedding")
+    dense = lambda units, name, act=None: tf.keras.layers.Dense(units, activation=act, name=name)
+    layers = range(self.num_layers)
+    self.attention = [tf.keras.layers.MultiHeadAttention(
+        self.num_heads, self.embedding_dim // self.num_heads, dropout=self.dropout,
+        name=f"block{i}_attention") for i in layers]
+    self.norm1 = [tf.keras.layers.LayerNormalization(epsilon=1e-6, name=f"block{i}_norm1")
+                  for i in layers]
+    self.ff1 = [dense(self.ff_dim, f"block{i}_ff1", "relu") for i in layers]
+    self.ff2 = [dense(self.embedding_dim, f"block{i}_ff2") for i in layers]
+    self.norm2 = [tf.keras.layers.LayerNormalization(epsilon=1e-6, name=f"block{i}_norm2")
+                  for i in layers]
+    self.block_dropout = [tf.keras.layers.Dropout(self.dropout, name=f"block{i}_dropout")
+                          for i in layers]
+    self.projection = (tf.keras.layers.Dense(self.output_dim, name="projection")
+                       if self.output_dim else None)
+
+  def build(self, input_shape):
+    d = self.embedding_dim
+    self.position_embedding = self.add_weight(
+        name="position_embedding", shape=(self.sequence_length, d),
+        initializer=tf.keras.initializers.RandomNormal(stddev=0.02), trainable=True)
+    self.token_embedding.build(tf.TensorShape([None, None]))
+    seq = tf.TensorShape([None, None, d])
+    for i in range(self.num_layers):
+      self.norm1[i].build(seq)
+      self.ff1[i].build(seq)
+      self.ff2[i].build(tf.TensorShape([None, None, self.ff_dim]))
+      self.norm2[i].build(seq)
+    if self.projection is not None:
+      self.projection.build(tf.TensorShape([None, d]))
+    super().build(input_shape)
+
+  def call(self, token_ids, training=None):
+    ids = tf.cast(token_ids, tf.int32)
+    if ids.shape.rank != 2:
+      raise ValueError(f"`token_ids` must have shape [B, L], got shape {ids.shape}.")
+    ids = ids[:, :self.sequence_length]
+    length = tf.shape(ids)[1]
+    mask = tf.not_equal(ids, 0)  # [B, L]
+    x = self.token_embedding(ids) + self.position_embedding[tf.newaxis, :length, :]
+    attention_mask = tf.logical_and(mask[:, :, tf.newaxis], mask[:, tf.newaxis, :])
+    for i in range(self.num_layers):
+      attended = self.attention[i](x, x, attention_mask=attention_mask, training=training)
+      x = self.norm1[i](x + self.block_dropout[i](attended, training=training))
+      ff = self.ff2[i](self.ff1[i](x))
+      x = self.norm2[i](x + self.block_dropout[i](ff, training=training))
+    weights = tf.cast(mask, x.dtype)[:, :, tf.newaxis]
+    pooled = tf.reduce_sum(x * weights, axis=1) / tf.maximum(tf.reduce_sum(weights, axis=1), 1.0)
+    if self.projection is not None:
+      pooled = self.projection(pooled)
+    return pooled
+
+  def compute_output_shape(self, input_shape):
+    return tf.TensorShape([input_shape[0], self.output_dim or self.embedding_dim])
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({
+        "vocab_size": self.vocab_size, "sequence_length": self.sequence_length,
+        "embedding_dim": self.embedding_dim, "num_heads": self.num_heads,
+        "num_layers": self.num_layers, "ff_dim": self.ff_dim, "dropout": self.dropout,
+        "output_dim": self.output_dim,
+    })
+    return config
+
+
+def _strip_reserved(vocabulary):
+  """Drops a leading ``""`` / ``"[UNK]"`` (as in ``TextVectorization.get_vocabulary()``)."""
+  vocabulary = list(vocabulary)
+  if vocabulary[:1] == [""]:
+    vocabulary = vocabulary[1:]
+  if vocabulary[:1] == ["[UNK]"]:
+    vocabulary = vocabulary[1:]
+  return vocabulary
+
+
+def transformer(vocabulary=None, text_vectorization=None, sequence_length=64, embedding_dim=128,
+                num_heads=4, num_layers=2, ff_dim=256, dropout=0.1, output_dim=None,
+                standardize="lower_and_strip_punctuation", name="transformer_text_encoder"):
+  """Builds a raw-string Transformer text encoder model ``tf.string [B] / [B, 1] -> [B, d]``.
+
+  Exactly one of ``vocabulary`` and ``text_vectorization`` is given.
+
+  Args:
+    vocabulary: a list of tokens (e.g. from a ``TextVectorization`` adapted on the training
+      split; a leading ``""`` and ``"[UNK]"`` as returned by ``get_vocabulary()`` are accepted).
+    text_vectorization: an already adapted ``tf.keras.layers.TextVectorization`` with
+      ``output_mode="int"``; used as is (its ``output_sequence_length``, if set, should not
+      exceed ``sequence_length``: longer outputs are truncated).
+    sequence_length: tokens per text (padding/truncation length of a new ``TextVectorization``,
+      and the size of the position table).
+    embedding_dim, num_heads, num_layers, ff_dim, dropout, output_dim: see
+      :class:`TransformerTextEncoder`.
+    standardize: ``TextVectorization`` standardisation when ``vocabulary`` is given.
+    name: model name.
+
+  Returns:
+    A functional ``tf.keras.Model`` whose input is a ``tf.string`` tensor ``[B, 1]`` (``[B]``
+    is accepted too).
+
+  Example:
+    >>> enc = transformer(vocabulary=["good", "bad"], sequence_length=4, embedding_dim=8,
+    ...                   num_heads=2, num_layers=1, ff_dim=16)
+    >>> enc(tf.constant(["good film", "bad"])).shape
+    TensorShape([2, 8])
+  """
+  if (vocabulary is None) == (text_vectorization is None):
+    raise ValueError("Pass exactly one of `vocabulary` (a list of tokens) and "
+                     "`text_vectorization` (an adapted TextVectorization layer); got "
+                     f"vocabulary={'None' if vocabulary is None else 'a list'} and "
+                     f"text_vectorization={text_vectorization!r}.")
+  sequence_length = _validation.check_int("sequence_length", sequence_length, minimum=1)
+  if vocabulary is not None:
+    if isinstance(vocabulary, str):
+      raise ValueError(f"`vocabulary` must be a list of tokens, got the string {vocabulary!r}.")
+    tokens = _strip_reserved(vocabulary)
+    if not tokens:
+      raise ValueError("`vocabulary` must hold at least one token besides '' and '[UNK]'.")
+    vectorizer = tf.keras.layers.TextVectorization(
+        vocabulary=tokens, output_sequence_length=sequence_length, standardize=standardize,
+        name="text_vectorization")
+  else:
+    if not isinstance(text_vectorization, tf.keras.layers.TextVectorization):
+      raise ValueError(f"`text_vectorization` must be a tf.keras.layers.TextVectorization, got "
+                       f"{type(text_vectorization).__name__}.")
+    config = text_vectorization.get_config()
+    if config.get("output_mode") != "int":
+      raise ValueError(f"`text_vectorization` must have output_mode='int', got "
+                       f"{config.get('output_mode')!r}.")
+    if text_vectorization.vocabulary_size() < 3:
+      raise ValueError("`text_vectorization` has an empty vocabulary; adapt it on the training "
+                       "texts (or set its vocabulary) first.")
+    vectorizer = text_vectorization
+  texts = tf.keras.Input(shape=(1,), dtype=tf.string, name="text")
+  ids = vectorizer(texts)
+  pooled = TransformerTextEncoder(
+      vectorizer.vocabulary_size(), sequence_length, embedding_dim=embedding_dim,
+      num_heads=num_heads, num_layers=num_layers, ff_dim=ff_dim, dropout=dropout,
+      output_dim=output_dim, name="transformer")(ids)
+  return tf.keras.Model(texts, pooled, name=name)

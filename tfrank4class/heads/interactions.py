@@ -1,0 +1,381 @@
+"""Instance-class interactions: score every class for every instance at once.
+
+An interaction takes instance embeddings ``h`` of shape ``[B, d]`` and class embeddings ``c`` of
+shape ``[C, e]`` and returns scores ``s`` of shape ``[B, C]``, ``s_{b,i} = f(h_b, c_i)``
+(Rank4Class, ICLR 2022 submission, Sec. 3.2 and Sec. 4.2):
+
+* :class:`DotProductInteraction`: ``s = [h, 1] . c_i`` (the final Dense layer of a classifier).
+* :class:`LatentCrossInteraction`: ``s = MLP((1 + c_i) * h)``, the latent cross of Beutel et al.
+  (WSDM 2018).
+* :class:`ConcatInteraction`: ``s = MLP([h, c_i])``.
+
+Memory. The dot product needs only the ``[B, C]`` scores. The MLP interactions evaluate the MLP on
+all ``B x C`` pairs, so each hidden layer of width ``w`` holds a ``[B, C, w]`` float tensor, and
+training keeps these activations for the backward pass: about ``4 * B * C * (sum of widths)``
+bytes (plus ``4 * B * C * d`` for the latent cross, whose crossed input ``(1 + c_i) * h`` is
+``[B, C, d]``). At ``B = 64, C = 1000, w = 512`` one layer is 131 MB. The concat interaction never
+builds the ``[B, C, d + e]`` concatenation: its first layer is ``W [h, c_i] + b =
+W_h h + W_c c_i + b``, computed as a ``[B, w]`` and a ``[C, w]`` product broadcast-added.
+``class_chunk_size=k`` evaluates the interaction on ``ceil(C / k)`` chunks of ``k`` classes, each
+under a recompute-in-backward custom gradient (like ``tf.recompute_grad``), so that forward and
+backward peak memory scale with ``B x k x w`` instead of ``B x C x w`` (at the cost of recomputing the MLP forward pass once in the backward
+pass). ``benchmarks/heads.py`` measures both.
+"""
+import math
+
+import tensorflow as tf
+
+from tfrank4class import _validation
+from tfrank4class.heads.class_encoder import PACKAGE, _check_units
+
+
+class Interaction(tf.keras.layers.Layer):
+  """Base class: ``call([h, c])`` with ``h: [B, d]``, ``c: [C, e]`` returns scores ``[B, C]``.
+
+  Subclasses implement :meth:`score_with` on (a chunk of) the classes, list its variables in
+  :meth:`chunk_weights` and may override :meth:`check_dims`. The base class validates shapes and handles ``class_chunk_size``.
+
+  Args:
+    class_chunk_size: ``None`` (all classes at once) or a positive int ``k``: compute the scores
+      ``k`` classes at a time, recomputing each chunk in the backward pass, to bound memory (see
+      the module doc).
+  """
+
+  def __init__(self, class_chunk_size=None, **kwargs):
+    super().__init__(**kwargs)
+    self.class_chunk_size = _validation.check_int(
+        "class_chunk_size", class_chunk_size, minimum=1, allow_none=True)
+
+  def check_dims(self, d, e):
+    """Raises ``ValueError`` if instance size ``d`` and class size ``e`` do not fit."""
+    del d, e  # any sizes fit by default
+
+  def chunk_weights(self):
+    """The variables :meth:`score_with` takes, in order (none by default)."""
+    return []
+
+  def score_with(self, h, c, weights):
+    """Scores ``[B, k]`` of ``h: [B, d]`` against ``c: [k, e]`` given the values of
+    :meth:`chunk_weights` as tensors (no variable is read inside)."""
+    raise NotImplementedError
+
+  def score(self, h, c):
+    """Scores ``[B, k]`` of instances ``h: [B, d]`` against classes ``c: [k, e]``."""
+    return self.score_with(h, c, self._weight_values(h.dtype))
+
+  def _weight_values(self, dtype):
+    return [tf.cast(w, dtype) for w in self.chunk_weights()]
+
+  def _recomputed_score(self, h, c, weights):
+    """:meth:`score_with` that keeps only its inputs for the backward pass and recomputes the
+    rest there: what ``tf.recompute_grad`` does, written out with the weight values as explicit
+    inputs, so no variable is read inside the custom gradient and the weight gradients flow back
+    through the ordinary variable reads (eager, ``tf.function``, XLA and MirroredStrategy are
+    tested)."""
+
+    @tf.custom_gradient
+    def chunk(h, c, *weights):
+      def grad(upstream):
+        inputs = [h, c, *weights]
+        with tf.GradientTape() as tape:
+          tape.watch(inputs)
+          again = self.score_with(h, c, list(weights))
+        grads = tape.gradient(again, inputs, output_gradients=upstream)
+        return [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
+      return self.score_with(h, c, list(weights)), grad
+
+    return chunk(h, c, *weights)
+
+  def _dims(self, input_shape):
+    if not isinstance(input_shape, (list, tuple)) or len(input_shape) != 2:
+      raise ValueError(f"{type(self).__name__} expects inputs [instance_embeddings [B, d], "
+                       f"class_embeddings [C, e]], got input shapes {input_shape!r}.")
+    h_shape, c_shape = (tf.TensorShape(s) for s in input_shape)
+    if h_shape.rank != 2:
+      raise ValueError(f"instance embeddings must have shape [B, d], got shape {h_shape}.")
+    if c_shape.rank != 2:
+      raise ValueError(f"class embeddings must have shape [C, e], got shape {c_shape}.")
+    d, e = h_shape[-1], c_shape[-1]
+    if d is None or e is None:
+      raise ValueError(f"the embedding sizes must be known, got instance shape {h_shape} and "
+                       f"class shape {c_shape}.")
+    self.check_dims(d, e)
+    return d, e
+
+  def build(self, input_shape):
+    self._dims(input_shape)
+    super().build(input_shape)
+
+  def call(self, inputs):
+    h, c = inputs
+    h = tf.convert_to_tensor(h)
+    c = tf.cast(c, h.dtype)
+    self._dims([h.shape, c.shape])
+    num_classes = c.shape[0]
+    k = self.class_chunk_size
+    if k is None or (num_classes is not None and k >= num_classes):
+      return self.score(h, c)
+    if num_classes is None:
+      raise ValueError("class_chunk_size needs a statically known number of classes.")
+    weights = self._weight_values(h.dtype)
+    num_chunks = self.num_chunks(num_classes)
+    # Pad the classes to whole chunks; the padded scores are sliced off (zero gradient).
+    padded = tf.pad(c, [[0, num_chunks * k - num_classes], [0, 0]])
+    chunks = tf.reshape(padded, [num_chunks, k, c.shape[-1]])
+    # A sequential loop (parallel_iterations=1): one chunk's [B, k, w] activations are alive at a
+    # time, forward and backward; a Python loop would let the executor run all chunks at once.
+    scores = tf.map_fn(lambda c_k: self._recomputed_score(h, c_k, weights), chunks,
+                       fn_output_signature=tf.TensorSpec([None, k], h.dtype),
+                       parallel_iterations=1)  # [num_chunks, B, k]
+    scores = tf.reshape(tf.transpose(scores, [1, 0, 2]), [-1, num_chunks * k])
+    return scores[:, :num_classes]
+
+  def compute_output_shape(self, input_shape):
+    return tf.TensorShape([input_shape[0][0], input_shape[1][0]])
+
+  def num_chunks(self, num_classes):
+    """How many class chunks a call over ``num_classes`` classes uses."""
+    if self.class_chunk_size is None:
+      return 1
+    return math.ceil(num_classes / self.class_chunk_size)
+
+  def get_config(self):
+    config = super().get_config()
+    config["class_chunk_size"] = self.class_chunk_size
+    return config
+
+
+@tf.keras.utils.register_keras_serializable(package=PACKAGE)
+class DotProductInteraction(Interaction):
+  """Dot product with a bias term: ``s_{b,i} = [h_b, 1] . c_i`` (Rank4Class, Sec. 3.2).
+
+  With ``use_bias=True`` (the default) the class embedding has size ``d + 1`` and its last entry
+  is the class bias, so that ``s = h W + b`` for ``c_i = [W_{:, i}; b_i]`` -- exactly a
+  ``Dense(C)`` layer. With ``use_bias=False``, ``e = d`` and ``s_{b,i} = h_b . c_i``.
+
+  Args:
+    use_bias: whether ``h`` is extended to ``h' = [h, 1]``.
+    class_chunk_size: accepted for a uniform interface; the dot product never needs chunking
+      (it only forms the ``[B, C]`` output).
+
+  Example:
+    >>> dot = DotProductInteraction()
+    >>> dot([tf.constant([[1.0, 2.0]]), tf.constant([[1.0, 0.0, 0.5], [0.0, 1.0, -1.0]])]).numpy()
+    array([[1.5, 1. ]], dtype=float32)
+  """
+
+  def __init__(self, use_bias=True, class_chunk_size=None, **kwargs):
+    super().__init__(class_chunk_size=class_chunk_size, **kwargs)
+    if not isinstance(use_bias, bool):
+      raise ValueError(f"`use_bias` must be True or False, got {use_bias!r}.")
+    self.use_bias = use_bias
+
+  def check_dims(self, d, e):
+    want = d + 1 if self.use_bias else d
+    if e != want:
+      raise ValueError(
+          f"Mismatched embedding sizes: DotProductInteraction(use_bias={self.use_bias}) needs "
+          f"class embeddings of size {'d + 1' if self.use_bias else 'd'} = {want} for instance "
+          f"embeddings of size d = {d}, got class embedding size {e}.")
+
+  def call(self, inputs):
+    # The dot product only forms the [B, C] output: chunking would not save anything.
+    h, c = inputs
+    h = tf.convert_to_tensor(h)
+    c = tf.cast(c, h.dtype)
+    self._dims([h.shape, c.shape])
+    return self.score(h, c)
+
+  def score_with(self, h, c, weights):
+    del weights  # no variables
+    if not self.use_bias:
+      return tf.matmul(h, c, transpose_b=True)
+    # h' = [h, 1] (one matmul; slicing c into kernel and bias instead made a training step at
+    # C = 1000 about 1.8x slower, from the gradient of the slices).
+    ones = tf.ones([tf.shape(h)[0], 1], h.dtype)
+    return tf.matmul(tf.concat([h, ones], axis=1), c, transpose_b=True)
+
+  def get_config(self):
+    config = super().get_config()
+    config["use_bias"] = self.use_bias
+    return config
+
+
+class _MLPInteraction(Interaction):
+  """Shared arguments of the MLP interactions."""
+
+  def __init__(self, hidden_units=(256, 256), activation="relu", class_chunk_size=None,
+               kernel_initializer="glorot_uniform", **kwargs):
+    super().__init__(class_chunk_size=class_chunk_size, **kwargs)
+    self.hidden_units = _check_units("hidden_units", hidden_units)
+    self.activation = tf.keras.activations.get(activation)
+    self.kernel_initializer = tf.keras.initializers.serialize(
+        tf.keras.initializers.get(kernel_initializer))
+
+  def _new_initializer(self):
+    # A fresh instance per weight: Keras warns when one unseeded initializer is reused.
+    return tf.keras.initializers.get(self.kernel_initializer)
+
+  def _dense(self, units, activation, name):
+    return tf.keras.layers.Dense(units, activation=activation, name=name,
+                                 kernel_initializer=self._new_initializer())
+
+  def _apply_layers(self, x, weights):
+    """Applies ``self._layers`` to ``x [B, k, w]`` with weight values ``[W_1, b_1, W_2, ...]``."""
+    for layer, kernel, bias in zip(self._layers, weights[0::2], weights[1::2]):
+      x = tf.einsum("bkw,wu->bku", x, kernel) + bias
+      if layer.activation is not None:
+        x = layer.activation(x)
+    return x
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({
+        "hidden_units": list(self.hidden_units),
+        "activation": tf.keras.activations.serialize(self.activation),
+        "kernel_initializer": self.kernel_initializer,
+    })
+    return config
+
+
+@tf.keras.utils.register_keras_serializable(package=PACKAGE)
+class LatentCrossInteraction(_MLPInteraction):
+  """Latent cross then an MLP: ``s_{b,i} = MLP((1 + c_i) * h_b)`` (Rank4Class, Sec. 4.2).
+
+  The latent cross of Beutel et al. (Latent Cross: Making Use of Context in Recurrent Recommender
+  Systems, WSDM 2018) gates the instance embedding elementwise by ``1 + c_i``; the MLP has
+  ``len(hidden_units)`` hidden layers with ``activation`` and a linear output of width 1. Class
+  and instance embeddings must have the same size ``d``. Memory: ``[B, C, d]`` for the cross
+  plus ``[B, C, w]`` per hidden layer (see the module doc and ``class_chunk_size``).
+
+  Args:
+    hidden_units: hidden layer widths (the paper: 2 equal layers in {64, 128, 256, 512}).
+    activation: hidden activation.
+    class_chunk_size: classes per chunk, or ``None``.
+    kernel_initializer: initializer of the MLP kernels.
+
+  Example:
+    >>> lc = LatentCrossInteraction(hidden_units=(8,))
+    >>> lc([tf.ones([4, 3]), tf.zeros([5, 3])]).shape
+    TensorShape([4, 5])
+  """
+
+  def __init__(self, hidden_units=(256, 256), activation="relu", class_chunk_size=None,
+               kernel_initializer="glorot_uniform", **kwargs):
+    super().__init__(hidden_units=hidden_units, activation=activation,
+                     class_chunk_size=class_chunk_size, kernel_initializer=kernel_initializer,
+                     **kwargs)
+    self._layers = [self._dense(u, self.activation, f"hidden_{i}")
+                    for i, u in enumerate(self.hidden_units)]
+    self._layers.append(self._dense(1, None, "output"))
+
+  def check_dims(self, d, e):
+    if e != d:
+      raise ValueError(
+          f"Mismatched embedding sizes: LatentCrossInteraction needs class embeddings of the "
+          f"instance size d = {d}, got class embedding size {e}.")
+
+  def build(self, input_shape):
+    d, _ = self._dims(input_shape)
+    width = d
+    for layer in self._layers:
+      layer.build(tf.TensorShape([None, None, width]))
+      width = layer.units
+    super().build(input_shape)
+
+  def chunk_weights(self):
+    return [w for layer in self._layers for w in (layer.kernel, layer.bias)]
+
+  def score_with(self, h, c, weights):
+    x = h[:, tf.newaxis, :] * (1.0 + c[tf.newaxis, :, :])  # [B, k, d]
+    return tf.squeeze(self._apply_layers(x, weights), axis=-1)
+
+
+@tf.keras.utils.register_keras_serializable(package=PACKAGE)
+class ConcatInteraction(_MLPInteraction):
+  """Concatenation then an MLP: ``s_{b,i} = MLP([h_b, c_i])`` (Rank4Class, Sec. 4.2).
+
+  The first layer ``W [h, c_i] + b`` is computed as ``h W_h + c_i W_c + b`` (``W = [W_h; W_c]``),
+  which is the same number but never forms the ``[B, C, d + e]`` concatenation; the rest is an MLP
+  of ``hidden_units`` with ``activation`` and a linear output of width 1. ``d`` and ``e`` may
+  differ. Memory: ``[B, C, w]`` per hidden layer (see the module doc and ``class_chunk_size``).
+
+  Args:
+    hidden_units: hidden layer widths; ``()`` gives the linear model ``w . [h, c_i] + b``.
+    activation: hidden activation.
+    class_chunk_size: classes per chunk, or ``None``.
+    kernel_initializer: initializer of the MLP kernels.
+
+  Example:
+    >>> cat = ConcatInteraction(hidden_units=(8, 8))
+    >>> cat([tf.ones([4, 3]), tf.zeros([5, 2])]).shape
+    TensorShape([4, 5])
+  """
+
+  def __init__(self, hidden_units=(256, 256), activation="relu", class_chunk_size=None,
+               kernel_initializer="glorot_uniform", **kwargs):
+    super().__init__(hidden_units=hidden_units, activation=activation,
+                     class_chunk_size=class_chunk_size, kernel_initializer=kernel_initializer,
+                     **kwargs)
+    units = self.hidden_units + (1,)
+    self._first_units = units[0]
+    self._first_activation = self.activation if self.hidden_units else None
+    self._layers = [self._dense(u, self.activation, f"hidden_{i + 1}")
+                    for i, u in enumerate(units[1:-1])]
+    if len(units) > 1:
+      self._layers.append(self._dense(1, None, "output"))
+
+  def build(self, input_shape):
+    d, e = self._dims(input_shape)
+    self._d = d
+    # One kernel over [h, c_i], exactly as a Dense layer on the concatenation would hold it.
+    self.first_kernel = self.add_weight(
+        name="first_kernel", shape=(d + e, self._first_units),
+        initializer=self._new_initializer(), trainable=True)
+    self.first_bias = self.add_weight(
+        name="first_bias", shape=(self._first_units,), initializer="zeros", trainable=True)
+    width = self._first_units
+    for layer in self._layers:
+      layer.build(tf.TensorShape([None, None, width]))
+      width = layer.units
+    super().build(input_shape)
+
+  def chunk_weights(self):
+    return [self.first_kernel, self.first_bias] + [
+        w for layer in self._layers for w in (layer.kernel, layer.bias)]
+
+  def score_with(self, h, c, weights):
+    kernel, bias = weights[0], weights[1]
+    from_h = tf.matmul(h, kernel[:self._d])  # [B, u]
+    from_c = tf.matmul(c, kernel[self._d:])  # [k, u]
+    x = from_h[:, tf.newaxis, :] + from_c[tf.newaxis, :, :] + bias
+    if self._first_activation is not None:
+      x = self._first_activation(x)
+    return tf.squeeze(self._apply_layers(x, weights[2:]), axis=-1)
+
+
+INTERACTIONS = {
+    "dot": DotProductInteraction,
+    "latent_cross": LatentCrossInteraction,
+    "concat": ConcatInteraction,
+}
+
+
+def get(interaction, **kwargs):
+  """Returns the interaction ``interaction`` (``"dot"``, ``"latent_cross"`` or ``"concat"``).
+
+  ``hidden_units``/``activation``/``kernel_initializer`` are dropped for ``"dot"``; ``use_bias``
+  is dropped for the MLP interactions.
+
+  Example:
+    >>> type(get("concat", hidden_units=(16,))).__name__
+    'ConcatInteraction'
+  """
+  _validation.check_choice("interaction", interaction, INTERACTIONS)
+  cls = INTERACTIONS[interaction]
+  if interaction == "dot":
+    for key in ("hidden_units", "activation", "kernel_initializer"):
+      kwargs.pop(key, None)
+  else:
+    kwargs.pop("use_bias", None)
+  return cls(**kwargs)
