@@ -72,7 +72,8 @@ class SavedModelEncoder(tf.keras.layers.Layer):
     ``[B, d]`` output.
 
   Example:
-    >>> enc = SavedModelEncoder("/models/electra_small", preprocessor_path="/models/bert_preprocess",
+    >>> enc = SavedModelEncoder("/models/electra_small",
+    ...                         preprocessor_path="/models/bert_preprocess",
     ...                         output_key="pooled_output")            # doctest: +SKIP
   """
 

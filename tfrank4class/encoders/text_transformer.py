@@ -2,9 +2,9 @@
 
     ids = TextVectorization(text)                          [B, L], 0 = padding
     x_0 = E_tok[ids] + E_pos[0..L-1]                        learned token and position embeddings
-    a_l = LayerNorm(x_{l-1} + MHA(x_{l-1}, mask))           post-norm block (Vaswani et al., Sec. 3.1)
+    a_l = LayerNorm(x_{l-1} + MHA(x_{l-1}, mask))       post-norm block (Vaswani et al., Sec. 3.1)
     x_l = LayerNorm(a_l + W_2 relu(W_1 a_l + b_1) + b_2)
-    h   = sum_t m_t x_{L,t} / max(1, sum_t m_t)             mean over non-padding tokens (m = ids != 0)
+    h   = sum_t m_t x_{L,t} / max(1, sum_t m_t)         mean over non-padding tokens, m = ids != 0
 
 The model takes RAW STRINGS (``tf.string`` ``[B]`` or ``[B, 1]``) and holds the
 ``TextVectorization`` layer, so a trained model exports with string inputs and round-trips

@@ -70,5 +70,6 @@ def vgg16_cifar(input_shape=(32, 32, 3), embedding_dim=512, batch_norm=True, dro
     try:
       model.load_weights(path)
     except (ValueError, OSError) as e:
-      raise ValueError(f"Could not load VGG16-CIFAR weights from weights_path={path!r}: {e}") from None
+      raise ValueError(
+          f"Could not load VGG16-CIFAR weights from weights_path={path!r}: {e}") from None
   return model

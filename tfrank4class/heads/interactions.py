@@ -17,9 +17,10 @@ bytes (plus ``4 * B * C * d`` for the latent cross, whose crossed input ``(1 + c
 builds the ``[B, C, d + e]`` concatenation: its first layer is ``W [h, c_i] + b =
 W_h h + W_c c_i + b``, computed as a ``[B, w]`` and a ``[C, w]`` product broadcast-added.
 ``class_chunk_size=k`` evaluates the interaction on ``ceil(C / k)`` chunks of ``k`` classes, each
-under a recompute-in-backward custom gradient (like ``tf.recompute_grad``), so that forward and
-backward peak memory scale with ``B x k x w`` instead of ``B x C x w`` (at the cost of recomputing the MLP forward pass once in the backward
-pass). ``benchmarks/heads.py`` measures both.
+under a recompute-in-backward custom gradient (like ``tf.recompute_grad``) inside a sequential
+``tf.map_fn``, so that forward and backward peak memory scale with ``B x k x w`` instead of
+``B x C x w``, at the cost of recomputing the MLP forward pass once in the backward pass.
+``benchmarks/heads.py`` measures both.
 """
 import math
 
@@ -33,7 +34,8 @@ class Interaction(tf.keras.layers.Layer):
   """Base class: ``call([h, c])`` with ``h: [B, d]``, ``c: [C, e]`` returns scores ``[B, C]``.
 
   Subclasses implement :meth:`score_with` on (a chunk of) the classes, list its variables in
-  :meth:`chunk_weights` and may override :meth:`check_dims`. The base class validates shapes and handles ``class_chunk_size``.
+  :meth:`chunk_weights` and may override :meth:`check_dims`. The base class validates shapes
+  and handles ``class_chunk_size``.
 
   Args:
     class_chunk_size: ``None`` (all classes at once) or a positive int ``k``: compute the scores

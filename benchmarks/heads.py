@@ -1,0 +1,212 @@
+"""Rank4Class heads against a plain Dense classifier: training-step time and peak memory.
+
+For C in {10, 28, 1000} classes, instance embeddings of size d = 512 and batch B = 64 (the
+encoder is left out: the input is a fixed random [B, d] batch), this measures in one process:
+
+  * step ms: one training step (forward, softmax_loss from the registry, backward, Adam update)
+    inside ``tf.function``, median over rounds;
+  * infer ms: one forward pass inside ``tf.function``;
+  * peak MB: the peak of TensorFlow's CPU allocator during one training step (or one forward
+    pass), minus what was allocated before it, read with
+    ``tf.config.experimental.get_memory_info("CPU:0")`` after
+    ``tf.config.experimental.reset_memory_stats("CPU:0")`` (this works on CPU in TF 2.15; it counts
+    tensor buffers, not Python or the process' code, and only in coarse steps: the allocator
+    reports whole MiB regions, so transients of a few KB, e.g. the Dense(10) step, read as 0 and
+    their ratio is shown as "-");
+  * ratios against ``Dense(C)`` at the same C, measured side by side: every round times every
+    configuration once, in turn, so they share the machine's load.
+
+Configurations: ``Dense(C)``; ``Rank4ClassHead`` with ``"dot"`` (the same maths, Sec. 3.2),
+``"latent_cross"`` and ``"concat"`` with two hidden layers of ``--width`` (the paper tuned
+{64, 128, 256, 512}); at C = 1000 also both MLP heads with ``class_chunk_size=--chunk``.
+
+Usage:
+  nice -n 10 .venv/bin/python benchmarks/heads.py [--threads 1] [--width 256] [--chunk 100]
+      [--rounds 5] [--quick]
+Writes benchmarks/out/heads.json and benchmarks/out/heads.png.
+"""
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "out"
+
+
+def _setup(threads):
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  os.environ.setdefault("NO_GCE_CHECK", "true")
+  sys.path.insert(0, str(ROOT))
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.config.threading.set_intra_op_parallelism_threads(threads)
+  tf.config.threading.set_inter_op_parallelism_threads(threads)
+  return tf
+
+
+class Case:
+  """One model with its compiled train step and forward pass."""
+
+  def __init__(self, tf, label, num_classes, d, batch, interaction, width, chunk):
+    from tfrank4class import losses  # pylint: disable=g-import-not-at-top
+    from tfrank4class.heads import Rank4ClassHead  # pylint: disable=g-import-not-at-top
+    self.tf, self.label, self.num_classes = tf, label, num_classes
+    if interaction is None:
+      layer = tf.keras.layers.Dense(num_classes)
+    else:
+      layer = Rank4ClassHead(num_classes, interaction=interaction, hidden_units=(width, width),
+                             class_chunk_size=chunk)
+    self.model = tf.keras.Sequential([tf.keras.Input((d,)), layer])
+    self.params = self.model.count_params()
+    loss_fn = losses.get("softmax_loss")
+    optimizer = tf.keras.optimizers.Adam(1e-3)
+    model = self.model
+    rng = tf.random.Generator.from_seed(num_classes)
+    self.x = rng.normal([batch, d])
+    self.y = rng.uniform([batch], 0, num_classes, dtype=tf.int64)
+
+    @tf.function
+    def train_step(x, y):
+      with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+      grads = tape.gradient(loss, model.trainable_variables)
+      optimizer.apply_gradients(zip(grads, model.trainable_variables))
+      return loss
+
+    @tf.function
+    def infer(x):
+      return model(x, training=False)
+
+    self.train_step, self.infer = train_step, infer
+    for _ in range(2):  # trace and warm up
+      float(train_step(self.x, self.y))
+      infer(self.x).numpy()
+
+  def time_train(self, steps):
+    start = time.perf_counter()
+    for _ in range(steps):
+      loss = self.train_step(self.x, self.y)
+    float(loss)
+    return (time.perf_counter() - start) / steps * 1e3
+
+  def time_infer(self, steps):
+    start = time.perf_counter()
+    for _ in range(steps):
+      out = self.infer(self.x)
+    out.numpy()
+    return (time.perf_counter() - start) / steps * 1e3
+
+  def peak_mb(self, train):
+    tf = self.tf
+    tf.config.experimental.reset_memory_stats("CPU:0")
+    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
+    if train:
+      float(self.train_step(self.x, self.y))
+    else:
+      self.infer(self.x).numpy()
+    peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
+    return (peak - before) / 2**20
+
+
+def _ratio(value):
+  return "-" if value != value else f"{value:.1f}"  # NaN: the Dense peak read 0
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--threads", type=int, default=1)
+  parser.add_argument("--width", type=int, default=256, help="MLP hidden width (2 layers)")
+  parser.add_argument("--chunk", type=int, default=100, help="class_chunk_size at C = 1000")
+  parser.add_argument("--rounds", type=int, default=5)
+  parser.add_argument("--dim", type=int, default=512)
+  parser.add_argument("--batch", type=int, default=64)
+  parser.add_argument("--classes", type=int, nargs="+", default=[10, 28, 1000])
+  parser.add_argument("--quick", action="store_true", help="2 rounds, C in {10, 28}")
+  args = parser.parse_args(argv)
+  if args.quick:
+    args.rounds, args.classes = 2, [c for c in args.classes if c <= 28] or [10]
+  tf = _setup(args.threads)
+
+  rows = []
+  for num_classes in args.classes:
+    specs = [("Dense(C)", None, None), ("dot", "dot", None),
+             ("latent_cross", "latent_cross", None), ("concat", "concat", None)]
+    if num_classes >= 1000:
+      specs += [(f"latent_cross chunk={args.chunk}", "latent_cross", args.chunk),
+                (f"concat chunk={args.chunk}", "concat", args.chunk)]
+    cases = [Case(tf, label, num_classes, args.dim, args.batch, kind, args.width, chunk)
+             for label, kind, chunk in specs]
+    peaks = {c.label: (c.peak_mb(True), c.peak_mb(False)) for c in cases}
+    steps = 3 if num_classes >= 1000 else 20
+    train_times = {c.label: [] for c in cases}
+    infer_times = {c.label: [] for c in cases}
+    for _ in range(args.rounds):  # interleaved: every configuration once per round
+      for c in cases:
+        train_times[c.label].append(c.time_train(steps))
+        infer_times[c.label].append(c.time_infer(steps))
+    base = statistics.median(train_times["Dense(C)"])
+    base_peak = peaks["Dense(C)"][0]
+    for c in cases:
+      train_ms = statistics.median(train_times[c.label])
+      rows.append({
+          "C": num_classes, "model": c.label, "params": c.params,
+          "step_ms": train_ms, "step_ratio": train_ms / base,
+          "infer_ms": statistics.median(infer_times[c.label]),
+          "train_peak_mb": peaks[c.label][0], "infer_peak_mb": peaks[c.label][1],
+          "peak_ratio": peaks[c.label][0] / base_peak if base_peak > 0 else float("nan"),
+      })
+      print(f"  measured C={num_classes} {c.label}", file=sys.stderr, flush=True)
+
+  header = (f"B={args.batch}, d={args.dim}, MLP 2x{args.width}, threads={args.threads}, "
+            f"median of {args.rounds} interleaved rounds; peak = TF CPU allocator peak minus "
+            f"allocated before the step")
+  print(header)
+  print(f"| {'C':>4} | {'model':<24} | {'params':>9} | {'step ms':>8} | {'x Dense':>7} | "
+        f"{'infer ms':>8} | {'train peak MB':>13} | {'x Dense':>8} | {'infer peak MB':>13} |")
+  print("|" + "|".join(["------"] + ["-" * 26] + ["-" * 11] + ["-" * 10] + ["-" * 9] +
+                       ["-" * 10] + ["-" * 15] + ["-" * 10] + ["-" * 15]) + "|")
+  for r in rows:
+    print(f"| {r['C']:>4} | {r['model']:<24} | {r['params']:>9,} | {r['step_ms']:>8.2f} | "
+          f"{r['step_ratio']:>7.1f} | {r['infer_ms']:>8.2f} | {r['train_peak_mb']:>13.2f} | "
+          f"{_ratio(r['peak_ratio']):>8} | {r['infer_peak_mb']:>13.2f} |")
+
+  OUT.mkdir(parents=True, exist_ok=True)
+  (OUT / "heads.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
+  try:
+    import matplotlib  # pylint: disable=g-import-not-at-top
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    print("matplotlib not installed: no plot written.")
+    return rows
+  fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+  labels = list(dict.fromkeys(r["model"] for r in rows))
+  classes = list(dict.fromkeys(r["C"] for r in rows))
+  width = 0.8 / len(labels)
+  for ax, key, title in ((axes[0], "step_ms", "training step (ms, log)"),
+                         (axes[1], "train_peak_mb", "training-step peak memory (MB, log)")):
+    for i, label in enumerate(labels):
+      xs, ys = [], []
+      for j, num_classes in enumerate(classes):
+        match = [r[key] for r in rows if r["model"] == label and r["C"] == num_classes]
+        if match:
+          xs.append(j + i * width)
+          ys.append(max(match[0], 1e-3))
+      ax.bar(xs, ys, width, label=label)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(classes))])
+    ax.set_xticklabels([f"C={c}" for c in classes])
+    ax.set_yscale("log")
+    ax.set_title(title)
+  axes[0].legend(fontsize=8)
+  fig.suptitle(header, fontsize=8)
+  fig.tight_layout()
+  fig.savefig(OUT / "heads.png", dpi=120)
+  print(f"wrote {OUT / 'heads.png'} and {OUT / 'heads.json'}")
+  return rows
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,77 @@
+"""Tests of tfrank4class.heads.class_encoder."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfrank4class.heads.class_encoder import ClassEncoder
+
+
+def test_table_is_a_one_hot_lookup():
+  enc = ClassEncoder(num_classes=4, embedding_dim=3)
+  table = np.arange(12, dtype=np.float32).reshape(4, 3)
+  enc.build(None)
+  enc.table.assign(table)
+  # c_i = W^T e_i: multiplying the one-hot matrix by the table picks rows.
+  ids = np.array([2, 0, 3])
+  one_hot = np.eye(4, dtype=np.float32)[ids]
+  np.testing.assert_array_equal(enc(tf.constant(ids)).numpy(), one_hot @ table)
+  np.testing.assert_array_equal(enc.all_embeddings().numpy(), table)
+  assert enc(tf.constant([[1, 2]])).shape == (1, 2, 3)
+  assert [v.name.split("/")[-1] for v in enc.trainable_variables] == ["table:0"]
+
+
+def test_class_features_mlp_matches_numpy():
+  rng = np.random.default_rng(0)
+  feats = rng.normal(size=(5, 6)).astype(np.float32)
+  enc = ClassEncoder(5, 3, class_features=feats, hidden_units=(4,), activation="tanh")
+  out = enc.all_embeddings().numpy()
+  (w1, b1), (w2, b2) = [(l.kernel.numpy(), l.bias.numpy()) for l in enc._mlp]
+  np.testing.assert_allclose(out, np.tanh(feats @ w1 + b1) @ w2 + b2, rtol=1e-5, atol=1e-6)
+  # The features are stored but not trained by default.
+  assert len(enc.non_trainable_variables) == 1
+  np.testing.assert_array_equal(enc.non_trainable_variables[0].numpy(), feats)
+  assert ClassEncoder(5, 3, class_features=feats, train_class_features=True).all_embeddings() \
+      is not None
+
+
+def test_class_features_from_a_tensor_and_linear_projection():
+  feats = tf.constant([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+  enc = ClassEncoder(3, 2, class_features=feats)
+  enc.build(None)
+  w = enc._mlp[0]
+  w.kernel.assign([[1.0, 2.0], [3.0, 4.0]])
+  w.bias.assign([0.5, -0.5])
+  # Rows: [1,0]W+b, [0,1]W+b, [1,1]W+b
+  np.testing.assert_allclose(enc(tf.constant([0, 1, 2])).numpy(),
+                             [[1.5, 1.5], [3.5, 3.5], [4.5, 5.5]], rtol=1e-6)
+
+
+def test_config_round_trip_restores_features_from_weights():
+  feats = np.random.default_rng(1).normal(size=(3, 2)).astype(np.float32)
+  enc = ClassEncoder(3, 4, class_features=feats, hidden_units=(5,))
+  out = enc.all_embeddings().numpy()
+  config = enc.get_config()
+  assert config["class_feature_dim"] == 2 and "class_features" not in config
+  clone = ClassEncoder.from_config(config)
+  clone.build(None)
+  clone.set_weights(enc.get_weights())
+  np.testing.assert_allclose(clone.all_embeddings().numpy(), out, rtol=1e-6)
+
+
+def test_bad_input():
+  with pytest.raises(ValueError, match=r"`num_classes` must be an integer >= 2, got 1"):
+    ClassEncoder(1, 3)
+  with pytest.raises(ValueError, match=r"`embedding_dim` must be an integer >= 1, got 0"):
+    ClassEncoder(3, 0)
+  with pytest.raises(ValueError, match=r"`class_features` must have first dimension "
+                                       r"num_classes=3 \(one row per class\), got shape \(4, 2\)"):
+    ClassEncoder(3, 2, class_features=np.zeros((4, 2)))
+  with pytest.raises(ValueError, match=r"`class_features` must have shape \[num_classes, p\], "
+                                       r"got shape \(3,\)"):
+    ClassEncoder(3, 2, class_features=np.zeros(3))
+  with pytest.raises(ValueError, match=r"`class_features` must be finite"):
+    ClassEncoder(2, 2, class_features=[[1.0], [np.nan]])
+  with pytest.raises(ValueError, match=r"`class_features` must be a numeric matrix"):
+    ClassEncoder(2, 2, class_features=[["a"], ["b"]])
+  with pytest.raises(TypeError, match=r"`class_ids` must be an integer tensor, got dtype float32"):
+    ClassEncoder(3, 2)(tf.constant([0.0]))

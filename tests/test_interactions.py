@@ -1,0 +1,187 @@
+"""Tests of tfrank4class.heads.interactions against numpy written here."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfrank4class.heads import interactions
+from tfrank4class.heads.interactions import (
+    ConcatInteraction, DotProductInteraction, LatentCrossInteraction)
+
+
+def _relu(x):
+  return np.maximum(x, 0.0)
+
+
+def _mlp(x, dense_weights, hidden_count):
+  """numpy MLP: ``hidden_count`` ReLU layers then linear ones, weights [(W, b), ...]."""
+  for i, (w, b) in enumerate(dense_weights):
+    x = x @ w + b
+    if i < hidden_count:
+      x = _relu(x)
+  return x
+
+
+def _latent_cross_reference(layer, h, c):
+  weights = [(l.kernel.numpy(), l.bias.numpy()) for l in layer._layers]
+  crossed = h[:, None, :] * (1.0 + c[None, :, :])  # [B, C, d]
+  return _mlp(crossed, weights, len(layer.hidden_units))[..., 0]
+
+
+def _concat_reference(layer, h, c):
+  b, n = h.shape[0], c.shape[0]
+  pairs = np.concatenate([np.repeat(h[:, None, :], n, axis=1),
+                          np.repeat(c[None, :, :], b, axis=0)], axis=-1)  # explicit [B, C, d+e]
+  weights = [(layer.first_kernel.numpy(), layer.first_bias.numpy())]
+  weights += [(l.kernel.numpy(), l.bias.numpy()) for l in layer._layers]
+  return _mlp(pairs, weights, len(layer.hidden_units))[..., 0]
+
+
+def _data(b=3, d=4, n=5, e=None, seed=0):
+  rng = np.random.default_rng(seed)
+  return (rng.normal(size=(b, d)).astype(np.float32),
+          rng.normal(size=(n, e or d)).astype(np.float32))
+
+
+def test_dot_product_hand_computed():
+  h = np.array([[1.0, 2.0], [0.0, -1.0]], np.float32)
+  c = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, -1.0], [2.0, 2.0, 0.0]], np.float32)
+  # s = [h, 1] . c_i: row 0: [1 + 0.5, 2 - 1, 2 + 4] ; row 1: [0 + 0.5, -1 - 1, -2]
+  expected = np.array([[1.5, 1.0, 6.0], [0.5, -2.0, -2.0]], np.float32)
+  np.testing.assert_allclose(DotProductInteraction()([h, c]).numpy(), expected, rtol=1e-6)
+  no_bias = DotProductInteraction(use_bias=False)([h, c[:, :2]]).numpy()
+  np.testing.assert_allclose(no_bias, [[1.0, 2.0, 6.0], [0.0, -1.0, -2.0]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("hidden_units", [(6, 6), (7,), ()])
+@pytest.mark.parametrize("chunk", [None, 2])
+def test_latent_cross_matches_numpy(hidden_units, chunk):
+  h, c = _data()
+  layer = LatentCrossInteraction(hidden_units=hidden_units, class_chunk_size=chunk)
+  out = layer([h, c]).numpy()
+  assert out.shape == (3, 5)
+  np.testing.assert_allclose(out, _latent_cross_reference(layer, h, c), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("hidden_units", [(6, 6), (7,), ()])
+@pytest.mark.parametrize("chunk", [None, 2])
+def test_concat_matches_explicit_concatenation(hidden_units, chunk):
+  h, c = _data(e=3)  # d = 4, e = 3: sizes may differ
+  layer = ConcatInteraction(hidden_units=hidden_units, class_chunk_size=chunk)
+  out = layer([h, c]).numpy()
+  assert out.shape == (3, 5)
+  np.testing.assert_allclose(out, _concat_reference(layer, h, c), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cls", [LatentCrossInteraction, ConcatInteraction])
+def test_chunked_gradients_equal_unchunked(cls):
+  h, c = _data(n=7)
+  full = cls(hidden_units=(5, 5))
+  full([h, c])
+  chunked = cls(hidden_units=(5, 5), class_chunk_size=3)  # 3 + 3 + 1 classes
+  chunked([h, c])
+  chunked.set_weights(full.get_weights())
+  grads = []
+  for layer in (full, chunked):
+    hv, cv = tf.Variable(h), tf.Variable(c)
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum(tf.sin(layer([hv, cv])))
+    grads.append(tape.gradient(loss, [hv, cv] + layer.trainable_variables))
+  assert chunked.num_chunks(7) == 3
+  for g_full, g_chunk in zip(*grads):
+    np.testing.assert_allclose(g_chunk.numpy(), g_full.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_latent_cross_gradient_matches_finite_differences():
+  h, c = _data(b=2, d=3, n=4)
+  layer = LatentCrossInteraction(hidden_units=(4,), activation="tanh", class_chunk_size=3)
+  hv = tf.Variable(h)
+  with tf.GradientTape() as tape:
+    loss = tf.reduce_sum(layer([hv, c]) ** 2)
+  grad = tape.gradient(loss, hv).numpy()
+  weights = [(l.kernel.numpy().astype(np.float64), l.bias.numpy().astype(np.float64))
+             for l in layer._layers]
+
+  def f(hh):
+    x = hh[:, None, :] * (1.0 + c[None].astype(np.float64))
+    x = np.tanh(x @ weights[0][0] + weights[0][1])
+    return np.sum((x @ weights[1][0] + weights[1][1]) ** 2)
+
+  eps = 1e-5
+  numeric = np.zeros_like(h, np.float64)
+  for idx in np.ndindex(*h.shape):
+    plus, minus = h.astype(np.float64), h.astype(np.float64)
+    plus[idx] += eps
+    minus[idx] -= eps
+    numeric[idx] = (f(plus) - f(minus)) / (2 * eps)
+  np.testing.assert_allclose(grad, numeric, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("name, kwargs, e", [
+    ("dot", {}, 5), ("latent_cross", {"hidden_units": (4,)}, 4),
+    ("concat", {"hidden_units": (4, 4), "class_chunk_size": 2}, 2)])
+def test_tf_function_and_jit(name, kwargs, e):
+  h, c = _data(e=e)
+  layer = interactions.get(name, **kwargs)
+  eager = layer([h, c]).numpy()
+  graph = tf.function(lambda a, b: layer([a, b]))(h, c).numpy()
+  jit = tf.function(lambda a, b: layer([a, b]), jit_compile=True)(h, c).numpy()
+  np.testing.assert_allclose(graph, eager, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(jit, eager, rtol=1e-4, atol=1e-5)
+
+
+def test_jit_gradients_of_chunked_interaction():
+  h, c = _data(n=5)
+  layer = LatentCrossInteraction(hidden_units=(4,), class_chunk_size=2)
+  layer([h, c])
+
+  def grads(x):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      loss = tf.reduce_sum(layer([x, c]))
+    return tape.gradient(loss, x)
+
+  np.testing.assert_allclose(tf.function(grads, jit_compile=True)(tf.constant(h)).numpy(),
+                             grads(tf.constant(h)).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_get_config_round_trip():
+  rng = np.random.default_rng(1)
+  h = rng.normal(size=(3, 4)).astype(np.float32)
+  for layer, e in ((DotProductInteraction(use_bias=False), 4),
+                   (LatentCrossInteraction((3, 2), "tanh", 2), 4),
+                   (ConcatInteraction((3,), class_chunk_size=4), 3)):
+    c = rng.normal(size=(5, e)).astype(np.float32)
+    out = layer([h, c]).numpy()
+    clone = type(layer).from_config(layer.get_config())
+    clone([h, c])
+    clone.set_weights(layer.get_weights())
+    np.testing.assert_allclose(clone([h, c]).numpy(), out, rtol=1e-6)
+    assert clone.get_config() == layer.get_config()
+
+
+def test_mismatched_sizes_are_refused():
+  h, c = _data(d=4, e=3)
+  with pytest.raises(ValueError, match=r"Mismatched embedding sizes.*d \+ 1 = 5.*got class "
+                                       r"embedding size 3"):
+    DotProductInteraction()([h, c])
+  with pytest.raises(ValueError, match=r"Mismatched embedding sizes.*size d = 4, got class "
+                                       r"embedding size 3"):
+    LatentCrossInteraction(hidden_units=(2,))([h, c])
+  with pytest.raises(ValueError, match=r"instance embeddings must have shape \[B, d\]"):
+    ConcatInteraction(hidden_units=(2,))([h[None], c])
+  with pytest.raises(ValueError, match=r"expects inputs \[instance_embeddings"):
+    ConcatInteraction(hidden_units=(2,))(tf.constant(h))
+
+
+def test_bad_arguments():
+  with pytest.raises(ValueError, match=r"`interaction` must be one of \['concat', 'dot', "
+                                       r"'latent_cross'\], got 'cross'"):
+    interactions.get("cross")
+  with pytest.raises(ValueError, match=r"`class_chunk_size` must be an integer >= 1 or None, "
+                                       r"got 0"):
+    LatentCrossInteraction(class_chunk_size=0)
+  with pytest.raises(ValueError, match=r"`hidden_units` must be a sequence of positive integers, "
+                                       r"got \(64, -1\)"):
+    ConcatInteraction(hidden_units=(64, -1))
+  with pytest.raises(ValueError, match=r"`use_bias` must be True or False, got 1"):
+    DotProductInteraction(use_bias=1)

@@ -1,0 +1,118 @@
+"""Tests of tfrank4class.encoders.text_transformer (raw strings in, TextVectorization inside)."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfrank4class import losses
+from tfrank4class.encoders import TransformerTextEncoder, transformer
+from tfrank4class.heads import build_model
+
+VOCAB = ["good", "bad", "film", "plot"]
+SMALL = dict(sequence_length=6, embedding_dim=8, num_heads=2, num_layers=1, ff_dim=16, dropout=0.0)
+
+
+def test_no_block_encoder_is_masked_mean_of_embeddings():
+  enc = transformer(vocabulary=VOCAB, **{**SMALL, "num_layers": 0})
+  layer = enc.get_layer("transformer")
+  tok = layer.token_embedding.embeddings.numpy()
+  pos = layer.position_embedding.numpy()
+  # Ids by hand: "" = 0 (padding), "[UNK]" = 1, then VOCAB from 2; text is lowercased and
+  # punctuation stripped.
+  cases = {"Good film!": [2, 4], "bad plot zzz": [3, 5, 1], "plot": [5]}
+  out = enc(tf.constant(list(cases))).numpy()
+  for row, ids in zip(out, cases.values()):
+    expected = np.mean([tok[i] + pos[t] for t, i in enumerate(ids)], axis=0)
+    np.testing.assert_allclose(row, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_string_shapes_and_empty_text():
+  enc = transformer(vocabulary=VOCAB, **SMALL)
+  flat = enc(tf.constant(["good film", ""])).numpy()
+  column = enc(tf.constant([["good film"], [""]])).numpy()
+  np.testing.assert_allclose(flat, column, rtol=1e-6)
+  assert flat.shape == (2, 8) and np.all(np.isfinite(flat))
+
+
+def test_padding_does_not_leak_into_attention():
+  layer = TransformerTextEncoder(10, 8, embedding_dim=8, num_heads=2, num_layers=2, ff_dim=16,
+                                 dropout=0.0)
+  short = layer(tf.constant([[3, 4, 7, 0]])).numpy()
+  long = layer(tf.constant([[3, 4, 7, 0, 0, 0, 0, 0]])).numpy()
+  np.testing.assert_allclose(short, long, rtol=1e-5, atol=1e-6)
+  other = layer(tf.constant([[3, 4, 8, 0]])).numpy()
+  assert np.abs(other - short).max() > 1e-4
+
+
+def test_jit_compiled_encoder_layer():
+  layer = TransformerTextEncoder(10, 4, embedding_dim=8, num_heads=2, num_layers=1, ff_dim=8,
+                                 dropout=0.0, output_dim=3)
+  ids = tf.constant([[3, 4, 0, 0], [5, 0, 0, 0]])
+  eager = layer(ids).numpy()
+  assert eager.shape == (2, 3)
+  np.testing.assert_allclose(tf.function(layer, jit_compile=True)(ids).numpy(), eager,
+                             rtol=1e-5, atol=1e-6)
+
+
+def test_adapted_layer_and_get_vocabulary_output_are_accepted():
+  adapted = tf.keras.layers.TextVectorization(output_sequence_length=6)
+  adapted.adapt(["good good film", "bad film", "good plot"])
+  vocab = adapted.get_vocabulary()  # ['', '[UNK]', 'good', 'film', ...]
+  a = transformer(text_vectorization=adapted, **SMALL)
+  b = transformer(vocabulary=vocab, **SMALL)
+  texts = tf.constant([["good plot"], ["film noir"]])
+  ids_a = a.get_layer(adapted.name)(texts).numpy()
+  ids_b = b.get_layer("text_vectorization")(texts).numpy()
+  np.testing.assert_array_equal(ids_a, ids_b)
+  np.testing.assert_array_equal(ids_a[:, :2], [[vocab.index("good"), vocab.index("plot")],
+                                               [vocab.index("film"), 1]])
+
+
+def test_round_trips_with_raw_string_inputs(tmp_path):
+  enc = transformer(vocabulary=VOCAB, **SMALL)
+  model = build_model(enc, 3, interaction="latent_cross", hidden_units=(4,))
+  texts = tf.constant([["good film"], ["bad plot"]])
+  expected = model(texts).numpy()
+  model.save(tmp_path / "m.keras")
+  loaded = tf.keras.models.load_model(tmp_path / "m.keras")
+  np.testing.assert_allclose(loaded(texts).numpy(), expected, rtol=1e-5, atol=1e-6)
+  assert loaded.inputs[0].dtype == tf.string
+  # SavedModel export for serving: a signature that takes raw strings.
+  tf.saved_model.save(model, str(tmp_path / "sm"))
+  serve = tf.saved_model.load(str(tmp_path / "sm")).signatures["serving_default"]
+  (scores,) = serve(texts).values()
+  np.testing.assert_allclose(scores.numpy(), expected, rtol=1e-5, atol=1e-6)
+  config = enc.get_layer("transformer").get_config()
+  assert TransformerTextEncoder.from_config(config).get_config() == config
+
+
+def test_trains_under_mirrored_strategy(mirrored_strategy):
+  tf.keras.utils.set_random_seed(0)  # deterministic initial weights
+  texts = np.array(["good film", "bad film", "good plot", "bad plot"] * 4)
+  labels = np.array([0, 1, 0, 1] * 4)
+  with mirrored_strategy.scope():
+    model = build_model(transformer(vocabulary=VOCAB, **SMALL), 2, interaction="dot")
+    model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss=losses.get("softmax_loss"))
+  history = model.fit(texts, labels, batch_size=8, epochs=4, verbose=0).history["loss"]
+  assert np.all(np.isfinite(history)) and history[-1] < history[0]
+
+
+def test_bad_input():
+  with pytest.raises(ValueError, match=r"Pass exactly one of `vocabulary`"):
+    transformer()
+  with pytest.raises(ValueError, match=r"Pass exactly one of `vocabulary`"):
+    transformer(vocabulary=VOCAB, text_vectorization=tf.keras.layers.TextVectorization())
+  with pytest.raises(ValueError, match=r"`vocabulary` must be a list of tokens, got the string"):
+    transformer(vocabulary="good bad")
+  with pytest.raises(ValueError, match=r"`text_vectorization` has an empty vocabulary"):
+    transformer(text_vectorization=tf.keras.layers.TextVectorization())
+  with pytest.raises(ValueError, match=r"`text_vectorization` must have output_mode='int', got "
+                                       r"'multi_hot'"):
+    transformer(text_vectorization=tf.keras.layers.TextVectorization(
+        vocabulary=VOCAB, output_mode="multi_hot"))
+  with pytest.raises(ValueError, match=r"`text_vectorization` must be a "
+                                       r"tf.keras.layers.TextVectorization, got list"):
+    transformer(text_vectorization=["a"])
+  with pytest.raises(ValueError, match=r"`embedding_dim` must be divisible by num_heads=3, got 8"):
+    transformer(vocabulary=VOCAB, embedding_dim=8, num_heads=3)
+  with pytest.raises(ValueError, match=r"`dropout` must be in \[0, 1\), got 1.5"):
+    TransformerTextEncoder(10, 4, dropout=1.5)
