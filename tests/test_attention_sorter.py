@@ -1,0 +1,58 @@
+"""Tests of AttentionSorter: shipped weights close to exact ranks at n = 10..1000, gradients,
+modes (eager / tf.function / XLA / MirroredStrategy), save/load, bad input."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfrank4class.ranking import attention_sorter
+from tfrank4class.ranking.attention_sorter import AttentionSorter
+from _sorter_checks import check_gradient, check_modes, check_save_load, normalised_l1
+
+
+@pytest.fixture(scope="module")
+def sorter():
+  return AttentionSorter.pretrained()
+
+
+@pytest.mark.parametrize("n,bound", [(3, 0.01), (10, 0.005), (100, 0.001), (1000, 0.001)])
+def test_shipped_weights_close_to_exact_ranks(sorter, n, bound):
+  lists = 64 if n == 1000 else 256
+  assert normalised_l1(sorter, n, lists=lists) <= bound
+
+
+def test_nearest_gap_and_neighbour_counts_against_numpy():
+  z = np.array([[0.0, 0.5, 0.1, 2.0, 0.45]], np.float32)
+  d = np.abs(z[0][:, None] - z[0][None, :])
+  np.fill_diagonal(d, np.inf)
+  np.testing.assert_allclose(attention_sorter.nearest_gap(z).numpy()[0], d.min(1), rtol=1e-6)
+  counts = attention_sorter.neighbour_counts(tf.constant(z), (0.06, 0.5)).numpy()[0]
+  np.testing.assert_array_equal(counts[:, 0], (d <= 0.06).sum(1))
+  np.testing.assert_array_equal(counts[:, 1], (d <= 0.5).sum(1))
+
+
+def test_gradient_finite_and_nonzero(sorter):
+  check_gradient(sorter, 20)
+
+
+def test_modes(sorter, mirrored_strategy):
+  check_modes(sorter, 12, mirrored_strategy)
+
+
+def test_save_load_round_trip(sorter, tmp_path):
+  check_save_load(sorter, 10, tmp_path)
+
+
+def test_pretrained_is_frozen_or_trainable():
+  assert not AttentionSorter.pretrained().trainable_weights
+  assert AttentionSorter.pretrained(trainable=True).trainable_weights
+
+
+def test_bad_input(sorter):
+  with pytest.raises(ValueError, match="at least 2 items"):
+    sorter(tf.zeros([2, 1]))
+  with pytest.raises(ValueError, match=r"shape \[batch_size, list_size\]"):
+    sorter(tf.zeros([2, 3, 4]))
+  with pytest.raises(ValueError, match="`max_sharpness`"):
+    AttentionSorter(min_sharpness=2.0, max_sharpness=1.0)
+  with pytest.raises(ValueError, match="`bandwidths`"):
+    AttentionSorter(bandwidths=(0.1, -1.0))

@@ -1,0 +1,75 @@
+"""Tests of the sorter pretraining binary (tfrank4class.train.pretrain_sorter)."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfrank4class.ranking import AttentionSorter, ConvSorter, synthetic
+from tfrank4class.train import pretrain_sorter
+
+
+def test_normalised_l1_is_eq1():
+  pred = tf.constant([[1.0, 3.0, 2.0]])
+  exact = tf.constant([[1.0, 2.0, 3.0]])
+  # |0 - 0| + |1 - .5| + |.5 - 1| over 3 items.
+  np.testing.assert_allclose(pretrain_sorter.normalised_l1(pred, exact).numpy(), 1.0 / 3.0,
+                             rtol=1e-6)
+
+
+def test_train_exports_best_weights_and_resumes(tmp_path):
+  out = str(tmp_path / "att")
+  sorter, best = pretrain_sorter.train(
+      "attention", 3, 12, steps=4, batch_size=8, learning_rate=1e-2, halve_every=2, output=out,
+      eval_every=2, eval_lists=16, verbose=0, hidden_units=4)
+  assert np.isfinite(best)
+  record = json.load(open(out + ".json"))
+  assert record["class_name"] == "AttentionSorter" and record["metadata"]["step"] in (2, 4)
+  loaded = AttentionSorter.pretrained(path=out)
+  s, r = synthetic.synthetic_batch(4, 12, seed=[1, 2])
+  assert loaded(s).shape == (4, 12)
+  # The tensorboard and checkpoint directories exist; a longer run resumes at step 4.
+  assert os.listdir(out + "_run/tensorboard") and os.path.isdir(out + "_run")
+  _, best2 = pretrain_sorter.train(
+      "attention", 3, 12, steps=6, batch_size=8, learning_rate=1e-2, halve_every=2, output=out,
+      eval_every=2, eval_lists=16, verbose=0, hidden_units=4)
+  assert best2 <= best
+
+
+def test_conv_needs_one_length_and_bad_arguments(tmp_path):
+  with pytest.raises(ValueError, match=r"min_list_size \(10\) must equal max_list_size \(20\)"):
+    pretrain_sorter.train("conv", 10, 20, 1, 4, 1e-3, 1, output=str(tmp_path / "c"))
+  with pytest.raises(ValueError, match="`sorter` must be one of"):
+    pretrain_sorter.build_sorter("gru")
+  with pytest.raises(ValueError, match=r"`max_list_size` must be an integer >= 10, got 5"):
+    pretrain_sorter.train("lstm", 10, 5, 1, 4, 1e-3, 1, output=str(tmp_path / "l"))
+  conv, _ = pretrain_sorter.train("conv", 6, 6, 2, 4, 1e-3, 1, output=str(tmp_path / "c"),
+                                  eval_every=1, eval_lists=4, verbose=0, filters=2, num_blocks=1)
+  assert isinstance(ConvSorter.pretrained(path=str(tmp_path / "c")), ConvSorter)
+
+
+def test_main_requires_output():
+  from absl import app
+  pretrain_sorter.FLAGS.unparse_flags()
+  pretrain_sorter.FLAGS(["pretrain_sorter", "--steps=1"])
+  with pytest.raises(app.UsageError, match="--output"):
+    pretrain_sorter.main(["pretrain_sorter"])
+  pretrain_sorter.FLAGS.unparse_flags()
+
+
+@pytest.mark.slow
+def test_module_runs_as_binary(tmp_path):
+  env = dict(os.environ, NO_GCE_CHECK="true", TF_CPP_MIN_LOG_LEVEL="2")
+  cmd = [sys.executable, "-m", "tfrank4class.train.pretrain_sorter", "--sorter=lstm",
+         "--units=2", "--num_layers=1", "--min_list_size=4", "--max_list_size=6", "--steps=2",
+         "--batch_size=4", "--eval_every=1", "--eval_lists=4", f"--output={tmp_path}/l"]
+  result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert "best held-out L1" in result.stdout
+  assert os.path.exists(f"{tmp_path}/l.npz")
+  missing = subprocess.run(cmd[:3] + ["--steps=1"], capture_output=True, text=True, env=env,
+                           timeout=300)
+  assert missing.returncode != 0 and "--output" in missing.stderr

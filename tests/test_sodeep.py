@@ -1,0 +1,221 @@
+"""Tests of the SoDeep losses (tfrank4class.losses.sodeep): hand-computed values with exact
+ranks (scipy / scikit-learn references), gradients through the sorters and the blackbox ranker,
+Keras compile / fit / save / load in every mode, fine-tuning, bad input, and a real-data check
+(Spearman correlation on the diabetes set rises when trained with SpearmanLoss)."""
+import numpy as np
+import pytest
+import tensorflow as tf
+from scipy.stats import rankdata, spearmanr
+from sklearn.metrics import average_precision_score
+
+from tfrank4class import losses
+from tfrank4class.losses.sodeep import RankTripletLoss, SorterMAPLoss, SpearmanLoss
+from tfrank4class.ranking import BlackboxRanker, PairwiseSigmoidSorter
+
+NONE = tf.keras.losses.Reduction.NONE
+
+
+def test_registered_names():
+  assert isinstance(losses.get("spearman_loss", ranker="exact"), SpearmanLoss)
+  assert isinstance(losses.get("sorter_map_loss", ranker="exact"), SorterMAPLoss)
+  assert isinstance(losses.get("rank_triplet_loss", ranker="exact"), RankTripletLoss)
+
+
+def test_spearman_exact_equals_one_minus_scipy_rho():
+  rng = np.random.default_rng(0)
+  y = rng.normal(size=(5, 12)).astype(np.float32)
+  s = rng.normal(size=(5, 12)).astype(np.float32)
+  got = SpearmanLoss(ranker="exact", reduction=NONE)(y, s).numpy()
+  ref = [1.0 - spearmanr(a, b).statistic for a, b in zip(y, s)]
+  np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_spearman_tied_targets_use_average_ranks_and_l1_term():
+  y = np.array([[2.0, 2.0, 0.0, 1.0]], np.float32)
+  s = np.array([[0.1, 0.7, 0.3, 0.2]], np.float32)
+  # Target ranks (1 = highest, ties averaged): [1.5, 1.5, 4, 3]; score ranks: [4, 1, 2, 3].
+  d2 = (4 - 1.5) ** 2 + (1 - 1.5) ** 2 + (2 - 4) ** 2 + 0.0
+  ref = 6 * d2 / (4 * 15) + 0.5 * np.mean(np.abs(s - y))
+  got = SpearmanLoss(ranker="exact", l1_weight=0.5, reduction=NONE)(y, s).numpy()
+  np.testing.assert_allclose(got, [ref], rtol=1e-6)
+
+
+def test_spearman_over_batch():
+  y = np.array([1.0, 3.0, 2.0, 5.0], np.float32)
+  s = np.array([[0.2], [0.1], [0.3], [0.9]], np.float32)
+  got = SpearmanLoss(ranker="exact", over_batch=True, reduction=NONE)(y, s).numpy()
+  np.testing.assert_allclose(got, [1.0 - spearmanr(y, s[:, 0]).statistic], rtol=1e-6)
+  with pytest.raises(ValueError, match=r"over_batch=True `y_pred` must have shape \[B\] or"):
+    SpearmanLoss(ranker="exact", over_batch=True)(np.zeros([2, 3]), np.zeros([2, 3]))
+
+
+def test_map_exact_matches_sklearn():
+  rng = np.random.default_rng(1)
+  rel = (rng.uniform(size=(6, 10)) < 0.3).astype(np.float32)
+  rel[:, 0] = 1.0
+  s = rng.normal(size=(6, 10)).astype(np.float32)
+  got = SorterMAPLoss(ranker="exact", reduction=NONE)(rel, s).numpy()
+  ref = [1.0 - average_precision_score(r, x) for r, x in zip(rel, s)]
+  np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+  # Class ids: AP = 1 / rank of the true class; no positive -> 0.
+  ids = SorterMAPLoss(ranker="exact", reduction=NONE)([2], [[0.5, 0.9, 0.1]]).numpy()
+  np.testing.assert_allclose(ids, [1.0 - 1.0 / 3.0], rtol=1e-6)
+  none = SorterMAPLoss(ranker="exact", reduction=NONE)([[0.0, 0.0]], [[0.5, 0.9]]).numpy()
+  np.testing.assert_array_equal(none, [0.0])
+
+
+def test_rank_triplet_hand_computed():
+  # n = 5, normalised ranks r = (rank - 1) / 4.
+  s = np.array([[0.9, 0.1, 0.5, 0.7, 0.3]], np.float32)  # ranks 1 5 3 2 4 -> r 0 1 .5 .25 .75
+  rel = np.array([[0.0, 1.0, 1.0, 0.0, 0.0]], np.float32)  # positives r = 1, .5; hardest neg 0
+  ref = (max(0, 0.2 + 1 - 0) + max(0, 0.2 + 0.5 - 0)) / 2
+  got = RankTripletLoss(ranker="exact", alpha=0.2, reduction=NONE)(rel, s).numpy()
+  np.testing.assert_allclose(got, [ref], rtol=1e-6)
+  good = RankTripletLoss(ranker="exact", alpha=0.2, reduction=NONE)(
+      [[1.0, 0.0, 0.0, 0.0, 0.0]], s).numpy()   # r_p = 0, hardest neg .25 -> 0
+  np.testing.assert_allclose(good, [0.0], atol=1e-7)
+  all_pos = RankTripletLoss(ranker="exact", reduction=NONE)(np.ones([1, 5]), s).numpy()
+  np.testing.assert_array_equal(all_pos, [0.0])
+
+
+@pytest.mark.parametrize("make_ranker", [
+    lambda: "attention", lambda: "pairwise_sigmoid", lambda: BlackboxRanker(lambda_=2.0)],
+    ids=["attention", "pairwise", "blackbox"])
+@pytest.mark.parametrize("loss_cls", [SpearmanLoss, SorterMAPLoss, RankTripletLoss])
+def test_gradients_finite_nonzero(loss_cls, make_ranker):
+  rng = np.random.default_rng(2)
+  s = tf.constant(rng.uniform(-1, 1, size=(4, 8)).astype(np.float32))
+  y = np.zeros([4, 8], np.float32)
+  y[:, :3] = 1.0
+  if loss_cls is SpearmanLoss:
+    y = rng.normal(size=(4, 8)).astype(np.float32)
+  kwargs = {"alpha": 0.5} if loss_cls is RankTripletLoss else {}
+  loss = loss_cls(ranker=make_ranker(), **kwargs)
+  with tf.GradientTape() as tape:
+    tape.watch(s)
+    value = loss(y, s)
+  grad = tape.gradient(value, s).numpy()
+  assert np.isfinite(value.numpy()) and np.isfinite(grad).all() and np.abs(grad).max() > 0
+
+
+def test_sorters_agree_with_exact_on_well_separated_scores():
+  y = np.array([[3.0, 1.0, 2.0, 0.0]], np.float32)
+  s = np.array([[0.2, 0.9, -0.5, 0.4]], np.float32)
+  exact = SpearmanLoss(ranker="exact", reduction=NONE)(y, s).numpy()
+  approx = SpearmanLoss(ranker="attention", reduction=NONE)(y, s).numpy()
+  np.testing.assert_allclose(approx, exact, atol=0.02)
+
+
+def _model(n=6):
+  inputs = tf.keras.Input([4])
+  return tf.keras.Model(inputs, tf.keras.layers.Dense(n)(inputs))
+
+
+@pytest.mark.parametrize("loss_cls,ranker", [
+    (SpearmanLoss, "attention"), (SorterMAPLoss, PairwiseSigmoidSorter(5.0))],
+    ids=["by-name", "layer"])
+def test_compile_fit_save_load(loss_cls, ranker, tmp_path):
+  x = np.random.default_rng(3).normal(size=(16, 4)).astype(np.float32)
+  y = np.random.default_rng(4).integers(0, 6, size=(16,))
+  model = _model()
+  model.compile("adam", loss=loss_cls(ranker=ranker))
+  model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+  path = str(tmp_path / "m.keras")
+  model.save(path)
+  loaded = tf.keras.models.load_model(path)
+  assert isinstance(loaded.loss, loss_cls)
+  if ranker == "attention":
+    assert loaded.loss.ranker.pretrained_kind == "attention"
+  np.testing.assert_allclose(loaded.evaluate(x, y, verbose=0),
+                             model.evaluate(x, y, verbose=0), rtol=1e-5)
+  clone = SpearmanLoss.from_config(SpearmanLoss(ranker=ranker, l1_weight=0.1).get_config())
+  assert clone.l1_weight == 0.1
+
+
+def _check_modes(classes, jit):
+  s = tf.constant([[0.2, 0.9, -0.5, 0.4]])
+  y = tf.constant([[1.0, 0.0, 0.0, 1.0]])
+  for cls in classes:
+    loss = cls(ranker="attention")
+    eager = loss(y, s).numpy()
+    np.testing.assert_allclose(tf.function(loss)(y, s).numpy(), eager, rtol=1e-5)
+    if jit:
+      np.testing.assert_allclose(tf.function(loss, jit_compile=True)(y, s).numpy(), eager,
+                                 rtol=1e-4, atol=1e-6)
+
+
+def test_modes_tf_function_and_jit():
+  _check_modes([SpearmanLoss, SorterMAPLoss, RankTripletLoss], jit=False)
+  _check_modes([SpearmanLoss], jit=True)
+
+
+@pytest.mark.slow
+def test_modes_jit_every_loss():
+  _check_modes([SorterMAPLoss, RankTripletLoss], jit=True)
+
+
+def test_fit_under_mirrored_strategy(mirrored_strategy):
+  x = np.random.default_rng(5).normal(size=(16, 4)).astype(np.float32)
+  labels = np.random.default_rng(6).integers(0, 6, size=(16,))
+  with mirrored_strategy.scope():
+    model = _model()
+    model.compile("adam", loss=RankTripletLoss(ranker="attention"))
+  history = model.fit(x, labels, batch_size=8, epochs=1, verbose=0)
+  assert np.isfinite(history.history["loss"]).all()
+
+
+def test_finetuning_moves_the_sorter_and_frozen_does_not(mirrored_strategy):
+  s = tf.random.stateless_normal([16, 10], [1, 2]) * 5.0
+  y = tf.random.stateless_normal([16, 10], [3, 4])
+  tuned = SpearmanLoss(ranker="attention", ranker_trainable=True, ranker_learning_rate=0.05)
+  before = [w.numpy().copy() for w in tuned.ranker.weights]
+  model = _model(10)
+  model.compile("adam", loss=tuned)
+  model.fit(np.ones([16, 4], np.float32), y.numpy(), batch_size=8, epochs=1, verbose=0)
+  assert int(tuned._ranker_optimizer.iterations) == 2     # one sorter step per batch
+  assert any(not np.allclose(a, w.numpy()) for a, w in zip(before, tuned.ranker.weights))
+  frozen = SpearmanLoss(ranker="attention")
+  before = [w.numpy().copy() for w in frozen.ranker.weights]
+  frozen(y, s)
+  assert all(np.array_equal(a, w.numpy()) for a, w in zip(before, frozen.ranker.weights))
+  with pytest.raises(ValueError, match="not supported under a tf.distribute strategy"):
+    with mirrored_strategy.scope():
+      mirrored_strategy.run(lambda: tuned(y, s))
+  with pytest.raises(ValueError, match="needs a learned sorter layer"):
+    SpearmanLoss(ranker="exact", ranker_trainable=True)
+
+
+def test_bad_input():
+  with pytest.raises(ValueError, match=r"`ranker` must be one of \['exact'"):
+    SpearmanLoss(ranker="quicksort")
+  with pytest.raises(ValueError, match=r"`l1_weight` must be a finite number >= 0.0, got -1"):
+    SpearmanLoss(ranker="exact", l1_weight=-1)
+  with pytest.raises(ValueError, match=r"`alpha` must be a finite number >= 0.0"):
+    RankTripletLoss(ranker="exact", alpha=-0.1)
+  with pytest.raises(ValueError, match="at least 2 items"):
+    SpearmanLoss(ranker="exact")(np.zeros([3, 1]), np.zeros([3, 1]))
+  with pytest.raises(ValueError, match=r"shape \[batch_size, list_size\]"):
+    SorterMAPLoss(ranker="exact")(np.zeros([3]), np.zeros([3, 2, 2]))
+  with pytest.raises(tf.errors.InvalidArgumentError, match="padding"):
+    SorterMAPLoss(ranker="exact")([[1.0, -1.0, 0.0]], [[0.1, 0.2, 0.3]])
+  with pytest.raises(ValueError, match="cannot be serialized"):
+    SpearmanLoss(ranker=lambda s: s).get_config()
+
+
+def test_diabetes_spearman_rises_with_spearman_loss():
+  from sklearn.datasets import load_diabetes
+  x, y = load_diabetes(return_X_y=True)
+  x = ((x - x.mean(0)) / x.std(0)).astype(np.float32)
+  y = ((y - y.mean()) / y.std()).astype(np.float32)
+  x_train, y_train, x_test, y_test = x[:342], y[:342], x[342:], y[342:]
+  tf.keras.utils.set_random_seed(0)
+  model = tf.keras.Sequential([tf.keras.Input([10]), tf.keras.layers.Dense(1)])
+  # Start from a deliberately poor linear model.
+  model.layers[0].set_weights([-model.layers[0].get_weights()[0] - 0.3 * np.sign(
+      np.corrcoef(x_train.T, y_train)[-1, :-1])[:, None], np.zeros(1)])
+  rho_before = spearmanr(model.predict(x_test, verbose=0)[:, 0], y_test).statistic
+  model.compile(tf.keras.optimizers.Adam(0.05),
+                loss=SpearmanLoss(ranker="attention", over_batch=True))
+  model.fit(x_train, y_train, batch_size=64, epochs=15, verbose=0, shuffle=True)
+  rho_after = spearmanr(model.predict(x_test, verbose=0)[:, 0], y_test).statistic
+  assert rho_after > 0.5 and rho_after > rho_before + 0.3, (rho_before, rho_after)

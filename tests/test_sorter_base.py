@@ -1,0 +1,105 @@
+"""Tests of tfrank4class.ranking.sorter_base: standardisation, the block-wise pairwise sigmoid
+sum (values and hand-written gradient against numpy / finite differences), input checks and the
+weights file format."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfrank4class.ranking import sorter_base
+from tfrank4class.ranking.pairwise_sigmoid_sorter import PairwiseSigmoidSorter
+
+
+def _np_sum(z, k):
+  d = z[:, None, :] - z[:, :, None]
+  return (1.0 / (1.0 + np.exp(-k[:, :, None] * d))).sum(-1)
+
+
+def test_standardize_matches_numpy_and_constant_list_is_zero():
+  x = np.array([[1.0, 2.0, 4.0], [5.0, 5.0, 5.0]], np.float32)
+  got = sorter_base.standardize(x).numpy()
+  ref = (x[0] - x[0].mean()) / x[0].std()
+  np.testing.assert_allclose(got[0], ref, rtol=1e-5)
+  np.testing.assert_array_equal(got[1], np.zeros(3))
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 7, 256])
+def test_pairwise_sigmoid_sum_matches_numpy_for_any_block_size(block_size):
+  rng = np.random.default_rng(0)
+  z = rng.normal(size=(3, 7)).astype(np.float64)
+  k = rng.uniform(0.5, 5.0, size=(3, 7))
+  got = sorter_base.pairwise_sigmoid_sum(tf.constant(z), tf.constant(k), block_size).numpy()
+  np.testing.assert_allclose(got, _np_sum(z, k), rtol=1e-10)
+
+
+@pytest.mark.parametrize("block_size", [2, 256])
+def test_pairwise_sigmoid_sum_gradient_matches_finite_differences(block_size):
+  rng = np.random.default_rng(1)
+  z = tf.constant(rng.normal(size=(2, 5)))
+  k = tf.constant(rng.uniform(0.5, 3.0, size=(2, 5)))
+  w = tf.constant(rng.normal(size=(2, 5)))
+  f = lambda z_, k_: tf.reduce_sum(w * sorter_base.pairwise_sigmoid_sum(z_, k_, block_size))
+  with tf.GradientTape() as tape:
+    tape.watch([z, k])
+    value = f(z, k)
+  gz, gk = tape.gradient(value, [z, k])
+  eps = 1e-6
+  for var, grad, which in ((z, gz, 0), (k, gk, 1)):
+    num = np.zeros(var.shape)
+    for idx in np.ndindex(*var.shape):
+      delta = np.zeros(var.shape)
+      delta[idx] = eps
+      args_p = [z, k]
+      args_m = [z, k]
+      args_p[which] = var + delta
+      args_m[which] = var - delta
+      num[idx] = (f(*args_p).numpy() - f(*args_m).numpy()) / (2 * eps)
+    np.testing.assert_allclose(grad.numpy(), num, rtol=1e-5, atol=1e-8)
+
+
+def test_pairwise_sigmoid_sum_in_tf_function_and_jit_with_unknown_length():
+  z = tf.constant([[0.3, -0.2, 0.9, 0.0]])
+  k = tf.fill([1, 4], 2.0)
+  ref = _np_sum(z.numpy().astype(np.float64), k.numpy().astype(np.float64))
+  fn = tf.function(lambda a, b: sorter_base.pairwise_sigmoid_sum(a, b, 3),
+                   input_signature=[tf.TensorSpec([None, None], tf.float32)] * 2)
+  np.testing.assert_allclose(fn(z, k).numpy(), ref, rtol=1e-5)
+  jit = tf.function(lambda a, b: sorter_base.pairwise_sigmoid_sum(a, b, 3), jit_compile=True)
+  np.testing.assert_allclose(jit(z, k).numpy(), ref, rtol=1e-5)
+
+
+def test_check_scores_errors_name_the_problem():
+  with pytest.raises(ValueError, match=r"`scores` must have shape \[batch_size, list_size\]"):
+    sorter_base.check_scores(tf.zeros([2, 3, 4]))
+  with pytest.raises(ValueError, match="at least 2 items"):
+    sorter_base.check_scores(tf.zeros([2, 1]))
+  with pytest.raises(TypeError, match="numeric"):
+    sorter_base.check_scores(tf.constant([["a", "b"]]))
+  fn = tf.function(sorter_base.check_scores, input_signature=[tf.TensorSpec([None, None])])
+  with pytest.raises(tf.errors.InvalidArgumentError, match="at least 2 items"):
+    fn(tf.zeros([3, 1]))
+
+
+def test_missing_weights_file_is_named(tmp_path):
+  from tfrank4class.ranking.attention_sorter import AttentionSorter
+  with pytest.raises(FileNotFoundError, match="nowhere.json"):
+    AttentionSorter.pretrained(path=str(tmp_path / "nowhere"))
+
+
+def test_export_and_load_round_trip_and_class_mismatch(tmp_path):
+  from tfrank4class.ranking.attention_sorter import AttentionSorter
+  from tfrank4class.ranking.lstm_sorter import LSTMSorter
+  sorter = AttentionSorter(hidden_units=4)
+  x = tf.constant([[0.5, -1.0, 2.0, 0.1]])
+  before = sorter(x).numpy()
+  sorter.export_weights(str(tmp_path / "a"), metadata={"note": 1})
+  loaded = AttentionSorter.load_weights_file(str(tmp_path / "a"))
+  np.testing.assert_allclose(loaded(x).numpy(), before, rtol=1e-6)
+  assert loaded.pretrained_metadata == {"note": 1}
+  assert not loaded.trainable_weights
+  with pytest.raises(ValueError, match="holds a 'AttentionSorter', not a LSTMSorter"):
+    LSTMSorter.load_weights_file(str(tmp_path / "a"))
+
+
+def test_handcrafted_sorter_has_no_pretrained_weights():
+  with pytest.raises(ValueError, match="no pretrained weights"):
+    PairwiseSigmoidSorter.pretrained()
