@@ -27,24 +27,11 @@ Writes benchmarks/out/heads.json and benchmarks/out/heads.png.
 """
 import argparse
 import json
-import os
-import pathlib
 import statistics
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "out"
-
-
-def _setup(threads):
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-  os.environ.setdefault("NO_GCE_CHECK", "true")
-  sys.path.insert(0, str(ROOT))
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  tf.config.threading.set_intra_op_parallelism_threads(threads)
-  tf.config.threading.set_inter_op_parallelism_threads(threads)
-  return tf
+from _common import OUT, setup_tensorflow  # noqa: E402
 
 
 class Case:
@@ -128,7 +115,7 @@ def main(argv=None):
   args = parser.parse_args(argv)
   if args.quick:
     args.rounds, args.classes = 2, [c for c in args.classes if c <= 28] or [10]
-  tf = _setup(args.threads)
+  tf = setup_tensorflow(args.threads)
 
   rows = []
   for num_classes in args.classes:

@@ -26,22 +26,10 @@ import argparse
 import json
 import os
 import pathlib
-import sys
 import tempfile
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "out"
-
-
-def _setup(threads):
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-  os.environ.setdefault("NO_GCE_CHECK", "true")
-  sys.path.insert(0, str(ROOT))
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  tf.config.threading.set_intra_op_parallelism_threads(threads)
-  tf.config.threading.set_inter_op_parallelism_threads(threads)
-  return tf
+from _common import OUT, ROOT, setup_tensorflow  # noqa: E402
 
 
 def _limit(tf, ds, threads):
@@ -154,7 +142,7 @@ def main():
       "TFRANK4CLASS_DATA", str(ROOT.parent / "shared" / "datasets")))
   parser.add_argument("--quick", action="store_true")
   args = parser.parse_args()
-  tf = _setup(args.threads)
+  tf = setup_tensorflow(args.threads)
   import tfrank4class.data as data  # pylint: disable=g-import-not-at-top
 
   scale = 0.25 if args.quick else 1.0

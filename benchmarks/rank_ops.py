@@ -20,13 +20,11 @@ Writes benchmarks/out/rank_ops.png and benchmarks/out/rank_ops.json.
 import argparse
 import json
 import os
-import pathlib
 import subprocess
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "out"
+from _common import OUT, setup_tensorflow  # noqa: E402
 SHAPES = [(1, 1_000), (1, 100_000), (1, 1_000_000), (256, 1_000), (8, 320_000)]
 NDCG_LENGTHS = [10, 100, 1_000, 10_000]
 NDCG_BATCH = 64
@@ -34,17 +32,6 @@ NDCG_BATCH = 64
 # float32 tensor is 64 * 1e8 * 4 B = 25.6 GB, more than this machine has.
 APPROX_MAX_BYTES = 8e9
 PAPER_MS = {(1, 100_000): 33.0, (1, 1_000_000): 331.0}  # Rolinek et al. Table 6, one CPU core
-
-
-def _setup_tf(threads):
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-  os.environ.setdefault("NO_GCE_CHECK", "true")
-  sys.path.insert(0, str(ROOT))
-  import tensorflow as tf
-  if threads:
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
-  return tf
 
 
 def _time(fn, *args, cpu=False):
@@ -57,7 +44,7 @@ def _time(fn, *args, cpu=False):
 
 
 def worker_rank(threads, repeats, shapes):
-  tf = _setup_tf(threads)
+  tf = setup_tensorflow(threads)
   import numpy as np
   from tfrank4class.ranking import blackbox_rank
   rows = []
@@ -118,7 +105,7 @@ def _max_rss_bytes():
 
 
 def worker_ndcg(loss_name, n, repeats, batch=NDCG_BATCH):
-  tf = _setup_tf(1)
+  tf = setup_tensorflow(1)
   import numpy as np
   import tensorflow_ranking as tfr
   from tfrank4class.losses import BlackboxNDCGLoss
@@ -232,7 +219,7 @@ def main():
         ndcg_rows.append(_run_worker(["--worker", "ndcg", "--loss", name, "--n", str(n),
                                       "--repeats", str(repeats)]))
     print()
-    print(f"NDCG losses, forward+backward, one thread (median wall ms; peak MB = growth of the "
+    print("NDCG losses, forward+backward, one thread (median wall ms; peak MB = growth of the "
           "max RSS of a fresh process while running)")
     print(_table(["list length", "batch", "loss", "time ms", "peak MB", "note"], [
         [r["n"], r["batch"], r["loss"], "-" if r["ms"] is None else f"{r['ms']:.2f}",

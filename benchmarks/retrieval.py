@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import pathlib
-import sys
 import time
 
 os.environ.setdefault("NO_GCE_CHECK", "true")
@@ -31,9 +30,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
+from _common import OUT, ROOT, setup_tensorflow  # noqa: E402
 from tfrank4class import encoders  # noqa: E402
 from tfrank4class.data import image_folder  # noqa: E402
 from tfrank4class.data.cifar import normalize as cifar_normalize  # noqa: E402
@@ -161,11 +158,10 @@ def main(argv=None):
   parser.add_argument("--cifar_test_per_class", type=int, default=200)
   parser.add_argument("--lr", type=float, default=1e-3)
   parser.add_argument("--threads", type=int, default=1)
-  parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
+  parser.add_argument("--out", default=str(OUT))
   args = parser.parse_args(argv)
   tf.get_logger().setLevel("ERROR")
-  tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-  tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+  setup_tensorflow(args.threads)
   data_dir = pathlib.Path(args.data_dir)
   out = pathlib.Path(args.out)
   out.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,6 @@
 import argparse
 import json
 import os
-import pathlib
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -29,10 +28,10 @@ os.environ.setdefault("NO_GCE_CHECK", "true")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from _common import OUT, setup_tensorflow  # noqa: E402
 from tfrank4class import ranking  # noqa: E402
 from tfrank4class.ranking import synthetic  # noqa: E402
 
-OUT = pathlib.Path(__file__).resolve().parent / "out"
 SEED = 20190408
 
 
@@ -121,8 +120,7 @@ def main():
   parser.add_argument("--lengths", default="10,100,1000")
   parser.add_argument("--threads", type=int, default=1)
   args = parser.parse_args()
-  tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-  tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+  setup_tensorflow(args.threads)
   OUT.mkdir(exist_ok=True)
   lengths = [int(x) for x in args.lengths.split(",")]
   layers = sorters()

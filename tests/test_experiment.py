@@ -9,7 +9,6 @@ import time
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from tfrank4class import data as data_lib
 from tfrank4class.train import experiment

@@ -5,7 +5,7 @@ Keras compile / fit / save / load in every mode, fine-tuning, bad input, and a r
 import numpy as np
 import pytest
 import tensorflow as tf
-from scipy.stats import rankdata, spearmanr
+from scipy.stats import spearmanr
 from sklearn.metrics import average_precision_score
 
 from tfrank4class import losses

@@ -1,7 +1,6 @@
 """Tests of the synthetic list generator (SoDeep Sec. 3.1.2)."""
 import numpy as np
 import pytest
-import tensorflow as tf
 from scipy.stats import rankdata
 
 from tfrank4class.ranking import synthetic

@@ -1,7 +1,5 @@
-"""Helpers shared by the encoders: argument checks and the optional projection layer."""
+"""Helpers shared by the encoders: argument checks."""
 import os
-
-import tensorflow as tf
 
 from tfrank4class import _validation
 

@@ -93,6 +93,17 @@ class _EmbeddingLoss(tf.keras.losses.Loss):
     return config
 
 
+def _hardest(d, pos, neg, margin):
+  """Per anchor, the farthest positive and the closest negative distance (batch-hard mining).
+
+  Anchors without positives get 0, anchors without negatives a distance beyond any hinge.
+  """
+  hardest_pos = tf.reduce_max(tf.where(pos, d, tf.zeros_like(d)), axis=1)
+  beyond = tf.reduce_max(d) + margin + 1.0
+  hardest_neg = tf.reduce_min(tf.where(neg, d, beyond + tf.zeros_like(d)), axis=1)
+  return hardest_pos, hardest_neg
+
+
 @register("contrastive_loss")
 class ContrastiveLoss(_EmbeddingLoss):
   """Contrastive loss (Hadsell, Chopra & LeCun, CVPR 2006, Eq. 4) over all pairs in the batch.
@@ -136,9 +147,7 @@ class ContrastiveLoss(_EmbeddingLoss):
     else:
       has_pos = tf.reduce_any(pos, axis=1)
       has_neg = tf.reduce_any(neg, axis=1)
-      hardest_pos = tf.reduce_max(tf.where(pos, d, tf.zeros_like(d)), axis=1)
-      big = tf.reduce_max(d) + m + 1.0
-      hardest_neg = tf.reduce_min(tf.where(neg, d, big * tf.ones_like(d)), axis=1)
+      hardest_pos, hardest_neg = _hardest(d, pos, neg, m)
       pos_term = tf.where(has_pos, 0.5 * tf.square(hardest_pos), tf.zeros_like(hardest_pos))
       neg_term = tf.where(has_neg, 0.5 * tf.square(tf.nn.relu(m - hardest_neg)),
                           tf.zeros_like(hardest_neg))
@@ -186,11 +195,8 @@ class TripletLoss(_EmbeddingLoss):
     has_pos = tf.reduce_any(pos, axis=1)
     has_neg = tf.reduce_any(neg, axis=1)
     valid = tf.logical_and(has_pos, has_neg)
-    zeros = tf.zeros_like(d)
-    big = tf.reduce_max(d) + m + 1.0
     if self.mining == "batch_hard":
-      hardest_pos = tf.reduce_max(tf.where(pos, d, zeros), axis=1)
-      hardest_neg = tf.reduce_min(tf.where(neg, d, big + zeros), axis=1)
+      hardest_pos, hardest_neg = _hardest(d, pos, neg, m)
       loss = tf.nn.relu(m + hardest_pos - hardest_neg)
     elif self.mining == "batch_all":
       # hinge[i, p, n] = [m + d_ip - d_in]_+ on valid (i, p, n).
@@ -202,10 +208,11 @@ class TripletLoss(_EmbeddingLoss):
     else:
       # For each (i, p): negatives farther than p; take the closest such, else the farthest.
       b = tf.shape(d)[0]
+      big = tf.reduce_max(d) + m + 1.0
       d_in = tf.broadcast_to(d[:, None, :], tf.stack([b, b, b]))     # [i, p, n] -> d_in
       outside = tf.logical_and(neg[:, None, :], d_in > d[:, :, None])
       closest_outside = tf.reduce_min(tf.where(outside, d_in, big), axis=2)
-      farthest = tf.reduce_max(tf.where(neg, d, zeros), axis=1, keepdims=True)
+      farthest = tf.reduce_max(tf.where(neg, d, tf.zeros_like(d)), axis=1, keepdims=True)
       d_neg = tf.where(tf.reduce_any(outside, axis=2), closest_outside, farthest)
       loss = _masked_mean(tf.nn.relu(m + d - d_neg), pos, axis=1)
     return tf.where(valid, loss, tf.zeros_like(loss))
