@@ -16,6 +16,7 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	touch $(STAMP)
 
+demo: export TF_CPP_MIN_LOG_LEVEL := 3
 demo: $(STAMP)
 	$(PY) -m tfrank4class.train.demo
 

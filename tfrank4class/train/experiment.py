@@ -27,6 +27,7 @@ import json
 import os
 
 import tensorflow as tf
+from absl import logging as absl_logging
 
 from tfrank4class import _validation
 from tfrank4class import data as data_lib
@@ -120,8 +121,12 @@ class ExperimentConfig:
 
 
 def quiet_tensorflow_logs():
-  """Hides TensorFlow's Python INFO lines (SavedModel tracing chatter); warnings still show."""
+  """Hides TensorFlow's Python INFO lines (SavedModel tracing chatter); warnings still show.
+
+  TensorFlow logs through both its ``tensorflow`` logger and ``absl.logging``.
+  """
   tf.get_logger().setLevel("WARNING")
+  absl_logging.set_verbosity(absl_logging.WARNING)
 
 
 def validation_split(dataset):
