@@ -1,8 +1,10 @@
-"""Small helpers shared by the dataset modules: errors for missing data, split names."""
+"""Small helpers shared by the dataset modules: errors for missing data, split names, serving."""
 import os
 import pathlib
 
 os.environ.setdefault("NO_GCE_CHECK", "true")
+
+import tensorflow as tf  # noqa: E402
 
 # Canonical split -> accepted spellings.
 SPLIT_ALIASES = {
@@ -113,3 +115,14 @@ def tfds_read(name, split, data_dir, options, training, how, decoders=None):
       raise
     where = data_dir if data_dir is not None else builder.data_dir
     raise missing_data(where, f"prepared TFDS dataset {name!r}", how) from None
+
+
+def text_serving_preprocess(dataset):
+  """``tf.string [B] -> tf.string [B]``: text models vectorise raw strings themselves, so serving
+  only checks the input type (``dataset`` names it in the error)."""
+  def fn(texts):
+    texts = tf.convert_to_tensor(texts)
+    if texts.dtype != tf.string:
+      raise TypeError(f"{dataset} serving inputs must be tf.string, got {texts.dtype.name}.")
+    return texts
+  return fn

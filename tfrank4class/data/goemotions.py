@@ -218,9 +218,4 @@ def _tfds_to_relevance(example):
 
 def serving_preprocess():
   """``text tf.string [B] -> text tf.string [B]``: the model vectorises raw strings itself."""
-  def fn(texts):
-    texts = tf.convert_to_tensor(texts)
-    if texts.dtype != tf.string:
-      raise TypeError(f"GoEmotions serving inputs must be tf.string, got {texts.dtype.name}.")
-    return texts
-  return fn
+  return _common.text_serving_preprocess("GoEmotions")

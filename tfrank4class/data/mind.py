@@ -239,9 +239,4 @@ def load(split, data_dir, options, source=None, training=None):
 
 def serving_preprocess():
   """``tf.string [B] -> tf.string [B]`` (already ``title [SEP] abstract``, see ``join_text``)."""
-  def fn(texts):
-    texts = tf.convert_to_tensor(texts)
-    if texts.dtype != tf.string:
-      raise TypeError(f"MIND serving inputs must be tf.string, got {texts.dtype.name}.")
-    return texts
-  return fn
+  return _common.text_serving_preprocess("MIND")

@@ -87,6 +87,13 @@ class _EmbeddingLoss(tf.keras.losses.Loss):
     self.normalize = bool(normalize)
     self.mining = _validation.check_choice("mining", mining, self._MINING)
 
+  def _pairs(self, y_true, y_pred):
+    """Distances ``d`` ``[B, B]``, positive and negative pair masks, and the margin as ``d``'s dtype."""
+    labels, e = _labels_and_embeddings(y_true, y_pred)
+    d = pairwise_distances(e, self.normalize)
+    pos, neg = _pair_masks(labels)
+    return d, pos, neg, tf.cast(self.margin, d.dtype)
+
   def get_config(self):
     config = super().get_config()
     config.update({"margin": self.margin, "normalize": self.normalize, "mining": self.mining})
@@ -136,10 +143,7 @@ class ContrastiveLoss(_EmbeddingLoss):
     super().__init__(margin, normalize, mining, reduction, name)
 
   def call(self, y_true, y_pred):
-    labels, e = _labels_and_embeddings(y_true, y_pred)
-    d = pairwise_distances(e, self.normalize)
-    pos, neg = _pair_masks(labels)
-    m = tf.cast(self.margin, d.dtype)
+    d, pos, neg, m = self._pairs(y_true, y_pred)
     if self.mining == "all":
       pos_term = _masked_mean(0.5 * tf.square(d), pos, axis=1)
       active = tf.logical_and(neg, d < m)
@@ -188,10 +192,7 @@ class TripletLoss(_EmbeddingLoss):
     super().__init__(margin, normalize, mining, reduction, name)
 
   def call(self, y_true, y_pred):
-    labels, e = _labels_and_embeddings(y_true, y_pred)
-    d = pairwise_distances(e, self.normalize)
-    pos, neg = _pair_masks(labels)
-    m = tf.cast(self.margin, d.dtype)
+    d, pos, neg, m = self._pairs(y_true, y_pred)
     has_pos = tf.reduce_any(pos, axis=1)
     has_neg = tf.reduce_any(neg, axis=1)
     valid = tf.logical_and(has_pos, has_neg)
