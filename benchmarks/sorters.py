@@ -55,7 +55,10 @@ def accuracy(layer, n, lists):
   else:
     chunk = 2000                                      # LSTM / CNN: big batches are cheapest
   chunk = min(lists, chunk)
-  predict = tf.function(lambda s: layer(s, training=False), reduce_retracing=True)
+  # No AutoGraph: the layers need none, and in one long process TF 2.15's conversion cache once
+  # handed ConvSorter._check_length the converted code of an unrelated __init__.
+  predict = tf.function(lambda s: layer(s, training=False), reduce_retracing=True,
+                        autograph=False)
   total = 0.0
   for start in range(0, lists, chunk):
     s = scores[start:start + chunk]
@@ -67,7 +70,7 @@ def timing(fn, n, batch=64, repeats=5, backward=True):
   scores, _ = synthetic.synthetic_batch(batch, n, seed=[SEED + 1, n])
   weights = tf.random.stateless_normal([batch, n], [1, 2])
 
-  @tf.function
+  @tf.function(autograph=False)
   def step(s):
     if not backward:
       return tf.reduce_sum(tf.cast(fn(s), tf.float32))

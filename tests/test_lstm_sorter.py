@@ -8,7 +8,7 @@ from _sorter_checks import check_gradient, check_modes, check_save_load, normali
 
 # Bounds a little above what the shipped weights reach (BUILD_NOTES.md); an untrained LSTM
 # sorter is at ~0.3.
-BOUNDS = {10: 0.04, 100: 0.02}
+BOUNDS = {10: 0.03, 100: 0.013}
 
 
 @pytest.fixture(scope="module")

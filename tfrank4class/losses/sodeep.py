@@ -254,7 +254,9 @@ class RankTripletLoss(_RankLoss):
       L = 1/|P| * sum_{p in P} max(0, alpha + r_p - min_{q not in P} r_q)
 
   the rank analogue of the hardest-negative triplet loss ``max(0, alpha - s_p + max_q s_q)``.
-  A row without relevant or without irrelevant items has loss 0.
+  A row without relevant or without irrelevant items has loss 0. For the paper's cross-modal
+  setting (a square query x item score matrix ``S`` with the matches on the diagonal), add the
+  two directions: ``loss(eye, S) + loss(eye, transpose(S))``.
 
   Args:
     ranker: the rank operator (see the module docstring).

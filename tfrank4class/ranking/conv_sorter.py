@@ -1,11 +1,20 @@
 """The convolutional sorter of SoDeep (Engilberge et al., CVPR 2019, Sec. 3.1.1).
 
-``num_blocks`` blocks of 1-D convolution, batch normalisation and ReLU read the per-list
-standardised scores as a 1-channel signal; dilations double from block to block (1, 2, 4, ...,
-cycling) so that the receptive field covers the list. A final dense layer over the flattened
-features outputs the ``n`` normalised ranks,
+The per-list standardised scores ``z = (s - mean) / std`` are lifted to ``filters`` channels by a
+1x1 convolution and go through ``num_blocks`` blocks of batch normalisation, ReLU and 1-D
+convolution, each added back to its input (pre-activation residual blocks); dilations double
+from block to block (1, 2, 4, ..., 32, cycling), so the receptive field is
+``1 + (kernel_size - 1) * sum(dilations)`` positions wide (133 with the defaults: 66 either side
+of each position), and the dense head mixes what it does not reach. A final BN-ReLU and a dense layer over the flattened features output the ``n`` normalised ranks,
 
-    rank_hat(s) = 1 + (n - 1) * sigmoid(W flatten(Conv-BN-ReLU^8((s - mean) / std)) + b).
+    x_0 = Conv1x1(z),   x_l = x_{l-1} + Conv_l(ReLU(BN_l(x_{l-1}))),   l = 1..num_blocks,
+    rank_hat(s) = 1 + (n - 1) * sigmoid(W flatten(ReLU(BN(x_L))) + b).
+
+The paper's sorter stacks plain Conv-BN-ReLU blocks; the identity skips (with 64 channels
+and width-3 kernels where our first plain version had 32 and 5) are our change. They train much
+faster: the plain blocks were at a held-out L1 of 0.025 after 4,000 pretraining steps and 0.019
+after 10,000, the residual ones at 0.0165 and 0.0125, ending at 0.0100 (BUILD_NOTES.md), under
+the paper's CNN figure of 0.012.
 
 The dense layer ties the sorter to one list length ``list_size`` (the paper's sorter was built for
 n = 100); calling it on another length raises a ``ValueError`` naming both lengths.
@@ -24,7 +33,7 @@ class ConvSorter(sorter_base.Sorter):
   Args:
     list_size: the one list length this sorter handles (``>= 2``).
     filters: channels of every convolution.
-    num_blocks: number of Conv1D-BatchNorm-ReLU blocks (8 in the paper).
+    num_blocks: number of BatchNorm-ReLU-Conv1D residual blocks (8 in the paper).
     kernel_size: width of every convolution.
 
   Example:
@@ -35,12 +44,13 @@ class ConvSorter(sorter_base.Sorter):
 
   KIND = "conv"
 
-  def __init__(self, list_size=100, filters=32, num_blocks=8, kernel_size=5, **kwargs):
+  def __init__(self, list_size=100, filters=64, num_blocks=8, kernel_size=3, **kwargs):
     super().__init__(**kwargs)
     self.list_size = _validation.check_int("list_size", list_size, minimum=2)
     self.filters = _validation.check_int("filters", filters, minimum=1)
     self.num_blocks = _validation.check_int("num_blocks", num_blocks, minimum=1)
     self.kernel_size = _validation.check_int("kernel_size", kernel_size, minimum=1)
+    self.stem = tf.keras.layers.Conv1D(filters, 1, name="stem")
     self.convs, self.norms = [], []
     for i in range(num_blocks):
       dilation = 2 ** (i % 6)
@@ -48,6 +58,7 @@ class ConvSorter(sorter_base.Sorter):
           filters, kernel_size, dilation_rate=dilation, padding="same", use_bias=False,
           name=f"conv_{i}"))
       self.norms.append(tf.keras.layers.BatchNormalization(name=f"bn_{i}"))
+    self.final_norm = tf.keras.layers.BatchNormalization(name="bn_final")
     self.flatten = tf.keras.layers.Flatten()
     self.head = tf.keras.layers.Dense(list_size, name="head")
 
@@ -64,9 +75,10 @@ class ConvSorter(sorter_base.Sorter):
           f"{scores.shape}.")
 
   def _normalised_ranks(self, scores, training=None):
-    x = sorter_base.standardize(scores)[:, :, None]
+    x = self.stem(sorter_base.standardize(scores)[:, :, None])
     for conv, norm in zip(self.convs, self.norms):
-      x = tf.nn.relu(norm(conv(x), training=training))
+      x = x + conv(tf.nn.relu(norm(x, training=training)))
+    x = tf.nn.relu(self.final_norm(x, training=training))
     return tf.sigmoid(self.head(self.flatten(x)))
 
   def get_config(self):

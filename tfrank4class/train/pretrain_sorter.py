@@ -40,9 +40,9 @@ flags.DEFINE_integer("seed", 0, "Seed of the training data stream and initialisa
 flags.DEFINE_integer("threads", 1, "TensorFlow intra/inter-op threads.")
 flags.DEFINE_integer("units", 64, "lstm: units per direction.")
 flags.DEFINE_integer("num_layers", 2, "lstm: stacked BiLSTM layers.")
-flags.DEFINE_integer("filters", 32, "conv: channels.")
-flags.DEFINE_integer("num_blocks", 8, "conv: Conv-BN-ReLU blocks.")
-flags.DEFINE_integer("kernel_size", 5, "conv: kernel width.")
+flags.DEFINE_integer("filters", 64, "conv: channels.")
+flags.DEFINE_integer("num_blocks", 8, "conv: residual BN-ReLU-Conv blocks.")
+flags.DEFINE_integer("kernel_size", 3, "conv: kernel width.")
 flags.DEFINE_integer("hidden_units", 32, "attention: width of the temperature MLP.")
 
 #: Seed offset of the held-out evaluation data (disjoint from training seeds 0..).
@@ -57,9 +57,9 @@ def build_sorter(kind, list_size=None, **hparams):
   if kind == "lstm":
     return LSTMSorter(units=hparams.get("units", 64), num_layers=hparams.get("num_layers", 2))
   if kind == "conv":
-    return ConvSorter(list_size=list_size, filters=hparams.get("filters", 32),
+    return ConvSorter(list_size=list_size, filters=hparams.get("filters", 64),
                       num_blocks=hparams.get("num_blocks", 8),
-                      kernel_size=hparams.get("kernel_size", 5))
+                      kernel_size=hparams.get("kernel_size", 3))
   if kind == "attention":
     return AttentionSorter(hidden_units=hparams.get("hidden_units", 32))
   raise ValueError(f"`sorter` must be one of ['attention', 'conv', 'lstm'], got {kind!r}.")
