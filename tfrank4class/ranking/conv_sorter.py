@@ -5,7 +5,8 @@ The per-list standardised scores ``z = (s - mean) / std`` are lifted to ``filter
 convolution, each added back to its input (pre-activation residual blocks); dilations double
 from block to block (1, 2, 4, ..., 32, cycling), so the receptive field is
 ``1 + (kernel_size - 1) * sum(dilations)`` positions wide (133 with the defaults: 66 either side
-of each position), and the dense head mixes what it does not reach. A final BN-ReLU and a dense layer over the flattened features output the ``n`` normalised ranks,
+of each position), and the dense head mixes what it does not reach. A final BN-ReLU and a dense
+layer over the flattened features output the ``n`` normalised ranks,
 
     x_0 = Conv1x1(z),   x_l = x_{l-1} + Conv_l(ReLU(BN_l(x_{l-1}))),   l = 1..num_blocks,
     rank_hat(s) = 1 + (n - 1) * sigmoid(W flatten(ReLU(BN(x_L))) + b).
