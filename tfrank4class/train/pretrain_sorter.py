@@ -49,20 +49,28 @@ flags.DEFINE_integer("hidden_units", 32, "attention: width of the temperature ML
 EVAL_SEED = 987654321
 
 
+#: The hyper-parameters (flags) each sorter kind takes; the others are ignored for that kind.
+SORTER_HPARAMS = {"lstm": ("units", "num_layers"),
+                  "conv": ("filters", "num_blocks", "kernel_size"),
+                  "attention": ("hidden_units",)}
+
+
 def build_sorter(kind, list_size=None, **hparams):
-  """Returns an untrained sorter layer of ``kind`` ('lstm', 'conv' or 'attention')."""
+  """Returns an untrained sorter layer of ``kind`` ('lstm', 'conv' or 'attention').
+
+  Hyper-parameters of ``kind`` that are not given keep the sorter class's own defaults.
+  """
   from tfrank4class.ranking.attention_sorter import AttentionSorter
   from tfrank4class.ranking.conv_sorter import ConvSorter
   from tfrank4class.ranking.lstm_sorter import LSTMSorter
+  if kind not in SORTER_HPARAMS:
+    raise ValueError(f"`sorter` must be one of ['attention', 'conv', 'lstm'], got {kind!r}.")
+  kwargs = {k: hparams[k] for k in SORTER_HPARAMS[kind] if k in hparams}
   if kind == "lstm":
-    return LSTMSorter(units=hparams.get("units", 64), num_layers=hparams.get("num_layers", 2))
+    return LSTMSorter(**kwargs)
   if kind == "conv":
-    return ConvSorter(list_size=list_size, filters=hparams.get("filters", 64),
-                      num_blocks=hparams.get("num_blocks", 8),
-                      kernel_size=hparams.get("kernel_size", 3))
-  if kind == "attention":
-    return AttentionSorter(hidden_units=hparams.get("hidden_units", 32))
-  raise ValueError(f"`sorter` must be one of ['attention', 'conv', 'lstm'], got {kind!r}.")
+    return ConvSorter(list_size=list_size, **kwargs)
+  return AttentionSorter(**kwargs)
 
 
 def normalised_l1(predicted, exact):
