@@ -1,20 +1,38 @@
 # The two commands of the README: `make demo` (the main job on its embedded default) and
-# `make test` (the default test suite). Both create .venv and install the pinned package on first use.
-PYTHON ?= python3.11
+# `make test` (the default test suite) on the default stack (Python 3.12/3.13, TensorFlow 2.21,
+# tf-keras). `make test-compat` runs the suite on the compatibility stack (Python 3.11,
+# TensorFlow 2.15) in its own virtual environment. Each creates its venv on first use.
+# The interpreter is found on PATH or under pyenv; override with PYTHON=... / PYTHON_COMPAT=...
+PYTHON ?= $(shell tools/find_python.sh 3.12 3.13)
+PYTHON_COMPAT ?= $(shell tools/find_python.sh 3.11)
 VENV := .venv
+VENV_COMPAT := .venv-compat
 PY := $(VENV)/bin/python
+PY_COMPAT := $(VENV_COMPAT)/bin/python
 STAMP := $(VENV)/.installed-stamp
+STAMP_COMPAT := $(VENV_COMPAT)/.installed-stamp
+PIP_QUIET := --quiet --disable-pip-version-check
 export NO_GCE_CHECK := true
 export TF_CPP_MIN_LOG_LEVEL := 2
 export TFRANK4CLASS_DATA ?= $(abspath ../shared/datasets)
 
-.PHONY: demo test test-slow test-all bench clean
+.PHONY: demo test test-slow test-all test-compat bench clean
 
-$(STAMP): setup.cfg pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade "pip>=23.2" "setuptools>=68" wheel
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+$(STAMP): setup.cfg pyproject.toml requirements/current.txt
+	@test -n "$(PYTHON)" || { echo "make: no Python 3.12 or 3.13 found; install one or run make PYTHON=/path/to/python3.12" >&2; exit 2; }
+	$(PY) -c "import sys; sys.exit(sys.version_info < (3, 12))" 2>/dev/null || { rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
+	$(PY) -m pip install $(PIP_QUIET) --upgrade "pip>=24" "setuptools>=68" wheel
+	$(PY) -m pip install $(PIP_QUIET) -c requirements/current.txt -e '.[test,bench]'
+	# tensorflow-ranking 0.5.5 pins tensorflow<2.16 (tensorflow/ranking#365): no deps, see BUILD_NOTES.
+	$(PY) -m pip install $(PIP_QUIET) --no-deps -c requirements/current.txt tensorflow-ranking
 	touch $(STAMP)
+
+$(STAMP_COMPAT): setup.cfg pyproject.toml requirements/compat.txt
+	@test -n "$(PYTHON_COMPAT)" || { echo "make: no Python 3.11 found for the compatibility leg; install one or run make PYTHON_COMPAT=/path/to/python3.11" >&2; exit 2; }
+	$(PY_COMPAT) -c "import sys; sys.exit(sys.version_info[:2] != (3, 11))" 2>/dev/null || { rm -rf $(VENV_COMPAT); $(PYTHON_COMPAT) -m venv $(VENV_COMPAT); }
+	$(PY_COMPAT) -m pip install $(PIP_QUIET) --upgrade "pip>=23.2" "setuptools>=68" wheel
+	$(PY_COMPAT) -m pip install $(PIP_QUIET) -c requirements/compat.txt -e '.[test,bench]'
+	touch $(STAMP_COMPAT)
 
 demo: export TF_CPP_MIN_LOG_LEVEL := 3
 demo: $(STAMP)
@@ -29,5 +47,8 @@ test-slow: $(STAMP)
 test-all: $(STAMP)
 	$(PY) -m pytest -q -m "slow or not slow"
 
+test-compat: $(STAMP_COMPAT)
+	$(PY_COMPAT) -m pytest -q
+
 clean:
-	rm -rf $(VENV) *.egg-info runs
+	rm -rf $(VENV) $(VENV_COMPAT) *.egg-info runs

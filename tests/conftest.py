@@ -1,9 +1,15 @@
-"""Test set-up: no network, quiet TensorFlow, two logical CPUs for MirroredStrategy tests."""
+"""Test set-up: no network, quiet TensorFlow, two logical CPUs for MirroredStrategy tests.
+
+The tests build their models with ``tf.keras``; on TensorFlow 2.16+ that is tf-keras (the Keras
+the package's objects are built on) only with TF_USE_LEGACY_KERAS=1, set here before TensorFlow
+is imported. ``tests/test_compat.py`` checks the package in a process without it.
+"""
 import os
 import pathlib
 
 os.environ.setdefault("NO_GCE_CHECK", "true")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402

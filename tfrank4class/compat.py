@@ -1,0 +1,196 @@
+"""The one place that decides which TensorFlow, Keras and TF-Ranking the package runs on.
+
+Two stacks are supported (BUILD_NOTES.md, "Stacks"):
+
+* current: TensorFlow 2.16-2.21 on Python 3.12+, Keras 2 from the ``tf-keras`` package;
+* compatibility: TensorFlow 2.15 on Python 3.11, whose ``tf.keras`` is Keras 2.15.
+
+**Keras.** Every Keras object of tfrank4class (losses, metrics, layers, models) is a Keras 2
+object: ``keras`` below is ``tf_keras`` on TensorFlow 2.16+ and ``tf.keras`` on 2.15. Since
+TensorFlow 2.16, ``tf.keras`` and ``import keras`` are Keras 3 unless ``TF_USE_LEGACY_KERAS=1``
+is set before TensorFlow is imported; the package never sets it (it does not change the user's
+environment). Build models that use our objects with the same Keras::
+
+    import tf_keras as keras        # or: from tfrank4class.compat import keras
+    # or set TF_USE_LEGACY_KERAS=1 before importing TensorFlow; then tf.keras is tf-keras too
+
+A Keras 3 model that is handed one of our objects fails at once with :class:`KerasFlavourError`
+(see :func:`register_serializable`), instead of training with untracked weights or averaging
+running means.
+
+**TF-Ranking.** tensorflow-ranking 0.5.5, its last release, pins ``tensorflow<2.16``
+(tensorflow/ranking#365) and its package ``__init__`` imports ``tf.estimator``, which TensorFlow
+2.16 removed (tensorflow/ranking#362). Its Keras-free core (``python/losses_impl.py``,
+``python/utils.py``) and its Keras loss module, which we use only for ``RankingLossKey`` and the
+lambda-weight classes, import cleanly on TensorFlow 2.21; :func:`tf_ranking_module` loads them
+without running the package ``__init__``. This module is the only one in the package that
+imports tensorflow-ranking.
+"""
+import functools
+import importlib
+import importlib.util
+import os
+import sys
+import types
+
+import tensorflow as tf
+
+#: The oldest TensorFlow the package supports.
+MIN_TENSORFLOW = (2, 15)
+
+#: The command that installs tensorflow-ranking beside TensorFlow 2.16+ (its metadata pins
+#: ``tensorflow<2.16``, so it is installed without its dependencies; it needs none beyond
+#: TensorFlow for the parts we use).
+TF_RANKING_INSTALL = 'python -m pip install --no-deps "tensorflow-ranking==0.5.5"'
+
+
+class KerasFlavourError(TypeError):
+  """A Keras 3 model or training loop was handed one of the package's Keras 2 objects."""
+
+
+def tensorflow_version(version=None):
+  """``(major, minor)`` of ``version`` (default: the installed TensorFlow's).
+
+  Example:
+    >>> tensorflow_version("2.21.0rc1")
+    (2, 21)
+  """
+  major, minor = (version or tf.__version__).split(".")[:2]
+  return int(major), int(minor)
+
+
+def _bind_keras():
+  version = tensorflow_version()
+  if version < MIN_TENSORFLOW:
+    raise ImportError(
+        f"tfrank4class needs TensorFlow >= {MIN_TENSORFLOW[0]}.{MIN_TENSORFLOW[1]}, found "
+        f"{tf.__version__}. Install the current stack with `make test` from the repository, or "
+        'python -m pip install "tensorflow==2.21.0" "tf-keras==2.21.0".')
+  if version < (2, 16):
+    return tf.keras
+  try:
+    import tf_keras  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    raise ImportError(
+        f"tfrank4class's Keras objects are Keras 2 objects, which TensorFlow {tf.__version__} "
+        "gets from the tf-keras package, and it is not installed. Run: python -m pip install "
+        f'"tf-keras~={version[0]}.{version[1]}.0"') from None
+  return tf_keras
+
+
+#: The Keras every object of the package is built on (Keras 2: ``tf_keras`` or TF 2.15's
+#: ``tf.keras``).
+keras = _bind_keras()
+
+_KERAS_PACKAGE = keras.__name__.split(".")[0]  # "tf_keras", or "keras" for TF 2.15's Keras 2
+
+
+def _is_keras3_module(module_name):
+  """Whether ``module_name`` belongs to Keras 3 while the package is bound to another Keras."""
+  return module_name.split(".")[0] == "keras" and _KERAS_PACKAGE != "keras"
+
+
+def _mix_up(obj, what):
+  return KerasFlavourError(
+      f"{type(obj).__name__} is a tfrank4class object built on Keras 2 ({_KERAS_PACKAGE}), but "
+      f"{what} Keras 3 (`import keras`, or `tf.keras` on TensorFlow >= 2.16). Build the model "
+      "with tf-keras: `import tf_keras as keras` (or `from tfrank4class.compat import keras`), "
+      "or set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported so that `tf.keras` is tf-keras.")
+
+
+def check_keras_flavour(obj, args=(), kwargs=None, caller_module=None):
+  """Raises :class:`KerasFlavourError` if Keras 3 is calling ``obj`` or feeding it tensors.
+
+  Args:
+    obj: the package's loss, metric or layer being called.
+    args, kwargs: its call arguments; a Keras 3 symbolic tensor among them is refused.
+    caller_module: ``__name__`` of the module that made the call; a Keras 3 module is refused
+      (Keras 3's ``compile`` wraps foreign losses and metrics as plain functions, which would
+      silently average a Keras 2 metric's running means).
+  """
+  if _KERAS_PACKAGE == "keras":
+    return
+  if caller_module and _is_keras3_module(caller_module):
+    raise _mix_up(obj, "it is being called by")
+  for leaf in tf.nest.flatten((args, kwargs or {})):
+    if _is_keras3_module(type(leaf).__module__):
+      raise _mix_up(obj, f"it was given a {type(leaf).__name__} from")
+
+
+def _guard_call(cls):
+  """Wraps ``cls.__call__`` once so that it runs :func:`check_keras_flavour` first."""
+  call = cls.__call__
+  if getattr(call, "_checks_keras_flavour", False):
+    return
+
+  @functools.wraps(call)
+  def guarded(self, *args, **kwargs):
+    caller = sys._getframe(1).f_globals.get("__name__", "")  # pylint: disable=protected-access
+    check_keras_flavour(self, args, kwargs, caller_module=caller)
+    return call(self, *args, **kwargs)
+
+  guarded._checks_keras_flavour = True  # pylint: disable=protected-access
+  cls.__call__ = guarded
+
+
+PACKAGE = "tfrank4class"
+
+
+def register_serializable(cls):
+  """Class decorator for every Keras object of the package.
+
+  Registers ``cls`` with the bound Keras as ``tfrank4class>ClassName`` (so ``.keras`` files and
+  SavedModels reload it without ``custom_objects``) and makes its ``__call__`` refuse Keras 3
+  callers and Keras 3 tensors with a :class:`KerasFlavourError` naming the fix.
+  """
+  cls = keras.utils.register_keras_serializable(package=PACKAGE)(cls)
+  _guard_call(cls)
+  return cls
+
+
+_TF_RANKING_MODULES = {}
+
+
+def tf_ranking_module(name):
+  """A module of tensorflow-ranking 0.5.5, e.g. ``"losses_impl"`` or ``"keras.losses"``.
+
+  On TensorFlow 2.15 this is a plain import. On 2.16+ the package ``__init__`` of
+  tensorflow-ranking cannot run (it imports ``tf.estimator``), so the parent packages are
+  stood in for by empty namespace modules just long enough to import ``name`` and its own
+  imports, then removed again: a later ``import tensorflow_ranking`` by the user behaves as it
+  would without us.
+
+  Raises:
+    ImportError: tensorflow-ranking is not installed; the message gives the command.
+
+  Example:
+    >>> tf_ranking_module("losses_impl").SoftmaxLoss.__name__
+    'SoftmaxLoss'
+  """
+  full = f"tensorflow_ranking.python.{name}"
+  if full in _TF_RANKING_MODULES:
+    return _TF_RANKING_MODULES[full]
+  spec = importlib.util.find_spec("tensorflow_ranking")
+  if spec is None:
+    raise ImportError(
+        "This part of tfrank4class computes TF-Ranking's losses, and tensorflow-ranking is not "
+        f"installed. Run: {TF_RANKING_INSTALL}")
+  if tensorflow_version() < (2, 16):
+    module = importlib.import_module(full)
+  else:
+    root = os.path.dirname(spec.origin)
+    stand_ins = []
+    for package in ("tensorflow_ranking", "tensorflow_ranking.python",
+                    "tensorflow_ranking.python.keras"):
+      if package not in sys.modules:
+        stand_in = types.ModuleType(package)
+        stand_in.__path__ = [os.path.join(root, *package.split(".")[1:])]
+        sys.modules[package] = stand_in
+        stand_ins.append(package)
+    try:
+      module = importlib.import_module(full)
+    finally:
+      for package in stand_ins:
+        del sys.modules[package]
+  _TF_RANKING_MODULES[full] = module
+  return module

@@ -1,0 +1,228 @@
+"""TF-Ranking 0.5.5's sixteen losses as Keras losses that accept integer class ids.
+
+The maths is TF-Ranking's own Keras-free core (``tensorflow_ranking/python/losses_impl.py``,
+reached through :func:`tfrank4class.compat.tf_ranking_module`); this module only does what
+TF-Ranking's Keras layer (``python/keras/losses.py``) does around it, so that the values are the
+same on every stack, including TensorFlow 2.16+ where TF-Ranking's own Keras classes cannot be
+used with tf-keras:
+
+* labels: integer class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, C]`` become
+  relevance with :func:`~tfrank4class.losses.to_relevance` (``< 0`` = padding);
+* per-item losses ``l_ij`` (pairwise keys: summed over ``j``) or per-list losses, times
+  TF-Ranking's normalised weights ``w``, reduced as Keras reduces a loss: ``SUM`` is
+  ``sum(l * w)``, ``SUM_OVER_BATCH_SIZE`` (and ``AUTO``) is ``sum(l * w) / #elements``, ``NONE``
+  keeps ``l * w``;
+* ``gumbel_approx_ndcg_loss`` and ``yeti_logistic_loss`` first draw TF-Ranking's Gumbel samples
+  of the list; ``calibrated_softmax_loss`` appends a virtual item of score 0 and label
+  ``virtual_label``; ``ordinal_loss`` gets its trailing logit axis ``[B, C, 1]``.
+
+``tests/test_tf_ranking.py`` checks every key against TF-Ranking's own Keras losses.
+"""
+import collections
+
+import tensorflow as tf
+
+from tfrank4class import _validation, compat
+from tfrank4class.compat import keras
+from tfrank4class.losses.relevance import num_items, to_relevance
+
+# impl: the losses_impl class; shape: "item" ([B, n] per-item losses), "pair" ([B, n, n] summed
+# over the last axis) or "list" ([B] per-list losses); impl_args: constructor arguments of the
+# impl class with TF-Ranking's Keras defaults; extra_args: arguments used around it.
+_Spec = collections.namedtuple("_Spec", "impl shape impl_args extra_args")
+_LISTWISE = {"lambda_weight": None, "temperature": 1.0}
+_APPROX = {"lambda_weight": None, "temperature": 0.1}
+_GUMBEL = {"sample_size": 8, "gumbel_temperature": 1.0, "seed": None}
+
+SPECS = {
+    "pairwise_hinge_loss": _Spec("PairwiseHingeLoss", "pair", _LISTWISE, {}),
+    "pairwise_logistic_loss": _Spec("PairwiseLogisticLoss", "pair", _LISTWISE, {}),
+    "pairwise_soft_zero_one_loss": _Spec("PairwiseSoftZeroOneLoss", "pair", _LISTWISE, {}),
+    "pairwise_mse_loss": _Spec("PairwiseMSELoss", "pair", _LISTWISE, {}),
+    "yeti_logistic_loss": _Spec("PairwiseLogisticLoss", "pair", _LISTWISE, _GUMBEL),
+    "softmax_loss": _Spec("SoftmaxLoss", "list", _LISTWISE, {}),
+    "calibrated_softmax_loss": _Spec("SoftmaxLoss", "list", _LISTWISE, {"virtual_label": 0.0}),
+    "unique_softmax_loss": _Spec("UniqueSoftmaxLoss", "item", _LISTWISE, {}),
+    "sigmoid_cross_entropy_loss": _Spec("SigmoidCrossEntropyLoss", "item", {}, {}),
+    "mean_squared_loss": _Spec("MeanSquaredLoss", "item", {}, {}),
+    "ordinal_loss": _Spec("OrdinalLoss", "item", {"ordinal_size": 1, "use_fraction_label": False},
+                          {}),
+    "list_mle_loss": _Spec("ListMLELoss", "item", _LISTWISE, {}),
+    "approx_ndcg_loss": _Spec("ApproxNDCGLoss", "item", _APPROX, {}),
+    "approx_mrr_loss": _Spec("ApproxMRRLoss", "item", _APPROX, {}),
+    "gumbel_approx_ndcg_loss": _Spec("ApproxNDCGLoss", "item", _APPROX, _GUMBEL),
+    "coupled_rankdistil_loss": _Spec(
+        "CoupledRankDistilLoss", "item", {"sample_size": 8, "topk": None, "temperature": 1.0}, {}),
+}
+
+#: Every loss key of TF-Ranking 0.5.5 (``tfr.keras.losses.RankingLossKey.all_keys()``, in order).
+TFR_KEYS = tuple(SPECS)
+
+
+def _tfr_keras_losses():
+  return compat.tf_ranking_module("keras.losses")
+
+
+@compat.register_serializable
+class RankingLoss(keras.losses.Loss):
+  """A TF-Ranking loss, by its key, that also accepts integer class ids.
+
+  ``RankingLoss(key, **kw)(y, s)`` equals TF-Ranking's ``tfr.keras.losses.get(key, **kw)``
+  applied to ``to_relevance(y, C)`` and ``s``.
+
+  Args:
+    key: one of :data:`TFR_KEYS`, e.g. ``"softmax_loss"`` or ``"approx_ndcg_loss"``.
+    reduction: the Keras reduction.
+    name: the loss name (defaults to ``key``).
+    **loss_kwargs: the arguments TF-Ranking's loss of that key takes (``lambda_weight``,
+      ``temperature``, ``sample_size``, ``gumbel_temperature``, ``seed``, ``virtual_label``,
+      ``ordinal_size``, ``use_fraction_label``, ``topk``), with TF-Ranking's defaults. Lambda
+      weights are TF-Ranking's Keras lambda-weight classes, e.g.
+      ``compat.tf_ranking_module("keras.losses").NDCGLambdaWeightV2()``.
+
+  Raises:
+    ValueError: an unknown key or keyword argument, naming the allowed ones.
+    ImportError: tensorflow-ranking is not installed (the message gives the command).
+
+  Example:
+    >>> loss = RankingLoss("softmax_loss")
+    >>> round(float(loss([2], [[0.0, 1.0, 3.0]])), 4)  # -log softmax(s)_2
+    0.1698
+    >>> # model.compile(optimizer="adam", loss=RankingLoss("approx_ndcg_loss"))
+  """
+
+  def __init__(self, key, reduction=keras.losses.Reduction.AUTO, name=None, **loss_kwargs):
+    _validation.check_choice("key", key, TFR_KEYS)
+    name = name or key
+    super().__init__(reduction=reduction, name=name)
+    self.key = key
+    self.loss_kwargs = dict(loss_kwargs)
+    spec = SPECS[key]
+    allowed = {**spec.impl_args, **spec.extra_args}
+    unknown = sorted(set(loss_kwargs) - set(allowed))
+    if unknown:
+      raise ValueError(
+          f"Invalid keyword arguments {unknown} for loss {key!r}; it takes "
+          f"{sorted(allowed) or 'none'}.")
+    args = {**allowed, **loss_kwargs}
+    if key == "yeti_logistic_loss" and args["lambda_weight"] is None:
+      args["lambda_weight"] = _tfr_keras_losses().YetiDCGLambdaWeight()
+    if "virtual_label" in args:
+      _validation.check_float("virtual_label", args["virtual_label"], minimum=0.0)
+    self._virtual_label = args.get("virtual_label")
+    impl = getattr(compat.tf_ranking_module("losses_impl"), spec.impl)
+    self._impl = impl(name=f"{name}_impl", **{k: args[k] for k in spec.impl_args})
+    self._sampler = None
+    if spec.extra_args is _GUMBEL:
+      self._sampler = compat.tf_ranking_module("losses_impl").GumbelSampler(
+          name=name, sample_size=args["sample_size"], temperature=args["gumbel_temperature"],
+          seed=args["seed"])
+
+  def _inputs(self, y_true, y_pred, sample_weight):
+    """Relevance, logits and sample weights as TF-Ranking's loss core takes them."""
+    y_pred = _validation.score_matrix("y_pred", y_pred)
+    relevance = to_relevance(y_true, num_items(y_pred), dtype=y_pred.dtype)
+    if sample_weight is not None:
+      sample_weight = tf.cast(sample_weight, y_pred.dtype)
+    if self._virtual_label is not None:
+      batch = tf.shape(relevance)[0]
+      relevance = tf.concat(
+          [relevance, tf.fill([batch, 1], tf.cast(self._virtual_label, relevance.dtype))], 1)
+      y_pred = tf.concat([y_pred, tf.zeros([batch, 1], y_pred.dtype)], axis=1)
+      if sample_weight is not None and sample_weight.shape.rank == 2 and sample_weight.shape[1] > 1:
+        sample_weight = tf.concat([sample_weight, tf.ones([batch, 1], sample_weight.dtype)], 1)
+    if self._sampler is not None:
+      relevance, y_pred, sample_weight = self._sampler.sample(
+          relevance, y_pred, weights=sample_weight)
+    if self.key == "ordinal_loss":
+      y_pred = y_pred[..., None]
+    return relevance, y_pred, sample_weight
+
+  def weighted_values(self, y_true, y_pred, sample_weight=None):
+    """Unreduced losses times TF-Ranking's weights: ``[B, n]`` per item, or ``[B]`` per list."""
+    relevance, logits, sample_weight = self._inputs(y_true, y_pred, sample_weight)
+    if SPECS[self.key].shape == "list":
+      values, weights = self._impl.compute_per_list(relevance, logits, sample_weight)
+      return values * weights
+    weights = tf.cast(self._impl.normalize_weights(relevance, sample_weight), logits.dtype)
+    values, item_weights = self._impl.compute_unreduced_loss(
+        labels=relevance, logits=self._impl.get_logits(logits))
+    values = values * item_weights
+    if SPECS[self.key].shape == "pair":
+      values = tf.reduce_sum(values, axis=2)
+    # As Keras matches a sample weight to the losses: one trailing axis more or less is squeezed
+    # or added (pairwise keys normalise weights to [B, n, 1]).
+    if weights.shape.rank == values.shape.rank + 1:
+      weights = tf.squeeze(weights, axis=-1)
+    elif weights.shape.rank == values.shape.rank - 1:
+      weights = weights[..., None]
+    return values * weights
+
+  def __call__(self, y_true, y_pred, sample_weight=None):
+    with tf.name_scope(self.name):
+      values = self.weighted_values(y_true, y_pred, sample_weight)
+      reduction = self.reduction
+      if reduction == keras.losses.Reduction.NONE:
+        return values
+      total = tf.reduce_sum(values)
+      if reduction == keras.losses.Reduction.SUM:
+        return total
+      return tf.math.divide_no_nan(total, tf.cast(tf.size(values), total.dtype))
+
+  def call(self, y_true, y_pred):
+    return self.weighted_values(y_true, y_pred)
+
+  def get_config(self):
+    config = super().get_config()
+    kwargs = dict(self.loss_kwargs)
+    if kwargs.get("lambda_weight") is not None:
+      kwargs["lambda_weight"] = _serialize_lambda_weight(kwargs["lambda_weight"])
+    config.update({"key": self.key, **kwargs})
+    return config
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    if isinstance(config.get("lambda_weight"), dict):
+      config["lambda_weight"] = _deserialize_lambda_weight(config["lambda_weight"])
+    return cls(**config)
+
+
+_LAMBDA_PREFIX = "tensorflow_ranking>"
+
+
+def _serialize_lambda_weight(lambda_weight):
+  """A TF-Ranking Keras lambda weight as JSON-able config (they have ``get_config`` only).
+
+  Stored as ``{"class_name": "tensorflow_ranking>Name", "config": ...}``; TF-Ranking's gain and
+  discount functions are stored by name, any other function must be Keras-registered.
+  """
+  utils = compat.tf_ranking_module("utils")
+  config = {}
+  for key, value in lambda_weight.get_config().items():
+    if callable(value):
+      name = getattr(value, "__name__", "")
+      if getattr(utils, name, None) is value:
+        value = {"tfr_utils": name}
+      else:
+        value = keras.utils.serialize_keras_object(value)
+    config[key] = value
+  return {"class_name": _LAMBDA_PREFIX + type(lambda_weight).__name__, "config": config}
+
+
+def _deserialize_lambda_weight(spec):
+  class_name = spec["class_name"]
+  cls = None
+  if class_name.startswith(_LAMBDA_PREFIX):
+    cls = getattr(_tfr_keras_losses(), class_name[len(_LAMBDA_PREFIX):], None)
+  if cls is None:
+    raise ValueError(f"Unknown lambda weight class {class_name!r} in a saved loss config.")
+  utils = compat.tf_ranking_module("utils")
+  config = {}
+  for key, value in spec["config"].items():
+    if isinstance(value, dict) and "tfr_utils" in value:
+      value = getattr(utils, value["tfr_utils"])
+    elif isinstance(value, dict):
+      value = keras.utils.deserialize_keras_object(value)
+    config[key] = value
+  return cls(**config)
