@@ -59,13 +59,27 @@ def tensorflow_version(version=None):
   return int(major), int(minor)
 
 
-def _bind_keras():
-  version = tensorflow_version()
-  if version < MIN_TENSORFLOW:
+def check_tensorflow_version(version=None):
+  """Raises ``ImportError`` naming the fix if ``version`` (default: installed) is too old.
+
+  Example:
+    >>> check_tensorflow_version("2.21.0")
+    >>> check_tensorflow_version("2.14.1")
+    Traceback (most recent call last):
+    ...
+    ImportError: tfrank4class needs TensorFlow >= 2.15, found 2.14.1. ...
+  """
+  version = version or tf.__version__
+  if tensorflow_version(version) < MIN_TENSORFLOW:
     raise ImportError(
         f"tfrank4class needs TensorFlow >= {MIN_TENSORFLOW[0]}.{MIN_TENSORFLOW[1]}, found "
-        f"{tf.__version__}. Install the current stack with `make test` from the repository, or "
-        'python -m pip install "tensorflow==2.21.0" "tf-keras==2.21.0".')
+        f"{version}. Install the current stack: python -m pip install \"tensorflow==2.21.0\" "
+        '"tf-keras==2.21.0" (or run `make test` in the repository, which sets up .venv).')
+
+
+def _bind_keras():
+  check_tensorflow_version()
+  version = tensorflow_version()
   if version < (2, 16):
     return tf.keras
   try:
