@@ -13,10 +13,12 @@ forward + backward time and peak resident memory (growth of the process's max RS
 baseline, one fresh subprocess per measurement) at list lengths 10 .. 10,000, batch 64.
 
 Part 3 (only with ``--baseline DIR``): the RaMBO losses (``BlackboxNDCGLoss``, ``RecallLoss``,
-``AveragePrecisionLoss``), forward + backward, one thread, with this checkout's ``tfrank4class``
-and with the one in ``DIR`` (another checkout, e.g. ``git worktree add /tmp/base main``), timed by
-the same worker code. The two run in alternating subprocesses (base, this, this, base, ...); each
-row reports the median over the rounds of the per-round time ratio this / base.
+``AveragePrecisionLoss``), forward + backward inside ``tf.function`` and eagerly, one thread, with
+this checkout's ``tfrank4class`` and with the one in ``DIR`` (another checkout, e.g.
+``git worktree add /tmp/base main``), timed by the same worker code. The two run in alternating
+subprocesses (base, this, this, base, ...). Times are process CPU ms (one thread, so less
+disturbed by other users of the machine than wall time), the median over the calls of a run; each
+row reports the median over the rounds of those times and of the per-round ratio this / base.
 
 Usage:
   nice -n 10 .venv/bin/python benchmarks/rank_ops.py            # parts 1-2, ~5-10 minutes
@@ -161,15 +163,16 @@ def worker_compare(root, repeats, shapes):
     for name in COMPARE_LOSSES:
       loss = getattr(losses, name)(lambda_=1.0, reduction="sum")
 
-      @tf.function
       def step(scores, loss=loss):
         with tf.GradientTape() as tape:
           tape.watch(scores)
           value = loss(labels, scores)
         return tape.gradient(value, scores)[0, 0] + value
 
-      times = [_time(step, scores) for _ in range(repeats + 2)][2:]  # 2 warm-up calls
-      rows.append({"loss": name, "batch": batch, "n": n, "ms": 1e3 * float(np.median(times))})
+      for mode, fn in (("function", tf.function(step)), ("eager", step)):
+        times = [_time(fn, scores, cpu=True)[1] for _ in range(repeats + 2)][2:]  # 2 warm-ups
+        rows.append({"loss": name, "mode": mode, "batch": batch, "n": n,
+                     "ms": 1e3 * float(np.median(times))})
   return rows
 
 
@@ -187,7 +190,7 @@ def compare(baseline, repeats, rounds, quick):
   for i, row in enumerate(runs["this"][0]):
     base_ms = np.array([run[i]["ms"] for run in runs["base"]])
     this_ms = np.array([run[i]["ms"] for run in runs["this"]])
-    rows.append({"loss": row["loss"], "batch": row["batch"], "n": row["n"],
+    rows.append({"loss": row["loss"], "mode": row["mode"], "batch": row["batch"], "n": row["n"],
                  "base_ms": float(np.median(base_ms)), "this_ms": float(np.median(this_ms)),
                  "ratio": float(np.median(this_ms / base_ms))})
   return rows
@@ -299,9 +302,10 @@ def main():
     compare_rows = compare(args.baseline, repeats, args.rounds, args.quick)
     print()
     print(f"RaMBO losses, forward+backward, one thread: this checkout vs {args.baseline}")
-    print("(median wall ms over the rounds; ratio = median over the rounds of this / base)")
-    print(_table(["loss", "batch", "list length", "base ms", "this ms", "this / base"], [
-        [r["loss"], r["batch"], r["n"], f"{r['base_ms']:.2f}", f"{r['this_ms']:.2f}",
+    print(f"(process CPU ms, medians over {args.rounds} alternating rounds; ratio = median over")
+    print("the rounds of this / base)")
+    print(_table(["loss", "mode", "batch", "list length", "base ms", "this ms", "this / base"], [
+        [r["loss"], r["mode"], r["batch"], r["n"], f"{r['base_ms']:.2f}", f"{r['this_ms']:.2f}",
          f"{r['ratio']:.2f}x"] for r in compare_rows]))
 
   (OUT / "rank_ops.json").write_text(json.dumps(

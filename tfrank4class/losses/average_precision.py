@@ -18,7 +18,7 @@ from tfrank4class.losses.registry import register
 
 @register("average_precision_loss")
 class AveragePrecisionLoss(rambo.BlackboxRankLoss):
-  """``1 - AP`` of each list (row of ``y_pred``) on blackbox ranks (Rolinek et al., Eq. 21-22).
+  """``1 - AP`` of each row of ``y_pred`` on blackbox ranks (Rolinek et al., Sec. 4.6, Eq. 21-22).
 
       L_AP = 1 - 1/|P| sum_{i in P} rk+_i / rk_i
 
