@@ -95,8 +95,10 @@ def test_three_item_gradient_by_hand():
     dL/dy = -(rk - rk(y')) / 3 = (0, 1/3, -1/3).
   AP: L = 1 - (1/1 + 2/3) / 2, dL/drk = rk+ / (|P| rk^2) = (1/2, 0, 2/18) = (1/2, 0, 1/9).
     y' = (2.5, 0.9, 0.8 + 1/3): rk(y') = (1, 3, 2); dL/dy = (0, 1/3, -1/3).
-  (Differentiating rk+ as well would add -(rk+ - rk+(y - 3 dL/drk)) / 3 = (1/3, 0, -1/3) for both,
-  a positive gradient pushing the top relevant item down.)
+  (Differentiating rk+ as well would add -(rk+ - rk+(y + 3 dL/drk+)) / 3 with dL/drk+ =
+  (-1/2, 0, -1/4) for recall and (-1/2, 0, -1/6) for AP: the relevant items swap among
+  themselves, adding (1/3, 0, -1/3) for both, a positive gradient pushing the top relevant item
+  down.)
   """
   scores, relevance = [[1.0, 0.9, 0.8]], [[1.0, 0.0, 1.0]]
   expected = [[0.0, 1 / 3, -1 / 3]]
