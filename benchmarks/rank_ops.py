@@ -12,10 +12,19 @@ Part 2: ``tfr.keras.losses.ApproxNDCGLoss`` and ``tfrank4class.losses.BlackboxND
 forward + backward time and peak resident memory (growth of the process's max RSS over its
 baseline, one fresh subprocess per measurement) at list lengths 10 .. 10,000, batch 64.
 
+Part 3 (only with ``--baseline DIR``): the RaMBO losses (``BlackboxNDCGLoss``, ``RecallLoss``,
+``AveragePrecisionLoss``), forward + backward inside ``tf.function`` and eagerly, one thread, with
+this checkout's ``tfrank4class`` and with the one in ``DIR`` (another checkout, e.g.
+``git worktree add /tmp/base main``), timed by the same worker code. The two run in alternating
+subprocesses (base, this, this, base, ...). Times are process CPU ms (one thread, so less
+disturbed by other users of the machine than wall time), the median over the calls of a run; each
+row reports the median over the rounds of those times and of the per-round ratio this / base.
+
 Usage:
-  nice -n 10 .venv/bin/python benchmarks/rank_ops.py            # everything, ~5-10 minutes
+  nice -n 10 .venv/bin/python benchmarks/rank_ops.py            # parts 1-2, ~5-10 minutes
   .venv/bin/python benchmarks/rank_ops.py --quick                # fewer repeats, small shapes
-Writes benchmarks/out/rank_ops.png and benchmarks/out/rank_ops.json.
+  .venv/bin/python benchmarks/rank_ops.py --skip-rank --skip-ndcg --baseline /tmp/base  # part 3
+Writes benchmarks/out/rank_ops.png (part 1 and 2) and benchmarks/out/rank_ops.json.
 """
 import argparse
 import json
@@ -24,7 +33,7 @@ import subprocess
 import sys
 import time
 
-from _common import OUT, setup_tensorflow  # noqa: E402
+from _common import OUT, ROOT, setup_tensorflow  # noqa: E402
 SHAPES = [(1, 1_000), (1, 100_000), (1, 1_000_000), (256, 1_000), (8, 320_000)]
 NDCG_LENGTHS = [10, 100, 1_000, 10_000]
 NDCG_BATCH = 64
@@ -32,6 +41,8 @@ NDCG_BATCH = 64
 # float32 tensor is 64 * 1e8 * 4 B = 25.6 GB, more than this machine has.
 APPROX_MAX_BYTES = 8e9
 PAPER_MS = {(1, 100_000): 33.0, (1, 1_000_000): 331.0}  # Rolinek et al. Table 6, one CPU core
+COMPARE_LOSSES = ("BlackboxNDCGLoss", "RecallLoss", "AveragePrecisionLoss")
+COMPARE_SHAPES = [(64, 1_000), (64, 10_000), (4, 100_000)]
 
 
 def _time(fn, *args, cpu=False):
@@ -134,6 +145,57 @@ def worker_ndcg(loss_name, n, repeats, batch=NDCG_BATCH):
           "peak_mb": (_max_rss_bytes() - base) / 2**20}
 
 
+def worker_compare(root, repeats, shapes):
+  """Median forward + backward ms of each RaMBO loss, using the ``tfrank4class`` in ``root``."""
+  sys.path.insert(0, os.path.abspath(root))  # before the first import of tfrank4class
+  tf = setup_tensorflow(1)
+  import numpy as np
+  import tfrank4class
+  from tfrank4class import losses
+  package_root = os.path.dirname(os.path.dirname(os.path.abspath(tfrank4class.__file__)))
+  if package_root != os.path.abspath(root):
+    raise RuntimeError(f"imported tfrank4class from {package_root}, not from {root}")
+  rows = []
+  for batch, n in shapes:
+    rng = np.random.default_rng(0)
+    scores = tf.constant(rng.standard_normal((batch, n)), tf.float32)
+    labels = tf.constant((rng.random((batch, n)) < 0.1).astype(np.float32))
+    for name in COMPARE_LOSSES:
+      loss = getattr(losses, name)(lambda_=1.0, reduction="sum")
+
+      def step(scores, loss=loss):
+        with tf.GradientTape() as tape:
+          tape.watch(scores)
+          value = loss(labels, scores)
+        return tape.gradient(value, scores)[0, 0] + value
+
+      for mode, fn in (("function", tf.function(step)), ("eager", step)):
+        times = [_time(fn, scores, cpu=True)[1] for _ in range(repeats + 2)][2:]  # 2 warm-ups
+        rows.append({"loss": name, "mode": mode, "batch": batch, "n": n,
+                     "ms": 1e3 * float(np.median(times))})
+  return rows
+
+
+def compare(baseline, repeats, rounds, quick):
+  """Runs the compare worker on ``baseline`` and on this checkout, alternating; one row per case."""
+  extra = ["--repeats", str(repeats)] + (["--quick"] if quick else [])
+  runs = {"base": [], "this": []}
+  for k in range(rounds):
+    order = ("base", "this") if k % 2 == 0 else ("this", "base")
+    for which in order:
+      root = baseline if which == "base" else str(ROOT)
+      runs[which].append(_run_worker(["--worker", "compare", "--root", root] + extra))
+  import numpy as np
+  rows = []
+  for i, row in enumerate(runs["this"][0]):
+    base_ms = np.array([run[i]["ms"] for run in runs["base"]])
+    this_ms = np.array([run[i]["ms"] for run in runs["this"]])
+    rows.append({"loss": row["loss"], "mode": row["mode"], "batch": row["batch"], "n": row["n"],
+                 "base_ms": float(np.median(base_ms)), "this_ms": float(np.median(this_ms)),
+                 "ratio": float(np.median(this_ms / base_ms))})
+  return rows
+
+
 def _run_worker(args):
   cmd = [sys.executable, __file__] + args
   proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -153,12 +215,16 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--quick", action="store_true", help="small shapes, few repeats")
   parser.add_argument("--repeats", type=int, default=7)
-  parser.add_argument("--worker", choices=["rank", "ndcg"])
+  parser.add_argument("--worker", choices=["rank", "ndcg", "compare"])
   parser.add_argument("--threads", type=int, default=0)
   parser.add_argument("--loss")
   parser.add_argument("--n", type=int)
   parser.add_argument("--batch", type=int, default=NDCG_BATCH)
-  parser.add_argument("--skip-ndcg", action="store_true")
+  parser.add_argument("--skip-ndcg", action="store_true", help="skip part 2")
+  parser.add_argument("--skip-rank", action="store_true", help="skip part 1")
+  parser.add_argument("--baseline", help="part 3: another checkout to time the losses against")
+  parser.add_argument("--rounds", type=int, default=4, help="alternating rounds of part 3")
+  parser.add_argument("--root", help=argparse.SUPPRESS)
   args = parser.parse_args()
   shapes = [(1, 1_000), (64, 1_000)] if args.quick else SHAPES
   repeats = 2 if args.quick else args.repeats
@@ -168,38 +234,43 @@ def main():
   if args.worker == "ndcg":
     print(json.dumps(worker_ndcg(args.loss, args.n, repeats, args.batch)))
     return
+  if args.worker == "compare":
+    compare_shapes = COMPARE_SHAPES[:1] if args.quick else COMPARE_SHAPES
+    print(json.dumps(worker_compare(args.root, repeats, compare_shapes)))
+    return
 
   OUT.mkdir(parents=True, exist_ok=True)
   cpu_count = os.cpu_count()
   rank_rows = []
-  for threads in (1, 0):
-    extra = ["--quick"] if args.quick else []
-    rank_rows += _run_worker(["--worker", "rank", "--threads", str(threads),
-                              "--repeats", str(repeats)] + extra)
-  by_key = {(tuple(r["shape"]), r["threads"], r["xla"]): r for r in rank_rows}
-  table = []
-  for shape in shapes:
-    for threads in (1, "all"):
-      plain, xla = by_key[(shape, threads, False)], by_key[(shape, threads, True)]
-      paper = PAPER_MS.get(shape)
-      table.append([
-          f"[{shape[0]}, {shape[1]}]", threads if threads == 1 else f"all ({cpu_count})",
-          f"{plain['argsort_ms']:.3f}", f"{plain['blackbox_ms']:.3f}", f"{plain['ratio']:.2f}x",
-          f"{plain['ratio_two_sorts']:.2f}x",
-          f"{xla['argsort_ms']:.3f}", f"{xla['blackbox_ms']:.3f}", f"{xla['ratio']:.2f}x",
-          f"{plain['blackbox_cpu_ms']:.1f}" if threads == 1 else "-",
-          f"{plain['ratio_cpu']:.2f}x" if threads == 1 else "-",
-          f"{paper:.0f}" if (paper and threads == 1) else "-"])
-  print("blackbox_rank forward+backward vs one tf.argsort of the same tensor, run interleaved.")
-  print("Times: fastest wall-clock run (ms). ratio: median over the interleaved pairs of")
-  print("blackbox/argsort wall time. 'f+b CPU' / 'CPU ratio': the same from process CPU time with")
-  print("one thread, the fair comparison with the paper's single-core figures on a shared machine.")
-  print("'2 sorts ratio': two plain argsorts (x and x + g) timed the same way: the lower bound as")
-  print("measured under the same load.")
-  print(_table(["shape", "threads", "argsort", "blackbox f+b", "ratio", "2 sorts ratio",
-                "argsort XLA",
-                "blackbox f+b XLA", "ratio XLA", "f+b CPU", "CPU ratio", "paper f+b (1 core)"],
-               table))
+  if not args.skip_rank:
+    for threads in (1, 0):
+      extra = ["--quick"] if args.quick else []
+      rank_rows += _run_worker(["--worker", "rank", "--threads", str(threads),
+                                "--repeats", str(repeats)] + extra)
+    by_key = {(tuple(r["shape"]), r["threads"], r["xla"]): r for r in rank_rows}
+    table = []
+    for shape in shapes:
+      for threads in (1, "all"):
+        plain, xla = by_key[(shape, threads, False)], by_key[(shape, threads, True)]
+        paper = PAPER_MS.get(shape)
+        table.append([
+            f"[{shape[0]}, {shape[1]}]", threads if threads == 1 else f"all ({cpu_count})",
+            f"{plain['argsort_ms']:.3f}", f"{plain['blackbox_ms']:.3f}", f"{plain['ratio']:.2f}x",
+            f"{plain['ratio_two_sorts']:.2f}x",
+            f"{xla['argsort_ms']:.3f}", f"{xla['blackbox_ms']:.3f}", f"{xla['ratio']:.2f}x",
+            f"{plain['blackbox_cpu_ms']:.1f}" if threads == 1 else "-",
+            f"{plain['ratio_cpu']:.2f}x" if threads == 1 else "-",
+            f"{paper:.0f}" if (paper and threads == 1) else "-"])
+    print("blackbox_rank forward+backward vs one tf.argsort of the same tensor, run interleaved.")
+    print("Times: fastest wall-clock run (ms). ratio: median over the interleaved pairs of")
+    print("blackbox/argsort wall time. 'f+b CPU' / 'CPU ratio': the same from process CPU time")
+    print("with one thread, the fair comparison with the paper's single-core figures on a shared")
+    print("machine. '2 sorts ratio': two plain argsorts (x and x + g) timed the same way: the")
+    print("lower bound as measured under the same load.")
+    print(_table(["shape", "threads", "argsort", "blackbox f+b", "ratio", "2 sorts ratio",
+                  "argsort XLA",
+                  "blackbox f+b XLA", "ratio XLA", "f+b CPU", "CPU ratio", "paper f+b (1 core)"],
+                 table))
 
   ndcg_rows = []
   if not args.skip_ndcg:
@@ -226,7 +297,21 @@ def main():
          "-" if r["peak_mb"] is None else f"{r['peak_mb']:.0f}", r.get("note", "")]
         for r in ndcg_rows]))
 
-  (OUT / "rank_ops.json").write_text(json.dumps({"rank": rank_rows, "ndcg": ndcg_rows}, indent=1))
+  compare_rows = []
+  if args.baseline:
+    compare_rows = compare(args.baseline, repeats, args.rounds, args.quick)
+    print()
+    print(f"RaMBO losses, forward+backward, one thread: this checkout vs {args.baseline}")
+    print(f"(process CPU ms, medians over {args.rounds} alternating rounds; ratio = median over")
+    print("the rounds of this / base)")
+    print(_table(["loss", "mode", "batch", "list length", "base ms", "this ms", "this / base"], [
+        [r["loss"], r["mode"], r["batch"], r["n"], f"{r['base_ms']:.2f}", f"{r['this_ms']:.2f}",
+         f"{r['ratio']:.2f}x"] for r in compare_rows]))
+
+  (OUT / "rank_ops.json").write_text(json.dumps(
+      {"rank": rank_rows, "ndcg": ndcg_rows, "compare": compare_rows}, indent=1))
+  if not rank_rows:
+    return
   try:
     import matplotlib
     matplotlib.use("Agg")

@@ -1,10 +1,12 @@
 """Tests of tfrank4class.losses.average_precision: AP, mAP, APC and mAP+APC Keras losses against
-scikit-learn's average_precision_score and hand-computed cases."""
+scikit-learn's average_precision_score, hand-computed cases and the numpy Algorithm 1 of
+``_rambo_reference`` (gradients, with score memory)."""
 import numpy as np
 import pytest
 import tensorflow as tf
 from sklearn.metrics import average_precision_score
 
+import _rambo_reference as ref
 from tfrank4class import losses
 from tfrank4class.losses import APCLoss, AveragePrecisionLoss, MapApcLoss, MeanAveragePrecisionLoss
 
@@ -78,16 +80,28 @@ def test_memory_lengthens_lists(cls):
     np.testing.assert_allclose(float(loss(labels, scores)), expected, rtol=1e-5)
 
 
-def test_map_gradient_reaches_only_current_batch_and_is_finite():
+@pytest.mark.parametrize("cls,margin", [(MeanAveragePrecisionLoss, 0.0),
+                                        (MeanAveragePrecisionLoss, 0.2), (APCLoss, 0.1)])
+def test_gradient_with_memory_matches_algorithm_1(cls, margin):
+  """The lists are the current batch followed by the remembered ones; only the current rows get a
+  gradient, that of Algorithm 1 on the whole list with rk+ a constant."""
   rng = np.random.default_rng(2)
-  loss = MeanAveragePrecisionLoss(memory=1, lambda_=0.5)
-  loss([0, 1, 2], rng.standard_normal((3, 3)).astype(np.float32))
-  y = tf.constant(rng.standard_normal((3, 3)).astype(np.float32))
-  with tf.GradientTape() as tape:
-    tape.watch(y)
-    value = loss([2, 0, 1], y)
-  grad = tape.gradient(value, y).numpy()
-  assert grad.shape == (3, 3) and np.all(np.isfinite(grad)) and np.any(grad != 0)
+  loss = cls(memory=2, lambda_=4.0, margin=margin)
+  reference = {MeanAveragePrecisionLoss: ref.map_gradient, APCLoss: ref.apc_gradient}[cls]
+  history = []
+  for step in range(3):
+    scores = rng.standard_normal((6, 4))
+    labels = rng.integers(0, 4, 6)
+    history.insert(0, (scores, np.eye(4)[labels]))
+    y = tf.constant(scores)
+    with tf.GradientTape() as tape:
+      tape.watch(y)
+      value = loss(labels, y)
+    all_scores = np.concatenate([s for s, _ in history[:3]])
+    all_relevance = np.concatenate([r for _, r in history[:3]])
+    expected = reference(all_scores, all_relevance, 4.0, margin)[:6]
+    np.testing.assert_allclose(tape.gradient(value, y).numpy(), expected, atol=1e-12)
+  assert np.count_nonzero(expected) > 2
 
 
 def test_classes_without_positives_left_out_and_empty_batch():

@@ -42,6 +42,29 @@ def test_gradient_raises_ndcg():
   assert float(loss(labels, y)) < before - 0.05
 
 
+def _sorts_in_step(fn):
+  """Number of sort ops (TopKV2, what tf.argsort / tf.sort lower to) in a traced forward+backward
+  step of ``fn(y)`` on a [2, 5] float32 input, nested function graphs included."""
+  @tf.function
+  def step(y):
+    with tf.GradientTape() as tape:
+      tape.watch(y)
+      value = fn(y)
+    return tape.gradient(value, y)
+
+  graph_def = step.get_concrete_function(tf.TensorSpec([2, 5], tf.float32)).graph.as_graph_def()
+  nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+  return sum(node.op == "TopKV2" for node in nodes)
+
+
+def test_sorts_twice_forward_once_backward():
+  """Ranks (forward), IDCG's sorted gains (forward), perturbed ranks (backward): no rank among the
+  relevant items, which NDCG does not use."""
+  assert _sorts_in_step(lambda y: tf.reduce_sum(tf.cast(tf.argsort(y), tf.float32) * y)) == 1
+  loss, labels = BlackboxNDCGLoss(), [[0.0, 1.0, 2.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0, 0.0]]
+  assert _sorts_in_step(lambda y: loss(labels, y)) == 3
+
+
 @pytest.mark.parametrize("jit", [False, True])
 def test_tf_function_and_xla(jit):
   rng = np.random.default_rng(2)

@@ -1,23 +1,13 @@
 """Tests of tfrank4class.losses.rambo (the RaMBO loss functions) against independent references:
-hand-computed cases, scikit-learn's average_precision_score / ndcg_score, and numpy
-implementations of the closed forms and of Algorithm 1 written here."""
+hand-computed cases, scikit-learn's average_precision_score / ndcg_score, numpy implementations
+of the closed forms, and the numpy Algorithm 1 of ``_rambo_reference`` (rk+ a constant)."""
 import numpy as np
 import pytest
 import tensorflow as tf
 from sklearn.metrics import average_precision_score, ndcg_score
 
+import _rambo_reference as ref
 from tfrank4class.losses import rambo
-
-
-def np_rank_within(scores, mask):
-  """Rank of every item among the items of its own group, ties by lower index."""
-  out = np.zeros(scores.shape)
-  for b in range(scores.shape[0]):
-    for group in (True, False):
-      idx = np.flatnonzero(mask[b] == group)
-      order = np.argsort(-scores[b, idx], kind="stable")
-      out[b, idx[order]] = np.arange(1, idx.size + 1)
-  return out
 
 
 def np_negatives_above(scores, relevance):
@@ -31,6 +21,7 @@ def np_negatives_above(scores, relevance):
 
 
 def random_lists(seed, batch=6, n=15, pad=True):
+  """Random scores and 0/1 relevance, ~15% padding (-1); every list keeps a relevant item."""
   rng = np.random.default_rng(seed)
   scores = rng.standard_normal((batch, n))
   relevance = (rng.random((batch, n)) < 0.3).astype(np.float64)
@@ -86,27 +77,67 @@ def test_proposition_2_weighted_recall_at_k():
   assert np.all(weighted > 0)
 
 
-@pytest.mark.parametrize("weighting,margin,lam", [("log", 0.0, 0.05), ("loglog", 0.3, 0.3)])
-def test_recall_gradient_matches_numpy_chain_rule(weighting, margin, lam):
-  """dL/dy = blackbox(rk)^T dL/drk + blackbox(rk+)^T dL/drk+, each by Algorithm 1."""
-  scores, relevance = random_lists(2)
-  valid, pos = relevance >= 0, relevance > 0
-  shifted = scores + np.where(pos, -margin / 2, margin / 2) * valid
-  shifted = np.where(valid, shifted, 0.0)
-  rk, rkp = np_rank_within(shifted, valid), np_rank_within(shifted, pos)
-  r = np.where(pos, rk - rkp, 0.0)
-  dphi = 1 / (1 + r) if weighting == "log" else 1 / ((1 + np.log1p(r)) * (1 + r))
-  g_rk = np.where(pos, dphi, 0.0) / pos.sum(-1, keepdims=True)
-  lam_n = lam * scores.shape[1]  # lambda_ is for ranks normalised by the list length n
-  expected = ((np_rank_within(shifted + lam_n * g_rk, valid) - rk)
-              + (np_rank_within(shifted - lam_n * g_rk, pos) - rkp)) / lam_n
+def _gradient(fn, scores, relevance, *args, **kwargs):
   y = tf.constant(scores)
   with tf.GradientTape() as tape:
     tape.watch(y)
-    loss = tf.reduce_sum(rambo.recall_loss_values(y, relevance, lam, margin, weighting))
-  np.testing.assert_allclose(tape.gradient(loss, y).numpy(), np.where(valid, expected, 0.0),
-                             atol=1e-12)
+    loss = tf.reduce_sum(fn(y, relevance, *args, **kwargs))
+  return tape.gradient(loss, y).numpy()
+
+
+def test_three_item_gradient_by_hand():
+  """rk+ carries no gradient: the top relevant item gets exactly 0 (Algorithm 1 by hand).
+
+  scores (1.0, 0.9, 0.8), relevance (1, 0, 1), lambda_ = 1 on ranks / n, n = 3, i.e. lambda = 3 on
+  integer ranks. rk = (1, 2, 3), rk+ = (1, -, 2), r = (0, -, 1).
+  Recall (log): L = (log 1 + log 2) / 2, dL/drk = (1/(2*1), 0, 1/(2*2)) = (1/2, 0, 1/4).
+    y' = y + 3 dL/drk = (2.5, 0.9, 1.55): rk(y') = (1, 3, 2);
+    dL/dy = -(rk - rk(y')) / 3 = (0, 1/3, -1/3).
+  AP: L = 1 - (1/1 + 2/3) / 2, dL/drk = rk+ / (|P| rk^2) = (1/2, 0, 2/18) = (1/2, 0, 1/9).
+    y' = (2.5, 0.9, 0.8 + 1/3): rk(y') = (1, 3, 2); dL/dy = (0, 1/3, -1/3).
+  (Differentiating rk+ as well would add -(rk+ - rk+(y + 3 dL/drk+)) / 3 with dL/drk+ =
+  (-1/2, 0, -1/4) for recall and (-1/2, 0, -1/6) for AP: the relevant items swap among
+  themselves, adding (1/3, 0, -1/3) for both, a positive gradient pushing the top relevant item
+  down.)
+  """
+  scores, relevance = [[1.0, 0.9, 0.8]], [[1.0, 0.0, 1.0]]
+  expected = [[0.0, 1 / 3, -1 / 3]]
+  for fn, kind in ((rambo.recall_loss_values, "log"), (rambo.average_precision_loss_values, "ap")):
+    np.testing.assert_allclose(ref.list_gradient(scores, relevance, 1.0, kind), expected,
+                               atol=1e-15)
+    got = _gradient(fn, np.array(scores), relevance, 1.0)
+    np.testing.assert_allclose(got, expected, atol=1e-15)
+    assert got[0, 0] == 0.0
+
+
+@pytest.mark.parametrize("kind", ["log", "loglog", "ap"])
+@pytest.mark.parametrize("shape,lam,margin", [
+    ((8, 8), 0.5, 0.0), ((6, 15), 0.3, 0.0), ((15, 6), 0.5, 0.0), ((7, 12), 0.5, 0.3),
+    ((12, 7), 1.0, 0.1)])
+def test_gradient_matches_algorithm_1_with_constant_rk_plus(kind, shape, lam, margin):
+  """Square and non-square batches, with and without margin, padding included."""
+  scores, relevance = random_lists(shape[0] + shape[1], batch=shape[0], n=shape[1])
+  expected = ref.list_gradient(scores, relevance, lam, kind, margin)
+  if kind == "ap":
+    got = _gradient(rambo.average_precision_loss_values, scores, relevance, lam, margin)
+  else:
+    got = _gradient(rambo.recall_loss_values, scores, relevance, lam, margin, kind)
+  np.testing.assert_allclose(got, expected, atol=1e-12)
   assert np.count_nonzero(expected) > 5
+
+
+@pytest.mark.parametrize("shape,lam,margin", [((16, 5), 2.0, 0.0), ((5, 16), 8.0, 0.2),
+                                              ((7, 7), 3.0, 0.1)])
+def test_map_and_apc_gradients_match_algorithm_1(shape, lam, margin):
+  rng = np.random.default_rng(shape[0] * 100 + shape[1])
+  scores = rng.standard_normal(shape)
+  relevance = np.eye(shape[1])[rng.integers(0, shape[1], shape[0])]
+  for fn, reference in ((rambo.mean_average_precision_loss_value, ref.map_gradient),
+                        (rambo.apc_loss_value, ref.apc_gradient)):
+    expected = reference(scores, relevance, lam, margin)
+    np.testing.assert_allclose(_gradient(fn, scores, relevance, lam, margin), expected,
+                               atol=1e-12)
+    assert np.count_nonzero(expected) > 3
 
 
 def test_average_precision_matches_sklearn():

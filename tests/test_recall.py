@@ -1,11 +1,13 @@
-"""Tests of tfrank4class.losses.recall.RecallLoss: values against numpy, Keras integration,
-bad input, and a small metric-learning model on the real ORL faces whose Recall@1 rises."""
+"""Tests of tfrank4class.losses.recall.RecallLoss: values against numpy, gradients against the numpy
+Algorithm 1 of ``_rambo_reference``, Keras integration, bad input, and a small metric-learning
+model on the real ORL faces whose Recall@1 rises."""
 import pathlib
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import _rambo_reference as ref
 from tfrank4class import losses
 from tfrank4class.losses import RecallLoss
 
@@ -68,6 +70,36 @@ def test_from_embeddings_matches_numpy_and_memory_extends_gallery():
     got = loss(labels, emb).numpy()
     np.testing.assert_allclose(got, np_recall(sims, rel), rtol=1e-5, atol=1e-6)
     seen.append((emb, labels))
+
+
+@pytest.mark.parametrize("weighting,margin", [("log", 0.0), ("loglog", 0.1)])
+def test_from_embeddings_gradient_with_memory_matches_algorithm_1(weighting, margin):
+  """dL/dS by Algorithm 1 (rk+ constant) on the lists [batch; memory], then the cosine chain rule
+  by hand: S = U V^T with U = E / |E| and V = [U; U_memory] (memory rows are constants)."""
+  rng = np.random.default_rng(5)
+  loss = RecallLoss(from_embeddings=True, memory=1, lambda_=2.0, margin=margin,
+                    weighting=weighting, reduction="sum")
+  memory = None
+  for _ in range(2):
+    emb, labels = rng.standard_normal((8, 3)), rng.integers(0, 3, 8)
+    e = tf.constant(emb)
+    with tf.GradientTape() as tape:
+      tape.watch(e)
+      value = loss(labels, e)
+    gallery, gallery_labels = emb, labels
+    if memory is not None:
+      gallery = np.concatenate([emb, memory[0]])
+      gallery_labels = np.concatenate([labels, memory[1]])
+    sims, rel = np_retrieval_lists(emb, labels, gallery, gallery_labels)
+    d_sims = ref.list_gradient(sims, rel, 2.0, weighting, margin)
+    norm = np.linalg.norm(emb, axis=1, keepdims=True)
+    u = emb / norm
+    v = gallery / np.linalg.norm(gallery, axis=1, keepdims=True)
+    d_u = d_sims @ v + (d_sims.T @ u)[:8]
+    expected = (d_u - u * np.sum(u * d_u, axis=1, keepdims=True)) / norm
+    np.testing.assert_allclose(tape.gradient(value, e).numpy(), expected, atol=1e-12)
+    assert np.count_nonzero(d_sims) > 5
+    memory = (emb, labels)
 
 
 def test_from_embeddings_gradient_improves_recall():

@@ -1,9 +1,13 @@
-"""The RaMBO average-precision losses (Rolinek et al., CVPR 2020, Sec. 4.5, Eq. 21-23).
+"""The RaMBO average-precision losses (Rolinek et al., CVPR 2020, Sec. 4.6, Eq. 21-23).
 
-* :class:`AveragePrecisionLoss`: ``1 - AP`` of every row of ``y_pred`` (Eq. 21).
-* :class:`MeanAveragePrecisionLoss`: ``1 - mAP``, one list per class down the batch (Eq. 22).
+* :class:`AveragePrecisionLoss`: ``1 - AP`` of every row of ``y_pred`` (Eq. 21-22).
+* :class:`MeanAveragePrecisionLoss`: ``1 - mAP``, one list per class down the batch (Eq. 22
+  averaged over the classes, Sec. 4.6; mAP is Eq. 6).
 * :class:`APCLoss`: ``1 - AP`` of all (example, class) scores as one list (Eq. 23).
-* :class:`MapApcLoss`: the weighted combination of the last two (the paper used 2:1).
+* :class:`MapApcLoss`: the weighted combination of the last two (the paper used 2:1, Sec. 5.2).
+
+In all of them ``rk+`` (the rank among the relevant items) is a constant and only ``rk`` gets the
+blackbox gradient (see :func:`tfrank4class.losses.rambo.list_ranks`).
 """
 import tensorflow as tf
 
@@ -14,16 +18,17 @@ from tfrank4class.losses.registry import register
 
 @register("average_precision_loss")
 class AveragePrecisionLoss(rambo.BlackboxRankLoss):
-  """``1 - AP`` of each list (row of ``y_pred``) on blackbox ranks (Rolinek et al., Eq. 21).
+  """``1 - AP`` of each row of ``y_pred`` on blackbox ranks (Rolinek et al., Sec. 4.6, Eq. 21-22).
 
-      AP = 1/|P| sum_{i in P} rk+_i / rk_i
+      L_AP = 1 - 1/|P| sum_{i in P} rk+_i / rk_i
 
   with ``rk_i`` the rank of relevant item ``i`` among all valid items and ``rk+_i`` its rank among
   the relevant items. Lists without a relevant item contribute 0.
 
   Args:
-    lambda_: blackbox interpolation strength ``> 0`` (Eq. 10).
-    margin: ``alpha >= 0``, the margin of Eq. 14-15.
+    lambda_: blackbox interpolation strength ``> 0`` (Eq. 10), for ranks normalised by the list
+      length.
+    margin: ``alpha >= 0``, the margin of Sec. 4.4, Eq. 14-15.
 
   Example:
     >>> loss = AveragePrecisionLoss(reduction="none")
@@ -46,11 +51,11 @@ class AveragePrecisionLoss(rambo.BlackboxRankLoss):
 
 @register("mean_average_precision_loss")
 class MeanAveragePrecisionLoss(rambo.BlackboxRankLoss):
-  """``1 - mAP`` with the classes as queries and the batch as the list (Rolinek et al., Eq. 22).
+  """``1 - mAP`` with the classes as queries and the batch as the list (Rolinek et al., Sec. 4.6).
 
   Column ``c`` of ``y_pred`` ``[B, C]`` is ranked down the batch (plus the ``memory`` past
-  batches, Sec. 4.3); its AP follows Eq. 21; classes without a relevant example are left out of
-  the mean. A batch-level loss: returns a scalar.
+  batches, Sec. 4.3); its loss is Eq. 22 and ``L_mAP`` their mean over the classes; classes
+  without a relevant example are left out of the mean. A batch-level loss: returns a scalar.
 
   Args:
     lambda_: blackbox interpolation strength ``> 0``.
@@ -76,7 +81,7 @@ class MeanAveragePrecisionLoss(rambo.BlackboxRankLoss):
 
 @register("apc_loss")
 class APCLoss(rambo.BlackboxRankLoss):
-  """``1 - AP`` of all classes of all examples ranked as one list (Rolinek et al., Eq. 23).
+  """``1 - AP`` of all classes of all examples as one list (Rolinek et al., Sec. 4.6, Eq. 23).
 
   The ``B x C`` scores (plus the ``memory`` past batches) form a single list whose relevant items
   are the (example, true class) pairs, which favours scores comparable across classes.
@@ -101,11 +106,13 @@ class APCLoss(rambo.BlackboxRankLoss):
 
 @register("map_apc_loss")
 class MapApcLoss(rambo.BlackboxRankLoss):
-  """Weighted mAP + APC loss (Rolinek et al., Sec. 5.3; the paper weighted them 2:1).
+  """Weighted mAP + APC loss (Rolinek et al., Sec. 5.2; the paper weighted them 2:1).
 
       L = (map_weight * L_mAP + apc_weight * L_APC) / (map_weight + apc_weight)
 
-  Both terms see the same lists (current batch plus ``memory`` past batches).
+  Both terms see the same lists (current batch plus ``memory`` past batches), as Sec. 4.3 describes
+  the memory for the loss as a whole; the authors' code computes its APC term on the current batch
+  only.
 
   Args:
     map_weight, apc_weight: non-negative weights, not both 0.

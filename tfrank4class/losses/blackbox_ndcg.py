@@ -12,14 +12,16 @@ class BlackboxNDCGLoss(rambo.BlackboxRankLoss):
       DCG = sum_i (2^{rel_i} - 1) / log2(1 + rk_i),   L = 1 - DCG / IDCG
 
   (NDCG: Jarvelin & Kekalainen, 2002; ranks ``rk`` from the blackbox ranker of Rolinek et al.,
-  CVPR 2020, Eq. 10, in place of ApproxNDCG's sigmoid-smoothed ranks (Qin et al., 2010)).
-  ApproxNDCG compares every pair of items, O(n^2) time and memory per list; this loss sorts
-  twice forward and twice backward, O(n log n) time and O(n) memory, which matters for long lists
-  such as the 1,000 ImageNet classes. Lists without a relevant item contribute 0.
+  CVPR 2020, Eq. 10 and Algorithm 1, in place of ApproxNDCG's sigmoid-smoothed ranks (Qin et al.,
+  2010)). ApproxNDCG compares every pair of items, O(n^2) time and memory per list; this loss
+  sorts twice forward (the ranks, and the gains for IDCG) and once backward, O(n log n) time and
+  O(n) memory, which matters for long lists such as the 1,000 ImageNet classes. Lists without a
+  relevant item contribute 0.
 
   Args:
     lambda_: blackbox interpolation strength ``> 0``.
-    margin: ``alpha >= 0`` margin of Eq. 14-15 between relevant (rel > 0) and other items.
+    margin: ``alpha >= 0`` margin of Sec. 4.4, Eq. 14-15 between relevant (rel > 0) and other
+      items.
 
   Example:
     >>> loss = BlackboxNDCGLoss(reduction="none")

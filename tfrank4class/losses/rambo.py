@@ -3,19 +3,26 @@
 Every function here takes scores ``[B, n]`` (each row one list) and relevance ``[B, n]``
 (``> 0`` relevant, ``0`` irrelevant, ``< 0`` padding / excluded) and returns one loss per list.
 Ranks come from :func:`tfrank4class.ranking.blackbox_rank_within` (exact forward, blackbox
-backward, Eq. 10):
+backward: Eq. 10 of Sec. 3.2, Algorithm 1 of Sec. 4.1):
 
-    rk_i   = rank of item i among the valid items of its list            (rk(y), Sec. 3)
-    rk+_i  = rank of relevant item i among the relevant items only      (rk(y^+), Sec. 4)
-    r_i    = rk_i - rk+_i = number of irrelevant items ranked above i
+    rk_i   = rank of item i among the valid items of its list       (rk(y), Sec. 3.1, Eq. 2)
+    rk+_i  = rank of relevant item i among the relevant items only (rk(y^+), Sec. 4.5, Eq. 17)
+    r_i    = rk_i - rk+_i = number of irrelevant items ranked above i              (Eq. 17)
+
+Only ``rk`` is differentiated; ``rk+`` enters the losses as a constant. This is the paper's
+procedure (Algorithm 1 has one ranker and one incoming gradient ``dL/drk``) and the authors' code,
+which ranks the positives without a gradient. The backward pass thus shifts the score of each
+relevant item ``i`` up by ``lambda_ * n * dL/drk_i`` (irrelevant items have ``dL/drk = 0``) and
+re-ranks the whole list; the gradient of an item counts the items, relevant or not, that it
+passes or that pass it.
 
 Ranks enter the formulas as integers ``1..n``. ``lambda_`` follows the paper's convention of ranks
 normalised by the list length ``n`` (of the list actually ranked: the row length, the batch plus
 memory for per-class lists, ``B * C`` for APC), applied with the same ``n`` in the forward and
-backward direction (``blackbox_rank_within(..., normalized=True)``). The reference code normalises
-by one dimension and de-normalises by another, which is only right for square score matrices; here
-the tests cover non-square matrices and lists lengthened by a
-:class:`~tfrank4class.losses.ScoreMemory`.
+backward direction (``blackbox_rank_within(..., normalized=True)``). The authors' recall code
+normalises ranks by the row length and de-normalises them by the number of rows, which is only
+right for square score matrices; here the tests cover non-square matrices and lists lengthened by
+a :class:`~tfrank4class.losses.ScoreMemory`.
 
 The classes in ``recall.py``, ``average_precision.py`` and ``blackbox_ndcg.py`` wrap these as
 Keras losses.
@@ -26,19 +33,35 @@ from tfrank4class import _validation
 from tfrank4class.losses.relevance import num_items, to_relevance
 from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.ranking.blackbox import blackbox_rank_within, margin_shift
+from tfrank4class.ranking.exact import rank_within
 
 WEIGHTINGS = ("log", "loglog")
 
 
+def _prepared(scores, relevance, margin):
+  """Scores ready for ranking (padding zeroed, margin applied) and the relevant / valid masks."""
+  scores = tf.convert_to_tensor(scores)
+  relevance = tf.cast(relevance, scores.dtype)
+  valid = relevance >= 0
+  relevant = tf.logical_and(relevance > 0, valid)
+  # Padded scores are never compared with valid ones; zero them so that they cannot trip the
+  # finiteness check of the ranker.
+  scores = tf.where(valid, scores, tf.zeros_like(scores))
+  return margin_shift(scores, relevant, margin, valid=valid), relevant, valid
+
+
 @tf.autograph.experimental.do_not_convert
 def list_ranks(scores, relevance, lambda_, margin=0.0):
-  """Blackbox ranks of every list: ``rk`` among valid items, ``rk+`` among relevant items.
+  """Ranks of every list: blackbox ``rk`` among valid items, constant ``rk+`` among relevant ones.
+
+      rk   = rk_alpha(y)     with the blackbox gradient (Eq. 10, Algorithm 1)
+      rk+  = rk_alpha(y^+)   exact, no gradient (Sec. 4.5, Eq. 17; the authors' code does the same)
 
   Args:
     scores: float ``[B, n]``.
     relevance: float ``[B, n]``; ``> 0`` relevant, ``< 0`` padding (ignored entirely).
     lambda_: blackbox interpolation strength ``> 0``, for ranks normalised by the list length
-      ``n`` as in the paper (the blackbox ops run with ``normalized=True``, i.e. ``lambda_ * n``
+      ``n`` as in the paper (the blackbox op runs with ``normalized=True``, i.e. ``lambda_ * n``
       on integer ranks; the same ``n`` in both directions).
     margin: ``alpha >= 0``; relevant scores move by ``-alpha/2`` and irrelevant ones by
       ``+alpha/2`` before ranking (Sec. 4.4, Eq. 14-15).
@@ -52,16 +75,9 @@ def list_ranks(scores, relevance, lambda_, margin=0.0):
     >>> rk.numpy(), rkp.numpy()
     (array([[1., 3., 2.]], dtype=float32), array([[1., 2., 1.]], dtype=float32))
   """
-  scores = tf.convert_to_tensor(scores)
-  relevance = tf.cast(relevance, scores.dtype)
-  valid = relevance >= 0
-  relevant = tf.logical_and(relevance > 0, valid)
-  # Padded scores are never compared with valid ones; zero them so that they cannot trip the
-  # finiteness check of the ranker.
-  scores = tf.where(valid, scores, tf.zeros_like(scores))
-  scores = margin_shift(scores, relevant, margin, valid=valid)
+  scores, relevant, valid = _prepared(scores, relevance, margin)
   rk = blackbox_rank_within(scores, valid, lambda_, normalized=True)
-  rk_plus = blackbox_rank_within(scores, relevant, lambda_, normalized=True)
+  rk_plus = tf.stop_gradient(rank_within(scores, relevant))
   return rk, rk_plus, relevant, valid
 
 
@@ -75,16 +91,17 @@ def _mean_over(values, mask, axis=-1):
 
 @tf.autograph.experimental.do_not_convert
 def recall_loss_values(scores, relevance, lambda_, margin=0.0, weighting="log"):
-  """Per-list recall loss (Rolinek et al., Sec. 4.4, Eq. 16-20).
+  """Per-list recall loss (Rolinek et al., Sec. 4.5, Eq. 16-20).
 
-  With ``r_i`` the number of irrelevant items ranked above relevant item ``i``:
+  With ``r_i = rk_i - rk+_i`` the number of irrelevant items ranked above relevant item ``i``
+  (Eq. 17; ``rk+`` a constant, see :func:`list_ranks`):
 
-      weighting="log":     L = E_{i relevant} [ log(1 + r_i) ]
-      weighting="loglog":  L = E_{i relevant} [ log(1 + log(1 + r_i)) ]
+      weighting="log":     L = E_{i relevant} [ log(1 + r_i) ]                (Eq. 20, w_K ~ 1/K)
+      weighting="loglog":  L = E_{i relevant} [ log(1 + log(1 + r_i)) ]  (Eq. 20, w_K ~ 1/(K log K))
 
-  ``log(1 + r_i) = sum_{K >= 1} log(1 + 1/K) * 1[r_i >= K]`` (Proposition 2): the log weighting is
-  the sum over K of the Recall@K losses with weights ``w_K = log(1 + 1/K)``. Lists without a
-  relevant item get loss 0.
+  ``log(1 + r_i) = sum_{K >= 1} log(1 + 1/K) * 1[r_i >= K]`` (Proposition 2 and the proof of
+  Eq. 20, supplementary Sec. B): the log weighting is the sum over K of the losses ``L@K`` of
+  Eq. 18 with weights ``w_K = log(1 + 1/K)`` (Eq. 19). Lists without a relevant item get loss 0.
 
   Example:
     >>> # relevant items at ranks 1 and 3 with one irrelevant item between: r = (0, 1)
@@ -102,12 +119,12 @@ def recall_loss_values(scores, relevance, lambda_, margin=0.0, weighting="log"):
 
 @tf.autograph.experimental.do_not_convert
 def average_precision_loss_values(scores, relevance, lambda_, margin=0.0):
-  """Per-list ``1 - AP`` (Rolinek et al., Sec. 4.5, Eq. 21-22).
+  """Per-list ``1 - AP`` (Rolinek et al., Sec. 4.6, Eq. 21-22).
 
-      AP = 1/|P| sum_{i in P} Prec(i),   Prec(i) = rk+_i / rk_i
+      L_AP = 1 - 1/|P| sum_{i in P} Prec(i),   Prec(i) = rk+_i / rk_i
 
-  (``rk+_i`` relevant items at or above ``i`` over all items at or above ``i``). Lists without a
-  relevant item get loss 0.
+  (``rk+_i`` relevant items at or above ``i`` over all items at or above ``i``; ``rk+`` is a
+  constant, see :func:`list_ranks`). Lists without a relevant item get loss 0.
 
   Example:
     >>> # relevant at ranks 1 and 3: AP = (1/1 + 2/3) / 2 = 5/6
@@ -123,11 +140,11 @@ def average_precision_loss_values(scores, relevance, lambda_, margin=0.0):
 
 @tf.autograph.experimental.do_not_convert
 def mean_average_precision_loss_value(scores, relevance, lambda_, margin=0.0):
-  """``1 - mAP`` with one list per class down the batch (Rolinek et al., Sec. 4.5, Eq. 22).
+  """``1 - mAP`` with one list per class down the batch (Rolinek et al., Sec. 4.6; mAP: Eq. 6).
 
-  Column ``c`` of ``scores`` ``[B, C]`` is the list of the batch's scores for class ``c``; its AP
-  is Eq. 21; classes without a relevant item in the batch are left out of the mean. Returns a
-  scalar (0 if no class has a relevant item).
+  Column ``c`` of ``scores`` ``[B, C]`` is the list of the batch's scores for class ``c``; its
+  loss is Eq. 22 and ``L_mAP`` their mean over the classes (Sec. 4.6); classes without a relevant
+  item in the batch are left out of the mean. Returns a scalar (0 if no class has a relevant item).
   """
   scores_t = tf.transpose(scores)
   relevance_t = tf.transpose(tf.cast(relevance, scores.dtype))
@@ -138,7 +155,7 @@ def mean_average_precision_loss_value(scores, relevance, lambda_, margin=0.0):
 
 @tf.autograph.experimental.do_not_convert
 def apc_loss_value(scores, relevance, lambda_, margin=0.0):
-  """``1 - AP`` of all classes of all examples ranked as ONE list (Rolinek et al., Eq. 23).
+  """``1 - AP`` of all classes of all examples as ONE list (Rolinek et al., Sec. 4.6, Eq. 23).
 
   Scores ``[B, C]`` are flattened to a single list of ``B * C`` items, so a relevant
   (example, class) pair must outscore every irrelevant pair of every other example too: this
@@ -163,7 +180,8 @@ def ndcg_loss_values(scores, relevance, lambda_, margin=0.0):
     >>> ndcg_loss_values([[0.9, 0.5]], [[0.0, 1.0]], lambda_=1.0).numpy().round(4)
     array([0.3691], dtype=float32)
   """
-  rk, _, _, valid = list_ranks(scores, relevance, lambda_, margin)
+  shifted, _, valid = _prepared(scores, relevance, margin)
+  rk = blackbox_rank_within(shifted, valid, lambda_, normalized=True)
   relevance = tf.cast(relevance, rk.dtype)
   gains = tf.where(valid, tf.pow(2.0, tf.maximum(relevance, 0.0)) - 1.0, tf.zeros_like(rk))
   log2 = tf.math.log(tf.constant(2.0, rk.dtype))
@@ -228,9 +246,10 @@ class BlackboxRankLoss(tf.keras.losses.Loss):
 
   Subclasses implement ``loss_values(scores, relevance)`` returning per-list losses ``[B]`` or a
   batch-level scalar. ``call`` has no tensor-dependent Python control flow and is excluded from
-  AutoGraph conversion (which otherwise costs seconds per first trace). ``call(y_true, y_pred)`` turns labels into relevance with
-  :func:`tfrank4class.losses.to_relevance`, prepends the score memory if one is configured
-  (``memory`` batches, concatenated down the batch axis) and calls it.
+  AutoGraph conversion (which otherwise costs seconds per first trace). ``call(y_true, y_pred)``
+  turns labels into relevance with :func:`tfrank4class.losses.to_relevance`, prepends the score
+  memory (Sec. 4.3) if one is configured (``memory`` batches, concatenated down the batch axis)
+  and calls it.
   """
 
   supports_memory = False

@@ -1,4 +1,4 @@
-"""The RaMBO recall loss (Rolinek et al., CVPR 2020, Sec. 4.4, Eq. 16-20) as a Keras loss."""
+"""The RaMBO recall loss (Rolinek et al., CVPR 2020, Sec. 4.5, Eq. 16-20) as a Keras loss."""
 import tensorflow as tf
 
 from tfrank4class import _validation
@@ -8,15 +8,18 @@ from tfrank4class.losses.registry import register
 
 @register("recall_loss")
 class RecallLoss(rambo.BlackboxRankLoss):
-  """Recall loss on blackbox ranks (Rolinek et al., CVPR 2020, Eq. 16-20).
+  """Recall loss on blackbox ranks (Rolinek et al., CVPR 2020, Sec. 4.5, Eq. 16-20).
 
-  For each list, with ``r_i`` the number of irrelevant items ranked above relevant item ``i``:
+  For each list, with ``r_i = rk_i - rk+_i`` the number of irrelevant items ranked above relevant
+  item ``i`` (Eq. 17; ``rk+`` is a constant, only ``rk`` gets the blackbox gradient, see
+  :func:`tfrank4class.losses.rambo.list_ranks`):
 
-      weighting="log":     L = E_{i relevant} [ log(1 + r_i) ]                      (Eq. 19)
-      weighting="loglog":  L = E_{i relevant} [ log(1 + log(1 + r_i)) ]             (Eq. 20)
+      weighting="log":     L = E_{i relevant} [ log(1 + r_i) ]          (Eq. 20, w_K ~ 1/K)
+      weighting="loglog":  L = E_{i relevant} [ log(1 + log(1 + r_i)) ] (Eq. 20, w_K ~ 1/(K log K))
 
-  ``log(1 + r_i)`` equals the sum over K of the Recall@K losses ``1[r_i >= K]`` weighted by
-  ``w_K = log(1 + 1/K)`` (Proposition 2). Lists without a relevant item contribute 0.
+  ``log(1 + r_i)`` equals the sum over K of the losses ``L@K`` (Eq. 18, per item ``1[r_i >= K]``)
+  weighted by ``w_K = log(1 + 1/K)`` (Eq. 19 and Proposition 2, supplementary Sec. B). Lists
+  without a relevant item contribute 0.
 
   Two input modes:
 
@@ -32,8 +35,10 @@ class RecallLoss(rambo.BlackboxRankLoss):
 
   Args:
     weighting: ``"log"`` or ``"loglog"``.
-    lambda_: blackbox interpolation strength ``> 0`` (Eq. 10).
-    margin: ``alpha >= 0``, the margin of Eq. 14-15 (applied inside the loss, i.e. in training).
+    lambda_: blackbox interpolation strength ``> 0`` (Eq. 10), for ranks normalised by the list
+      length (see :mod:`tfrank4class.losses.rambo`).
+    margin: ``alpha >= 0``, the margin of Sec. 4.4, Eq. 14-15 (applied inside the loss, i.e. in
+      training).
     memory: number of past batches kept as extra gallery (score memory, Sec. 4.3);
       only with ``from_embeddings=True``.
     from_embeddings: see above.

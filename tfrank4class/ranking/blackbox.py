@@ -1,12 +1,13 @@
 """The blackbox differentiable ranker of RaMBO (Rolinek et al., CVPR 2020).
 
 Ranking is a combinatorial solver with a linear objective, ``rk(y) = argmin_pi <y, pi>`` over
-permutations ``pi`` of ``1..n`` (rank 1 = highest score). Its true gradient is zero almost
-everywhere, so RaMBO uses the blackbox differentiation of Vlastelica et al. (ICLR 2020):
+permutations ``pi`` of ``1..n`` (rank 1 = highest score; Sec. 4.1, Proposition 1, Eq. 11). Its
+true gradient is zero almost everywhere, so RaMBO uses the blackbox differentiation of Vlastelica
+et al. (ICLR 2020; Sec. 3.2 of the RaMBO paper):
 
     forward:   r  = rk(y)                                        (one exact sort)
-    backward:  y' = y + lambda * dL/dr                            (Eq. 10, Algorithm 1)
-               dL/dy = -(rk(y) - rk(y')) / lambda                 (one more exact sort)
+    backward:  y' = y + lambda * dL/dr                            (Algorithm 1, Sec. 4.1)
+               dL/dy = -(rk(y) - rk(y')) / lambda                 (Eq. 10; one more exact sort)
 
 ``lambda > 0`` trades the informativeness of the gradient (large ``lambda``: more items swap
 places) against its faithfulness (small ``lambda``: closer to the piecewise-constant truth).
@@ -19,8 +20,12 @@ Under ``jit_compile=True`` XLA drops ``tf.debugging`` assertions, so the check t
 finite only fires eagerly and in plain ``tf.function``.
 
 :func:`blackbox_rank_within` is the same construction for the rank of each item within its own
-group (``rk(y^+)`` of Sec. 4: the rank of a relevant item among the relevant items only), and
-:func:`margin_shift` is the margin of Sec. 4.4 (Eq. 14-15).
+group, e.g. among the valid items of a padded list (how the RaMBO losses rank), and
+:func:`margin_shift` is the margin of Sec. 4.4 (Eq. 14-15). The rank of a relevant item among the
+relevant items only, ``rk(y^+)`` of Sec. 4.5 (Eq. 17, 21), is also a group rank, but RaMBO
+differentiates only ``rk(y)`` and treats ``rk(y^+)`` as a constant (one ranker in Algorithm 1, as
+in the authors' code): the losses take it from :func:`tfrank4class.ranking.rank_within`, with no
+gradient.
 """
 import tensorflow as tf
 
@@ -127,8 +132,10 @@ def blackbox_rank_within(scores, mask, lambda_, axis=-1, normalized=False):
   """Ranks within groups (``mask`` True / False) with the RaMBO blackbox gradient.
 
   Forward: ``r = rank_within(y, m)`` (see :func:`tfrank4class.ranking.rank_within`); with ``m``
-  the relevant items this is ``rk(y^+)`` of Rolinek et al., Sec. 4. The group-wise ranking is
-  itself ``argmin_pi <y, pi>`` over group-wise permutations, so the same blackbox gradient applies:
+  the valid items of a padded list this is ``rk(y)`` of the valid items, padding ignored (how the
+  RaMBO losses use it; their ``rk(y^+)`` is a constant, see the module docstring). The group-wise
+  ranking is itself ``argmin_pi <y, pi>`` over group-wise permutations (Eq. 11 per group), so the
+  same blackbox gradient (Eq. 10, Algorithm 1) applies:
 
       dL/dy = -(rank_within(y, m) - rank_within(y + lambda_ * g, m)) / lambda_
 

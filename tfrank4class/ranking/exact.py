@@ -4,7 +4,8 @@
 
 Rank 1 is the highest score. Ties are broken by position: among equal scores the one with the
 lower index gets the better (smaller) rank, so the ranks of a list are always a permutation of
-1..n and are deterministic. This is the ``rk`` of Rolinek et al. (CVPR 2020), Sec. 3.
+1..n and are deterministic. This is the ``rk`` of Rolinek et al. (CVPR 2020), Sec. 3.1, Eq. 1-2
+(the paper leaves ties out, "proper rankings"; Eq. 2 alone would give tied items equal ranks).
 
 Cost: one stable ``tf.argsort`` (O(n log n)) and an O(n) inversion of the resulting permutation
 (``tf.math.invert_permutation`` on the flattened batch), so a rank costs one sort plus a linear
@@ -87,7 +88,7 @@ def rank(scores, axis=-1):
   """Exact float ranks of ``scores`` along ``axis``, 1 = highest, ties broken by lower index first.
 
   ``rank(s)_i = 1 + |{j : s_j > s_i}| + |{j < i : s_j == s_i}|`` (the ``rk`` of Rolinek et al.,
-  CVPR 2020, Sec. 3).
+  CVPR 2020, Sec. 3.1, Eq. 2, with ties broken by index).
 
   Args:
     scores: a real tensor of any rank >= 1 (integer input gives float32 ranks).
@@ -118,9 +119,10 @@ def rank_within(scores, mask, axis=-1):
 
   ``rank_within(s, m)_i = 1 + |{j : m_j == m_i, s_j > s_i}| + |{j < i : m_j == m_i, s_j == s_i}|``
 
-  With ``m`` marking the relevant items this is ``rk(y^+)`` of Rolinek et al. (CVPR 2020, Sec. 4)
-  for the relevant items (their rank among relevant items only); with ``m`` marking valid items
-  it is the rank among valid items, ignoring padding. Same tie rule as :func:`rank`.
+  With ``m`` marking the relevant items this is ``rk(y^+)`` of Rolinek et al. (CVPR 2020,
+  Sec. 4.5, Eq. 17) for the relevant items (their rank among relevant items only); with ``m``
+  marking valid items it is the rank among valid items, ignoring padding. Same tie rule as
+  :func:`rank`.
 
   Args:
     scores: a real tensor of any rank >= 1.
