@@ -51,7 +51,17 @@ def check_choice(name, value, choices):
 def score_matrix(name, scores):
   """Converts ``scores`` to a float tensor of shape ``[B, n]`` with ``n >= 1``.
 
+  Integer, ``float16`` and ``bfloat16`` scores become ``float32`` (``float32`` and ``float64`` are
+  kept): the rank and loss maths always runs in at least single precision, so a model whose last
+  layer computes in ``float16`` (the ``mixed_float16`` Keras policy) trains with every loss.
+  ``float16`` holds whole numbers exactly only up to 2048 and overflows ``exp`` above ~11, which
+  ranks, softmaxes and sums over lists would hit.
+
   Raises ``TypeError`` for non-numeric input and ``ValueError`` for a wrong rank or an empty list.
+
+  Example:
+    >>> score_matrix("scores", tf.constant([[1.0, 2.0]], tf.float16)).dtype
+    tf.float32
   """
   try:
     scores = tf.convert_to_tensor(scores)
@@ -60,7 +70,7 @@ def score_matrix(name, scores):
   if not (scores.dtype.is_floating or scores.dtype.is_integer):
     raise TypeError(
         f"`{name}` must be a numeric tensor, got dtype {scores.dtype.name}.")
-  if not scores.dtype.is_floating:
+  if scores.dtype not in (tf.float32, tf.float64):
     scores = tf.cast(scores, tf.float32)
   if scores.shape.rank is not None and scores.shape.rank != 2:
     raise ValueError(
