@@ -84,3 +84,23 @@ def assert_finite(name, tensor):
   """Returns ``tensor`` guarded by a check that raises ``InvalidArgumentError`` on NaN/Inf."""
   return tf.debugging.assert_all_finite(
       tensor, f"`{name}` must be finite (no NaN or Inf).")
+
+
+def assert_no_nan(name, tensor):
+  """Returns ``tensor`` guarded by a check that raises ``InvalidArgumentError`` on NaN.
+
+  Infinities pass (``-inf`` is a common way to push an item to the bottom of a ranking). The
+  message names the argument, what is allowed and how many entries are NaN. Like every
+  ``tf.debugging`` assertion it runs eagerly and inside ``tf.function``, and XLA drops it
+  (``jit_compile=True`` runs unchecked). Integer tensors are returned as they are.
+  """
+  tensor = tf.convert_to_tensor(tensor)
+  if not tensor.dtype.is_floating:
+    return tensor
+  count = tf.reduce_sum(tf.cast(tf.math.is_nan(tensor), tf.int64))
+  check = tf.debugging.Assert(
+      tf.equal(count, 0),
+      [f"`{name}` must not contain NaN (finite numbers and +-inf are allowed); NaN entries:",
+       count])
+  with tf.control_dependencies([check]):
+    return tf.identity(tensor)
