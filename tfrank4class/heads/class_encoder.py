@@ -76,8 +76,8 @@ class ClassEncoder(tf.keras.layers.Layer):
     train_class_features: whether the feature matrix itself is trainable.
     embeddings_initializer: initializer of the table (or of the MLP kernels).
     bias_initializer: ``None`` (default): the whole table comes from ``embeddings_initializer``.
-      Otherwise the table's last column is a ``Dense`` bias and the table starts as a
-      ``Dense(num_classes)`` layer on ``embedding_dim - 1`` inputs would: ``c_i = [k_i; b_i]``
+      Otherwise the table's last column is a ``Dense`` bias and the table starts where a
+      ``Dense(num_classes)`` layer on ``embedding_dim - 1`` inputs starts: ``c_i = [k_i; b_i]``
       with the kernel ``K = embeddings_initializer([embedding_dim - 1, num_classes])`` (a Dense
       kernel's shape, so fan-in and fan-out match) and ``b = bias_initializer([num_classes])``.
       Only for the table (not with ``class_features``); needs ``embedding_dim >= 2``.
