@@ -160,7 +160,9 @@ def test_bad_input():
     TripletLoss(mining="hard")
   with pytest.raises(ValueError, match=r"`y_true` and `y_pred` must have the same batch size, got 3 labels for 4"):
     TripletLoss()([0, 1, 1], np.ones((4, 2), np.float32))
-  with pytest.raises(ValueError, match=r"`y_true` must be class ids of shape \[B\] or \[B, 1\]"):
+  with pytest.raises(ValueError, match=r"`y_true` must be class ids of shape \[B\] or \[B, 1\], got "
+                                       r"shape \(4, 4\)\. The embedding losses take class ids, not "
+                                       r"dense relevance"):
     ContrastiveLoss()(np.eye(4), np.ones((4, 2), np.float32))
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"`y_pred` must be finite"):
     ContrastiveLoss()([0, 0, 1, 1], np.array([[1.0, np.nan]] * 4, np.float32))

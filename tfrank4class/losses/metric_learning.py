@@ -32,7 +32,10 @@ def _labels_and_embeddings(y_true, y_pred):
   """Validated int64 class ids ``[B]`` and float embeddings ``[B, D]``."""
   y_pred = _validation.score_matrix("y_pred", y_pred)
   y_pred = _validation.assert_finite("y_pred", y_pred)
-  y_true = class_ids(y_true, name="y_true")
+  try:
+    y_true = class_ids(y_true, name="y_true")
+  except ValueError as e:
+    raise ValueError(f"{e} The embedding losses take class ids, not dense relevance.") from None
   if y_true.shape[0] is not None and y_pred.shape[0] is not None and y_true.shape[0] != y_pred.shape[0]:
     raise ValueError(
         f"`y_true` and `y_pred` must have the same batch size, got {y_true.shape[0]} labels for "
