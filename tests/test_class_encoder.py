@@ -64,7 +64,7 @@ def test_bias_initializer_makes_a_dense_like_table():
                      bias_initializer=tf.keras.initializers.Constant(0.25))
   enc.build(None)
   table = enc.table.numpy()
-  dense_kernel = tf.keras.initializers.GlorotUniform(4)((4, 3)).numpy()   # a Dense(3) kernel on 4 inputs
+  dense_kernel = tf.keras.initializers.GlorotUniform(4)((4, 3)).numpy()  # Dense(3), 4 inputs
   np.testing.assert_array_equal(table[:, :4], dense_kernel.T)
   np.testing.assert_array_equal(table[:, 4], [0.25] * 3)
   # Glorot's bound uses Dense's fans: sqrt(6 / (4 + 3)), not the table's sqrt(6 / (3 + 5)).

@@ -170,7 +170,7 @@ def test_bad_input():
 
 @pytest.mark.parametrize("loss", [ContrastiveLoss(), TripletLoss()], ids=["contrastive", "triplet"])
 def test_identity_ids_must_be_whole_and_non_negative(loss):
-  """Ids 0.5 or -1 used to be rounded or taken as a class: now an error naming y_true and the value."""
+  """Ids 0.5 or -1 were rounded or taken as a class: now an error naming y_true and the value."""
   e = np.eye(4, dtype=np.float32)
   graph = tf.function(loss.__call__)
   for call in (loss, graph):

@@ -36,7 +36,7 @@ def test_dot_head_equals_dense_layer_sec_3_2():
 
 
 def test_dot_head_equals_dense_layer_at_initialisation():
-  """Same seeded kernel initializer, no weights set: the same kernel, a zero bias, the same output."""
+  """Same seeded kernel initializer, no weights set: same kernel, zero bias, same output."""
   rng = np.random.default_rng(7)
   d, num_classes = 6, 5
   h = rng.normal(size=(4, d)).astype(np.float32)
