@@ -58,6 +58,23 @@ def test_config_round_trip_restores_features_from_weights():
   np.testing.assert_allclose(clone.all_embeddings().numpy(), out, rtol=1e-6)
 
 
+def test_bias_initializer_makes_a_dense_like_table():
+  """Kernel part drawn on Dense's [e - 1, C] shape (transposed), last column from the bias init."""
+  enc = ClassEncoder(3, 5, embeddings_initializer=tf.keras.initializers.GlorotUniform(4),
+                     bias_initializer=tf.keras.initializers.Constant(0.25))
+  enc.build(None)
+  table = enc.table.numpy()
+  dense_kernel = tf.keras.initializers.GlorotUniform(4)((4, 3)).numpy()  # Dense(3), 4 inputs
+  np.testing.assert_array_equal(table[:, :4], dense_kernel.T)
+  np.testing.assert_array_equal(table[:, 4], [0.25] * 3)
+  # Glorot's bound uses Dense's fans: sqrt(6 / (4 + 3)), not the table's sqrt(6 / (3 + 5)).
+  assert np.abs(table[:, :4]).max() <= np.sqrt(6 / 7)
+  config = enc.get_config()
+  assert config["bias_initializer"]["class_name"] == "Constant"
+  del config["bias_initializer"]   # configs saved before the argument existed still load
+  assert ClassEncoder.from_config(config).bias_initializer is None
+
+
 def test_bad_input():
   with pytest.raises(ValueError, match=r"`num_classes` must be an integer >= 2, got 1"):
     ClassEncoder(1, 3)
@@ -75,3 +92,9 @@ def test_bad_input():
     ClassEncoder(2, 2, class_features=[["a"], ["b"]])
   with pytest.raises(TypeError, match=r"`class_ids` must be an integer tensor, got dtype float32"):
     ClassEncoder(3, 2)(tf.constant([0.0]))
+  with pytest.raises(ValueError, match=r"`bias_initializer` applies to the class table only, got "
+                                       r"'zeros' together with class features"):
+    ClassEncoder(2, 2, class_features=[[1.0], [2.0]], bias_initializer="zeros")
+  with pytest.raises(ValueError, match=r"`bias_initializer` needs embedding_dim >= 2 \(kernel rows "
+                                       r"plus the bias\), got embedding_dim=1"):
+    ClassEncoder(2, 1, bias_initializer="zeros")

@@ -29,6 +29,15 @@ def test_cross_entropy_recipe_structure_and_initial_loss():
   # Zero classifier: uniform softmax, so the smoothed cross-entropy is exactly log(4).
   x, y = _data()
   assert built.model.evaluate(x, y, verbose=0) == pytest.approx(np.log(4), rel=1e-5)
+  # Their target: 0.9 on the class, 0.1 / 3 on each other class (utils/utils.py).
+  assert (built.loss.label_smoothing, built.loss.spread) == (0.1, "other_classes")
+  logits = np.array([[2.0, 0.0, 0.0, -1.0]], np.float32)
+  logp = logits[0] - np.log(np.exp(logits[0].astype(np.float64)).sum())
+  want = -(np.array([0.9, 0.1 / 3, 0.1 / 3, 0.1 / 3]) * logp).sum()
+  assert float(built.loss([0], logits)) == pytest.approx(want, rel=1e-6)
+  keras_style = build_retrieval_model(_encoder(), "cross_entropy", num_classes=4,
+                                      loss_kwargs={"spread": "all_classes"})
+  assert keras_style.loss.spread == "all_classes"
 
 
 def test_layer_feature_norm_standardises_features():

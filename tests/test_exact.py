@@ -114,3 +114,24 @@ def test_mirrored_strategy(mirrored_strategy):
   result = mirrored_strategy.run(tf.function(exact.rank), (batch,))
   got = np.concatenate([t.numpy() for t in mirrored_strategy.experimental_local_results(result)])
   np.testing.assert_array_equal(got, np_rank(scores))
+
+
+@pytest.mark.parametrize("fn", [exact.rank, lambda s: exact.rank_within(s, tf.ones_like(s) > 0)],
+                         ids=["rank", "rank_within"])
+def test_nan_scores_raise_eagerly_and_in_tf_function(fn):
+  scores = tf.constant([[0.1, np.nan, 0.5], [1.0, 2.0, np.nan]])
+  for call in (fn, tf.function(fn)):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"(?s)`scores` must not contain NaN \(finite numbers and \+-inf are "
+                             r"allowed\); NaN entries:.*2"):
+      call(scores)
+  # Infinities are ordinary scores: +inf first, -inf last.
+  np.testing.assert_array_equal(fn(tf.constant([[0.1, -np.inf, np.inf]])).numpy(), [[2, 3, 1]])
+
+
+def test_nan_check_is_dropped_under_xla_but_finite_ranks_are_unchanged():
+  """XLA drops tf.debugging assertions (documented); finite input still ranks exactly."""
+  scores = np.random.default_rng(5).standard_normal((4, 9)).astype(np.float32)
+  jitted = tf.function(exact.rank, jit_compile=True)
+  np.testing.assert_array_equal(jitted(scores).numpy(), np_rank(scores))
+  assert jitted(tf.constant([[0.1, np.nan, 0.5]])).shape == (1, 3)   # no error under XLA

@@ -185,3 +185,26 @@ def test_bad_arguments():
     ConcatInteraction(hidden_units=(64, -1))
   with pytest.raises(ValueError, match=r"`use_bias` must be True or False, got 1"):
     DotProductInteraction(use_bias=1)
+
+
+@pytest.mark.parametrize("cls, kwargs, e", [
+    (DotProductInteraction, {}, 5), (LatentCrossInteraction, {"hidden_units": (8,)}, 4),
+    (LatentCrossInteraction, {"hidden_units": (8,), "class_chunk_size": 2}, 4),
+    (ConcatInteraction, {"hidden_units": (8, 8), "class_chunk_size": 2}, 3)])
+def test_mixed_float16_policy(cls, kwargs, e):
+  """A mixed_float16 layer: float32 variables, float16 scores close to the float32 layer's."""
+  rng = np.random.default_rng(12)
+  h = rng.normal(size=(3, 4)).astype(np.float32)
+  c = rng.normal(size=(5, e)).astype(np.float32)
+  exact = cls(**kwargs)
+  want = exact([h, c]).numpy()
+  half = cls(dtype="mixed_float16", **kwargs)
+  half.build([h.shape, c.shape])
+  half.set_weights(exact.get_weights())
+  with tf.GradientTape() as tape:
+    got = half([h, c])
+    total = tf.reduce_sum(tf.cast(got, tf.float32))
+  assert got.dtype == tf.float16 and all(w.dtype == tf.float32 for w in half.weights)
+  np.testing.assert_allclose(got.numpy().astype(np.float32), want, rtol=1e-2, atol=1e-2)
+  grads = tape.gradient(total, half.trainable_weights)
+  assert all(np.all(np.isfinite(g.numpy())) for g in grads)

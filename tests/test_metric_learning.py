@@ -160,22 +160,45 @@ def test_bad_input():
     TripletLoss(mining="hard")
   with pytest.raises(ValueError, match=r"`y_true` and `y_pred` must have the same batch size, got 3 labels for 4"):
     TripletLoss()([0, 1, 1], np.ones((4, 2), np.float32))
-  with pytest.raises(ValueError, match=r"`y_true` must be class ids of shape \[B\] or \[B, 1\]"):
+  with pytest.raises(ValueError, match=r"`y_true` must be class ids of shape \[B\] or \[B, 1\], got "
+                                       r"shape \(4, 4\)\. The embedding losses take class ids, not "
+                                       r"dense relevance"):
     ContrastiveLoss()(np.eye(4), np.ones((4, 2), np.float32))
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"`y_pred` must be finite"):
     ContrastiveLoss()([0, 0, 1, 1], np.array([[1.0, np.nan]] * 4, np.float32))
 
 
+@pytest.mark.parametrize("loss", [ContrastiveLoss(), TripletLoss()], ids=["contrastive", "triplet"])
+def test_identity_ids_must_be_whole_and_non_negative(loss):
+  """Ids 0.5 or -1 were rounded or taken as a class: now an error naming y_true and the value."""
+  e = np.eye(4, dtype=np.float32)
+  graph = tf.function(loss.__call__)
+  for call in (loss, graph):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"(?s)`y_true` given as class ids must be whole numbers.*0\.5"):
+      call(np.array([0.0, 0.5, 1.0, 1.0], np.float32), e)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"(?s)`y_true` must be class ids >= 0.*-1"):
+      call(np.array([0, -1, 1, 1]), e)
+  # Whole-valued float ids are accepted: the same value as integer ids.
+  assert float(loss(np.array([0.0, 0.0, 1.0, 1.0], np.float32), e)) == float(loss([0, 0, 1, 1], e))
+
+
 # ---------------------------------------------------------------- smoothed cross-entropy
-def _ref_smoothed_ce(y, logits, eps):
+def _ref_smoothed_ce(y, logits, eps, spread="other_classes"):
+  """Boudiaf et al.'s target (1 - eps on y, eps / (C - 1) elsewhere) or Szegedy's (eps / C)."""
   logits = np.asarray(logits, np.float64)
   c = logits.shape[1]
   out = []
   for i, label in enumerate(y):
     z = logits[i] - logits[i].max()
     logp = z - np.log(np.exp(z).sum())
-    q = np.full(c, eps / c)
-    q[label] += 1 - eps
+    if spread == "other_classes":
+      q = np.full(c, eps / (c - 1))
+      q[label] = 1 - eps
+    else:
+      q = np.full(c, eps / c)
+      q[label] += 1 - eps
     out.append(-(q * logp).sum())
   return np.array(out)
 
@@ -186,12 +209,72 @@ def test_smoothed_cross_entropy_matches_reference_and_keras():
   y = rng.integers(0, 5, size=6)
   got = SmoothedCrossEntropy(0.1, reduction=NONE)(y, logits)
   np.testing.assert_allclose(got, _ref_smoothed_ce(y, logits, 0.1), rtol=1e-5)
+  uniform = SmoothedCrossEntropy(0.1, spread="all_classes", reduction=NONE)(y, logits)
+  np.testing.assert_allclose(uniform, _ref_smoothed_ce(y, logits, 0.1, "all_classes"), rtol=1e-5)
   keras = tf.keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)
-  assert float(SmoothedCrossEntropy(0.1)(y, logits)) == pytest.approx(
+  assert float(SmoothedCrossEntropy(0.1, spread="all_classes")(y, logits)) == pytest.approx(
       float(keras(tf.one_hot(y, 5), logits)), rel=1e-5)
   assert float(tf.function(SmoothedCrossEntropy(0.2), jit_compile=True)(y, logits)) == pytest.approx(
       _ref_smoothed_ce(y, logits, 0.2).mean(), rel=1e-5)
   assert isinstance(losses.get("smoothed_cross_entropy"), SmoothedCrossEntropy)
-  assert SmoothedCrossEntropy.from_config(SmoothedCrossEntropy(0.3).get_config()).label_smoothing == 0.3
+  restored = SmoothedCrossEntropy.from_config(SmoothedCrossEntropy(0.3, "all_classes").get_config())
+  assert (restored.label_smoothing, restored.spread) == (0.3, "all_classes")
   with pytest.raises(ValueError, match=r"`label_smoothing` must be a finite number in \[0, 1\), got 1.0"):
     SmoothedCrossEntropy(1.0)
+  with pytest.raises(ValueError, match=r"`spread` must be one of \['all_classes', 'other_classes'\], got 'k'"):
+    SmoothedCrossEntropy(spread="k")
+
+
+def test_smoothed_cross_entropy_matches_boudiaf_kl_up_to_the_target_entropy():
+  """Their code returns KL(q || p) = CE - H(q); hand-computed for C = 3, eps = 0.3."""
+  logits = np.array([[1.0, 0.0, -1.0]])
+  logp = logits[0] - np.log(np.exp(logits[0]).sum())
+  q = np.array([0.7, 0.15, 0.15])
+  kl = (q * (np.log(q) - logp)).sum()
+  got = float(SmoothedCrossEntropy(0.3)([0], logits.astype(np.float32)))
+  assert got == pytest.approx(kl - (q * np.log(q)).sum(), rel=1e-6)
+
+
+def test_smoothed_cross_entropy_config_saved_before_spread_loads_as_all_classes():
+  """A config without `spread` was written when the loss always used eps / C."""
+  old = {"reduction": "auto", "name": "smoothed_cross_entropy", "label_smoothing": 0.2}
+  loaded = tf.keras.utils.deserialize_keras_object(
+      {"class_name": "tfrank4class>SmoothedCrossEntropy", "config": old})
+  assert isinstance(loaded, SmoothedCrossEntropy) and loaded.spread == "all_classes"
+
+
+def test_smoothed_cross_entropy_excludes_padding():
+  """The issue's case: a padded list was scored -1.237 (a negative cross-entropy)."""
+  logits = np.array([[2.0, 0.5, -1.0], [0.1, 0.2, 0.3]], np.float32)
+  labels = np.array([[1, 0, 0], [-1, -1, -1]], np.float32)
+  got = SmoothedCrossEntropy(0.1, reduction=NONE)(labels, logits).numpy()
+  np.testing.assert_allclose(got, [_ref_smoothed_ce([0], logits[:1], 0.1)[0], 0.0], rtol=1e-6)
+  # A padded item leaves the softmax and gets no target: the list is the list without it.
+  partly = np.array([[1, 0, -1]], np.float32)
+  for spread in SmoothedCrossEntropy.SPREADS:
+    got = float(SmoothedCrossEntropy(0.1, spread, reduction=NONE)(partly, logits[:1])[0])
+    assert got == pytest.approx(_ref_smoothed_ce([0], logits[:1, :2], 0.1, spread)[0], rel=1e-6)
+    assert got > 0
+  # Multi-hot relevance: the target is (1 - eps) * relevance / sum(relevance) plus eps spread.
+  multi = np.array([[1, 1, 0]], np.float32)
+  logp = logits[0] - np.log(np.exp(logits[0].astype(np.float64)).sum())
+  want_other = -(np.array([0.45, 0.45, 0.1]) * logp).sum()
+  want_all = -(np.array([0.45 + 0.1 / 3, 0.45 + 0.1 / 3, 0.1 / 3]) * logp).sum()
+  assert float(SmoothedCrossEntropy(0.1)(multi, logits[:1])) == pytest.approx(want_other, rel=1e-6)
+  assert float(SmoothedCrossEntropy(0.1, "all_classes")(multi, logits[:1])) == pytest.approx(
+      want_all, rel=1e-6)
+
+
+def test_smoothed_cross_entropy_bad_class_ids_do_not_train_under_xla():
+  """Eagerly an id outside [0, C) raises; under XLA (asserts dropped) the list contributes 0."""
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels.*\[0, num_classes=3\)"):
+    SmoothedCrossEntropy()([-1], np.zeros((1, 3), np.float32))
+  tf.keras.utils.set_random_seed(0)
+  model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(3)])
+  model.compile(optimizer=tf.keras.optimizers.SGD(1.0), loss=SmoothedCrossEntropy(),
+                jit_compile=True)
+  before = [w.copy() for w in model.get_weights()]
+  loss = model.train_on_batch(np.ones((4, 4), np.float32), np.full(4, -1))
+  assert loss == 0.0
+  for w, w0 in zip(model.get_weights(), before):
+    np.testing.assert_array_equal(w, w0)

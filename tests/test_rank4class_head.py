@@ -35,6 +35,77 @@ def test_dot_head_equals_dense_layer_sec_3_2():
   np.testing.assert_allclose(no_bias(h).numpy(), h @ kernel, rtol=1e-5, atol=1e-5)
 
 
+def test_dot_head_equals_dense_layer_at_initialisation():
+  """Same seeded kernel initializer, no weights set: same kernel, zero bias, same output."""
+  rng = np.random.default_rng(7)
+  d, num_classes = 6, 5
+  h = rng.normal(size=(4, d)).astype(np.float32)
+  dense = tf.keras.layers.Dense(num_classes, kernel_initializer=tf.keras.initializers.HeNormal(3))
+  head = Rank4ClassHead(num_classes, embeddings_initializer=tf.keras.initializers.HeNormal(3))
+  np.testing.assert_allclose(head(h).numpy(), dense(h).numpy(), rtol=1e-6, atol=1e-6)
+  table = head.class_encoder.table.numpy()
+  np.testing.assert_array_equal(table[:, :d].T, dense.kernel.numpy())
+  np.testing.assert_array_equal(table[:, d], np.zeros(num_classes))
+  # Another bias initializer reaches the bias column; other heads keep theirs.
+  ones = Rank4ClassHead(num_classes, bias_initializer="ones")
+  ones(h)
+  np.testing.assert_array_equal(ones.class_encoder.table.numpy()[:, d], np.ones(num_classes))
+  assert ones.get_config()["bias_initializer"]["class_name"] == "Ones"
+  no_bias = Rank4ClassHead(num_classes, use_bias=False)
+  no_bias(h)
+  assert no_bias.class_encoder.bias_initializer is None
+
+
+def test_config_saved_before_bias_initializer_still_loads(tmp_path):
+  """A head config without `bias_initializer` (saved before it existed) loads; weights come back."""
+  rng = np.random.default_rng(8)
+  head = Rank4ClassHead(4)
+  x = rng.normal(size=(2, 3)).astype(np.float32)
+  head(x)
+  head.class_encoder.table.assign(rng.normal(size=(4, 4)))
+  config = head.get_config()
+  del config["bias_initializer"]
+  clone = Rank4ClassHead.from_config(config)
+  clone(x)
+  clone.set_weights(head.get_weights())
+  np.testing.assert_allclose(clone(x).numpy(), head(x).numpy(), rtol=1e-6)
+  assert clone.get_config()["bias_initializer"]["class_name"] == "Zeros"
+
+
+@pytest.fixture
+def mixed_float16():
+  """The ``mixed_float16`` Keras policy for one test; the previous policy is restored after."""
+  previous = tf.keras.mixed_precision.global_policy()
+  tf.keras.mixed_precision.set_global_policy("mixed_float16")
+  try:
+    yield
+  finally:
+    tf.keras.mixed_precision.set_global_policy(previous)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"interaction": "dot"}, {"interaction": "dot", "use_bias": False},
+    {"interaction": "dot", "class_features": np.eye(4), "class_feature_units": (3,)},
+    {"interaction": "latent_cross", "hidden_units": (8,)},
+    {"interaction": "latent_cross", "hidden_units": (8,), "class_chunk_size": 3},
+    {"interaction": "concat", "hidden_units": (8, 8), "class_chunk_size": 3},
+    {"interaction": "concat", "hidden_units": ()},
+], ids=["dot", "dot_no_bias", "dot_features", "latent_cross", "latent_cross_chunked",
+        "concat_chunked", "concat_linear"])
+def test_trains_under_mixed_float16(mixed_float16, kwargs):
+  """float16 compute, float32 variables: scores in float16, one finite training step."""
+  del mixed_float16
+  tf.keras.utils.set_random_seed(0)
+  rng = np.random.default_rng(9)
+  x = rng.normal(size=(8, 6)).astype(np.float32)
+  head = Rank4ClassHead(4, **kwargs)
+  model = _model(head, 6)
+  assert model.output.dtype == tf.float16
+  assert all(w.dtype == tf.float32 for w in head.weights)
+  model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss=losses.get("softmax_loss"))
+  assert np.isfinite(model.train_on_batch(x, rng.integers(0, 4, size=8)))
+
+
 def test_class_embedding_sizes():
   h = tf.ones([2, 3])
   sizes = {}

@@ -130,3 +130,53 @@ def test_own_losses_train_with_integer_labels_and_round_trip(name, tmp_path):
   assert type(loaded.loss) is type(model.loss)
   assert loaded.loss.get_config() == model.loss.get_config()
   np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0), rtol=1e-5)
+
+
+@pytest.fixture
+def mixed_float16():
+  """The ``mixed_float16`` Keras policy for one test; the previous policy is restored after."""
+  previous = tf.keras.mixed_precision.global_policy()
+  tf.keras.mixed_precision.set_global_policy("mixed_float16")
+  try:
+    yield
+  finally:
+    tf.keras.mixed_precision.set_global_policy(previous)
+
+
+# The SoDeep losses call a learned sorter whose layers take the float16 policy: fixed inside the
+# sorter layers on branch h2 (the lead removes these marks after merging).
+_SORTER_FLOAT16 = pytest.mark.xfail(
+    strict=True, raises=TypeError,
+    reason="fixed on branch h2: AttentionSorter built under mixed_float16 raises TypeError "
+           "'`x` and `y` must have the same dtype, got tf.float16 != tf.float32'")
+MIXED_XFAIL = {"spearman_loss": _SORTER_FLOAT16, "rank_triplet_loss": _SORTER_FLOAT16,
+               "sorter_map_loss": _SORTER_FLOAT16}
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=MIXED_XFAIL.get(n, ())) for n in losses.names()])
+def test_every_loss_trains_under_mixed_float16(name, mixed_float16):
+  """A float16 last layer (the mixed_float16 policy) trains one step with every registered loss."""
+  del mixed_float16
+  x, y = _data(16)
+  model = _model()
+  assert model.output.dtype == tf.float16  # the scores reach the loss in float16
+  model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss=losses.get(name))
+  loss = model.train_on_batch(x, y)
+  assert np.isfinite(loss)
+
+
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16])
+def test_half_precision_scores_give_the_float32_value(dtype):
+  """Half-precision scores are scored in float32: the value of the same (rounded) scores in float32.
+
+  In float16 itself ``exp(12) > 65504`` overflows, so the softmax loss of these scores would be
+  inf or NaN; the reference below is TF-Ranking's loss on float32 copies of the rounded scores.
+  """
+  _, y = _data(8)
+  scores = 12.0 * np.random.default_rng(3).normal(size=(8, C))
+  half = tf.cast(scores, dtype)
+  reference = tfr.keras.losses.get("softmax_loss")(tf.one_hot(y, C), tf.cast(half, tf.float32))
+  ours = losses.get("softmax_loss")(y, half)
+  assert ours.dtype == tf.float32
+  np.testing.assert_allclose(ours.numpy(), reference.numpy(), rtol=1e-6)

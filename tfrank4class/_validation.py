@@ -51,7 +51,17 @@ def check_choice(name, value, choices):
 def score_matrix(name, scores):
   """Converts ``scores`` to a float tensor of shape ``[B, n]`` with ``n >= 1``.
 
+  Integer, ``float16`` and ``bfloat16`` scores become ``float32`` (``float32`` and ``float64`` are
+  kept): the rank and loss maths always runs in at least single precision, so a model whose last
+  layer computes in ``float16`` (the ``mixed_float16`` Keras policy) trains with every loss.
+  ``float16`` holds whole numbers exactly only up to 2048 and overflows ``exp`` above ~11, which
+  ranks, softmaxes and sums over lists would hit.
+
   Raises ``TypeError`` for non-numeric input and ``ValueError`` for a wrong rank or an empty list.
+
+  Example:
+    >>> score_matrix("scores", tf.constant([[1.0, 2.0]], tf.float16)).dtype
+    tf.float32
   """
   try:
     scores = tf.convert_to_tensor(scores)
@@ -60,7 +70,7 @@ def score_matrix(name, scores):
   if not (scores.dtype.is_floating or scores.dtype.is_integer):
     raise TypeError(
         f"`{name}` must be a numeric tensor, got dtype {scores.dtype.name}.")
-  if not scores.dtype.is_floating:
+  if scores.dtype not in (tf.float32, tf.float64):
     scores = tf.cast(scores, tf.float32)
   if scores.shape.rank is not None and scores.shape.rank != 2:
     raise ValueError(
@@ -74,3 +84,23 @@ def assert_finite(name, tensor):
   """Returns ``tensor`` guarded by a check that raises ``InvalidArgumentError`` on NaN/Inf."""
   return tf.debugging.assert_all_finite(
       tensor, f"`{name}` must be finite (no NaN or Inf).")
+
+
+def assert_no_nan(name, tensor):
+  """Returns ``tensor`` guarded by a check that raises ``InvalidArgumentError`` on NaN.
+
+  Infinities pass (``-inf`` is a common way to push an item to the bottom of a ranking). The
+  message names the argument, what is allowed and how many entries are NaN. Like every
+  ``tf.debugging`` assertion it runs eagerly and inside ``tf.function``, and XLA drops it
+  (``jit_compile=True`` runs unchecked). Integer tensors are returned as they are.
+  """
+  tensor = tf.convert_to_tensor(tensor)
+  if not tensor.dtype.is_floating:
+    return tensor
+  count = tf.reduce_sum(tf.cast(tf.math.is_nan(tensor), tf.int64))
+  check = tf.debugging.Assert(
+      tf.equal(count, 0),
+      [f"`{name}` must not contain NaN (finite numbers and +-inf are allowed); NaN entries:",
+       count])
+  with tf.control_dependencies([check]):
+    return tf.identity(tensor)

@@ -1,16 +1,20 @@
 """Class encoders: class ids to class embeddings.
 
-In the Rank4Class view (Examining Multiclass Classification through the Lens of Learning to Rank,
-ICLR 2022 submission, Sec. 3.2) a classifier's final ``Dense(C)`` layer is a ranking model whose
-class encoder is a one-hot lookup,
+In the Rank4Class view ("Rank4Class: Examining Multiclass Classification through the Lens of
+Learning to Rank", ICLR 2022 submission, Sec. 3.2) a classifier's final ``Dense(C)`` layer is a
+ranking model whose class encoder is a one-hot lookup,
 
-    c_i = W^T e_i,        W in R^{(d+1) x C} (kernel stacked on bias),  e_i the i-th unit vector,
+    c_i = W^T e_i,        W in R^{C x (d+1)} (row i: kernel column i, then bias b_i),
+                          e_i in R^C the i-th unit vector,
 
-and whose interaction is a dot product with h' = [h, 1]. :class:`ClassEncoder` is that lookup (a
-trainable table, the default) or, when per-class metadata is available (for example an embedding
-of each class name), an MLP over those features:
+and whose interaction is a dot product with h' = [h, 1] (Sec. 3.1 defines ``s = W h'``).
+:class:`ClassEncoder` is that lookup (a trainable table, the default) or, when per-class metadata
+is available (for example an embedding of each class name), an MLP over those features:
 
     c_i = MLP(f_i),        f_i in R^p the i-th row of ``class_features``.
+
+The paper proposes class encoders over class metadata (Sec. 4, Figure 2 right) but leaves them to
+future work; the feature MLP is our own design and has no published figures to compare with.
 """
 import numpy as np
 import tensorflow as tf
@@ -71,6 +75,12 @@ class ClassEncoder(tf.keras.layers.Layer):
     activation: activation of the hidden layers of the feature MLP.
     train_class_features: whether the feature matrix itself is trainable.
     embeddings_initializer: initializer of the table (or of the MLP kernels).
+    bias_initializer: ``None`` (default): the whole table comes from ``embeddings_initializer``.
+      Otherwise the table's last column is a ``Dense`` bias and the table starts where a
+      ``Dense(num_classes)`` layer on ``embedding_dim - 1`` inputs starts: ``c_i = [k_i; b_i]``
+      with the kernel ``K = embeddings_initializer([embedding_dim - 1, num_classes])`` (a Dense
+      kernel's shape, so fan-in and fan-out match) and ``b = bias_initializer([num_classes])``.
+      Only for the table (not with ``class_features``); needs ``embedding_dim >= 2``.
     class_feature_dim: set by ``get_config``; the feature width ``p`` when the values are restored
       from saved weights instead of ``class_features``.
 
@@ -90,11 +100,12 @@ class ClassEncoder(tf.keras.layers.Layer):
 
   def __init__(self, num_classes, embedding_dim, class_features=None, hidden_units=(),
                activation="relu", train_class_features=False,
-               embeddings_initializer="glorot_uniform", class_feature_dim=None, **kwargs):
+               embeddings_initializer="glorot_uniform", class_feature_dim=None,
+               bias_initializer=None, **kwargs):
     super().__init__(**kwargs)
     self.num_classes = _validation.check_int("num_classes", num_classes, minimum=2)
     self.embedding_dim = _validation.check_int("embedding_dim", embedding_dim, minimum=1)
-    self.hidden_units = _check_units("hidden_units", hidden_units)
+    self.hidden_units = check_units("hidden_units", hidden_units)
     self.activation = tf.keras.activations.get(activation)
     self.train_class_features = bool(train_class_features)
     self.embeddings_initializer = tf.keras.initializers.serialize(
@@ -108,6 +119,16 @@ class ClassEncoder(tf.keras.layers.Layer):
       class_feature_dim = self._feature_values.shape[1]
     self.class_feature_dim = _validation.check_int(
         "class_feature_dim", class_feature_dim, minimum=1, allow_none=True)
+    self.bias_initializer = None
+    if bias_initializer is not None:
+      if self.class_feature_dim is not None:
+        raise ValueError(f"`bias_initializer` applies to the class table only, got "
+                         f"{bias_initializer!r} together with class features.")
+      if self.embedding_dim < 2:
+        raise ValueError(f"`bias_initializer` needs embedding_dim >= 2 (kernel rows plus the "
+                         f"bias), got embedding_dim={self.embedding_dim}.")
+      self.bias_initializer = tf.keras.initializers.serialize(
+          tf.keras.initializers.get(bias_initializer))
     self._mlp = []
     if self.class_feature_dim is not None:
       for i, units in enumerate(self.hidden_units):
@@ -121,6 +142,22 @@ class ClassEncoder(tf.keras.layers.Layer):
   def _new_initializer(self):
     # A fresh instance per weight: Keras warns when one unseeded initializer is reused.
     return tf.keras.initializers.get(self.embeddings_initializer)
+
+  def _table_initializer(self):
+    """The table's initializer: ``embeddings_initializer``, or ``Dense``-like with a bias column."""
+    if self.bias_initializer is None:
+      return self._new_initializer()
+    kernel_initializer = self._new_initializer()
+    bias_initializer = tf.keras.initializers.get(self.bias_initializer)
+
+    def dense_like(shape, dtype=None, **kwargs):
+      del kwargs  # e.g. partition information: the table is one variable
+      num_classes, width = shape
+      kernel = kernel_initializer((width - 1, num_classes), dtype=dtype)  # [d, C], as Dense's
+      bias = bias_initializer((num_classes,), dtype=dtype)
+      return tf.transpose(tf.concat([kernel, bias[tf.newaxis, :]], axis=0))
+
+    return dense_like
 
   @property
   def uses_class_features(self):
@@ -141,7 +178,7 @@ class ClassEncoder(tf.keras.layers.Layer):
     else:
       self.table = self.add_weight(
           name="table", shape=(self.num_classes, self.embedding_dim),
-          initializer=self._new_initializer(), trainable=True)
+          initializer=self._table_initializer(), trainable=True)
     super().build(input_shape)
 
   def all_embeddings(self):
@@ -174,12 +211,21 @@ class ClassEncoder(tf.keras.layers.Layer):
         "train_class_features": self.train_class_features,
         "embeddings_initializer": self.embeddings_initializer,
         "class_feature_dim": self.class_feature_dim,
+        "bias_initializer": self.bias_initializer,
     })
     return config
 
 
-def _check_units(name, units):
-  """Returns ``units`` as a tuple of positive ints, else raises naming ``name``."""
+def check_units(name, units):
+  """Returns ``units`` (an int or a sequence of ints) as a tuple of positive ints.
+
+  Raises:
+    ValueError: naming ``name``, if an entry is not a positive integer.
+
+  Example:
+    >>> check_units("hidden_units", 8), check_units("hidden_units", [4, 4])
+    ((8,), (4, 4))
+  """
   if isinstance(units, (int, np.integer)) and not isinstance(units, bool):
     units = (units,)
   try:

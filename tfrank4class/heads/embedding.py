@@ -3,15 +3,19 @@ RaMBO losses on one trunk.
 
     inputs -> encoder -> feature norm -> [Dense remap] -> [L2 normalisation] = embedding
     cross-entropy:    embedding -> Dropout -> Dense(num_classes, zero init) = logits
-                      trained with label-smoothed softmax cross-entropy (eps = 0.1)
+                      trained with label-smoothed softmax cross-entropy (eps = 0.1, target
+                      1 - eps on the class and eps / (C - 1) on each other class)
     embedding losses: the loss sees the embedding itself (recall, triplet, contrastive)
 
 The cross-entropy branch is the recipe of Boudiaf et al., "A unifying mutual information view of
-metric learning: cross-entropy vs. pairwise losses" (ECCV 2020, Sec. 5 and their code): a feature
-normalisation without learned affine parameters (``"batch"`` for Cars196 / SOP / In-Shop, none for
-CUB-200), a linear remapping to the embedding size, dropout before a zero-initialised linear
-classifier over the training classes, label smoothing 0.1. At test time the classifier is dropped
-and retrieval uses cosine similarity between embeddings, so the same
+metric learning: cross-entropy vs. pairwise losses" (ECCV 2020), as their released code
+(``jeromerony/dml_cross_entropy``: ``models/base_model.py``, ``models/ingredient.py``,
+``experiment.py``, ``README.md``) runs it: a feature normalisation without learned affine
+parameters (``"batch"`` for Cars196 / SOP / In-Shop, none for CUB-200), a linear remapping to the
+embedding size, dropout before a zero-initialised linear classifier over the training classes,
+label smoothing 0.1 with their target (:class:`SmoothedCrossEntropy`'s default ``spread``). At
+test time the classifier is dropped and retrieval uses cosine similarity between embeddings, so the
+same
 :func:`tfrank4class.metrics.retrieval.retrieval_recall_at_k` measures every loss.
 
 :func:`build_retrieval_model` returns the model to ``fit`` and the ``embedding_model`` (sharing
@@ -87,9 +91,10 @@ def build_retrieval_model(encoder, loss="cross_entropy", num_classes=None, embed
     embedding_dim: size of the linear remapping (``None``: keep the encoder's features).
     feature_norm: ``"batch"`` (BatchNormalization without scale/offset), ``"layer"``
       (LayerNormalization without scale/offset) or ``"none"``, applied to the encoder features.
-    dropout: dropout rate in ``[0, 1)`` before the classifier (cross-entropy only; the paper uses
-      0.5 with ResNet-50).
-    label_smoothing: ``eps`` of the cross-entropy (paper: 0.1).
+    dropout: dropout rate in ``[0, 1)`` before the classifier (cross-entropy only; their code
+      uses 0.5 with ResNet-50).
+    label_smoothing: ``eps`` of the cross-entropy (their code: 0.1). Other
+      :class:`SmoothedCrossEntropy` arguments (``spread``) go in ``loss_kwargs``.
     l2_normalize: end the embedding with a unit-normalisation layer.
     loss_kwargs: keyword arguments for the loss, e.g. ``{"weighting": "loglog", "margin": 0.1,
       "memory": 2}`` for ``"recall_loss"``.

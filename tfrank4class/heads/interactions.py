@@ -27,7 +27,7 @@ import math
 import tensorflow as tf
 
 from tfrank4class import _validation
-from tfrank4class.heads.class_encoder import PACKAGE, _check_units
+from tfrank4class.heads.class_encoder import PACKAGE, check_units
 
 
 class Interaction(tf.keras.layers.Layer):
@@ -209,7 +209,7 @@ class _MLPInteraction(Interaction):
   def __init__(self, hidden_units=(256, 256), activation="relu", class_chunk_size=None,
                kernel_initializer="glorot_uniform", **kwargs):
     super().__init__(class_chunk_size=class_chunk_size, **kwargs)
-    self.hidden_units = _check_units("hidden_units", hidden_units)
+    self.hidden_units = check_units("hidden_units", hidden_units)
     self.activation = tf.keras.activations.get(activation)
     self.kernel_initializer = tf.keras.initializers.serialize(
         tf.keras.initializers.get(kernel_initializer))
@@ -244,14 +244,16 @@ class _MLPInteraction(Interaction):
 class LatentCrossInteraction(_MLPInteraction):
   """Latent cross then an MLP: ``s_{b,i} = MLP((1 + c_i) * h_b)`` (Rank4Class, Sec. 4.2).
 
-  The latent cross of Beutel et al. (Latent Cross: Making Use of Context in Recurrent Recommender
-  Systems, WSDM 2018) gates the instance embedding elementwise by ``1 + c_i``; the MLP has
+  Rank4Class (Sec. 4.2) names the latent cross of Beutel et al. (Latent Cross: Making Use of
+  Context in Recurrent Recommender Systems, WSDM 2018) without writing it out; we use Beutel et
+  al.'s form, which gates the instance embedding elementwise by ``1 + c_i``. The MLP has
   ``len(hidden_units)`` hidden layers with ``activation`` and a linear output of width 1. Class
   and instance embeddings must have the same size ``d``. Memory: ``[B, C, d]`` for the cross
   plus ``[B, C, w]`` per hidden layer (see the module doc and ``class_chunk_size``).
 
   Args:
-    hidden_units: hidden layer widths (the paper: 2 equal layers in {64, 128, 256, 512}).
+    hidden_units: hidden layer widths (the paper, Sec. 5.3 and Appendix B: 2 equal layers
+      tuned in {64, 128, 256, 512}; our default 256 is one point of that grid).
     activation: hidden activation.
     class_chunk_size: classes per chunk, or ``None``.
     kernel_initializer: initializer of the MLP kernels.
@@ -303,7 +305,9 @@ class ConcatInteraction(_MLPInteraction):
   differ. Memory: ``[B, C, w]`` per hidden layer (see the module doc and ``class_chunk_size``).
 
   Args:
-    hidden_units: hidden layer widths; ``()`` gives the linear model ``w . [h, c_i] + b``.
+    hidden_units: hidden layer widths (the paper, Sec. 5.3 and Appendix B: 2 equal layers
+      tuned in {64, 128, 256, 512}; our default 256 is one point of that grid); ``()`` gives the
+      linear model ``w . [h, c_i] + b``.
     activation: hidden activation.
     class_chunk_size: classes per chunk, or ``None``.
     kernel_initializer: initializer of the MLP kernels.

@@ -12,7 +12,7 @@ import tensorflow as tf
 from tfrank4class import _validation
 from tfrank4class.heads import interactions as interactions_lib
 from tfrank4class.heads.class_encoder import (
-    PACKAGE, ClassEncoder, _check_units, check_class_features)
+    PACKAGE, ClassEncoder, check_class_features, check_units)
 
 
 @tf.keras.utils.register_keras_serializable(package=PACKAGE)
@@ -35,7 +35,8 @@ class Rank4ClassHead(tf.keras.layers.Layer):
     num_classes: number of classes ``C >= 2``.
     interaction: ``"dot"``, ``"latent_cross"`` or ``"concat"``.
     hidden_units: MLP hidden widths of the ``"latent_cross"`` / ``"concat"`` interactions (the
-      paper: two equal layers tuned in {64, 128, 256, 512}); unused by ``"dot"``.
+      paper, Sec. 5.3 and Appendix B: two equal layers tuned in {64, 128, 256, 512}); unused by
+      ``"dot"``.
     class_features: optional ``[C, p]`` per-class features (e.g. class-name embeddings); the
       class encoder becomes ``MLP(f_i)`` instead of a lookup table.
     class_feature_units: hidden widths of that feature MLP.
@@ -45,7 +46,13 @@ class Rank4ClassHead(tf.keras.layers.Layer):
     class_chunk_size: compute the MLP interactions ``k`` classes at a time (memory, see
       :mod:`tfrank4class.heads.interactions`).
     train_class_features: whether the class feature matrix is trainable.
-    embeddings_initializer: initializer of the class table / feature MLP.
+    embeddings_initializer: initializer of the class table / feature MLP. For ``"dot"`` with
+      ``use_bias`` and a table, the kernel part ``[d, C]`` is drawn as ``Dense(C)`` draws its
+      kernel (same shape, so the same values for a seeded initializer).
+    bias_initializer: for ``"dot"`` with ``use_bias`` and a table: initializer of the bias column
+      (``"zeros"``, as ``Dense``), so that the head equals ``Dense(C)`` from initialisation on,
+      not only after :meth:`set_dense_weights`. Unused otherwise. Configs saved before this
+      argument existed load with the default (their weights are restored from the file).
     class_feature_dim: set by ``get_config`` (features are restored from the saved weights).
 
   Example:
@@ -57,13 +64,14 @@ class Rank4ClassHead(tf.keras.layers.Layer):
   def __init__(self, num_classes, interaction="dot", hidden_units=(256, 256), class_features=None,
                class_feature_units=(), class_embedding_dim=None, activation="relu",
                use_bias=True, class_chunk_size=None, train_class_features=False,
-               embeddings_initializer="glorot_uniform", class_feature_dim=None, **kwargs):
+               embeddings_initializer="glorot_uniform", class_feature_dim=None,
+               bias_initializer="zeros", **kwargs):
     super().__init__(**kwargs)
     self.num_classes = _validation.check_int("num_classes", num_classes, minimum=2)
     self.interaction_name = _validation.check_choice(
         "interaction", interaction, interactions_lib.INTERACTIONS)
-    self.hidden_units = _check_units("hidden_units", hidden_units)
-    self.class_feature_units = _check_units("class_feature_units", class_feature_units)
+    self.hidden_units = check_units("hidden_units", hidden_units)
+    self.class_feature_units = check_units("class_feature_units", class_feature_units)
     self.class_embedding_dim = _validation.check_int(
         "class_embedding_dim", class_embedding_dim, minimum=1, allow_none=True)
     self.activation = tf.keras.activations.serialize(tf.keras.activations.get(activation))
@@ -75,6 +83,8 @@ class Rank4ClassHead(tf.keras.layers.Layer):
     self.train_class_features = bool(train_class_features)
     self.embeddings_initializer = tf.keras.initializers.serialize(
         tf.keras.initializers.get(embeddings_initializer))
+    self.bias_initializer = tf.keras.initializers.serialize(
+        tf.keras.initializers.get(bias_initializer))
     self._class_features = None
     if class_features is not None:
       self._class_features = check_class_features(class_features, self.num_classes)
@@ -106,12 +116,15 @@ class Rank4ClassHead(tf.keras.layers.Layer):
     d = input_shape[-1]
     e = self._embedding_dim(d)
     self._input_dim = d
+    dense_like = (self.interaction_name == "dot" and self.use_bias
+                  and self.class_feature_dim is None)
     self.class_encoder = ClassEncoder(
         self.num_classes, e, class_features=self._class_features,
         hidden_units=self.class_feature_units, activation=self.activation,
         train_class_features=self.train_class_features,
         embeddings_initializer=self.embeddings_initializer,
-        class_feature_dim=self.class_feature_dim, name="class_encoder")
+        class_feature_dim=self.class_feature_dim,
+        bias_initializer=self.bias_initializer if dense_like else None, name="class_encoder")
     self.class_encoder.build(None)
     self.interaction.build([tf.TensorShape([None, d]), tf.TensorShape([self.num_classes, e])])
     super().build(input_shape)
@@ -182,5 +195,6 @@ class Rank4ClassHead(tf.keras.layers.Layer):
         "train_class_features": self.train_class_features,
         "embeddings_initializer": self.embeddings_initializer,
         "class_feature_dim": self.class_feature_dim,
+        "bias_initializer": self.bias_initializer,
     })
     return config

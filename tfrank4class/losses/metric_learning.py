@@ -1,10 +1,15 @@
 """Metric-learning losses: contrastive and triplet with in-batch mining, and smoothed cross-entropy.
 
-These are the pairwise baselines of Boudiaf et al., "A unifying mutual information view of metric
-learning: cross-entropy vs. pairwise losses" (ECCV 2020, Table 1 and Sec. 4). Both take integer
-class ids ``y_true`` ``[B]`` / ``[B, 1]`` and embeddings ``y_pred`` ``[B, D]``, and mine pairs or
-triplets inside the batch, so a batch must hold several items of each class: use
-:class:`tfrank4class.data.sampling.ClassBalancedSampler` (P classes x K items per batch).
+The contrastive and triplet losses are pairwise-distance losses of the kind that Boudiaf et al.,
+"A unifying mutual information view of metric learning: cross-entropy vs. pairwise losses" (ECCV
+2020), relate to the cross-entropy; :class:`SmoothedCrossEntropy` is the loss of their recipe.
+The pairwise losses take class (identity) ids ``y_true`` ``[B]`` / ``[B, 1]`` and embeddings
+``y_pred`` ``[B, D]``, and mine pairs or triplets inside the batch, so a batch must hold several
+items of each class: use :class:`tfrank4class.data.sampling.ClassBalancedSampler` (P classes x K
+items per batch). Ids must be whole numbers ``>= 0``
+(:func:`tfrank4class.losses.relevance.class_ids`): others raise ``InvalidArgumentError`` eagerly
+and inside ``tf.function``; under ``jit_compile=True`` XLA drops that check, and a fractional id
+is truncated towards zero.
 
 Distances are Euclidean, by default between L2-normalised embeddings (``normalize=True``), where
 ``d(a, b)^2 = 2 - 2 cos(a, b)`` lies in ``[0, 4]``. ``P(i)`` are the other items of ``i``'s class
@@ -18,30 +23,23 @@ import tensorflow as tf
 
 from tfrank4class import _validation
 from tfrank4class.losses.registry import register
-from tfrank4class.losses.relevance import num_items, to_relevance
+from tfrank4class.losses.relevance import class_ids, num_items, to_relevance
 
 _EPS = 1e-12
 
 
 def _labels_and_embeddings(y_true, y_pred):
-  """Validated int labels ``[B]`` and float embeddings ``[B, D]``."""
+  """Validated int64 class ids ``[B]`` and float embeddings ``[B, D]``."""
   y_pred = _validation.score_matrix("y_pred", y_pred)
   y_pred = _validation.assert_finite("y_pred", y_pred)
-  y_true = tf.convert_to_tensor(y_true)
-  if y_true.shape.rank == 2 and y_true.shape[-1] == 1:
-    y_true = tf.squeeze(y_true, -1)
-  if y_true.shape.rank != 1:
-    raise ValueError(
-        f"`y_true` must be class ids of shape [B] or [B, 1] (embedding losses do not take dense "
-        f"relevance), got shape {y_true.shape}.")
+  try:
+    y_true = class_ids(y_true, name="y_true")
+  except ValueError as e:
+    raise ValueError(f"{e} The embedding losses take class ids, not dense relevance.") from None
   if y_true.shape[0] is not None and y_pred.shape[0] is not None and y_true.shape[0] != y_pred.shape[0]:
     raise ValueError(
         f"`y_true` and `y_pred` must have the same batch size, got {y_true.shape[0]} labels for "
         f"{y_pred.shape[0]} embeddings.")
-  if y_true.dtype.is_floating:
-    y_true = tf.cast(tf.round(y_true), tf.int64)
-  else:
-    y_true = tf.cast(y_true, tf.int64)
   return y_true, y_pred
 
 
@@ -221,44 +219,90 @@ class TripletLoss(_EmbeddingLoss):
 
 @register("smoothed_cross_entropy")
 class SmoothedCrossEntropy(tf.keras.losses.Loss):
-  """Softmax cross-entropy with label smoothing over class ids: the loss of Boudiaf et al.'s recipe.
+  """Softmax cross-entropy with label smoothing: the classifier loss of Boudiaf et al.'s recipe.
 
-  With logits ``z`` ``[B, C]``, class ids ``y`` and smoothing ``eps`` (Szegedy et al., "Rethinking
-  the Inception Architecture", CVPR 2016, Sec. 7; Boudiaf et al., ECCV 2020, Sec. 5, eps = 0.1):
+  With logits ``z`` ``[B, C]``, class ids ``y`` and smoothing ``eps``, the loss of a list is
+  ``l = - sum_c q_c log softmax(z)_c`` against one of two smoothed targets ``q``:
 
-      q_c = (1 - eps) 1[c = y] + eps / C,        l = - sum_c q_c log softmax(z)_c
+      spread="other_classes" (default): q_c = 1 - eps if c == y, else eps / (C - 1)
+      spread="all_classes":             q_c = (1 - eps) 1[c == y] + eps / C
 
-  Boudiaf et al. show (Sec. 3-4) that minimising this cross-entropy maximises the mutual
-  information between embeddings and labels, like the pairwise losses above, and needs no pair
+  ``"other_classes"`` is the target of Boudiaf et al.'s released code (``jeromerony/
+  dml_cross_entropy``, ``utils/utils.py``, ``SmoothCrossEntropy``; ``eps = 0.1`` in their
+  ``experiment.py``), the default because this loss is the one of their recipe (see
+  :func:`tfrank4class.heads.embedding.build_retrieval_model`). ``"all_classes"`` is the label
+  smoothing of Szegedy et al. ("Rethinking the Inception Architecture", CVPR 2016, Sec. 7) and
+  of ``tf.keras.losses.CategoricalCrossentropy(label_smoothing=eps)``. For class ids the two
+  targets coincide when ``eps_all = eps_other C / (C - 1)``. Their code returns the
+  Kullback-Leibler divergence ``KL(q || softmax(z)) = l - H(q)``; we return the cross-entropy
+  ``l``, which differs by the constant entropy ``H(q)`` of the target and has the same gradient.
+  A config saved before ``spread`` existed (when the loss was always ``"all_classes"``) loads as
+  ``"all_classes"``, so a restored model keeps the loss it was trained with.
+
+  Boudiaf et al. (ECCV 2020, abstract) show that minimising the cross-entropy maximises the
+  mutual information between embeddings and labels, like the pairwise losses above, without pair
   mining or class-balanced batches.
+
+  Dense relevance ``[B, C]`` (see :func:`tfrank4class.losses.to_relevance`) generalises ``y``:
+  the relevance of the valid items is normalised to a distribution ``p`` (``p = e_y`` for a class
+  id), ``q = (1 - eps) p`` plus ``eps`` spread evenly over the valid items (``"all_classes"``) or
+  over the valid items of relevance 0 (``"other_classes"``; ``q = p`` if there is none). Padded
+  items (relevance ``< 0``) are excluded: they get no target mass and leave the softmax. A list
+  without any relevant item (only padding or zeros) contributes 0, as in TF-Ranking's softmax
+  loss. Class ids outside ``[0, C)`` raise ``InvalidArgumentError``, except under
+  ``jit_compile=True``, where XLA drops the check and such an id gives an all-zero row, so the
+  list contributes 0.
 
   Args:
     label_smoothing: ``eps`` in ``[0, 1)``.
+    spread: ``"other_classes"`` or ``"all_classes"``: where the smoothing mass ``eps`` goes.
     reduction, name: as for any Keras loss.
 
   Example:
     >>> loss = SmoothedCrossEntropy(label_smoothing=0.0)
     >>> round(float(loss([0], [[0.0, 0.0]])), 4)   # log 2
     0.6931
+    >>> round(float(SmoothedCrossEntropy(0.5)([0], [[0.0, 0.0, 0.0]])), 4)   # log 3, any q
+    1.0986
   """
 
-  def __init__(self, label_smoothing=0.1, reduction=tf.keras.losses.Reduction.AUTO,
-               name="smoothed_cross_entropy"):
+  SPREADS = ("other_classes", "all_classes")
+
+  def __init__(self, label_smoothing=0.1, spread="other_classes",
+               reduction=tf.keras.losses.Reduction.AUTO, name="smoothed_cross_entropy"):
     super().__init__(reduction=reduction, name=name)
     self.label_smoothing = _validation.check_float("label_smoothing", label_smoothing, minimum=0.0)
     if self.label_smoothing >= 1.0:
       raise ValueError(f"`label_smoothing` must be a finite number in [0, 1), got {label_smoothing!r}.")
+    self.spread = _validation.check_choice("spread", spread, self.SPREADS)
 
   def call(self, y_true, y_pred):
     logits = _validation.score_matrix("y_pred", y_pred)
     logits = _validation.assert_finite("y_pred", logits)
-    targets = to_relevance(y_true, num_items(logits), dtype=logits.dtype)
-    c = tf.cast(tf.shape(logits)[-1], logits.dtype)
-    eps = tf.cast(self.label_smoothing, logits.dtype)
-    targets = (1.0 - eps) * targets + eps / c
-    return -tf.reduce_sum(targets * tf.nn.log_softmax(logits, axis=-1), axis=-1)
+    relevance = to_relevance(y_true, num_items(logits), dtype=logits.dtype)
+    valid = relevance >= 0
+    gains = tf.where(valid, relevance, tf.zeros_like(relevance))
+    mass = tf.reduce_sum(gains, axis=-1, keepdims=True)
+    p = tf.math.divide_no_nan(gains, mass)
+    if self.spread == "all_classes":
+      receivers = tf.cast(valid, logits.dtype)
+    else:
+      receivers = tf.cast(tf.logical_and(valid, tf.equal(relevance, 0.0)), logits.dtype)
+    count = tf.reduce_sum(receivers, axis=-1, keepdims=True)
+    eps = tf.where(count > 0, tf.cast(self.label_smoothing, logits.dtype), tf.zeros_like(count))
+    targets = (1.0 - eps) * p + eps * tf.math.divide_no_nan(receivers, count)
+    # Padded items leave the softmax (their logit becomes the dtype's lowest value).
+    masked = tf.where(valid, logits, tf.fill(tf.shape(logits), logits.dtype.min))
+    log_p = tf.where(valid, tf.nn.log_softmax(masked, axis=-1), tf.zeros_like(masked))
+    loss = -tf.reduce_sum(targets * log_p, axis=-1)
+    return tf.where(mass[:, 0] > 0, loss, tf.zeros_like(loss))
 
   def get_config(self):
     config = super().get_config()
-    config["label_smoothing"] = self.label_smoothing
+    config.update({"label_smoothing": self.label_smoothing, "spread": self.spread})
     return config
+
+  @classmethod
+  def from_config(cls, config):
+    # Configs saved before `spread` existed were trained with the "all_classes" target.
+    return cls(**{"spread": "all_classes", **config})

@@ -31,6 +31,7 @@ def _to_float(scores):
     raise ValueError("`scores` must have rank >= 1, got a scalar.")
   if scores.shape.rank is None:
     raise ValueError("`scores` must have a known rank (number of dimensions).")
+  scores = _validation.assert_no_nan("scores", scores)
   return scores, (scores.dtype if scores.dtype.is_floating else tf.float32)
 
 
@@ -98,6 +99,11 @@ def rank(scores, axis=-1):
     A float tensor of the same shape and float dtype (float32 for integer input). Ranks are exact
     integers stored as floats (exact in float32 up to 2**24 items; use float64 beyond).
 
+  Raises:
+    InvalidArgumentError: ``scores`` holds a NaN (a NaN has no place in an order), eagerly and
+      inside ``tf.function``. ``+-inf`` are ranked like any number. XLA drops the check: under
+      ``jit_compile=True`` NaN scores get unspecified ranks.
+
   Example:
     >>> rank([[0.1, 0.9, 0.5, 0.9]]).numpy()
     array([[4., 1., 3., 2.]], dtype=float32)
@@ -131,6 +137,9 @@ def rank_within(scores, mask, axis=-1):
 
   Returns:
     Float ranks of the same shape as ``scores``.
+
+  Raises:
+    InvalidArgumentError: ``scores`` holds a NaN, as for :func:`rank` (not under XLA).
 
   Example:
     >>> rank_within([[0.1, 0.9, 0.5, 0.7]], [[True, False, True, False]]).numpy()
