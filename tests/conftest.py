@@ -4,12 +4,15 @@ The tests build their models with ``tf.keras``; on TensorFlow 2.16+ that is tf-k
 the package's objects are built on) only with TF_USE_LEGACY_KERAS=1, set here before TensorFlow
 is imported. ``tests/test_compat.py`` checks the package in a process without it.
 """
+import importlib.metadata
 import os
 import pathlib
 
 os.environ.setdefault("NO_GCE_CHECK", "true")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# TensorFlow 2.15 has no tf-keras and would fail to find it if asked for it.
+if tuple(int(p) for p in importlib.metadata.version("tensorflow").split(".")[:2]) >= (2, 16):
+  os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402

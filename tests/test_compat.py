@@ -29,10 +29,11 @@ def test_too_old_tensorflow_names_the_fix():
 
 
 def test_keras_binding_is_keras_2():
-  assert compat.keras.__version__.startswith("2.")
   if CURRENT_STACK:
     import tf_keras  # pylint: disable=g-import-not-at-top
-    assert compat.keras is tf_keras
+    assert compat.keras is tf_keras and tf_keras.__version__.startswith("2.")
+  else:
+    assert compat.keras is tf.keras and tf.__version__.startswith("2.15")
 
 
 def test_missing_tf_ranking_gives_the_command(monkeypatch):
