@@ -33,7 +33,7 @@ def test_keras_binding_is_keras_2():
     import tf_keras  # pylint: disable=g-import-not-at-top
     assert compat.keras is tf_keras and tf_keras.__version__.startswith("2.")
   else:
-    assert compat.keras is tf.keras and tf.__version__.startswith("2.15")
+    assert compat.keras.layers.Layer is tf.keras.layers.Layer and tf.__version__.startswith("2.15")
 
 
 def test_missing_tf_ranking_gives_the_command(monkeypatch):
