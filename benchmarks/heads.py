@@ -26,6 +26,8 @@ Usage:
 Writes benchmarks/out/heads.json and benchmarks/out/heads.png.
 """
 import argparse
+
+from tfrank4class.compat import keras
 import json
 import statistics
 import sys
@@ -42,14 +44,14 @@ class Case:
     from tfrank4class.heads import Rank4ClassHead  # pylint: disable=g-import-not-at-top
     self.tf, self.label, self.num_classes = tf, label, num_classes
     if interaction is None:
-      layer = tf.keras.layers.Dense(num_classes)
+      layer = keras.layers.Dense(num_classes)
     else:
       layer = Rank4ClassHead(num_classes, interaction=interaction, hidden_units=(width, width),
                              class_chunk_size=chunk)
-    self.model = tf.keras.Sequential([tf.keras.Input((d,)), layer])
+    self.model = keras.Sequential([keras.Input((d,)), layer])
     self.params = self.model.count_params()
     loss_fn = losses.get("softmax_loss")
-    optimizer = tf.keras.optimizers.Adam(1e-3)
+    optimizer = keras.optimizers.Adam(1e-3)
     model = self.model
     rng = tf.random.Generator.from_seed(num_classes)
     self.x = rng.normal([batch, d])

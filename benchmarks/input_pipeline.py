@@ -23,6 +23,8 @@ Usage:
 benchmarks/out/input_pipeline.png and benchmarks/out/input_pipeline.json.
 """
 import argparse
+
+from tfrank4class.compat import keras
 import json
 import os
 import pathlib
@@ -87,39 +89,39 @@ def measure(tf, ds, model, max_examples, steps, threads, rounds=3, skip_first_ep
 
 
 def cifar_model(tf):
-  layers = tf.keras.layers
-  model = tf.keras.Sequential([
-      tf.keras.Input((32, 32, 3)),
+  layers = keras.layers
+  model = keras.Sequential([
+      keras.Input((32, 32, 3)),
       layers.Conv2D(32, 3, padding="same", activation="relu"),
       layers.Conv2D(32, 3, padding="same", activation="relu"),
       layers.MaxPooling2D(),
       layers.Conv2D(64, 3, padding="same", activation="relu"),
       layers.GlobalAveragePooling2D(),
       layers.Dense(10)])
-  model.compile("sgd", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   return model
 
 
 def imagenet_model(tf):
-  layers = tf.keras.layers
-  model = tf.keras.Sequential([
-      tf.keras.Input((224, 224, 3)),
+  layers = keras.layers
+  model = keras.Sequential([
+      keras.Input((224, 224, 3)),
       layers.Conv2D(16, 7, strides=4, padding="same", activation="relu"),
       layers.Conv2D(32, 3, strides=2, padding="same", activation="relu"),
       layers.GlobalAveragePooling2D(),
       layers.Dense(1000)])
-  model.compile("sgd", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   return model
 
 
 def text_model(tf, data, name, data_dir, num_classes):
   vectorizer = data.adapt_text_vectorization(name, data_dir=data_dir, max_tokens=20_000,
                                              output_sequence_length=64)
-  inputs = tf.keras.Input(shape=(), dtype=tf.string)
-  x = tf.keras.layers.Embedding(20_000, 64)(vectorizer(inputs))
-  x = tf.keras.layers.GlobalAveragePooling1D()(x)
-  model = tf.keras.Model(inputs, tf.keras.layers.Dense(num_classes)(x))
-  model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  inputs = keras.Input(shape=(), dtype=tf.string)
+  x = keras.layers.Embedding(20_000, 64)(vectorizer(inputs))
+  x = keras.layers.GlobalAveragePooling1D()(x)
+  model = keras.Model(inputs, keras.layers.Dense(num_classes)(x))
+  model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   return model
 
 

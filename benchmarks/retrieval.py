@@ -32,6 +32,7 @@ import tensorflow as tf  # noqa: E402
 
 from _common import OUT, ROOT, setup_tensorflow  # noqa: E402
 from tfrank4class import encoders  # noqa: E402
+from tfrank4class.compat import keras
 from tfrank4class.data import image_folder  # noqa: E402
 from tfrank4class.data.cifar import normalize as cifar_normalize  # noqa: E402
 from tfrank4class.data.orl import load_orl  # noqa: E402
@@ -81,14 +82,14 @@ def load_cifar_split(data_dir, train_per_class, test_per_class):
 
 
 def train_and_eval(name, x_tr, y_tr, x_te, y_te, seed, args, num_train_classes, p, k, epochs):
-  tf.keras.backend.clear_session()
-  tf.keras.utils.set_random_seed(seed)
+  keras.backend.clear_session()
+  keras.utils.set_random_seed(seed)
   loss, kwargs = LOSSES.get(name, (None, {}))
   enc = encoders.get("small_cnn", input_shape=x_tr.shape[1:], filters=(32, 64), embedding_dim=128)
   built = build_retrieval_model(
       enc, loss or "triplet_loss", num_classes=num_train_classes, embedding_dim=64,
       feature_norm="batch", loss_kwargs=kwargs,
-      optimizer=tf.keras.optimizers.Adam(args.lr))
+      optimizer=keras.optimizers.Adam(args.lr))
   seconds = 0.0
   if loss is not None:
     sampler = ClassBalancedSampler(y_tr, p, k, seed=seed)

@@ -7,9 +7,9 @@ trains with TF-Ranking's ApproxNDCG loss from integer labels, and reports rankin
 """
 import argparse
 
-import tensorflow as tf
 
 from tfrank4class import data, encoders, heads, losses, metrics
+from tfrank4class.compat import keras
 
 
 def main():
@@ -17,7 +17,7 @@ def main():
   parser.add_argument("--epochs", type=int, default=2)
   parser.add_argument("--steps", type=int, default=0, help="steps per epoch (0: a full pass)")
   args = parser.parse_args()
-  tf.keras.utils.set_random_seed(0)
+  keras.utils.set_random_seed(0)
 
   info = data.info("goemotions_sample")
   train = data.load("goemotions_sample", "train", batch_size=64, shuffle_seed=0)
@@ -30,7 +30,7 @@ def main():
                          embedding_dim=64, num_heads=2, num_layers=1, ff_dim=128, dropout=0.0)
   model = heads.build_model(encoder, info.num_classes, interaction="latent_cross",
                             hidden_units=(128, 128))
-  model.compile(optimizer=tf.keras.optimizers.Adam(1e-3),
+  model.compile(optimizer=keras.optimizers.Adam(1e-3),
                 loss=losses.get("approx_ndcg_loss"),
                 metrics=[metrics.TopKAccuracy(1), metrics.TopKAccuracy(5), metrics.NDCG(5),
                          metrics.MRR()])

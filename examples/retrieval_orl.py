@@ -11,9 +11,9 @@ import pathlib
 import sys
 
 import numpy as np
-import tensorflow as tf
 
 from tfrank4class import encoders
+from tfrank4class.compat import keras
 from tfrank4class.data.orl import load_orl
 from tfrank4class.data.sampling import ClassBalancedSampler
 from tfrank4class.heads.embedding import build_retrieval_model, export_embedding_model
@@ -32,10 +32,10 @@ x_unseen = np.repeat((x_unseen - mean) / std, 3, axis=-1)
 
 # Model: encoder -> BatchNorm (no affine) -> 64-d embedding; a classifier over the 30 training
 # people on top for cross-entropy (dropped at export).
-tf.keras.utils.set_random_seed(0)
+keras.utils.set_random_seed(0)
 encoder = encoders.get("small_cnn", input_shape=(28, 23, 3), filters=(32, 64), embedding_dim=128)
 built = build_retrieval_model(encoder, LOSS, num_classes=30, embedding_dim=64,
-                              optimizer=tf.keras.optimizers.Adam(1e-3))
+                              optimizer=keras.optimizers.Adam(1e-3))
 
 # Batches of 6 people x 5 images (pairwise and recall losses need several images per class).
 sampler = ClassBalancedSampler(y_train, classes_per_batch=6, samples_per_class=5, seed=0)

@@ -2,9 +2,10 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_ranking as tfr
 
-from tfrank4class import losses
+from tfrank4class import compat, losses
+
+tfr_losses = compat.tf_ranking_module("keras.losses")
 
 C = 5
 
@@ -23,7 +24,7 @@ def _model():
 
 
 def test_registry_lists_every_tf_ranking_key():
-  assert set(tfr.keras.losses.RankingLossKey.all_keys()) <= set(losses.names())
+  assert set(tfr_losses.RankingLossKey.all_keys()) <= set(losses.names())
   for key in ("softmax_loss", "pairwise_logistic_loss", "approx_ndcg_loss",
               "gumbel_approx_ndcg_loss", "mean_squared_loss"):
     assert key in losses.names()
@@ -39,7 +40,7 @@ def test_value_equals_tf_ranking_on_one_hot(key):
   scores = np.random.default_rng(1).normal(size=(8, C)).astype(np.float32)
   ours = losses.get(key)(y, scores)
   tfr_scores = scores[..., None] if key == "ordinal_loss" else scores
-  theirs = tfr.keras.losses.get(key)(tf.one_hot(y, C), tfr_scores)
+  theirs = tfr_losses.get(key)(tf.one_hot(y, C), tfr_scores)
   if key in STOCHASTIC:
     assert np.isfinite(ours.numpy()) and np.isfinite(theirs.numpy())
     return
@@ -85,13 +86,13 @@ def test_under_mirrored_strategy(mirrored_strategy):
 
 
 def test_lambda_weight_round_trip():
-  loss = losses.get("pairwise_logistic_loss", lambda_weight=tfr.keras.losses.NDCGLambdaWeightV2())
+  loss = losses.get("pairwise_logistic_loss", lambda_weight=tfr_losses.NDCGLambdaWeightV2())
   config = tf.keras.utils.serialize_keras_object(loss)
   restored = tf.keras.utils.deserialize_keras_object(config)
   _, y = _data(8)
   scores = np.random.default_rng(2).normal(size=(8, C)).astype(np.float32)
   np.testing.assert_allclose(restored(y, scores).numpy(), loss(y, scores).numpy(), rtol=1e-6)
-  assert isinstance(restored.loss_kwargs["lambda_weight"], tfr.keras.losses.NDCGLambdaWeightV2)
+  assert isinstance(restored.loss_kwargs["lambda_weight"], tfr_losses.NDCGLambdaWeightV2)
 
 
 def test_unknown_name_lists_known_names():
@@ -176,7 +177,7 @@ def test_half_precision_scores_give_the_float32_value(dtype):
   _, y = _data(8)
   scores = 12.0 * np.random.default_rng(3).normal(size=(8, C))
   half = tf.cast(scores, dtype)
-  reference = tfr.keras.losses.get("softmax_loss")(tf.one_hot(y, C), tf.cast(half, tf.float32))
+  reference = tfr_losses.get("softmax_loss")(tf.one_hot(y, C), tf.cast(half, tf.float32))
   ours = losses.get("softmax_loss")(y, half)
   assert ours.dtype == tf.float32
   np.testing.assert_allclose(ours.numpy(), reference.numpy(), rtol=1e-6)

@@ -2,7 +2,7 @@
 
 Two ways to turn a batch of raw strings ``tf.string [B]`` into token ids ``int64 [B, L]``:
 
-* ``adapt_text_vectorization(data)``: a ``tf.keras.layers.TextVectorization`` whose word vocabulary
+* ``adapt_text_vectorization(data)``: a ``keras.layers.TextVectorization`` whose word vocabulary
   is adapted on a dataset's training split (the ``max_tokens - 2`` most frequent words after
   lower-casing and stripping punctuation; id 0 = padding, id 1 = out of vocabulary).
 * ``WordPieceVectorizer(vocabulary)``: BERT-style WordPiece with a given vocabulary (a
@@ -27,7 +27,8 @@ import os
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import _validation, compat
+from tfrank4class.compat import keras
 
 # ASCII punctuation and symbols (as BERT's basic tokenizer) and Unicode punctuation.
 _PUNCTUATION = r"([!-/:-@\[-`{-~]|\pP)"
@@ -86,9 +87,9 @@ def adapt_text_vectorization(data, data_dir=None, max_tokens=20_000, output_sequ
     return WordPieceVectorizer(wordpiece_vocabulary,
                                output_sequence_length=output_sequence_length, **kwargs)
   if vocabulary is not None:
-    return tf.keras.layers.TextVectorization(
+    return keras.layers.TextVectorization(
         vocabulary=list(vocabulary), output_sequence_length=output_sequence_length, **kwargs)
-  layer = tf.keras.layers.TextVectorization(
+  layer = keras.layers.TextVectorization(
       max_tokens=max_tokens, output_sequence_length=output_sequence_length, **kwargs)
   layer.adapt(_texts_of(data, data_dir, split))
   return layer
@@ -115,8 +116,8 @@ def read_vocabulary(vocabulary):
   return tokens
 
 
-@tf.keras.utils.register_keras_serializable(package="tfrank4class")
-class WordPieceVectorizer(tf.keras.layers.Layer):
+@compat.register_serializable
+class WordPieceVectorizer(keras.layers.Layer):
   """Raw strings ``[B]`` -> WordPiece ids ``int64 [B, output_sequence_length]``; see module doc.
 
   Greedy longest-match-first WordPiece (Wu et al. 2016; BERT, Devlin et al. 2019): for a word

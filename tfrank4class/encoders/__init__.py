@@ -3,9 +3,10 @@
 ``get(name, **kwargs)`` builds one by name: ``"resnet50"``, ``"vgg16_cifar"``, ``"small_cnn"``,
 ``"transformer"`` (a small Transformer over ``TextVectorization`` tokens, raw strings in) and
 ``"saved_model"`` (a local BERT/ELECTRA-style SavedModel). Every encoder is a functional
-``tf.keras.Model`` that round-trips through ``model.save`` / ``tf.keras.models.load_model``.
+``keras.Model`` that round-trips through ``model.save`` / ``keras.models.load_model``.
 """
 from tfrank4class import _validation
+from tfrank4class.compat import keras
 from tfrank4class.encoders.resnet import resnet50
 from tfrank4class.encoders.saved_model_text import SavedModelEncoder, saved_model
 from tfrank4class.encoders.small_cnn import small_cnn

@@ -3,9 +3,6 @@ import os
 
 from tfrank4class import _validation
 
-PACKAGE = "tfrank4class"
-
-
 def check_image_shape(input_shape, minimum=1):
   """Returns ``input_shape`` as a tuple ``(H, W, 3)`` of ints ``>= minimum``, else raises."""
   try:
@@ -28,7 +25,7 @@ def check_weights(weights, weights_path):
     raise ValueError(
         f"`weights` must be None: tfrank4class never downloads weights, got weights={weights!r}. "
         "To start from pretrained weights, download the .h5 file yourself and pass its local "
-        "path as `weights_path=...` (for ResNet50, the 'notop' file of tf.keras.applications).")
+        "path as `weights_path=...` (for ResNet50, the 'notop' file of keras.applications).")
   if weights_path is None:
     return None
   path = os.fspath(weights_path)

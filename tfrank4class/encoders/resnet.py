@@ -1,4 +1,4 @@
-"""ResNet50 image encoder (He et al., CVPR 2016) from ``tf.keras.applications``.
+"""ResNet50 image encoder (He et al., CVPR 2016) from ``keras.applications``.
 
     h = W_p GAP(ResNet50_conv(x)) + b_p      (projection only with ``embedding_dim``)
 
@@ -8,6 +8,7 @@ come only from a local file (``weights_path``), never from the network.
 """
 import tensorflow as tf
 
+from tfrank4class.compat import keras
 from tfrank4class.encoders import _common
 
 
@@ -26,7 +27,7 @@ def resnet50(input_shape=(224, 224, 3), weights=None, weights_path=None, pooling
     name: model name.
 
   Returns:
-    A functional ``tf.keras.Model``.
+    A functional ``keras.Model``.
 
   Example:
     >>> enc = resnet50(input_shape=(32, 32, 3))
@@ -38,7 +39,7 @@ def resnet50(input_shape=(224, 224, 3), weights=None, weights_path=None, pooling
   if pooling not in ("avg", "max"):
     raise ValueError(f"`pooling` must be one of ['avg', 'max'], got {pooling!r}.")
   embedding_dim = _common.check_units_or_none("embedding_dim", embedding_dim)
-  base = tf.keras.applications.ResNet50(
+  base = keras.applications.ResNet50(
       include_top=False, weights=None, input_shape=input_shape, pooling=pooling)
   if path is not None:
     try:
@@ -46,8 +47,8 @@ def resnet50(input_shape=(224, 224, 3), weights=None, weights_path=None, pooling
     except (ValueError, OSError) as e:
       raise ValueError(f"Could not load ResNet50 (include_top=False) weights from "
                        f"weights_path={path!r}: {e}") from None
-  images = tf.keras.Input(shape=input_shape, dtype=tf.float32, name="images")
+  images = keras.Input(shape=input_shape, dtype=tf.float32, name="images")
   x = base(images)
   if embedding_dim is not None:
-    x = tf.keras.layers.Dense(embedding_dim, name="projection")(x)
-  return tf.keras.Model(images, x, name=name)
+    x = keras.layers.Dense(embedding_dim, name="projection")(x)
+  return keras.Model(images, x, name=name)

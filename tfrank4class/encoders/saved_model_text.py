@@ -10,7 +10,8 @@ import os
 
 import tensorflow as tf
 
-from tfrank4class.encoders._common import PACKAGE
+from tfrank4class import compat
+from tfrank4class.compat import keras
 
 #: Input names of the TF Hub BERT/ELECTRA encoder convention.
 BERT_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -43,8 +44,8 @@ def _saved_model_variables(obj):
   return trainable, [v for v in every if id(v) not in ids]
 
 
-@tf.keras.utils.register_keras_serializable(package=PACKAGE)
-class SavedModelEncoder(tf.keras.layers.Layer):
+@compat.register_serializable
+class SavedModelEncoder(keras.layers.Layer):
   """A Keras layer around ``tf.saved_model.load(path)`` (see module doc).
 
   The SavedModel is called as ``obj(inputs)`` (its ``__call__``), or through
@@ -175,7 +176,7 @@ def saved_model(path, preprocessor_path=None, output_key=None, input_type="strin
     name: model name.
 
   Returns:
-    A functional ``tf.keras.Model`` from raw strings (or ids) to ``[B, d]``.
+    A functional ``keras.Model`` from raw strings (or ids) to ``[B, d]``.
 
   Example:
     >>> enc = saved_model("/models/bert", preprocessor_path="/models/bert_preprocess",
@@ -188,7 +189,7 @@ def saved_model(path, preprocessor_path=None, output_key=None, input_type="strin
                             signature_input=signature_input, trainable=trainable,
                             name="saved_model_encoder")
   if input_type == "string":
-    inputs = tf.keras.Input(shape=(1,), dtype=tf.string, name="text")
+    inputs = keras.Input(shape=(1,), dtype=tf.string, name="text")
   else:
-    inputs = tf.keras.Input(shape=(sequence_length,), dtype=tf.int32, name="token_ids")
-  return tf.keras.Model(inputs, layer(inputs), name=name)
+    inputs = keras.Input(shape=(sequence_length,), dtype=tf.int32, name="token_ids")
+  return keras.Model(inputs, layer(inputs), name=name)

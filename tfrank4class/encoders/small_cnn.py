@@ -6,6 +6,7 @@
 import tensorflow as tf
 
 from tfrank4class import _validation
+from tfrank4class.compat import keras
 from tfrank4class.encoders import _common
 
 
@@ -28,14 +29,14 @@ def small_cnn(input_shape=(32, 32, 3), filters=(32, 64), embedding_dim=128, weig
   input_shape = _common.check_image_shape(input_shape, minimum=2 ** len(filters))
   embedding_dim = _validation.check_int("embedding_dim", embedding_dim, minimum=1)
   path = _common.check_weights(None, weights_path)
-  images = tf.keras.Input(shape=input_shape, dtype=tf.float32, name="images")
+  images = keras.Input(shape=input_shape, dtype=tf.float32, name="images")
   x = images
   for i, f in enumerate(filters):
-    x = tf.keras.layers.Conv2D(f, 3, padding="same", activation="relu", name=f"conv{i + 1}")(x)
-    x = tf.keras.layers.MaxPooling2D(2, name=f"pool{i + 1}")(x)
-  x = tf.keras.layers.GlobalAveragePooling2D(name="gap")(x)
-  x = tf.keras.layers.Dense(embedding_dim, activation="relu", name="embedding")(x)
-  model = tf.keras.Model(images, x, name=name)
+    x = keras.layers.Conv2D(f, 3, padding="same", activation="relu", name=f"conv{i + 1}")(x)
+    x = keras.layers.MaxPooling2D(2, name=f"pool{i + 1}")(x)
+  x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
+  x = keras.layers.Dense(embedding_dim, activation="relu", name="embedding")(x)
+  model = keras.Model(images, x, name=name)
   if path is not None:
     model.load_weights(path)
   return model

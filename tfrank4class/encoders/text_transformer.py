@@ -8,16 +8,16 @@
 
 The model takes RAW STRINGS (``tf.string`` ``[B]`` or ``[B, 1]``) and holds the
 ``TextVectorization`` layer, so a trained model exports with string inputs and round-trips
-through ``model.save`` / ``tf.keras.models.load_model``.
+through ``model.save`` / ``keras.models.load_model``.
 """
 import tensorflow as tf
 
-from tfrank4class import _validation
-from tfrank4class.encoders._common import PACKAGE
+from tfrank4class import _validation, compat
+from tfrank4class.compat import keras
 
 
-@tf.keras.utils.register_keras_serializable(package=PACKAGE)
-class TransformerTextEncoder(tf.keras.layers.Layer):
+@compat.register_serializable
+class TransformerTextEncoder(keras.layers.Layer):
   """Token ids ``[B, L]`` (0 = padding) to a pooled text embedding ``[B, d]`` (see module doc).
 
   Args:
@@ -53,29 +53,29 @@ class TransformerTextEncoder(tf.keras.layers.Layer):
     if self.dropout >= 1.0:
       raise ValueError(f"`dropout` must be in [0, 1), got {dropout!r}.")
     self.output_dim = _validation.check_int("output_dim", output_dim, minimum=1, allow_none=True)
-    self.token_embedding = tf.keras.layers.Embedding(
+    self.token_embedding = keras.layers.Embedding(
         self.vocab_size, self.embedding_dim, name="token_embedding")
-    dense = lambda units, name, act=None: tf.keras.layers.Dense(units, activation=act, name=name)
+    dense = lambda units, name, act=None: keras.layers.Dense(units, activation=act, name=name)
     layers = range(self.num_layers)
-    self.attention = [tf.keras.layers.MultiHeadAttention(
+    self.attention = [keras.layers.MultiHeadAttention(
         self.num_heads, self.embedding_dim // self.num_heads, dropout=self.dropout,
         name=f"block{i}_attention") for i in layers]
-    self.norm1 = [tf.keras.layers.LayerNormalization(epsilon=1e-6, name=f"block{i}_norm1")
+    self.norm1 = [keras.layers.LayerNormalization(epsilon=1e-6, name=f"block{i}_norm1")
                   for i in layers]
     self.ff1 = [dense(self.ff_dim, f"block{i}_ff1", "relu") for i in layers]
     self.ff2 = [dense(self.embedding_dim, f"block{i}_ff2") for i in layers]
-    self.norm2 = [tf.keras.layers.LayerNormalization(epsilon=1e-6, name=f"block{i}_norm2")
+    self.norm2 = [keras.layers.LayerNormalization(epsilon=1e-6, name=f"block{i}_norm2")
                   for i in layers]
-    self.block_dropout = [tf.keras.layers.Dropout(self.dropout, name=f"block{i}_dropout")
+    self.block_dropout = [keras.layers.Dropout(self.dropout, name=f"block{i}_dropout")
                           for i in layers]
-    self.projection = (tf.keras.layers.Dense(self.output_dim, name="projection")
+    self.projection = (keras.layers.Dense(self.output_dim, name="projection")
                        if self.output_dim else None)
 
   def build(self, input_shape):
     d = self.embedding_dim
     self.position_embedding = self.add_weight(
         name="position_embedding", shape=(self.sequence_length, d),
-        initializer=tf.keras.initializers.RandomNormal(stddev=0.02), trainable=True)
+        initializer=keras.initializers.RandomNormal(stddev=0.02), trainable=True)
     self.token_embedding.build(tf.TensorShape([None, None]))
     seq = tf.TensorShape([None, None, d])
     for i in range(self.num_layers):
@@ -141,7 +141,7 @@ def transformer(vocabulary=None, text_vectorization=None, sequence_length=64, em
   Args:
     vocabulary: a list of tokens (e.g. from a ``TextVectorization`` adapted on the training
       split; a leading ``""`` and ``"[UNK]"`` as returned by ``get_vocabulary()`` are accepted).
-    text_vectorization: an already adapted ``tf.keras.layers.TextVectorization`` with
+    text_vectorization: an already adapted ``keras.layers.TextVectorization`` with
       ``output_mode="int"``; used as is (its ``output_sequence_length``, if set, should not
       exceed ``sequence_length``: longer outputs are truncated).
     sequence_length: tokens per text (padding/truncation length of a new ``TextVectorization``,
@@ -152,7 +152,7 @@ def transformer(vocabulary=None, text_vectorization=None, sequence_length=64, em
     name: model name.
 
   Returns:
-    A functional ``tf.keras.Model`` whose input is a ``tf.string`` tensor ``[B, 1]`` (``[B]``
+    A functional ``keras.Model`` whose input is a ``tf.string`` tensor ``[B, 1]`` (``[B]``
     is accepted too).
 
   Example:
@@ -173,12 +173,12 @@ def transformer(vocabulary=None, text_vectorization=None, sequence_length=64, em
     tokens = _strip_reserved(vocabulary)
     if not tokens:
       raise ValueError("`vocabulary` must hold at least one token besides '' and '[UNK]'.")
-    vectorizer = tf.keras.layers.TextVectorization(
+    vectorizer = keras.layers.TextVectorization(
         vocabulary=tokens, output_sequence_length=sequence_length, standardize=standardize,
         name="text_vectorization")
   else:
-    if not isinstance(text_vectorization, tf.keras.layers.TextVectorization):
-      raise ValueError(f"`text_vectorization` must be a tf.keras.layers.TextVectorization, got "
+    if not isinstance(text_vectorization, keras.layers.TextVectorization):
+      raise ValueError(f"`text_vectorization` must be a keras.layers.TextVectorization, got "
                        f"{type(text_vectorization).__name__}.")
     config = text_vectorization.get_config()
     if config.get("output_mode") != "int":
@@ -188,10 +188,10 @@ def transformer(vocabulary=None, text_vectorization=None, sequence_length=64, em
       raise ValueError("`text_vectorization` has an empty vocabulary; adapt it on the training "
                        "texts (or set its vocabulary) first.")
     vectorizer = text_vectorization
-  texts = tf.keras.Input(shape=(1,), dtype=tf.string, name="text")
+  texts = keras.Input(shape=(1,), dtype=tf.string, name="text")
   ids = vectorizer(texts)
   pooled = TransformerTextEncoder(
       vectorizer.vocabulary_size(), sequence_length, embedding_dim=embedding_dim,
       num_heads=num_heads, num_layers=num_layers, ff_dim=ff_dim, dropout=dropout,
       output_dim=output_dim, name="transformer")(ids)
-  return tf.keras.Model(texts, pooled, name=name)
+  return keras.Model(texts, pooled, name=name)

@@ -9,6 +9,7 @@ Float images ``[B, 32, 32, 3]`` in, ``[B, embedding_dim]`` out.
 import tensorflow as tf
 
 from tfrank4class import _validation
+from tfrank4class.compat import keras
 from tfrank4class.encoders import _common
 
 #: Conv widths of VGG16; "M" is a 2x2 max pooling.
@@ -46,26 +47,26 @@ def vgg16_cifar(input_shape=(32, 32, 3), embedding_dim=512, batch_norm=True, dro
     raise ValueError(f"`dropout` must be in [0, 1), got {dropout!r}.")
   width_multiplier = _validation.check_float("width_multiplier", width_multiplier, minimum=0.0,
                                              strict=True)
-  images = tf.keras.Input(shape=input_shape, dtype=tf.float32, name="images")
+  images = keras.Input(shape=input_shape, dtype=tf.float32, name="images")
   x = images
   block, conv = 1, 1
   for spec in VGG16_LAYERS:
     if spec == "M":
-      x = tf.keras.layers.MaxPooling2D(2, name=f"block{block}_pool")(x)
+      x = keras.layers.MaxPooling2D(2, name=f"block{block}_pool")(x)
       block, conv = block + 1, 1
       continue
     filters = max(1, int(round(spec * width_multiplier)))
-    x = tf.keras.layers.Conv2D(filters, 3, padding="same", use_bias=not batch_norm,
+    x = keras.layers.Conv2D(filters, 3, padding="same", use_bias=not batch_norm,
                                name=f"block{block}_conv{conv}")(x)
     if batch_norm:
-      x = tf.keras.layers.BatchNormalization(name=f"block{block}_bn{conv}")(x)
-    x = tf.keras.layers.ReLU(name=f"block{block}_relu{conv}")(x)
+      x = keras.layers.BatchNormalization(name=f"block{block}_bn{conv}")(x)
+    x = keras.layers.ReLU(name=f"block{block}_relu{conv}")(x)
     conv += 1
-  x = tf.keras.layers.GlobalAveragePooling2D(name="pool")(x)  # 1x1 at 32x32: a flatten
+  x = keras.layers.GlobalAveragePooling2D(name="pool")(x)  # 1x1 at 32x32: a flatten
   if dropout:
-    x = tf.keras.layers.Dropout(dropout, name="dropout")(x)
-  x = tf.keras.layers.Dense(embedding_dim, activation="relu", name="embedding")(x)
-  model = tf.keras.Model(images, x, name=name)
+    x = keras.layers.Dropout(dropout, name="dropout")(x)
+  x = keras.layers.Dense(embedding_dim, activation="relu", name="embedding")(x)
+  model = keras.Model(images, x, name=name)
   if path is not None:
     try:
       model.load_weights(path)

@@ -19,9 +19,8 @@ future work; the feature MLP is our own design and has no published figures to c
 import numpy as np
 import tensorflow as tf
 
-from tfrank4class import _validation
-
-PACKAGE = "tfrank4class"
+from tfrank4class import _validation, compat
+from tfrank4class.compat import keras
 
 
 def check_class_features(class_features, num_classes):
@@ -55,8 +54,8 @@ def check_class_features(class_features, num_classes):
   return array
 
 
-@tf.keras.utils.register_keras_serializable(package=PACKAGE)
-class ClassEncoder(tf.keras.layers.Layer):
+@compat.register_serializable
+class ClassEncoder(keras.layers.Layer):
   """Maps class ids to class embeddings ``c_i`` (Rank4Class, Sec. 3.2).
 
   Without ``class_features`` this is the one-hot lookup of the paper, ``c_i = W^T e_i``: a
@@ -106,10 +105,10 @@ class ClassEncoder(tf.keras.layers.Layer):
     self.num_classes = _validation.check_int("num_classes", num_classes, minimum=2)
     self.embedding_dim = _validation.check_int("embedding_dim", embedding_dim, minimum=1)
     self.hidden_units = check_units("hidden_units", hidden_units)
-    self.activation = tf.keras.activations.get(activation)
+    self.activation = keras.activations.get(activation)
     self.train_class_features = bool(train_class_features)
-    self.embeddings_initializer = tf.keras.initializers.serialize(
-        tf.keras.initializers.get(embeddings_initializer))
+    self.embeddings_initializer = keras.initializers.serialize(
+        keras.initializers.get(embeddings_initializer))
     self._feature_values = None
     if class_features is not None:
       self._feature_values = check_class_features(class_features, self.num_classes)
@@ -127,28 +126,28 @@ class ClassEncoder(tf.keras.layers.Layer):
       if self.embedding_dim < 2:
         raise ValueError(f"`bias_initializer` needs embedding_dim >= 2 (kernel rows plus the "
                          f"bias), got embedding_dim={self.embedding_dim}.")
-      self.bias_initializer = tf.keras.initializers.serialize(
-          tf.keras.initializers.get(bias_initializer))
+      self.bias_initializer = keras.initializers.serialize(
+          keras.initializers.get(bias_initializer))
     self._mlp = []
     if self.class_feature_dim is not None:
       for i, units in enumerate(self.hidden_units):
-        self._mlp.append(tf.keras.layers.Dense(
+        self._mlp.append(keras.layers.Dense(
             units, activation=self.activation, kernel_initializer=self._new_initializer(),
             name=f"feature_mlp_{i}"))
-      self._mlp.append(tf.keras.layers.Dense(
+      self._mlp.append(keras.layers.Dense(
           self.embedding_dim, kernel_initializer=self._new_initializer(),
           name="feature_projection"))
 
   def _new_initializer(self):
     # A fresh instance per weight: Keras warns when one unseeded initializer is reused.
-    return tf.keras.initializers.get(self.embeddings_initializer)
+    return keras.initializers.get(self.embeddings_initializer)
 
   def _table_initializer(self):
     """The table's initializer: ``embeddings_initializer``, or ``Dense``-like with a bias column."""
     if self.bias_initializer is None:
       return self._new_initializer()
     kernel_initializer = self._new_initializer()
-    bias_initializer = tf.keras.initializers.get(self.bias_initializer)
+    bias_initializer = keras.initializers.get(self.bias_initializer)
 
     def dense_like(shape, dtype=None, **kwargs):
       del kwargs  # e.g. partition information: the table is one variable
@@ -166,7 +165,7 @@ class ClassEncoder(tf.keras.layers.Layer):
   def build(self, input_shape=None):
     if self.uses_class_features:
       values = self._feature_values
-      initializer = (tf.keras.initializers.Constant(values) if values is not None
+      initializer = (keras.initializers.Constant(values) if values is not None
                      else "zeros")
       self.class_features = self.add_weight(
           name="class_features", shape=(self.num_classes, self.class_feature_dim),
@@ -207,7 +206,7 @@ class ClassEncoder(tf.keras.layers.Layer):
         "num_classes": self.num_classes,
         "embedding_dim": self.embedding_dim,
         "hidden_units": list(self.hidden_units),
-        "activation": tf.keras.activations.serialize(self.activation),
+        "activation": keras.activations.serialize(self.activation),
         "train_class_features": self.train_class_features,
         "embeddings_initializer": self.embeddings_initializer,
         "class_feature_dim": self.class_feature_dim,

@@ -27,6 +27,7 @@ import typing
 import tensorflow as tf
 
 from tfrank4class import _validation
+from tfrank4class.compat import keras
 from tfrank4class.losses import registry
 from tfrank4class.losses.metric_learning import SmoothedCrossEntropy
 
@@ -44,21 +45,21 @@ class RetrievalModel(typing.NamedTuple):
     embedding_model: ``inputs -> embeddings [B, D]``, sharing the weights of ``model``.
     loss: the loss ``model`` is (to be) compiled with.
   """
-  model: tf.keras.Model
-  embedding_model: tf.keras.Model
-  loss: tf.keras.losses.Loss
+  model: keras.Model
+  embedding_model: keras.Model
+  loss: keras.losses.Loss
 
 
 def _make_loss(loss, label_smoothing, loss_kwargs):
   kwargs = dict(loss_kwargs or {})
   if isinstance(loss, SmoothedCrossEntropy):
     return loss, True
-  if isinstance(loss, tf.keras.losses.Loss):
+  if isinstance(loss, keras.losses.Loss):
     return loss, False
   if not isinstance(loss, str):
     raise ValueError(
         f"`loss` must be one of {list(CROSS_ENTROPY + EMBEDDING_LOSSES)}, another registered loss "
-        f"name that takes (class ids, embeddings), or a tf.keras.losses.Loss; got {loss!r}.")
+        f"name that takes (class ids, embeddings), or a keras.losses.Loss; got {loss!r}.")
   if loss in CROSS_ENTROPY:
     return SmoothedCrossEntropy(label_smoothing=label_smoothing, **kwargs), True
   if loss == "recall_loss":
@@ -85,7 +86,7 @@ def build_retrieval_model(encoder, loss="cross_entropy", num_classes=None, embed
     loss: ``"cross_entropy"`` (the recipe: label-smoothed softmax cross-entropy over
       ``num_classes`` training classes), ``"recall_loss"`` (RaMBO, in-batch similarities;
       ``from_embeddings=True`` is set for you), ``"triplet_loss"``, ``"contrastive_loss"``, another
-      registered loss name taking ``(class ids, embeddings)``, or a ``tf.keras.losses.Loss``
+      registered loss name taking ``(class ids, embeddings)``, or a ``keras.losses.Loss``
       instance (a :class:`SmoothedCrossEntropy` instance selects the classifier branch).
     num_classes: number of training classes; required for cross-entropy.
     embedding_dim: size of the linear remapping (``None``: keep the encoder's features).
@@ -132,25 +133,25 @@ def build_retrieval_model(encoder, loss="cross_entropy", num_classes=None, embed
       raise ValueError(
           "`input_shape` is required when `encoder` is a layer without a defined input, got "
           "None.") from None
-  inputs = tf.keras.Input(shape=input_shape, name="inputs")
+  inputs = keras.Input(shape=input_shape, name="inputs")
   x = encoder(inputs)
   if x.shape.rank != 2:
     raise ValueError(f"`encoder` must output features [B, F], got shape {x.shape}.")
   if feature_norm == "batch":
-    x = tf.keras.layers.BatchNormalization(center=False, scale=False, name="feature_norm")(x)
+    x = keras.layers.BatchNormalization(center=False, scale=False, name="feature_norm")(x)
   elif feature_norm == "layer":
-    x = tf.keras.layers.LayerNormalization(center=False, scale=False, name="feature_norm")(x)
+    x = keras.layers.LayerNormalization(center=False, scale=False, name="feature_norm")(x)
   if embedding_dim is not None:
-    x = tf.keras.layers.Dense(embedding_dim, bias_initializer="zeros", name="remap")(x)
+    x = keras.layers.Dense(embedding_dim, bias_initializer="zeros", name="remap")(x)
   if l2_normalize:
-    x = tf.keras.layers.UnitNormalization(name="l2_normalize")(x)
-  embedding = tf.keras.layers.Activation("linear", name="embedding")(x)
-  embedding_model = tf.keras.Model(inputs, embedding, name=f"{name}_embedding")
+    x = keras.layers.UnitNormalization(name="l2_normalize")(x)
+  embedding = keras.layers.Activation("linear", name="embedding")(x)
+  embedding_model = keras.Model(inputs, embedding, name=f"{name}_embedding")
   if classifier:
-    h = tf.keras.layers.Dropout(dropout, name="dropout")(embedding) if dropout else embedding
-    logits = tf.keras.layers.Dense(num_classes, kernel_initializer="zeros",
+    h = keras.layers.Dropout(dropout, name="dropout")(embedding) if dropout else embedding
+    logits = keras.layers.Dense(num_classes, kernel_initializer="zeros",
                                    bias_initializer="zeros", name="classifier")(h)
-    model = tf.keras.Model(inputs, logits, name=f"{name}_classifier")
+    model = keras.Model(inputs, logits, name=f"{name}_classifier")
   else:
     model = embedding_model
   if optimizer is not None:
@@ -167,8 +168,8 @@ def export_embedding_model(embedding_model, export_dir):
   Example:
     >>> export_embedding_model(built.embedding_model, "/tmp/emb")   # doctest: +SKIP
   """
-  if not isinstance(embedding_model, tf.keras.Model):
-    raise ValueError(f"`embedding_model` must be a tf.keras.Model, got {embedding_model!r}.")
+  if not isinstance(embedding_model, keras.Model):
+    raise ValueError(f"`embedding_model` must be a keras.Model, got {embedding_model!r}.")
   spec = tf.TensorSpec([None, *embedding_model.input_shape[1:]], embedding_model.inputs[0].dtype,
                        name="inputs")
 

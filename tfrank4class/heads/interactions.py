@@ -26,11 +26,12 @@ import math
 
 import tensorflow as tf
 
-from tfrank4class import _validation
-from tfrank4class.heads.class_encoder import PACKAGE, check_units
+from tfrank4class import _validation, compat
+from tfrank4class.compat import keras
+from tfrank4class.heads.class_encoder import check_units
 
 
-class Interaction(tf.keras.layers.Layer):
+class Interaction(keras.layers.Layer):
   """Base class: ``call([h, c])`` with ``h: [B, d]``, ``c: [C, e]`` returns scores ``[B, C]``.
 
   Subclasses implement :meth:`score_with` on (a chunk of) the classes, list its variables in
@@ -147,7 +148,7 @@ class Interaction(tf.keras.layers.Layer):
     return config
 
 
-@tf.keras.utils.register_keras_serializable(package=PACKAGE)
+@compat.register_serializable
 class DotProductInteraction(Interaction):
   """Dot product with a bias term: ``s_{b,i} = [h_b, 1] . c_i`` (Rank4Class, Sec. 3.2).
 
@@ -210,16 +211,16 @@ class _MLPInteraction(Interaction):
                kernel_initializer="glorot_uniform", **kwargs):
     super().__init__(class_chunk_size=class_chunk_size, **kwargs)
     self.hidden_units = check_units("hidden_units", hidden_units)
-    self.activation = tf.keras.activations.get(activation)
-    self.kernel_initializer = tf.keras.initializers.serialize(
-        tf.keras.initializers.get(kernel_initializer))
+    self.activation = keras.activations.get(activation)
+    self.kernel_initializer = keras.initializers.serialize(
+        keras.initializers.get(kernel_initializer))
 
   def _new_initializer(self):
     # A fresh instance per weight: Keras warns when one unseeded initializer is reused.
-    return tf.keras.initializers.get(self.kernel_initializer)
+    return keras.initializers.get(self.kernel_initializer)
 
   def _dense(self, units, activation, name):
-    return tf.keras.layers.Dense(units, activation=activation, name=name,
+    return keras.layers.Dense(units, activation=activation, name=name,
                                  kernel_initializer=self._new_initializer())
 
   def _apply_layers(self, x, weights):
@@ -234,13 +235,13 @@ class _MLPInteraction(Interaction):
     config = super().get_config()
     config.update({
         "hidden_units": list(self.hidden_units),
-        "activation": tf.keras.activations.serialize(self.activation),
+        "activation": keras.activations.serialize(self.activation),
         "kernel_initializer": self.kernel_initializer,
     })
     return config
 
 
-@tf.keras.utils.register_keras_serializable(package=PACKAGE)
+@compat.register_serializable
 class LatentCrossInteraction(_MLPInteraction):
   """Latent cross then an MLP: ``s_{b,i} = MLP((1 + c_i) * h_b)`` (Rank4Class, Sec. 4.2).
 
@@ -295,7 +296,7 @@ class LatentCrossInteraction(_MLPInteraction):
     return tf.squeeze(self._apply_layers(x, weights), axis=-1)
 
 
-@tf.keras.utils.register_keras_serializable(package=PACKAGE)
+@compat.register_serializable
 class ConcatInteraction(_MLPInteraction):
   """Concatenation then an MLP: ``s_{b,i} = MLP([h_b, c_i])`` (Rank4Class, Sec. 4.2).
 

@@ -5,14 +5,15 @@
 import tensorflow as tf
 
 from tfrank4class import encoders as encoders_lib
+from tfrank4class.compat import keras
 from tfrank4class.heads.rank4class_head import Rank4ClassHead
 
 
 def _new_inputs(encoder):
-  """Fresh ``tf.keras.Input``s matching a functional encoder's inputs."""
+  """Fresh ``keras.Input``s matching a functional encoder's inputs."""
   inputs = []
   for i, t in enumerate(encoder.inputs):
-    inputs.append(tf.keras.Input(shape=t.shape[1:], dtype=t.dtype,
+    inputs.append(keras.Input(shape=t.shape[1:], dtype=t.dtype,
                                  name=t.name.split(":")[0] if i == 0 else None))
   return inputs
 
@@ -23,7 +24,7 @@ def build_model(encoder, num_classes, interaction="dot", hidden_units=(256, 256)
   """Puts a Rank4Class head on an encoder: a Keras model from inputs to scores ``[B, C]``.
 
   Args:
-    encoder: a ``tf.keras.Model`` / layer mapping inputs to instance embeddings ``[B, d]``, or an
+    encoder: a ``keras.Model`` / layer mapping inputs to instance embeddings ``[B, d]``, or an
       encoder name of :func:`tfrank4class.encoders.get` (built with ``encoder_kwargs``).
     num_classes: number of classes ``C >= 2``.
     interaction: ``"dot"``, ``"latent_cross"`` or ``"concat"``.
@@ -39,7 +40,7 @@ def build_model(encoder, num_classes, interaction="dot", hidden_units=(256, 256)
       ``class_feature_units``, ``class_embedding_dim``, ...).
 
   Returns:
-    A functional ``tf.keras.Model``; ``model.get_layer("rank4class_head")`` is the head.
+    A functional ``keras.Model``; ``model.get_layer("rank4class_head")`` is the head.
 
   Example:
     >>> model = build_model("small_cnn", 10, interaction="concat", hidden_units=(16, 16),
@@ -59,8 +60,8 @@ def build_model(encoder, num_classes, interaction="dot", hidden_units=(256, 256)
                         class_features=class_features, class_chunk_size=class_chunk_size,
                         name="rank4class_head", **head_kwargs)
   if input_shape is not None:
-    inputs = tf.keras.Input(shape=tuple(input_shape), dtype=input_dtype or tf.float32)
-  elif isinstance(encoder, tf.keras.Model) and getattr(encoder, "inputs", None):
+    inputs = keras.Input(shape=tuple(input_shape), dtype=input_dtype or tf.float32)
+  elif isinstance(encoder, keras.Model) and getattr(encoder, "inputs", None):
     inputs = _new_inputs(encoder)
     if len(inputs) == 1:
       inputs = inputs[0]
@@ -72,4 +73,4 @@ def build_model(encoder, num_classes, interaction="dot", hidden_units=(256, 256)
     raise ValueError(f"The encoder must output instance embeddings [B, d], got shape "
                      f"{embeddings.shape}; add pooling (e.g. GlobalAveragePooling2D).")
   scores = head(embeddings)
-  return tf.keras.Model(inputs, scores, name=name)
+  return keras.Model(inputs, scores, name=name)

@@ -9,14 +9,15 @@ with ``f`` the dot product ``[h, 1] . c_i`` (Rank4Class, ICLR 2022 submission, S
 import numpy as np
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import _validation, compat
+from tfrank4class.compat import keras
 from tfrank4class.heads import interactions as interactions_lib
 from tfrank4class.heads.class_encoder import (
-    PACKAGE, ClassEncoder, check_class_features, check_units)
+    ClassEncoder, check_class_features, check_units)
 
 
-@tf.keras.utils.register_keras_serializable(package=PACKAGE)
-class Rank4ClassHead(tf.keras.layers.Layer):
+@compat.register_serializable
+class Rank4ClassHead(keras.layers.Layer):
   """Scores every class for every instance: ``[B, d]`` instance embeddings to ``[B, C]`` scores.
 
   ``s_{b,i} = f(h_b, c_i)`` with ``c_i`` from a :class:`ClassEncoder` and ``f`` the interaction
@@ -74,17 +75,17 @@ class Rank4ClassHead(tf.keras.layers.Layer):
     self.class_feature_units = check_units("class_feature_units", class_feature_units)
     self.class_embedding_dim = _validation.check_int(
         "class_embedding_dim", class_embedding_dim, minimum=1, allow_none=True)
-    self.activation = tf.keras.activations.serialize(tf.keras.activations.get(activation))
+    self.activation = keras.activations.serialize(keras.activations.get(activation))
     if not isinstance(use_bias, bool):
       raise ValueError(f"`use_bias` must be True or False, got {use_bias!r}.")
     self.use_bias = use_bias
     self.class_chunk_size = _validation.check_int(
         "class_chunk_size", class_chunk_size, minimum=1, allow_none=True)
     self.train_class_features = bool(train_class_features)
-    self.embeddings_initializer = tf.keras.initializers.serialize(
-        tf.keras.initializers.get(embeddings_initializer))
-    self.bias_initializer = tf.keras.initializers.serialize(
-        tf.keras.initializers.get(bias_initializer))
+    self.embeddings_initializer = keras.initializers.serialize(
+        keras.initializers.get(embeddings_initializer))
+    self.bias_initializer = keras.initializers.serialize(
+        keras.initializers.get(bias_initializer))
     self._class_features = None
     if class_features is not None:
       self._class_features = check_class_features(class_features, self.num_classes)

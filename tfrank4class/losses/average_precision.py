@@ -9,9 +9,9 @@
 In all of them ``rk+`` (the rank among the relevant items) is a constant and only ``rk`` gets the
 blackbox gradient (see :func:`tfrank4class.losses.rambo.list_ranks`).
 """
-import tensorflow as tf
 
 from tfrank4class import _validation
+from tfrank4class.compat import keras
 from tfrank4class.losses import rambo
 from tfrank4class.losses.registry import register
 
@@ -36,7 +36,7 @@ class AveragePrecisionLoss(rambo.BlackboxRankLoss):
     array([0.1667], dtype=float32)
   """
 
-  def __init__(self, lambda_=1.0, margin=0.0, reduction=tf.keras.losses.Reduction.AUTO,
+  def __init__(self, lambda_=1.0, margin=0.0, reduction=keras.losses.Reduction.AUTO,
                name="average_precision_loss"):
     super().__init__(lambda_=lambda_, margin=margin, memory=0, reduction=reduction, name=name)
 
@@ -72,7 +72,7 @@ class MeanAveragePrecisionLoss(rambo.BlackboxRankLoss):
   supports_memory = True
 
   def __init__(self, lambda_=1.0, margin=0.0, memory=0,
-               reduction=tf.keras.losses.Reduction.AUTO, name="mean_average_precision_loss"):
+               reduction=keras.losses.Reduction.AUTO, name="mean_average_precision_loss"):
     super().__init__(lambda_=lambda_, margin=margin, memory=memory, reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):
@@ -97,7 +97,7 @@ class APCLoss(rambo.BlackboxRankLoss):
   supports_memory = True
 
   def __init__(self, lambda_=1.0, margin=0.0, memory=0,
-               reduction=tf.keras.losses.Reduction.AUTO, name="apc_loss"):
+               reduction=keras.losses.Reduction.AUTO, name="apc_loss"):
     super().__init__(lambda_=lambda_, margin=margin, memory=memory, reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):
@@ -129,7 +129,7 @@ class MapApcLoss(rambo.BlackboxRankLoss):
   supports_memory = True
 
   def __init__(self, map_weight=2.0, apc_weight=1.0, lambda_=1.0, margin=0.0, memory=0,
-               reduction=tf.keras.losses.Reduction.AUTO, name="map_apc_loss"):
+               reduction=keras.losses.Reduction.AUTO, name="map_apc_loss"):
     self.map_weight = _validation.check_float("map_weight", map_weight, minimum=0.0)
     self.apc_weight = _validation.check_float("apc_weight", apc_weight, minimum=0.0)
     if self.map_weight + self.apc_weight == 0.0:

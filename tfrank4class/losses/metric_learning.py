@@ -22,6 +22,7 @@ Under ``tf.distribute`` each replica mines inside its own share of the global ba
 import tensorflow as tf
 
 from tfrank4class import _validation
+from tfrank4class.compat import keras
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.relevance import class_ids, num_items, to_relevance
 
@@ -74,7 +75,7 @@ def _masked_mean(values, mask, axis):
   return tf.math.divide_no_nan(tf.reduce_sum(values * mask, axis), tf.reduce_sum(mask, axis))
 
 
-class _EmbeddingLoss(tf.keras.losses.Loss):
+class _EmbeddingLoss(keras.losses.Loss):
   """Shared constructor and config of the embedding losses."""
 
   _MINING = ()
@@ -137,7 +138,7 @@ class ContrastiveLoss(_EmbeddingLoss):
   _MINING = ("all", "hard")
 
   def __init__(self, margin=1.0, normalize=True, mining="all",
-               reduction=tf.keras.losses.Reduction.AUTO, name="contrastive_loss"):
+               reduction=keras.losses.Reduction.AUTO, name="contrastive_loss"):
     super().__init__(margin, normalize, mining, reduction, name)
 
   def call(self, y_true, y_pred):
@@ -186,7 +187,7 @@ class TripletLoss(_EmbeddingLoss):
   _MINING = ("batch_hard", "batch_all", "semi_hard")
 
   def __init__(self, margin=0.2, normalize=True, mining="batch_hard",
-               reduction=tf.keras.losses.Reduction.AUTO, name="triplet_loss"):
+               reduction=keras.losses.Reduction.AUTO, name="triplet_loss"):
     super().__init__(margin, normalize, mining, reduction, name)
 
   def call(self, y_true, y_pred):
@@ -218,7 +219,7 @@ class TripletLoss(_EmbeddingLoss):
 
 
 @register("smoothed_cross_entropy")
-class SmoothedCrossEntropy(tf.keras.losses.Loss):
+class SmoothedCrossEntropy(keras.losses.Loss):
   """Softmax cross-entropy with label smoothing: the classifier loss of Boudiaf et al.'s recipe.
 
   With logits ``z`` ``[B, C]``, class ids ``y`` and smoothing ``eps``, the loss of a list is
@@ -232,7 +233,7 @@ class SmoothedCrossEntropy(tf.keras.losses.Loss):
   ``experiment.py``), the default because this loss is the one of their recipe (see
   :func:`tfrank4class.heads.embedding.build_retrieval_model`). ``"all_classes"`` is the label
   smoothing of Szegedy et al. ("Rethinking the Inception Architecture", CVPR 2016, Sec. 7) and
-  of ``tf.keras.losses.CategoricalCrossentropy(label_smoothing=eps)``. For class ids the two
+  of ``keras.losses.CategoricalCrossentropy(label_smoothing=eps)``. For class ids the two
   targets coincide when ``eps_all = eps_other C / (C - 1)``. Their code returns the
   Kullback-Leibler divergence ``KL(q || softmax(z)) = l - H(q)``; we return the cross-entropy
   ``l``, which differs by the constant entropy ``H(q)`` of the target and has the same gradient.
@@ -269,7 +270,7 @@ class SmoothedCrossEntropy(tf.keras.losses.Loss):
   SPREADS = ("other_classes", "all_classes")
 
   def __init__(self, label_smoothing=0.1, spread="other_classes",
-               reduction=tf.keras.losses.Reduction.AUTO, name="smoothed_cross_entropy"):
+               reduction=keras.losses.Reduction.AUTO, name="smoothed_cross_entropy"):
     super().__init__(reduction=reduction, name=name)
     self.label_smoothing = _validation.check_float("label_smoothing", label_smoothing, minimum=0.0)
     if self.label_smoothing >= 1.0:

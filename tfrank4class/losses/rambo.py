@@ -30,6 +30,7 @@ Keras losses.
 import tensorflow as tf
 
 from tfrank4class import _validation
+from tfrank4class.compat import keras
 from tfrank4class.losses.relevance import num_items, to_relevance
 from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.ranking.blackbox import blackbox_rank_within, margin_shift
@@ -241,7 +242,7 @@ def class_ids(labels, name="y_true"):
   return tf.cast(labels, tf.int64)
 
 
-class BlackboxRankLoss(tf.keras.losses.Loss):
+class BlackboxRankLoss(keras.losses.Loss):
   """Base of the RaMBO Keras losses: validates ``lambda_``, ``margin``, ``memory``; serialises.
 
   Subclasses implement ``loss_values(scores, relevance)`` returning per-list losses ``[B]`` or a
@@ -255,7 +256,7 @@ class BlackboxRankLoss(tf.keras.losses.Loss):
   supports_memory = False
 
   def __init__(self, lambda_=1.0, margin=0.0, memory=0,
-               reduction=tf.keras.losses.Reduction.AUTO, name=None):
+               reduction=keras.losses.Reduction.AUTO, name=None):
     super().__init__(reduction=reduction, name=name)
     self.lambda_ = _validation.check_float("lambda_", lambda_, minimum=0.0, strict=True)
     self.margin = _validation.check_float("margin", margin, minimum=0.0)

@@ -2,6 +2,7 @@
 import tensorflow as tf
 
 from tfrank4class import _validation
+from tfrank4class.compat import keras
 from tfrank4class.losses import rambo
 from tfrank4class.losses.registry import register
 
@@ -56,7 +57,7 @@ class RecallLoss(rambo.BlackboxRankLoss):
   supports_memory = True
 
   def __init__(self, weighting="log", lambda_=1.0, margin=0.0, memory=0, from_embeddings=False,
-               similarity="cosine", reduction=tf.keras.losses.Reduction.AUTO, name="recall_loss"):
+               similarity="cosine", reduction=keras.losses.Reduction.AUTO, name="recall_loss"):
     self.weighting = _validation.check_choice("weighting", weighting, rambo.WEIGHTINGS)
     if not isinstance(from_embeddings, bool):
       raise ValueError(f"`from_embeddings` must be True or False, got {from_embeddings!r}.")

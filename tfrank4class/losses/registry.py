@@ -1,9 +1,9 @@
 """One registry for every loss: all TF-Ranking 0.5.5 Keras losses by their keys, and ours.
 
-``get(name, **kwargs)`` returns a ``tf.keras.losses.Loss`` that accepts integer class ids
+``get(name, **kwargs)`` returns a ``keras.losses.Loss`` that accepts integer class ids
 (``[B]`` / ``[B, 1]``) as well as dense relevance ``[B, C]`` (see :func:`to_relevance`), works in
 ``model.compile(loss=...)`` under any distribution strategy, and round-trips through
-``model.save`` / ``tf.keras.models.load_model``.
+``model.save`` / ``keras.models.load_model``.
 
 Our own losses register themselves with the :func:`register` decorator, which also makes them
 Keras-serializable under the ``tfrank4class`` package name.
@@ -16,7 +16,7 @@ _OWN = {}
 
 
 def register(name):
-  """Class decorator: registers a ``tf.keras.losses.Loss`` subclass under ``name``.
+  """Class decorator: registers a ``keras.losses.Loss`` subclass under ``name``.
 
   The class becomes Keras-serializable as ``tfrank4class>ClassName`` and reachable through
   :func:`get`. Its ``call(y_true, y_pred)`` receives the raw labels; use :func:`to_relevance`.
@@ -40,7 +40,7 @@ def get(name, **kwargs):
 
   Args:
     name: a TF-Ranking key such as ``"softmax_loss"`` or ``"approx_ndcg_loss"``, or the name of
-      one of this package's losses (see :func:`names`). A ``tf.keras.losses.Loss`` instance is
+      one of this package's losses (see :func:`names`). A ``keras.losses.Loss`` instance is
       returned unchanged.
     **kwargs: constructor arguments, e.g. ``temperature=0.1`` or ``lambda_weight=...`` for
       TF-Ranking losses.

@@ -18,10 +18,10 @@ during ``model.evaluate`` also push batches; reset with :meth:`ScoreMemory.reset
 """
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import _validation, compat
 
 
-@tf.keras.utils.register_keras_serializable(package="tfrank4class")
+@compat.register_serializable
 class ScoreMemory(tf.Module):
   """Remembers the values and labels of the last ``batches`` batches (RaMBO Sec. 4.3).
 

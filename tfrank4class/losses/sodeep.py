@@ -20,13 +20,14 @@ exact ranks of the scores it is currently fed (Eq. 1, ``tf.stop_gradient`` on th
 strategy (a clear error is raised).
 
 Serialization: ``get_config`` stores a named ranker by its name (the shipped weights are reloaded)
-and a layer with ``tf.keras.utils.serialize_keras_object``; a sorter layer's *learned weights* are
+and a layer with ``keras.utils.serialize_keras_object``; a sorter layer's *learned weights* are
 not part of a Keras loss config, so pass pretrained sorters by name when the model must be saved.
 Padded items (relevance < 0) are not supported by these losses and raise an error.
 """
 import tensorflow as tf
 
 from tfrank4class import _validation
+from tfrank4class.compat import keras
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.relevance import num_items, to_relevance
 from tfrank4class.ranking import sorter_base
@@ -53,7 +54,7 @@ def resolve_ranker(ranker, trainable=False):
     raise ValueError(f"`ranker` must be one of {list(_NAMES)}, a rank layer or a callable, "
                      f"got {ranker!r}.")
   if isinstance(ranker, dict):
-    layer = tf.keras.utils.deserialize_keras_object(ranker)
+    layer = keras.utils.deserialize_keras_object(ranker)
     return ranker, layer
   if callable(ranker):
     return ranker, ranker
@@ -61,7 +62,7 @@ def resolve_ranker(ranker, trainable=False):
                    f"got {ranker!r}.")
 
 
-class _RankLoss(tf.keras.losses.Loss):
+class _RankLoss(keras.losses.Loss):
   """Shared plumbing: the rank operator, its optional fine-tuning, and serialization."""
 
   def __init__(self, ranker, ranker_trainable, ranker_learning_rate, reduction, name):
@@ -79,11 +80,11 @@ class _RankLoss(tf.keras.losses.Loss):
             f"`ranker_trainable=True` needs a learned sorter layer (e.g. 'attention', 'lstm', "
             f"'conv'), got ranker={ranker!r}.")
       self.ranker.trainable = True
-      self._ranker_optimizer = tf.keras.optimizers.Adam(self.ranker_learning_rate)
+      self._ranker_optimizer = keras.optimizers.Adam(self.ranker_learning_rate)
       self._ranker_optimizer.build(self.ranker.trainable_variables)
 
   def _rank(self, scores):
-    if isinstance(self.ranker, tf.keras.layers.Layer):
+    if isinstance(self.ranker, keras.layers.Layer):
       return self.ranker(scores, training=False)
     return self.ranker(scores)
 
@@ -117,8 +118,8 @@ class _RankLoss(tf.keras.losses.Loss):
     if kind in _PRETRAINED and not self.ranker_trainable:
       ranker = kind   # the shipped weights are reloaded by name
     if not isinstance(ranker, (str, dict)):
-      if isinstance(ranker, tf.keras.layers.Layer):
-        ranker = tf.keras.utils.serialize_keras_object(ranker)
+      if isinstance(ranker, keras.layers.Layer):
+        ranker = keras.utils.serialize_keras_object(ranker)
       else:
         raise ValueError(
             f"{type(self).__name__} with ranker={ranker!r} cannot be serialized: pass a name "
@@ -166,7 +167,7 @@ class SpearmanLoss(_RankLoss):
   """
 
   def __init__(self, ranker="attention", l1_weight=0.0, over_batch=False, ranker_trainable=False,
-               ranker_learning_rate=1e-4, reduction=tf.keras.losses.Reduction.AUTO,
+               ranker_learning_rate=1e-4, reduction=keras.losses.Reduction.AUTO,
                name="spearman_loss"):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)
     self.l1_weight = _validation.check_float("l1_weight", l1_weight, minimum=0.0)
@@ -224,7 +225,7 @@ class SorterMAPLoss(_RankLoss):
   """
 
   def __init__(self, ranker="attention", ranker_trainable=False, ranker_learning_rate=1e-4,
-               reduction=tf.keras.losses.Reduction.AUTO, name="sorter_map_loss"):
+               reduction=keras.losses.Reduction.AUTO, name="sorter_map_loss"):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)
 
   def call(self, y_true, y_pred):
@@ -270,7 +271,7 @@ class RankTripletLoss(_RankLoss):
   """
 
   def __init__(self, ranker="attention", alpha=0.1, ranker_trainable=False,
-               ranker_learning_rate=1e-4, reduction=tf.keras.losses.Reduction.AUTO,
+               ranker_learning_rate=1e-4, reduction=keras.losses.Reduction.AUTO,
                name="rank_triplet_loss"):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)
     self.alpha = _validation.check_float("alpha", alpha, minimum=0.0)

@@ -7,18 +7,17 @@ accepts integer class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, C]`` wit
 
     model.compile(loss=..., metrics=[TopKAccuracy(1), TopKAccuracy(5), NDCG(5), MRR()])
 
-Being ``tf.keras.metrics.Mean`` subclasses, they aggregate correctly across batches and replicas
+Being ``keras.metrics.Mean`` subclasses, they aggregate correctly across batches and replicas
 and accept ``sample_weight`` of shape ``[B]`` or ``[B, 1]`` (one weight per list).
 """
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import _validation, compat
+from tfrank4class.compat import keras
 from tfrank4class.metrics import functional
 
-_PACKAGE = "tfrank4class"
 
-
-class _PerListMean(tf.keras.metrics.Mean):
+class _PerListMean(keras.metrics.Mean):
   """The weighted mean over lists of ``self._per_list(labels, scores)``."""
 
   def update_state(self, y_true, y_pred, sample_weight=None):
@@ -28,7 +27,7 @@ class _PerListMean(tf.keras.metrics.Mean):
     return super().update_state(values, sample_weight=sample_weight)
 
 
-@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+@compat.register_serializable
 class TopKAccuracy(_PerListMean):
   """Fraction of lists with a relevant item among the top ``k`` scores (ties in expectation).
 
@@ -50,7 +49,7 @@ class TopKAccuracy(_PerListMean):
     return {**super().get_config(), "k": self.k}
 
 
-@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+@compat.register_serializable
 class NDCG(_PerListMean):
   """Mean NDCG@k over lists (``k=None``: the full list), gains ``2^rel - 1`` or ``rel``.
 
@@ -73,7 +72,7 @@ class NDCG(_PerListMean):
     return {**super().get_config(), "k": self.k, "gain": self.gain}
 
 
-@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+@compat.register_serializable
 class MRR(_PerListMean):
   """Mean reciprocal rank of the first relevant item (0 past ``k`` if given).
 
@@ -95,7 +94,7 @@ class MRR(_PerListMean):
     return {**super().get_config(), "k": self.k}
 
 
-@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+@compat.register_serializable
 class MeanAveragePrecision(_PerListMean):
   """Mean over lists of the per-list average precision (relevant = relevance > 0).
 
@@ -113,7 +112,7 @@ class MeanAveragePrecision(_PerListMean):
     return functional.average_precision(y_true, y_pred)
 
 
-@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+@compat.register_serializable
 class Spearman(_PerListMean):
   """Mean over lists of Spearman's rank correlation between graded labels and scores.
 

@@ -51,6 +51,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfrank4class import _validation
+from tfrank4class.compat import keras
 from tfrank4class.ranking.ties import tie_statistics
 
 _SINGLETONS = ("exclude", "miss")
@@ -367,7 +368,7 @@ def map_at_r(embeddings, labels, query=None, gallery=None, singletons="exclude",
   return {key: out[key] for key in ("map@r", "num_queries", "num_excluded")}
 
 
-class RetrievalEvaluation(tf.keras.callbacks.Callback):
+class RetrievalEvaluation(keras.callbacks.Callback):
   """Keras callback: Recall@K (and MAP@R) of a validation set at the end of every epoch.
 
   It embeds ``x`` with ``embedding_model`` (default: the model being trained, for models whose

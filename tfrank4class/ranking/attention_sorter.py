@@ -26,7 +26,8 @@ import math
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import _validation, compat
+from tfrank4class.compat import keras
 from tfrank4class.ranking import sorter_base
 
 _DEFAULT_BANDWIDTHS = (1e-3, 1e-2, 0.03, 0.1, 0.3, 1.0)
@@ -60,7 +61,7 @@ def nearest_gap(z):
   return tf.gather(nearest_sorted, inverse, batch_dims=1)
 
 
-@tf.keras.utils.register_keras_serializable(package="tfrank4class")
+@compat.register_serializable
 class AttentionSorter(sorter_base.Sorter):
   """Density-adaptive pairwise-attention sorter; one set of weights for every list length.
 
@@ -94,9 +95,9 @@ class AttentionSorter(sorter_base.Sorter):
       raise ValueError("`bandwidths` must hold at least one positive number, got ().")
     self.bandwidths = bandwidths
     self.block_size = _validation.check_int("block_size", block_size, minimum=1)
-    self.hidden1 = tf.keras.layers.Dense(hidden_units, activation="tanh", name="hidden1")
-    self.hidden2 = tf.keras.layers.Dense(hidden_units, activation="tanh", name="hidden2")
-    self.out = tf.keras.layers.Dense(1, name="sharpness_logit")
+    self.hidden1 = keras.layers.Dense(hidden_units, activation="tanh", name="hidden1")
+    self.hidden2 = keras.layers.Dense(hidden_units, activation="tanh", name="hidden2")
+    self.out = keras.layers.Dense(1, name="sharpness_logit")
 
   def steepness(self, z):
     """The per-item steepness ``k_i = a_i / g_i`` ``[B, n]`` for standardised lists ``z``."""

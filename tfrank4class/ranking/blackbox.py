@@ -29,7 +29,8 @@ gradient.
 """
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import _validation, compat
+from tfrank4class.compat import keras
 from tfrank4class.ranking import exact
 
 
@@ -198,8 +199,8 @@ def margin_shift(scores, relevant, margin, valid=None):
   return scores + shift
 
 
-@tf.keras.utils.register_keras_serializable(package="tfrank4class")
-class BlackboxRanker(tf.keras.layers.Layer):
+@compat.register_serializable
+class BlackboxRanker(keras.layers.Layer):
   """Keras layer: scores ``[..., n]`` -> exact ranks ``[..., n]`` (1 = highest) with the RaMBO
   blackbox gradient (Rolinek et al., CVPR 2020, Eq. 10, Algorithm 1).
 

@@ -23,11 +23,12 @@ Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 =
 """
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import _validation, compat
+from tfrank4class.compat import keras
 from tfrank4class.ranking import sorter_base
 
 
-@tf.keras.utils.register_keras_serializable(package="tfrank4class")
+@compat.register_serializable
 class ConvSorter(sorter_base.Sorter):
   """CNN sorter for lists of exactly ``list_size`` items.
 
@@ -51,17 +52,17 @@ class ConvSorter(sorter_base.Sorter):
     self.filters = _validation.check_int("filters", filters, minimum=1)
     self.num_blocks = _validation.check_int("num_blocks", num_blocks, minimum=1)
     self.kernel_size = _validation.check_int("kernel_size", kernel_size, minimum=1)
-    self.stem = tf.keras.layers.Conv1D(filters, 1, name="stem")
+    self.stem = keras.layers.Conv1D(filters, 1, name="stem")
     self.convs, self.norms = [], []
     for i in range(num_blocks):
       dilation = 2 ** (i % 6)
-      self.convs.append(tf.keras.layers.Conv1D(
+      self.convs.append(keras.layers.Conv1D(
           filters, kernel_size, dilation_rate=dilation, padding="same", use_bias=False,
           name=f"conv_{i}"))
-      self.norms.append(tf.keras.layers.BatchNormalization(name=f"bn_{i}"))
-    self.final_norm = tf.keras.layers.BatchNormalization(name="bn_final")
-    self.flatten = tf.keras.layers.Flatten()
-    self.head = tf.keras.layers.Dense(list_size, name="head")
+      self.norms.append(keras.layers.BatchNormalization(name=f"bn_{i}"))
+    self.final_norm = keras.layers.BatchNormalization(name="bn_final")
+    self.flatten = keras.layers.Flatten()
+    self.head = keras.layers.Dense(list_size, name="head")
 
   def _check_length(self, scores):
     n = scores.shape[-1]

@@ -11,11 +11,12 @@ Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 =
 """
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import _validation, compat
+from tfrank4class.compat import keras
 from tfrank4class.ranking import sorter_base
 
 
-@tf.keras.utils.register_keras_serializable(package="tfrank4class")
+@compat.register_serializable
 class LSTMSorter(sorter_base.Sorter):
   """Bidirectional-LSTM sorter with a per-position output (any list length ``n >= 2``).
 
@@ -36,10 +37,10 @@ class LSTMSorter(sorter_base.Sorter):
     self.units = _validation.check_int("units", units, minimum=1)
     self.num_layers = _validation.check_int("num_layers", num_layers, minimum=1)
     self.rnns = [
-        tf.keras.layers.Bidirectional(
-            tf.keras.layers.LSTM(units, return_sequences=True), name=f"bilstm_{i}")
+        keras.layers.Bidirectional(
+            keras.layers.LSTM(units, return_sequences=True), name=f"bilstm_{i}")
         for i in range(num_layers)]
-    self.head = tf.keras.layers.Dense(1, name="head")
+    self.head = keras.layers.Dense(1, name="head")
 
   def _normalised_ranks(self, scores, training=None):
     x = sorter_base.standardize(scores)[:, :, None]

@@ -10,11 +10,11 @@ comparison matrix is processed in column blocks (forward and backward), so memor
 """
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import _validation, compat
 from tfrank4class.ranking import sorter_base
 
 
-@tf.keras.utils.register_keras_serializable(package="tfrank4class")
+@compat.register_serializable
 class PairwiseSigmoidSorter(sorter_base.Sorter):
   """Soft ranks ``1 + sum_{j != i} sigmoid(steepness * (s_j - s_i))`` (SoDeep Eq. 11-12).
 

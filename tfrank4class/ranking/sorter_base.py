@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfrank4class import _validation
+from tfrank4class.compat import keras
 
 #: Directory of the shipped sorter weights (``<kind>.json`` + ``<kind>.npz``).
 RESOURCE_DIR = pathlib.Path(__file__).resolve().parents[1] / "resources" / "sorters"
@@ -154,7 +155,7 @@ def to_ranks(normalised, n):
   return 1.0 + tf.cast(n - 1, normalised.dtype) * normalised
 
 
-class Sorter(tf.keras.layers.Layer):
+class Sorter(keras.layers.Layer):
   """Base class of the sorter layers: scores ``[B, n]`` -> estimated ranks ``[B, n]`` in [1, n].
 
   Subclasses implement ``_normalised_ranks(scores, training)`` (learned sorters) or override

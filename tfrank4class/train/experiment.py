@@ -30,6 +30,7 @@ import tensorflow as tf
 from absl import logging as absl_logging
 
 from tfrank4class import _validation
+from tfrank4class.compat import keras
 from tfrank4class import data as data_lib
 from tfrank4class import encoders as encoders_lib
 from tfrank4class import heads as heads_lib
@@ -37,7 +38,7 @@ from tfrank4class import losses as losses_lib
 from tfrank4class import metrics as metrics_lib
 from tfrank4class.train import strategy as strategy_lib
 
-OPTIMIZERS = {"adam": tf.keras.optimizers.Adam, "adagrad": tf.keras.optimizers.Adagrad}
+OPTIMIZERS = {"adam": keras.optimizers.Adam, "adagrad": keras.optimizers.Adagrad}
 INTERACTIONS = ("dot", "latent_cross", "concat")
 #: Encoders chosen by ``encoder="auto"``, per modality.
 AUTO_ENCODERS = {"text": "transformer", "image": "small_cnn"}
@@ -223,7 +224,7 @@ def train(config):
   """
   config.validate()
   strategy = strategy_lib.make_strategy(config.strategy, config.tpu, config.devices)
-  tf.keras.utils.set_random_seed(config.seed)
+  keras.utils.set_random_seed(config.seed)
   tf.config.experimental.enable_op_determinism()
   with strategy.scope():
     losses_lib.get(config.loss, **config.loss_kwargs)  # bad loss arguments fail before any data
@@ -243,14 +244,14 @@ def train(config):
     epoch, step = resume_position(backup_dir, steps_per_epoch)
     skip = epoch * steps_per_epoch + step
     callbacks = [
-        tf.keras.callbacks.BackupAndRestore(backup_dir, save_freq=config.backup_every),
-        tf.keras.callbacks.ModelCheckpoint(
+        keras.callbacks.BackupAndRestore(backup_dir, save_freq=config.backup_every),
+        keras.callbacks.ModelCheckpoint(
             os.path.join(model_dir, "checkpoints", "epoch_{epoch:03d}.weights.h5"),
             save_weights_only=True),
-        tf.keras.callbacks.ModelCheckpoint(
+        keras.callbacks.ModelCheckpoint(
             os.path.join(model_dir, "best.keras"), monitor=f"val_{config.best_metric}",
             mode="max", save_best_only=True),
-        tf.keras.callbacks.TensorBoard(os.path.join(model_dir, "logs")),
+        keras.callbacks.TensorBoard(os.path.join(model_dir, "logs")),
     ]
     if strategy_lib.is_chief(strategy):
       with open(os.path.join(model_dir, "config.json"), "w") as f:
@@ -290,7 +291,7 @@ def load_checkpoint(model_dir=None, checkpoint=None):
   if not os.path.isfile(path):
     raise FileNotFoundError(f"No model file at {path}: pass a .keras `checkpoint` or the "
                             "`model_dir` of a finished training run.")
-  return tf.keras.models.load_model(path)
+  return keras.models.load_model(path)
 
 
 def evaluate_splits(model, config):

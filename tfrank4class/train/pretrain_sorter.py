@@ -15,6 +15,8 @@ improves, exported to ``--output`` (``.json`` + ``.npz``, loadable with
 any time and the best weights so far are on disk.
 """
 import json
+
+from tfrank4class.compat import keras
 import os
 import time
 
@@ -104,9 +106,9 @@ def train(kind, min_list_size, max_list_size, steps, batch_size, learning_rate, 
   os.makedirs(model_dir, exist_ok=True)
   tf.random.set_seed(seed)
   sorter = build_sorter(kind, list_size=max_list_size, **hparams)
-  schedule = tf.keras.optimizers.schedules.ExponentialDecay(
+  schedule = keras.optimizers.schedules.ExponentialDecay(
       learning_rate, decay_steps=halve_every, decay_rate=0.5, staircase=True)
-  optimizer = tf.keras.optimizers.Adam(schedule)
+  optimizer = keras.optimizers.Adam(schedule)
   dataset = synthetic.synthetic_dataset(
       batch_size, (min_list_size, max_list_size), seed=seed)
   if eval_list_sizes is None:
@@ -143,7 +145,7 @@ def train(kind, min_list_size, max_list_size, steps, batch_size, learning_rate, 
     return {n: float(normalised_l1(predict(s), r)) for n, (s, r) in eval_sets.items()}
 
   start = time.time()
-  progbar = tf.keras.utils.Progbar(steps, verbose=verbose, stateful_metrics=["lr", "eval"])
+  progbar = keras.utils.Progbar(steps, verbose=verbose, stateful_metrics=["lr", "eval"])
   iterator = iter(dataset.skip(int(step_var)))
   history = []
   while int(step_var) < steps:
