@@ -94,9 +94,11 @@ class AttentionSorter(sorter_base.Sorter):
       raise ValueError("`bandwidths` must hold at least one positive number, got ().")
     self.bandwidths = bandwidths
     self.block_size = _validation.check_int("block_size", block_size, minimum=1)
-    self.hidden1 = tf.keras.layers.Dense(hidden_units, activation="tanh", name="hidden1")
-    self.hidden2 = tf.keras.layers.Dense(hidden_units, activation="tanh", name="hidden2")
-    self.out = tf.keras.layers.Dense(1, name="sharpness_logit")
+    self.hidden1 = tf.keras.layers.Dense(hidden_units, activation="tanh", name="hidden1",
+                                         dtype=self.dtype_policy)
+    self.hidden2 = tf.keras.layers.Dense(hidden_units, activation="tanh", name="hidden2",
+                                         dtype=self.dtype_policy)
+    self.out = tf.keras.layers.Dense(1, name="sharpness_logit", dtype=self.dtype_policy)
 
   def steepness(self, z):
     """The per-item steepness ``k_i = a_i / g_i`` ``[B, n]`` for standardised lists ``z``."""
@@ -108,7 +110,7 @@ class AttentionSorter(sorter_base.Sorter):
     n = tf.cast(tf.shape(z)[-1], z.dtype)
     logn = tf.fill(tf.shape(z), tf.math.log(n))[:, :, None]
     x = tf.concat([feats / 5.0, logn / 5.0], axis=-1)
-    logit = self.out(self.hidden2(self.hidden1(x)))[..., 0]
+    logit = tf.cast(self.out(self.hidden2(self.hidden1(x)))[..., 0], z.dtype)
     sharpness = self.min_sharpness + (self.max_sharpness - self.min_sharpness) * tf.sigmoid(logit)
     return tf.minimum(sharpness / gap, tf.cast(1e7, z.dtype))
 

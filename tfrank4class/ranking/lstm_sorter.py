@@ -37,9 +37,10 @@ class LSTMSorter(sorter_base.Sorter):
     self.num_layers = _validation.check_int("num_layers", num_layers, minimum=1)
     self.rnns = [
         tf.keras.layers.Bidirectional(
-            tf.keras.layers.LSTM(units, return_sequences=True), name=f"bilstm_{i}")
+            tf.keras.layers.LSTM(units, return_sequences=True, dtype=self.dtype_policy),
+            name=f"bilstm_{i}", dtype=self.dtype_policy)
         for i in range(num_layers)]
-    self.head = tf.keras.layers.Dense(1, name="head")
+    self.head = tf.keras.layers.Dense(1, name="head", dtype=self.dtype_policy)
 
   def _normalised_ranks(self, scores, training=None):
     x = sorter_base.standardize(scores)[:, :, None]

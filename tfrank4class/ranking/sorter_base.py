@@ -35,10 +35,19 @@ DEFAULT_BLOCK_SIZE = 256
 
 
 def standardize(scores, epsilon=1e-12):
-  """Per-list standardisation ``z = (s - mean(s)) / sqrt(var(s) + epsilon)``.
+  """Per-list standardisation ``z = (s - mean(s)) / sqrt(var(s) + epsilon)``, scale held for the
+  gradient.
 
   Ranks are invariant to this map (it is strictly increasing), and it puts lists of any scale and
   offset on a common footing for a learned sorter. A constant list maps to zeros (no NaN).
+
+  In the backward pass the scale ``1 / sqrt(var + epsilon)`` is a constant (``tf.stop_gradient``);
+  the value is unchanged. The exact derivative of a standardised list has no component that
+  changes the list's spread, and a 2-item list standardises to ``(-1, 1)`` or ``(1, -1)``
+  whatever its scores, so a sorter on the exact map passes no gradient at all for ``n = 2`` (a
+  2-class problem could not be trained through it) and a projected one for small ``n``. With the
+  scale held, the gradient is that of the sorter applied to ``(s - mean) / sigma`` for the
+  current ``sigma``: for ``n = 2`` it moves the two scores apart or together.
 
   Example:
     >>> standardize([[1.0, 3.0]]).numpy().round(3)
@@ -48,7 +57,8 @@ def standardize(scores, epsilon=1e-12):
   mean = tf.reduce_mean(scores, axis=-1, keepdims=True)
   centred = scores - mean
   var = tf.reduce_mean(tf.square(centred), axis=-1, keepdims=True)
-  return centred * tf.math.rsqrt(var + tf.cast(epsilon, scores.dtype))
+  scale = tf.math.rsqrt(var + tf.cast(epsilon, scores.dtype))
+  return centred * tf.stop_gradient(scale)
 
 
 def _column_blocks(values, block_size):
@@ -133,8 +143,14 @@ def pairwise_sigmoid_sum(z, k, block_size=DEFAULT_BLOCK_SIZE):
 
 
 def check_scores(scores, min_length=2):
-  """Validates sorter input: a float ``[B, n]`` tensor with ``n >= min_length``."""
+  """Validates sorter input: a float ``[B, n]`` tensor with ``n >= min_length``.
+
+  float16 / bfloat16 scores (e.g. under the ``mixed_float16`` policy) are cast to float32: the
+  rank arithmetic needs its precision (float16 holds whole numbers exactly only up to 2,048).
+  """
   scores = _validation.score_matrix("scores", scores)
+  if scores.dtype in (tf.float16, tf.bfloat16):
+    scores = tf.cast(scores, tf.float32)
   n = scores.shape[-1]
   if n is not None and n < min_length:
     raise ValueError(
@@ -159,15 +175,26 @@ class Sorter(tf.keras.layers.Layer):
 
   Subclasses implement ``_normalised_ranks(scores, training)`` (learned sorters) or override
   ``call``. ``KIND`` names the shipped weights ``resources/sorters/<KIND>.{json,npz}``.
+
+  Precision: a sorter's dtype policy is ``"float32"`` unless ``dtype=`` is given, whatever the
+  global policy, so under ``mixed_float16`` it takes float16 scores and computes and returns
+  float32 ranks; subclasses build their sub-layers with ``dtype=self.dtype_policy``. Even with
+  an explicit low-precision policy, the rank arithmetic (standardisation, comparisons, output
+  ranks) is done in float32.
   """
 
   KIND = None
+
+  def __init__(self, **kwargs):
+    kwargs.setdefault("dtype", "float32")
+    super().__init__(**kwargs)
 
   def call(self, scores, training=None):
     scores = check_scores(scores)
     self._check_length(scores)
     n = tf.shape(scores)[-1]
-    return to_ranks(self._normalised_ranks(scores, training=training), n)
+    normalised = tf.cast(self._normalised_ranks(scores, training=training), tf.float32)
+    return to_ranks(normalised, n)
 
   def _check_length(self, scores):
     """Raises if this sorter cannot handle the list length of ``scores`` (default: any)."""
