@@ -22,6 +22,30 @@ def test_standardize_matches_numpy_and_constant_list_is_zero():
   np.testing.assert_array_equal(got[1], np.zeros(3))
 
 
+@pytest.mark.parametrize("x", [[[1.0, 2.0, 4.0, -0.5]], [[0.3, -0.2]]], ids=["n=4", "n=2"])
+def test_standardize_gradient_holds_the_scale(x):
+  # Reference: with sigma held, dz_i / ds_j = (delta_ij - 1/n) / sigma (numpy). For n = 2 the
+  # exact derivative of the standardisation is 0 (every 2-item list maps to +-1).
+  x = tf.constant(x, tf.float64)
+  with tf.GradientTape() as tape:
+    tape.watch(x)
+    z = sorter_base.standardize(x)
+  jac = tape.batch_jacobian(z, x).numpy()[0]
+  v = x.numpy()[0]
+  n = v.size
+  ref = (np.eye(n) - 1.0 / n) / v.std()
+  np.testing.assert_allclose(jac, ref, rtol=1e-10)
+  np.testing.assert_allclose(z.numpy()[0], (v - v.mean()) / v.std(), rtol=1e-10)
+
+
+def test_check_scores_casts_low_precision_to_float32():
+  for dtype in (tf.float16, tf.bfloat16):
+    out = sorter_base.check_scores(tf.constant([[0.5, 1.5]], dtype))
+    assert out.dtype == tf.float32
+    np.testing.assert_array_equal(out.numpy(), [[0.5, 1.5]])
+  assert sorter_base.check_scores(tf.constant([[0.5, 1.5]], tf.float64)).dtype == tf.float64
+
+
 @pytest.mark.parametrize("block_size", [1, 3, 7, 256])
 def test_pairwise_sigmoid_sum_matches_numpy_for_any_block_size(block_size):
   rng = np.random.default_rng(0)

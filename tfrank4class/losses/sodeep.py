@@ -157,7 +157,8 @@ def _sink(scores, keep):
 class SpearmanLoss(_RankLoss):
   """One minus Spearman's correlation through a rank operator (SoDeep Sec. 3.2.1, Eq. 2-4).
 
-      L(y, s) = 6 * sum_i (rk_hat(s)_i - rk(y)_i)^2 / (m (m^2 - 1))  +  l1_weight * mean_i |s_i - y_i|
+      L(y, s) = 6 * sum_i (rk_hat(s)_i - rk(y)_i)^2 / (m (m^2 - 1))
+                + l1_weight * mean_i |s_i - y_i|
 
   over the ``m`` valid items of a list. ``rk_hat`` is the rank operator (a sorter); ``rk(y)`` the
   exact ranks of the targets (ties get their average rank). Eq. 4 is the squared distance

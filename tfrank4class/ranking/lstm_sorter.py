@@ -5,8 +5,12 @@ a per-position dense layer outputs each item's normalised rank,
 
     rank_hat(s)_i = 1 + (n - 1) * sigmoid(W h_i + b),     h = BiLSTM^L((s - mean(s)) / std(s)),
 
-trained on synthetic lists with the L1 loss of Eq. 1. Because the output is per position (the
-paper's sorter ended in a dense layer tied to n = 100), one trained sorter runs at any length.
+trained on synthetic lists with the L1 loss of Eq. 1. The paper's sorter ends in an affine
+projection of the whole sequence, tied to its list length (n = 100 in Sec. 4.1.3; the
+authors' code projects the ``n x 2 units`` outputs to ``n`` ranks); our output is per position,
+so one trained sorter runs at any length. The paper does not give the LSTM's size (the
+authors' code: 2 layers of 128 units per direction); our defaults are 2 layers of 64, and the
+shipped weights use 2 of 32 (BUILD_NOTES.md).
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
 import tensorflow as tf
@@ -20,8 +24,8 @@ class LSTMSorter(sorter_base.Sorter):
   """Bidirectional-LSTM sorter with a per-position output (any list length ``n >= 2``).
 
   Args:
-    units: LSTM units per direction.
-    num_layers: number of stacked bidirectional LSTM layers.
+    units: LSTM units per direction (not given in the paper).
+    num_layers: number of stacked bidirectional LSTM layers (not given in the paper).
 
   Example:
     >>> sorter = LSTMSorter.pretrained()

@@ -15,7 +15,7 @@ This module holds:
   shipped in ``tfrank4class/resources/sorters/``, weight export);
 * :func:`standardize`, the per-list standardisation used by every learned sorter;
 * :func:`pairwise_sigmoid_sum`, the memory-bounded sum ``sum_j sigmoid(k_i (s_j - s_i))`` with a
-  hand-written, block-wise backward pass (the core of Eq. 11-12 of the paper and of
+  hand-written, block-wise backward pass (the core of Sec. 4.1.2, Eq. 11-12 of the paper and of
   :class:`~tfrank4class.ranking.attention_sorter.AttentionSorter`).
 """
 import json
@@ -89,7 +89,7 @@ def pairwise_sigmoid_sum(z, k, block_size=DEFAULT_BLOCK_SIZE):
 
   Returns:
     float ``[B, n]``. ``1 + sum_{j != i} sigmoid(k_i (z_j - z_i)) = S_i + 0.5`` is the soft rank of
-    Eq. 11-12 of the SoDeep paper.
+    Eq. 11-12 (Sec. 4.1.2) of the SoDeep paper.
   """
   block_size = _validation.check_int("block_size", block_size, minimum=1)
 
