@@ -167,8 +167,9 @@ class SpearmanLoss(_RankLoss):
   optional L1 term on the raw scores is the warm-up of Sec. 4.2.1 ("combined with an L1 loss for
   the first epoch"; the authors' code calls its weight ``lbd``).
 
-  Padding (``over_batch=False``): targets below 0 mark padded items; they are excluded (see the
-  module docstring) and ``m`` counts the others. A list with fewer than 2 valid items has loss
+  Padding (``over_batch=False``): targets below 0 mark padded items, as everywhere in the
+  package (shift real-valued targets to be >= 0, which leaves their ranks unchanged); padded
+  items are excluded (see the module docstring) and ``m`` counts the others. A list with fewer than 2 valid items has loss
   0. With ``over_batch=True`` the targets are regression values and every value, negative ones
   included, is a target.
 
@@ -260,7 +261,11 @@ class SorterMAPLoss(_RankLoss):
 
   The loss is one value per batch (shape ``[1]``): it is not a sum over independent rows. Padded
   entries (relevance < 0) are excluded from their class's list. A sorter tied to one length
-  (``ConvSorter``) needs batches of exactly its ``list_size``.
+  (``ConvSorter``) needs batches of exactly its ``list_size``. Adding a constant to all scores
+  of one class leaves the loss unchanged, so it learns per-class rankings (mAP), not which class
+  wins for an input (top-1); the paper (Sec. 4.2.2) adds it to a per-example loss (the
+  multi-label soft margin loss). Its gradient per rank is ``1 / (|C+| |P_c| |N_c|)``, so with
+  the blackbox ranker choose a larger interpolation ``lambda`` than for per-list losses.
 
   Args:
     ranker: the rank operator (see the module docstring).
