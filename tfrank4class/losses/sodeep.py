@@ -23,8 +23,9 @@ clear error is raised).
 
 Padding: as everywhere in the package, relevance below 0 marks a padded item. Padded items are
 excluded: before ranking they are moved below every valid item of their list (to
-``min(s) - (max(s) - min(s)) - 1``, a constant for the gradient), so the valid items' ranks are
-their ranks among the valid items, and they take no part in the loss.
+``lo - (hi - lo) - 1`` with ``lo`` / ``hi`` the smallest / largest valid score, a constant for
+the gradient), so the valid items' ranks are their ranks among the valid items, and they take no
+part in the loss.
 
 Precision: scores in float16 / bfloat16 (e.g. under the ``mixed_float16`` policy) are cast to
 float32 first, and ranks are float32 (float16 holds whole numbers exactly only up to 2,048).
@@ -144,11 +145,14 @@ def _scores(y_pred, min_length=2):
 def _sink(scores, keep):
   """``scores`` with every entry where ``keep`` is False moved below all entries of its list.
 
-  The new value ``min(s) - (max(s) - min(s)) - 1`` is a constant for the gradient, so those
-  items rank last (after every kept item) and pass no gradient.
+  The new value ``lo - (hi - lo) - 1``, with ``lo`` / ``hi`` the smallest / largest kept score,
+  is a constant for the gradient, so those items rank last (after every kept item) and pass no
+  gradient; their own scores, however large, do not matter.
   """
-  lo = tf.reduce_min(scores, axis=-1, keepdims=True)
-  hi = tf.reduce_max(scores, axis=-1, keepdims=True)
+  all_lo = tf.reduce_min(scores, axis=-1, keepdims=True)
+  all_hi = tf.reduce_max(scores, axis=-1, keepdims=True)
+  lo = tf.reduce_min(tf.where(keep, scores, tf.broadcast_to(all_hi, tf.shape(scores))), -1, True)
+  hi = tf.reduce_max(tf.where(keep, scores, tf.broadcast_to(all_lo, tf.shape(scores))), -1, True)
   floor = tf.stop_gradient(lo - (hi - lo) - 1.0)
   return tf.where(keep, scores, tf.broadcast_to(floor, tf.shape(scores)))
 
@@ -164,14 +168,14 @@ class SpearmanLoss(_RankLoss):
   exact ranks of the targets (ties get their average rank). Eq. 4 is the squared distance
   ``||rk_hat(s) - rk(y)||^2``; the factor ``6 / (m (m^2 - 1))`` of Eq. 2 makes the first term
   ``1 - rho`` (Spearman's rho) with exact ranks and no ties, whatever the list length. The
-  optional L1 term on the raw scores is the warm-up of Sec. 4.2.1 ("combined with an L1 loss for
-  the first epoch"; the authors' code calls its weight ``lbd``).
+  optional L1 term on the raw scores is the warm-up of Sec. 4.2.1 (the paper adds an L1 loss
+  during the first epoch; the authors' code calls its weight ``lbd``).
 
   Padding (``over_batch=False``): targets below 0 mark padded items, as everywhere in the
   package (shift real-valued targets to be >= 0, which leaves their ranks unchanged); padded
-  items are excluded (see the module docstring) and ``m`` counts the others. A list with fewer than 2 valid items has loss
-  0. With ``over_batch=True`` the targets are regression values and every value, negative ones
-  included, is a target.
+  items are excluded (see the module docstring) and ``m`` counts the others. A list with fewer
+  than 2 valid items has loss 0. With ``over_batch=True`` the targets are regression values and
+  every value, negative ones included, is a target.
 
   Args:
     ranker: the rank operator (see the module docstring).
