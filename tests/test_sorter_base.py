@@ -23,9 +23,10 @@ def test_standardize_matches_numpy_and_constant_list_is_zero():
 
 
 @pytest.mark.parametrize("x", [[[1.0, 2.0, 4.0, -0.5]], [[0.3, -0.2]]], ids=["n=4", "n=2"])
-def test_standardize_gradient_holds_the_scale(x):
-  # Reference: with sigma held, dz_i / ds_j = (delta_ij - 1/n) / sigma (numpy). For n = 2 the
-  # exact derivative of the standardisation is 0 (every 2-item list maps to +-1).
+def test_standardize_gradient_exact_except_for_two_items(x):
+  # Reference (numpy): the exact Jacobian dz_i / ds_j = (delta_ij - 1/n - z_i z_j / n) / sigma for
+  # n >= 3; for n = 2 it is 0 (every 2-item list maps to +-1), so there sigma is held:
+  # (delta_ij - 1/n) / sigma.
   x = tf.constant(x, tf.float64)
   with tf.GradientTape() as tape:
     tape.watch(x)
@@ -33,8 +34,9 @@ def test_standardize_gradient_holds_the_scale(x):
   jac = tape.batch_jacobian(z, x).numpy()[0]
   v = x.numpy()[0]
   n = v.size
-  ref = (np.eye(n) - 1.0 / n) / v.std()
-  np.testing.assert_allclose(jac, ref, rtol=1e-10)
+  zv = (v - v.mean()) / v.std()
+  ref = (np.eye(n) - 1.0 / n - (np.outer(zv, zv) / n if n > 2 else 0.0)) / v.std()
+  np.testing.assert_allclose(jac, ref, rtol=1e-8, atol=1e-12)
   np.testing.assert_allclose(z.numpy()[0], (v - v.mean()) / v.std(), rtol=1e-10)
 
 

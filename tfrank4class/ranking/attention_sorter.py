@@ -18,10 +18,9 @@ Bounding ``a_i`` keeps the comparator smooth on the scale of the local spacing (
 reach the neighbours of an item) while making it accurate: at the default upper bound
 ``a = 5`` the nearest neighbour is compared with error ``sigmoid(-5) ~ 7e-3``. The comparison
 pass is block-wise over the list, so memory is ``O(B * n * block)`` and the same weights serve
-any length ``n >= 2``. The temperature and the list's standardisation scale are treated as
-constants in the backward pass (``tf.stop_gradient``; see
-:func:`~tfrank4class.ranking.sorter_base.standardize`); the gradient with respect to the scores
-flows through step 2, also for 2-item lists.
+any length ``n >= 2``. The temperature is treated as a constant in the backward pass
+(``tf.stop_gradient``); the gradient with respect to the scores flows through step 2 (for
+2-item lists see :func:`~tfrank4class.ranking.sorter_base.standardize`).
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
 import math

@@ -35,19 +35,20 @@ DEFAULT_BLOCK_SIZE = 256
 
 
 def standardize(scores, epsilon=1e-12):
-  """Per-list standardisation ``z = (s - mean(s)) / sqrt(var(s) + epsilon)``, scale held for the
-  gradient.
+  """Per-list standardisation ``z = (s - mean(s)) / sqrt(var(s) + epsilon)``.
 
   Ranks are invariant to this map (it is strictly increasing), and it puts lists of any scale and
   offset on a common footing for a learned sorter. A constant list maps to zeros (no NaN).
 
-  In the backward pass the scale ``1 / sqrt(var + epsilon)`` is a constant (``tf.stop_gradient``);
-  the value is unchanged. The exact derivative of a standardised list has no component that
-  changes the list's spread, and a 2-item list standardises to ``(-1, 1)`` or ``(1, -1)``
-  whatever its scores, so a sorter on the exact map passes no gradient at all for ``n = 2`` (a
-  2-class problem could not be trained through it) and a projected one for small ``n``. With the
-  scale held, the gradient is that of the sorter applied to ``(s - mean) / sigma`` for the
-  current ``sigma``: for ``n = 2`` it moves the two scores apart or together.
+  Gradient of 2-item lists: a list of ``n = 2`` items always standardises to ``(-1, 1)`` or
+  ``(1, -1)``, whatever its scores, so the exact derivative is 0 and no loss could train a
+  2-class problem through a sorter. For ``n = 2`` (only) the scale ``1 / sqrt(var + epsilon)`` is
+  therefore a constant in the backward pass (``tf.stop_gradient``; the value is unchanged), and
+  the gradient moves the two scores apart or together. For ``n >= 3`` the exact derivative is
+  kept: holding the scale there too adds a component along the list's spread, which the learned
+  sorters never saw in pretraining (their inputs always have unit variance), and it made
+  training worse (BUILD_NOTES.md, issue 13: top-1 of a 10-class problem through the LSTM sorter
+  fell from 0.89 to 0.38).
 
   Example:
     >>> standardize([[1.0, 3.0]]).numpy().round(3)
@@ -58,7 +59,9 @@ def standardize(scores, epsilon=1e-12):
   centred = scores - mean
   var = tf.reduce_mean(tf.square(centred), axis=-1, keepdims=True)
   scale = tf.math.rsqrt(var + tf.cast(epsilon, scores.dtype))
-  return centred * tf.stop_gradient(scale)
+  two_items = tf.cast(tf.equal(tf.shape(scores)[-1], 2), scores.dtype)
+  scale = two_items * tf.stop_gradient(scale) + (1.0 - two_items) * scale
+  return centred * scale
 
 
 def _column_blocks(values, block_size):
