@@ -250,7 +250,8 @@ def _separable(num_classes, n=512, seed=0):
 
 
 @pytest.mark.parametrize("name,kwargs,num_classes", [
-    ("spearman_loss", {}, 2), ("spearman_loss", {}, 3), ("sorter_ap_loss", {}, 2), ("rank_triplet_loss", {"alpha": 0.5}, 2),
+    ("spearman_loss", {}, 2), ("spearman_loss", {}, 3), ("sorter_ap_loss", {}, 2),
+    ("rank_triplet_loss", {"alpha": 0.5}, 2),
     pytest.param("spearman_loss", {"ranker": "lstm"}, 2, marks=pytest.mark.slow),
     ("spearman_loss", {"ranker": "pairwise_sigmoid"}, 2)],
     ids=["spearman-2", "spearman-3", "ap-2", "triplet-2", "spearman-lstm-2",
