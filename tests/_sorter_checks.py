@@ -1,4 +1,6 @@
 """Shared checks for the learned sorter tests (imported by test_*_sorter.py; not a test module)."""
+import contextlib
+
 import numpy as np
 import tensorflow as tf
 from scipy.stats import rankdata
@@ -54,3 +56,50 @@ def check_save_load(sorter, n, tmp_path, savedmodel=True):
   tf.saved_model.save(model, saved)
   restored = tf.saved_model.load(saved)
   np.testing.assert_allclose(restored(scores).numpy(), before, rtol=1e-5, atol=1e-5)
+
+
+def check_two_item_gradient(sorter):
+  """A 2-item list passes rank gradient: raising s_0 lowers (improves) its rank, raising s_1 raises
+  it. (The standardisation maps every 2-item list to (+-1, -+1); with its scale differentiated
+  the gradient was exactly 0 and a 2-class problem could not be trained.)"""
+  scores = tf.constant([[0.3, -0.2], [-0.1, 0.05]])
+  with tf.GradientTape() as tape:
+    tape.watch(scores)
+    first = tf.reduce_sum(sorter(scores)[:, 0])
+  grad = tape.gradient(first, scores).numpy()
+  assert (grad[:, 0] < -1e-4).all() and (grad[:, 1] > 1e-4).all(), grad
+
+
+@contextlib.contextmanager
+def mixed_float16():
+  """Runs the body under the global ``mixed_float16`` policy and restores the previous one."""
+  previous = tf.keras.mixed_precision.global_policy()
+  tf.keras.mixed_precision.set_global_policy("mixed_float16")
+  try:
+    yield
+  finally:
+    tf.keras.mixed_precision.set_global_policy(previous)
+
+
+def check_mixed_float16(make_sorter, n):
+  """Under ``mixed_float16``: the sorter takes float16 scores, returns float32 ranks equal to its
+  float32 ranks of the same values, and a float16 model trains through it."""
+  scores, _ = synthetic.synthetic_batch(8, n, seed=[13, n])
+  half = tf.cast(scores, tf.float16)
+  with mixed_float16():
+    sorter = make_sorter()
+    out = sorter(half)
+    assert out.dtype == tf.float32
+    np.testing.assert_allclose(out.numpy(), sorter(tf.cast(half, tf.float32)).numpy(), rtol=1e-6)
+    inputs = tf.keras.Input([n])
+    dense = tf.keras.layers.Dense(n)
+    model = tf.keras.Model(inputs, sorter(dense(inputs)))
+    assert dense.compute_dtype == "float16"
+    # Push item 0 to the top: minimise its predicted rank.
+    model.compile(tf.keras.optimizers.SGD(0.1), loss=lambda y, r: tf.reduce_mean(r[:, 0]))
+    before = dense.get_weights()[0].copy()
+    # 12 steps: the dynamic loss scale skips the first steps while it is too large.
+    history = model.fit(scores.numpy(), np.zeros([8, n], np.float32), batch_size=2, epochs=3,
+                        verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    assert not np.allclose(before, dense.get_weights()[0])

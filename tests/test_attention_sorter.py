@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from tfrank4class.ranking import attention_sorter
 from tfrank4class.ranking.attention_sorter import AttentionSorter
-from _sorter_checks import check_gradient, check_modes, check_save_load, normalised_l1
+from _sorter_checks import (check_gradient, check_mixed_float16, check_modes, check_save_load,
+                            check_two_item_gradient, normalised_l1)
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +33,15 @@ def test_nearest_gap_and_neighbour_counts_against_numpy():
 
 def test_gradient_finite_and_nonzero(sorter):
   check_gradient(sorter, 20)
+
+
+def test_two_item_lists_pass_rank_gradient(sorter):
+  check_two_item_gradient(sorter)
+
+
+def test_mixed_float16_policy():
+  check_mixed_float16(AttentionSorter.pretrained, 10)
+  check_mixed_float16(AttentionSorter, 6)   # sub-layers built under the policy
 
 
 def test_modes(sorter, mirrored_strategy):

@@ -4,7 +4,8 @@ import pytest
 import tensorflow as tf
 
 from tfrank4class.ranking.conv_sorter import ConvSorter
-from _sorter_checks import check_gradient, check_modes, check_save_load, normalised_l1
+from _sorter_checks import (check_gradient, check_mixed_float16, check_modes, check_save_load,
+                            normalised_l1)
 
 # A little above what the shipped weights reach (0.0107 on the benchmark set, BUILD_NOTES.md);
 # untrained is ~0.3.
@@ -37,6 +38,9 @@ def test_save_load_round_trip(tmp_path):
 def test_wrong_length_is_a_clear_error(sorter):
   with pytest.raises(ValueError, match=r"list_size=100 items and cannot rank lists of 10"):
     sorter(tf.zeros([2, 10]))
+  # A 2-class problem's lists: refused, naming the sorters that handle them.
+  with pytest.raises(ValueError, match=r"cannot rank lists of 2; use LSTMSorter or Attention"):
+    sorter(tf.zeros([2, 2]))
   fn = tf.function(sorter, input_signature=[tf.TensorSpec([None, None])])
   with pytest.raises(ValueError, match="static list length"):
     fn(tf.zeros([2, 100]))
@@ -47,3 +51,7 @@ def test_bad_arguments():
     ConvSorter(list_size=1)
   with pytest.raises(ValueError, match="`num_blocks`"):
     ConvSorter(num_blocks=0)
+
+
+def test_mixed_float16_policy():
+  check_mixed_float16(ConvSorter.pretrained, 100)

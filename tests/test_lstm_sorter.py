@@ -1,10 +1,11 @@
-"""Tests of LSTMSorter: shipped weights close to exact ranks at several lengths, gradients, modes,
-save/load, bad input."""
+"""Tests of LSTMSorter: shipped weights close to exact ranks at several lengths, gradients (also of
+2-item lists), mixed_float16, modes, save/load, bad input."""
 import pytest
 import tensorflow as tf
 
 from tfrank4class.ranking.lstm_sorter import LSTMSorter
-from _sorter_checks import check_gradient, check_modes, check_save_load, normalised_l1
+from _sorter_checks import (check_gradient, check_mixed_float16, check_modes, check_save_load,
+                            check_two_item_gradient, normalised_l1)
 
 # Bounds a little above what the shipped weights reach (BUILD_NOTES.md); an untrained LSTM
 # sorter is at ~0.3.
@@ -27,6 +28,14 @@ def test_runs_at_any_length(sorter):
 
 def test_gradient_finite_and_nonzero(sorter):
   check_gradient(sorter, 15)
+
+
+def test_two_item_lists_pass_rank_gradient(sorter):
+  check_two_item_gradient(sorter)
+
+
+def test_mixed_float16_policy():
+  check_mixed_float16(LSTMSorter.pretrained, 10)
 
 
 def test_modes(sorter, mirrored_strategy):

@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from tfrank4class.ranking.pairwise_sigmoid_sorter import PairwiseSigmoidSorter
+from _sorter_checks import check_mixed_float16, check_two_item_gradient
 
 
 def _np_soft_rank(s, c):
@@ -17,6 +18,24 @@ def test_matches_numpy_formula():
   s = rng.uniform(-1, 1, size=(4, 9)).astype(np.float32)
   got = PairwiseSigmoidSorter(steepness=7.0, block_size=4)(s).numpy()
   np.testing.assert_allclose(got, _np_soft_rank(s.astype(np.float64), 7.0), rtol=1e-5)
+
+
+def test_default_steepness_is_the_papers_lambda():
+  # SoDeep Sec. 4.1.2: lambda = 10, on raw scores.
+  sorter = PairwiseSigmoidSorter()
+  assert sorter.steepness == 10.0 and not sorter.standardize_scores
+  s = np.array([[0.1, 0.9, 0.5, -0.3]], np.float32)
+  np.testing.assert_allclose(sorter(s).numpy(), _np_soft_rank(s.astype(np.float64), 10.0),
+                             rtol=1e-5)
+
+
+def test_two_item_lists_pass_rank_gradient():
+  check_two_item_gradient(PairwiseSigmoidSorter())
+  check_two_item_gradient(PairwiseSigmoidSorter(5.0, standardize_scores=True))
+
+
+def test_mixed_float16_policy():
+  check_mixed_float16(PairwiseSigmoidSorter, 10)
 
 
 def test_tends_to_exact_ranks_when_steep():

@@ -144,18 +144,7 @@ def mixed_float16():
     tf.keras.mixed_precision.set_global_policy(previous)
 
 
-# The SoDeep losses call a learned sorter whose layers take the float16 policy: fixed inside the
-# sorter layers on branch h2 (the lead removes these marks after merging).
-_SORTER_FLOAT16 = pytest.mark.xfail(
-    strict=True, raises=TypeError,
-    reason="fixed on branch h2: AttentionSorter built under mixed_float16 raises TypeError "
-           "'`x` and `y` must have the same dtype, got tf.float16 != tf.float32'")
-MIXED_XFAIL = {"spearman_loss": _SORTER_FLOAT16, "rank_triplet_loss": _SORTER_FLOAT16,
-               "sorter_map_loss": _SORTER_FLOAT16}
-
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=MIXED_XFAIL.get(n, ())) for n in losses.names()])
+@pytest.mark.parametrize("name", losses.names())
 def test_every_loss_trains_under_mixed_float16(name, mixed_float16):
   """A float16 last layer (the mixed_float16 policy) trains one step with every registered loss."""
   del mixed_float16

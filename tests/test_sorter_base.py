@@ -22,6 +22,32 @@ def test_standardize_matches_numpy_and_constant_list_is_zero():
   np.testing.assert_array_equal(got[1], np.zeros(3))
 
 
+@pytest.mark.parametrize("x", [[[1.0, 2.0, 4.0, -0.5]], [[0.3, -0.2]]], ids=["n=4", "n=2"])
+def test_standardize_gradient_exact_except_for_two_items(x):
+  # Reference (numpy): the exact Jacobian dz_i / ds_j = (delta_ij - 1/n - z_i z_j / n) / sigma for
+  # n >= 3; for n = 2 it is 0 (every 2-item list maps to +-1), so there sigma is held:
+  # (delta_ij - 1/n) / sigma.
+  x = tf.constant(x, tf.float64)
+  with tf.GradientTape() as tape:
+    tape.watch(x)
+    z = sorter_base.standardize(x)
+  jac = tape.batch_jacobian(z, x).numpy()[0]
+  v = x.numpy()[0]
+  n = v.size
+  zv = (v - v.mean()) / v.std()
+  ref = (np.eye(n) - 1.0 / n - (np.outer(zv, zv) / n if n > 2 else 0.0)) / v.std()
+  np.testing.assert_allclose(jac, ref, rtol=1e-8, atol=1e-12)
+  np.testing.assert_allclose(z.numpy()[0], (v - v.mean()) / v.std(), rtol=1e-10)
+
+
+def test_check_scores_casts_low_precision_to_float32():
+  for dtype in (tf.float16, tf.bfloat16):
+    out = sorter_base.check_scores(tf.constant([[0.5, 1.5]], dtype))
+    assert out.dtype == tf.float32
+    np.testing.assert_array_equal(out.numpy(), [[0.5, 1.5]])
+  assert sorter_base.check_scores(tf.constant([[0.5, 1.5]], tf.float64)).dtype == tf.float64
+
+
 @pytest.mark.parametrize("block_size", [1, 3, 7, 256])
 def test_pairwise_sigmoid_sum_matches_numpy_for_any_block_size(block_size):
   rng = np.random.default_rng(0)
@@ -103,3 +129,14 @@ def test_export_and_load_round_trip_and_class_mismatch(tmp_path):
 def test_handcrafted_sorter_has_no_pretrained_weights():
   with pytest.raises(ValueError, match="no pretrained weights"):
     PairwiseSigmoidSorter.pretrained()
+
+
+@pytest.mark.parametrize("module", [
+    "sorter_base", "pairwise_sigmoid_sorter", "attention_sorter", "lstm_sorter", "conv_sorter"])
+def test_docstring_examples_run(module):
+  """The examples in the docstrings of the sorter modules hold."""
+  import doctest
+  import importlib
+  result = doctest.testmod(importlib.import_module(f"tfrank4class.ranking.{module}"),
+                           extraglobs={"tf": tf}, optionflags=doctest.NORMALIZE_WHITESPACE)
+  assert result.attempted > 0 and result.failed == 0, result

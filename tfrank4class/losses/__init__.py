@@ -1,6 +1,6 @@
 """Losses: the registry (every TF-Ranking loss plus ours) and label-to-relevance adapters."""
 from tfrank4class.losses.registry import RankingLoss, get, names, register
-from tfrank4class.losses.relevance import to_relevance
+from tfrank4class.losses.relevance import class_ids, to_relevance
 from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.losses.rambo import BlackboxRankLoss
 from tfrank4class.losses.recall import RecallLoss
@@ -8,4 +8,4 @@ from tfrank4class.losses.average_precision import (
     APCLoss, AveragePrecisionLoss, MapApcLoss, MeanAveragePrecisionLoss)
 from tfrank4class.losses.blackbox_ndcg import BlackboxNDCGLoss
 from tfrank4class.losses.metric_learning import ContrastiveLoss, SmoothedCrossEntropy, TripletLoss
-from tfrank4class.losses.sodeep import RankTripletLoss, SorterMAPLoss, SpearmanLoss
+from tfrank4class.losses.sodeep import RankTripletLoss, SorterAPLoss, SorterMAPLoss, SpearmanLoss

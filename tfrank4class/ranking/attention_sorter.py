@@ -1,9 +1,9 @@
 """A learned, length-agnostic sorter built on pairwise comparisons (our addition to SoDeep).
 
 The exact rank counts pairwise comparisons, ``rank(s)_i = 1 + sum_{j != i} 1[s_j > s_i]``. A
-fixed sigmoid (the handcrafted sorter, SoDeep Eq. 11-12) is too soft where items crowd together
-and needlessly sharp where they are sparse. This sorter attends over the whole list twice, on
-the per-list standardised scores ``z = (s - mean) / std``:
+fixed sigmoid (the handcrafted sorter, SoDeep Sec. 4.1.2, Eq. 11-12) is too soft where items
+crowd together and needlessly sharp where they are sparse. This sorter attends over the whole
+list twice, on the per-list standardised scores ``z = (s - mean) / std``:
 
 1. *neighbourhood attention*: for every item it measures the gap ``g_i`` to its nearest
    neighbour and how many others lie within each of ``m`` bandwidths ``h_b``,
@@ -15,11 +15,12 @@ the per-list standardised scores ``z = (s - mean) / std``:
        rank_hat(s)_i = 1 + sum_{j != i} sigmoid(k_i * (z_j - z_i)),     k_i = a_i / g_i.
 
 Bounding ``a_i`` keeps the comparator smooth on the scale of the local spacing (so gradients
-reach the neighbours of an item) while making it accurate: with ``a = 10`` the nearest
-neighbour is compared with error ``sigmoid(-10) ~ 5e-5``. The comparison pass is block-wise over
-the list, so memory is ``O(B * n * block)`` and the same weights serve any length ``n >= 2``. The
-temperature is treated as a constant in the backward pass (``tf.stop_gradient``); the gradient
-with respect to the scores flows through step 2.
+reach the neighbours of an item) while making it accurate: at the default upper bound
+``a = 5`` the nearest neighbour is compared with error ``sigmoid(-5) ~ 7e-3``. The comparison
+pass is block-wise over the list, so memory is ``O(B * n * block)`` and the same weights serve
+any length ``n >= 2``. The temperature is treated as a constant in the backward pass
+(``tf.stop_gradient``); the gradient with respect to the scores flows through step 2 (for
+2-item lists see :func:`~tfrank4class.ranking.sorter_base.standardize`).
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
 import math
@@ -95,9 +96,11 @@ class AttentionSorter(sorter_base.Sorter):
       raise ValueError("`bandwidths` must hold at least one positive number, got ().")
     self.bandwidths = bandwidths
     self.block_size = _validation.check_int("block_size", block_size, minimum=1)
-    self.hidden1 = keras.layers.Dense(hidden_units, activation="tanh", name="hidden1")
-    self.hidden2 = keras.layers.Dense(hidden_units, activation="tanh", name="hidden2")
-    self.out = keras.layers.Dense(1, name="sharpness_logit")
+    self.hidden1 = keras.layers.Dense(hidden_units, activation="tanh", name="hidden1",
+                                         dtype=self.dtype_policy)
+    self.hidden2 = keras.layers.Dense(hidden_units, activation="tanh", name="hidden2",
+                                         dtype=self.dtype_policy)
+    self.out = keras.layers.Dense(1, name="sharpness_logit", dtype=self.dtype_policy)
 
   def steepness(self, z):
     """The per-item steepness ``k_i = a_i / g_i`` ``[B, n]`` for standardised lists ``z``."""
@@ -109,7 +112,7 @@ class AttentionSorter(sorter_base.Sorter):
     n = tf.cast(tf.shape(z)[-1], z.dtype)
     logn = tf.fill(tf.shape(z), tf.math.log(n))[:, :, None]
     x = tf.concat([feats / 5.0, logn / 5.0], axis=-1)
-    logit = self.out(self.hidden2(self.hidden1(x)))[..., 0]
+    logit = tf.cast(self.out(self.hidden2(self.hidden1(x)))[..., 0], z.dtype)
     sharpness = self.min_sharpness + (self.max_sharpness - self.min_sharpness) * tf.sigmoid(logit)
     return tf.minimum(sharpness / gap, tf.cast(1e7, z.dtype))
 

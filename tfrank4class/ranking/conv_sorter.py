@@ -52,17 +52,18 @@ class ConvSorter(sorter_base.Sorter):
     self.filters = _validation.check_int("filters", filters, minimum=1)
     self.num_blocks = _validation.check_int("num_blocks", num_blocks, minimum=1)
     self.kernel_size = _validation.check_int("kernel_size", kernel_size, minimum=1)
-    self.stem = keras.layers.Conv1D(filters, 1, name="stem")
+    self.stem = keras.layers.Conv1D(filters, 1, name="stem", dtype=self.dtype_policy)
     self.convs, self.norms = [], []
     for i in range(num_blocks):
       dilation = 2 ** (i % 6)
       self.convs.append(keras.layers.Conv1D(
           filters, kernel_size, dilation_rate=dilation, padding="same", use_bias=False,
-          name=f"conv_{i}"))
-      self.norms.append(keras.layers.BatchNormalization(name=f"bn_{i}"))
-    self.final_norm = keras.layers.BatchNormalization(name="bn_final")
-    self.flatten = keras.layers.Flatten()
-    self.head = keras.layers.Dense(list_size, name="head")
+          name=f"conv_{i}", dtype=self.dtype_policy))
+      self.norms.append(keras.layers.BatchNormalization(name=f"bn_{i}",
+                                                           dtype=self.dtype_policy))
+    self.final_norm = keras.layers.BatchNormalization(name="bn_final", dtype=self.dtype_policy)
+    self.flatten = keras.layers.Flatten(dtype=self.dtype_policy)
+    self.head = keras.layers.Dense(list_size, name="head", dtype=self.dtype_policy)
 
   def _check_length(self, scores):
     n = scores.shape[-1]

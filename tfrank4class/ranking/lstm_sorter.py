@@ -5,8 +5,12 @@ a per-position dense layer outputs each item's normalised rank,
 
     rank_hat(s)_i = 1 + (n - 1) * sigmoid(W h_i + b),     h = BiLSTM^L((s - mean(s)) / std(s)),
 
-trained on synthetic lists with the L1 loss of Eq. 1. Because the output is per position (the
-paper's sorter ended in a dense layer tied to n = 100), one trained sorter runs at any length.
+trained on synthetic lists with the L1 loss of Eq. 1. The paper's sorter ends in an affine
+projection of the whole sequence, tied to its list length (n = 100 in Sec. 4.1.3; the
+authors' code projects the ``n x 2 units`` outputs to ``n`` ranks); our output is per position,
+so one trained sorter runs at any length. The paper does not give the LSTM's size (the
+authors' code: 2 layers of 128 units per direction); our defaults are 2 layers of 64, and the
+shipped weights use 2 of 32 (BUILD_NOTES.md).
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
 import tensorflow as tf
@@ -21,8 +25,8 @@ class LSTMSorter(sorter_base.Sorter):
   """Bidirectional-LSTM sorter with a per-position output (any list length ``n >= 2``).
 
   Args:
-    units: LSTM units per direction.
-    num_layers: number of stacked bidirectional LSTM layers.
+    units: LSTM units per direction (not given in the paper).
+    num_layers: number of stacked bidirectional LSTM layers (not given in the paper).
 
   Example:
     >>> sorter = LSTMSorter.pretrained()
@@ -38,9 +42,10 @@ class LSTMSorter(sorter_base.Sorter):
     self.num_layers = _validation.check_int("num_layers", num_layers, minimum=1)
     self.rnns = [
         keras.layers.Bidirectional(
-            keras.layers.LSTM(units, return_sequences=True), name=f"bilstm_{i}")
+            keras.layers.LSTM(units, return_sequences=True, dtype=self.dtype_policy),
+            name=f"bilstm_{i}", dtype=self.dtype_policy)
         for i in range(num_layers)]
-    self.head = keras.layers.Dense(1, name="head")
+    self.head = keras.layers.Dense(1, name="head", dtype=self.dtype_policy)
 
   def _normalised_ranks(self, scores, training=None):
     x = sorter_base.standardize(scores)[:, :, None]

@@ -1,10 +1,14 @@
-"""The handcrafted sorter of SoDeep (Engilberge et al., CVPR 2019, Eq. 11-12): no training.
+"""The handcrafted sorter of SoDeep (Engilberge et al., CVPR 2019, Sec. 4.1.2, Eq. 11-12).
 
-Each pairwise comparison ``1[s_j > s_i]`` of the exact rank is replaced by a sigmoid,
+No training. Eq. 11 compares two scores with a sigmoid, ``sigma_comp(a, b) = 1 / (1 +
+exp(-lambda (b - a)))``, and Eq. 12 adds the comparisons of item ``i`` with every other item,
 
-    rank_hat(s)_i = 1 + sum_{j != i} sigmoid(c * (s_j - s_i)),       c = steepness,
+    rank_hat(s)_i = 1 + sum_{j != i} sigmoid(lambda * (s_j - s_i)),       lambda = steepness,
 
-which tends to ``rank(s)`` (1 = highest) as ``c -> inf`` for lists without ties. The ``[n, n]``
+which tends to ``rank(s)`` (1 = highest) as ``lambda -> inf`` for lists without ties. Eq. 12
+has no ``1 +`` (it counts the items ahead of ``i``, from 0); we add it so that the output has
+the scale of :func:`tfrank4class.ranking.rank`. The default ``lambda = 10`` is the paper's
+(the value of its experiments), applied to raw scores as in the paper. The ``[n, n]``
 comparison matrix is processed in column blocks (forward and backward), so memory stays
 ``O(B * n * block_size)`` even for long lists.
 """
@@ -16,14 +20,17 @@ from tfrank4class.ranking import sorter_base
 
 @compat.register_serializable
 class PairwiseSigmoidSorter(sorter_base.Sorter):
-  """Soft ranks ``1 + sum_{j != i} sigmoid(steepness * (s_j - s_i))`` (SoDeep Eq. 11-12).
+  """Soft ranks ``1 + sum_{j != i} sigmoid(steepness * (s_j - s_i))`` (SoDeep Sec. 4.1.2,
+  Eq. 11-12).
 
   Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 
   Args:
-    steepness: the slope ``c > 0`` of the sigmoid, in units of 1 / score.
+    steepness: the paper's ``lambda > 0``, the slope of the sigmoid in units of 1 / score
+      (default 10, the paper's value; larger is closer to the exact ranks and passes gradient
+      between fewer pairs).
     standardize_scores: if True, scores are first standardised per list (``(s - mean) / std``),
-      which makes ``steepness`` scale-free.
+      which makes ``steepness`` scale-free (not in the paper).
     block_size: columns of the comparison matrix held in memory at once.
 
   Example:
@@ -32,7 +39,7 @@ class PairwiseSigmoidSorter(sorter_base.Sorter):
     array([[3., 1., 2.]], dtype=float32)
   """
 
-  def __init__(self, steepness=20.0, standardize_scores=False,
+  def __init__(self, steepness=10.0, standardize_scores=False,
                block_size=sorter_base.DEFAULT_BLOCK_SIZE, **kwargs):
     super().__init__(**kwargs)
     self.steepness = _validation.check_float("steepness", steepness, minimum=0.0, strict=True)

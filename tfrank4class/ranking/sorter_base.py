@@ -15,7 +15,7 @@ This module holds:
   shipped in ``tfrank4class/resources/sorters/``, weight export);
 * :func:`standardize`, the per-list standardisation used by every learned sorter;
 * :func:`pairwise_sigmoid_sum`, the memory-bounded sum ``sum_j sigmoid(k_i (s_j - s_i))`` with a
-  hand-written, block-wise backward pass (the core of Eq. 11-12 of the paper and of
+  hand-written, block-wise backward pass (the core of Sec. 4.1.2, Eq. 11-12 of the paper and of
   :class:`~tfrank4class.ranking.attention_sorter.AttentionSorter`).
 """
 import json
@@ -41,6 +41,16 @@ def standardize(scores, epsilon=1e-12):
   Ranks are invariant to this map (it is strictly increasing), and it puts lists of any scale and
   offset on a common footing for a learned sorter. A constant list maps to zeros (no NaN).
 
+  Gradient of 2-item lists: a list of ``n = 2`` items always standardises to ``(-1, 1)`` or
+  ``(1, -1)``, whatever its scores, so the exact derivative is 0 and no loss could train a
+  2-class problem through a sorter. For ``n = 2`` (only) the scale ``1 / sqrt(var + epsilon)`` is
+  therefore a constant in the backward pass (``tf.stop_gradient``; the value is unchanged), and
+  the gradient moves the two scores apart or together. For ``n >= 3`` the exact derivative is
+  kept: holding the scale there too adds a component along the list's spread, which the learned
+  sorters never saw in pretraining (their inputs always have unit variance), and it made
+  training worse (BUILD_NOTES.md, issue 13: top-1 of a 10-class problem through the LSTM sorter
+  fell from 0.89 to 0.38).
+
   Example:
     >>> standardize([[1.0, 3.0]]).numpy().round(3)
     array([[-1.,  1.]], dtype=float32)
@@ -49,7 +59,10 @@ def standardize(scores, epsilon=1e-12):
   mean = tf.reduce_mean(scores, axis=-1, keepdims=True)
   centred = scores - mean
   var = tf.reduce_mean(tf.square(centred), axis=-1, keepdims=True)
-  return centred * tf.math.rsqrt(var + tf.cast(epsilon, scores.dtype))
+  scale = tf.math.rsqrt(var + tf.cast(epsilon, scores.dtype))
+  two_items = tf.cast(tf.equal(tf.shape(scores)[-1], 2), scores.dtype)
+  scale = two_items * tf.stop_gradient(scale) + (1.0 - two_items) * scale
+  return centred * scale
 
 
 def _column_blocks(values, block_size):
@@ -80,7 +93,7 @@ def pairwise_sigmoid_sum(z, k, block_size=DEFAULT_BLOCK_SIZE):
 
   Returns:
     float ``[B, n]``. ``1 + sum_{j != i} sigmoid(k_i (z_j - z_i)) = S_i + 0.5`` is the soft rank of
-    Eq. 11-12 of the SoDeep paper.
+    Eq. 11-12 (Sec. 4.1.2) of the SoDeep paper.
   """
   block_size = _validation.check_int("block_size", block_size, minimum=1)
 
@@ -134,8 +147,14 @@ def pairwise_sigmoid_sum(z, k, block_size=DEFAULT_BLOCK_SIZE):
 
 
 def check_scores(scores, min_length=2):
-  """Validates sorter input: a float ``[B, n]`` tensor with ``n >= min_length``."""
+  """Validates sorter input: a float ``[B, n]`` tensor with ``n >= min_length``.
+
+  float16 / bfloat16 scores (e.g. under the ``mixed_float16`` policy) are cast to float32: the
+  rank arithmetic needs its precision (float16 holds whole numbers exactly only up to 2,048).
+  """
   scores = _validation.score_matrix("scores", scores)
+  if scores.dtype in (tf.float16, tf.bfloat16):
+    scores = tf.cast(scores, tf.float32)
   n = scores.shape[-1]
   if n is not None and n < min_length:
     raise ValueError(
@@ -160,15 +179,26 @@ class Sorter(keras.layers.Layer):
 
   Subclasses implement ``_normalised_ranks(scores, training)`` (learned sorters) or override
   ``call``. ``KIND`` names the shipped weights ``resources/sorters/<KIND>.{json,npz}``.
+
+  Precision: a sorter's dtype policy is ``"float32"`` unless ``dtype=`` is given, whatever the
+  global policy, so under ``mixed_float16`` it takes float16 scores and computes and returns
+  float32 ranks; subclasses build their sub-layers with ``dtype=self.dtype_policy``. Even with
+  an explicit low-precision policy, the rank arithmetic (standardisation, comparisons, output
+  ranks) is done in float32.
   """
 
   KIND = None
+
+  def __init__(self, **kwargs):
+    kwargs.setdefault("dtype", "float32")
+    super().__init__(**kwargs)
 
   def call(self, scores, training=None):
     scores = check_scores(scores)
     self._check_length(scores)
     n = tf.shape(scores)[-1]
-    return to_ranks(self._normalised_ranks(scores, training=training), n)
+    normalised = tf.cast(self._normalised_ranks(scores, training=training), tf.float32)
+    return to_ranks(normalised, n)
 
   def _check_length(self, scores):
     """Raises if this sorter cannot handle the list length of ``scores`` (default: any)."""
