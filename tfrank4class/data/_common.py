@@ -1,10 +1,14 @@
-"""Small helpers shared by the dataset modules: errors for missing data, split names, serving."""
+"""Small helpers shared by the dataset modules: errors for missing data and malformed rows, split
+names, serving."""
 import os
 import pathlib
+import sys
 
 os.environ.setdefault("NO_GCE_CHECK", "true")
 
 import tensorflow as tf  # noqa: E402
+
+from tfrank4class import _validation  # noqa: E402
 
 # Canonical split -> accepted spellings.
 SPLIT_ALIASES = {
@@ -16,6 +20,17 @@ SPLIT_ALIASES = {
 
 class DataNotFoundError(FileNotFoundError):
   """The data a dataset needs is not where it was asked for; the message says how to get it."""
+
+
+#: What the text readers do with a row that does not parse: stop with an error naming the file and
+#: line, or drop it and report the dropped lines on stderr.
+ON_CORRUPT = ("error", "skip")
+#: Dropped lines listed one by one in the skip report; the rest are counted.
+SKIP_REPORT_LINES = 10
+
+
+class MalformedRowError(ValueError):
+  """A row of a data file does not parse; the message names the file and the 1-based line."""
 
 
 def missing_data(path, what, how):
@@ -53,6 +68,67 @@ def require_dir(data_dir, what, how):
   if not any(path.iterdir()):
     raise missing_data(path, what, f"The directory is empty. {how}")
   return path
+
+
+def file_stamp(path):
+  """``(modification time in ns, size)`` of a file: part of a cache key that changes with it."""
+  stat = os.stat(path)
+  return stat.st_mtime_ns, stat.st_size
+
+
+def read_rows(path, parse, on_corrupt="error"):
+  """Parses a text data file one line at a time: ``[(line number, parse(line)), ...]``.
+
+  Every line (split at ``\\n``, without its ``\\r\\n`` / ``\\n`` ending) is decoded as UTF-8
+  on its own and handed to ``parse``, which returns the row's value, ``None`` for a line that
+  holds no row (kept out of the result), or raises ``ValueError`` saying what is wrong with it.
+  Line numbers are 1-based, as an editor shows them.
+
+  Args:
+    path: the file (``str`` or ``Path``).
+    parse: ``str -> value or None``; raises ``ValueError`` for a malformed line.
+    on_corrupt: ``"error"``: the first line that is not UTF-8 or that ``parse`` refuses raises
+      ``MalformedRowError`` naming the file, the line and the problem. ``"skip"``: such lines are
+      dropped, and one report on stderr counts them and names them (the first
+      ``SKIP_REPORT_LINES`` with their problem).
+
+  Raises:
+    ValueError: ``on_corrupt`` is not one of ``ON_CORRUPT``.
+    MalformedRowError: with ``on_corrupt="error"``, as above.
+
+  Example:
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "rows.txt")
+    >>> with open(path, "wb") as f:
+    ...   _ = f.write(b"1\\n\\xff\\n3\\n")
+    >>> read_rows(path, int, on_corrupt="skip")  # stderr: Skipped 1 malformed line(s) ...
+    [(1, 1), (3, 3)]
+  """
+  _validation.check_choice("on_corrupt", on_corrupt, ON_CORRUPT)
+  rows, dropped = [], []
+  with open(path, "rb") as f:
+    for number, raw in enumerate(f, start=1):
+      raw = raw.rstrip(b"\r\n")
+      try:
+        value = parse(raw.decode("utf-8"))
+      except UnicodeDecodeError as e:
+        problem = (f"not valid UTF-8 (byte {raw[e.start]:#04x} at byte {e.start + 1} of the "
+                   "line)")
+      except ValueError as e:
+        problem = str(e)
+      else:
+        if value is not None:
+          rows.append((number, value))
+        continue
+      if on_corrupt == "error":
+        raise MalformedRowError(f"{path}, line {number}: {problem}")
+      dropped.append((number, problem))
+  if dropped:
+    listed = "; ".join(f"line {n}: {p}" for n, p in dropped[:SKIP_REPORT_LINES])
+    more = len(dropped) - SKIP_REPORT_LINES
+    print(f"Skipped {len(dropped)} malformed line(s) of {path} (kept {len(rows)} rows): {listed}"
+          + (f"; and {more} more." if more > 0 else "."), file=sys.stderr, flush=True)
+  return rows
 
 
 class DatasetInfo:
