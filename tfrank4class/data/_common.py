@@ -76,35 +76,30 @@ def file_stamp(path):
   return stat.st_mtime_ns, stat.st_size
 
 
-def read_rows(path, parse, on_corrupt="error"):
-  """Parses a text data file one line at a time: ``[(line number, parse(line)), ...]``.
+def read_rows(path, parse):
+  """Parses a text data file one line at a time; returns ``(rows, dropped)``.
 
   Every line (split at ``\\n``, without its ``\\r\\n`` / ``\\n`` ending) is decoded as UTF-8
   on its own and handed to ``parse``, which returns the row's value, ``None`` for a line that
-  holds no row (kept out of the result), or raises ``ValueError`` saying what is wrong with it.
-  Line numbers are 1-based, as an editor shows them.
+  holds no row (left out), or raises ``ValueError`` saying what is wrong with the line. Line
+  numbers are 1-based, as an editor shows them. ``apply_on_corrupt`` then acts on ``dropped``.
 
   Args:
     path: the file (``str`` or ``Path``).
     parse: ``str -> value or None``; raises ``ValueError`` for a malformed line.
-    on_corrupt: ``"error"``: the first line that is not UTF-8 or that ``parse`` refuses raises
-      ``MalformedRowError`` naming the file, the line and the problem. ``"skip"``: such lines are
-      dropped, and one report on stderr counts them and names them (the first
-      ``SKIP_REPORT_LINES`` with their problem).
 
-  Raises:
-    ValueError: ``on_corrupt`` is not one of ``ON_CORRUPT``.
-    MalformedRowError: with ``on_corrupt="error"``, as above.
+  Returns:
+    ``rows``: ``[(line number, value)]``; ``dropped``: ``[(line number, problem)]`` for the lines
+    that are not UTF-8 or that ``parse`` refused.
 
   Example:
     >>> import tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "rows.txt")
     >>> with open(path, "wb") as f:
     ...   _ = f.write(b"1\\n\\xff\\n3\\n")
-    >>> read_rows(path, int, on_corrupt="skip")  # stderr: Skipped 1 malformed line(s) ...
-    [(1, 1), (3, 3)]
+    >>> read_rows(path, int)
+    ([(1, 1), (3, 3)], [(2, 'not valid UTF-8 (byte 0xff at byte 1 of the line)')])
   """
-  _validation.check_choice("on_corrupt", on_corrupt, ON_CORRUPT)
   rows, dropped = [], []
   with open(path, "rb") as f:
     for number, raw in enumerate(f, start=1):
@@ -112,23 +107,51 @@ def read_rows(path, parse, on_corrupt="error"):
       try:
         value = parse(raw.decode("utf-8"))
       except UnicodeDecodeError as e:
-        problem = (f"not valid UTF-8 (byte {raw[e.start]:#04x} at byte {e.start + 1} of the "
-                   "line)")
+        dropped.append((number, f"not valid UTF-8 (byte {raw[e.start]:#04x} at byte "
+                                f"{e.start + 1} of the line)"))
       except ValueError as e:
-        problem = str(e)
+        dropped.append((number, str(e)))
       else:
         if value is not None:
           rows.append((number, value))
-        continue
-      if on_corrupt == "error":
-        raise MalformedRowError(f"{path}, line {number}: {problem}")
-      dropped.append((number, problem))
-  if dropped:
-    listed = "; ".join(f"line {n}: {p}" for n, p in dropped[:SKIP_REPORT_LINES])
-    more = len(dropped) - SKIP_REPORT_LINES
-    print(f"Skipped {len(dropped)} malformed line(s) of {path} (kept {len(rows)} rows): {listed}"
-          + (f"; and {more} more." if more > 0 else "."), file=sys.stderr, flush=True)
-  return rows
+  return rows, dropped
+
+
+_REPORTED = set()
+
+
+def apply_on_corrupt(path, kept, dropped, on_corrupt):
+  """Acts on the ``dropped`` lines of ``read_rows`` as ``on_corrupt`` says.
+
+  ``"error"``: raises ``MalformedRowError`` for the first one, naming the file, the line and the
+  problem. ``"skip"``: prints one report on stderr, with the count and the first
+  ``SKIP_REPORT_LINES`` lines and their problem, once per process and version of the file
+  (``file_stamp``), however often the file is read.
+
+  Args:
+    path: the file read.
+    kept: how many rows were kept (for the report).
+    dropped: ``[(line number, problem)]``.
+    on_corrupt: one of ``ON_CORRUPT``.
+
+  Raises:
+    ValueError: a bad ``on_corrupt``.
+    MalformedRowError: with ``on_corrupt="error"`` and a dropped line.
+  """
+  _validation.check_choice("on_corrupt", on_corrupt, ON_CORRUPT)
+  if not dropped:
+    return
+  if on_corrupt == "error":
+    number, problem = dropped[0]
+    raise MalformedRowError(f"{path}, line {number}: {problem}")
+  key = (str(path), file_stamp(path))
+  if key in _REPORTED:
+    return
+  _REPORTED.add(key)
+  listed = "; ".join(f"line {n}: {p}" for n, p in dropped[:SKIP_REPORT_LINES])
+  more = len(dropped) - SKIP_REPORT_LINES
+  print(f"Skipped {len(dropped)} malformed line(s) of {path} (kept {kept} rows): {listed}"
+        + (f"; and {more} more." if more > 0 else "."), file=sys.stderr, flush=True)
 
 
 class DatasetInfo:

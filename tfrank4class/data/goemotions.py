@@ -118,21 +118,23 @@ def read_tsv(path, num_classes, on_corrupt="error"):
     DataNotFoundError: the file is missing.
     MalformedRowError: with ``on_corrupt="error"``, a line that is not UTF-8 or that
       ``parse_row`` refuses; the message names the file and the 1-based line. With
-      ``on_corrupt="skip"`` such lines are dropped and reported on stderr
-      (``_common.read_rows``).
+      ``on_corrupt="skip"`` such lines are dropped and reported on stderr, once per process
+      (``_common.apply_on_corrupt``).
   """
   path = pathlib.Path(path)
   if not path.is_file():
     raise _common.missing_data(path, "GoEmotions TSV file", HOW)
-  rows = [row for _, row in _common.read_rows(
-      path, functools.partial(parse_row, num_classes=num_classes), on_corrupt)]
+  rows, dropped = _read_cached(str(path), _common.file_stamp(path), num_classes)
+  _common.apply_on_corrupt(path, len(rows), dropped, on_corrupt)
   return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
 @functools.lru_cache(maxsize=16)
-def _read_cached(path, stamp, num_classes, on_corrupt):
-  del stamp  # part of the cache key only: (modification time, size) of the file
-  return read_tsv(path, num_classes, on_corrupt)
+def _read_cached(path, stamp, num_classes):
+  """``(rows, dropped)`` of a file; ``stamp`` (``file_stamp``) is only part of the cache key."""
+  del stamp
+  rows, dropped = _common.read_rows(path, functools.partial(parse_row, num_classes=num_classes))
+  return [row for _, row in rows], dropped
 
 
 def detect_source(data_dir):
@@ -165,8 +167,8 @@ def examples(split, data_dir, multi_label=False, on_corrupt="error"):
   """The in-memory ``(texts, labels)`` of a TSV split (numpy), before sharding.
 
   ``labels`` is int64 ``[N]`` of the single-label rows, or multi-hot float32 ``[N, C]`` of all
-  rows with ``multi_label=True``. ``on_corrupt`` as in ``read_tsv``; a file is read (and its
-  skipped lines reported) once per process until it changes.
+  rows with ``multi_label=True``. ``on_corrupt`` as in ``read_tsv``, which parses a file once per
+  process until it changes.
   """
   base, suffix = _common.canonical_split(split)
   if suffix:
@@ -177,8 +179,7 @@ def examples(split, data_dir, multi_label=False, on_corrupt="error"):
   file = path / SPLIT_FILES[base]
   if not file.is_file():
     raise _common.missing_data(file, f"GoEmotions {SPLIT_FILES[base]}", HOW)
-  texts, label_ids, _ = _read_cached(str(file), _common.file_stamp(file), len(names),
-                                       on_corrupt)
+  texts, label_ids, _ = read_tsv(file, len(names), on_corrupt)
   if multi_label:
     relevance = np.zeros([len(texts), len(names)], np.float32)
     for row, ids_ in enumerate(label_ids):

@@ -90,27 +90,36 @@ def read_news(folder, on_corrupt="error"):
 
   Each file is read one line at a time (``_common.read_rows``); a line is malformed when it is
   not UTF-8, has fewer than 5 tab-separated fields, an empty id or category, or repeats an id
-  seen before with a different category. The result is cached per process until a file
-  changes, so skipped lines are reported once.
+  seen before with a different category. The files are parsed once per process until they
+  change (the result is shared: do not modify it).
 
   Args:
     folder: a folder with ``news.tsv``, or sub-folders with one each (``news_files``).
     on_corrupt: ``"error"``: a malformed line raises ``MalformedRowError`` naming the file and
-      the 1-based line. ``"skip"``: malformed lines are dropped, counted and named on stderr.
+      the 1-based line. ``"skip"``: malformed lines are dropped, and counted and named on stderr
+      once per process (``_common.apply_on_corrupt``).
 
   Raises:
-    DataNotFoundError: no ``news.tsv`` in ``folder`` or its sub-folders.
+    DataNotFoundError: no ``news.tsv`` in ``folder`` or its sub-folders, or no line parses.
     MalformedRowError: with ``on_corrupt="error"``, as above.
   """
+  articles, dropped = _parse_news(folder)
+  for path, (kept, lines) in dropped.items():
+    _common.apply_on_corrupt(path, kept, lines, on_corrupt)
+  return articles
+
+
+def _parse_news(folder):
+  """``(articles, {path: (rows kept, dropped lines)})`` of the news files in ``folder``."""
   folder = _common.require_dir(folder, "MIND news.tsv", HOW)
   files = news_files(folder)
   if not files:
     raise _common.missing_data(folder / "news.tsv", "MIND news.tsv", HOW)
-  return _read_news_cached(tuple((str(p), _common.file_stamp(p)) for p in files), on_corrupt)
+  return _parse_news_cached(tuple((str(p), _common.file_stamp(p)) for p in files))
 
 
 @functools.lru_cache(maxsize=16)
-def _read_news_cached(files, on_corrupt):
+def _parse_news_cached(files):
   articles = {}
 
   def parse(line):
@@ -129,11 +138,13 @@ def _read_news_cached(files, on_corrupt):
     articles.setdefault(news_id, (category, title, abstract))
     return news_id
 
+  dropped = {}
   for path, _ in files:
-    _common.read_rows(path, parse, on_corrupt)
+    rows, lines = _common.read_rows(path, parse)
+    dropped[path] = (len(rows), lines)
   if not articles:
     raise _common.missing_data(files[0][0], "MIND articles (no line of the files parses)", HOW)
-  return articles
+  return articles, dropped
 
 
 def categories(articles):
@@ -219,12 +230,12 @@ def detect_source(data_dir):
 def info(data_dir=None, source=None):
   """``DatasetInfo`` of MIND: the sorted categories of the data as class names.
 
-  The TSV source takes the categories of the lines that parse (``on_corrupt="skip"``, which
-  reports the others on stderr): whether a malformed line is an error is for ``load`` to say.
+  The TSV source takes the categories of the lines that parse: whether a malformed line is an
+  error is for ``load`` (its ``on_corrupt``) to say.
   """
   source = _validation.check_choice("source", source or detect_source(data_dir), SOURCES)
   if source == "tsv":
-    names = categories(read_news(data_dir, on_corrupt="skip"))
+    names = categories(_parse_news(data_dir)[0])
   else:
     builder = Mind(data_dir=None if data_dir is None else str(data_dir))
     if not builder.is_prepared():
