@@ -44,8 +44,8 @@ import shutil
 import socket
 import sys
 
-import tensorflow as tf
 import numpy as np
+import tensorflow as tf
 from absl import logging as absl_logging
 
 from tfrank4class import _validation
@@ -191,8 +191,8 @@ def _pid_runs(pid):
     os.kill(pid, 0)
   except ProcessLookupError:
     return False
-  except PermissionError:  # it runs, as another user
-    return True
+  except PermissionError:
+    pass  # it runs, as another user
   return True
 
 
@@ -203,7 +203,9 @@ def _read_lock(path):
       holder = json.load(f)
   except (OSError, ValueError):
     return None
-  return holder if isinstance(holder, dict) and {"pid", "host"} <= set(holder) else None
+  if isinstance(holder, dict) and isinstance(holder.get("pid"), int) and "host" in holder:
+    return holder
+  return None
 
 
 def _create_lock(path, holder):
