@@ -197,6 +197,15 @@ def test_a_run_with_another_configuration_is_refused_unless_starting_over(tmp_pa
   assert sorted(p.name for p in run.iterdir()) == ["train.lock"]
 
 
+def test_best_so_far_reads_the_epochs_before_the_resumed_one(tmp_path):
+  path = tmp_path / "epoch_metrics.json"
+  assert experiment.best_so_far(str(path), 3) is None  # nothing recorded: no threshold
+  path.write_text(json.dumps({"saves": [], "best": {"0": 0.25, "1": 0.5, "2": 0.75}}))
+  assert experiment.best_so_far(str(path), 0) is None
+  assert experiment.best_so_far(str(path), 2) == 0.5  # epoch 2 is trained again
+  assert experiment.best_so_far(str(path), 3) == 0.75
+
+
 def _epoch_scalars(model_dir):
   """``{(tag, epoch): value}`` of the epoch scalars TensorBoard holds for training."""
   values = {}
