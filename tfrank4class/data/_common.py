@@ -137,6 +137,11 @@ def apply_on_corrupt(path, kept, dropped, on_corrupt):
   Raises:
     ValueError: a bad ``on_corrupt``.
     MalformedRowError: with ``on_corrupt="error"`` and a dropped line.
+
+  Example:
+    >>> apply_on_corrupt("rows.txt", 2, [(2, "not valid UTF-8")], "error")
+    Traceback (most recent call last):
+    tfrank4class.data._common.MalformedRowError: rows.txt, line 2: not valid UTF-8
   """
   _validation.check_choice("on_corrupt", on_corrupt, ON_CORRUPT)
   if not dropped:
