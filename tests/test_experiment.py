@@ -263,7 +263,7 @@ def test_sigkilled_run_resumes_and_matches_an_uninterrupted_one(tmp_path):
   expected = _epoch_scalars(whole)
   assert {tag for tag, _ in expected} >= {"epoch_loss", "epoch_top_1_accuracy", "epoch_ndcg_5",
                                           "epoch_mrr"}
-  assert {step for _, step in expected} == {0, 1}
+  assert {e for _, e in expected} == {0, 1}
   assert _epoch_scalars(killed) == pytest.approx(expected, rel=1e-5)
   # The evaluate binary reads the same run back and prints the same test figures.
   out = subprocess.run([sys.executable, "-m", "tfrank4class.train.evaluate", f"--model_dir={whole}"],
