@@ -61,7 +61,8 @@ def test_dot_interaction_refuses_hidden_units_it_would_ignore():
   assert experiment.ExperimentConfig().hidden_units == (128, 128)
   assert experiment.ExperimentConfig(interaction="concat").hidden_units == (128, 128)
   assert experiment.ExperimentConfig(interaction="dot").validate().hidden_units == ()
-  with pytest.raises(ValueError, match=r"`hidden_units` \(16,\) is not used by `interaction` 'dot'"):
+  with pytest.raises(ValueError,
+                     match=r"`hidden_units` \(16,\) is not used by `interaction` 'dot'"):
     tiny(interaction="dot").validate()
 
 
@@ -250,7 +251,8 @@ def test_sigkilled_run_resumes_and_matches_an_uninterrupted_one(tmp_path):
   subprocess.run(_train_cmd(whole, *args), env=_env(), check=True, capture_output=True)
   # It says that it resumed, and where; it took over the killed run's lock and released its own.
   assert (f"Resuming the run in {killed} from its backup: at epoch {epoch + 1} of 2, step "
-          f"{step + 1} of 12 ({epoch * 12 + step} steps trained before the restart).") in again.stdout
+          f"{step + 1} of 12 ({epoch * 12 + step} steps trained before the restart)."
+          ) in again.stdout
   assert f"of a run that no longer runs (pid {first.pid} on" in again.stderr
   assert not (killed / "train.lock").exists() and not (whole / "train.lock").exists()
   resumed = json.loads((killed / "results.json").read_text())

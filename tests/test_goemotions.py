@@ -101,7 +101,8 @@ def _write_bytes(tmp_path, lines):
 def test_invalid_utf8_names_file_line_and_byte(tmp_path):
   d = _write_bytes(tmp_path, [b"fine\t1\tid1", b"caf\xe9 latte\t2\tid2", b"ok\t3\tid3"])
   with pytest.raises(goemotions.MalformedRowError,
-                     match=r"train.tsv, line 2: not valid UTF-8 \(byte 0xe9 at byte 4 of the line\)"):
+                     match=r"train.tsv, line 2: not valid UTF-8 \(byte 0xe9 at byte 4 of "
+                           r"the line\)"):
     goemotions.load("train", d, _opts())
 
 
@@ -128,7 +129,8 @@ def test_on_corrupt_skip_drops_counts_and_names_the_lines(tmp_path, capsys):
   # Read once per process: loading again (as the training binary does) does not repeat it.
   goemotions.load("train", d, opts, on_corrupt="skip", multi_label=True)
   assert "Skipped" not in capsys.readouterr().err
-  with pytest.raises(ValueError, match=r"`on_corrupt` must be one of \['error', 'skip'\], got 'drop'"):
+  with pytest.raises(ValueError,
+                     match=r"`on_corrupt` must be one of \['error', 'skip'\], got 'drop'"):
     goemotions.load("train", d, opts, on_corrupt="drop")
 
 

@@ -129,7 +129,8 @@ def test_malformed_and_inconsistent_rows_name_file_and_line(tmp_path):
     mind.load("test", tmp_path, _opts())
   (tmp_path / "news.tsv").write_bytes(good.encode() + b"\nN3\tnews\tx\tCaf\xe9\tAbs\n")
   with pytest.raises(mind.MalformedRowError,
-                     match=r"news.tsv, line 2: not valid UTF-8 \(byte 0xe9 at byte 14 of the line\)"):
+                     match=r"news.tsv, line 2: not valid UTF-8 \(byte 0xe9 at byte 14 of "
+                           r"the line\)"):
     mind.load("train", tmp_path, _opts())
 
 

@@ -525,7 +525,7 @@ TrainResult = collections.namedtuple("TrainResult", ["model", "history", "info",
 
 
 def _barrier(strategy):
-  """Returns once every worker of a multi-worker strategy has reached it (a one-number all-reduce)."""
+  """Returns once every worker of a multi-worker strategy has reached it (a 1-number all-reduce)."""
   strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
 
 
