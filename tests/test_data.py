@@ -61,6 +61,21 @@ def test_goemotions_never_falls_back_to_the_sample(tmp_path):
   assert str(tmp_path / "missing") in str(e.value)
 
 
+def test_on_corrupt_reaches_the_text_readers(tmp_path, capsys):
+  (tmp_path / "emotions.txt").write_text("\n".join(goemotions.EMOTIONS) + "\n")
+  (tmp_path / "train.tsv").write_bytes(b"kept\t1\tid1\nbad \xff\t2\tid2\n")
+  (tmp_path / "mind").mkdir()
+  (tmp_path / "mind" / "news.tsv").write_bytes(b"N1\tnews\tx\tT\tA\nN2\tnews\n")
+  assert data.ON_CORRUPT == ("error", "skip")
+  texts = _texts(data.load("goemotions", "train", tmp_path, on_corrupt="skip"))
+  mind_texts = [t for s in ("train", "validation", "test")
+                for t in _texts(data.load("mind", s, tmp_path / "mind", on_corrupt="skip"))]
+  assert texts == [b"kept"] and mind_texts == [b"T [SEP] A"]
+  assert capsys.readouterr().err.count("Skipped 1 malformed line(s)") == 2
+  with pytest.raises(data.MalformedRowError, match=r"train.tsv, line 2: not valid UTF-8"):
+    data.load("goemotions", "train", tmp_path)
+
+
 def test_cifar10_from_the_shared_image_folder(datasets_dir):
   folder = datasets_dir / "cifar10_jpeg"
   images, labels = next(iter(data.load("cifar10", "test", folder, batch_size=4)))

@@ -92,6 +92,48 @@ def test_malformed_rows_name_file_and_line(tmp_path, bad, match):
   assert str(d / "train.tsv") in str(e.value)
 
 
+def _write_bytes(tmp_path, lines):
+  (tmp_path / "emotions.txt").write_text("\n".join(goemotions.EMOTIONS) + "\n")
+  (tmp_path / "train.tsv").write_bytes(b"".join(line + b"\n" for line in lines))
+  return tmp_path
+
+
+def test_invalid_utf8_names_file_line_and_byte(tmp_path):
+  d = _write_bytes(tmp_path, [b"fine\t1\tid1", b"caf\xe9 latte\t2\tid2", b"ok\t3\tid3"])
+  with pytest.raises(goemotions.MalformedRowError,
+                     match=r"train.tsv, line 2: not valid UTF-8 \(byte 0xe9 at byte 4 of "
+                           r"the line\)"):
+    goemotions.load("train", d, _opts())
+
+
+def test_unbalanced_quote_is_reported_at_its_own_line(tmp_path):
+  # csv would read on to the end of the file looking for the closing quote (line 5).
+  d = _write(tmp_path, ["fine\t1\tid1", '"never closed\t2\tid2', "a\t3\tid3", "b\t4\tid4",
+                        "c\t5\tid5"])
+  with pytest.raises(goemotions.MalformedRowError,
+                     match=r"train.tsv, line 2: unbalanced or misplaced quote") as e:
+    goemotions.load("train", d, _opts())
+  assert str(d / "train.tsv") in str(e.value)
+
+
+def test_on_corrupt_skip_drops_counts_and_names_the_lines(tmp_path, capsys):
+  d = _write_bytes(tmp_path, [b"first\t1\tid1", b"\xff\xfe\t2\tid2", b'"open\t3\tid3',
+                              b"x\t99\tid4", b"last\t27\tid5"])
+  opts = _opts(shuffle=False, deterministic=True)
+  texts, labels = next(iter(goemotions.load("train", d, opts, on_corrupt="skip")))
+  assert texts.numpy().tolist() == [b"first", b"last"] and labels.numpy().tolist() == [1, 27]
+  err = capsys.readouterr().err
+  assert f"Skipped 3 malformed line(s) of {d / 'train.tsv'} (kept 2 rows)" in err
+  assert "line 2: not valid UTF-8" in err and "line 3: unbalanced or misplaced quote" in err
+  assert r"line 4: label ids must be in [0, 28), got [99]" in err
+  # Read once per process: loading again (as the training binary does) does not repeat it.
+  goemotions.load("train", d, opts, on_corrupt="skip", multi_label=True)
+  assert "Skipped" not in capsys.readouterr().err
+  with pytest.raises(ValueError,
+                     match=r"`on_corrupt` must be one of \['error', 'skip'\], got 'drop'"):
+    goemotions.load("train", d, opts, on_corrupt="drop")
+
+
 def test_quoted_fields_parse(tmp_path):
   d = _write(tmp_path, ['"He said ""hi"" twice"\t3,4\tid1', "plain\t27\tid2"])
   opts = _opts(shuffle=False, deterministic=True)

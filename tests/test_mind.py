@@ -126,7 +126,32 @@ def test_malformed_and_inconsistent_rows_name_file_and_line(tmp_path):
     mind.load("train", tmp_path, _opts())
   (tmp_path / "news.tsv").write_text(good + "\n" + good.replace("news", "sports", 1) + "\n")
   with pytest.raises(mind.MalformedRowError, match=r"line 2: news id 'N1' was seen before"):
-    mind.info(tmp_path)
+    mind.load("test", tmp_path, _opts())
+  (tmp_path / "news.tsv").write_bytes(good.encode() + b"\nN3\tnews\tx\tCaf\xe9\tAbs\n")
+  with pytest.raises(mind.MalformedRowError,
+                     match=r"news.tsv, line 2: not valid UTF-8 \(byte 0xe9 at byte 14 of "
+                           r"the line\)"):
+    mind.load("train", tmp_path, _opts())
+
+
+def test_on_corrupt_skip_drops_counts_and_names_the_lines(tmp_path, capsys):
+  lines = [b"N1\tnews\tx\tT1\tA1", b"N2\tnews\tx\tbad \xff\tA2", b"N3\tnews\tonly four",
+           b"N1\tsports\tx\tT1\tA1", b"N4\tsports\tx\tT4\t"]
+  (tmp_path / "news.tsv").write_bytes(b"\n".join(lines) + b"\n")
+  info = mind.info(tmp_path)
+  by_split = [_all(mind.load(s, tmp_path, _opts(), on_corrupt="skip")) for s in SPLITS]
+  assert list(info.class_names) == ["news", "sports"]
+  assert sorted(zip(*[sum(parts, []) for parts in zip(*by_split)])) == [
+      ("T1 [SEP] A1", 0), ("T4", 1)]
+  err = capsys.readouterr().err
+  assert err.count("Skipped") == 1  # one report, though info and three splits read the file
+  assert f"Skipped 3 malformed line(s) of {tmp_path / 'news.tsv'} (kept 2 rows)" in err
+  assert "line 2: not valid UTF-8" in err and "line 3: expected at least 5" in err
+  assert "line 4: news id 'N1' was seen before with category 'news', now 'sports'" in err
+  with pytest.raises(mind.MalformedRowError, match="line 2: not valid UTF-8"):
+    mind.load("train", tmp_path, _opts())  # the default stays "error"
+  with pytest.raises(ValueError, match=r"`on_corrupt` must be one of \['error', 'skip'\], got 'x'"):
+    mind.load("train", tmp_path, _opts(), on_corrupt="x")
 
 
 def test_missing_data_errors(tmp_path):

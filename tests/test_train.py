@@ -17,8 +17,8 @@ def test_helpfull_documents_every_flag():
   out = _run("--helpfull").stdout
   for flag in ("dataset", "data_dir", "encoder", "interaction", "loss", "loss_kwargs", "metrics",
                "batch_size", "epochs", "steps", "optimizer", "learning_rate", "strategy", "tpu",
-               "model_dir", "export_dir", "seed"):
-    assert f"--{flag}:" in out, flag
+               "model_dir", "export_dir", "seed", "on_corrupt", "start_over"):
+    assert f"--{flag}:" in out or f"--[no]{flag}:" in out, flag
 
 
 @pytest.mark.parametrize("flag, value, allowed", [
@@ -26,6 +26,7 @@ def test_helpfull_documents_every_flag():
     ("strategy", "gpu", "default|mirrored|multi_worker_mirrored|tpu"),
     ("optimizer", "sgd", "adagrad|adam"),
     ("dataset", "mnist", "cifar10"),
+    ("on_corrupt", "drop", "error|skip"),
 ])
 def test_unknown_flag_values_list_the_allowed_ones(flag, value, allowed, tmp_path):
   result = _run(f"--{flag}={value}", f"--data_dir={tmp_path / 'missing'}")
@@ -41,6 +42,31 @@ def test_bad_json_and_config_values(tmp_path):
   assert result.returncode != 0 and "`best_metric` 'mrr' must be one of `metrics`" in result.stderr
   result = _run("--strategy=tpu")
   assert result.returncode != 0 and "`tpu` must name a TPU" in result.stderr
+
+
+def test_dot_interaction_refuses_an_explicit_hidden_units_flag(tmp_path):
+  missing = f"--data_dir={tmp_path / 'missing'}"
+  result = _run("--dataset=goemotions", "--interaction=dot", "--hidden_units=16", missing)
+  assert result.returncode != 0 and "DataNotFoundError" not in result.stderr
+  assert "`hidden_units` (16,) is not used by `interaction` 'dot'" in result.stderr
+  # Without the flag there is no conflict: the run goes on to read the data.
+  result = _run("--dataset=goemotions", "--interaction=dot", missing)
+  assert result.returncode != 0 and "DataNotFoundError" in result.stderr
+
+
+def test_malformed_line_stops_the_run_or_is_skipped_with_on_corrupt(tmp_path):
+  (tmp_path / "emotions.txt").write_text("\n".join(f"e{i}" for i in range(28)) + "\n")
+  (tmp_path / "train.tsv").write_bytes(b"one\t1\tid1\n\xff\t2\tid2\nthree\t3\tid3\n")
+  args = ("--dataset=goemotions", f"--data_dir={tmp_path}", "--batch_size=64")
+  result = _run(*args)
+  assert result.returncode != 0
+  assert f"MalformedRowError: {tmp_path / 'train.tsv'}, line 2: not valid UTF-8" in result.stderr
+  # Skipped, the line is reported; the run then stops on the two rows left (< one batch).
+  result = _run(*args, "--on_corrupt=skip")
+  assert result.returncode != 0
+  assert (f"Skipped 1 malformed line(s) of {tmp_path / 'train.tsv'} (kept 2 rows): line 2: not "
+          "valid UTF-8") in result.stderr
+  assert "has fewer examples than one batch (64)" in result.stderr
 
 
 def test_evaluate_needs_exactly_one_model_source():

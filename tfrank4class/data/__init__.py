@@ -42,7 +42,9 @@ from tfrank4class.data import text  # noqa: E402
 DataNotFoundError = _common.DataNotFoundError
 DatasetInfo = _common.DatasetInfo
 InputOptions = options_lib.InputOptions
-MalformedRowError = goemotions.MalformedRowError
+MalformedRowError = _common.MalformedRowError
+#: ``on_corrupt`` values every dataset takes (image datasets also take ``"unchecked"``).
+ON_CORRUPT = _common.ON_CORRUPT
 adapt_text_vectorization = text.adapt_text_vectorization
 
 _ALIASES = {"imagenet": "imagenet2012"}
@@ -67,7 +69,7 @@ _LOADERS = {
                  lambda d, s: cifar.info("cifar100", d, s), _IMAGE_KWARGS,
                  lambda: cifar.serving_preprocess("cifar100")),
     "imagenet2012": (imagenet.load, imagenet.info, _IMAGE_KWARGS, imagenet.serving_preprocess),
-    "goemotions": (goemotions.load, goemotions.info, ("multi_label",),
+    "goemotions": (goemotions.load, goemotions.info, ("multi_label", "on_corrupt"),
                    goemotions.serving_preprocess),
     "goemotions_sample": (
         lambda split, d, o, **kw: goemotions.load(
@@ -75,8 +77,8 @@ _LOADERS = {
             source=_tsv_only(kw.pop("source", None)), **kw),
         lambda d, s: goemotions.info(_goemotions_sample_dir(d), _tsv_only(s),
                                      name=goemotions.SAMPLE_NAME),
-        ("multi_label",), goemotions.serving_preprocess),
-    "mind": (mind.load, mind.info, (), mind.serving_preprocess),
+        ("multi_label", "on_corrupt"), goemotions.serving_preprocess),
+    "mind": (mind.load, mind.info, ("on_corrupt",), mind.serving_preprocess),
 }
 
 
@@ -122,8 +124,9 @@ def load(name, split, data_dir=None, batch_size=32, *, source=None, training=Non
     **kwargs: ``InputOptions`` fields (``shuffle``, ``shuffle_buffer``, ``shuffle_seed``,
       ``cache``, ``deterministic``, ``drop_remainder``, ``repeat``, ``num_parallel_calls``,
       ``prefetch``, ``input_context``, ``num_shards``, ``shard_index``) and dataset options:
-      ``on_corrupt`` (image datasets: ``"error"``, ``"skip"``, ``"unchecked"``) and
-      ``multi_label`` (GoEmotions).
+      ``on_corrupt`` (every dataset: ``"error"`` or ``"skip"`` an undecodable image or a
+      malformed text line; image datasets also ``"unchecked"``) and ``multi_label``
+      (GoEmotions).
 
   Raises:
     ValueError: unknown dataset, split, source or option (the message lists the allowed ones).

@@ -1,10 +1,14 @@
-"""Small helpers shared by the dataset modules: errors for missing data, split names, serving."""
+"""Small helpers shared by the dataset modules: errors for missing data and malformed rows, split
+names, serving."""
 import os
 import pathlib
+import sys
 
 os.environ.setdefault("NO_GCE_CHECK", "true")
 
 import tensorflow as tf  # noqa: E402
+
+from tfrank4class import _validation  # noqa: E402
 
 # Canonical split -> accepted spellings.
 SPLIT_ALIASES = {
@@ -16,6 +20,17 @@ SPLIT_ALIASES = {
 
 class DataNotFoundError(FileNotFoundError):
   """The data a dataset needs is not where it was asked for; the message says how to get it."""
+
+
+#: What the text readers do with a row that does not parse: stop with an error naming the file and
+#: line, or drop it and report the dropped lines on stderr.
+ON_CORRUPT = ("error", "skip")
+#: Dropped lines listed one by one in the skip report; the rest are counted.
+SKIP_REPORT_LINES = 10
+
+
+class MalformedRowError(ValueError):
+  """A row of a data file does not parse; the message names the file and the 1-based line."""
 
 
 def missing_data(path, what, how):
@@ -53,6 +68,95 @@ def require_dir(data_dir, what, how):
   if not any(path.iterdir()):
     raise missing_data(path, what, f"The directory is empty. {how}")
   return path
+
+
+def file_stamp(path):
+  """``(modification time in ns, size)`` of a file: part of a cache key that changes with it."""
+  stat = os.stat(path)
+  return stat.st_mtime_ns, stat.st_size
+
+
+def read_rows(path, parse):
+  """Parses a text data file one line at a time; returns ``(rows, dropped)``.
+
+  Every line (split at ``\\n``, without its ``\\r\\n`` / ``\\n`` ending) is decoded as UTF-8
+  on its own and handed to ``parse``, which returns the row's value, ``None`` for a line that
+  holds no row (left out), or raises ``ValueError`` saying what is wrong with the line. Line
+  numbers are 1-based, as an editor shows them. ``apply_on_corrupt`` then acts on ``dropped``.
+
+  Args:
+    path: the file (``str`` or ``Path``).
+    parse: ``str -> value or None``; raises ``ValueError`` for a malformed line.
+
+  Returns:
+    ``rows``: ``[(line number, value)]``; ``dropped``: ``[(line number, problem)]`` for the lines
+    that are not UTF-8 or that ``parse`` refused.
+
+  Example:
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "rows.txt")
+    >>> with open(path, "wb") as f:
+    ...   _ = f.write(b"1\\n\\xff\\n3\\n")
+    >>> read_rows(path, int)
+    ([(1, 1), (3, 3)], [(2, 'not valid UTF-8 (byte 0xff at byte 1 of the line)')])
+  """
+  rows, dropped = [], []
+  with open(path, "rb") as f:
+    for number, raw in enumerate(f, start=1):
+      raw = raw.rstrip(b"\r\n")
+      try:
+        value = parse(raw.decode("utf-8"))
+      except UnicodeDecodeError as e:
+        dropped.append((number, f"not valid UTF-8 (byte {raw[e.start]:#04x} at byte "
+                                f"{e.start + 1} of the line)"))
+      except ValueError as e:
+        dropped.append((number, str(e)))
+      else:
+        if value is not None:
+          rows.append((number, value))
+  return rows, dropped
+
+
+_REPORTED = set()
+
+
+def apply_on_corrupt(path, kept, dropped, on_corrupt):
+  """Acts on the ``dropped`` lines of ``read_rows`` as ``on_corrupt`` says.
+
+  ``"error"``: raises ``MalformedRowError`` for the first one, naming the file, the line and the
+  problem. ``"skip"``: prints one report on stderr, with the count and the first
+  ``SKIP_REPORT_LINES`` lines and their problem, once per process and version of the file
+  (``file_stamp``), however often the file is read.
+
+  Args:
+    path: the file read.
+    kept: how many rows were kept (for the report).
+    dropped: ``[(line number, problem)]``.
+    on_corrupt: one of ``ON_CORRUPT``.
+
+  Raises:
+    ValueError: a bad ``on_corrupt``.
+    MalformedRowError: with ``on_corrupt="error"`` and a dropped line.
+
+  Example:
+    >>> apply_on_corrupt("rows.txt", 2, [(2, "not valid UTF-8")], "error")
+    Traceback (most recent call last):
+    tfrank4class.data._common.MalformedRowError: rows.txt, line 2: not valid UTF-8
+  """
+  _validation.check_choice("on_corrupt", on_corrupt, ON_CORRUPT)
+  if not dropped:
+    return
+  if on_corrupt == "error":
+    number, problem = dropped[0]
+    raise MalformedRowError(f"{path}, line {number}: {problem}")
+  key = (str(path), file_stamp(path))
+  if key in _REPORTED:
+    return
+  _REPORTED.add(key)
+  listed = "; ".join(f"line {n}: {p}" for n, p in dropped[:SKIP_REPORT_LINES])
+  more = len(dropped) - SKIP_REPORT_LINES
+  print(f"Skipped {len(dropped)} malformed line(s) of {path} (kept {kept} rows): {listed}"
+        + (f"; and {more} more." if more > 0 else "."), file=sys.stderr, flush=True)
 
 
 class DatasetInfo:

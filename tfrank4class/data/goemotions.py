@@ -2,8 +2,10 @@
 
 Sources (``source=None`` detects them):
   * ``"tsv"``: the official release files in ``data_dir``: ``train.tsv``, ``dev.tsv``, ``test.tsv``
-    (rows ``text<TAB>comma-separated label ids<TAB>comment id``, TSV with ``"`` quoting) and
-    ``emotions.txt`` (the 28 names in id order, 27 = neutral).
+    (one row per line, ``text<TAB>comma-separated label ids<TAB>comment id``, UTF-8, ``"``
+    quoting; a quoted text closes on its own line, as in the release) and ``emotions.txt`` (the
+    28 names in id order, 27 = neutral). A line that does not parse stops the read with the file
+    and line number, or with ``on_corrupt="skip"`` is dropped and reported.
   * ``"tfds"``: TFDS ``goemotions`` prepared in ``data_dir`` (one bool feature per emotion); the
     class ids follow ``EMOTIONS`` (the order of ``emotions.txt``), not TFDS's alphabetical keys.
 
@@ -58,8 +60,7 @@ def sample_dir():
       "resources", "goemotions_sample")))
 
 
-class MalformedRowError(ValueError):
-  """A row of a data file does not parse; the message names the file and line."""
+MalformedRowError = _common.MalformedRowError
 
 
 def read_emotions(path):
@@ -74,57 +75,66 @@ def read_emotions(path):
   return tuple(names)
 
 
-def read_tsv(path, num_classes):
-  """Parses a GoEmotions TSV file.
+def parse_row(line, num_classes):
+  """One line of a GoEmotions TSV file -> ``(text, label ids, comment id)``.
+
+  Raises:
+    ValueError: the line is not 3 tab-separated fields with balanced ``"`` quoting, the label
+      ids are not comma-separated integers in ``[0, num_classes)``, or the id is empty.
+
+  Example:
+    >>> parse_row('"a ""b"" c"\\t3,4\\tid1', 28)
+    ('a "b" c', [3, 4], 'id1')
+  """
+  try:
+    row = next(csv.reader([line], delimiter="\t", quotechar='"', strict=True), [])
+  except csv.Error as e:
+    raise ValueError(f"unbalanced or misplaced quote ({e}): a field that opens with '\"' must "
+                     "close with '\"' on the same line, right before a tab or the line end"
+                     ) from None
+  if len(row) != 3:
+    raise ValueError(f"expected 3 tab-separated fields (text, label ids, id), got {len(row)}: "
+                     f"{row!r}.")
+  text, label_field, comment_id = row
+  try:
+    ids = [int(t) for t in label_field.split(",")]
+  except ValueError:
+    raise ValueError(f"label ids must be comma-separated integers, got {label_field!r}.") from None
+  bad = [i for i in ids if not 0 <= i < num_classes]
+  if bad:
+    raise ValueError(f"label ids must be in [0, {num_classes}), got {bad}.")
+  if not comment_id.strip():
+    raise ValueError("the comment id (3rd field) is empty.")
+  return text, ids, comment_id
+
+
+def read_tsv(path, num_classes, on_corrupt="error"):
+  """Parses a GoEmotions TSV file, one row per line (``parse_row``).
 
   Returns:
     ``(texts, label_ids, comment_ids)``: lists of str, lists of int, and str.
 
   Raises:
     DataNotFoundError: the file is missing.
-    MalformedRowError: a row without exactly 3 fields, with label ids that are not
-      comma-separated integers in ``[0, num_classes)``, or with an empty id; the message names
-      the file and the 1-based line.
+    MalformedRowError: with ``on_corrupt="error"``, a line that is not UTF-8 or that
+      ``parse_row`` refuses; the message names the file and the 1-based line. With
+      ``on_corrupt="skip"`` such lines are dropped and reported on stderr, once per process
+      (``_common.apply_on_corrupt``).
   """
   path = pathlib.Path(path)
   if not path.is_file():
     raise _common.missing_data(path, "GoEmotions TSV file", HOW)
-  texts, labels, ids = [], [], []
-  with path.open(encoding="utf-8", newline="") as f:
-    reader = csv.reader(f, delimiter="\t", quotechar='"', strict=True)
-    line = 0
-    try:
-      for row in reader:
-        line = reader.line_num
-        if len(row) != 3:
-          raise MalformedRowError(
-              f"{path}, line {line}: expected 3 tab-separated fields (text, label ids, id), "
-              f"got {len(row)}: {row!r}.")
-        text, label_field, comment_id = row
-        try:
-          ids_ = [int(t) for t in label_field.split(",")]
-        except ValueError:
-          raise MalformedRowError(
-              f"{path}, line {line}: label ids must be comma-separated integers, "
-              f"got {label_field!r}.") from None
-        bad = [i for i in ids_ if not 0 <= i < num_classes]
-        if bad:
-          raise MalformedRowError(
-              f"{path}, line {line}: label ids must be in [0, {num_classes}), got {bad}.")
-        if not comment_id.strip():
-          raise MalformedRowError(f"{path}, line {line}: the comment id (3rd field) is empty.")
-        texts.append(text)
-        labels.append(ids_)
-        ids.append(comment_id)
-    except csv.Error as e:
-      raise MalformedRowError(f"{path}, line {reader.line_num}: {e}.") from None
-  return texts, labels, ids
+  rows, dropped = _read_cached(str(path), _common.file_stamp(path), num_classes)
+  _common.apply_on_corrupt(path, len(rows), dropped, on_corrupt)
+  return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
 @functools.lru_cache(maxsize=16)
-def _read_cached(path, mtime, num_classes):
-  del mtime  # part of the cache key only
-  return read_tsv(path, num_classes)
+def _read_cached(path, stamp, num_classes):
+  """``(rows, dropped)`` of a file; ``stamp`` (``file_stamp``) is only part of the cache key."""
+  del stamp
+  rows, dropped = _common.read_rows(path, functools.partial(parse_row, num_classes=num_classes))
+  return [row for _, row in rows], dropped
 
 
 def detect_source(data_dir):
@@ -153,11 +163,12 @@ def info(data_dir=None, source=None, name=NAME):
   return _common.DatasetInfo(name, names, "text", source, data_dir)
 
 
-def examples(split, data_dir, multi_label=False):
+def examples(split, data_dir, multi_label=False, on_corrupt="error"):
   """The in-memory ``(texts, labels)`` of a TSV split (numpy), before sharding.
 
   ``labels`` is int64 ``[N]`` of the single-label rows, or multi-hot float32 ``[N, C]`` of all
-  rows with ``multi_label=True``.
+  rows with ``multi_label=True``. ``on_corrupt`` as in ``read_tsv``, which parses a file once per
+  process until it changes.
   """
   base, suffix = _common.canonical_split(split)
   if suffix:
@@ -168,7 +179,7 @@ def examples(split, data_dir, multi_label=False):
   file = path / SPLIT_FILES[base]
   if not file.is_file():
     raise _common.missing_data(file, f"GoEmotions {SPLIT_FILES[base]}", HOW)
-  texts, label_ids, _ = _read_cached(str(file), file.stat().st_mtime_ns, len(names))
+  texts, label_ids, _ = read_tsv(file, len(names), on_corrupt)
   if multi_label:
     relevance = np.zeros([len(texts), len(names)], np.float32)
     for row, ids_ in enumerate(label_ids):
@@ -179,7 +190,8 @@ def examples(split, data_dir, multi_label=False):
           np.array([label_ids[i][0] for i in keep], np.int64))
 
 
-def load(split, data_dir, options, source=None, training=None, multi_label=False, name=NAME):
+def load(split, data_dir, options, source=None, training=None, multi_label=False, name=NAME,
+         on_corrupt="error"):
   """Batched ``(tf.string [B], labels)`` of a GoEmotions split; see the module docstring.
 
   Args:
@@ -190,14 +202,18 @@ def load(split, data_dir, options, source=None, training=None, multi_label=False
     training: shuffle by default; default: ``split`` starts with ``train``.
     multi_label: all rows with multi-hot float32 ``[B, 28]`` labels instead of the single-label
       rows with int64 ``[B]`` ids.
+    on_corrupt: TSV lines that are not UTF-8 or do not parse: ``"error"`` (``MalformedRowError``
+      naming the file and line) or ``"skip"`` (dropped, counted and named on stderr). TFDS
+      data is parsed already: the value is only checked.
   """
   if not isinstance(multi_label, bool):
     raise ValueError(f"`multi_label` must be True or False, got {multi_label!r}.")
+  _validation.check_choice("on_corrupt", on_corrupt, _common.ON_CORRUPT)
   source = _validation.check_choice("source", source or detect_source(data_dir), SOURCES)
   base, suffix = _common.canonical_split(split)
   training = base == "train" if training is None else bool(training)
   if source == "tsv":
-    texts, labels = examples(split, data_dir, multi_label)
+    texts, labels = examples(split, data_dir, multi_label, on_corrupt)
     records = options_lib.shard_dataset(
         tf.data.Dataset.from_tensor_slices((texts.astype(str).tolist(), labels)), options)
   else:

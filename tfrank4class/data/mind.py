@@ -21,12 +21,15 @@ Sources (``source=None`` detects them):
         tfds.builder("mind", data_dir=out).download_and_prepare(
             download_config=tfds.download.DownloadConfig(manual_dir=folder_with_news_tsv))
 
-Both use the same reader and split rule, so they give the same examples.
+Both use the same reader and split rule, so they give the same examples. The reader takes one
+article per line (UTF-8); a malformed line stops it with the file and line number, or with
+``on_corrupt="skip"`` is dropped and reported (see ``read_news``).
 
 Example:
   >>> split_of("N34700")  # doctest: +SKIP
   'train'
 """
+import functools
 import hashlib
 import os
 import pathlib
@@ -51,8 +54,7 @@ HOW = ("Download MIND (https://msnews.github.io, Microsoft Research License; e.g
        "tfds.download.DownloadConfig(manual_dir=...))` (source 'tfds').")
 
 
-class MalformedRowError(ValueError):
-  """A row of news.tsv does not parse; the message names the file and line."""
+MalformedRowError = _common.MalformedRowError
 
 
 def bucket_of(news_id):
@@ -83,41 +85,66 @@ def news_files(folder):
   return sorted(p for p in folder.glob("*/news.tsv") if p.is_file())
 
 
-def read_news(folder):
+def read_news(folder, on_corrupt="error"):
   """Reads MIND articles: ``{news_id: (category, title, abstract)}`` in first-seen order.
 
+  Each file is read one line at a time (``_common.read_rows``); a line is malformed when it is
+  not UTF-8, has fewer than 5 tab-separated fields, an empty id or category, or repeats an id
+  seen before with a different category. The files are parsed once per process until they
+  change (the result is shared: do not modify it).
+
+  Args:
+    folder: a folder with ``news.tsv``, or sub-folders with one each (``news_files``).
+    on_corrupt: ``"error"``: a malformed line raises ``MalformedRowError`` naming the file and
+      the 1-based line. ``"skip"``: malformed lines are dropped, and counted and named on stderr
+      once per process (``_common.apply_on_corrupt``).
+
   Raises:
-    DataNotFoundError: no ``news.tsv`` in ``folder`` or its sub-folders.
-    MalformedRowError: a row with fewer than 5 tab-separated fields, an empty id or category, or
-      an id seen before with a different category; the message names the file and line.
+    DataNotFoundError: no ``news.tsv`` in ``folder`` or its sub-folders, or no line parses.
+    MalformedRowError: with ``on_corrupt="error"``, as above.
   """
+  articles, dropped = _parse_news(folder)
+  for path, (kept, lines) in dropped.items():
+    _common.apply_on_corrupt(path, kept, lines, on_corrupt)
+  return articles
+
+
+def _parse_news(folder):
+  """``(articles, {path: (rows kept, dropped lines)})`` of the news files in ``folder``."""
   folder = _common.require_dir(folder, "MIND news.tsv", HOW)
   files = news_files(folder)
   if not files:
     raise _common.missing_data(folder / "news.tsv", "MIND news.tsv", HOW)
+  return _parse_news_cached(tuple((str(p), _common.file_stamp(p)) for p in files))
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_news_cached(files):
   articles = {}
-  for path in files:
-    with path.open(encoding="utf-8", newline="") as f:
-      for line_no, line in enumerate(f, start=1):
-        line = line.rstrip("\r\n")
-        if not line:
-          continue
-        fields = line.split("\t")
-        if len(fields) < 5:
-          raise MalformedRowError(
-              f"{path}, line {line_no}: expected at least 5 tab-separated fields (id, category, "
-              f"subcategory, title, abstract), got {len(fields)}.")
-        news_id, category, _, title, abstract = (s.strip() for s in fields[:5])
-        if not news_id or not category:
-          raise MalformedRowError(f"{path}, line {line_no}: empty news id or category.")
-        if news_id in articles and articles[news_id][0] != category:
-          raise MalformedRowError(
-              f"{path}, line {line_no}: news id {news_id!r} was seen before with category "
-              f"{articles[news_id][0]!r}, now {category!r}.")
-        articles.setdefault(news_id, (category, title, abstract))
+
+  def parse(line):
+    if not line:
+      return None
+    fields = line.split("\t")
+    if len(fields) < 5:
+      raise ValueError(f"expected at least 5 tab-separated fields (id, category, subcategory, "
+                       f"title, abstract), got {len(fields)}.")
+    news_id, category, _, title, abstract = (s.strip() for s in fields[:5])
+    if not news_id or not category:
+      raise ValueError("empty news id or category.")
+    if news_id in articles and articles[news_id][0] != category:
+      raise ValueError(f"news id {news_id!r} was seen before with category "
+                       f"{articles[news_id][0]!r}, now {category!r}.")
+    articles.setdefault(news_id, (category, title, abstract))
+    return news_id
+
+  dropped = {}
+  for path, _ in files:
+    rows, lines = _common.read_rows(path, parse)
+    dropped[path] = (len(rows), lines)
   if not articles:
-    raise _common.missing_data(files[0], "MIND articles (the file is empty)", HOW)
-  return articles
+    raise _common.missing_data(files[0][0], "MIND articles (no line of the files parses)", HOW)
+  return articles, dropped
 
 
 def categories(articles):
@@ -201,10 +228,14 @@ def detect_source(data_dir):
 
 
 def info(data_dir=None, source=None):
-  """``DatasetInfo`` of MIND: the sorted categories of the data as class names."""
+  """``DatasetInfo`` of MIND: the sorted categories of the data as class names.
+
+  The TSV source takes the categories of the lines that parse: whether a malformed line is an
+  error is for ``load`` (its ``on_corrupt``) to say.
+  """
   source = _validation.check_choice("source", source or detect_source(data_dir), SOURCES)
   if source == "tsv":
-    names = categories(read_news(data_dir))
+    names = categories(_parse_news(data_dir)[0])
   else:
     builder = Mind(data_dir=None if data_dir is None else str(data_dir))
     if not builder.is_prepared():
@@ -213,15 +244,20 @@ def info(data_dir=None, source=None):
   return _common.DatasetInfo(NAME, names, "text", source, data_dir)
 
 
-def load(split, data_dir, options, source=None, training=None):
-  """Batched ``(tf.string [B], int64 [B])`` of a MIND split; see the module docstring."""
+def load(split, data_dir, options, source=None, training=None, on_corrupt="error"):
+  """Batched ``(tf.string [B], int64 [B])`` of a MIND split; see the module docstring.
+
+  ``on_corrupt`` (``"error"`` or ``"skip"``) is passed to ``read_news`` for the TSV source; TFDS
+  data is parsed already, so there the value is only checked.
+  """
+  _validation.check_choice("on_corrupt", on_corrupt, _common.ON_CORRUPT)
   source = _validation.check_choice("source", source or detect_source(data_dir), SOURCES)
   base, suffix = _common.canonical_split(split)
   training = base == "train" if training is None else bool(training)
   if source == "tsv":
     if suffix:
       raise ValueError(f"`split` slices such as {split!r} need source='tfds'.")
-    _, texts, labels = split_examples(read_news(data_dir), base)
+    _, texts, labels = split_examples(read_news(data_dir, on_corrupt), base)
     records = options_lib.shard_dataset(
         tf.data.Dataset.from_tensor_slices((texts, tf.constant(labels, tf.int64))), options)
   else:

@@ -34,14 +34,15 @@ from tfrank4class.compat import keras
 _PUNCTUATION = r"([!-/:-@\[-`{-~]|\pP)"
 
 
-def _texts_of(data, data_dir, split):
+def _texts_of(data, data_dir, split, on_corrupt):
   """A dataset of text batches from a dataset name, a dataset of (text, label) or of texts."""
   if isinstance(data, str):
     from tfrank4class import data as data_lib  # pylint: disable=g-import-not-at-top
     if data_lib.modality(data) != "text":
       raise ValueError(f"`data` {data!r} is not a text dataset; the text datasets are "
                        f"{[n for n in data_lib.names() if data_lib.modality(n) == 'text']}.")
-    ds = data_lib.load(data, split, data_dir, batch_size=1024, training=False, shuffle=False)
+    ds = data_lib.load(data, split, data_dir, batch_size=1024, training=False, shuffle=False,
+                       on_corrupt=on_corrupt)
     return ds.map(lambda x, y: x)
   if isinstance(data, tf.data.Dataset):
     spec = data.element_spec
@@ -60,7 +61,8 @@ def _texts_of(data, data_dir, split):
 
 
 def adapt_text_vectorization(data, data_dir=None, max_tokens=20_000, output_sequence_length=128,
-                             vocabulary=None, wordpiece_vocabulary=None, split="train", **kwargs):
+                             vocabulary=None, wordpiece_vocabulary=None, split="train",
+                             on_corrupt="error", **kwargs):
   """Returns a text vectoriser for a model that takes raw strings.
 
   Args:
@@ -74,6 +76,8 @@ def adapt_text_vectorization(data, data_dir=None, max_tokens=20_000, output_sequ
     wordpiece_vocabulary: a WordPiece ``vocab.txt`` path or token list: returns a
       ``WordPieceVectorizer`` instead.
     split: the split adapted on (default ``"train"``; never adapt on evaluation data).
+    on_corrupt: with a dataset name, what its reader does with a malformed line: ``"error"`` or
+      ``"skip"`` (see ``tfrank4class.data.load``).
     **kwargs: more ``TextVectorization`` (or ``WordPieceVectorizer``) arguments.
 
   Returns:
@@ -91,7 +95,7 @@ def adapt_text_vectorization(data, data_dir=None, max_tokens=20_000, output_sequ
         vocabulary=list(vocabulary), output_sequence_length=output_sequence_length, **kwargs)
   layer = keras.layers.TextVectorization(
       max_tokens=max_tokens, output_sequence_length=output_sequence_length, **kwargs)
-  layer.adapt(_texts_of(data, data_dir, split))
+  layer.adapt(_texts_of(data, data_dir, split, on_corrupt))
   return layer
 
 

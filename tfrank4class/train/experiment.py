@@ -9,30 +9,49 @@ model and the callbacks and calls ``fit``; ``model_dir`` receives:
     checkpoints/epoch_NNN.weights.h5   the weights after every epoch
     best.keras                         the whole model at the best validation ``best_metric``
     logs/                              TensorBoard
-    backup/                            BackupAndRestore (removed when training ends)
+    backup/                            BackupAndRestore and ``EpochMetricsBackup`` (removed when
+                                       training ends)
     config.json, class_names.txt       what the run was, for evaluate and export
+    results.json                       the training binary's final table
+    train.lock                         the process training there (``lock_model_dir``)
 
-Resuming. A killed run started again with the same command resumes from ``backup/``. Keras
-restores the weights, the optimizer and its (epoch, step) counters, but reads the input from its
-start; so the training input is one seeded, repeated shuffle of the training split and, on a
-restart, this module reads the saved counters first and skips exactly the batches already
-trained on. With the same seed, deterministic ops (``tf.config.experimental.
+One run per directory. ``train`` takes ``model_dir`` for its process (``lock_model_dir``): a
+second run on the same directory refuses at once, naming the run that holds it; a lock left by a
+killed run is taken over. A directory that holds a run (its ``config.json``) is only reused with
+the same configuration, but for the fields in ``RESUMABLE_CHANGES`` (how the run executes, not
+what it trains): anything else is refused with the differing fields named, unless ``start_over``
+deletes the old run's files (``RUN_FILES``) first.
+
+Resuming. A killed run started again with the same command resumes from ``backup/`` and says so
+(the epoch and step it continues at). Keras restores the weights, the optimizer and its (epoch,
+step) counters, but reads the input from its start; so the training input is one seeded,
+repeated shuffle of the training split and, on a restart, this module reads the saved counters
+first and skips exactly the batches already trained on. ``EpochMetricsBackup`` carries the
+interrupted epoch's metric accumulators and the best validation value so far across the
+restart, so the epoch's logs, History, TensorBoard scalars and the best-checkpoint choice are
+those of the whole epoch. With the same seed, deterministic ops (``tf.config.experimental.
 enable_op_determinism``) and no dropout, a resumed run ends with the same weights and metrics as
 an uninterrupted one; with dropout it is statistically, not bitwise, the same run (the dropout
 random state is not in the backup).
 """
+import atexit
 import collections
 import dataclasses
+import datetime
 import json
 import os
+import shutil
+import socket
+import sys
 
+import numpy as np
 import tensorflow as tf
 from absl import logging as absl_logging
 
 from tfrank4class import _validation
 from tfrank4class import data as data_lib
-from tfrank4class.compat import keras
 from tfrank4class import encoders as encoders_lib
+from tfrank4class.compat import keras
 from tfrank4class import heads as heads_lib
 from tfrank4class import losses as losses_lib
 from tfrank4class import metrics as metrics_lib
@@ -40,6 +59,8 @@ from tfrank4class.train import strategy as strategy_lib
 
 OPTIMIZERS = {"adam": keras.optimizers.Adam, "adagrad": keras.optimizers.Adagrad}
 INTERACTIONS = ("dot", "latent_cross", "concat")
+#: MLP widths of the latent_cross and concat interactions when ``hidden_units`` is not given.
+DEFAULT_HIDDEN_UNITS = (128, 128)
 #: Encoders chosen by ``encoder="auto"``, per modality.
 AUTO_ENCODERS = {"text": "transformer", "image": "small_cnn"}
 #: Defaults of the auto text encoder: small enough to train from scratch on a CPU in minutes.
@@ -49,13 +70,18 @@ TEXT_DEFAULTS = {"max_tokens": 20_000, "sequence_length": 48, "embedding_dim": 6
 
 @dataclasses.dataclass
 class ExperimentConfig:
-  """Everything a training run needs; see ``tfrank4class-train --helpfull`` for each field."""
+  """Everything a training run needs; see ``tfrank4class-train --helpfull`` for each field.
+
+  ``hidden_units=None`` means ``DEFAULT_HIDDEN_UNITS`` for the MLP interactions (latent_cross,
+  concat) and ``()`` for ``dot``, which has no MLP (explicit units with ``dot`` are refused).
+  """
   dataset: str = "goemotions_sample"
   data_dir: str = None
+  on_corrupt: str = "error"
   encoder: str = "auto"
   encoder_kwargs: dict = dataclasses.field(default_factory=dict)
   interaction: str = "latent_cross"
-  hidden_units: tuple = (128, 128)
+  hidden_units: tuple = None
   loss: str = "softmax_loss"
   loss_kwargs: dict = dataclasses.field(default_factory=dict)
   metrics: tuple = ("top_1", "top_5", "ndcg_5", "mrr")
@@ -72,7 +98,12 @@ class ExperimentConfig:
   seed: int = 0
   best_metric: str = "ndcg_5"
   backup_every: int = 100
+  start_over: bool = False
   verbose: int = 1
+
+  def __post_init__(self):
+    if self.hidden_units is None:
+      self.hidden_units = () if self.interaction == "dot" else DEFAULT_HIDDEN_UNITS
 
   def validate(self):
     """Checks every field; raises ``ValueError`` naming the field, the value and what is allowed.
@@ -82,6 +113,7 @@ class ExperimentConfig:
     ``train`` first builds the loss, right after the strategy and still before any data is read.
     """
     _validation.check_choice("dataset", self.dataset, data_lib.names())
+    _validation.check_choice("on_corrupt", self.on_corrupt, data_lib.ON_CORRUPT)
     if self.encoder != "auto":
       _validation.check_choice("encoder", self.encoder, ["auto"] + list(encoders_lib.names()))
     _validation.check_choice("interaction", self.interaction, INTERACTIONS)
@@ -93,6 +125,10 @@ class ExperimentConfig:
       raise ValueError(f"`best_metric` {self.best_metric!r} must be one of `metrics` {list(self.metrics)}.")
     for units in self.hidden_units:
       _validation.check_int("hidden_units", units, minimum=1)
+    if self.interaction == "dot" and len(self.hidden_units):
+      raise ValueError(f"`hidden_units` {tuple(self.hidden_units)} is not used by `interaction` "
+                       "'dot' (a dot product has no MLP); only 'latent_cross' and 'concat' take "
+                       "it. Leave `hidden_units` unset with 'dot'.")
     _validation.check_int("batch_size", self.batch_size, minimum=1)
     _validation.check_int("epochs", self.epochs, minimum=1)
     _validation.check_int("steps", self.steps, minimum=1, allow_none=True)
@@ -106,6 +142,8 @@ class ExperimentConfig:
                        "chief evaluates and exports the best.keras it writes there.")
     _validation.check_int("seed", self.seed, minimum=0)
     _validation.check_int("backup_every", self.backup_every, minimum=1)
+    if not isinstance(self.start_over, bool):
+      raise ValueError(f"`start_over` must be True or False, got {self.start_over!r}.")
     return self
 
   def to_json(self):
@@ -130,6 +168,276 @@ def quiet_tensorflow_logs():
   absl_logging.set_verbosity(absl_logging.WARNING)
 
 
+#: The lock file of a run in ``model_dir``.
+LOCK_FILE = "train.lock"
+#: What a run writes in ``model_dir`` (``start_over`` deletes them; ``export_dir`` is left alone).
+RUN_FILES = ("backup", "checkpoints", "logs", "best.keras", "config.json", "class_names.txt",
+             "results.json")
+#: Config fields that say how a run executes, not what it trains: a resumed run may change them.
+RESUMABLE_CHANGES = ("model_dir", "export_dir", "strategy", "tpu", "devices", "backup_every",
+                     "start_over", "verbose")
+_LOCKS_HELD = set()
+
+
+class ModelDirInUseError(RuntimeError):
+  """Another live training run holds ``model_dir``; the message names the directory and the run."""
+
+
+class ConfigMismatchError(ValueError):
+  """``model_dir`` holds a run with another configuration; the message names the differences."""
+
+
+def _pid_runs(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    pass  # it runs, as another user
+  return True
+
+
+def _read_lock(path):
+  """The holder recorded in a lock file, or ``None`` if it cannot be read as one."""
+  try:
+    with open(path) as f:
+      holder = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if isinstance(holder, dict) and isinstance(holder.get("pid"), int) and "host" in holder:
+    return holder
+  return None
+
+
+def _create_lock(path, holder):
+  """Writes ``holder`` to a new file ``path``; raises ``FileExistsError`` if it exists."""
+  fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+  with os.fdopen(fd, "w") as f:
+    json.dump(holder, f)
+
+
+def _release_lock(path, holder):
+  if _read_lock(path) == holder:
+    os.remove(path)
+
+
+def lock_model_dir(model_dir):
+  """Takes ``model_dir`` for this process until it exits; returns the lock file's path.
+
+  The lock is the file ``model_dir/train.lock`` holding the pid, host name, start time and
+  command of the process; it is removed when the process exits. Another process that finds it
+  raises ``ModelDirInUseError`` naming the directory and the holder, unless the holder is gone: a
+  lock written on this host by a process that no longer runs (a killed run) is taken over, with
+  a message on stderr. A lock from another host cannot be checked from here and is refused (the
+  message says to delete it if that run is gone). Calling this again in the holding process
+  does nothing. Under multi-worker training only the chief calls it: one lock per run.
+
+  Raises:
+    ModelDirInUseError: a live run (or one this host cannot check) holds ``model_dir``.
+
+  Example:
+    >>> import tempfile
+    >>> path = lock_model_dir(tempfile.mkdtemp())
+    >>> lock_model_dir(os.path.dirname(path)) == path  # the holder may take it again
+    True
+  """
+  path = os.path.join(model_dir, LOCK_FILE)
+  if os.path.realpath(path) in _LOCKS_HELD:
+    return path
+  mine = {"pid": os.getpid(), "host": socket.gethostname(),
+          "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+          "command": " ".join(sys.argv)}
+  try:
+    _create_lock(path, mine)
+  except FileExistsError:
+    holder = _read_lock(path)
+    # A lock of this host whose pid is gone, or is this process's although it never took it (a
+    # pid reused after a restart), was left by a killed run.
+    stale = holder is not None and holder["host"] == mine["host"] and (
+        holder["pid"] == mine["pid"] or not _pid_runs(holder["pid"]))
+    if not stale:
+      raise _in_use(model_dir, path, holder) from None
+    print(f"Taking over the lock {path} of a run that no longer runs (pid {holder['pid']} on "
+          f"{holder['host']}, started {holder.get('started')}).", file=sys.stderr, flush=True)
+    # Move it aside first: if another process took it over in between, put its lock back.
+    aside = f"{path}.{mine['pid']}"
+    try:
+      os.rename(path, aside)
+    except FileNotFoundError:
+      pass
+    else:
+      if _read_lock(aside) != holder:
+        os.replace(aside, path)
+      else:
+        os.remove(aside)
+    try:
+      _create_lock(path, mine)
+    except FileExistsError:
+      raise _in_use(model_dir, path, _read_lock(path)) from None
+  _LOCKS_HELD.add(os.path.realpath(path))
+  atexit.register(_release_lock, path, mine)
+  return path
+
+
+def _in_use(model_dir, path, holder):
+  if holder is None:
+    return ModelDirInUseError(
+        f"`model_dir` {model_dir!r} is locked by {path}, which does not name its run. If no run "
+        "uses the directory, delete that file; else pick another `model_dir`.")
+  return ModelDirInUseError(
+      f"`model_dir` {model_dir!r} is in use by another training run: pid {holder['pid']} on "
+      f"host {holder['host']}, started {holder.get('started')} ({holder.get('command')}). Wait "
+      f"for it to end or pick another `model_dir`; if that run is gone, delete {path}.")
+
+
+def config_differences(saved, config):
+  """``{field: (saved value, new value)}`` for the fields, but ``RESUMABLE_CHANGES``, that differ.
+
+  Example:
+    >>> config_differences(ExperimentConfig(), ExperimentConfig(loss="approx_ndcg_loss", verbose=0))
+    {'loss': ('softmax_loss', 'approx_ndcg_loss')}
+  """
+  old, new = json.loads(saved.to_json()), json.loads(config.to_json())
+  return {k: (old[k], new[k]) for k in sorted(new)
+          if k not in RESUMABLE_CHANGES and old[k] != new[k]}
+
+
+def prepare_model_dir(config):
+  """Makes ``config.model_dir`` ready for ``config``'s run (the chief calls it, holding the lock).
+
+  With ``start_over`` it deletes the ``RUN_FILES`` of a previous run there (and says so).
+  Otherwise a previous run's ``config.json`` must match ``config`` but for
+  ``RESUMABLE_CHANGES``: the same run resumes (or, finished, trains again from scratch).
+
+  Raises:
+    ConfigMismatchError: ``model_dir`` holds a run with another configuration; the message
+      names each differing field with both values.
+  """
+  model_dir = config.model_dir
+  if config.start_over:
+    removed = [name for name in RUN_FILES if os.path.lexists(os.path.join(model_dir, name))]
+    for name in removed:
+      path = os.path.join(model_dir, name)
+      if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+      else:
+        os.remove(path)
+    if removed:
+      print(f"Starting over in {model_dir}: removed {', '.join(removed)} of the previous run.",
+            flush=True)
+    return
+  if not os.path.exists(os.path.join(model_dir, "config.json")):
+    return
+  differences = config_differences(ExperimentConfig.from_model_dir(model_dir), config)
+  if differences:
+    listed = "; ".join(f"{k}: {old!r} there, {new!r} now" for k, (old, new) in differences.items())
+    raise ConfigMismatchError(
+        f"`model_dir` {model_dir!r} holds a run with another configuration (its config.json): "
+        f"{listed}. Resume it with its own values, pick another `model_dir`, or set "
+        f"`start_over` (--start_over) to delete that run's {', '.join(RUN_FILES)} and train "
+        "from scratch.")
+
+
+class EpochMetricsBackup(keras.callbacks.Callback):
+  """Carries an interrupted epoch's metrics, and the best validation value, across a resume.
+
+  ``keras.callbacks.BackupAndRestore(backup_dir, save_freq=n)`` backs up the weights, the
+  optimizer and the (epoch, step) counters every ``n`` steps, but a resumed ``fit`` starts the
+  interrupted epoch's metric accumulators from zero, so that epoch's logs, History and
+  TensorBoard scalars would cover only the steps after the restart; and a new
+  ``ModelCheckpoint(save_best_only=True)`` has forgotten the best value so far.
+
+  Placed before ``BackupAndRestore`` in the callback list with the same ``save_freq``, this
+  callback writes the metrics' accumulators (``metric.variables`` of ``model.metrics``) to the
+  JSON file ``path`` at the same steps, counted the same way (from the start of ``fit``, every
+  ``save_freq`` batches); it keeps the last two writes, so that one matches the backup even if
+  the process dies between the two. After the first resumed step it adds the accumulators saved
+  at the backup's step to the current ones. Adding is exact for metrics whose state is a sum
+  over batches, as for every ``keras.metrics.Mean`` (total and count): the loss and every
+  metric of this package. It also records ``monitor`` at the end of every epoch, for
+  ``best_so_far``. The chief writes; every worker reads the same values; the file is removed
+  when training ends.
+
+  Args:
+    path: the JSON file (in the backup directory).
+    save_freq: ``BackupAndRestore``'s ``save_freq`` (an integer number of batches).
+    resume_at: ``(epoch, step)`` at which ``fit`` resumes (``resume_position``).
+    monitor: the logged value to record per epoch, e.g. ``"val_ndcg_5"``.
+    chief: whether this process writes the file.
+  """
+
+  def __init__(self, path, save_freq, resume_at, monitor, chief=True):
+    super().__init__()
+    self.path = path
+    self.save_freq = save_freq
+    self.resume_at = tuple(resume_at)
+    self.monitor = monitor
+    self.chief = chief
+
+  @staticmethod
+  def read(path):
+    """The saved state ``{"saves": [...], "best": {epoch: value}}`` (empty if there is none)."""
+    if not os.path.exists(path):
+      return {"saves": [], "best": {}}
+    with open(path) as f:
+      return json.load(f)
+
+  def _write(self):
+    if self.chief:
+      os.makedirs(os.path.dirname(self.path), exist_ok=True)
+      with open(self.path + ".tmp", "w") as f:
+        json.dump(self._state, f)
+      os.replace(self.path + ".tmp", self.path)
+
+  def on_train_begin(self, logs=None):
+    self._state = self.read(self.path)
+    self._count = 0
+    self._epoch = 0
+    self._pending = self.resume_at if self.resume_at[1] > 0 else None
+
+  def on_epoch_begin(self, epoch, logs=None):
+    self._epoch = epoch
+
+  def on_train_batch_end(self, batch, logs=None):
+    if self._pending is not None:
+      self._restore(*self._pending)
+      self._pending = None
+    self._count += 1
+    if self._count >= self.save_freq:
+      self._count = 0
+      values = {m.name: [v.numpy().tolist() for v in m.variables] for m in self.model.metrics}
+      save = {"epoch": self._epoch, "batch": int(batch), "metrics": values}
+      self._state["saves"] = (self._state["saves"] + [save])[-2:]
+      self._write()
+
+  def _restore(self, epoch, step):
+    saved = [s for s in self._state["saves"] if (s["epoch"], s["batch"]) == (epoch, step - 1)]
+    if not saved:
+      print(f"No metric backup for epoch {epoch + 1}, step {step} in {self.path}: the training "
+            f"metrics of epoch {epoch + 1} cover only the steps after the restart.",
+            file=sys.stderr, flush=True)
+      return
+    for metric in self.model.metrics:
+      for variable, value in zip(metric.variables, saved[0]["metrics"][metric.name]):
+        variable.assign(variable.numpy() + np.asarray(value, variable.dtype.as_numpy_dtype))
+
+  def on_epoch_end(self, epoch, logs=None):
+    if logs and self.monitor in logs:
+      self._state["best"][str(epoch)] = float(logs[self.monitor])
+      self._write()
+
+  def on_train_end(self, logs=None):
+    if self.chief and os.path.exists(self.path):
+      os.remove(self.path)
+
+
+def best_so_far(path, epoch):
+  """The highest value ``EpochMetricsBackup`` recorded at ``path`` for the epochs before ``epoch``
+  (``None`` if none): a resumed run's ``ModelCheckpoint(initial_value_threshold=...)``."""
+  values = [v for e, v in EpochMetricsBackup.read(path)["best"].items() if int(e) < epoch]
+  return max(values) if values else None
+
+
 def validation_split(dataset):
   """The split used to pick the best checkpoint: ``validation`` where the dataset has one."""
   return "test" if dataset.startswith("cifar") else "validation"
@@ -143,7 +451,7 @@ def build_model(config, info):
     kwargs = {**TEXT_DEFAULTS, **kwargs}
     vectorizer = data_lib.adapt_text_vectorization(
         config.dataset, config.data_dir, max_tokens=kwargs.pop("max_tokens"),
-        output_sequence_length=kwargs["sequence_length"])
+        output_sequence_length=kwargs["sequence_length"], on_corrupt=config.on_corrupt)
     encoder = encoders_lib.get(name, text_vectorization=vectorizer, **kwargs)
   elif info.modality == "image":
     kwargs.setdefault("input_shape", tuple(info.image_size) + (3,))
@@ -190,7 +498,7 @@ def _input_fn(config, split, training):
     return data_lib.load(
         config.dataset, split, config.data_dir, batch_size=config.batch_size, training=training,
         shuffle=training, shuffle_seed=config.seed, deterministic=True, repeat=training,
-        drop_remainder=training, input_context=input_context)
+        drop_remainder=training, input_context=input_context, on_corrupt=config.on_corrupt)
   return make
 
 
@@ -202,7 +510,8 @@ def _full_batches(config, split):
   """Full global batches in one pass over ``split``."""
   return _count_batches(data_lib.load(config.dataset, split, config.data_dir,
                                       batch_size=config.batch_size, training=False,
-                                      shuffle=False, drop_remainder=True))
+                                      shuffle=False, drop_remainder=True,
+                                      on_corrupt=config.on_corrupt))
 
 
 def _distribute(strategy, config, make):
@@ -216,18 +525,36 @@ def _distribute(strategy, config, make):
 TrainResult = collections.namedtuple("TrainResult", ["model", "history", "info", "strategy"])
 
 
+def _barrier(strategy):
+  """Returns once every worker of a multi-worker strategy has reached it (a 1-number all-reduce)."""
+  strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
+
+
 def train(config):
   """Trains as ``config`` says; returns a ``TrainResult(model, history, info, strategy)``.
 
-  Raises ``ValueError`` for a bad config before reading any data, and the data pipeline's
-  ``DataNotFoundError`` for a missing ``data_dir``.
+  Raises ``ValueError`` for a bad config, ``ModelDirInUseError`` when another run holds
+  ``model_dir`` and ``ConfigMismatchError`` when ``model_dir`` holds a run with another
+  configuration, all before reading any data; then the data pipeline's ``DataNotFoundError`` for
+  a missing ``data_dir`` and ``MalformedRowError`` for a malformed line (with
+  ``on_corrupt="error"``).
   """
   config.validate()
   strategy = strategy_lib.make_strategy(config.strategy, config.tpu, config.devices)
+  chief = strategy_lib.is_chief(strategy)
   keras.utils.set_random_seed(config.seed)
   tf.config.experimental.enable_op_determinism()
   with strategy.scope():
     losses_lib.get(config.loss, **config.loss_kwargs)  # bad loss arguments fail before any data
+  model_dir = config.model_dir
+  if model_dir:
+    os.makedirs(model_dir, exist_ok=True)
+    if chief:
+      lock_model_dir(model_dir)
+      prepare_model_dir(config)
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+      _barrier(strategy)  # the other workers read the backup after the chief's start_over
+
   info = data_lib.info(config.dataset, config.data_dir)
   val_split = validation_split(config.dataset)
 
@@ -235,25 +562,30 @@ def train(config):
   if steps_per_epoch < 1:
     raise ValueError(f"The training split of {config.dataset!r} has fewer examples than one "
                      f"batch ({config.batch_size}).")
-  model_dir = config.model_dir
   callbacks = []
   skip = 0
   if model_dir:
-    os.makedirs(model_dir, exist_ok=True)
     backup_dir = os.path.join(model_dir, "backup")
     epoch, step = resume_position(backup_dir, steps_per_epoch)
     skip = epoch * steps_per_epoch + step
+    monitor = f"val_{config.best_metric}"
+    state_path = os.path.join(backup_dir, "epoch_metrics.json")
     callbacks = [
+        EpochMetricsBackup(state_path, config.backup_every, (epoch, step), monitor, chief),
         keras.callbacks.BackupAndRestore(backup_dir, save_freq=config.backup_every),
         keras.callbacks.ModelCheckpoint(
             os.path.join(model_dir, "checkpoints", "epoch_{epoch:03d}.weights.h5"),
             save_weights_only=True),
         keras.callbacks.ModelCheckpoint(
-            os.path.join(model_dir, "best.keras"), monitor=f"val_{config.best_metric}",
-            mode="max", save_best_only=True),
+            os.path.join(model_dir, "best.keras"), monitor=monitor, mode="max",
+            save_best_only=True, initial_value_threshold=best_so_far(state_path, epoch)),
         keras.callbacks.TensorBoard(os.path.join(model_dir, "logs")),
     ]
-    if strategy_lib.is_chief(strategy):
+    if chief:
+      if skip:
+        print(f"Resuming the run in {model_dir} from its backup: at epoch {epoch + 1} of "
+              f"{config.epochs}, step {step + 1} of {steps_per_epoch} ({skip} steps trained "
+              "before the restart).", flush=True)
       with open(os.path.join(model_dir, "config.json"), "w") as f:
         f.write(config.to_json())
       with open(os.path.join(model_dir, "class_names.txt"), "w", encoding="utf-8") as f:
@@ -297,15 +629,20 @@ def load_checkpoint(model_dir=None, checkpoint=None):
 def evaluate_splits(model, config):
   """``[(split, {metric: value})]`` on the validation split and the test split."""
   splits = dict.fromkeys([validation_split(config.dataset), "test"])
-  return [(split, evaluate(model, config.dataset, split, config.data_dir)) for split in splits]
+  return [(split, evaluate(model, config.dataset, split, config.data_dir,
+                           on_corrupt=config.on_corrupt)) for split in splits]
 
 
-def evaluate(model, dataset, split, data_dir=None, batch_size=256, metric_names=None):
-  """``{metric name: value}`` of a scores model on a split (Top-1, Top-5, NDCG@5, MRR by default)."""
+def evaluate(model, dataset, split, data_dir=None, batch_size=256, metric_names=None,
+             on_corrupt="error"):
+  """``{metric name: value}`` of a scores model on a split (Top-1, Top-5, NDCG@5, MRR by default).
+
+  ``on_corrupt`` (``"error"`` or ``"skip"``) is passed to ``tfrank4class.data.load``.
+  """
   metric_names = metric_names or ("top_1", "top_5", "ndcg_5", "mrr")
   metric_objects = [metrics_lib.get(m) for m in metric_names]
   for features, labels in data_lib.load(dataset, split, data_dir, batch_size=batch_size,
-                                        training=False, shuffle=False):
+                                        training=False, shuffle=False, on_corrupt=on_corrupt):
     scores = model(features, training=False)
     for metric in metric_objects:
       metric.update_state(labels, scores)

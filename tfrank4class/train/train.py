@@ -8,6 +8,10 @@ values are refused with the allowed ones before any data is read. After training
 checkpoint (by ``--best_metric`` on the validation split) is evaluated on the validation and test
 splits, the table is printed and written to ``model_dir/results.json``, and the model is exported
 for serving to ``--export_dir``.
+
+One run per ``--model_dir``: a second run on a directory in use stops at once, naming the run
+that holds it. Started again with the same flags, a killed run resumes and says where; other
+flags are refused with the differing ones named, unless ``--start_over``.
 """
 import json
 import os
@@ -26,13 +30,17 @@ _D = experiment.ExperimentConfig()
 flags.DEFINE_enum("dataset", _D.dataset, data_lib.names(), "Dataset to train on.")
 flags.DEFINE_string("data_dir", None, "Where the dataset is (image folder, TSV files or TFDS "
                     "data dir); default: TFDS' default, or the embedded files of goemotions_sample.")
+flags.DEFINE_enum("on_corrupt", _D.on_corrupt, list(data_lib.ON_CORRUPT),
+                  "A malformed text line or undecodable image: error (stop, naming the file and "
+                  "line) or skip (drop it; the dropped lines are counted and named on stderr).")
 flags.DEFINE_enum("encoder", _D.encoder, ["auto"] + encoders_lib.names(),
                   "Instance encoder; auto: transformer for text, small_cnn for images.")
 flags.DEFINE_string("encoder_kwargs", "{}", "JSON object of encoder arguments.")
 flags.DEFINE_enum("interaction", _D.interaction, list(experiment.INTERACTIONS),
                   "Instance-class interaction of the Rank4Class head.")
-flags.DEFINE_list("hidden_units", [str(u) for u in _D.hidden_units],
-                  "MLP widths of the latent_cross / concat interactions.")
+flags.DEFINE_list("hidden_units", [str(u) for u in experiment.DEFAULT_HIDDEN_UNITS],
+                  "MLP widths of the latent_cross / concat interactions (refused with "
+                  "--interaction=dot, which has no MLP).")
 flags.DEFINE_enum("loss", _D.loss, losses_lib.names(), "Loss, by registry name.")
 flags.DEFINE_string("loss_kwargs", "{}", "JSON object of loss arguments.")
 flags.DEFINE_list("metrics", list(_D.metrics), "Metrics: top_K, ndcg, ndcg_K, mrr, mrr_K, map, spearman.")
@@ -51,6 +59,9 @@ flags.DEFINE_string("model_dir", None, "Checkpoints, best.keras, TensorBoard log
 flags.DEFINE_string("export_dir", None, "Where to write the serving SavedModel.")
 flags.DEFINE_integer("seed", _D.seed, "Random seed (weights, shuffling).", lower_bound=0)
 flags.DEFINE_integer("backup_every", _D.backup_every, "Steps between mid-epoch backups.", lower_bound=1)
+flags.DEFINE_bool("start_over", _D.start_over, "Delete the run already in --model_dir (backup, "
+                  "checkpoints, logs, results) and train from scratch. Without it, a run in "
+                  "--model_dir resumes, and a different configuration there is refused.")
 flags.DEFINE_integer("top_k", 5, "Classes returned by the serving signature.", lower_bound=1)
 flags.DEFINE_enum("keras_verbose", "1", ["0", "1", "2"], "Keras progress output: 1 = progress bar.")
 
@@ -74,15 +85,18 @@ def config_from_flags():
   except ValueError:
     raise app.UsageError(f"--hidden_units must be integers, got {FLAGS.hidden_units}.")
   config = experiment.ExperimentConfig(
-      dataset=FLAGS.dataset, data_dir=FLAGS.data_dir, encoder=FLAGS.encoder,
+      dataset=FLAGS.dataset, data_dir=FLAGS.data_dir, on_corrupt=FLAGS.on_corrupt,
+      encoder=FLAGS.encoder,
       encoder_kwargs=_json_flag("encoder_kwargs"), interaction=FLAGS.interaction,
-      hidden_units=hidden_units, loss=FLAGS.loss, loss_kwargs=_json_flag("loss_kwargs"),
+      hidden_units=hidden_units if FLAGS["hidden_units"].present else None,
+      loss=FLAGS.loss, loss_kwargs=_json_flag("loss_kwargs"),
       metrics=tuple(FLAGS.metrics), batch_size=FLAGS.batch_size, epochs=FLAGS.epochs,
       steps=FLAGS.steps, optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,
       strategy=FLAGS.strategy, tpu=FLAGS.tpu,
       devices=tuple(FLAGS.devices) if FLAGS.devices else None, model_dir=FLAGS.model_dir,
       export_dir=FLAGS.export_dir, seed=FLAGS.seed, best_metric=FLAGS.best_metric,
-      backup_every=FLAGS.backup_every, verbose=int(FLAGS.keras_verbose))
+      backup_every=FLAGS.backup_every, start_over=FLAGS.start_over,
+      verbose=int(FLAGS.keras_verbose))
   try:
     return config.validate()
   except ValueError as e:
@@ -94,7 +108,10 @@ def main(argv):
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   experiment.quiet_tensorflow_logs()
   config = config_from_flags()
-  result = experiment.train(config)
+  try:
+    result = experiment.train(config)
+  except (experiment.ModelDirInUseError, experiment.ConfigMismatchError) as e:
+    raise SystemExit(f"tfrank4class-train: {e}") from None
   if not strategy_lib.is_chief(result.strategy):
     return  # the chief evaluates and exports a non-distributed copy of the best checkpoint
   model = experiment.best_model(config, result)
