@@ -1,4 +1,4 @@
-"""Per-list metrics against scikit-learn, scipy, TF-Ranking and brute-force tie enumeration."""
+"""The exact float64 reference metrics against scikit-learn, scipy, TF-Ranking and brute-force tie enumeration."""
 import itertools
 import math
 
@@ -12,7 +12,7 @@ from scipy.stats import spearmanr
 from sklearn.metrics import (average_precision_score, label_ranking_average_precision_score,
                              ndcg_score, top_k_accuracy_score)
 
-from tfrank4class.metrics import functional as F
+from tfrank4class.metrics import reference as F
 
 RNG = np.random.default_rng(1234)
 B, C = 40, 8
