@@ -128,7 +128,7 @@ class Spearman(_PerListMean):
   Example:
     >>> m = Spearman()
     >>> _ = m.update_state([[1.0, 2.0, 3.0]], [[0.1, 0.5, 0.2]])
-    >>> float(m.result())
+    >>> round(float(m.result()), 6)
     0.5
   """
 

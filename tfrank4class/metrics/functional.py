@@ -64,9 +64,16 @@ _EXACT_TERMS = 10
 # --- inputs -----------------------------------------------------------------------------------------
 
 def _scores(scores):
-  """Validated float32 scores ``[B, C]`` (a finiteness check attached)."""
-  scores = _validation.score_matrix("scores", scores)
-  return tf.cast(_validation.assert_finite("scores", scores), tf.float32)
+  """Validated float32 scores ``[B, C]``.
+
+  The finiteness check is an assertion beside the computation, not a gate on it (see
+  :func:`_class_ids` for why), and ``is_finite`` + ``reduce_all`` costs a quarter of the
+  ``CheckNumerics`` kernel behind ``tf.debugging.assert_all_finite``.
+  """
+  scores = tf.cast(_validation.score_matrix("scores", scores), tf.float32)
+  tf.debugging.Assert(tf.reduce_all(tf.math.is_finite(scores)),
+                      ["`scores` must be finite (no NaN or Inf)."])
+  return scores
 
 
 def _is_class_ids(labels):
@@ -85,10 +92,13 @@ def _check_batch(batch_labels, scores):
 
 
 def _class_ids(labels, scores):
-  """Validated int32 class ids ``[B]`` of ``labels`` ``[B]`` / ``[B, 1]`` for ``scores`` ``[B, C]``.
+  """Int32 class ids ``[B]`` of ``labels`` ``[B]`` / ``[B, 1]``, clipped into ``[0, C)``.
 
   The same checks and messages as :func:`tfrank4class.losses.to_relevance`, without building the
-  one-hot matrix (the fast path never needs it).
+  one-hot matrix (the fast path never needs it). The assertions raise at once eagerly; inside
+  ``tf.function`` they run as the function's stateful ops without gating the computation, so that
+  the identical comparisons of several metrics on one batch stay identical graph nodes, which the
+  graph optimiser merges; the clipping only keeps the gather in range until the assertion fails.
   """
   if not (labels.dtype.is_floating or labels.dtype.is_integer or labels.dtype.is_bool):
     raise TypeError(f"`labels` must be numeric, got dtype {labels.dtype.name}.")
@@ -96,22 +106,16 @@ def _class_ids(labels, scores):
   _check_batch(labels.shape[0], scores)
   c = num_items(scores)
   shown = c if isinstance(c, int) else "C"
-  if labels.dtype.is_floating:
-    whole = tf.debugging.assert_equal(
-        labels, tf.round(labels), message="`labels` given as class ids must be whole numbers")
-    with tf.control_dependencies([whole]):
-      labels = tf.cast(labels, tf.int64)
-  else:
-    labels = tf.cast(labels, tf.int64)
   message = f"`labels` must be class ids in [0, num_classes={shown})"
-  checks = [
-      tf.debugging.assert_greater_equal(labels, tf.constant(0, tf.int64), message=message),
-      tf.debugging.assert_less(labels, tf.cast(c, tf.int64), message=message),
-      tf.debugging.assert_equal(tf.size(labels), tf.shape(scores)[0],
-                                message="`labels` and `scores` must have the same batch size"),
-  ]
-  with tf.control_dependencies(checks):
-    return tf.cast(labels, tf.int32)
+  if labels.dtype.is_floating:
+    tf.debugging.assert_equal(labels, tf.round(labels),
+                              message="`labels` given as class ids must be whole numbers")
+  ids = tf.cast(labels, tf.int32)
+  tf.debugging.assert_greater_equal(labels, tf.zeros([], labels.dtype), message=message)
+  tf.debugging.assert_less(labels, tf.cast(c, labels.dtype), message=message)
+  tf.debugging.assert_equal(tf.size(ids), tf.shape(scores)[0],
+                            message="`labels` and `scores` must have the same batch size")
+  return tf.clip_by_value(ids, 0, tf.cast(c, tf.int32) - 1)
 
 
 def _dense(labels, scores):
@@ -368,10 +372,21 @@ def _split(labels, scores):
 
 
 def _single(labels, scores):
-  """``(g, e)`` for validated class ids (the fast path)."""
+  """``(g, e)`` for validated class ids (the fast path).
+
+  With ``q = sign(s - s_y)``, ``sum(q) = g - l`` and ``sum(|q|) = g + l`` (``l`` items below), so
+  ``g = (sum(q) + sum(|q|)) / 2`` and ``e = C - 1 - sum(|q|)``: one subtraction, one sign and two
+  sums, half the memory passes of counting ``s > s_y`` and ``s == s_y`` as floats (measured: 2.5
+  against 4.8 ms for ``[256, 10000]`` without XLA, one thread). Two scores whose difference is
+  below the smallest normal float32 (``1.2e-38``, flushed to zero on CPU) count as tied.
+  """
   ids = _class_ids(labels, scores)
   true = tf.gather(scores, ids[:, None], batch_dims=1)
-  return _count(scores > true), _count(scores == true) - 1.0
+  q = tf.sign(scores - true)
+  ahead_minus_below = tf.reduce_sum(q, axis=-1)
+  untied = tf.reduce_sum(tf.abs(q), axis=-1)
+  n = tf.cast(tf.shape(scores)[-1], tf.float32)
+  return (ahead_minus_below + untied) / 2.0, n - 1.0 - untied
 
 
 def top_k_accuracy(labels, scores, k=5):
