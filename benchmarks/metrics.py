@@ -14,8 +14,10 @@ different metric sets updated in the same step, as ``model.compile(metrics=...)`
     C = 10,000 it takes seconds per step, and under XLA its searchsorted asks for ~100 GB).
 
 Every round times every configuration once, in turn, so they share the machine's load; a ratio
-is the median over rounds of the per-round ratio (``ours 4 / keras 1+5``, each single metric and
-``exact 4`` / ``keras top5``); times are medians in ms per step. Runs with and without
+is the median over rounds of the per-round ratio (``ours 4`` and ``exact 4`` over ``keras 1+5``,
+each single metric over ``keras top5``); times are medians in ms per step of *process CPU time*
+(with one intra- and one inter-op thread that is the step time of a quiet machine, and it does
+not count the time other processes hold the shared cores). Runs with and without
 ``jit_compile=True``; one thread by default.
 
 Usage:
@@ -92,11 +94,11 @@ class Step:
       float(train_step(self.x, self.y))
 
   def time(self, steps):
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(steps):
       loss = self.train_step(self.x, self.y)
     float(loss)
-    return (time.perf_counter() - start) / steps * 1e3
+    return (time.process_time() - start) / steps * 1e3
 
 
 def run_cell(tf, num_classes, batch, dim, jit, rounds, steps, exact_max_classes):

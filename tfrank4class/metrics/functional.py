@@ -23,16 +23,15 @@ Two paths, one rule.
 
 Precision. Everything runs in float32 (scores of another float dtype are cast first, so scores
 that differ only below float32 resolution count as ties); no float64 op is built, so the metrics
-run inside a TPU step. Counts are exact for ``C < 2**24``. The harmonic differences
-``H(a + t) - H(a)`` behind MRR and AP are summed exactly below 10 and by the asymptotic
-expansion of ``H`` (to the ``n**-4`` term, written without cancellation) above, relative error
-below ``5e-7`` (tested against float64 up to ``a = 10**7``). The NDCG position discounts are
-cumulated in float64 with numpy when the graph is built and stored as two float32 tables (high
-and low part), so a tie group's mean discount keeps float32 relative accuracy. Measured against
-:mod:`tfrank4class.metrics.reference` (the exact float64 implementation) on random, heavily tied
-and padded inputs up to ``C = 10,000``: absolute error at most ``1e-6`` for Top-K, MRR, NDCG and
-Recall/Precision@K with class ids, at most ``2e-6`` with dense relevance, ``1e-5`` for AP and
-Spearman (``tests/test_functional.py`` checks these bounds).
+run inside a TPU step. Counts are exact for ``C < 2**24``. On the class-id path the position
+sums behind NDCG and MRR (``sum 1/log2(1 + p)``, ``sum 1/p`` over a rank range) come from
+cumulative tables summed in float64 with numpy when the graph is built and stored as two float32
+tables (high and low part), so a tie group's mean keeps float32 relative accuracy. Dense AP uses
+:func:`harmonic_difference` (relative error below ``5e-7``, tested against float64 up to
+``a = 10**7``). Measured against :mod:`tfrank4class.metrics.reference` (the exact float64
+implementation) on random, heavily tied and padded inputs up to ``C = 10,000``: absolute error at
+most ``1e-6`` for every metric with class ids, ``2e-6`` for Top-K, MRR and NDCG with dense
+relevance, ``1e-5`` for dense AP and Spearman (the bounds ``tests/test_functional.py`` checks).
 
 Relevance. ``ndcg`` uses graded gains; the other metrics count an item as relevant when its
 relevance is ``> 0``. Lists with no relevant item score 0 under every metric (``spearman``: 0 for
@@ -99,6 +98,8 @@ def _class_ids(labels, scores):
   ``tf.function`` they run as the function's stateful ops without gating the computation, so that
   the identical comparisons of several metrics on one batch stay identical graph nodes, which the
   graph optimiser merges; the clipping only keeps the gather in range until the assertion fails.
+  Plain ``tf.debugging.Assert`` ops with string and int32 data need no ``tf.cond`` guard (the
+  ``assert_*`` helpers build one per check, which costs more than the whole metric at C = 28).
   """
   if not (labels.dtype.is_floating or labels.dtype.is_integer or labels.dtype.is_bool):
     raise TypeError(f"`labels` must be numeric, got dtype {labels.dtype.name}.")
@@ -106,15 +107,17 @@ def _class_ids(labels, scores):
   _check_batch(labels.shape[0], scores)
   c = num_items(scores)
   shown = c if isinstance(c, int) else "C"
-  message = f"`labels` must be class ids in [0, num_classes={shown})"
-  if labels.dtype.is_floating:
-    tf.debugging.assert_equal(labels, tf.round(labels),
-                              message="`labels` given as class ids must be whole numbers")
   ids = tf.cast(labels, tf.int32)
-  tf.debugging.assert_greater_equal(labels, tf.zeros([], labels.dtype), message=message)
-  tf.debugging.assert_less(labels, tf.cast(c, labels.dtype), message=message)
-  tf.debugging.assert_equal(tf.size(ids), tf.shape(scores)[0],
-                            message="`labels` and `scores` must have the same batch size")
+  if labels.dtype.is_floating:
+    tf.debugging.Assert(tf.reduce_all(tf.equal(labels, tf.round(labels))),
+                        ["`labels` given as class ids must be whole numbers"])
+  valid = (labels >= 0) & (labels < tf.cast(c, labels.dtype))
+  tf.debugging.Assert(tf.reduce_all(valid),
+                      [f"`labels` must be class ids in [0, num_classes={shown}), got", ids])
+  batch = tf.shape(scores)[0]
+  tf.debugging.Assert(tf.equal(tf.size(ids), batch),
+                      ["`labels` and `scores` must have the same batch size, got", tf.size(ids),
+                       "labels for", batch])
   return tf.clip_by_value(ids, 0, tf.cast(c, tf.int32) - 1)
 
 
@@ -123,11 +126,9 @@ def _dense(labels, scores):
   mask, and the scores with padded items at ``-inf`` (below every valid item, never tied)."""
   relevance = to_relevance(labels, num_items(scores), dtype=tf.float32)
   _check_batch(relevance.shape[0], scores)
-  check = tf.debugging.assert_equal(
-      tf.shape(relevance)[0], tf.shape(scores)[0],
-      message="`labels` and `scores` must have the same batch size")
-  with tf.control_dependencies([check]):
-    mask = relevance >= 0
+  tf.debugging.assert_equal(tf.shape(relevance)[0], tf.shape(scores)[0],
+                            message="`labels` and `scores` must have the same batch size")
+  mask = relevance >= 0
   relevance = tf.where(mask, relevance, tf.zeros_like(relevance))
   masked = tf.where(mask, scores, tf.constant(-math.inf, tf.float32))
   return relevance, mask, masked
@@ -196,19 +197,25 @@ def harmonic_difference(a, t):
   return exact + tail
 
 
-def _discount_tables(length):
-  """Cumulative discounts ``D(m) = sum_{p<=m} 1/log2(1 + p)``, ``m = 0 .. length``, as float32
-  (high, low) pairs summed in float64 on the host, so ``D(x1) - D(x0)`` keeps float32 accuracy."""
+def _cumulative_tables(position_value, length):
+  """``F(m) = sum_{p=1}^{m} position_value(p)``, ``m = 0 .. length``, summed in float64 with numpy
+  when the graph is built and stored as float32 (high, low) pairs, so that ``F(x1) - F(x0)``
+  keeps float32 relative accuracy however large ``F`` grows."""
   positions = np.arange(1, length + 1, dtype=np.float64)
-  cumulative = np.concatenate([[0.0], np.cumsum(1.0 / np.log2(1.0 + positions))])
+  cumulative = np.concatenate([[0.0], np.cumsum(position_value(positions))])
   high = cumulative.astype(np.float32)
   low = (cumulative - high.astype(np.float64)).astype(np.float32)
   return tf.constant(high), tf.constant(low)
 
 
-def _mean_discount(g, e, length):
-  """``E[1[r <= length] / log2(1 + r)]`` for ``r`` uniform on ``g + 1 .. g + e + 1``."""
-  high, low = _discount_tables(length)
+def _reciprocal_log2(p):
+  return 1.0 / np.log2(1.0 + p)
+
+
+def _mean_over_rank_range(position_value, g, e, length):
+  """``E[1[r <= length] f(r)]`` for ``r`` uniform on ``g + 1 .. g + e + 1``:
+  ``(F(min(g + e + 1, length)) - F(min(g, length))) / (e + 1)`` from :func:`_cumulative_tables`."""
+  high, low = _cumulative_tables(position_value, length)
   i0 = tf.cast(tf.minimum(g, float(length)), tf.int32)
   i1 = tf.cast(tf.minimum(g + e + 1.0, float(length)), tf.int32)
   total = (tf.gather(high, i1) - tf.gather(high, i0)) + (tf.gather(low, i1) - tf.gather(low, i0))
@@ -220,12 +227,12 @@ def _hit_probability(k, g, e):
   return tf.clip_by_value((float(k) - g) / (e + 1.0), 0.0, 1.0)
 
 
-def _expected_reciprocal_rank(k, g, e):
-  """``E[1[r <= k] / r]`` for ``r`` uniform on ``g + 1 .. g + e + 1`` (``k=None``: no cut-off)."""
-  end = g + e + 1.0
-  if k is not None:
-    g, end = tf.minimum(g, float(k)), tf.minimum(end, float(k))
-  return harmonic_difference(g, end - g) / (e + 1.0)
+def _single_ndcg(k, g, e, num_classes):
+  return _mean_over_rank_range(_reciprocal_log2, g, e, num_classes if k is None else min(k, num_classes))
+
+
+def _single_reciprocal_rank(k, g, e, num_classes):
+  return _mean_over_rank_range(np.reciprocal, g, e, num_classes if k is None else min(k, num_classes))
 
 
 def metrics_from_rank_range(g, e, num_classes, top_k=(), ndcg_k=(), mrr_k=()):
@@ -238,7 +245,9 @@ def metrics_from_rank_range(g, e, num_classes, top_k=(), ndcg_k=(), mrr_k=()):
       RR@K = E[1[r <= K] / r] = (H(min(g + e + 1, K)) - H(min(g, K))) / (e + 1)
 
   with ``D_K(m) = sum_{p=1}^{min(m, K)} 1/log2(1 + p)`` (the ideal DCG is 1) and ``H`` the
-  harmonic numbers (:func:`harmonic_difference`). AP equals RR (one relevant item).
+  harmonic numbers. AP equals RR (one relevant item). ``D`` and ``H`` are tables of ``C + 1``
+  float32 (high, low) pairs summed in float64 when the graph is built: an update costs two gathers
+  per table and no transcendental function.
 
   Args:
     g, e: float32 ``[B]`` from :func:`rank_range`.
@@ -261,11 +270,10 @@ def metrics_from_rank_range(g, e, num_classes, top_k=(), ndcg_k=(), mrr_k=()):
     out[f"top_{k}"] = _hit_probability(k, g, e)
   for k in ndcg_k:
     k = _validation.check_int("k", k, minimum=1, allow_none=True)
-    length = num_classes if k is None else min(k, num_classes)
-    out["ndcg" if k is None else f"ndcg_{k}"] = _mean_discount(g, e, length)
+    out["ndcg" if k is None else f"ndcg_{k}"] = _single_ndcg(k, g, e, num_classes)
   for k in mrr_k:
     k = _validation.check_int("k", k, minimum=1, allow_none=True)
-    out["mrr" if k is None else f"mrr_{k}"] = _expected_reciprocal_rank(k, g, e)
+    out["mrr" if k is None else f"mrr_{k}"] = _single_reciprocal_rank(k, g, e, num_classes)
   return out
 
 
@@ -431,7 +439,7 @@ def reciprocal_rank(labels, scores, k=None):
   labels, scores, single = _split(labels, scores)
   if single:
     g, e = _single(labels, scores)
-    return _expected_reciprocal_rank(k, g, e)
+    return _single_reciprocal_rank(k, g, e, scores.shape[-1])
   relevance, _, masked = _dense(labels, scores)
   return _reciprocal_rank_dense(k, relevance > 0, masked)
 
@@ -457,8 +465,7 @@ def ndcg(labels, scores, k=None, gain="exp2"):
   labels, scores, single = _split(labels, scores)
   if single:
     g, e = _single(labels, scores)
-    n = scores.shape[-1]
-    return _mean_discount(g, e, n if k is None else min(k, n))
+    return _single_ndcg(k, g, e, scores.shape[-1])
   relevance, mask, masked = _dense(labels, scores)
   return _ndcg_dense(k, gain, relevance, mask, masked)
 
@@ -486,7 +493,7 @@ def average_precision(labels, scores):
   labels, scores, single = _split(labels, scores)
   if single:
     g, e = _single(labels, scores)
-    return _expected_reciprocal_rank(None, g, e)
+    return _single_reciprocal_rank(None, g, e, scores.shape[-1])
   relevance, mask, masked = _dense(labels, scores)
   relevant = tf.cast(relevance > 0, tf.float32)
   stats = tie_statistics(masked, relevant=relevant, mask=mask)
