@@ -18,7 +18,8 @@ is the median over rounds of the per-round ratio (``ours 4`` and ``exact 4`` ove
 each single metric over ``keras top5``); times are medians in ms per step of *process CPU time*
 (with one intra- and one inter-op thread that is the step time of a quiet machine, and it does
 not count the time other processes hold the shared cores). Runs with and without
-``jit_compile=True``; one thread by default.
+``jit_compile=True``; one thread by default. A timing runs ``--steps`` steps, or more when the
+bare step is short (enough for about 0.2 s of it).
 
 Usage:
   nice -n 10 .venv/bin/python benchmarks/metrics.py [--threads 1] [--dim 128] [--rounds 5]
@@ -105,6 +106,8 @@ def run_cell(tf, num_classes, batch, dim, jit, rounds, steps, exact_max_classes)
   builders = _metric_sets(tf)
   names = [n for n in CONFIGS if n != "exact 4" or num_classes <= exact_max_classes]
   cases = {name: Step(tf, num_classes, batch, dim, builders[name](), jit) for name in names}
+  # Short steps are repeated until a timing spans about 0.2 s of the bare step.
+  steps = max(steps, int(200.0 / max(cases["none"].time(steps), 1e-3)))
   times = {name: [] for name in names}
   for _ in range(rounds):
     for name, case in cases.items():
