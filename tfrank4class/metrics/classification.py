@@ -14,9 +14,8 @@ Cost. With class ids an update is ``O(B * C)`` comparisons in float32 and no sor
 of Keras' ``SparseTopKCategoricalAccuracy``; every metric compiles with ``jit_compile=True`` and
 builds no float64 op, so it runs inside a TPU step. Each metric computes its own rank statistics:
 inside one compiled train step TensorFlow's graph optimiser (and XLA) merge the identical
-comparisons of several metrics on the same batch, so sharing them by hand does not pay (see
-BUILD_NOTES, issue 15); :func:`tfrank4class.metrics.functional.metrics_from_rank_range` gives
-several values from one computation outside Keras.
+comparisons of several metrics on the same batch, so sharing them by hand does not pay
+(measured: four metrics cost about as much as one; BUILD_NOTES, issue 15).
 """
 import tensorflow as tf
 

@@ -16,7 +16,9 @@ Two paths, one rule.
   * Class ids (one relevant class ``y`` per list): no sort. With ``s_y`` the true class's score,
     ``g = #{j : s_j > s_y}`` and ``e = #{j != y : s_j = s_y}``, the rank of ``y`` is uniform on
     ``g + 1 .. g + e + 1`` and every metric is a closed-form expectation over that range:
-    ``O(B * C)`` comparisons and two reductions, like Keras' ``in_top_k``.
+    ``O(B * C)`` work (a subtraction, a sign and two sums, :func:`rank_range`), like Keras'
+    ``in_top_k``. (Class ids with a list size unknown when the graph is traced take the dense
+    path, with the same values.)
   * Dense relevance (multi-hot, graded, padded): Top-K, MRR and Recall/Precision@K need only the
     first relevant tie group or the K-th score (``O(B * C)``, one ``top_k`` for @K); NDCG needs
     one ``top_k`` of the scores (a full sort when ``k=None``) and AP / Spearman one sort per list.
@@ -42,7 +44,8 @@ dense labels of the wrong width, a batch-size mismatch, non-finite scores and ``
 error naming the argument and the value, eagerly and inside ``tf.function``. Under
 ``jit_compile=True`` XLA drops ``tf.debugging`` assertions, so the checks on label range,
 whole-valued float ids, run-time batch size and finiteness are not made there (shape and ``k``
-checks still are: they happen when the graph is traced).
+checks still are: they happen when the graph is traced); an out-of-range class id is clipped into
+``[0, C)`` there and NaN scores count as neither ahead nor tied.
 """
 import math
 
@@ -143,8 +146,9 @@ def rank_range(labels, scores):
 
   Under random tie-breaking the true class ``y`` lands uniformly on ranks ``g + 1 .. g + e + 1``;
   every single-relevant metric of this module is a function of ``(g, e)``. Computing them is the
-  whole ``O(B * C)`` cost of such a metric, so code that wants several metrics of one batch
-  can call this once and pass the result to :func:`metrics_from_rank_range`.
+  whole ``O(B * C)`` cost of such a metric; inside one ``tf.function`` the identical
+  computations of several metrics on the same batch are merged by the graph optimiser (and by
+  XLA), so each metric calls this on its own.
 
   Args:
     labels: integer class ids ``[B]`` or ``[B, 1]`` in ``[0, C)``.
@@ -227,54 +231,8 @@ def _hit_probability(k, g, e):
   return tf.clip_by_value((float(k) - g) / (e + 1.0), 0.0, 1.0)
 
 
-def _single_ndcg(k, g, e, num_classes):
-  return _mean_over_rank_range(_reciprocal_log2, g, e, num_classes if k is None else min(k, num_classes))
-
-
-def _single_reciprocal_rank(k, g, e, num_classes):
-  return _mean_over_rank_range(np.reciprocal, g, e, num_classes if k is None else min(k, num_classes))
-
-
-def metrics_from_rank_range(g, e, num_classes, top_k=(), ndcg_k=(), mrr_k=()):
-  """Several single-relevant metrics from one :func:`rank_range`, each ``[B]`` float32.
-
-  With the true class's rank ``r`` uniform on ``g + 1 .. g + e + 1``:
-
-      Top-K = P(r <= K) = clip((K - g) / (e + 1), 0, 1)
-      NDCG@K = E[1[r <= K] / log2(1 + r)] = (D_K(g + e + 1) - D_K(g)) / (e + 1)
-      RR@K = E[1[r <= K] / r] = (H(min(g + e + 1, K)) - H(min(g, K))) / (e + 1)
-
-  with ``D_K(m) = sum_{p=1}^{min(m, K)} 1/log2(1 + p)`` (the ideal DCG is 1) and ``H`` the
-  harmonic numbers. AP equals RR (one relevant item). ``D`` and ``H`` are tables of ``C + 1``
-  float32 (high, low) pairs summed in float64 when the graph is built: an update costs two gathers
-  per table and no transcendental function.
-
-  Args:
-    g, e: float32 ``[B]`` from :func:`rank_range`.
-    num_classes: the static number of classes ``C`` (bounds the discount table).
-    top_k, ndcg_k, mrr_k: the cut-offs wanted (``None`` in ``ndcg_k`` / ``mrr_k``: no cut-off).
-
-  Returns:
-    A dict ``{"top_K": ..., "ndcg_K" or "ndcg": ..., "mrr_K" or "mrr": ...}``.
-
-  Example:
-    >>> g, e = rank_range([0, 2], [[0.9, 0.5, 0.1], [0.3, 0.3, 0.3]])
-    >>> out = metrics_from_rank_range(g, e, 3, top_k=[1], mrr_k=[None])
-    >>> out["top_1"].numpy(), out["mrr"].numpy().round(4)
-    (array([1.        , 0.33333334], dtype=float32), array([1.    , 0.6111], dtype=float32))
-  """
-  num_classes = _validation.check_int("num_classes", num_classes, minimum=1)
-  out = {}
-  for k in top_k:
-    k = _validation.check_int("k", k, minimum=1)
-    out[f"top_{k}"] = _hit_probability(k, g, e)
-  for k in ndcg_k:
-    k = _validation.check_int("k", k, minimum=1, allow_none=True)
-    out["ndcg" if k is None else f"ndcg_{k}"] = _single_ndcg(k, g, e, num_classes)
-  for k in mrr_k:
-    k = _validation.check_int("k", k, minimum=1, allow_none=True)
-    out["mrr" if k is None else f"mrr_{k}"] = _single_reciprocal_rank(k, g, e, num_classes)
-  return out
+def _cut_off(k, num_classes):
+  return num_classes if k is None else min(k, num_classes)
 
 
 # --- dense relevance ---------------------------------------------------------------------------------
@@ -439,7 +397,7 @@ def reciprocal_rank(labels, scores, k=None):
   labels, scores, single = _split(labels, scores)
   if single:
     g, e = _single(labels, scores)
-    return _single_reciprocal_rank(k, g, e, scores.shape[-1])
+    return _mean_over_rank_range(np.reciprocal, g, e, _cut_off(k, scores.shape[-1]))
   relevance, _, masked = _dense(labels, scores)
   return _reciprocal_rank_dense(k, relevance > 0, masked)
 
@@ -452,9 +410,10 @@ def ndcg(labels, scores, k=None, gain="exp2"):
   where the item at position ``p`` is uniform over the tie group covering ``p``, so
   ``E[g at p]`` is that group's mean gain; gains ``g = 2^rel - 1`` (``gain="exp2"``, TF-Ranking's
   default) or ``g = rel`` (``gain="linear"``, scikit-learn's ``ndcg_score``, whose tie handling
-  this matches); 0 when ``IDCG@k = 0``. Class ids: ``(D_k(g + e + 1) - D_k(g)) / (e + 1)`` (see
-  :func:`metrics_from_rank_range`), no sort. Dense relevance: one ``top_k`` of the scores and one
-  of the gains (full sorts when ``k=None``).
+  this matches); 0 when ``IDCG@k = 0``. Class ids (:func:`rank_range`): the ideal DCG is 1 and
+  ``NDCG@k = (D_k(g + e + 1) - D_k(g)) / (e + 1)``, ``D_k(m) = sum_{p=1}^{min(m, k)} 1/log2(1 + p)``,
+  no sort. Dense relevance: one ``top_k`` of the scores and one of the gains (full sorts when
+  ``k=None``).
 
   Example:
     >>> ndcg([0], [[0.2, 0.9, 0.1]]).numpy()
@@ -465,7 +424,7 @@ def ndcg(labels, scores, k=None, gain="exp2"):
   labels, scores, single = _split(labels, scores)
   if single:
     g, e = _single(labels, scores)
-    return _single_ndcg(k, g, e, scores.shape[-1])
+    return _mean_over_rank_range(_reciprocal_log2, g, e, _cut_off(k, scores.shape[-1]))
   relevance, mask, masked = _dense(labels, scores)
   return _ndcg_dense(k, gain, relevance, mask, masked)
 
@@ -493,7 +452,7 @@ def average_precision(labels, scores):
   labels, scores, single = _split(labels, scores)
   if single:
     g, e = _single(labels, scores)
-    return _single_reciprocal_rank(None, g, e, scores.shape[-1])
+    return _mean_over_rank_range(np.reciprocal, g, e, scores.shape[-1])
   relevance, mask, masked = _dense(labels, scores)
   relevant = tf.cast(relevance > 0, tf.float32)
   stats = tie_statistics(masked, relevant=relevant, mask=mask)
