@@ -107,6 +107,8 @@ def _class_ids(labels, scores):
   if not (labels.dtype.is_floating or labels.dtype.is_integer or labels.dtype.is_bool):
     raise TypeError(f"`labels` must be numeric, got dtype {labels.dtype.name}.")
   labels = tf.reshape(labels, [-1])
+  if labels.dtype.is_bool:
+    labels = tf.cast(labels, tf.int32)
   _check_batch(labels.shape[0], scores)
   c = num_items(scores)
   shown = c if isinstance(c, int) else "C"
