@@ -172,7 +172,8 @@ def _plot(rows):
       cells = sorted((r for r in rows if r["B"] == batch and r["xla"] == jit), key=lambda r: r["C"])
       for name in ("none", "keras 1+5", "ours 4", "exact 4"):
         points = [(r["C"], r["ms"][name]) for r in cells if r["ms"][name] == r["ms"][name]]
-        ax.plot(*zip(*points), marker="o", label=name)
+        if points:
+          ax.plot(*zip(*points), marker="o", label=name)
       ax.set_xscale("log")
       ax.set_yscale("log")
       ax.set_xlabel("classes C")
