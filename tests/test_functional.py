@@ -299,6 +299,15 @@ def test_bad_input(fn):
       tf.function(fn)(tf.constant(labels), tf.constant([[0.1, float("inf"), 0.3]]))
 
 
+def test_xla_drops_the_label_check_and_clips():
+  """Documented limitation: XLA drops tf.debugging assertions; an out-of-range id is clipped."""
+  scores = tf.constant([[0.1, 0.2, 0.9]])
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels.*\[0, num_classes=3\)"):
+    tf.function(lambda y, s: F.top_k_accuracy(y, s, k=1))(tf.constant([5]), scores)
+  out = tf.function(lambda y, s: F.top_k_accuracy(y, s, k=1), jit_compile=True)(tf.constant([5]), scores)
+  assert out.numpy().tolist() == [1.0]  # scored as class 2, the highest
+
+
 @pytest.mark.parametrize("fn", [F.ndcg, F.top_k_accuracy, F.reciprocal_rank, F.recall_at_k, F.precision_at_k])
 def test_bad_k(fn):
   for k in (0, -2, 1.5, "3"):

@@ -59,7 +59,7 @@ from tfrank4class.ranking.ties import tie_statistics
 GAINS = ("exp2", "linear")
 
 # H(a + t) - H(a): terms 1/q for q <= _EXACT_TERMS are added one by one, the rest of the range
-# comes from the asymptotic expansion of H, whose first dropped term is below 1e-8 relative there.
+# comes from the asymptotic expansion of H, whose first dropped term is below 3e-8 relative there.
 _EXACT_TERMS = 10
 
 
@@ -182,7 +182,8 @@ def harmonic_difference(a, t):
       log1p(d / y0) - u/2 + u (1/y0 + 1/y1) / 12 - u (1/y0 + 1/y1)(1/y0^2 + 1/y1^2) / 120,
 
   relative error below ``5e-7`` (the dropped ``n^-6`` term is below ``3e-8`` relative for
-  ``y0 >= 10``); ``tf.math.digamma`` differences lose up to ``a * 1e-6`` relative instead.
+  ``y0 >= 10``); a float32 ``tf.math.digamma`` difference loses about ``a * 1.5e-7`` relative
+  instead (measured: 1.5e-3 at ``a = 10,000``, ``t = 1``).
 
   Example:
     >>> round(float(harmonic_difference(2.0, 2.0)), 6)  # 1/3 + 1/4
