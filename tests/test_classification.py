@@ -5,6 +5,7 @@ import tensorflow as tf
 from sklearn.metrics import ndcg_score, top_k_accuracy_score
 
 from tfrank4class import losses, metrics
+from tfrank4class.metrics import reference
 
 C = 6
 RNG = np.random.default_rng(7)
@@ -39,7 +40,8 @@ def test_sample_weight_is_per_list():
 def test_names_and_config_round_trip():
   for metric, name in [(metrics.TopKAccuracy(5), "top_5_accuracy"), (metrics.NDCG(5), "ndcg_5"),
                        (metrics.NDCG(), "ndcg"), (metrics.MRR(), "mrr"),
-                       (metrics.MeanAveragePrecision(), "map"), (metrics.Spearman(), "spearman")]:
+                       (metrics.MeanAveragePrecision(), "map"), (metrics.Spearman(), "spearman"),
+                       (metrics.RecallAtK(3), "recall_3"), (metrics.PrecisionAtK(2), "precision_2")]:
     assert metric.name == name
     restored = tf.keras.utils.deserialize_keras_object(tf.keras.utils.serialize_keras_object(metric))
     assert type(restored) is type(metric) and restored.get_config() == metric.get_config()
@@ -97,6 +99,100 @@ def test_get_by_name():
   assert get("mrr").name == "mrr" and get("mrr_3").k == 3
   assert isinstance(get("map"), metrics.MeanAveragePrecision)
   assert isinstance(get("spearman"), metrics.Spearman)
-  for bad in ("top_0", "top5", "ndcg_x", "accuracy"):
+  assert isinstance(get("recall_5"), metrics.RecallAtK) and get("recall_5").k == 5
+  assert isinstance(get("precision_3"), metrics.PrecisionAtK) and get("precision_3").name == "precision_3"
+  for bad in ("top_0", "top5", "ndcg_x", "accuracy", "recall_0", "precision"):
     with pytest.raises(ValueError, match=rf"Unknown metric name '{bad}'; known metrics are: top_K"):
       get(bad)
+
+
+# Every metric class with the labels it accepts (Spearman wants graded labels).
+ALL_METRICS = [(lambda: metrics.TopKAccuracy(5), True), (lambda: metrics.NDCG(5), True),
+               (lambda: metrics.NDCG(), True), (lambda: metrics.MRR(), True), (lambda: metrics.MRR(3), True),
+               (lambda: metrics.MeanAveragePrecision(), True), (lambda: metrics.RecallAtK(3), True),
+               (lambda: metrics.PrecisionAtK(3), True), (lambda: metrics.Spearman(), False)]
+
+
+def _dtypes_in(graph_def):
+  """Every dtype named in the attributes of the graph's nodes and of its library functions."""
+  nodes = list(graph_def.node)
+  for function in graph_def.library.function:
+    nodes.extend(function.node_def)
+  found = set()
+  for node in nodes:
+    for value in node.attr.values():
+      if value.type:
+        found.add(tf.dtypes.as_dtype(value.type))
+      found.update(tf.dtypes.as_dtype(t) for t in value.list.type)
+  return found
+
+
+@pytest.mark.parametrize("make,takes_ids", ALL_METRICS)
+def test_update_graph_has_no_float64(make, takes_ids):
+  metric = make()
+  label_specs = [tf.TensorSpec([16, C], tf.float32)] + ([tf.TensorSpec([16], tf.int64)] if takes_ids else [])
+  for spec in label_specs:
+    update = tf.function(lambda y, s: [metric.update_state(y, s), None][1])
+    graph = update.get_concrete_function(spec, tf.TensorSpec([16, C], tf.float32)).graph
+    assert tf.float64 not in {t.dtype for op in graph.get_operations() for t in list(op.outputs) + list(op.inputs)}
+    dtypes = _dtypes_in(graph.as_graph_def())
+    assert tf.float32 in dtypes and tf.float64 not in dtypes
+  # The check can fail: the exact reference builds float64 ops.
+  exact = tf.function(lambda y, s: reference.ndcg(y, s)).get_concrete_function(
+      tf.TensorSpec([16], tf.int64), tf.TensorSpec([16, C], tf.float32)).graph
+  assert tf.float64 in _dtypes_in(exact.as_graph_def())
+
+
+def test_every_metric_with_jit_compile_and_weights():
+  labels, scores = _case(64)
+  scores = np.round(scores).astype(np.float32)  # many ties
+  weights = RNG.random(64).astype(np.float32)
+  dense = RNG.integers(-1, 3, (64, C)).astype(np.float32)
+  references = [reference.top_k_accuracy, reference.ndcg, reference.ndcg, reference.reciprocal_rank,
+                reference.reciprocal_rank, reference.average_precision, None, None, reference.spearman]
+  kwargs = [{"k": 5}, {"k": 5}, {}, {}, {"k": 3}, {}, {}, {}, {}]
+  for (make, takes_ids), fn, kw in zip(ALL_METRICS, references, kwargs):
+    for y in ([labels, dense] if takes_ids else [dense]):
+      eager = make()
+      eager.update_state(y, scores, sample_weight=weights)
+      compiled = make()
+      tf.function(lambda a, b, w, m=compiled: [m.update_state(a, b, sample_weight=w), None][1],
+                  jit_compile=True)(tf.constant(y), tf.constant(scores), tf.constant(weights))
+      assert float(compiled.result()) == pytest.approx(float(eager.result()), abs=1e-6)
+      if fn is not None:
+        values = fn(y, scores.astype(np.float64), **kw).numpy()
+        assert float(eager.result()) == pytest.approx(np.sum(weights * values) / np.sum(weights), abs=2e-6)
+
+
+def test_recall_and_precision_on_multi_label():
+  scores = RNG.normal(size=(40, C)).astype(np.float32)
+  multi_hot = (RNG.random((40, C)) < 0.4).astype(np.float32)
+  multi_hot[:, 0] = 1.0
+  recall, precision = metrics.RecallAtK(2), metrics.PrecisionAtK(2)
+  recall.update_state(multi_hot, scores)
+  precision.update_state(multi_hot, scores)
+  top2 = np.argsort(-scores, axis=1)[:, :2]
+  hits = np.take_along_axis(multi_hot, top2, axis=1).sum(1)
+  assert float(recall.result()) == pytest.approx(np.mean(hits / multi_hot.sum(1)), abs=1e-6)
+  assert float(precision.result()) == pytest.approx(np.mean(hits / 2), abs=1e-6)
+
+
+def test_every_metric_in_a_mirrored_strategy_step(mirrored_strategy):
+  labels, scores = _case(32)
+  with mirrored_strategy.scope():
+    objects = [make() for make, takes_ids in ALL_METRICS if takes_ids]
+
+  @tf.function
+  def step(y, s):
+    def replica_fn(y, s):
+      for m in objects:
+        m.update_state(y, s)
+    mirrored_strategy.run(replica_fn, args=(y, s))
+
+  dataset = tf.data.Dataset.from_tensor_slices((labels, scores)).batch(8)
+  for y, s in mirrored_strategy.experimental_distribute_dataset(dataset):
+    step(y, s)
+  want = top_k_accuracy_score(labels, scores, k=5, labels=range(C))
+  assert float(objects[0].result()) == pytest.approx(want, abs=1e-6)
+  want = np.mean(reference.reciprocal_rank(labels, scores.astype(np.float64)).numpy())
+  assert float(objects[3].result()) == pytest.approx(want, abs=1e-6)

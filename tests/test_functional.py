@@ -1,32 +1,90 @@
-"""Per-list metrics against scikit-learn, scipy, TF-Ranking and brute-force tie enumeration."""
+"""The float32 O(B*C) metrics against the exact float64 reference, brute force over tie-breaking,
+scikit-learn, Keras and TF-Ranking."""
 import itertools
 import math
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from scipy.stats import spearmanr
-from sklearn.metrics import (average_precision_score, label_ranking_average_precision_score,
-                             ndcg_score, top_k_accuracy_score)
+from sklearn.metrics import (label_ranking_average_precision_score, ndcg_score,
+                             top_k_accuracy_score)
 
 from tfrank4class.metrics import functional as F
+from tfrank4class.metrics import reference as R
 from tfrank4class import compat
 
 tfr_metrics = compat.tf_ranking_module("keras.metrics")
 
-RNG = np.random.default_rng(1234)
-B, C = 40, 8
+RNG = np.random.default_rng(2024)
+
+# (function name, kwargs) of every metric that the reference also has.
+CASES = [("top_k_accuracy", {"k": 1}), ("top_k_accuracy", {"k": 5}), ("reciprocal_rank", {}),
+         ("reciprocal_rank", {"k": 3}), ("ndcg", {"k": 1}), ("ndcg", {"k": 5}), ("ndcg", {}),
+         ("ndcg", {"k": 5, "gain": "linear"}), ("average_precision", {})]
 
 
-def _random_case(tied):
-  scores = RNG.integers(0, 3, (B, C)).astype(np.float32) if tied else RNG.normal(size=(B, C)).astype(np.float32)
-  labels = RNG.integers(0, C, B)
-  return labels, scores
+def _tied_scores(b, c, levels):
+  """Integer-valued float32 scores: many ties when ``levels`` is small against ``c``."""
+  return RNG.integers(0, levels, (b, c)).astype(np.float32)
 
 
-# --- brute force over every tie-breaking order (the definition of the tie rule) -------------------
+def _exact(name, labels, scores, **kwargs):
+  """The float64 reference value (scores given to it in float64, so its result is float64)."""
+  return getattr(R, name)(labels, scores.astype(np.float64), **kwargs).numpy()
+
+
+# --- the fast path equals the exact reference --------------------------------------------------
+
+@pytest.mark.parametrize("c,levels", [(2, 2), (7, 3), (28, 5), (1000, 20), (10000, 50)])
+@pytest.mark.parametrize("name,kwargs", CASES)
+def test_class_ids_equal_reference_with_many_ties(c, levels, name, kwargs):
+  b = 24
+  scores = _tied_scores(b, c, levels)
+  labels = RNG.integers(0, c, b)
+  scores[0] = 1.0  # one list with every score tied: the chance value
+  got = getattr(F, name)(labels, scores, **kwargs).numpy()
+  assert got.dtype == np.float32
+  np.testing.assert_allclose(got, _exact(name, labels, scores, **kwargs), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("c,levels", [(2, 2), (9, 3), (300, 10), (10000, 50)])
+@pytest.mark.parametrize("name,kwargs", CASES)
+def test_dense_relevance_with_padding_equals_reference(c, levels, name, kwargs):
+  b = 16
+  scores = _tied_scores(b, c, levels)
+  graded = RNG.integers(0, 4, (b, c)).astype(np.float32) * (RNG.random((b, c)) < 0.3)
+  graded[RNG.random((b, c)) < 0.2] = -1.0  # padding
+  graded[1] = -1.0
+  graded[1, 0] = 2.0  # a list with one valid item
+  graded[2] = 0.0  # no relevant item
+  scores[3] = 0.0
+  atol = 1e-5 if name == "average_precision" else 2e-6
+  got = getattr(F, name)(graded, scores, **kwargs).numpy()
+  np.testing.assert_allclose(got, _exact(name, graded, scores, **kwargs), rtol=0, atol=atol)
+  multi_hot = (graded > 0).astype(np.float32) - (graded < 0)
+  got = getattr(F, name)(multi_hot, scores, **kwargs).numpy()
+  np.testing.assert_allclose(got, _exact(name, multi_hot, scores, **kwargs), rtol=0, atol=atol)
+
+
+@pytest.mark.parametrize("c", [5, 2000])
+def test_spearman_equals_reference(c):
+  scores = _tied_scores(12, c, 7)
+  graded = RNG.integers(-1, 4, (12, c)).astype(np.float32)
+  np.testing.assert_allclose(F.spearman(graded, scores).numpy(),
+                             R.spearman(graded, scores.astype(np.float64)).numpy(), rtol=0, atol=1e-5)
+
+
+def test_class_ids_and_their_one_hot_agree():
+  scores = _tied_scores(20, 12, 4)
+  labels = RNG.integers(0, 12, 20)
+  one_hot = np.eye(12, dtype=np.float32)[labels]
+  for name, kwargs in CASES:
+    np.testing.assert_allclose(getattr(F, name)(labels, scores, **kwargs).numpy(),
+                               getattr(F, name)(one_hot, scores, **kwargs).numpy(), atol=2e-7)
+
+
+# --- brute force over every tie-breaking order -------------------------------------------------
 
 def _expected_over_ties(metric, relevance, scores):
   n = len(scores)
@@ -37,13 +95,8 @@ def _expected_over_ties(metric, relevance, scores):
   return float(np.mean(values))
 
 
-def _ap(ranked):
-  hits, total = 0, 0.0
-  for p, r in enumerate(ranked, 1):
-    if r > 0:
-      hits += 1
-      total += hits / p
-  return total / max(1, sum(r > 0 for r in ranked))
+def _hits(ranked, k):
+  return sum(r > 0 for r in ranked[:k])
 
 
 def _rr(ranked, k=None):
@@ -53,177 +106,211 @@ def _rr(ranked, k=None):
   return 0.0
 
 
-def _topk(ranked, k):
-  return float(any(r > 0 for r in ranked[:k]))
+def _ndcg(ranked, k):
+  dcg = sum((2 ** r - 1) / math.log2(1 + p) for p, r in enumerate(ranked[:k], 1))
+  ideal = sum((2 ** r - 1) / math.log2(1 + p) for p, r in enumerate(sorted(ranked, reverse=True)[:k], 1))
+  return dcg / ideal if ideal > 0 else 0.0
 
 
-@pytest.mark.parametrize("tied", [False, True])
-def test_ndcg_matches_sklearn(tied):
-  labels, scores = _random_case(tied)
-  onehot = np.eye(C)[labels]
-  graded = RNG.integers(0, 4, (B, C)).astype(np.float32)
-  for k in (1, 5, None):
-    got = F.ndcg(labels, scores, k=k, gain="linear").numpy()
-    want = [ndcg_score(onehot[i:i + 1], scores[i:i + 1], k=k) for i in range(B)]
-    np.testing.assert_allclose(got, want, atol=1e-6)
-    got = F.ndcg(graded, scores, k=k, gain="linear").numpy()
-    want = [ndcg_score(graded[i:i + 1], scores[i:i + 1], k=k) if graded[i].any() else 0.0
-            for i in range(B)]
-    np.testing.assert_allclose(got, want, atol=1e-6)
-    # exp2 gains: sklearn on transformed relevance 2^r - 1.
-    got = F.ndcg(graded, scores, k=k).numpy()
-    want = [ndcg_score(2 ** graded[i:i + 1] - 1, scores[i:i + 1], k=k) if graded[i].any() else 0.0
-            for i in range(B)]
-    np.testing.assert_allclose(got, want, atol=1e-6)
-
-
-def test_top_k_accuracy_matches_sklearn_on_distinct_scores():
-  labels, scores = _random_case(tied=False)
-  for k in (1, 3, 5):
-    got = F.top_k_accuracy(labels, scores, k=k).numpy().mean()
-    assert got == pytest.approx(top_k_accuracy_score(labels, scores, k=k, labels=range(C)))
-
-
-def test_average_precision_matches_sklearn_on_distinct_scores():
-  _, scores = _random_case(tied=False)
-  relevance = (RNG.random((B, C)) < 0.3).astype(np.float32)
-  relevance[:, 0] = 1.0
-  got = F.average_precision(relevance, scores).numpy()
-  want = [average_precision_score(relevance[i], scores[i]) for i in range(B)]
-  np.testing.assert_allclose(got, want, atol=1e-6)
-  assert got.mean() == pytest.approx(label_ranking_average_precision_score(relevance, scores), abs=1e-6)
-
-
-@pytest.mark.parametrize("tied", [False, True])
-def test_spearman_matches_scipy(tied):
-  _, scores = _random_case(tied)
-  graded = RNG.integers(0, 4, (B, C)).astype(np.float32)
-  got = F.spearman(graded, scores).numpy()
-  want = []
-  for i in range(B):
-    rho = spearmanr(graded[i], scores[i]).statistic
-    want.append(0.0 if np.isnan(rho) else rho)  # constant lists: documented 0
-  np.testing.assert_allclose(got, want, atol=1e-5)
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_tied_metrics_are_expectations_over_tie_breaking(seed):
+@pytest.mark.parametrize("seed", range(5))
+def test_expectations_over_tie_breaking(seed):
   rng = np.random.default_rng(seed)
   n = 6
-  scores = rng.integers(0, 3, n).astype(np.float64)
-  relevance = (rng.random(n) < 0.4).astype(np.float64)
-  relevance[rng.integers(n)] = 1.0
-  rel, sc = relevance[None], scores[None]
-  assert float(F.average_precision(rel, sc)[0]) == pytest.approx(_expected_over_ties(_ap, relevance, scores), abs=1e-6)
-  assert float(F.reciprocal_rank(rel, sc)[0]) == pytest.approx(_expected_over_ties(_rr, relevance, scores), abs=1e-6)
-  assert float(F.reciprocal_rank(rel, sc, k=2)[0]) == pytest.approx(
-      _expected_over_ties(lambda r: _rr(r, 2), relevance, scores), abs=1e-6)
-  for k in (1, 2, 4):
-    assert float(F.top_k_accuracy(rel, sc, k=k)[0]) == pytest.approx(
-        _expected_over_ties(lambda r: _topk(r, k), relevance, scores), abs=1e-6)
+  scores = rng.integers(0, 3, n).astype(np.float32)
+  graded = rng.integers(0, 3, n).astype(np.float32) * (rng.random(n) < 0.5)
+  graded[rng.integers(n)] = 1.0
+  y = int(rng.integers(n))
+  one_hot = np.eye(n)[y]
+  for labels, relevance in (([y], one_hot), (graded[None], graded)):
+    sc = scores[None]
+    for k in (1, 2, 4):
+      want_hits = _expected_over_ties(lambda r, k=k: _hits(r, k), relevance, scores)
+      want_topk = _expected_over_ties(lambda r, k=k: float(_hits(r, k) > 0), relevance, scores)
+      assert float(F.top_k_accuracy(labels, sc, k=k)[0]) == pytest.approx(want_topk, abs=1e-6)
+      assert float(F.recall_at_k(labels, sc, k=k)[0]) == pytest.approx(
+          want_hits / (relevance > 0).sum(), abs=1e-6)
+      assert float(F.precision_at_k(labels, sc, k=k)[0]) == pytest.approx(want_hits / k, abs=1e-6)
+      assert float(F.reciprocal_rank(labels, sc, k=k)[0]) == pytest.approx(
+          _expected_over_ties(lambda r, k=k: _rr(r, k), relevance, scores), abs=1e-6)
+      assert float(F.ndcg(labels, sc, k=k)[0]) == pytest.approx(
+          _expected_over_ties(lambda r, k=k: _ndcg(r, k), relevance, scores), abs=1e-6)
 
 
 def test_all_equal_scores_give_chance_values():
   scores = np.zeros((1, 4), np.float32)
   assert float(F.top_k_accuracy([2], scores, k=1)[0]) == pytest.approx(0.25)
   assert float(F.reciprocal_rank([2], scores)[0]) == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
+  assert float(F.ndcg([2], scores, k=2)[0]) == pytest.approx((1 + 1 / math.log2(3)) / 4)
 
 
-@pytest.mark.parametrize("tied", [False, True])
-def test_against_tf_ranking_metrics_on_one_hot(tied):
-  labels, scores = _random_case(tied)
-  if tied:
-    # TF-Ranking breaks ties at random: compare on lists whose true class is not tied.
-    true = scores[np.arange(B), labels]
-    keep = (scores == true[:, None]).sum(1) == 1
-    labels, scores = labels[keep], scores[keep]
-  onehot = np.eye(C, dtype=np.float32)[labels]
-  for k in (1, 5):
-    want = tfr_metrics.NDCGMetric(topn=k)(onehot, scores).numpy()
-    assert F.ndcg(labels, scores, k=k).numpy().mean() == pytest.approx(want, abs=1e-5)
-  want = tfr_metrics.MRRMetric()(onehot, scores).numpy()
-  assert F.reciprocal_rank(labels, scores).numpy().mean() == pytest.approx(want, abs=1e-5)
+# --- scikit-learn, Keras and TF-Ranking on tie-free inputs -------------------------------------
+
+@pytest.mark.parametrize("c", [3, 10, 1000])
+def test_class_ids_match_sklearn_and_keras(c):
+  b = 64
+  scores = RNG.normal(size=(b, c)).astype(np.float32)
+  labels = RNG.integers(0, c, b)
+  one_hot = np.eye(c)[labels]
+  for k in (1, 2, 5):
+    if k < c:
+      want = top_k_accuracy_score(labels, scores, k=k, labels=range(c))
+      assert F.top_k_accuracy(labels, scores, k=k).numpy().mean() == pytest.approx(want, abs=1e-6)
+    keras = tf.keras.metrics.SparseTopKCategoricalAccuracy(k)
+    keras.update_state(labels, scores)
+    assert F.top_k_accuracy(labels, scores, k=k).numpy().mean() == pytest.approx(float(keras.result()), abs=1e-6)
+    want = [ndcg_score(one_hot[i:i + 1], scores[i:i + 1], k=k) for i in range(b)]
+    np.testing.assert_allclose(F.ndcg(labels, scores, k=k, gain="linear").numpy(), want, atol=1e-6)
+  want = label_ranking_average_precision_score(one_hot, scores)
+  assert F.average_precision(labels, scores).numpy().mean() == pytest.approx(want, abs=1e-6)
+  assert F.reciprocal_rank(labels, scores).numpy().mean() == pytest.approx(want, abs=1e-6)
+
+
+def test_dense_relevance_matches_sklearn():
+  b, c = 40, 30
+  scores = RNG.normal(size=(b, c)).astype(np.float32)
+  graded = RNG.integers(0, 4, (b, c)).astype(np.float32) * (RNG.random((b, c)) < 0.3)
+  graded[:, 0] = 1.0
+  for k in (1, 5, None):
+    want = [ndcg_score(graded[i:i + 1], scores[i:i + 1], k=k) for i in range(b)]
+    np.testing.assert_allclose(F.ndcg(graded, scores, k=k, gain="linear").numpy(), want, atol=1e-6)
+  binary = (graded > 0).astype(np.float32)
+  want = label_ranking_average_precision_score(binary, scores)
+  assert F.average_precision(binary, scores).numpy().mean() == pytest.approx(want, abs=1e-6)
+
+
+def test_spearman_matches_scipy():
+  scores = _tied_scores(30, 8, 3)
+  graded = RNG.integers(0, 4, (30, 8)).astype(np.float32)
+  want = [0.0 if np.isnan(r) else r for r in (spearmanr(graded[i], scores[i]).statistic for i in range(30))]
+  np.testing.assert_allclose(F.spearman(graded, scores).numpy(), want, atol=1e-5)
+
+
+def test_recall_and_precision_match_tf_ranking():
+  b, c = 32, 28
+  scores = RNG.normal(size=(b, c)).astype(np.float32)
+  multi_hot = (RNG.random((b, c)) < 0.15).astype(np.float32)
+  multi_hot[:, 3] = 1.0
+  multi_hot[0, 10:] = -1.0  # padding: a list of 10 valid items
+  for k in (1, 5, 20):
+    want = tfr_metrics.RecallMetric(topn=k)(multi_hot, scores).numpy()
+    assert F.recall_at_k(multi_hot, scores, k=k).numpy().mean() == pytest.approx(want, abs=1e-6)
+    want = tfr_metrics.PrecisionMetric(topn=k)(multi_hot, scores).numpy()
+    assert F.precision_at_k(multi_hot, scores, k=k).numpy().mean() == pytest.approx(want, abs=1e-6)
 
 
 def test_rank4class_figure_1():
-  """Two models over the same two images: same Top-1 and Top-5, different NDCG@5."""
+  """Rank4Class Fig. 1: same Top-1 and Top-5 (0.5, 1.0), NDCG@5 0.82 against 0.72."""
   labels = [0, 0]
-  # Model 1 puts the true class at ranks 2 and 1; model 2 at ranks 1 and 4.
   model_1 = [[0.3, 0.4, 0.1, 0.1, 0.1], [0.6, 0.1, 0.1, 0.1, 0.1]]
   model_2 = [[0.5, 0.2, 0.1, 0.1, 0.1], [0.15, 0.3, 0.25, 0.2, 0.1]]
   for scores in (model_1, model_2):
     assert F.top_k_accuracy(labels, scores, k=1).numpy().mean() == pytest.approx(0.5)
     assert F.top_k_accuracy(labels, scores, k=5).numpy().mean() == pytest.approx(1.0)
-  assert F.ndcg(labels, model_1, k=5).numpy().mean() == pytest.approx((1 / math.log2(3) + 1) / 2, abs=1e-6)
-  assert F.ndcg(labels, model_2, k=5).numpy().mean() == pytest.approx((1 + 1 / math.log2(5)) / 2, abs=1e-6)
   assert round(float(F.ndcg(labels, model_1, k=5).numpy().mean()), 2) == 0.82
   assert round(float(F.ndcg(labels, model_2, k=5).numpy().mean()), 2) == 0.72
 
 
-def test_no_relevant_item_and_padding():
-  relevance = np.array([[0.0, 0.0, 0.0], [1.0, -1.0, 0.0]], np.float32)
-  scores = np.array([[0.1, 0.2, 0.3], [0.1, 9.0, 0.0]], np.float32)
-  for fn in (F.ndcg, F.reciprocal_rank, F.average_precision, F.spearman):
-    values = fn(relevance, scores).numpy()
-    assert np.all(np.isfinite(values))
-    assert values[0] == 0.0
-  # The padded item (score 9) is ignored: the relevant item is first among the valid ones.
-  assert F.reciprocal_rank(relevance, scores).numpy()[1] == pytest.approx(1.0)
-  assert F.top_k_accuracy(relevance, scores, k=1).numpy()[1] == pytest.approx(1.0)
-  assert F.ndcg(relevance, scores).numpy()[1] == pytest.approx(1.0)
+# --- the closed forms' pieces ------------------------------------------------------------------
+
+def test_harmonic_difference_float32_error():
+  a = np.concatenate([np.arange(0, 40), np.geomspace(40, 1e7, 300).round()])
+  t = np.concatenate([np.arange(0, 40), RNG.integers(0, 50, 300), np.geomspace(1, 1e6, 40).round()])
+  a, t = np.meshgrid(a, t[:80])
+  a, t = a.ravel(), t.ravel()
+  # float64 reference: exact sums for short ranges, the difference of log-gamma derivatives else.
+  from scipy.special import digamma
+  want = np.where(t <= 50, [np.sum(1.0 / np.arange(x + 1, x + y + 1)) if y <= 50 else 0.0
+                             for x, y in zip(a, t)], digamma(a + t + 1) - digamma(a + 1))
+  got = F.harmonic_difference(a.astype(np.float32), t.astype(np.float32)).numpy()
+  nonzero = want > 0
+  assert np.all(got[~nonzero] == 0)
+  assert np.max(np.abs(got[nonzero] / want[nonzero] - 1)) < 5e-7
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.floats(-20, 20, width=32), min_size=5, max_size=5), min_size=1, max_size=6),
-       st.data())
-def test_bruch_bound(logits, data):
-  """Bruch et al. 2019: p(true) <= 1 / rank(true), so mean softmax CE >= -log(MRR)."""
-  logits = np.array(logits, np.float32)
-  labels = np.array([data.draw(st.integers(0, 4)) for _ in range(len(logits))])
-  log_p = tf.nn.log_softmax(tf.constant(logits, tf.float64)).numpy()
-  p_true = np.exp(log_p[np.arange(len(labels)), labels])
-  # The pessimistic rank (every tie counted ahead) is the tightest rank the bound holds for.
-  worst_rank = (logits >= logits[np.arange(len(labels)), labels][:, None]).sum(1)
-  assert np.all(p_true <= 1.0 / worst_rank + 1e-9)
-  rr = F.reciprocal_rank(labels, logits).numpy().astype(np.float64)
-  assert np.all(p_true <= rr + 1e-6)  # expected RR over ties >= 1 / worst rank
-  ce = -log_p[np.arange(len(labels)), labels].mean()
-  assert ce >= -np.log(rr.mean()) - 1e-6
+def test_rank_range():
+  scores = _tied_scores(30, 9, 3)
+  labels = RNG.integers(0, 9, 30)
+  g, e = F.rank_range(labels[:, None], scores)
+  true = scores[np.arange(30), labels][:, None]
+  np.testing.assert_array_equal(g.numpy(), (scores > true).sum(1))
+  np.testing.assert_array_equal(e.numpy(), (scores == true).sum(1) - 1)
+  with pytest.raises(ValueError, match=r"`labels` must be class ids of shape \[B\] or \[B, 1\]"):
+    F.rank_range(np.eye(9)[labels], scores)
 
 
-def test_runs_in_tf_function_and_xla():
-  labels, scores = _random_case(tied=True)
-  eager = F.ndcg(labels, scores, k=5).numpy()
-  for jit in (False, True):
-    fn = tf.function(lambda y, s: (F.ndcg(y, s, k=5), F.top_k_accuracy(y, s, k=2),
-                                   F.reciprocal_rank(y, s), F.average_precision(y, s),
-                                   F.spearman(tf.one_hot(y, C), s)), jit_compile=jit)
-    out = fn(tf.constant(labels), tf.constant(scores))
-    np.testing.assert_allclose(out[0].numpy(), eager, atol=1e-6)
-    assert all(np.all(np.isfinite(o.numpy())) for o in out)
+# --- graph mode, XLA, unknown list size ------------------------------------------------------
+
+ALL = [(F.top_k_accuracy, {"k": 2}), (F.reciprocal_rank, {}), (F.reciprocal_rank, {"k": 3}),
+       (F.ndcg, {"k": 5}), (F.ndcg, {}), (F.average_precision, {}), (F.recall_at_k, {"k": 3}),
+       (F.precision_at_k, {"k": 3})]
 
 
-@pytest.mark.parametrize("fn", [F.ndcg, F.top_k_accuracy, F.reciprocal_rank, F.average_precision, F.spearman])
+@pytest.mark.parametrize("fn,kwargs", ALL)
+def test_tf_function_and_xla_equal_eager(fn, kwargs):
+  scores = tf.constant(_tied_scores(16, 12, 4))
+  ids = tf.constant(RNG.integers(0, 12, 16))
+  dense = tf.constant(RNG.integers(-1, 3, (16, 12)).astype(np.float32))
+  for labels in (ids, dense):
+    eager = fn(labels, scores, **kwargs).numpy()
+    for jit in (False, True):
+      out = tf.function(lambda y, s: fn(y, s, **kwargs), jit_compile=jit)(labels, scores)
+      np.testing.assert_allclose(out.numpy(), eager, atol=1e-6)
+
+
+@pytest.mark.parametrize("fn,kwargs", ALL)
+def test_unknown_list_size(fn, kwargs):
+  scores = _tied_scores(8, 10, 3)
+  labels = RNG.integers(0, 10, 8)
+  traced = tf.function(lambda y, s: fn(y, s, **kwargs),
+                       input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None, None], tf.float32)])
+  np.testing.assert_allclose(traced(labels, scores).numpy(), fn(labels, scores, **kwargs).numpy(), atol=1e-6)
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fn", [F.ndcg, F.top_k_accuracy, F.reciprocal_rank, F.average_precision,
+                                F.recall_at_k, F.precision_at_k, F.spearman])
 def test_bad_input(fn):
-  with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels.*\[0, num_classes=3\)"):
-    fn([0, 3], [[0.1, 0.2, 0.3]] * 2)
-  with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels.*\[0, num_classes=3\)"):
-    tf.function(fn)(tf.constant([0, -1]), tf.constant([[0.1, 0.2, 0.3]] * 2))
+  scores = [[0.1, 0.2, 0.3]] * 2
+  for labels in ([0, 3], [-1, 0], [[0], [7]]):
+    if fn is F.spearman:
+      break
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels.*\[0, num_classes=3\)"):
+      fn(labels, scores)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels.*\[0, num_classes=3\)"):
+      tf.function(fn)(tf.constant(labels), tf.constant(scores))
+  if fn is not F.spearman:
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"class ids must be whole numbers"):
+      fn([0.5, 1.0], scores)
+    with pytest.raises(ValueError, match=r"same batch size.*3 labels for 2"):
+      fn([0, 1, 2], scores)
   with pytest.raises(ValueError, match=r"labels.*shape \(2, 4\).*3 scores"):
-    fn(np.zeros((2, 4)), [[0.1, 0.2, 0.3]] * 2)
+    fn(np.zeros((2, 4)), scores)
   with pytest.raises(ValueError, match=r"same batch size.*3 labels for 2"):
-    fn([0, 1, 2], [[0.1, 0.2, 0.3]] * 2)
+    fn(np.zeros((3, 3)), scores)
   with pytest.raises(TypeError, match=r"`scores` must be a numeric tensor"):
     fn([0], [["a", "b"]])
   with pytest.raises(ValueError, match=r"`scores` must hold a non-empty list"):
     fn(np.zeros((1, 0)), np.zeros((1, 0)))
-  with pytest.raises(tf.errors.InvalidArgumentError, match=r"`scores` must be finite"):
-    fn([0], [[0.1, float("nan"), 0.3]])
-  with pytest.raises(tf.errors.InvalidArgumentError, match=r"`scores` must be finite"):
-    tf.function(fn)(tf.constant([0]), tf.constant([[0.1, float("inf"), 0.3]]))
+  with pytest.raises(TypeError, match=r"`labels` must be"):
+    fn(["a"], [[0.1, 0.2]])
+  for labels in ([0], [[1.0, 0.0, 0.0]]):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"`scores` must be finite"):
+      fn(labels, [[0.1, float("nan"), 0.3]])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"`scores` must be finite"):
+      tf.function(fn)(tf.constant(labels), tf.constant([[0.1, float("inf"), 0.3]]))
 
 
-@pytest.mark.parametrize("fn", [F.ndcg, F.top_k_accuracy, F.reciprocal_rank])
+def test_xla_drops_the_label_check_and_clips():
+  """Documented limitation: XLA drops tf.debugging assertions; an out-of-range id is clipped."""
+  scores = tf.constant([[0.1, 0.2, 0.9]])
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels.*\[0, num_classes=3\)"):
+    tf.function(lambda y, s: F.top_k_accuracy(y, s, k=1))(tf.constant([5]), scores)
+  out = tf.function(lambda y, s: F.top_k_accuracy(y, s, k=1), jit_compile=True)(tf.constant([5]), scores)
+  assert out.numpy().tolist() == [1.0]  # scored as class 2, the highest
+
+
+@pytest.mark.parametrize("fn", [F.ndcg, F.top_k_accuracy, F.reciprocal_rank, F.recall_at_k, F.precision_at_k])
 def test_bad_k(fn):
   for k in (0, -2, 1.5, "3"):
     with pytest.raises(ValueError, match=r"`k` must be an integer >= 1.*got"):

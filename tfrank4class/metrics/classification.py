@@ -9,6 +9,13 @@ accepts integer class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, C]`` wit
 
 Being ``keras.metrics.Mean`` subclasses, they aggregate correctly across batches and replicas
 and accept ``sample_weight`` of shape ``[B]`` or ``[B, 1]`` (one weight per list).
+
+Cost. With class ids an update is ``O(B * C)`` comparisons in float32 and no sort, about the cost
+of Keras' ``SparseTopKCategoricalAccuracy``; every metric compiles with ``jit_compile=True`` and
+builds no float64 op, so it runs inside a TPU step. Each metric computes its own rank statistics:
+inside one compiled train step TensorFlow's graph optimiser (and XLA) merge the identical
+comparisons of several metrics on the same batch, so sharing them by hand does not pay
+(measured: four metrics cost about as much as one; BUILD_NOTES, issue 15).
 """
 import tensorflow as tf
 
@@ -62,7 +69,7 @@ class NDCG(_PerListMean):
 
   def __init__(self, k=None, gain="exp2", name=None, dtype=None):
     self.k = _validation.check_int("k", k, minimum=1, allow_none=True)
-    self.gain = _validation.check_choice("gain", gain, functional._GAINS)
+    self.gain = _validation.check_choice("gain", gain, functional.GAINS)
     super().__init__(name=name or ("ndcg" if self.k is None else f"ndcg_{self.k}"), dtype=dtype)
 
   def _per_list(self, y_true, y_pred):
@@ -119,7 +126,7 @@ class Spearman(_PerListMean):
   Example:
     >>> m = Spearman()
     >>> _ = m.update_state([[1.0, 2.0, 3.0]], [[0.1, 0.5, 0.2]])
-    >>> float(m.result())
+    >>> round(float(m.result()), 6)
     0.5
   """
 
@@ -128,3 +135,53 @@ class Spearman(_PerListMean):
 
   def _per_list(self, y_true, y_pred):
     return functional.spearman(y_true, y_pred)
+
+
+@compat.register_serializable
+class RecallAtK(_PerListMean):
+  """Mean over lists of the expected fraction of relevant items among the top ``k`` scores.
+
+  For multi-label classifiers (GoEmotions multi-label, MIND): dense relevance ``[B, C]``,
+  relevant = relevance > 0, ties in expectation (see ``functional.recall_at_k``). With class ids
+  it equals :class:`TopKAccuracy`.
+
+  Example:
+    >>> m = RecallAtK(k=2)
+    >>> _ = m.update_state([[1.0, 0.0, 1.0, 0.0]], [[0.9, 0.8, 0.1, 0.2]])
+    >>> float(m.result())
+    0.5
+  """
+
+  def __init__(self, k=5, name=None, dtype=None):
+    self.k = _validation.check_int("k", k, minimum=1)
+    super().__init__(name=name or f"recall_{self.k}", dtype=dtype)
+
+  def _per_list(self, y_true, y_pred):
+    return functional.recall_at_k(y_true, y_pred, k=self.k)
+
+  def get_config(self):
+    return {**super().get_config(), "k": self.k}
+
+
+@compat.register_serializable
+class PrecisionAtK(_PerListMean):
+  """Mean over lists of the expected fraction of relevant items among the top ``k`` scores,
+  divided by ``min(k, valid items)`` as TF-Ranking's ``PrecisionMetric`` (see
+  ``functional.precision_at_k``).
+
+  Example:
+    >>> m = PrecisionAtK(k=2)
+    >>> _ = m.update_state([[1.0, 0.0, 1.0, 0.0]], [[0.9, 0.8, 0.1, 0.2]])
+    >>> float(m.result())
+    0.5
+  """
+
+  def __init__(self, k=5, name=None, dtype=None):
+    self.k = _validation.check_int("k", k, minimum=1)
+    super().__init__(name=name or f"precision_{self.k}", dtype=dtype)
+
+  def _per_list(self, y_true, y_pred):
+    return functional.precision_at_k(y_true, y_pred, k=self.k)
+
+  def get_config(self):
+    return {**super().get_config(), "k": self.k}

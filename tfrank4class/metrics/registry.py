@@ -1,19 +1,20 @@
 """Metrics by name, for flags and configs: ``get("top_5")``, ``get("ndcg_5")``, ``get("mrr")``.
 
-    top_K  -> TopKAccuracy(K)       ndcg -> NDCG()       ndcg_K -> NDCG(K)
-    mrr    -> MRR()                 mrr_K -> MRR(K)      map -> MeanAveragePrecision()
-    spearman -> Spearman()
+    top_K    -> TopKAccuracy(K)     ndcg  -> NDCG()     ndcg_K -> NDCG(K)
+    mrr      -> MRR()               mrr_K -> MRR(K)     map    -> MeanAveragePrecision()
+    recall_K -> RecallAtK(K)        precision_K -> PrecisionAtK(K)    spearman -> Spearman()
 """
 import re
 
 from tfrank4class.metrics import classification
 
-PATTERNS = ("top_K", "ndcg", "ndcg_K", "mrr", "mrr_K", "map", "spearman")
+PATTERNS = ("top_K", "ndcg", "ndcg_K", "mrr", "mrr_K", "map", "spearman", "recall_K", "precision_K")
 
 _FIXED = {"ndcg": classification.NDCG, "mrr": classification.MRR,
           "map": classification.MeanAveragePrecision, "spearman": classification.Spearman}
 _WITH_K = {"top": classification.TopKAccuracy, "ndcg": classification.NDCG,
-           "mrr": classification.MRR}
+           "mrr": classification.MRR, "recall": classification.RecallAtK,
+           "precision": classification.PrecisionAtK}
 
 
 def parse(name):
@@ -24,7 +25,7 @@ def parse(name):
   """
   if name in _FIXED:
     return _FIXED[name], ()
-  match = re.fullmatch(r"(top|ndcg|mrr)_([0-9]+)", str(name))
+  match = re.fullmatch(r"(top|ndcg|mrr|recall|precision)_([0-9]+)", str(name))
   if match and int(match.group(2)) >= 1:
     return _WITH_K[match.group(1)], (int(match.group(2)),)
   raise ValueError(

@@ -1,7 +1,7 @@
 """Tie statistics of score lists, the basis of every tie-aware metric.
 
 For item ``i`` of a list with scores ``s`` (padded items excluded by ``mask``) and a relevance
-indicator ``r``, this module computes in O(n log n) with two sorts:
+indicator ``r``, this module computes in O(n log n) with one sort:
 
     above_i     = |{j valid : s_j >  s_i}|          (items strictly ahead of i)
     tied_i      = |{j valid : s_j == s_i}|          (its tie group, i included)
@@ -34,7 +34,12 @@ def tie_statistics(scores, relevant=None, mask=None):
     # Padded items sink below every valid one and are never counted.
     scores = tf.where(mask, scores, tf.constant(-float("inf"), dtype))
   n = tf.shape(scores)[-1]
-  ascending = tf.sort(scores, axis=-1)
+  if relevant is None:
+    ascending = tf.sort(scores, axis=-1)
+  else:
+    # One sort serves both: the permutation orders the relevance, the gathered values are searched.
+    order = tf.argsort(scores, axis=-1, direction="ASCENDING", stable=True)
+    ascending = tf.gather(scores, order, batch_dims=1)
   # Positions in the ascending sort: items <= s_i and items < s_i.
   n_le = tf.searchsorted(ascending, scores, side="right")
   n_lt = tf.searchsorted(ascending, scores, side="left")
@@ -45,7 +50,6 @@ def tie_statistics(scores, relevant=None, mask=None):
     relevant = tf.cast(relevant, dtype)
     if mask is not None:
       relevant = tf.where(mask, relevant, tf.zeros_like(relevant))
-    order = tf.argsort(scores, axis=-1, direction="ASCENDING", stable=True)
     rel_sorted = tf.gather(relevant, order, batch_dims=1)
     # cum[k] = relevance of the k smallest items; prepend 0 so cum[0] = 0.
     cum = tf.concat([tf.zeros_like(rel_sorted[:, :1]), tf.cumsum(rel_sorted, axis=-1)], axis=-1)

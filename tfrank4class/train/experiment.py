@@ -51,8 +51,8 @@ from absl import logging as absl_logging
 from tfrank4class import _validation
 from tfrank4class import data as data_lib
 from tfrank4class import encoders as encoders_lib
-from tfrank4class.compat import keras
 from tfrank4class import heads as heads_lib
+from tfrank4class.compat import keras
 from tfrank4class import losses as losses_lib
 from tfrank4class import metrics as metrics_lib
 from tfrank4class.train import strategy as strategy_lib

@@ -1,0 +1,191 @@
+"""Ranking metrics in a train step against Keras' own top-k accuracy.
+
+For C classes, batch B and input width d, one train step of a ``Dense(C)`` classifier (forward,
+sparse softmax cross-entropy, backward, Adam update) is timed inside ``tf.function`` with
+different metric sets updated in the same step, as ``model.compile(metrics=...)`` does:
+
+  * ``none``: no metric (the bare step);
+  * ``keras 1+5``: Keras' ``SparseTopKCategoricalAccuracy(1)`` and ``(5)``;
+  * ``ours 4``: our ``TopKAccuracy(1)``, ``TopKAccuracy(5)``, ``NDCG(5)``, ``MRR()``;
+  * ``keras top5``: ``SparseTopKCategoricalAccuracy(5)`` alone;
+  * ``top1`` / ``top5`` / ``ndcg5`` / ``mrr``: one of ours alone;
+  * ``exact 4``: the four computed by the exact float64 reference (the implementation before
+    issue 15), wrapped in ``keras.metrics.Mean``; only up to ``--exact_max_classes`` (at
+    C = 10,000 it takes seconds per step, and under XLA its searchsorted asks for ~100 GB).
+
+Every round times every configuration once, in turn, so they share the machine's load; a ratio
+is the median over rounds of the per-round ratio (``ours 4`` and ``exact 4`` over ``keras 1+5``,
+each single metric over ``keras top5``); times are medians in ms per step of *process CPU time*
+(with one intra- and one inter-op thread that is the step time of a quiet machine, and it does
+not count the time other processes hold the shared cores). Runs with and without
+``jit_compile=True``; one thread by default. A timing runs ``--steps`` steps, or more when the
+bare step is short (enough for about 0.2 s of it).
+
+Usage:
+  nice -n 10 .venv/bin/python benchmarks/metrics.py [--threads 1] [--dim 128] [--rounds 5]
+      [--steps 10] [--classes 28,100,1000,10000] [--batches 64,256] [--exact_max_classes 1000]
+Writes benchmarks/out/metrics.json and benchmarks/out/metrics.png.
+"""
+import argparse
+import json
+import statistics
+import time
+
+from _common import OUT, setup_tensorflow  # noqa: E402
+
+SINGLE = ("top1", "top5", "ndcg5", "mrr")
+CONFIGS = ("none", "keras 1+5", "ours 4", "keras top5") + SINGLE + ("exact 4",)
+
+
+def _metric_sets(tf):
+  """Configuration name -> a function building its fresh metric objects."""
+  from tfrank4class import metrics  # pylint: disable=g-import-not-at-top
+  from tfrank4class.compat import keras  # pylint: disable=g-import-not-at-top
+  from tfrank4class.metrics import reference  # pylint: disable=g-import-not-at-top
+
+  class Exact(keras.metrics.Mean):
+    """The batch mean of a reference (float64, sort-based) per-list function."""
+
+    def __init__(self, fn, **kwargs):
+      super().__init__()
+      self.fn, self.kwargs = fn, kwargs
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+      return super().update_state(self.fn(y_true, y_pred, **self.kwargs))
+
+  keras_top = keras.metrics.SparseTopKCategoricalAccuracy
+  return {
+      "none": lambda: [],
+      "keras 1+5": lambda: [keras_top(1), keras_top(5)],
+      "ours 4": lambda: [metrics.TopKAccuracy(1), metrics.TopKAccuracy(5), metrics.NDCG(5), metrics.MRR()],
+      "keras top5": lambda: [keras_top(5)],
+      "top1": lambda: [metrics.TopKAccuracy(1)],
+      "top5": lambda: [metrics.TopKAccuracy(5)],
+      "ndcg5": lambda: [metrics.NDCG(5)],
+      "mrr": lambda: [metrics.MRR()],
+      "exact 4": lambda: [Exact(reference.top_k_accuracy, k=1), Exact(reference.top_k_accuracy, k=5),
+                          Exact(reference.ndcg, k=5), Exact(reference.reciprocal_rank)],
+  }
+
+
+class Step:
+  """One Dense(C) model with a compiled train step updating a set of metrics."""
+
+  def __init__(self, tf, num_classes, batch, dim, metric_list, jit):
+    from tfrank4class.compat import keras  # pylint: disable=g-import-not-at-top
+    self.model = keras.Sequential([keras.Input((dim,)), keras.layers.Dense(num_classes)])
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    optimizer = keras.optimizers.Adam(1e-3)
+    model = self.model
+    rng = tf.random.Generator.from_seed(num_classes + batch)
+    self.x = rng.normal([batch, dim])
+    self.y = rng.uniform([batch], 0, num_classes, dtype=tf.int64)
+
+    @tf.function(jit_compile=jit)
+    def train_step(x, y):
+      with tf.GradientTape() as tape:
+        logits = model(x, training=True)
+        loss = loss_fn(y, logits)
+      grads = tape.gradient(loss, model.trainable_variables)
+      optimizer.apply_gradients(zip(grads, model.trainable_variables))
+      for metric in metric_list:
+        metric.update_state(y, logits)
+      return loss
+
+    self.train_step = train_step
+    for _ in range(2):  # trace, compile and warm up
+      float(train_step(self.x, self.y))
+
+  def time(self, steps):
+    start = time.process_time()
+    for _ in range(steps):
+      loss = self.train_step(self.x, self.y)
+    float(loss)
+    return (time.process_time() - start) / steps * 1e3
+
+
+def run_cell(tf, num_classes, batch, dim, jit, rounds, steps, exact_max_classes):
+  builders = _metric_sets(tf)
+  names = [n for n in CONFIGS if n != "exact 4" or num_classes <= exact_max_classes]
+  cases = {name: Step(tf, num_classes, batch, dim, builders[name](), jit) for name in names}
+  # Short steps are repeated until a timing spans about 0.2 s of the bare step.
+  steps = max(steps, int(200.0 / max(cases["none"].time(steps), 1e-3)))
+  times = {name: [] for name in names}
+  for _ in range(rounds):
+    for name, case in cases.items():
+      times[name].append(case.time(steps))
+
+  def ratio(name, base):
+    if name not in times:
+      return float("nan")
+    return statistics.median(a / b for a, b in zip(times[name], times[base]))
+
+  row = {"C": num_classes, "B": batch, "xla": jit,
+         "ms": {name: statistics.median(times[name]) if name in times else float("nan") for name in CONFIGS},
+         "ours 4 / keras 1+5": ratio("ours 4", "keras 1+5"),
+         "exact 4 / keras 1+5": ratio("exact 4", "keras 1+5")}
+  for name in SINGLE:
+    row[f"{name} / keras top5"] = ratio(name, "keras top5")
+  return row
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--threads", type=int, default=1)
+  parser.add_argument("--dim", type=int, default=128)
+  parser.add_argument("--rounds", type=int, default=5)
+  parser.add_argument("--steps", type=int, default=10)
+  parser.add_argument("--classes", default="28,100,1000,10000")
+  parser.add_argument("--batches", default="64,256")
+  parser.add_argument("--exact_max_classes", type=int, default=1000)
+  args = parser.parse_args()
+  tf = setup_tensorflow(args.threads)
+  rows = []
+  header = (f"| {'C':>6} | {'B':>3} | XLA | {'none':>6} | {'keras1+5':>8} | {'ours 4':>7} | {'exact 4':>8} "
+            f"| ours4/keras | exact4/keras | " + " | ".join(f"{n}/k5" for n in SINGLE) + " |")
+  print(header)
+  print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|", flush=True)
+  for jit in (False, True):
+    for batch in (int(b) for b in args.batches.split(",")):
+      for num_classes in (int(c) for c in args.classes.split(",")):
+        row = run_cell(tf, num_classes, batch, args.dim, jit, args.rounds, args.steps,
+                       args.exact_max_classes)
+        rows.append(row)
+        ms = row["ms"]
+        print(f"| {num_classes:>6} | {batch:>3} | {'yes' if jit else 'no':>3} | {ms['none']:6.2f} | "
+              f"{ms['keras 1+5']:8.2f} | {ms['ours 4']:7.2f} | {ms['exact 4']:8.1f} | "
+              f"{row['ours 4 / keras 1+5']:10.2f}x | {row['exact 4 / keras 1+5']:11.1f}x | "
+              + " | ".join(f"{row[f'{n} / keras top5']:{len(n) + 3}.2f}x"[-(len(n) + 4):] for n in SINGLE)
+              + " |", flush=True)
+  OUT.mkdir(parents=True, exist_ok=True)
+  (OUT / "metrics.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
+  _plot(rows)
+
+
+def _plot(rows):
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  batches = sorted({r["B"] for r in rows})
+  fig, axes = plt.subplots(len(batches), 2, figsize=(11, 4 * len(batches)), squeeze=False)
+  for i, batch in enumerate(batches):
+    for j, jit in enumerate((False, True)):
+      ax = axes[i][j]
+      cells = sorted((r for r in rows if r["B"] == batch and r["xla"] == jit), key=lambda r: r["C"])
+      for name in ("none", "keras 1+5", "ours 4", "exact 4"):
+        points = [(r["C"], r["ms"][name]) for r in cells if r["ms"][name] == r["ms"][name]]
+        if points:
+          ax.plot(*zip(*points), marker="o", label=name)
+      ax.set_xscale("log")
+      ax.set_yscale("log")
+      ax.set_xlabel("classes C")
+      ax.set_ylabel("train step (ms)")
+      ax.set_title(f"Dense(C) train step + metrics, B={batch}, {'XLA' if jit else 'no XLA'}")
+      ax.grid(True, which="both", alpha=0.3)
+      ax.legend()
+  fig.tight_layout()
+  fig.savefig(OUT / "metrics.png", dpi=100)
+
+
+if __name__ == "__main__":
+  main()
