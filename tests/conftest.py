@@ -37,6 +37,14 @@ def datasets_dir():
 
 
 @pytest.fixture
+def mixed_float16():
+  """The ``mixed_float16`` Keras policy for one test (``_sorter_checks.mixed_float16``)."""
+  import _sorter_checks  # pylint: disable=g-import-not-at-top
+  with _sorter_checks.mixed_float16():
+    yield
+
+
+@pytest.fixture
 def mirrored_strategy():
   """A MirroredStrategy over the two logical CPU devices, as `make_strategy("mirrored")` builds it.
 

@@ -72,17 +72,6 @@ def test_config_saved_before_bias_initializer_still_loads(tmp_path):
   assert clone.get_config()["bias_initializer"]["class_name"] == "Zeros"
 
 
-@pytest.fixture
-def mixed_float16():
-  """The ``mixed_float16`` Keras policy for one test; the previous policy is restored after."""
-  previous = tf.keras.mixed_precision.global_policy()
-  tf.keras.mixed_precision.set_global_policy("mixed_float16")
-  try:
-    yield
-  finally:
-    tf.keras.mixed_precision.set_global_policy(previous)
-
-
 @pytest.mark.parametrize("kwargs", [
     {"interaction": "dot"}, {"interaction": "dot", "use_bias": False},
     {"interaction": "dot", "class_features": np.eye(4), "class_feature_units": (3,)},

@@ -133,17 +133,6 @@ def test_own_losses_train_with_integer_labels_and_round_trip(name, tmp_path):
   np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0), rtol=1e-5)
 
 
-@pytest.fixture
-def mixed_float16():
-  """The ``mixed_float16`` Keras policy for one test; the previous policy is restored after."""
-  previous = tf.keras.mixed_precision.global_policy()
-  tf.keras.mixed_precision.set_global_policy("mixed_float16")
-  try:
-    yield
-  finally:
-    tf.keras.mixed_precision.set_global_policy(previous)
-
-
 @pytest.mark.parametrize("name", losses.names())
 def test_every_loss_trains_under_mixed_float16(name, mixed_float16):
   """A float16 last layer (the mixed_float16 policy) trains one step with every registered loss."""

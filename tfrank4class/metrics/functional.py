@@ -484,15 +484,8 @@ def recall_at_k(labels, scores, k=5):
     >>> recall_at_k([[1.0, 0.0, 1.0, 0.0]], [[0.9, 0.8, 0.1, 0.2]], k=2).numpy()
     array([0.5], dtype=float32)
   """
-  k = _validation.check_int("k", k, minimum=1)
-  labels, scores, single = _split(labels, scores)
-  if single:
-    g, e = _single(labels, scores)
-    return _hit_probability(k, g, e)
-  relevance, _, masked = _dense(labels, scores)
-  relevant = relevance > 0
-  hits, _ = _expected_hits_dense(k, relevant, masked)
-  return tf.math.divide_no_nan(hits, _count(relevant))
+  hits, relevant, _ = _expected_hits(labels, scores, k)
+  return tf.math.divide_no_nan(hits, relevant)
 
 
 def precision_at_k(labels, scores, k=5):
@@ -508,14 +501,25 @@ def precision_at_k(labels, scores, k=5):
     >>> precision_at_k([[1.0, 0.0, 1.0, 0.0]], [[0.9, 0.8, 0.1, 0.2]], k=2).numpy()
     array([0.5], dtype=float32)
   """
+  hits, _, valid = _expected_hits(labels, scores, k)
+  return tf.math.divide_no_nan(hits, tf.minimum(float(k), valid))
+
+
+def _expected_hits(labels, scores, k):
+  """``(E[hits@k], #relevant, #valid)`` per list, for :func:`recall_at_k` / :func:`precision_at_k`.
+
+  Class ids: one relevant item, hit with the Top-k probability, among ``C`` valid items.
+  """
   k = _validation.check_int("k", k, minimum=1)
   labels, scores, single = _split(labels, scores)
   if single:
     g, e = _single(labels, scores)
-    return _hit_probability(k, g, e) / float(min(k, scores.shape[-1]))
+    hits = _hit_probability(k, g, e)
+    return hits, tf.ones_like(hits), tf.fill(tf.shape(hits), float(scores.shape[-1]))
   relevance, _, masked = _dense(labels, scores)
-  hits, valid = _expected_hits_dense(k, relevance > 0, masked)
-  return tf.math.divide_no_nan(hits, tf.minimum(float(k), valid))
+  relevant = relevance > 0
+  hits, valid = _expected_hits_dense(k, relevant, masked)
+  return hits, _count(relevant), valid
 
 
 def spearman(labels, scores):
