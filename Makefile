@@ -3,8 +3,12 @@
 # tf-keras). `make test-compat` runs the suite on the compatibility stack (Python 3.11,
 # TensorFlow 2.15) in its own virtual environment. Each creates its venv on first use.
 # The interpreter is found on PATH or under pyenv; override with PYTHON=... / PYTHON_COMPAT=...
-PYTHON ?= $(shell tools/find_python.sh 3.12 3.13)
-PYTHON_COMPAT ?= $(shell tools/find_python.sh 3.11)
+ifndef PYTHON
+PYTHON := $(shell tools/find_python.sh 3.12 3.13 2>/dev/null)
+endif
+ifndef PYTHON_COMPAT
+PYTHON_COMPAT := $(shell tools/find_python.sh 3.11 2>/dev/null)
+endif
 VENV := .venv
 VENV_COMPAT := .venv-compat
 PY := $(VENV)/bin/python
@@ -19,7 +23,8 @@ export TFRANK4CLASS_DATA ?= $(abspath ../shared/datasets)
 .PHONY: demo test test-slow test-all test-compat bench clean
 
 $(STAMP): setup.cfg pyproject.toml requirements/current.txt
-	@test -n "$(PYTHON)" || { echo "make: no Python 3.12 or 3.13 found; install one or run make PYTHON=/path/to/python3.12" >&2; exit 2; }
+	@test -n "$(PYTHON)" || { echo "make: no Python 3.12 or 3.13 found on PATH or under pyenv; install one (e.g. pyenv install 3.12) or run make PYTHON=/path/to/python3.12" >&2; exit 2; }
+	@$(PYTHON) -c "import sys; sys.exit(not (3, 12) <= sys.version_info[:2] <= (3, 13))" 2>/dev/null || { echo "make: PYTHON=$(PYTHON) is not Python 3.12 or 3.13, which the default stack (TensorFlow 2.21) needs; Python 3.11 runs the compatibility stack: make test-compat" >&2; exit 2; }
 	$(PY) -c "import sys; sys.exit(sys.version_info < (3, 12))" 2>/dev/null || { rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install $(PIP_QUIET) --upgrade "pip>=24" "setuptools>=68" wheel
 	$(PY) -m pip install $(PIP_QUIET) -c requirements/current.txt -e '.[test,bench]'
@@ -28,7 +33,8 @@ $(STAMP): setup.cfg pyproject.toml requirements/current.txt
 	touch $(STAMP)
 
 $(STAMP_COMPAT): setup.cfg pyproject.toml requirements/compat.txt
-	@test -n "$(PYTHON_COMPAT)" || { echo "make: no Python 3.11 found for the compatibility leg; install one or run make PYTHON_COMPAT=/path/to/python3.11" >&2; exit 2; }
+	@test -n "$(PYTHON_COMPAT)" || { echo "make: no Python 3.11 found on PATH or under pyenv for the compatibility leg; install one or run make PYTHON_COMPAT=/path/to/python3.11" >&2; exit 2; }
+	@$(PYTHON_COMPAT) -c "import sys; sys.exit(sys.version_info[:2] != (3, 11))" 2>/dev/null || { echo "make: PYTHON_COMPAT=$(PYTHON_COMPAT) is not Python 3.11, which the compatibility stack (TensorFlow 2.15) needs" >&2; exit 2; }
 	$(PY_COMPAT) -c "import sys; sys.exit(sys.version_info[:2] != (3, 11))" 2>/dev/null || { rm -rf $(VENV_COMPAT); $(PYTHON_COMPAT) -m venv $(VENV_COMPAT); }
 	$(PY_COMPAT) -m pip install $(PIP_QUIET) --upgrade "pip>=23.2" "setuptools>=68" wheel
 	$(PY_COMPAT) -m pip install $(PIP_QUIET) -c requirements/compat.txt -e '.[test,bench]'
