@@ -261,3 +261,16 @@ def test_orl_recall_at_1_rises_loglog_memory_margin(datasets_dir):
   before, after = _train_orl(datasets_dir, 40, loss)
   print(f"ORL held-out Recall@1 (loglog, memory 2, margin 0.02): {before:.3f} -> {after:.3f}")
   assert after >= before + 0.05, (before, after)
+
+
+@pytest.mark.parametrize("ids, message", [
+    ([0.0, 0.5, 1.0], "given as class ids must be whole numbers"),
+    ([0, -1, 1], "must be class ids >= 0")])
+def test_from_embeddings_refuses_bad_identity_ids(ids, message):
+  """Identity ids of the embedding mode go through the one class-id parser (they were rounded)."""
+  loss = RecallLoss(from_embeddings=True)
+  embeddings = np.eye(3, dtype=np.float32)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+    loss(np.array(ids), embeddings)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+    tf.function(loss)(tf.constant(ids), tf.constant(embeddings))

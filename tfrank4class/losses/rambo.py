@@ -31,7 +31,7 @@ import tensorflow as tf
 
 from tfrank4class import _validation
 from tfrank4class.compat import keras
-from tfrank4class.losses.relevance import num_items, to_relevance
+from tfrank4class.losses.relevance import class_ids, num_items, to_relevance  # noqa: F401 (class_ids: public here before issue 13)
 from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.ranking.blackbox import blackbox_rank_within, margin_shift
 from tfrank4class.ranking.exact import rank_within
@@ -226,20 +226,6 @@ def similarity_lists(embeddings, labels, gallery_embeddings=None, gallery_labels
   is_self = tf.equal(tf.range(b)[:, None], tf.range(g)[None, :])
   relevance = tf.where(is_self, -tf.ones_like(same), same)
   return sims, relevance
-
-
-def class_ids(labels, name="y_true"):
-  """Integer class ids ``[B]`` from labels of shape ``[B]`` or ``[B, 1]`` (for embedding losses)."""
-  labels = tf.convert_to_tensor(labels)
-  if labels.shape.rank == 2 and labels.shape[-1] == 1:
-    labels = tf.squeeze(labels, axis=-1)
-  if labels.shape.rank != 1:
-    raise ValueError(
-        f"`{name}` must be integer class ids of shape [B] or [B, 1] for embedding inputs, got "
-        f"shape {labels.shape}.")
-  if labels.dtype.is_floating:
-    labels = tf.cast(tf.round(labels), tf.int64)
-  return tf.cast(labels, tf.int64)
 
 
 class BlackboxRankLoss(keras.losses.Loss):

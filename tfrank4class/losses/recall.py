@@ -4,6 +4,7 @@ import tensorflow as tf
 from tfrank4class import _validation
 from tfrank4class.compat import keras
 from tfrank4class.losses import rambo
+from tfrank4class.losses.relevance import class_ids
 from tfrank4class.losses.registry import register
 
 
@@ -78,7 +79,7 @@ class RecallLoss(rambo.BlackboxRankLoss):
     if not self.from_embeddings:
       return super().call(y_true, y_pred)
     embeddings = _validation.score_matrix("y_pred", y_pred)
-    labels = rambo.class_ids(y_true)
+    labels = class_ids(y_true, name="y_true")
     gallery, gallery_labels = embeddings, labels
     if self._memory is not None:
       gallery, gallery_labels = self._memory(embeddings, labels)
