@@ -279,7 +279,7 @@ class SorterMAPLoss(_RankLoss):
   Example:
     >>> loss = SorterMAPLoss(ranker="exact")
     >>> # class 0: positives ranked 1 and 3 of 3 -> 1 of 2 pairs wrong; class 1: no positive.
-    >>> loss([[1, 0], [0, 0], [1, 0]], [[0.9, 0.1], [0.5, 0.2], [0.1, 0.3]]).numpy()
+    >>> float(loss([[1, 0], [0, 0], [1, 0]], [[0.9, 0.1], [0.5, 0.2], [0.1, 0.3]]))
     0.5
   """
 
