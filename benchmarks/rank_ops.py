@@ -13,18 +13,24 @@ through our wrapper, so that it runs on both stacks) and ``tfrank4class.losses.B
 forward + backward time and peak resident memory (growth of the process's max RSS over its
 baseline, one fresh subprocess per measurement) at list lengths 10 .. 10,000, batch 64.
 
-Part 3 (only with ``--baseline DIR``): the RaMBO losses (``BlackboxNDCGLoss``, ``RecallLoss``,
-``AveragePrecisionLoss``), forward + backward inside ``tf.function`` and eagerly, one thread, with
-this checkout's ``tfrank4class`` and with the one in ``DIR`` (another checkout, e.g.
-``git worktree add /tmp/base main``), timed by the same worker code. The two run in alternating
-subprocesses (base, this, this, base, ...). Times are process CPU ms (one thread, so less
-disturbed by other users of the machine than wall time), the median over the calls of a run; each
-row reports the median over the rounds of those times and of the per-round ratio this / base.
+Part 3 (only with ``--baseline DIR`` and/or ``--baseline-python PY``): the RaMBO losses
+(``BlackboxNDCGLoss``, ``RecallLoss``, ``AveragePrecisionLoss``), TF-Ranking's softmax and
+ApproxNDCG losses through our wrapper, and ``blackbox_rank`` beside one ``tf.argsort``, forward +
+backward inside ``tf.function`` and eagerly, one thread, timed by the same worker code in two
+set-ups that run in alternating subprocesses (base, this, this, base, ...): "this" is this
+checkout under this interpreter; "base" is the checkout ``DIR`` (e.g. ``git worktree add
+/tmp/base main``; default: this checkout) under the interpreter ``PY`` (e.g. the compatibility
+stack's ``.venv-compat/bin/python``; default: this interpreter). Times are process CPU ms (one
+thread, so less disturbed by other users of the machine than wall time), the median over the calls
+of a run; each row reports the median over the rounds of those times and of the per-round ratio
+this / base.
 
 Usage:
   nice -n 10 .venv/bin/python benchmarks/rank_ops.py            # parts 1-2, ~5-10 minutes
   .venv/bin/python benchmarks/rank_ops.py --quick                # fewer repeats, small shapes
   .venv/bin/python benchmarks/rank_ops.py --skip-rank --skip-ndcg --baseline /tmp/base  # part 3
+  .venv/bin/python benchmarks/rank_ops.py --skip-rank --skip-ndcg \
+      --baseline-python .venv-compat/bin/python     # part 3: TF 2.21 vs TF 2.15, same checkout
 Writes benchmarks/out/rank_ops.png (part 1 and 2) and benchmarks/out/rank_ops.json.
 """
 import argparse
@@ -43,6 +49,7 @@ NDCG_BATCH = 64
 APPROX_MAX_BYTES = 8e9
 PAPER_MS = {(1, 100_000): 33.0, (1, 1_000_000): 331.0}  # Rolinek et al. Table 6, one CPU core
 COMPARE_LOSSES = ("BlackboxNDCGLoss", "RecallLoss", "AveragePrecisionLoss")
+COMPARE_TFR_LOSSES = ("softmax_loss", "approx_ndcg_loss")
 COMPARE_SHAPES = [(64, 1_000), (64, 10_000), (4, 100_000)]
 
 
@@ -146,12 +153,13 @@ def worker_ndcg(loss_name, n, repeats, batch=NDCG_BATCH):
 
 
 def worker_compare(root, repeats, shapes):
-  """Median forward + backward ms of each RaMBO loss, using the ``tfrank4class`` in ``root``."""
+  """Median forward + backward CPU ms of each compared op, using the ``tfrank4class`` in ``root``."""
   sys.path.insert(0, os.path.abspath(root))  # before the first import of tfrank4class
   tf = setup_tensorflow(1)
   import numpy as np
   import tfrank4class
   from tfrank4class import losses
+  from tfrank4class.ranking import blackbox_rank
   package_root = os.path.dirname(os.path.dirname(os.path.abspath(tfrank4class.__file__)))
   if package_root != os.path.abspath(root):
     raise RuntimeError(f"imported tfrank4class from {package_root}, not from {root}")
@@ -160,14 +168,19 @@ def worker_compare(root, repeats, shapes):
     rng = np.random.default_rng(0)
     scores = tf.constant(rng.standard_normal((batch, n)), tf.float32)
     labels = tf.constant((rng.random((batch, n)) < 0.1).astype(np.float32))
-    for name in COMPARE_LOSSES:
-      loss = getattr(losses, name)(lambda_=1.0, reduction="sum")
+    ops = {name: getattr(losses, name)(lambda_=1.0, reduction="sum") for name in COMPARE_LOSSES}
+    if batch * n * n * 4 <= APPROX_MAX_BYTES:  # ApproxNDCG materialises [batch, n, n]
+      ops.update({name: losses.get(name, reduction="sum") for name in COMPARE_TFR_LOSSES})
+    ops["blackbox_rank"] = lambda _, s: blackbox_rank(s, lambda_=1.0)
+    ops["argsort"] = lambda _, s: tf.cast(
+        tf.argsort(s, axis=-1, direction="DESCENDING", stable=True), s.dtype) * s
+    for name, op in ops.items():
 
-      def step(scores, loss=loss):
+      def step(scores, op=op):
         with tf.GradientTape() as tape:
           tape.watch(scores)
-          value = loss(labels, scores)
-        return tape.gradient(value, scores)[0, 0] + value
+          value = op(labels, scores)
+        return tape.gradient(value, scores)[0, 0] + tf.reduce_sum(value)
 
       for mode, fn in (("function", tf.function(step)), ("eager", step)):
         times = [_time(fn, scores, cpu=True)[1] for _ in range(repeats + 2)][2:]  # 2 warm-ups
@@ -176,15 +189,16 @@ def worker_compare(root, repeats, shapes):
   return rows
 
 
-def compare(baseline, repeats, rounds, quick):
-  """Runs the compare worker on ``baseline`` and on this checkout, alternating; one row per case."""
+def compare(baseline, baseline_python, repeats, rounds, quick):
+  """Runs the compare worker as "base" (``baseline`` checkout under ``baseline_python``) and as
+  this checkout under this interpreter, alternating; one row per case."""
   extra = ["--repeats", str(repeats)] + (["--quick"] if quick else [])
   runs = {"base": [], "this": []}
   for k in range(rounds):
     order = ("base", "this") if k % 2 == 0 else ("this", "base")
     for which in order:
-      root = baseline if which == "base" else str(ROOT)
-      runs[which].append(_run_worker(["--worker", "compare", "--root", root] + extra))
+      root, python = (baseline, baseline_python) if which == "base" else (str(ROOT), sys.executable)
+      runs[which].append(_run_worker(["--worker", "compare", "--root", root] + extra, python))
   import numpy as np
   rows = []
   for i, row in enumerate(runs["this"][0]):
@@ -196,12 +210,21 @@ def compare(baseline, repeats, rounds, quick):
   return rows
 
 
-def _run_worker(args):
-  cmd = [sys.executable, __file__] + args
+def _run_worker(args, python=sys.executable):
+  cmd = [python, __file__] + args
   proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
   if proc.returncode != 0:
     raise RuntimeError(f"worker {args} failed:\n{proc.stderr[-3000:]}")
   return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _stack(python):
+  """'Python x.y, TensorFlow a.b.c' of an interpreter, read without importing TensorFlow."""
+  code = ("import sys, importlib.metadata as m; "
+          "print(f'Python {sys.version_info[0]}.{sys.version_info[1]}, "
+          "TensorFlow {m.version(\"tensorflow\")}')")
+  return subprocess.run([python, "-c", code], capture_output=True, text=True,
+                        check=True).stdout.strip()
 
 
 def _table(headers, rows):
@@ -223,6 +246,9 @@ def main():
   parser.add_argument("--skip-ndcg", action="store_true", help="skip part 2")
   parser.add_argument("--skip-rank", action="store_true", help="skip part 1")
   parser.add_argument("--baseline", help="part 3: another checkout to time the losses against")
+  parser.add_argument("--baseline-python",
+                      help="part 3: the interpreter (stack) of the baseline, e.g. "
+                           ".venv-compat/bin/python")
   parser.add_argument("--rounds", type=int, default=4, help="alternating rounds of part 3")
   parser.add_argument("--root", help=argparse.SUPPRESS)
   args = parser.parse_args()
@@ -298,10 +324,13 @@ def main():
         for r in ndcg_rows]))
 
   compare_rows = []
-  if args.baseline:
-    compare_rows = compare(args.baseline, repeats, args.rounds, args.quick)
+  if args.baseline or args.baseline_python:
+    baseline = args.baseline or str(ROOT)
+    baseline_python = args.baseline_python or sys.executable
+    compare_rows = compare(baseline, baseline_python, repeats, args.rounds, args.quick)
     print()
-    print(f"RaMBO losses, forward+backward, one thread: this checkout vs {args.baseline}")
+    print(f"Losses and rank ops, forward+backward, one thread: this checkout under "
+          f"{_stack(sys.executable)} vs base = {baseline} under {_stack(baseline_python)}")
     print(f"(process CPU ms, medians over {args.rounds} alternating rounds; ratio = median over")
     print("the rounds of this / base)")
     print(_table(["loss", "mode", "batch", "list length", "base ms", "this ms", "this / base"], [

@@ -107,8 +107,7 @@ class ClassEncoder(keras.layers.Layer):
     self.hidden_units = check_units("hidden_units", hidden_units)
     self.activation = keras.activations.get(activation)
     self.train_class_features = bool(train_class_features)
-    self.embeddings_initializer = keras.initializers.serialize(
-        keras.initializers.get(embeddings_initializer))
+    self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
     self._feature_values = None
     if class_features is not None:
       self._feature_values = check_class_features(class_features, self.num_classes)
@@ -126,8 +125,7 @@ class ClassEncoder(keras.layers.Layer):
       if self.embedding_dim < 2:
         raise ValueError(f"`bias_initializer` needs embedding_dim >= 2 (kernel rows plus the "
                          f"bias), got embedding_dim={self.embedding_dim}.")
-      self.bias_initializer = keras.initializers.serialize(
-          keras.initializers.get(bias_initializer))
+      self.bias_initializer = keras.initializers.get(bias_initializer)
     self._mlp = []
     if self.class_feature_dim is not None:
       for i, units in enumerate(self.hidden_units):
@@ -139,15 +137,14 @@ class ClassEncoder(keras.layers.Layer):
           name="feature_projection"))
 
   def _new_initializer(self):
-    # A fresh instance per weight: Keras warns when one unseeded initializer is reused.
-    return keras.initializers.get(self.embeddings_initializer)
+    return fresh_initializer(self.embeddings_initializer)
 
   def _table_initializer(self):
     """The table's initializer: ``embeddings_initializer``, or ``Dense``-like with a bias column."""
     if self.bias_initializer is None:
       return self._new_initializer()
     kernel_initializer = self._new_initializer()
-    bias_initializer = keras.initializers.get(self.bias_initializer)
+    bias_initializer = fresh_initializer(self.bias_initializer)
 
     def dense_like(shape, dtype=None, **kwargs):
       del kwargs  # e.g. partition information: the table is one variable
@@ -208,11 +205,23 @@ class ClassEncoder(keras.layers.Layer):
         "hidden_units": list(self.hidden_units),
         "activation": keras.activations.serialize(self.activation),
         "train_class_features": self.train_class_features,
-        "embeddings_initializer": self.embeddings_initializer,
+        "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
         "class_feature_dim": self.class_feature_dim,
-        "bias_initializer": self.bias_initializer,
+        "bias_initializer": (None if self.bias_initializer is None
+                             else keras.initializers.serialize(self.bias_initializer)),
     })
     return config
+
+
+def fresh_initializer(initializer):
+  """A new instance of a Keras ``initializer`` with the same configuration.
+
+  One instance per weight: Keras warns when one unseeded initializer is reused. Layers keep the
+  initializer object itself as an attribute and serialize it in ``get_config`` (the Keras
+  convention); keeping its serialized dict instead lets Keras' saving code write into that tracked
+  dict, which breaks SavedModel export on Python 3.13 (BUILD_NOTES.md, "Stacks").
+  """
+  return keras.initializers.get(keras.initializers.serialize(initializer))
 
 
 def check_units(name, units):

@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from tfrank4class import _validation, compat
 from tfrank4class.compat import keras
-from tfrank4class.heads.class_encoder import check_units
+from tfrank4class.heads.class_encoder import check_units, fresh_initializer
 
 
 class Interaction(keras.layers.Layer):
@@ -212,12 +212,10 @@ class _MLPInteraction(Interaction):
     super().__init__(class_chunk_size=class_chunk_size, **kwargs)
     self.hidden_units = check_units("hidden_units", hidden_units)
     self.activation = keras.activations.get(activation)
-    self.kernel_initializer = keras.initializers.serialize(
-        keras.initializers.get(kernel_initializer))
+    self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
   def _new_initializer(self):
-    # A fresh instance per weight: Keras warns when one unseeded initializer is reused.
-    return keras.initializers.get(self.kernel_initializer)
+    return fresh_initializer(self.kernel_initializer)
 
   def _dense(self, units, activation, name):
     return keras.layers.Dense(units, activation=activation, name=name,
@@ -236,7 +234,7 @@ class _MLPInteraction(Interaction):
     config.update({
         "hidden_units": list(self.hidden_units),
         "activation": keras.activations.serialize(self.activation),
-        "kernel_initializer": self.kernel_initializer,
+        "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
     })
     return config
 

@@ -82,10 +82,8 @@ class Rank4ClassHead(keras.layers.Layer):
     self.class_chunk_size = _validation.check_int(
         "class_chunk_size", class_chunk_size, minimum=1, allow_none=True)
     self.train_class_features = bool(train_class_features)
-    self.embeddings_initializer = keras.initializers.serialize(
-        keras.initializers.get(embeddings_initializer))
-    self.bias_initializer = keras.initializers.serialize(
-        keras.initializers.get(bias_initializer))
+    self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+    self.bias_initializer = keras.initializers.get(bias_initializer)
     self._class_features = None
     if class_features is not None:
       self._class_features = check_class_features(class_features, self.num_classes)
@@ -194,8 +192,8 @@ class Rank4ClassHead(keras.layers.Layer):
         "use_bias": self.use_bias,
         "class_chunk_size": self.class_chunk_size,
         "train_class_features": self.train_class_features,
-        "embeddings_initializer": self.embeddings_initializer,
+        "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
         "class_feature_dim": self.class_feature_dim,
-        "bias_initializer": self.bias_initializer,
+        "bias_initializer": keras.initializers.serialize(self.bias_initializer),
     })
     return config
