@@ -196,3 +196,20 @@ def test_every_metric_in_a_mirrored_strategy_step(mirrored_strategy):
   assert float(objects[0].result()) == pytest.approx(want, abs=1e-6)
   want = np.mean(reference.reciprocal_rank(labels, scores.astype(np.float64)).numpy())
   assert float(objects[3].result()) == pytest.approx(want, abs=1e-6)
+
+
+def test_metric_names_are_one_registry():
+  from tfrank4class.metrics import registry
+  from tfrank4class.registry import Registry
+  assert isinstance(registry.METRICS, Registry)
+  assert set(registry.METRICS.names()) == set(registry.PATTERNS)
+  # parse: (class, constructor args) without building; K converted to int (leading zeros too).
+  assert registry.parse("ndcg") == (metrics.NDCG, ())
+  assert registry.parse("ndcg_10") == (metrics.NDCG, (10,))
+  assert registry.parse("top_05") == (metrics.TopKAccuracy, (5,))
+  assert registry.parse("precision_12") == (metrics.PrecisionAtK, (12,))
+  for bad in ("top_K", "top_00", "top_-1", "TOP_5", None, 5):
+    with pytest.raises(ValueError, match=r"Unknown metric name .*; known metrics are: top_K, ndcg, "
+                                         r"ndcg_K, mrr, mrr_K, map, spearman, recall_K, "
+                                         r"precision_K \(K a positive integer"):
+      registry.parse(bad)

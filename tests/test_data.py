@@ -31,6 +31,22 @@ def test_names_and_unknown_name_lists_them():
     data.info("svhn")
 
 
+def test_dataset_registry_folds_case_and_resolves_aliases():
+  from tfrank4class.registry import Registry
+  assert isinstance(data.DATASETS, Registry) and data.DATASETS.names() == data.names()
+  assert data.DATASETS.aliases() == {"imagenet": "imagenet2012"}
+  assert data.DATASETS.resolve("ImageNet").name == "imagenet2012"
+  assert data.modality("CIFAR10") == "image" and data.modality("imagenet") == "image"
+  assert data.modality("GoEmotions_Sample") == "text"
+  assert data.info("GOEMOTIONS_SAMPLE").class_names[27] == "neutral"
+  with pytest.raises(ValueError, match=r"Unknown dataset `name` 'CIFAR11'; the known datasets are "
+                                       r"\['cifar10', .*\] \(aliases: \{'imagenet': 'imagenet2012'\}\)"):
+    data.load("CIFAR11", "train")
+  for bad in (None, 10, ["cifar10"]):
+    with pytest.raises(ValueError, match=r"Unknown dataset `name`"):
+      data.info(bad)
+
+
 def test_unknown_and_misplaced_arguments_are_rejected():
   with pytest.raises(ValueError, match=r"Unknown argument\(s\) \['multi_label'\] for dataset "
                      r"'cifar10'"):

@@ -18,3 +18,11 @@ def test_unknown_name():
   with pytest.raises(ValueError, match=r"`name` must be one of \['resnet50', 'saved_model', "
                                        r"'small_cnn', 'transformer', 'vgg16_cifar'\], got 'bert'"):
     encoders.get("bert")
+
+
+def test_encoders_registry_keeps_its_dict_like_use():
+  from tfrank4class.encoders.small_cnn import small_cnn
+  from tfrank4class.registry import Registry
+  assert isinstance(encoders.ENCODERS, Registry)
+  assert list(encoders.ENCODERS) == encoders.names()
+  assert encoders.ENCODERS["small_cnn"] is small_cnn and "bert" not in encoders.ENCODERS

@@ -208,3 +208,14 @@ def test_mixed_float16_policy(cls, kwargs, e):
   np.testing.assert_allclose(got.numpy().astype(np.float32), want, rtol=1e-2, atol=1e-2)
   grads = tape.gradient(total, half.trainable_weights)
   assert all(np.all(np.isfinite(g.numpy())) for g in grads)
+
+
+def test_interactions_registry_keeps_its_dict_like_use():
+  from tfrank4class import heads
+  from tfrank4class.registry import Registry
+  assert isinstance(interactions.INTERACTIONS, Registry) and heads.INTERACTIONS is interactions.INTERACTIONS
+  assert sorted(interactions.INTERACTIONS) == ["concat", "dot", "latent_cross"]
+  assert interactions.INTERACTIONS["dot"] is DotProductInteraction
+  assert interactions.INTERACTIONS["latent_cross"] is LatentCrossInteraction
+  assert "concat" in interactions.INTERACTIONS and "cross" not in interactions.INTERACTIONS
+  assert heads.get_interaction("dot", hidden_units=(4,), use_bias=False).use_bias is False

@@ -51,6 +51,18 @@ def test_conv_needs_one_length_and_bad_arguments(tmp_path):
   assert isinstance(ConvSorter.pretrained(path=str(tmp_path / "c")), ConvSorter)
 
 
+def test_build_sorter_keeps_only_the_hyper_parameters_of_its_kind():
+  lstm = pretrain_sorter.build_sorter("lstm", list_size=9, units=3, num_layers=1, filters=7,
+                                      hidden_units=5)
+  assert (lstm.units, lstm.num_layers) == (3, 1)
+  conv = pretrain_sorter.build_sorter("conv", list_size=9, filters=2, num_blocks=1, units=3)
+  assert isinstance(conv, ConvSorter) and (conv.list_size, conv.filters) == (9, 2)
+  with pytest.raises(ValueError, match=r"^`sorter` must be one of \['attention', 'conv', 'lstm'\], "
+                                       r"got 'gru'\.$"):
+    pretrain_sorter.build_sorter("gru")
+  assert sorted(pretrain_sorter.FLAGS["sorter"].parser.enum_values) == ["attention", "conv", "lstm"]
+
+
 def test_main_requires_output():
   from absl import app
   pretrain_sorter.FLAGS.unparse_flags()

@@ -1,9 +1,17 @@
-"""The loss registry: every TF-Ranking key with integer labels, in compile, fit and save/load."""
+"""The registry helper (tfrank4class.registry), and the loss registry built on it: every
+TF-Ranking key with integer labels, in compile, fit and save/load."""
+import doctest
+import functools
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from tfrank4class import compat, losses
+from tfrank4class import registry as registry_lib
+from tfrank4class.registry import Registry
 
 tfr_losses = compat.tf_ranking_module("keras.losses")
 
@@ -159,3 +167,142 @@ def test_half_precision_scores_give_the_float32_value(dtype):
   ours = losses.get("softmax_loss")(y, half)
   assert ours.dtype == tf.float32
   np.testing.assert_allclose(ours.numpy(), reference.numpy(), rtol=1e-6)
+
+
+# --- the Registry helper -------------------------------------------------------------------------
+
+def _widgets():
+  widgets = Registry("widget", argument="kind")
+  widgets.add("plain", dict)   # dict(**kwargs) returns the keyword arguments it was given
+  widgets.add("bolt", lambda size=1: ("bolt", size))
+  widgets.add_pattern("gear_N", r"gear_(0*[1-9][0-9]*)", lambda n, **kw: ("gear", n, kw), int)
+  return widgets
+
+
+def test_registry_doctests():
+  result = doctest.testmod(registry_lib, optionflags=doctest.ELLIPSIS)
+  assert result.attempted >= 5 and result.failed == 0
+
+
+def test_registry_imports_no_keras_or_tensorflow():
+  code = ("import sys, tfrank4class.registry; "
+          "print(sorted({m.split('.')[0] for m in sys.modules} & "
+          "{'keras', 'tf_keras', 'tensorflow', 'tensorflow_ranking'}))")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+  assert out.stdout.strip() == "[]"
+
+
+def test_registry_unknown_name_names_argument_value_and_known_names():
+  with pytest.raises(ValueError) as e:
+    _widgets().get("nut")
+  assert str(e.value) == "`kind` must be one of ['bolt', 'gear_N', 'plain'], got 'nut'."
+  # Non-string names are unknown names too (a ValueError, not a TypeError on hashing).
+  for bad in (None, 3, ["bolt"], {"a": 1}):
+    with pytest.raises(ValueError, match=r"`kind` must be one of \['bolt', 'gear_N', 'plain'\]"):
+      _widgets().get(bad)
+
+
+def test_registry_custom_message_fields():
+  widgets = Registry("widget", message="{kind}|{argument}|{value!r}|{names}|{joined}|{aliases}")
+  widgets.add("b", dict)
+  widgets.add("a", dict)
+  widgets.add_alias("x", "a")
+  with pytest.raises(ValueError) as e:
+    widgets.get("c")
+  assert str(e.value) == "widget|name|'c'|['a', 'b']|a, b|{'x': 'a'}"
+
+
+def test_registry_passes_kwargs_through():
+  widgets = _widgets()
+  assert widgets.get("plain", a=1, b="two") == {"a": 1, "b": "two"}
+  assert widgets.get("bolt") == ("bolt", 1) and widgets.get("bolt", size=7) == ("bolt", 7)
+  assert widgets.get("gear_12", teeth=3) == ("gear", 12, {"teeth": 3})
+
+
+def test_registry_patterns():
+  widgets = _widgets()
+  name, _, args = widgets.resolve("gear_3")
+  assert (name, args) == ("gear_3", (3,))
+  assert widgets.get("gear_007") == ("gear", 7, {})   # leading zeros: int("007") == 7
+  for bad in ("gear_0", "gear_00", "gear_", "gear_x", "gear_N", "gear_3 ", "xgear_3"):
+    assert bad not in widgets
+    with pytest.raises(ValueError, match=rf"got '{bad}'"):
+      widgets.get(bad)
+  # A plain name is found before a pattern that also matches it.
+  widgets.add("gear_1", lambda: "special")
+  assert widgets.get("gear_1") == "special" and widgets.get("gear_2") == ("gear", 2, {})
+
+
+def test_registry_refuses_duplicates_and_bad_names():
+  widgets = _widgets()
+  for name in ("plain", "gear_N"):
+    with pytest.raises(ValueError, match=rf"A widget named '{name}' is already registered\."):
+      widgets.add(name, dict)
+  with pytest.raises(ValueError, match="already registered"):
+    widgets.register("bolt")(dict)
+  with pytest.raises(ValueError, match="already registered"):
+    widgets.add_pattern("bolt", r"bolt_([0-9])", dict)
+  widgets.add_alias("screw", "bolt")
+  with pytest.raises(ValueError, match="A widget named 'screw' is already registered"):
+    widgets.add("screw", dict)
+  with pytest.raises(ValueError, match="no widget named 'nail'"):
+    widgets.add_alias("pin", "nail")
+  for bad in ("", None, 3):
+    with pytest.raises(ValueError, match=rf"A widget name must be a non-empty string, got {bad!r}"):
+      widgets.add(bad, dict)
+  # The refused registrations left the registry as it was.
+  assert widgets.names() == ("bolt", "gear_N", "plain")
+
+
+def test_registry_names_are_sorted_and_stable():
+  widgets = Registry("widget")
+  for name in ("zeta", "alpha", "mu"):
+    widgets.register(name)(dict)
+  widgets.add_pattern("beta_K", r"beta_([0-9]+)", dict)
+  widgets.add_alias("a", "alpha")
+  expected = ("alpha", "beta_K", "mu", "zeta")   # sorted; aliases not listed
+  assert widgets.names() == expected and widgets.names() == expected
+  assert isinstance(widgets.names(), tuple)
+  assert list(widgets) == list(expected) and len(widgets) == 4
+  assert widgets.aliases() == {"a": "alpha"}
+
+
+def test_registry_register_decorator_returns_the_factory():
+  widgets = Registry("widget")
+
+  @widgets.register("thing")
+  class Thing:
+    def __init__(self, x=0):
+      self.x = x
+
+  assert Thing.__name__ == "Thing" and widgets["thing"] is Thing
+  assert isinstance(widgets.get("thing", x=2), Thing) and widgets.get("thing", x=2).x == 2
+
+
+def test_registry_mapping_access_aliases_and_case_folding():
+  widgets = Registry("widget", fold_case=True)
+  widgets.add("imagenet2012", dict)
+  widgets.add_alias("imagenet", "imagenet2012")
+  assert widgets.resolve("ImageNet").name == "imagenet2012"
+  assert widgets["IMAGENET"] is dict and "imagenet2012" in widgets and "cifar" not in widgets
+  with pytest.raises(KeyError):
+    widgets["cifar"]
+  with pytest.raises(ValueError, match=r"got 'CIFAR'"):   # the message shows the name as given
+    widgets.get("CIFAR")
+  with pytest.raises(ValueError, match="looked up in lower case"):
+    widgets.add("MNIST", dict)
+
+
+def test_losses_registry_is_a_registry():
+  assert isinstance(losses.registry.LOSSES, Registry)
+  assert losses.names() == list(losses.registry.LOSSES.names()) == sorted(losses.names())
+  assert set(losses.registry.TFR_KEYS) <= set(losses.names())
+  for key in losses.registry.TFR_KEYS:
+    factory = losses.registry.LOSSES[key]
+    assert isinstance(factory, functools.partial) and factory.args == (key,)
+  assert losses.registry.LOSSES["recall_loss"] is losses.RecallLoss
+  # An instance is returned unchanged; unknown non-string names are a ValueError.
+  loss = losses.RecallLoss()
+  assert losses.get(loss) is loss
+  with pytest.raises(ValueError, match=r"Unknown loss name None; known losses are: "):
+    losses.get(None)

@@ -27,6 +27,7 @@ Example:
   >>> data.info("goemotions_sample").class_names[27]
   'neutral'
 """
+import collections
 import os
 
 os.environ.setdefault("NO_GCE_CHECK", "true")
@@ -38,6 +39,7 @@ from tfrank4class.data import imagenet  # noqa: E402
 from tfrank4class.data import mind  # noqa: E402
 from tfrank4class.data import options as options_lib  # noqa: E402
 from tfrank4class.data import text  # noqa: E402
+from tfrank4class.registry import Registry  # noqa: E402
 
 DataNotFoundError = _common.DataNotFoundError
 DatasetInfo = _common.DatasetInfo
@@ -47,7 +49,6 @@ MalformedRowError = _common.MalformedRowError
 ON_CORRUPT = _common.ON_CORRUPT
 adapt_text_vectorization = text.adapt_text_vectorization
 
-_ALIASES = {"imagenet": "imagenet2012"}
 _IMAGE_KWARGS = ("on_corrupt",)
 
 
@@ -61,30 +62,45 @@ def _tsv_only(source):
   return "tsv"
 
 
-_LOADERS = {
-    "cifar10": (lambda split, d, o, **kw: cifar.load("cifar10", split, d, o, **kw),
-                lambda d, s: cifar.info("cifar10", d, s), _IMAGE_KWARGS,
-                lambda: cifar.serving_preprocess("cifar10")),
-    "cifar100": (lambda split, d, o, **kw: cifar.load("cifar100", split, d, o, **kw),
-                 lambda d, s: cifar.info("cifar100", d, s), _IMAGE_KWARGS,
-                 lambda: cifar.serving_preprocess("cifar100")),
-    "imagenet2012": (imagenet.load, imagenet.info, _IMAGE_KWARGS, imagenet.serving_preprocess),
-    "goemotions": (goemotions.load, goemotions.info, ("multi_label", "on_corrupt"),
-                   goemotions.serving_preprocess),
-    "goemotions_sample": (
-        lambda split, d, o, **kw: goemotions.load(
-            split, _goemotions_sample_dir(d), o, name=goemotions.SAMPLE_NAME,
-            source=_tsv_only(kw.pop("source", None)), **kw),
-        lambda d, s: goemotions.info(_goemotions_sample_dir(d), _tsv_only(s),
-                                     name=goemotions.SAMPLE_NAME),
-        ("multi_label", "on_corrupt"), goemotions.serving_preprocess),
-    "mind": (mind.load, mind.info, ("on_corrupt",), mind.serving_preprocess),
-}
+#: What :data:`DATASETS` holds per dataset: ``load(split, data_dir, options, source=,
+#: training=, **dataset_options)``, ``info(data_dir, source)``, the names of the dataset options
+#: ``load`` takes, and ``serving_preprocess()``.
+DatasetEntry = collections.namedtuple(
+    "DatasetEntry", ["load", "info", "dataset_options", "serving_preprocess"])
+
+#: The datasets by name (case-insensitive; alias ``imagenet`` -> ``imagenet2012``).
+DATASETS = Registry(
+    "dataset", fold_case=True,
+    message=("Unknown dataset `name` {value!r}; the known datasets are {names} "
+             "(aliases: {aliases})."))
+DATASETS.add("cifar10", DatasetEntry(
+    lambda split, d, o, **kw: cifar.load("cifar10", split, d, o, **kw),
+    lambda d, s: cifar.info("cifar10", d, s), _IMAGE_KWARGS,
+    lambda: cifar.serving_preprocess("cifar10")))
+DATASETS.add("cifar100", DatasetEntry(
+    lambda split, d, o, **kw: cifar.load("cifar100", split, d, o, **kw),
+    lambda d, s: cifar.info("cifar100", d, s), _IMAGE_KWARGS,
+    lambda: cifar.serving_preprocess("cifar100")))
+DATASETS.add("imagenet2012", DatasetEntry(
+    imagenet.load, imagenet.info, _IMAGE_KWARGS, imagenet.serving_preprocess))
+DATASETS.add("goemotions", DatasetEntry(
+    goemotions.load, goemotions.info, ("multi_label", "on_corrupt"),
+    goemotions.serving_preprocess))
+DATASETS.add("goemotions_sample", DatasetEntry(
+    lambda split, d, o, **kw: goemotions.load(
+        split, _goemotions_sample_dir(d), o, name=goemotions.SAMPLE_NAME,
+        source=_tsv_only(kw.pop("source", None)), **kw),
+    lambda d, s: goemotions.info(_goemotions_sample_dir(d), _tsv_only(s),
+                                 name=goemotions.SAMPLE_NAME),
+    ("multi_label", "on_corrupt"), goemotions.serving_preprocess))
+DATASETS.add("mind", DatasetEntry(
+    mind.load, mind.info, ("on_corrupt",), mind.serving_preprocess))
+DATASETS.add_alias("imagenet", "imagenet2012")
 
 
 def names():
   """The dataset names ``load`` and ``info`` accept (aliases: ``imagenet`` -> ``imagenet2012``)."""
-  return tuple(sorted(_LOADERS))
+  return DATASETS.names()
 
 
 def modality(name):
@@ -94,14 +110,8 @@ def modality(name):
 
 
 def _entry(name):
-  if not isinstance(name, str):
-    raise ValueError(f"`name` must be a dataset name, one of {list(names())}, got {name!r}.")
-  key = _ALIASES.get(name.lower(), name.lower())
-  if key not in _LOADERS:
-    raise ValueError(
-        f"Unknown dataset `name` {name!r}; the known datasets are {list(names())} "
-        f"(aliases: {_ALIASES}).")
-  return key, _LOADERS[key]
+  key, entry, _ = DATASETS.resolve(name)
+  return key, entry
 
 
 def load(name, split, data_dir=None, batch_size=32, *, source=None, training=None, options=None,

@@ -5,26 +5,26 @@
 ``"saved_model"`` (a local BERT/ELECTRA-style SavedModel). Every encoder is a functional
 ``keras.Model`` that round-trips through ``model.save`` / ``keras.models.load_model``.
 """
-from tfrank4class import _validation
 from tfrank4class.compat import keras
 from tfrank4class.encoders.resnet import resnet50
 from tfrank4class.encoders.saved_model_text import SavedModelEncoder, saved_model
 from tfrank4class.encoders.small_cnn import small_cnn
 from tfrank4class.encoders.text_transformer import TransformerTextEncoder, transformer
 from tfrank4class.encoders.vgg import vgg16_cifar
+from tfrank4class.registry import Registry
 
-ENCODERS = {
-    "resnet50": resnet50,
-    "vgg16_cifar": vgg16_cifar,
-    "small_cnn": small_cnn,
-    "transformer": transformer,
-    "saved_model": saved_model,
-}
+#: The encoders by name (``ENCODERS["resnet50"]`` is the builder; :func:`get` calls it).
+ENCODERS = Registry("encoder")
+ENCODERS.add("resnet50", resnet50)
+ENCODERS.add("vgg16_cifar", vgg16_cifar)
+ENCODERS.add("small_cnn", small_cnn)
+ENCODERS.add("transformer", transformer)
+ENCODERS.add("saved_model", saved_model)
 
 
 def names():
   """All encoder names :func:`get` accepts, sorted."""
-  return sorted(ENCODERS)
+  return list(ENCODERS.names())
 
 
 def get(name, **kwargs):
@@ -34,5 +34,4 @@ def get(name, **kwargs):
     >>> get("small_cnn", input_shape=(8, 8, 3), filters=(4,), embedding_dim=6).output_shape
     (None, 6)
   """
-  _validation.check_choice("name", name, ENCODERS)
-  return ENCODERS[name](**kwargs)
+  return ENCODERS.get(name, **kwargs)

@@ -29,6 +29,7 @@ import tensorflow as tf
 from tfrank4class import _validation, compat
 from tfrank4class.compat import keras
 from tfrank4class.heads.class_encoder import check_units, fresh_initializer
+from tfrank4class.registry import Registry
 
 
 class Interaction(keras.layers.Layer):
@@ -359,11 +360,11 @@ class ConcatInteraction(_MLPInteraction):
     return tf.squeeze(self._apply_layers(x, weights[2:]), axis=-1)
 
 
-INTERACTIONS = {
-    "dot": DotProductInteraction,
-    "latent_cross": LatentCrossInteraction,
-    "concat": ConcatInteraction,
-}
+#: The interactions by name (``INTERACTIONS["dot"]`` is the class; :func:`get` builds one).
+INTERACTIONS = Registry("interaction", argument="interaction")
+INTERACTIONS.add("dot", DotProductInteraction)
+INTERACTIONS.add("latent_cross", LatentCrossInteraction)
+INTERACTIONS.add("concat", ConcatInteraction)
 
 
 def get(interaction, **kwargs):
@@ -376,9 +377,8 @@ def get(interaction, **kwargs):
     >>> type(get("concat", hidden_units=(16,))).__name__
     'ConcatInteraction'
   """
-  _validation.check_choice("interaction", interaction, INTERACTIONS)
-  cls = INTERACTIONS[interaction]
-  if interaction == "dot":
+  name, cls, _ = INTERACTIONS.resolve(interaction)
+  if name == "dot":
     for key in ("hidden_units", "activation", "kernel_initializer"):
       kwargs.pop(key, None)
   else:

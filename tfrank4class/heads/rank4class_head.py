@@ -69,8 +69,7 @@ class Rank4ClassHead(keras.layers.Layer):
                bias_initializer="zeros", **kwargs):
     super().__init__(**kwargs)
     self.num_classes = _validation.check_int("num_classes", num_classes, minimum=2)
-    self.interaction_name = _validation.check_choice(
-        "interaction", interaction, interactions_lib.INTERACTIONS)
+    self.interaction_name = interactions_lib.INTERACTIONS.resolve(interaction).name
     self.hidden_units = check_units("hidden_units", hidden_units)
     self.class_feature_units = check_units("class_feature_units", class_feature_units)
     self.class_embedding_dim = _validation.check_int(

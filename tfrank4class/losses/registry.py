@@ -8,11 +8,18 @@
 Our own losses register themselves with the :func:`register` decorator, which also makes them
 Keras-serializable under the ``tfrank4class`` package name.
 """
+import functools
+
 from tfrank4class import compat
 from tfrank4class.compat import keras
 from tfrank4class.losses.tf_ranking import TFR_KEYS, RankingLoss
+from tfrank4class.registry import Registry
 
-_OWN = {}
+#: Every loss by name: the TF-Ranking keys (``RankingLoss(key, **kwargs)``) and ours.
+LOSSES = Registry("loss", message="Unknown loss name {value!r}; known losses are: {joined}.")
+for _key in TFR_KEYS:
+  LOSSES.add(_key, functools.partial(RankingLoss, _key))
+del _key
 
 
 def register(name):
@@ -20,19 +27,19 @@ def register(name):
 
   The class becomes Keras-serializable as ``tfrank4class>ClassName`` and reachable through
   :func:`get`. Its ``call(y_true, y_pred)`` receives the raw labels; use :func:`to_relevance`.
+
+  Raises:
+    ValueError: ``name`` is already registered (a TF-Ranking key or one of ours).
   """
   def decorator(cls):
-    if name in _OWN or name in TFR_KEYS:
-      raise ValueError(f"A loss named {name!r} is already registered.")
-    cls = compat.register_serializable(cls)
-    _OWN[name] = cls
-    return cls
+    LOSSES.add(name, cls)   # refuses a duplicate before Keras sees the class
+    return compat.register_serializable(cls)
   return decorator
 
 
 def names():
   """All names :func:`get` accepts, sorted."""
-  return sorted(set(TFR_KEYS) | set(_OWN))
+  return list(LOSSES.names())
 
 
 def get(name, **kwargs):
@@ -50,8 +57,4 @@ def get(name, **kwargs):
   """
   if isinstance(name, keras.losses.Loss):
     return name
-  if name in _OWN:
-    return _OWN[name](**kwargs)
-  if name in TFR_KEYS:
-    return RankingLoss(name, **kwargs)
-  raise ValueError(f"Unknown loss name {name!r}; known losses are: {', '.join(names())}.")
+  return LOSSES.get(name, **kwargs)

@@ -41,15 +41,12 @@ from tfrank4class.compat import keras
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.relevance import num_items, to_relevance
 from tfrank4class.ranking import sorter_base
-from tfrank4class.ranking.attention_sorter import AttentionSorter
-from tfrank4class.ranking.conv_sorter import ConvSorter
 from tfrank4class.ranking.exact import rank
-from tfrank4class.ranking.lstm_sorter import LSTMSorter
 from tfrank4class.ranking.pairwise_sigmoid_sorter import PairwiseSigmoidSorter
+from tfrank4class.ranking.sorters import PRETRAINED_SORTERS
 from tfrank4class.ranking.ties import tie_statistics
 
-_PRETRAINED = {"attention": AttentionSorter, "lstm": LSTMSorter, "conv": ConvSorter}
-_NAMES = ("exact", "pairwise_sigmoid") + tuple(_PRETRAINED)
+_NAMES = ("exact", "pairwise_sigmoid") + PRETRAINED_SORTERS.names()
 
 
 def resolve_ranker(ranker, trainable=False):
@@ -57,8 +54,8 @@ def resolve_ranker(ranker, trainable=False):
   if ranker is None or ranker == "exact":
     return "exact", rank
   if isinstance(ranker, str):
-    if ranker in _PRETRAINED:
-      return ranker, _PRETRAINED[ranker].pretrained(trainable=trainable)
+    if ranker in PRETRAINED_SORTERS:
+      return ranker, PRETRAINED_SORTERS.get(ranker, trainable=trainable)
     if ranker == "pairwise_sigmoid":
       return ranker, PairwiseSigmoidSorter()
     raise ValueError(f"`ranker` must be one of {list(_NAMES)}, a rank layer or a callable, "
@@ -125,7 +122,7 @@ class _RankLoss(keras.losses.Loss):
     config = super().get_config()
     ranker = self._ranker_config
     kind = getattr(ranker, "pretrained_kind", None)
-    if kind in _PRETRAINED and not self.ranker_trainable:
+    if kind in PRETRAINED_SORTERS and not self.ranker_trainable:
       ranker = kind   # the shipped weights are reloaded by name
     if not isinstance(ranker, (str, dict)):
       if isinstance(ranker, keras.layers.Layer):

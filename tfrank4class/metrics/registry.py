@@ -4,17 +4,25 @@
     mrr      -> MRR()               mrr_K -> MRR(K)     map    -> MeanAveragePrecision()
     recall_K -> RecallAtK(K)        precision_K -> PrecisionAtK(K)    spearman -> Spearman()
 """
-import re
-
 from tfrank4class.metrics import classification
+from tfrank4class.registry import Registry
 
 PATTERNS = ("top_K", "ndcg", "ndcg_K", "mrr", "mrr_K", "map", "spearman", "recall_K", "precision_K")
 
-_FIXED = {"ndcg": classification.NDCG, "mrr": classification.MRR,
-          "map": classification.MeanAveragePrecision, "spearman": classification.Spearman}
-_WITH_K = {"top": classification.TopKAccuracy, "ndcg": classification.NDCG,
-           "mrr": classification.MRR, "recall": classification.RecallAtK,
-           "precision": classification.PrecisionAtK}
+#: Every metric by name; ``K`` is a positive integer (``top_5``; ``top_05`` is ``top_5`` too).
+METRICS = Registry(
+    "metric",
+    message=("Unknown metric name {value!r}; known metrics are: " + ", ".join(PATTERNS)
+             + " (K a positive integer, e.g. top_5, ndcg_10)."))
+METRICS.add("ndcg", classification.NDCG)
+METRICS.add("mrr", classification.MRR)
+METRICS.add("map", classification.MeanAveragePrecision)
+METRICS.add("spearman", classification.Spearman)
+for _prefix, _cls in (("top", classification.TopKAccuracy), ("ndcg", classification.NDCG),
+                      ("mrr", classification.MRR), ("recall", classification.RecallAtK),
+                      ("precision", classification.PrecisionAtK)):
+  METRICS.add_pattern(f"{_prefix}_K", f"{_prefix}_(0*[1-9][0-9]*)", _cls, int)
+del _prefix, _cls
 
 
 def parse(name):
@@ -23,17 +31,10 @@ def parse(name):
   Raises:
     ValueError: for a name that matches none of ``PATTERNS``, listing them.
   """
-  if name in _FIXED:
-    return _FIXED[name], ()
-  match = re.fullmatch(r"(top|ndcg|mrr|recall|precision)_([0-9]+)", str(name))
-  if match and int(match.group(2)) >= 1:
-    return _WITH_K[match.group(1)], (int(match.group(2)),)
-  raise ValueError(
-      f"Unknown metric name {name!r}; known metrics are: {', '.join(PATTERNS)} "
-      "(K a positive integer, e.g. top_5, ndcg_10).")
+  _, cls, args = METRICS.resolve(name)
+  return cls, args
 
 
 def get(name):
   """Returns a fresh Keras metric for ``name`` (see the module docstring for the names)."""
-  cls, args = parse(name)
-  return cls(*args)
+  return METRICS.get(name)

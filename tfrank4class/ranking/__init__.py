@@ -9,3 +9,4 @@ from tfrank4class.ranking.lstm_sorter import LSTMSorter
 from tfrank4class.ranking.conv_sorter import ConvSorter
 from tfrank4class.ranking.attention_sorter import AttentionSorter
 from tfrank4class.ranking.synthetic import synthetic_batch, synthetic_dataset
+from tfrank4class.ranking.sorters import PRETRAINED_SORTERS, SORTERS

@@ -55,10 +55,15 @@ from tfrank4class import heads as heads_lib
 from tfrank4class.compat import keras
 from tfrank4class import losses as losses_lib
 from tfrank4class import metrics as metrics_lib
+from tfrank4class.registry import Registry
 from tfrank4class.train import strategy as strategy_lib
 
-OPTIMIZERS = {"adam": keras.optimizers.Adam, "adagrad": keras.optimizers.Adagrad}
-INTERACTIONS = ("dot", "latent_cross", "concat")
+#: The optimizers by name: ``OPTIMIZERS.get(name, learning_rate=...)``.
+OPTIMIZERS = Registry("optimizer", argument="optimizer")
+OPTIMIZERS.add("adam", keras.optimizers.Adam)
+OPTIMIZERS.add("adagrad", keras.optimizers.Adagrad)
+#: The interaction names (of the one interaction registry, ``heads.INTERACTIONS``).
+INTERACTIONS = heads_lib.INTERACTIONS.names()
 #: MLP widths of the latent_cross and concat interactions when ``hidden_units`` is not given.
 DEFAULT_HIDDEN_UNITS = (128, 128)
 #: Encoders chosen by ``encoder="auto"``, per modality.
@@ -461,7 +466,7 @@ def build_model(config, info):
   model = heads_lib.build_model(encoder, info.num_classes, interaction=config.interaction,
                                 hidden_units=tuple(config.hidden_units))
   model.compile(
-      optimizer=OPTIMIZERS[config.optimizer](learning_rate=config.learning_rate),
+      optimizer=OPTIMIZERS.get(config.optimizer, learning_rate=config.learning_rate),
       loss=losses_lib.get(config.loss, **config.loss_kwargs),
       metrics=[metrics_lib.get(m) for m in config.metrics])
   return model

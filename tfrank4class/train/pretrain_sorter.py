@@ -20,17 +20,21 @@ improves, exported to ``--output`` (``.json`` + ``.npz``, loadable with
 any time and the best weights so far are on disk.
 """
 import json
-
-from tfrank4class.compat import keras
 import os
 import time
 
 from absl import app
 from absl import flags
 from absl import logging
+import tensorflow as tf
+
+from tfrank4class import _validation
+from tfrank4class.compat import keras
+from tfrank4class.ranking import synthetic
+from tfrank4class.ranking.sorters import SORTERS
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("sorter", "attention", ["lstm", "conv", "attention"], "Sorter architecture.")
+flags.DEFINE_enum("sorter", "attention", list(SORTERS.names()), "Sorter architecture.")
 flags.DEFINE_integer("min_list_size", 10, "Shortest training list (>= 2).")
 flags.DEFINE_integer("max_list_size", 100, "Longest training list (conv: must equal min).")
 flags.DEFINE_integer("steps", 10000, "Training steps.")
@@ -66,35 +70,26 @@ def build_sorter(kind, list_size=None, **hparams):
   """Returns an untrained sorter layer of ``kind`` ('lstm', 'conv' or 'attention').
 
   Hyper-parameters of ``kind`` that are not given keep the sorter class's own defaults.
+
+  Raises:
+    ValueError: ``kind`` is not one of ``SORTERS.names()``.
   """
-  from tfrank4class.ranking.attention_sorter import AttentionSorter
-  from tfrank4class.ranking.conv_sorter import ConvSorter
-  from tfrank4class.ranking.lstm_sorter import LSTMSorter
-  if kind not in SORTER_HPARAMS:
-    raise ValueError(f"`sorter` must be one of ['attention', 'conv', 'lstm'], got {kind!r}.")
+  kind = SORTERS.resolve(kind).name
   kwargs = {k: hparams[k] for k in SORTER_HPARAMS[kind] if k in hparams}
-  if kind == "lstm":
-    return LSTMSorter(**kwargs)
   if kind == "conv":
-    return ConvSorter(list_size=list_size, **kwargs)
-  return AttentionSorter(**kwargs)
+    kwargs["list_size"] = list_size
+  return SORTERS.get(kind, **kwargs)
 
 
 def normalised_l1(predicted, exact):
   """Eq. 1 on normalised ranks: mean |(rank_hat - 1) - (rank - 1)| / (n - 1) over ``[B, n]``."""
-  import tensorflow as tf
   n = tf.cast(tf.shape(exact)[-1], exact.dtype)
   return tf.reduce_mean(tf.abs(predicted - exact)) / (n - 1.0)
 
 
-def train(kind, min_list_size, max_list_size, steps, batch_size, learning_rate, halve_every,
-          output, model_dir=None, eval_every=250, eval_lists=512, eval_list_sizes=None,
-          max_minutes=None, seed=0, verbose=1, **hparams):
-  """Trains a sorter; returns ``(sorter, best_eval)``. See the module docstring."""
-  import tensorflow as tf
-  from tfrank4class import _validation
-  from tfrank4class.ranking import synthetic
-
+def _check_arguments(kind, min_list_size, max_list_size, steps, batch_size, learning_rate,
+                    halve_every, output):
+  """Raises a ``ValueError`` naming the first bad argument of :func:`train`."""
   _validation.check_int("min_list_size", min_list_size, minimum=2)
   _validation.check_int("max_list_size", max_list_size, minimum=min_list_size)
   _validation.check_int("steps", steps, minimum=1)
@@ -107,32 +102,46 @@ def train(kind, min_list_size, max_list_size, steps, batch_size, learning_rate, 
     raise ValueError(
         f"The conv sorter is tied to one list length: min_list_size ({min_list_size}) must "
         f"equal max_list_size ({max_list_size}).")
-  model_dir = model_dir or output + "_run"
-  os.makedirs(model_dir, exist_ok=True)
-  tf.random.set_seed(seed)
-  sorter = build_sorter(kind, list_size=max_list_size, **hparams)
-  schedule = keras.optimizers.schedules.ExponentialDecay(
+
+
+def _halving_schedule(learning_rate, halve_every):
+  """The learning rate ``learning_rate * 0.5 ** floor(step / halve_every)``."""
+  return keras.optimizers.schedules.ExponentialDecay(
       learning_rate, decay_steps=halve_every, decay_rate=0.5, staircase=True)
-  optimizer = keras.optimizers.Adam(schedule)
-  dataset = synthetic.synthetic_dataset(
-      batch_size, (min_list_size, max_list_size), seed=seed)
+
+
+def _held_out_sets(eval_lists, eval_list_sizes, min_list_size, max_list_size):
+  """``{n: (scores, exact ranks)}``: ``eval_lists`` fixed synthetic lists per length ``n``.
+
+  The lengths default (``eval_list_sizes=None``) to the shortest, the longest and their
+  geometric mean; the data is seeded by :data:`EVAL_SEED` and ``n``, so it never overlaps the
+  training stream and is the same in every run.
+  """
   if eval_list_sizes is None:
     eval_list_sizes = sorted({min_list_size, max_list_size,
                               int(round((min_list_size * max_list_size) ** 0.5))})
-  eval_sets = {n: synthetic.synthetic_batch(eval_lists, n, seed=[EVAL_SEED, n])
-               for n in eval_list_sizes}
+  return {n: synthetic.synthetic_batch(eval_lists, n, seed=[EVAL_SEED, n])
+          for n in eval_list_sizes}
 
-  step_var = tf.Variable(0, dtype=tf.int64, name="step")
-  best_var = tf.Variable(float("inf"), dtype=tf.float64, name="best_eval")
+
+def _restore_checkpoint(sorter, optimizer, model_dir):
+  """``(step, best, manager)``: the step and best held-out error variables, checkpointed with
+  the sorter and optimizer in ``<model_dir>/ckpt`` and restored from its latest checkpoint."""
+  step = tf.Variable(0, dtype=tf.int64, name="step")
+  best = tf.Variable(float("inf"), dtype=tf.float64, name="best_eval")
   sorter._build_for_export()
-  ckpt = tf.train.Checkpoint(sorter=sorter, optimizer=optimizer, step=step_var, best=best_var)
+  ckpt = tf.train.Checkpoint(sorter=sorter, optimizer=optimizer, step=step, best=best)
   manager = tf.train.CheckpointManager(ckpt, os.path.join(model_dir, "ckpt"), max_to_keep=2)
   if manager.latest_checkpoint:
     ckpt.restore(manager.latest_checkpoint)
-    logging.info("Resumed from %s at step %d", manager.latest_checkpoint, int(step_var))
-  writer = tf.summary.create_file_writer(os.path.join(model_dir, "tensorboard"))
+    logging.info("Resumed from %s at step %d", manager.latest_checkpoint, int(step))
+  return step, best, manager
 
-  signature = [tf.TensorSpec([None, max_list_size if kind == "conv" else None], tf.float32)] * 2
+
+def _step_functions(sorter, optimizer, list_size=None):
+  """``(train_step, predict)``: one Adam step on the L1 of Eq. 1, and inference, as
+  ``tf.function``s over score lists ``[B, list_size]`` (any length when ``list_size`` is None)."""
+  signature = [tf.TensorSpec([None, list_size], tf.float32)] * 2
 
   @tf.function(input_signature=signature)
   def train_step(scores, ranks):
@@ -146,8 +155,42 @@ def train(kind, min_list_size, max_list_size, steps, batch_size, learning_rate, 
   def predict(scores):
     return sorter(scores, training=False)
 
-  def evaluate():
-    return {n: float(normalised_l1(predict(s), r)) for n, (s, r) in eval_sets.items()}
+  return train_step, predict
+
+
+def _write_scalars(writer, step, scalars):
+  """Writes ``{tag: value}`` as TensorBoard scalars at ``step``."""
+  with writer.as_default(step=step):
+    for tag, value in scalars.items():
+      tf.summary.scalar(tag, value)
+
+
+def _evaluate(predict, eval_sets):
+  """``{n: normalised L1}`` of ``predict`` on each held-out set of :func:`_held_out_sets`."""
+  return {n: float(normalised_l1(predict(s), r)) for n, (s, r) in eval_sets.items()}
+
+
+def train(kind, min_list_size, max_list_size, steps, batch_size, learning_rate, halve_every,
+          output, model_dir=None, eval_every=250, eval_lists=512, eval_list_sizes=None,
+          max_minutes=None, seed=0, verbose=1, **hparams):
+  """Trains a sorter; returns ``(sorter, best_eval)``. See the module docstring."""
+  _check_arguments(kind, min_list_size, max_list_size, steps, batch_size, learning_rate,
+                   halve_every, output)
+  model_dir = model_dir or output + "_run"
+  os.makedirs(model_dir, exist_ok=True)
+  tf.random.set_seed(seed)
+  sorter = build_sorter(kind, list_size=max_list_size, **hparams)
+  schedule = _halving_schedule(learning_rate, halve_every)
+  optimizer = keras.optimizers.Adam(schedule)
+  dataset = synthetic.synthetic_dataset(batch_size, (min_list_size, max_list_size), seed=seed)
+  eval_sets = _held_out_sets(eval_lists, eval_list_sizes, min_list_size, max_list_size)
+  step_var, best_var, manager = _restore_checkpoint(sorter, optimizer, model_dir)
+  writer = tf.summary.create_file_writer(os.path.join(model_dir, "tensorboard"))
+  train_step, predict = _step_functions(
+      sorter, optimizer, max_list_size if kind == "conv" else None)
+  run_metadata = {"min_list_size": min_list_size, "max_list_size": max_list_size,
+                  "batch_size": batch_size, "learning_rate": learning_rate,
+                  "halve_every": halve_every, "seed": seed}
 
   start = time.time()
   progbar = keras.utils.Progbar(steps, verbose=verbose, stateful_metrics=["lr", "eval"])
@@ -160,26 +203,19 @@ def train(kind, min_list_size, max_list_size, steps, batch_size, learning_rate, 
     step = int(step_var)
     lr = float(schedule(step))
     values = [("loss", loss), ("lr", lr)]
-    with writer.as_default(step=step):
-      tf.summary.scalar("train/l1_normalised_rank", loss)
-      tf.summary.scalar("train/learning_rate", lr)
+    _write_scalars(writer, step, {"train/l1_normalised_rank": loss, "train/learning_rate": lr})
     out_of_time = max_minutes is not None and (time.time() - start) > 60 * max_minutes
     if step % eval_every == 0 or step == steps or out_of_time:
-      errors = evaluate()
+      errors = _evaluate(predict, eval_sets)
+      _write_scalars(writer, step, {f"eval/l1_normalised_rank_n{n}": e for n, e in errors.items()})
       mean_error = sum(errors.values()) / len(errors)
-      with writer.as_default(step=step):
-        for n, e in errors.items():
-          tf.summary.scalar(f"eval/l1_normalised_rank_n{n}", e)
       values.append(("eval", mean_error))
       history.append({"step": step, "eval": errors, "minutes": (time.time() - start) / 60})
       if mean_error < float(best_var):
         best_var.assign(mean_error)
         sorter.export_weights(output, metadata={
             "step": step, "eval_l1_normalised_rank": {str(k): v for k, v in errors.items()},
-            "min_list_size": min_list_size, "max_list_size": max_list_size,
-            "batch_size": batch_size, "learning_rate": learning_rate,
-            "halve_every": halve_every, "seed": seed,
-            "train_minutes_this_run": round((time.time() - start) / 60, 2)})
+            **run_metadata, "train_minutes_this_run": round((time.time() - start) / 60, 2)})
       manager.save(checkpoint_number=step)
       logging.info("step %d eval %s (best %.5f)", step, json.dumps(errors), float(best_var))
     progbar.update(step, values)
@@ -196,7 +232,6 @@ def main(argv):
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   if not FLAGS.output:
     raise app.UsageError("--output (path prefix of the exported weights) is required.")
-  import tensorflow as tf
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
   tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   eval_sizes = [int(x) for x in FLAGS.eval_list_sizes] if FLAGS.eval_list_sizes else None
