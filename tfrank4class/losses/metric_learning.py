@@ -133,6 +133,8 @@ class ContrastiveLoss(_EmbeddingLoss):
     >>> loss = ContrastiveLoss(margin=1.0)
     >>> round(float(loss([0, 0, 1], [[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])), 4)
     0.0
+    >>> embedder = keras.Sequential([keras.layers.Dense(8)])
+    >>> embedder.compile(optimizer="adam", loss=ContrastiveLoss(margin=0.5, mining="hard"))
   """
 
   _MINING = ("all", "hard")
@@ -182,6 +184,8 @@ class TripletLoss(_EmbeddingLoss):
     >>> loss = TripletLoss(margin=0.2)
     >>> round(float(loss([0, 0, 1, 1], [[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]])), 4)
     0.0
+    >>> embedder = keras.Sequential([keras.layers.Dense(8)])
+    >>> embedder.compile(optimizer="adam", loss=TripletLoss(margin=0.2, mining="semi_hard"))
   """
 
   _MINING = ("batch_hard", "batch_all", "semi_hard")
@@ -265,6 +269,10 @@ class SmoothedCrossEntropy(keras.losses.Loss):
     0.6931
     >>> round(float(SmoothedCrossEntropy(0.5)([0], [[0.0, 0.0, 0.0]])), 4)   # log 3, any q
     1.0986
+    >>> import tfrank4class.metrics
+    >>> model = keras.Sequential([keras.layers.Dense(3)])
+    >>> model.compile(optimizer="adam", loss=SmoothedCrossEntropy(0.1),
+    ...               metrics=[tfrank4class.metrics.TopKAccuracy(1)])
   """
 
   SPREADS = ("other_classes", "all_classes")

@@ -237,6 +237,17 @@ class BlackboxRankLoss(keras.losses.Loss):
   turns labels into relevance with :func:`tfrank4class.losses.to_relevance`, prepends the score
   memory (Sec. 4.3) if one is configured (``memory`` batches, concatenated down the batch axis)
   and calls it.
+
+  Example (a loss on the mean blackbox rank of the relevant items):
+    >>> class RelevantRankLoss(BlackboxRankLoss):
+    ...   def loss_values(self, scores, relevance):
+    ...     rk, _, relevant, _ = list_ranks(scores, relevance, self.lambda_, self.margin)
+    ...     return tf.reduce_sum(tf.where(relevant, rk, 0.0), -1)
+    >>> loss = RelevantRankLoss(reduction="none")
+    >>> loss([2, 0], [[0.1, 0.2, 0.7], [0.1, 0.8, 0.3]]).numpy()   # the true classes rank 1, 3
+    array([1., 3.], dtype=float32)
+    >>> model = keras.Sequential([keras.layers.Dense(3)])
+    >>> model.compile(optimizer="adam", loss=RelevantRankLoss(lambda_=4.0))
   """
 
   supports_memory = False

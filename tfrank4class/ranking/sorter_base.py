@@ -185,6 +185,14 @@ class Sorter(keras.layers.Layer):
   float32 ranks; subclasses build their sub-layers with ``dtype=self.dtype_policy``. Even with
   an explicit low-precision policy, the rank arithmetic (standardisation, comparisons, output
   ranks) is done in float32.
+
+  Example (a sorter that returns exact normalised ranks):
+    >>> class CountingSorter(Sorter):
+    ...   def _normalised_ranks(self, scores, training=None):
+    ...     above = tf.reduce_sum(tf.cast(scores[:, None, :] > scores[:, :, None], tf.float32), -1)
+    ...     return above / tf.cast(tf.shape(scores)[-1] - 1, tf.float32)
+    >>> CountingSorter()(tf.constant([[0.3, 0.9, 0.1]])).numpy()
+    array([[2., 1., 3.]], dtype=float32)
   """
 
   KIND = None
