@@ -22,7 +22,7 @@ disturbed by other users of the machine than wall time), the median over the cal
 row reports the median over the rounds of those times and of the per-round ratio this / base.
 
 Usage:
-  nice -n 10 .venv/bin/python benchmarks/rank_ops.py            # parts 1-2, ~5-10 minutes
+  nice -n 10 .venv/bin/python benchmarks/rank_ops.py            # parts 1-2
   .venv/bin/python benchmarks/rank_ops.py --quick                # fewer repeats, small shapes
   .venv/bin/python benchmarks/rank_ops.py --skip-rank --skip-ndcg --baseline /tmp/base  # part 3
 Writes benchmarks/out/rank_ops.png (part 1 and 2) and benchmarks/out/rank_ops.json.

@@ -16,7 +16,10 @@ the same optimiser (Adam), epochs and seeds. An "untrained" row shows the random
 network. Prints a table (mean +- std over seeds) and writes benchmarks/out/retrieval.png and
 retrieval.json.
 
-    nice -n 10 .venv/bin/python benchmarks/retrieval.py   # about 20-30 min on 2 shared cores
+    nice -n 10 .venv/bin/python benchmarks/retrieval.py
+
+The slowest of the benchmarks; a run's figures and time are in BUILD_NOTES.md, "Metric learning
+and retrieval (issue 8)".
 """
 import argparse
 import json

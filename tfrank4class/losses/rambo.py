@@ -233,7 +233,7 @@ class BlackboxRankLoss(keras.losses.Loss):
 
   Subclasses implement ``loss_values(scores, relevance)`` returning per-list losses ``[B]`` or a
   batch-level scalar. ``call`` has no tensor-dependent Python control flow and is excluded from
-  AutoGraph conversion (which otherwise costs seconds per first trace). ``call(y_true, y_pred)``
+  AutoGraph conversion (which otherwise slows down every first trace). ``call(y_true, y_pred)``
   turns labels into relevance with :func:`tfrank4class.losses.to_relevance`, prepends the score
   memory (Sec. 4.3) if one is configured (``memory`` batches, concatenated down the batch axis)
   and calls it.
