@@ -15,8 +15,6 @@ import re
 import subprocess
 import sys
 
-import pytest
-
 from tfrank4class.compat import keras
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -243,7 +243,8 @@ def test_non_finite_scores_raise_not_nan():
 
 
 def test_bad_weighting_and_similarity():
-  with pytest.raises(ValueError, match=r"`weighting` must be one of \['log', 'loglog'\], got 'sqrt'"):
+  with pytest.raises(ValueError,
+                     match=r"`weighting` must be one of \['log', 'loglog'\], got 'sqrt'"):
     rambo.recall_loss_values([[0.1]], [[1.0]], 1.0, weighting="sqrt")
   with pytest.raises(ValueError, match="`similarity` must be one of"):
     rambo.similarity_lists(np.ones((2, 2)), np.zeros(2), similarity="l1")

@@ -12,8 +12,9 @@ Class ids are ``subject - 1`` (``s1`` -> 0, ..., ``s40`` -> 39), so a model trai
 1..30 has class ids ``0..29`` and subjects 31..40 (ids 30..39) are unseen classes for retrieval.
 
 Example:
-  >>> x, y = load_orl("/data/orl_faces", subjects=range(1, 31), image_size=(56, 46))  # doctest: +SKIP
-  >>> x.shape, y.max()                                                                 # doctest: +SKIP
+  >>> x, y = load_orl("/data/orl_faces", subjects=range(1, 31),  # doctest: +SKIP
+  ...                 image_size=(56, 46))
+  >>> x.shape, y.max()  # doctest: +SKIP
   ((300, 56, 46, 1), 29)
 """
 import os
@@ -35,7 +36,8 @@ def orl_dir(data_dir):
     FileNotFoundError: neither exists; the message says what was expected.
   """
   if data_dir is None:
-    raise ValueError("`data_dir` must be the path of the ORL folder (holding s1/ .. s40/), got None.")
+    raise ValueError(
+        "`data_dir` must be the path of the ORL folder (holding s1/ .. s40/), got None.")
   root = pathlib.Path(data_dir)
   for candidate in (root, root / "orl_faces"):
     if (candidate / "s1").is_dir():

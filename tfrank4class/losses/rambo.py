@@ -31,7 +31,8 @@ import tensorflow as tf
 
 from tfrank4class import _validation
 from tfrank4class.compat import keras
-from tfrank4class.losses.relevance import class_ids, num_items, to_relevance  # noqa: F401 (class_ids: public here before issue 13)
+# class_ids was public here before issue 13 and stays importable from this module.
+from tfrank4class.losses.relevance import class_ids, num_items, to_relevance  # noqa: F401
 from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.ranking.blackbox import blackbox_rank_within, margin_shift
 from tfrank4class.ranking.exact import rank_within

@@ -363,9 +363,10 @@ def top_k_accuracy(labels, scores, k=5):
 
       Top-k = 1[min_{i relevant} rk_i <= k],   rk_i = 1 + #{j : s_j > s_i}
 
-  (RaMBO's ``r@K``, Rolinek et al., Sec. 3.1.2, Eq. 7, for distinct scores). Class ids: ``P(r <= k) = clip((k - g) / (e + 1), 0, 1)`` (see :func:`rank_range`). Dense
-  relevance: with the first tie group holding a relevant item after ``a`` items, of ``t`` items
-  of which ``r`` are relevant, and ``m = k - a`` of its places inside the top ``k``,
+  (RaMBO's ``r@K``, Rolinek et al., Sec. 3.1.2, Eq. 7, for distinct scores). Class ids:
+  ``P(r <= k) = clip((k - g) / (e + 1), 0, 1)`` (see :func:`rank_range`). Dense relevance:
+  with the first tie group holding a relevant item after ``a`` items, of ``t`` items of which
+  ``r`` are relevant, and ``m = k - a`` of its places inside the top ``k``,
   ``P(hit) = 1 - C(t - m, r) / C(t, r)`` (0 if ``m <= 0``, 1 if ``m > t - r``), an ``O(k)``
   product. For distinct scores this is scikit-learn's ``top_k_accuracy_score`` per example and
   Keras' ``SparseTopKCategoricalAccuracy``; Rank4Class Sec. 2.2 relates it to Precision@K.
