@@ -5,8 +5,7 @@ a stochastic model for human face identification", 1994; Olivetti Research Labor
 Cambridge - credit them when reporting results). The layout is ``<data_dir>/s<k>/<i>.pgm``.
 
 ``tf.io.decode_image`` does not read PGM, so the images are decoded with Pillow (a dependency of
-matplotlib, installed with the ``bench`` extra) and returned as in-memory arrays; the whole set is
-4 MB.
+the package) and returned as in-memory arrays; the whole set is 4 MB.
 
 Class ids are ``subject - 1`` (``s1`` -> 0, ..., ``s40`` -> 39), so a model trained on subjects
 1..30 has class ids ``0..29`` and subjects 31..40 (ids 30..39) are unseen classes for retrieval.
