@@ -10,8 +10,9 @@ different metric sets updated in the same step, as ``model.compile(metrics=...)`
   * ``keras top5``: ``SparseTopKCategoricalAccuracy(5)`` alone;
   * ``top1`` / ``top5`` / ``ndcg5`` / ``mrr``: one of ours alone;
   * ``exact 4``: the four computed by the exact float64 reference (the implementation before
-    issue 15), wrapped in ``keras.metrics.Mean``; only up to ``--exact_max_classes`` (at
-    C = 10,000 it takes seconds per step, and under XLA its searchsorted asks for ~100 GB).
+    issue 15), wrapped in ``keras.metrics.Mean``; only up to ``--exact_max_classes`` (it grows
+    slow with C, and under XLA its searchsorted needs more memory than a machine has:
+    BUILD_NOTES.md, "Ranking metrics at Keras speed (issue 15)").
 
 Every round times every configuration once, in turn, so they share the machine's load; a ratio
 is the median over rounds of the per-round ratio (``ours 4`` and ``exact 4`` over ``keras 1+5``,
@@ -57,13 +58,15 @@ def _metric_sets(tf):
   return {
       "none": lambda: [],
       "keras 1+5": lambda: [keras_top(1), keras_top(5)],
-      "ours 4": lambda: [metrics.TopKAccuracy(1), metrics.TopKAccuracy(5), metrics.NDCG(5), metrics.MRR()],
+      "ours 4": lambda: [metrics.TopKAccuracy(1), metrics.TopKAccuracy(5), metrics.NDCG(5),
+                         metrics.MRR()],
       "keras top5": lambda: [keras_top(5)],
       "top1": lambda: [metrics.TopKAccuracy(1)],
       "top5": lambda: [metrics.TopKAccuracy(5)],
       "ndcg5": lambda: [metrics.NDCG(5)],
       "mrr": lambda: [metrics.MRR()],
-      "exact 4": lambda: [Exact(reference.top_k_accuracy, k=1), Exact(reference.top_k_accuracy, k=5),
+      "exact 4": lambda: [Exact(reference.top_k_accuracy, k=1),
+                          Exact(reference.top_k_accuracy, k=5),
                           Exact(reference.ndcg, k=5), Exact(reference.reciprocal_rank)],
   }
 
@@ -121,7 +124,8 @@ def run_cell(tf, num_classes, batch, dim, jit, rounds, steps, exact_max_classes)
     return statistics.median(a / b for a, b in zip(times[name], times[base]))
 
   row = {"C": num_classes, "B": batch, "xla": jit,
-         "ms": {name: statistics.median(times[name]) if name in times else float("nan") for name in CONFIGS},
+         "ms": {name: statistics.median(times[name]) if name in times else float("nan")
+                for name in CONFIGS},
          "ours 4 / keras 1+5": ratio("ours 4", "keras 1+5"),
          "exact 4 / keras 1+5": ratio("exact 4", "keras 1+5")}
   for name in SINGLE:
@@ -141,8 +145,9 @@ def main():
   args = parser.parse_args()
   tf = setup_tensorflow(args.threads)
   rows = []
-  header = (f"| {'C':>6} | {'B':>3} | XLA | {'none':>6} | {'keras1+5':>8} | {'ours 4':>7} | {'exact 4':>8} "
-            f"| ours4/keras | exact4/keras | " + " | ".join(f"{n}/k5" for n in SINGLE) + " |")
+  header = (f"| {'C':>6} | {'B':>3} | XLA | {'none':>6} | {'keras1+5':>8} | {'ours 4':>7} "
+            f"| {'exact 4':>8} | ours4/keras | exact4/keras | "
+            + " | ".join(f"{n}/k5" for n in SINGLE) + " |")
   print(header)
   print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|", flush=True)
   for jit in (False, True):
@@ -152,11 +157,12 @@ def main():
                        args.exact_max_classes)
         rows.append(row)
         ms = row["ms"]
-        print(f"| {num_classes:>6} | {batch:>3} | {'yes' if jit else 'no':>3} | {ms['none']:6.2f} | "
-              f"{ms['keras 1+5']:8.2f} | {ms['ours 4']:7.2f} | {ms['exact 4']:8.1f} | "
-              f"{row['ours 4 / keras 1+5']:10.2f}x | {row['exact 4 / keras 1+5']:11.1f}x | "
-              + " | ".join(f"{row[f'{n} / keras top5']:{len(n) + 3}.2f}x"[-(len(n) + 4):] for n in SINGLE)
-              + " |", flush=True)
+        singles = " | ".join(f"{row[f'{n} / keras top5']:{len(n) + 3}.2f}x"[-(len(n) + 4):]
+                             for n in SINGLE)
+        print(f"| {num_classes:>6} | {batch:>3} | {'yes' if jit else 'no':>3} | "
+              f"{ms['none']:6.2f} | {ms['keras 1+5']:8.2f} | {ms['ours 4']:7.2f} | "
+              f"{ms['exact 4']:8.1f} | {row['ours 4 / keras 1+5']:10.2f}x | "
+              f"{row['exact 4 / keras 1+5']:11.1f}x | " + singles + " |", flush=True)
   OUT.mkdir(parents=True, exist_ok=True)
   (OUT / "metrics.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
   _plot(rows)

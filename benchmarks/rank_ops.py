@@ -26,7 +26,7 @@ of a run; each row reports the median over the rounds of those times and of the 
 this / base.
 
 Usage:
-  nice -n 10 .venv/bin/python benchmarks/rank_ops.py            # parts 1-2, ~5-10 minutes
+  nice -n 10 .venv/bin/python benchmarks/rank_ops.py            # parts 1-2
   .venv/bin/python benchmarks/rank_ops.py --quick                # fewer repeats, small shapes
   .venv/bin/python benchmarks/rank_ops.py --skip-rank --skip-ndcg --baseline /tmp/base  # part 3
   .venv/bin/python benchmarks/rank_ops.py --skip-rank --skip-ndcg \

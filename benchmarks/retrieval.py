@@ -16,7 +16,10 @@ the same optimiser (Adam), epochs and seeds. An "untrained" row shows the random
 network. Prints a table (mean +- std over seeds) and writes benchmarks/out/retrieval.png and
 retrieval.json.
 
-    nice -n 10 .venv/bin/python benchmarks/retrieval.py   # about 20-30 min on 2 shared cores
+    nice -n 10 .venv/bin/python benchmarks/retrieval.py
+
+The slowest of the benchmarks; a run's figures and time are in BUILD_NOTES.md, "Metric learning
+and retrieval (issue 8)".
 """
 import argparse
 import json
@@ -48,8 +51,10 @@ KS = (1, 2, 4, 8)
 # on the CIFAR *training* classes with seed 0 (lambda_=4 barely moved the loss in 6 epochs).
 LOSSES = {
     "cross_entropy": ("cross_entropy", {}),
-    "recall_log": ("recall_loss", {"weighting": "log", "lambda_": 20.0, "margin": 0.1, "memory": 1}),
-    "recall_loglog": ("recall_loss", {"weighting": "loglog", "lambda_": 20.0, "margin": 0.1, "memory": 1}),
+    "recall_log": ("recall_loss",
+                   {"weighting": "log", "lambda_": 20.0, "margin": 0.1, "memory": 1}),
+    "recall_loglog": ("recall_loss",
+                      {"weighting": "loglog", "lambda_": 20.0, "margin": 0.1, "memory": 1}),
     "triplet": ("triplet_loss", {"margin": 0.2, "mining": "batch_hard"}),
     "contrastive": ("contrastive_loss", {"margin": 1.0, "mining": "all"}),
 }
@@ -147,9 +152,10 @@ def plot(results, datasets, names, path):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--data_dir", default=os.environ.get("TFRANK4CLASS_DATA",
-                                                           str(ROOT.parent / "shared" / "datasets")))
-  parser.add_argument("--datasets", nargs="+", default=["orl", "cifar10"], choices=["orl", "cifar10"])
+  parser.add_argument("--data_dir", default=os.environ.get(
+      "TFRANK4CLASS_DATA", str(ROOT.parent / "shared" / "datasets")))
+  parser.add_argument("--datasets", nargs="+", default=["orl", "cifar10"],
+                      choices=["orl", "cifar10"])
   parser.add_argument("--losses", nargs="+", default=list(LOSSES), choices=list(LOSSES))
   parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
   parser.add_argument("--orl_size", nargs=2, type=int, default=[28, 23])

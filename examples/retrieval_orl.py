@@ -4,7 +4,7 @@ Subjects 1-30 train a small CNN with the cross-entropy recipe of Boudiaf et al. 
 subjects 31-40 are never seen in training and are retrieved leave-one-out by cosine similarity.
 Swap ``LOSS`` for "recall_loss" (RaMBO), "triplet_loss" or "contrastive_loss" to compare.
 
-    .venv/bin/python examples/retrieval_orl.py [path/to/shared/datasets]   # ~1 min on a CPU
+    .venv/bin/python examples/retrieval_orl.py [path/to/shared/datasets]
 """
 import os
 import pathlib

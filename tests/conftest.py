@@ -1,27 +1,11 @@
-"""Test set-up: no network, quiet TensorFlow, two logical CPUs for MirroredStrategy tests.
-
-The tests build their models with ``tf.keras``; on TensorFlow 2.16+ that is tf-keras (the Keras
-the package's objects are built on) only with TF_USE_LEGACY_KERAS=1, set here before TensorFlow
-is imported. ``tests/test_compat.py`` checks the package in a process without it.
+"""Test fixtures. The environment (no network, quiet TensorFlow, ``tf.keras`` = tf-keras on
+TensorFlow 2.16+, two logical CPUs for MirroredStrategy tests) is set by the repository's root
+``conftest.py``, before TensorFlow is imported, for the tests and the doctests alike.
 """
-import importlib.metadata
 import os
 import pathlib
 
-os.environ.setdefault("NO_GCE_CHECK", "true")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# TensorFlow 2.15 has no tf-keras and would fail to find it if asked for it.
-if tuple(int(p) for p in importlib.metadata.version("tensorflow").split(".")[:2]) >= (2, 16):
-  os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-
-import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-# Split the CPU into two logical devices before TensorFlow initialises them, so that
-# tf.distribute.MirroredStrategy(["CPU:0", "CPU:1"]) can run on this machine.
-_cpus = tf.config.list_physical_devices("CPU")
-tf.config.set_logical_device_configuration(
-    _cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -129,7 +129,8 @@ def test_mirrored_strategy(mirrored_strategy):
     return forward_backward(lambda t: blackbox.blackbox_rank(t, 1.0), y, g)
 
   ranks, grad = mirrored_strategy.run(step, batch)
-  cat = lambda v: np.concatenate([t.numpy() for t in mirrored_strategy.experimental_local_results(v)])
+  cat = lambda v: np.concatenate(
+      [t.numpy() for t in mirrored_strategy.experimental_local_results(v)])
   ref_ranks, ref_grad = np_algorithm1(y.astype(np.float64), g.astype(np.float64), 1.0)
   np.testing.assert_array_equal(cat(ranks), ref_ranks)
   np.testing.assert_allclose(cat(grad), ref_grad, atol=1e-6)
@@ -217,8 +218,9 @@ def test_layer_trains_a_model_under_strategy(mirrored_strategy):
   y[:, 0] = 1.0
   with mirrored_strategy.scope():
     inputs = tf.keras.Input([4])
-    scores = tf.keras.layers.Dense(5, kernel_initializer="zeros",
-                                   bias_initializer=tf.constant_initializer([0, .1, .2, .3, .4]))(inputs)
+    scores = tf.keras.layers.Dense(
+        5, kernel_initializer="zeros",
+        bias_initializer=tf.constant_initializer([0, .1, .2, .3, .4]))(inputs)
     model = tf.keras.Model(inputs, blackbox.BlackboxRanker(lambda_=1.0)(scores))
     model.compile(tf.keras.optimizers.SGD(0.1), loss=lambda t, r: tf.reduce_sum(t * r, axis=-1))
   before = float(np.mean(model.predict(x, verbose=0)[:, 0]))

@@ -23,7 +23,8 @@ def test_accumulates_over_batches_like_sklearn():
   for i in range(0, len(labels), 16):
     top3.update_state(labels[i:i + 16], scores[i:i + 16])
     ndcg.update_state(labels[i:i + 16], scores[i:i + 16])
-  assert float(top3.result()) == pytest.approx(top_k_accuracy_score(labels, scores, k=3, labels=range(C)))
+  assert float(top3.result()) == pytest.approx(
+      top_k_accuracy_score(labels, scores, k=3, labels=range(C)))
   assert float(ndcg.result()) == pytest.approx(ndcg_score(np.eye(C)[labels], scores, k=5), abs=1e-6)
 
 
@@ -41,9 +42,11 @@ def test_names_and_config_round_trip():
   for metric, name in [(metrics.TopKAccuracy(5), "top_5_accuracy"), (metrics.NDCG(5), "ndcg_5"),
                        (metrics.NDCG(), "ndcg"), (metrics.MRR(), "mrr"),
                        (metrics.MeanAveragePrecision(), "map"), (metrics.Spearman(), "spearman"),
-                       (metrics.RecallAtK(3), "recall_3"), (metrics.PrecisionAtK(2), "precision_2")]:
+                       (metrics.RecallAtK(3), "recall_3"),
+                       (metrics.PrecisionAtK(2), "precision_2")]:
     assert metric.name == name
-    restored = tf.keras.utils.deserialize_keras_object(tf.keras.utils.serialize_keras_object(metric))
+    restored = tf.keras.utils.deserialize_keras_object(
+        tf.keras.utils.serialize_keras_object(metric))
     assert type(restored) is type(metric) and restored.get_config() == metric.get_config()
 
 
@@ -51,14 +54,17 @@ def test_in_compile_fit_and_saved_model(tmp_path):
   labels, scores = _case(64)
   x = scores  # identity-initialised model: its outputs are the scores themselves
   inputs = tf.keras.Input((C,))
-  outputs = tf.keras.layers.Dense(C, kernel_initializer="identity", bias_initializer="zeros")(inputs)
+  outputs = tf.keras.layers.Dense(C, kernel_initializer="identity",
+                                  bias_initializer="zeros")(inputs)
   model = tf.keras.Model(inputs, outputs)
   model.compile(loss=losses.get("softmax_loss"),
                 metrics=[metrics.TopKAccuracy(1), metrics.TopKAccuracy(5), metrics.NDCG(5),
                          metrics.MRR(), metrics.MeanAveragePrecision()])
   result = model.evaluate(x, labels, batch_size=16, verbose=0, return_dict=True)
-  assert result["top_1_accuracy"] == pytest.approx(top_k_accuracy_score(labels, scores, k=1, labels=range(C)), abs=1e-6)
-  assert result["top_5_accuracy"] == pytest.approx(top_k_accuracy_score(labels, scores, k=5, labels=range(C)), abs=1e-6)
+  assert result["top_1_accuracy"] == pytest.approx(
+      top_k_accuracy_score(labels, scores, k=1, labels=range(C)), abs=1e-6)
+  assert result["top_5_accuracy"] == pytest.approx(
+      top_k_accuracy_score(labels, scores, k=5, labels=range(C)), abs=1e-6)
   assert result["ndcg_5"] == pytest.approx(ndcg_score(np.eye(C)[labels], scores, k=5), abs=1e-5)
   model.fit(x, labels, batch_size=16, epochs=1, verbose=0)
   path = str(tmp_path / "m.keras")
@@ -75,7 +81,8 @@ def test_aggregates_across_replicas(mirrored_strategy):
   with mirrored_strategy.scope():
     inputs = tf.keras.Input((C,))
     model = tf.keras.Model(inputs, tf.keras.layers.Dense(C, kernel_initializer="identity")(inputs))
-    model.compile(loss=losses.get("softmax_loss"), metrics=[metrics.NDCG(5, gain="linear"), metrics.MRR()])
+    model.compile(loss=losses.get("softmax_loss"),
+                  metrics=[metrics.NDCG(5, gain="linear"), metrics.MRR()])
   result = model.evaluate(scores, labels, batch_size=8, verbose=0, return_dict=True)
   assert result["ndcg_5"] == pytest.approx(ndcg_score(np.eye(C)[labels], scores, k=5), abs=1e-5)
 
@@ -100,7 +107,8 @@ def test_get_by_name():
   assert isinstance(get("map"), metrics.MeanAveragePrecision)
   assert isinstance(get("spearman"), metrics.Spearman)
   assert isinstance(get("recall_5"), metrics.RecallAtK) and get("recall_5").k == 5
-  assert isinstance(get("precision_3"), metrics.PrecisionAtK) and get("precision_3").name == "precision_3"
+  assert isinstance(get("precision_3"), metrics.PrecisionAtK)
+  assert get("precision_3").name == "precision_3"
   for bad in ("top_0", "top5", "ndcg_x", "accuracy", "recall_0", "precision"):
     with pytest.raises(ValueError, match=rf"Unknown metric name '{bad}'; known metrics are: top_K"):
       get(bad)
@@ -108,7 +116,8 @@ def test_get_by_name():
 
 # Every metric class with the labels it accepts (Spearman wants graded labels).
 ALL_METRICS = [(lambda: metrics.TopKAccuracy(5), True), (lambda: metrics.NDCG(5), True),
-               (lambda: metrics.NDCG(), True), (lambda: metrics.MRR(), True), (lambda: metrics.MRR(3), True),
+               (lambda: metrics.NDCG(), True), (lambda: metrics.MRR(), True),
+               (lambda: metrics.MRR(3), True),
                (lambda: metrics.MeanAveragePrecision(), True), (lambda: metrics.RecallAtK(3), True),
                (lambda: metrics.PrecisionAtK(3), True), (lambda: metrics.Spearman(), False)]
 
@@ -130,11 +139,13 @@ def _dtypes_in(graph_def):
 @pytest.mark.parametrize("make,takes_ids", ALL_METRICS)
 def test_update_graph_has_no_float64(make, takes_ids):
   metric = make()
-  label_specs = [tf.TensorSpec([16, C], tf.float32)] + ([tf.TensorSpec([16], tf.int64)] if takes_ids else [])
+  label_specs = [tf.TensorSpec([16, C], tf.float32)]
+  label_specs += [tf.TensorSpec([16], tf.int64)] if takes_ids else []
   for spec in label_specs:
     update = tf.function(lambda y, s: [metric.update_state(y, s), None][1])
     graph = update.get_concrete_function(spec, tf.TensorSpec([16, C], tf.float32)).graph
-    assert tf.float64 not in {t.dtype for op in graph.get_operations() for t in list(op.outputs) + list(op.inputs)}
+    assert tf.float64 not in {t.dtype for op in graph.get_operations()
+                              for t in list(op.outputs) + list(op.inputs)}
     dtypes = _dtypes_in(graph.as_graph_def())
     assert tf.float32 in dtypes and tf.float64 not in dtypes
   # The check can fail: the exact reference builds float64 ops.
@@ -148,8 +159,9 @@ def test_every_metric_with_jit_compile_and_weights():
   scores = np.round(scores).astype(np.float32)  # many ties
   weights = RNG.random(64).astype(np.float32)
   dense = RNG.integers(-1, 3, (64, C)).astype(np.float32)
-  references = [reference.top_k_accuracy, reference.ndcg, reference.ndcg, reference.reciprocal_rank,
-                reference.reciprocal_rank, reference.average_precision, None, None, reference.spearman]
+  references = [reference.top_k_accuracy, reference.ndcg, reference.ndcg,
+                reference.reciprocal_rank, reference.reciprocal_rank, reference.average_precision,
+                None, None, reference.spearman]
   kwargs = [{"k": 5}, {"k": 5}, {}, {}, {"k": 3}, {}, {}, {}, {}]
   for (make, takes_ids), fn, kw in zip(ALL_METRICS, references, kwargs):
     for y in ([labels, dense] if takes_ids else [dense]):
@@ -161,7 +173,8 @@ def test_every_metric_with_jit_compile_and_weights():
       assert float(compiled.result()) == pytest.approx(float(eager.result()), abs=1e-6)
       if fn is not None:
         values = fn(y, scores.astype(np.float64), **kw).numpy()
-        assert float(eager.result()) == pytest.approx(np.sum(weights * values) / np.sum(weights), abs=2e-6)
+        assert float(eager.result()) == pytest.approx(
+            np.sum(weights * values) / np.sum(weights), abs=2e-6)
 
 
 def test_recall_and_precision_on_multi_label():

@@ -1,5 +1,4 @@
 """The compatibility module: TensorFlow version check, Keras binding, TF-Ranking loader, mix-ups."""
-import doctest
 import importlib.util
 import os
 import subprocess
@@ -12,11 +11,6 @@ import tensorflow as tf
 from tfrank4class import compat
 
 CURRENT_STACK = compat.tensorflow_version() >= (2, 16)
-
-
-def test_doctests():
-  result = doctest.testmod(compat, optionflags=doctest.ELLIPSIS)
-  assert result.attempted >= 3 and result.failed == 0
 
 
 def test_too_old_tensorflow_names_the_fix():

@@ -7,8 +7,8 @@ from tfrank4class.ranking.conv_sorter import ConvSorter
 from _sorter_checks import (check_gradient, check_mixed_float16, check_modes, check_save_load,
                             normalised_l1)
 
-# A little above what the shipped weights reach (0.0107 on the benchmark set, BUILD_NOTES.md);
-# untrained is ~0.3.
+# A little above what the shipped weights reach, far below an untrained sorter (both in
+# BUILD_NOTES.md, "Learned sorters (SoDeep) (issue 4)").
 BOUND_100 = 0.013
 
 

@@ -49,9 +49,11 @@ def test_other_bad_config_values():
     tiny(learning_rate=0).validate()
   with pytest.raises(ValueError, match=r"`tpu` must name a TPU"):
     tiny(strategy="tpu").validate()
-  with pytest.raises(ValueError, match=r"`model_dir` is required when `strategy` is 'multi_worker_mirrored'"):
+  with pytest.raises(ValueError, match=r"`model_dir` is required when `strategy` is "
+                                       r"'multi_worker_mirrored'"):
     tiny(strategy="multi_worker_mirrored").validate()
-  with pytest.raises(ValueError, match=r"`on_corrupt` must be one of \['error', 'skip'\], got 'drop'"):
+  with pytest.raises(ValueError,
+                     match=r"`on_corrupt` must be one of \['error', 'skip'\], got 'drop'"):
     tiny(on_corrupt="drop").validate()
   with pytest.raises(ValueError, match=r"`start_over` must be True or False, got 'yes'"):
     tiny(start_over="yes").validate()
@@ -69,7 +71,8 @@ def test_dot_interaction_refuses_hidden_units_it_would_ignore():
 
 def test_bad_loss_arguments_fail_before_any_data_is_read(tmp_path):
   missing = str(tmp_path / "missing")
-  with pytest.raises(ValueError, match=r"Invalid keyword arguments \['bad'\] for loss 'softmax_loss'"):
+  with pytest.raises(ValueError,
+                     match=r"Invalid keyword arguments \['bad'\] for loss 'softmax_loss'"):
     experiment.train(tiny(dataset="goemotions", data_dir=missing, loss_kwargs={"bad": 1}))
   with pytest.raises(ValueError, match=r"lambda_"):
     experiment.train(tiny(dataset="goemotions", data_dir=missing, loss="recall_loss",
@@ -268,8 +271,9 @@ def test_sigkilled_run_resumes_and_matches_an_uninterrupted_one(tmp_path):
   assert {e for _, e in expected} == {0, 1}
   assert _epoch_scalars(killed) == pytest.approx(expected, rel=1e-5)
   # The evaluate binary reads the same run back and prints the same test figures.
-  out = subprocess.run([sys.executable, "-m", "tfrank4class.train.evaluate", f"--model_dir={whole}"],
-                       env=_env(), check=True, capture_output=True, text=True).stdout
+  out = subprocess.run(
+      [sys.executable, "-m", "tfrank4class.train.evaluate", f"--model_dir={whole}"],
+      env=_env(), check=True, capture_output=True, text=True).stdout
   test_row = [line for line in out.splitlines() if line.startswith("test")][0].split()
   assert [float(v) for v in test_row[1:]] == pytest.approx(
       [uninterrupted["test"][m] for m in ("top_1", "top_5", "ndcg_5", "mrr")], abs=1e-4)
@@ -290,7 +294,8 @@ def test_multi_worker_mirrored_two_local_workers(tmp_path):
   model_dir, export_dir = tmp_path / "run", tmp_path / "export"
   procs = []
   for index in range(2):
-    tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
+    tf_config = json.dumps(
+        {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
     procs.append(subprocess.Popen(
         _train_cmd(model_dir, "--strategy=multi_worker_mirrored", "--epochs=1", "--steps=3",
                    "--backup_every=2", f"--export_dir={export_dir}"),

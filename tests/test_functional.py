@@ -72,7 +72,8 @@ def test_spearman_equals_reference(c):
   scores = _tied_scores(12, c, 7)
   graded = RNG.integers(-1, 4, (12, c)).astype(np.float32)
   np.testing.assert_allclose(F.spearman(graded, scores).numpy(),
-                             R.spearman(graded, scores.astype(np.float64)).numpy(), rtol=0, atol=1e-5)
+                             R.spearman(graded, scores.astype(np.float64)).numpy(),
+                             rtol=0, atol=1e-5)
 
 
 def test_class_ids_and_their_one_hot_agree():
@@ -108,7 +109,8 @@ def _rr(ranked, k=None):
 
 def _ndcg(ranked, k):
   dcg = sum((2 ** r - 1) / math.log2(1 + p) for p, r in enumerate(ranked[:k], 1))
-  ideal = sum((2 ** r - 1) / math.log2(1 + p) for p, r in enumerate(sorted(ranked, reverse=True)[:k], 1))
+  ideal = sum((2 ** r - 1) / math.log2(1 + p)
+              for p, r in enumerate(sorted(ranked, reverse=True)[:k], 1))
   return dcg / ideal if ideal > 0 else 0.0
 
 
@@ -157,7 +159,8 @@ def test_class_ids_match_sklearn_and_keras(c):
       assert F.top_k_accuracy(labels, scores, k=k).numpy().mean() == pytest.approx(want, abs=1e-6)
     keras = tf.keras.metrics.SparseTopKCategoricalAccuracy(k)
     keras.update_state(labels, scores)
-    assert F.top_k_accuracy(labels, scores, k=k).numpy().mean() == pytest.approx(float(keras.result()), abs=1e-6)
+    assert F.top_k_accuracy(labels, scores, k=k).numpy().mean() == pytest.approx(
+        float(keras.result()), abs=1e-6)
     want = [ndcg_score(one_hot[i:i + 1], scores[i:i + 1], k=k) for i in range(b)]
     np.testing.assert_allclose(F.ndcg(labels, scores, k=k, gain="linear").numpy(), want, atol=1e-6)
   want = label_ranking_average_precision_score(one_hot, scores)
@@ -181,7 +184,8 @@ def test_dense_relevance_matches_sklearn():
 def test_spearman_matches_scipy():
   scores = _tied_scores(30, 8, 3)
   graded = RNG.integers(0, 4, (30, 8)).astype(np.float32)
-  want = [0.0 if np.isnan(r) else r for r in (spearmanr(graded[i], scores[i]).statistic for i in range(30))]
+  want = [0.0 if np.isnan(r) else r
+          for r in (spearmanr(graded[i], scores[i]).statistic for i in range(30))]
   np.testing.assert_allclose(F.spearman(graded, scores).numpy(), want, atol=1e-5)
 
 
@@ -262,8 +266,10 @@ def test_unknown_list_size(fn, kwargs):
   scores = _tied_scores(8, 10, 3)
   labels = RNG.integers(0, 10, 8)
   traced = tf.function(lambda y, s: fn(y, s, **kwargs),
-                       input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None, None], tf.float32)])
-  np.testing.assert_allclose(traced(labels, scores).numpy(), fn(labels, scores, **kwargs).numpy(), atol=1e-6)
+                       input_signature=[tf.TensorSpec([None], tf.int64),
+                                        tf.TensorSpec([None, None], tf.float32)])
+  np.testing.assert_allclose(traced(labels, scores).numpy(), fn(labels, scores, **kwargs).numpy(),
+                             atol=1e-6)
 
 
 # --- bad input -------------------------------------------------------------------------------
@@ -306,11 +312,13 @@ def test_xla_drops_the_label_check_and_clips():
   scores = tf.constant([[0.1, 0.2, 0.9]])
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels.*\[0, num_classes=3\)"):
     tf.function(lambda y, s: F.top_k_accuracy(y, s, k=1))(tf.constant([5]), scores)
-  out = tf.function(lambda y, s: F.top_k_accuracy(y, s, k=1), jit_compile=True)(tf.constant([5]), scores)
+  out = tf.function(lambda y, s: F.top_k_accuracy(y, s, k=1), jit_compile=True)(
+      tf.constant([5]), scores)
   assert out.numpy().tolist() == [1.0]  # scored as class 2, the highest
 
 
-@pytest.mark.parametrize("fn", [F.ndcg, F.top_k_accuracy, F.reciprocal_rank, F.recall_at_k, F.precision_at_k])
+@pytest.mark.parametrize(
+    "fn", [F.ndcg, F.top_k_accuracy, F.reciprocal_rank, F.recall_at_k, F.precision_at_k])
 def test_bad_k(fn):
   for k in (0, -2, 1.5, "3"):
     with pytest.raises(ValueError, match=r"`k` must be an integer >= 1.*got"):

@@ -7,8 +7,8 @@ from tfrank4class.ranking.lstm_sorter import LSTMSorter
 from _sorter_checks import (check_gradient, check_mixed_float16, check_modes, check_save_load,
                             check_two_item_gradient, normalised_l1)
 
-# Bounds a little above what the shipped weights reach (BUILD_NOTES.md); an untrained LSTM
-# sorter is at ~0.3.
+# Bounds a little above what the shipped weights reach, far below an untrained sorter (both in
+# BUILD_NOTES.md, "Learned sorters (SoDeep) (issue 4)").
 BOUNDS = {10: 0.03, 100: 0.013}
 
 

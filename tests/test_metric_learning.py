@@ -13,7 +13,8 @@ def _dist(e, normalize=True):
   if normalize:
     e = e / np.linalg.norm(e, axis=1, keepdims=True)
   b = len(e)
-  return np.array([[np.sqrt(max(((e[i] - e[j]) ** 2).sum(), 1e-12)) for j in range(b)] for i in range(b)])
+  return np.array([[np.sqrt(max(((e[i] - e[j]) ** 2).sum(), 1e-12)) for j in range(b)]
+                   for i in range(b)])
 
 
 def _ref_contrastive(y, e, m, mining, normalize=True):
@@ -116,7 +117,8 @@ def test_gradients_finite_with_duplicates():
 
 def test_tf_function_and_jit():
   y, e = _batch(3)
-  for loss in (ContrastiveLoss(mining="hard"), TripletLoss(mining="semi_hard"), TripletLoss(mining="batch_all")):
+  for loss in (ContrastiveLoss(mining="hard"), TripletLoss(mining="semi_hard"),
+               TripletLoss(mining="batch_all")):
     eager = float(loss(y, e))
     assert float(tf.function(loss)(y, e)) == pytest.approx(eager, rel=1e-5)
     assert float(tf.function(loss, jit_compile=True)(y, e)) == pytest.approx(eager, rel=1e-5)
@@ -150,19 +152,22 @@ def test_registry_config_and_keras_save(tmp_path):
   loaded = tf.keras.models.load_model(tmp_path / "m.keras")
   assert loaded.loss.get_config()["margin"] == 0.7 and loaded.loss.mining == "hard"
   y, x = _batch(5, b=6, dim=3)
-  assert loaded.evaluate(x, y, verbose=0) == pytest.approx(model.evaluate(x, y, verbose=0), rel=1e-6)
+  assert loaded.evaluate(x, y, verbose=0) == pytest.approx(
+      model.evaluate(x, y, verbose=0), rel=1e-6)
 
 
 def test_bad_input():
   with pytest.raises(ValueError, match=r"`margin` must be a finite number >= 0.0, got -1"):
     TripletLoss(margin=-1)
-  with pytest.raises(ValueError, match=r"`mining` must be one of \['batch_all', 'batch_hard', 'semi_hard'\], got 'hard'"):
+  with pytest.raises(ValueError, match=r"`mining` must be one of \['batch_all', 'batch_hard', "
+                                       r"'semi_hard'\], got 'hard'"):
     TripletLoss(mining="hard")
-  with pytest.raises(ValueError, match=r"`y_true` and `y_pred` must have the same batch size, got 3 labels for 4"):
+  with pytest.raises(ValueError, match=r"`y_true` and `y_pred` must have the same batch size, "
+                                       r"got 3 labels for 4"):
     TripletLoss()([0, 1, 1], np.ones((4, 2), np.float32))
-  with pytest.raises(ValueError, match=r"`y_true` must be class ids of shape \[B\] or \[B, 1\], got "
-                                       r"shape \(4, 4\)\. The embedding losses take class ids, not "
-                                       r"dense relevance"):
+  with pytest.raises(ValueError, match=r"`y_true` must be class ids of shape \[B\] or \[B, 1\], "
+                                       r"got shape \(4, 4\)\. The embedding losses take class ids, "
+                                       r"not dense relevance"):
     ContrastiveLoss()(np.eye(4), np.ones((4, 2), np.float32))
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"`y_pred` must be finite"):
     ContrastiveLoss()([0, 0, 1, 1], np.array([[1.0, np.nan]] * 4, np.float32))
@@ -214,14 +219,17 @@ def test_smoothed_cross_entropy_matches_reference_and_keras():
   keras = tf.keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)
   assert float(SmoothedCrossEntropy(0.1, spread="all_classes")(y, logits)) == pytest.approx(
       float(keras(tf.one_hot(y, 5), logits)), rel=1e-5)
-  assert float(tf.function(SmoothedCrossEntropy(0.2), jit_compile=True)(y, logits)) == pytest.approx(
+  compiled = tf.function(SmoothedCrossEntropy(0.2), jit_compile=True)
+  assert float(compiled(y, logits)) == pytest.approx(
       _ref_smoothed_ce(y, logits, 0.2).mean(), rel=1e-5)
   assert isinstance(losses.get("smoothed_cross_entropy"), SmoothedCrossEntropy)
   restored = SmoothedCrossEntropy.from_config(SmoothedCrossEntropy(0.3, "all_classes").get_config())
   assert (restored.label_smoothing, restored.spread) == (0.3, "all_classes")
-  with pytest.raises(ValueError, match=r"`label_smoothing` must be a finite number in \[0, 1\), got 1.0"):
+  with pytest.raises(ValueError,
+                     match=r"`label_smoothing` must be a finite number in \[0, 1\), got 1.0"):
     SmoothedCrossEntropy(1.0)
-  with pytest.raises(ValueError, match=r"`spread` must be one of \['all_classes', 'other_classes'\], got 'k'"):
+  with pytest.raises(ValueError, match=r"`spread` must be one of \['all_classes', "
+                                       r"'other_classes'\], got 'k'"):
     SmoothedCrossEntropy(spread="k")
 
 

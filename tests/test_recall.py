@@ -174,7 +174,8 @@ def test_bad_arguments():
     RecallLoss(memory=-2)
   with pytest.raises(ValueError, match="`memory` must be 0 unless from_embeddings=True"):
     RecallLoss(memory=2)
-  with pytest.raises(ValueError, match=r"`weighting` must be one of \['log', 'loglog'\], got 'lin'"):
+  with pytest.raises(ValueError,
+                     match=r"`weighting` must be one of \['log', 'loglog'\], got 'lin'"):
     RecallLoss(weighting="lin")
   with pytest.raises(ValueError, match="`from_embeddings` must be True or False"):
     RecallLoss(from_embeddings="yes")

@@ -1,4 +1,5 @@
-"""The exact float64 reference metrics against scikit-learn, scipy, TF-Ranking and brute-force tie enumeration."""
+"""The exact float64 reference metrics against scikit-learn, scipy, TF-Ranking and brute-force tie
+enumeration."""
 import itertools
 import math
 
@@ -21,7 +22,7 @@ B, C = 40, 8
 
 
 def _random_case(tied):
-  scores = RNG.integers(0, 3, (B, C)).astype(np.float32) if tied else RNG.normal(size=(B, C)).astype(np.float32)
+  scores = (RNG.integers(0, 3, (B, C)) if tied else RNG.normal(size=(B, C))).astype(np.float32)
   labels = RNG.integers(0, C, B)
   return labels, scores
 
@@ -91,7 +92,8 @@ def test_average_precision_matches_sklearn_on_distinct_scores():
   got = F.average_precision(relevance, scores).numpy()
   want = [average_precision_score(relevance[i], scores[i]) for i in range(B)]
   np.testing.assert_allclose(got, want, atol=1e-6)
-  assert got.mean() == pytest.approx(label_ranking_average_precision_score(relevance, scores), abs=1e-6)
+  assert got.mean() == pytest.approx(
+      label_ranking_average_precision_score(relevance, scores), abs=1e-6)
 
 
 @pytest.mark.parametrize("tied", [False, True])
@@ -114,8 +116,10 @@ def test_tied_metrics_are_expectations_over_tie_breaking(seed):
   relevance = (rng.random(n) < 0.4).astype(np.float64)
   relevance[rng.integers(n)] = 1.0
   rel, sc = relevance[None], scores[None]
-  assert float(F.average_precision(rel, sc)[0]) == pytest.approx(_expected_over_ties(_ap, relevance, scores), abs=1e-6)
-  assert float(F.reciprocal_rank(rel, sc)[0]) == pytest.approx(_expected_over_ties(_rr, relevance, scores), abs=1e-6)
+  assert float(F.average_precision(rel, sc)[0]) == pytest.approx(
+      _expected_over_ties(_ap, relevance, scores), abs=1e-6)
+  assert float(F.reciprocal_rank(rel, sc)[0]) == pytest.approx(
+      _expected_over_ties(_rr, relevance, scores), abs=1e-6)
   assert float(F.reciprocal_rank(rel, sc, k=2)[0]) == pytest.approx(
       _expected_over_ties(lambda r: _rr(r, 2), relevance, scores), abs=1e-6)
   for k in (1, 2, 4):
@@ -154,8 +158,10 @@ def test_rank4class_figure_1():
   for scores in (model_1, model_2):
     assert F.top_k_accuracy(labels, scores, k=1).numpy().mean() == pytest.approx(0.5)
     assert F.top_k_accuracy(labels, scores, k=5).numpy().mean() == pytest.approx(1.0)
-  assert F.ndcg(labels, model_1, k=5).numpy().mean() == pytest.approx((1 / math.log2(3) + 1) / 2, abs=1e-6)
-  assert F.ndcg(labels, model_2, k=5).numpy().mean() == pytest.approx((1 + 1 / math.log2(5)) / 2, abs=1e-6)
+  assert F.ndcg(labels, model_1, k=5).numpy().mean() == pytest.approx(
+      (1 / math.log2(3) + 1) / 2, abs=1e-6)
+  assert F.ndcg(labels, model_2, k=5).numpy().mean() == pytest.approx(
+      (1 + 1 / math.log2(5)) / 2, abs=1e-6)
   assert round(float(F.ndcg(labels, model_1, k=5).numpy().mean()), 2) == 0.82
   assert round(float(F.ndcg(labels, model_2, k=5).numpy().mean()), 2) == 0.72
 
@@ -174,7 +180,8 @@ def test_no_relevant_item_and_padding():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.floats(-20, 20, width=32), min_size=5, max_size=5), min_size=1, max_size=6),
+@given(st.lists(st.lists(st.floats(-20, 20, width=32), min_size=5, max_size=5),
+                min_size=1, max_size=6),
        st.data())
 def test_bruch_bound(logits, data):
   """Bruch et al. 2019: p(true) <= 1 / rank(true), so mean softmax CE >= -log(MRR)."""
@@ -203,7 +210,8 @@ def test_runs_in_tf_function_and_xla():
     assert all(np.all(np.isfinite(o.numpy())) for o in out)
 
 
-@pytest.mark.parametrize("fn", [F.ndcg, F.top_k_accuracy, F.reciprocal_rank, F.average_precision, F.spearman])
+@pytest.mark.parametrize(
+    "fn", [F.ndcg, F.top_k_accuracy, F.reciprocal_rank, F.average_precision, F.spearman])
 def test_bad_input(fn):
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels.*\[0, num_classes=3\)"):
     fn([0, 3], [[0.1, 0.2, 0.3]] * 2)

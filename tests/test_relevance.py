@@ -48,12 +48,14 @@ def test_class_ids_checks_whole_non_negative_ids_eagerly_and_in_tf_function():
   np.testing.assert_array_equal(class_ids([[2.0], [0.0]]).numpy(), [2, 0])
   assert class_ids([3, 1]).dtype == tf.int64
   for fn in (class_ids, tf.function(class_ids)):
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"(?s)`ids` must be class ids >= 0.*-2"):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"(?s)`ids` must be class ids >= 0.*-2"):
       fn(tf.constant([1, -2]), name="ids")
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match=r"(?s)`ids` given as class ids must be whole numbers.*1\.5"):
       fn(tf.constant([1.5]), name="ids")
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"(?s)\[0, num_classes=4\).*4"):
     class_ids([4], 4)
-  with pytest.raises(ValueError, match=r"`y` must be class ids of shape \[B\] or \[B, 1\], got shape \(2, 2\)"):
+  with pytest.raises(ValueError,
+                     match=r"`y` must be class ids of shape \[B\] or \[B, 1\], got shape \(2, 2\)"):
     class_ids(np.eye(2), name="y")

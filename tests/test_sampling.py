@@ -15,7 +15,8 @@ def _labels():
 
 def test_every_batch_has_p_classes_of_k_distinct_items():
   y = _labels()
-  s = ClassBalancedSampler(y, classes_per_batch=3, samples_per_class=4, batches_per_epoch=50, seed=3)
+  s = ClassBalancedSampler(y, classes_per_batch=3, samples_per_class=4, batches_per_epoch=50,
+                           seed=3)
   batches = s.epoch(0)
   assert batches.shape == (50, 12) and batches.dtype == np.int64
   for batch in batches:
@@ -41,7 +42,8 @@ def test_repeat_small_classes_and_determinism():
   batch = s.epoch(0)[0].reshape(6, 3)
   single = [g for g in batch if y[g[0]] == 5][0]
   assert list(single) == [20, 20, 20]                  # the one item of class 5, repeated
-  np.testing.assert_array_equal(s.epoch(1), ClassBalancedSampler(y, 6, 3, small_classes="repeat", seed=7).epoch(1))
+  again = ClassBalancedSampler(y, 6, 3, small_classes="repeat", seed=7)
+  np.testing.assert_array_equal(s.epoch(1), again.epoch(1))
   assert not np.array_equal(s.epoch(0), s.epoch(1))
   assert len(s) == len(y) // 18 or len(s) == 1
 
@@ -76,11 +78,13 @@ def test_dataset_trains_under_mirrored_strategy(mirrored_strategy):
 
 def test_bad_input():
   y = _labels()
-  with pytest.raises(ValueError, match=r"`classes_per_batch`=5 exceeds the 4 classes with at least `samples_per_class`=3"):
+  with pytest.raises(ValueError, match=r"`classes_per_batch`=5 exceeds the 4 classes with at "
+                                       r"least `samples_per_class`=3"):
     ClassBalancedSampler(y, 5, 3)
   with pytest.raises(ValueError, match=r"`samples_per_class` must be an integer >= 1, got 0"):
     ClassBalancedSampler(y, 2, 0)
-  with pytest.raises(ValueError, match=r"`small_classes` must be one of \['repeat', 'skip'\], got 'drop'"):
+  with pytest.raises(ValueError,
+                     match=r"`small_classes` must be one of \['repeat', 'skip'\], got 'drop'"):
     ClassBalancedSampler(y, 2, 2, small_classes="drop")
   with pytest.raises(ValueError, match=r"`labels` must be integer class ids"):
     ClassBalancedSampler(y.astype(float), 2, 2)

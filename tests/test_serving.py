@@ -24,7 +24,8 @@ def text_export(tmp_path_factory):
       hidden_units=(16,), batch_size=32, epochs=1, steps=3, verbose=0, model_dir=str(root / "run"))
   result = experiment.train(config)
   export_dir = str(root / "export")
-  serving.export_saved_model(result.model, config.dataset, result.info.class_names, export_dir, top_k=3)
+  serving.export_saved_model(result.model, config.dataset, result.info.class_names, export_dir,
+                             top_k=3)
   return result.model, result.info.class_names, export_dir
 
 
@@ -46,7 +47,8 @@ def test_fresh_process_without_tfrank4class(text_export):
   want_ids = np.argsort(-expected, axis=1)[:, :3]
   np.testing.assert_array_equal(out["top_k_ids"], want_ids)
   assert out["top_k_classes"] == [[class_names[i] for i in row] for row in want_ids]
-  np.testing.assert_allclose(out["top_k_scores"], np.take_along_axis(expected, want_ids, 1), rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(out["top_k_scores"], np.take_along_axis(expected, want_ids, 1),
+                             rtol=1e-4, atol=1e-5)
 
 
 def test_saved_model_cli_show_and_run(text_export):
@@ -68,7 +70,8 @@ def test_scores_signature_evaluates_like_the_model(text_export):
   model, _, export_dir = text_export
   scorer = serving.saved_model_scorer(export_dir)
   features = tf.constant(TEXTS)
-  np.testing.assert_allclose(scorer(features).numpy(), model(features[:, None]).numpy(), rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(scorer(features).numpy(), model(features[:, None]).numpy(),
+                             rtol=1e-4, atol=1e-5)
 
 
 def test_image_export_takes_encoded_bytes(datasets_dir, tmp_path):
@@ -93,7 +96,8 @@ def test_bad_export_arguments(text_export, tmp_path):
   with pytest.raises(ValueError, match=r"`class_names` has 3 names for a model with 28 scores"):
     serving.export_saved_model(model, "goemotions_sample", class_names[:3], str(tmp_path / "a"))
   with pytest.raises(ValueError, match=r"`top_k` must be an integer >= 1, got 0"):
-    serving.export_saved_model(model, "goemotions_sample", class_names, str(tmp_path / "b"), top_k=0)
+    serving.export_saved_model(model, "goemotions_sample", class_names, str(tmp_path / "b"),
+                               top_k=0)
   with pytest.raises(ValueError, match=r"has no 'scores' signature"):
     module = tf.Module()
     module.f = tf.function(lambda x: x, input_signature=[tf.TensorSpec([None], tf.float32)])
@@ -108,14 +112,17 @@ def test_export_and_evaluate_binaries(text_export, tmp_path):
   new_export = str(tmp_path / "exported")
   subprocess.run([sys.executable, "-m", "tfrank4class.train.export", f"--model_dir={run_dir}",
                   f"--export_dir={new_export}"], env=env, check=True, capture_output=True)
-  scores = tf.saved_model.load(new_export).signatures["serving_default"](text=tf.constant(TEXTS))["scores"]
-  np.testing.assert_allclose(scores.numpy(), model(tf.constant(TEXTS)[:, None]).numpy(), rtol=1e-4, atol=1e-5)
+  serve = tf.saved_model.load(new_export).signatures["serving_default"]
+  scores = serve(text=tf.constant(TEXTS))["scores"]
+  np.testing.assert_allclose(scores.numpy(), model(tf.constant(TEXTS)[:, None]).numpy(),
+                             rtol=1e-4, atol=1e-5)
   out = subprocess.run([sys.executable, "-m", "tfrank4class.train.evaluate",
                         f"--checkpoint={run_dir}/best.keras", "--dataset=goemotions_sample",
                         "--split=test"], env=env, check=True, capture_output=True, text=True).stdout
   row = [line for line in out.splitlines() if line.startswith("test")][0].split()
   want = experiment.evaluate(model, "goemotions_sample", "test")
-  assert [float(v) for v in row[1:]] == pytest.approx([want[m] for m in ("top_1", "top_5", "ndcg_5", "mrr")], abs=1e-4)
+  assert [float(v) for v in row[1:]] == pytest.approx(
+      [want[m] for m in ("top_1", "top_5", "ndcg_5", "mrr")], abs=1e-4)
   missing = subprocess.run([sys.executable, "-m", "tfrank4class.train.export",
                             f"--model_dir={tmp_path}", f"--export_dir={tmp_path / 'x'}"],
                            env=env, capture_output=True, text=True)

@@ -26,8 +26,10 @@ def test_tpu_needs_an_address():
 
 def test_tpu_path_builds_its_resolver_from_the_flag(monkeypatch):
   calls = []
-  monkeypatch.setattr(tf.config, "experimental_connect_to_cluster", lambda r: calls.append(("connect", r)))
-  monkeypatch.setattr(tf.tpu.experimental, "initialize_tpu_system", lambda r: calls.append(("init", r)))
+  monkeypatch.setattr(tf.config, "experimental_connect_to_cluster",
+                      lambda r: calls.append(("connect", r)))
+  monkeypatch.setattr(tf.tpu.experimental, "initialize_tpu_system",
+                      lambda r: calls.append(("init", r)))
   monkeypatch.setattr(tf.distribute, "TPUStrategy", lambda r: ("tpu-strategy", r))
   result = strategy_lib.make_strategy("tpu", tpu="grpc://127.0.0.1:8470")
   resolver = result[1]

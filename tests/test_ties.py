@@ -20,7 +20,8 @@ def test_against_brute_force_with_padding():
       eq = valid & (scores[b] == scores[b, i])
       assert got["above"][b, i] == gt.sum()
       assert got["tied"][b, i] == eq.sum()
-      np.testing.assert_allclose(got["rel_above"][b, i], relevant[b][gt].sum(), rtol=1e-5, atol=1e-6)
+      np.testing.assert_allclose(got["rel_above"][b, i], relevant[b][gt].sum(),
+                                 rtol=1e-5, atol=1e-6)
       np.testing.assert_allclose(got["rel_tied"][b, i], relevant[b][eq].sum(), rtol=1e-5, atol=1e-6)
 
 

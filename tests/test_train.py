@@ -10,7 +10,8 @@ ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "NO_GCE_CHECK": "true", "PYTHO
 
 
 def _run(*args, module="tfrank4class.train"):
-  return subprocess.run([sys.executable, "-m", module, *args], env=ENV, capture_output=True, text=True)
+  return subprocess.run([sys.executable, "-m", module, *args], env=ENV, capture_output=True,
+                        text=True)
 
 
 def test_helpfull_documents_every_flag():
@@ -71,7 +72,8 @@ def test_malformed_line_stops_the_run_or_is_skipped_with_on_corrupt(tmp_path):
 
 def test_evaluate_needs_exactly_one_model_source():
   result = _run("--dataset=goemotions_sample", module="tfrank4class.train.evaluate")
-  assert result.returncode != 0 and "Give exactly one of --model_dir, --checkpoint, --saved_model" in result.stderr
+  assert result.returncode != 0
+  assert "Give exactly one of --model_dir, --checkpoint, --saved_model" in result.stderr
 
 
 @pytest.mark.slow

@@ -25,7 +25,8 @@ def check_int(name, value, minimum=None, allow_none=False):
 
 
 def check_float(name, value, minimum=None, strict=False, allow_none=False):
-  """Returns ``float(value)`` if it is a finite real ``>= minimum`` (``>`` if strict), else raises."""
+  """Returns ``float(value)`` if it is a finite real ``>= minimum`` (``>`` if strict), else
+  raises."""
   if value is None and allow_none:
     return None
   op = ">" if strict else ">="

@@ -117,7 +117,9 @@ def decode_image(contents, path=None, on_corrupt="error", channels=3):
   Args:
     contents: a scalar ``tf.string`` of encoded image bytes.
     path: the file name used in the error message (a scalar string tensor or Python string).
-    on_corrupt: ``"error"`` or ``"unchecked"`` (``"skip"`` is handled by ``records_to_images``).
+    on_corrupt: ``"error"`` (an undecodable image raises, naming ``path``), ``"unchecked"`` (no
+      check) or ``"skip"`` (also return whether it decoded; :func:`decode_checked` logs such a
+      file and :func:`keep_decoded` drops it).
     channels: output channels (3: greyscale is broadcast, alpha is dropped).
 
   Returns:

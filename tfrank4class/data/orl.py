@@ -5,15 +5,15 @@ a stochastic model for human face identification", 1994; Olivetti Research Labor
 Cambridge - credit them when reporting results). The layout is ``<data_dir>/s<k>/<i>.pgm``.
 
 ``tf.io.decode_image`` does not read PGM, so the images are decoded with Pillow (a dependency of
-matplotlib, installed with the ``bench`` extra) and returned as in-memory arrays; the whole set is
-4 MB.
+the package) and returned as in-memory arrays; the whole set is 4 MB.
 
 Class ids are ``subject - 1`` (``s1`` -> 0, ..., ``s40`` -> 39), so a model trained on subjects
 1..30 has class ids ``0..29`` and subjects 31..40 (ids 30..39) are unseen classes for retrieval.
 
 Example:
-  >>> x, y = load_orl("/data/orl_faces", subjects=range(1, 31), image_size=(56, 46))  # doctest: +SKIP
-  >>> x.shape, y.max()                                                                 # doctest: +SKIP
+  >>> x, y = load_orl("/data/orl_faces", subjects=range(1, 31),  # doctest: +SKIP
+  ...                 image_size=(56, 46))
+  >>> x.shape, y.max()  # doctest: +SKIP
   ((300, 56, 46, 1), 29)
 """
 import os
@@ -35,7 +35,8 @@ def orl_dir(data_dir):
     FileNotFoundError: neither exists; the message says what was expected.
   """
   if data_dir is None:
-    raise ValueError("`data_dir` must be the path of the ORL folder (holding s1/ .. s40/), got None.")
+    raise ValueError(
+        "`data_dir` must be the path of the ORL folder (holding s1/ .. s40/), got None.")
   root = pathlib.Path(data_dir)
   for candidate in (root, root / "orl_faces"):
     if (candidate / "s1").is_dir():

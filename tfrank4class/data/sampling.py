@@ -58,24 +58,28 @@ class ClassBalancedSampler:
     if labels.ndim == 2 and labels.shape[1] == 1:
       labels = labels[:, 0]
     if labels.ndim != 1 or labels.size == 0:
-      raise ValueError(f"`labels` must be a non-empty 1-D array of class ids, got shape {labels.shape}.")
+      raise ValueError(
+          f"`labels` must be a non-empty 1-D array of class ids, got shape {labels.shape}.")
     if not np.issubdtype(labels.dtype, np.integer):
       raise ValueError(f"`labels` must be integer class ids, got dtype {labels.dtype}.")
-    self.classes_per_batch = _validation.check_int("classes_per_batch", classes_per_batch, minimum=1)
-    self.samples_per_class = _validation.check_int("samples_per_class", samples_per_class, minimum=1)
+    self.classes_per_batch = _validation.check_int(
+        "classes_per_batch", classes_per_batch, minimum=1)
+    self.samples_per_class = _validation.check_int(
+        "samples_per_class", samples_per_class, minimum=1)
     self.small_classes = _validation.check_choice("small_classes", small_classes, SMALL_CLASSES)
     self.seed = _validation.check_int("seed", seed, minimum=0)
     self.labels = labels.astype(np.int64)
     classes, inverse = np.unique(self.labels, return_inverse=True)
     self._members = [np.flatnonzero(inverse == c) for c in range(classes.size)]
     sizes = np.array([m.size for m in self._members])
-    eligible = np.ones_like(sizes, bool) if small_classes == "repeat" else sizes >= samples_per_class
+    eligible = (np.ones_like(sizes, bool) if small_classes == "repeat"
+                else sizes >= samples_per_class)
     self._eligible = np.flatnonzero(eligible)
     if self._eligible.size < self.classes_per_batch:
       raise ValueError(
-          f"`classes_per_batch`={classes_per_batch} exceeds the {self._eligible.size} classes with at "
-          f"least `samples_per_class`={samples_per_class} items (of {classes.size} classes; "
-          f"small_classes={small_classes!r}).")
+          f"`classes_per_batch`={classes_per_batch} exceeds the {self._eligible.size} classes "
+          f"with at least `samples_per_class`={samples_per_class} items (of {classes.size} "
+          f"classes; small_classes={small_classes!r}).")
     default = max(1, self.labels.size // self.batch_size)
     self.batches_per_epoch = _validation.check_int(
         "batches_per_epoch", default if batches_per_epoch is None else batches_per_epoch, minimum=1)
@@ -89,7 +93,8 @@ class ClassBalancedSampler:
     return self.batches_per_epoch
 
   def epoch(self, index):
-    """Int64 row indices ``[batches_per_epoch, P * K]`` of epoch ``index`` (a pure function of it)."""
+    """Int64 row indices ``[batches_per_epoch, P * K]`` of epoch ``index`` (a pure function of
+    it)."""
     _validation.check_int("index", index, minimum=0)
     rng = np.random.default_rng([self.seed, index])
     out = np.empty((self.batches_per_epoch, self.batch_size), np.int64)

@@ -135,6 +135,13 @@ class WordPieceVectorizer(keras.layers.Layer):
     unk_token, pad_token: tokens for unknown words and padding (must be in the vocabulary).
     cls_token, sep_token: if given, put before / after each sequence (must be in the vocabulary).
     max_chars_per_word: longer words become ``unk_token``.
+
+  Example:
+    >>> vocab = ["[PAD]", "[UNK]", "un", "##aff", "##able", "play"]
+    >>> vectorize = WordPieceVectorizer(vocab, output_sequence_length=7)
+    >>> # un ##aff ##able | play | "!" is split off and unknown | padding
+    >>> vectorize(tf.constant(["Unaffable play!"])).numpy()
+    array([[2, 3, 4, 5, 1, 0, 0]])
   """
 
   def __init__(self, vocabulary, output_sequence_length=128, lowercase=True, unk_token="[UNK]",

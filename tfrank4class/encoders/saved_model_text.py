@@ -72,7 +72,25 @@ class SavedModelEncoder(keras.layers.Layer):
     strings ``[B]`` / ``[B, 1]`` (squeezed to ``[B]``) or integer ids ``[B, L]``; returns the
     ``[B, d]`` output.
 
-  Example:
+  Example (a toy SavedModel written here stands in for a downloaded encoder; it maps a text to
+  its length in characters and in words):
+    >>> import tempfile
+    >>> class Toy(tf.Module):
+    ...   @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    ...   def __call__(self, texts):
+    ...     chars = tf.cast(tf.strings.length(texts), tf.float32)
+    ...     words = tf.cast(tf.strings.split(texts).row_lengths(), tf.float32)
+    ...     return {"pooled_output": tf.stack([chars, words], axis=1)}
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> tf.saved_model.save(Toy(), tmp.name)
+    >>> encoder = SavedModelEncoder(tmp.name, output_key="pooled_output")
+    >>> encoder(tf.constant([["so happy"], ["sad"]])).numpy()
+    array([[8., 2.],
+           [3., 1.]], dtype=float32)
+    >>> tmp.cleanup()
+
+    With a TF Hub ELECTRA and its BERT preprocessing model downloaded beforehand:
+
     >>> enc = SavedModelEncoder("/models/electra_small",
     ...                         preprocessor_path="/models/bert_preprocess",
     ...                         output_key="pooled_output")            # doctest: +SKIP

@@ -43,6 +43,15 @@ class Interaction(keras.layers.Layer):
     class_chunk_size: ``None`` (all classes at once) or a positive int ``k``: compute the scores
       ``k`` classes at a time, recomputing each chunk in the backward pass, to bound memory (see
       the module doc).
+
+  Example (a variable-free interaction, ``s_{b,i} = -|h_b - c_i|``):
+    >>> class NegativeDistance(Interaction):
+    ...   def score_with(self, h, c, weights):
+    ...     return -tf.norm(h[:, None, :] - c[None, :, :], axis=-1)
+    >>> h = tf.constant([[0.0, 0.0]])
+    >>> c = tf.constant([[3.0, 4.0], [0.0, 1.0], [1.0, 0.0]])
+    >>> NegativeDistance(class_chunk_size=2)([h, c]).numpy()   # two chunks: 2 + 1 classes
+    array([[-5., -1., -1.]], dtype=float32)
   """
 
   def __init__(self, class_chunk_size=None, **kwargs):

@@ -27,10 +27,10 @@ class Rank4ClassHead(keras.layers.Layer):
 
   Memory: ``"dot"`` costs what ``Dense(C)`` costs. The MLP interactions evaluate the MLP on all
   ``B x C`` pairs: a training step holds about ``4 B C (d + sum(hidden_units))`` bytes of
-  activations for ``"latent_cross"`` and ``4 B C sum(hidden_units)`` for ``"concat"``. Measured by
-  ``benchmarks/heads.py`` at ``B = 64, d = 512, C = 1000``, two layers of 256: training-step peak
-  440 MB (latent cross) and 254 MB (concat) against 4 MB for ``Dense(C)``;
-  ``class_chunk_size=100`` brings them to 69 MB and 41 MB for 1.4-1.5x the step time.
+  activations for ``"latent_cross"`` and ``4 B C sum(hidden_units)`` for ``"concat"``;
+  ``class_chunk_size=k`` bounds that to ``k`` classes at a time for some extra step time
+  (``benchmarks/heads.py`` measures both; figures in BUILD_NOTES.md, "Rank4Class heads and
+  encoders (issue 5)").
 
   Args:
     num_classes: number of classes ``C >= 2``.

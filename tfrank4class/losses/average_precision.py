@@ -34,6 +34,10 @@ class AveragePrecisionLoss(rambo.BlackboxRankLoss):
     >>> loss = AveragePrecisionLoss(reduction="none")
     >>> loss([[1.0, 1.0, 0.0]], [[0.9, 0.5, 0.7]]).numpy().round(4)   # AP = (1/1 + 2/3) / 2
     array([0.1667], dtype=float32)
+    >>> import tfrank4class.metrics
+    >>> model = keras.Sequential([keras.layers.Dense(4)])
+    >>> model.compile(optimizer="adam", loss=AveragePrecisionLoss(lambda_=4.0),
+    ...               metrics=[tfrank4class.metrics.MeanAveragePrecision()])
   """
 
   def __init__(self, lambda_=1.0, margin=0.0, reduction=keras.losses.Reduction.AUTO,
@@ -67,6 +71,10 @@ class MeanAveragePrecisionLoss(rambo.BlackboxRankLoss):
     >>> # class 0: relevant rows 0, 1 ranked 1st and 3rd -> AP 5/6; class 1: row 2 first -> AP 1
     >>> float(loss([0, 0, 1], [[0.9, 0.0], [0.5, 0.1], [0.7, 0.8]]))   # 1 - (5/6 + 1) / 2
     0.08333331346511841
+    >>> import tfrank4class.metrics
+    >>> model = keras.Sequential([keras.layers.Dense(2)])
+    >>> model.compile(optimizer="adam", loss=MeanAveragePrecisionLoss(memory=2),
+    ...               metrics=[tfrank4class.metrics.TopKAccuracy(1)])
   """
 
   supports_memory = True
@@ -92,6 +100,10 @@ class APCLoss(rambo.BlackboxRankLoss):
     >>> # one list [0.9, 0.2, 0.4, 0.6], relevant 0.9 (rank 1) and 0.6 (rank 2): AP = 1
     >>> float(loss([0, 1], [[0.9, 0.2], [0.4, 0.6]]))
     0.0
+    >>> import tfrank4class.metrics
+    >>> model = keras.Sequential([keras.layers.Dense(2)])
+    >>> model.compile(optimizer="adam", loss=APCLoss(memory=2),
+    ...               metrics=[tfrank4class.metrics.TopKAccuracy(1)])
   """
 
   supports_memory = True
@@ -124,6 +136,10 @@ class MapApcLoss(rambo.BlackboxRankLoss):
     >>> # has relevant items at ranks 1, 2, 4: 1 - APC = 1 - (1 + 1 + 3/4) / 3 = 1/12
     >>> round(float(loss([0, 0, 1], [[0.9, 0.0], [0.5, 0.1], [0.7, 0.8]])), 4)
     0.0833
+    >>> import tfrank4class.metrics
+    >>> model = keras.Sequential([keras.layers.Dense(2)])
+    >>> model.compile(optimizer="adam", loss=MapApcLoss(memory=2),
+    ...               metrics=[tfrank4class.metrics.TopKAccuracy(1)])
   """
 
   supports_memory = True

@@ -27,6 +27,10 @@ class BlackboxNDCGLoss(rambo.BlackboxRankLoss):
     >>> loss = BlackboxNDCGLoss(reduction="none")
     >>> loss([1], [[0.9, 0.5]]).numpy().round(4)   # the true class at rank 2: 1 - 1/log2(3)
     array([0.3691], dtype=float32)
+    >>> import tfrank4class.metrics
+    >>> model = keras.Sequential([keras.layers.Dense(2)])
+    >>> model.compile(optimizer="adam", loss=BlackboxNDCGLoss(lambda_=4.0),
+    ...               metrics=[tfrank4class.metrics.NDCG(5)])
   """
 
   def __init__(self, lambda_=1.0, margin=0.0, reduction=keras.losses.Reduction.AUTO,

@@ -37,7 +37,8 @@ def _labels_and_embeddings(y_true, y_pred):
     y_true = class_ids(y_true, name="y_true")
   except ValueError as e:
     raise ValueError(f"{e} The embedding losses take class ids, not dense relevance.") from None
-  if y_true.shape[0] is not None and y_pred.shape[0] is not None and y_true.shape[0] != y_pred.shape[0]:
+  if (y_true.shape[0] is not None and y_pred.shape[0] is not None
+      and y_true.shape[0] != y_pred.shape[0]):
     raise ValueError(
         f"`y_true` and `y_pred` must have the same batch size, got {y_true.shape[0]} labels for "
         f"{y_pred.shape[0]} embeddings.")
@@ -87,7 +88,8 @@ class _EmbeddingLoss(keras.losses.Loss):
     self.mining = _validation.check_choice("mining", mining, self._MINING)
 
   def _pairs(self, y_true, y_pred):
-    """Distances ``d`` ``[B, B]``, positive and negative pair masks, and the margin as ``d``'s dtype."""
+    """Distances ``d`` ``[B, B]``, positive and negative pair masks, and the margin as ``d``'s
+    dtype."""
     labels, e = _labels_and_embeddings(y_true, y_pred)
     d = pairwise_distances(e, self.normalize)
     pos, neg = _pair_masks(labels)
@@ -116,7 +118,8 @@ class ContrastiveLoss(_EmbeddingLoss):
 
   Per anchor ``i`` with margin ``m``:
 
-      mining="all":   l_i = mean_{j in P(i)} d_ij^2 / 2  +  mean_{j in N(i), d_ij < m} [m - d_ij]_+^2 / 2
+      mining="all":   l_i = mean_{j in P(i)} d_ij^2 / 2
+                            + mean_{j in N(i), d_ij < m} [m - d_ij]_+^2 / 2
       mining="hard":  l_i = max_{j in P(i)} d_ij^2 / 2   +  [m - min_{j in N(i)} d_ij]_+^2 / 2
 
   With ``"all"`` the negative term averages over the *active* negatives (those inside the
@@ -133,6 +136,8 @@ class ContrastiveLoss(_EmbeddingLoss):
     >>> loss = ContrastiveLoss(margin=1.0)
     >>> round(float(loss([0, 0, 1], [[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])), 4)
     0.0
+    >>> embedder = keras.Sequential([keras.layers.Dense(8)])
+    >>> embedder.compile(optimizer="adam", loss=ContrastiveLoss(margin=0.5, mining="hard"))
   """
 
   _MINING = ("all", "hard")
@@ -182,6 +187,8 @@ class TripletLoss(_EmbeddingLoss):
     >>> loss = TripletLoss(margin=0.2)
     >>> round(float(loss([0, 0, 1, 1], [[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]])), 4)
     0.0
+    >>> embedder = keras.Sequential([keras.layers.Dense(8)])
+    >>> embedder.compile(optimizer="adam", loss=TripletLoss(margin=0.2, mining="semi_hard"))
   """
 
   _MINING = ("batch_hard", "batch_all", "semi_hard")
@@ -265,6 +272,10 @@ class SmoothedCrossEntropy(keras.losses.Loss):
     0.6931
     >>> round(float(SmoothedCrossEntropy(0.5)([0], [[0.0, 0.0, 0.0]])), 4)   # log 3, any q
     1.0986
+    >>> import tfrank4class.metrics
+    >>> model = keras.Sequential([keras.layers.Dense(3)])
+    >>> model.compile(optimizer="adam", loss=SmoothedCrossEntropy(0.1),
+    ...               metrics=[tfrank4class.metrics.TopKAccuracy(1)])
   """
 
   SPREADS = ("other_classes", "all_classes")
@@ -274,7 +285,8 @@ class SmoothedCrossEntropy(keras.losses.Loss):
     super().__init__(reduction=reduction, name=name)
     self.label_smoothing = _validation.check_float("label_smoothing", label_smoothing, minimum=0.0)
     if self.label_smoothing >= 1.0:
-      raise ValueError(f"`label_smoothing` must be a finite number in [0, 1), got {label_smoothing!r}.")
+      raise ValueError(
+          f"`label_smoothing` must be a finite number in [0, 1), got {label_smoothing!r}.")
     self.spread = _validation.check_choice("spread", spread, self.SPREADS)
 
   def call(self, y_true, y_pred):

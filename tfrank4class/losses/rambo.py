@@ -31,7 +31,8 @@ import tensorflow as tf
 
 from tfrank4class import _validation
 from tfrank4class.compat import keras
-from tfrank4class.losses.relevance import class_ids, num_items, to_relevance  # noqa: F401 (class_ids: public here before issue 13)
+# class_ids was public here before issue 13 and stays importable from this module.
+from tfrank4class.losses.relevance import class_ids, num_items, to_relevance  # noqa: F401
 from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.ranking.blackbox import blackbox_rank_within, margin_shift
 from tfrank4class.ranking.exact import rank_within
@@ -233,10 +234,21 @@ class BlackboxRankLoss(keras.losses.Loss):
 
   Subclasses implement ``loss_values(scores, relevance)`` returning per-list losses ``[B]`` or a
   batch-level scalar. ``call`` has no tensor-dependent Python control flow and is excluded from
-  AutoGraph conversion (which otherwise costs seconds per first trace). ``call(y_true, y_pred)``
+  AutoGraph conversion (which otherwise slows down every first trace). ``call(y_true, y_pred)``
   turns labels into relevance with :func:`tfrank4class.losses.to_relevance`, prepends the score
   memory (Sec. 4.3) if one is configured (``memory`` batches, concatenated down the batch axis)
   and calls it.
+
+  Example (a loss on the mean blackbox rank of the relevant items):
+    >>> class RelevantRankLoss(BlackboxRankLoss):
+    ...   def loss_values(self, scores, relevance):
+    ...     rk, _, relevant, _ = list_ranks(scores, relevance, self.lambda_, self.margin)
+    ...     return tf.reduce_sum(tf.where(relevant, rk, 0.0), -1)
+    >>> loss = RelevantRankLoss(reduction="none")
+    >>> loss([2, 0], [[0.1, 0.2, 0.7], [0.1, 0.8, 0.3]]).numpy()   # the true classes rank 1, 3
+    array([1., 3.], dtype=float32)
+    >>> model = keras.Sequential([keras.layers.Dense(3)])
+    >>> model.compile(optimizer="adam", loss=RelevantRankLoss(lambda_=4.0))
   """
 
   supports_memory = False

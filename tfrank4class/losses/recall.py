@@ -53,6 +53,12 @@ class RecallLoss(rambo.BlackboxRankLoss):
     >>> emb_loss = RecallLoss(from_embeddings=True, lambda_=0.5)
     >>> float(emb_loss([0, 0, 1, 1], [[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]]))
     0.0
+    >>> import tfrank4class.metrics
+    >>> model = keras.Sequential([keras.layers.Dense(3)])
+    >>> model.compile(optimizer="adam", loss=RecallLoss(lambda_=4.0),
+    ...               metrics=[tfrank4class.metrics.TopKAccuracy(1)])
+    >>> embedder = keras.Sequential([keras.layers.Dense(8)])   # embeddings for retrieval
+    >>> embedder.compile(optimizer="adam", loss=RecallLoss(from_embeddings=True, memory=2))
   """
 
   supports_memory = True

@@ -57,10 +57,10 @@ class ScoreMemory(tf.Module):
         raise ValueError(
             f"ScoreMemory needs `{name}` with known static inner dimensions, got shape {t.shape}.")
     with tf.init_scope():
-      self._values = self._variable(
-          tf.zeros([0] + values.shape[1:].as_list(), values.dtype), [None] + values.shape[1:].as_list())
-      self._labels = self._variable(
-          tf.zeros([0] + labels.shape[1:].as_list(), labels.dtype), [None] + labels.shape[1:].as_list())
+      self._values = self._variable(tf.zeros([0] + values.shape[1:].as_list(), values.dtype),
+                                    [None] + values.shape[1:].as_list())
+      self._labels = self._variable(tf.zeros([0] + labels.shape[1:].as_list(), labels.dtype),
+                                    [None] + labels.shape[1:].as_list())
       self._sizes = self._variable(tf.zeros([self.batches], tf.int32), [self.batches])
 
   @tf.autograph.experimental.do_not_convert

@@ -191,6 +191,9 @@ class SpearmanLoss(_RankLoss):
     array([0.], dtype=float32)
     >>> loss([[3.0, -1.0, 2.0, 1.0]], [[0.9, 5.0, 0.1, 0.5]]).numpy()   # item 1 is padding
     array([0.5], dtype=float32)
+    >>> regressor = keras.Sequential([keras.layers.Dense(1)])   # one score per example
+    >>> regressor.compile(optimizer="adam",
+    ...                   loss=SpearmanLoss(ranker="attention", over_batch=True, l1_weight=1.0))
   """
 
   def __init__(self, ranker="attention", l1_weight=0.0, over_batch=False, ranker_trainable=False,
@@ -278,6 +281,10 @@ class SorterMAPLoss(_RankLoss):
     >>> # class 0: positives ranked 1 and 3 of 3 -> 1 of 2 pairs wrong; class 1: no positive.
     >>> float(loss([[1, 0], [0, 0], [1, 0]], [[0.9, 0.1], [0.5, 0.2], [0.1, 0.3]]))
     0.5
+    >>> import tfrank4class.metrics
+    >>> model = keras.Sequential([keras.layers.Dense(2)])
+    >>> model.compile(optimizer="adam", loss=SorterMAPLoss(ranker="attention"),
+    ...               metrics=[tfrank4class.metrics.MeanAveragePrecision()])
   """
 
   def __init__(self, ranker="attention", ranker_trainable=False, ranker_learning_rate=1e-4,
@@ -330,6 +337,10 @@ class SorterAPLoss(_RankLoss):
     >>> loss = SorterAPLoss(ranker="exact", reduction="none")
     >>> loss([[1.0, 0.0, 1.0]], [[0.9, 0.5, 0.1]]).numpy().round(4)   # AP = (1/1 + 2/3) / 2
     array([0.1667], dtype=float32)
+    >>> import tfrank4class.metrics
+    >>> model = keras.Sequential([keras.layers.Dense(3)])
+    >>> model.compile(optimizer="adam", loss=SorterAPLoss(ranker="attention"),
+    ...               metrics=[tfrank4class.metrics.MeanAveragePrecision()])
   """
 
   def __init__(self, ranker="attention", ranker_trainable=False, ranker_learning_rate=1e-4,
@@ -377,6 +388,8 @@ class RankTripletLoss(_RankLoss):
     >>> loss = RankTripletLoss(ranker="exact", alpha=0.5, reduction="none")
     >>> loss([[0.0, 1.0, 0.0]], [[0.9, 0.5, 0.1]]).numpy()   # r_p = 0.5, hardest r_q = 0
     array([1.], dtype=float32)
+    >>> scorer = keras.Sequential([keras.layers.Dense(3)])   # a query's scores of 3 candidates
+    >>> scorer.compile(optimizer="adam", loss=RankTripletLoss(ranker="attention", alpha=0.1))
   """
 
   def __init__(self, ranker="attention", alpha=0.1, ranker_trainable=False,

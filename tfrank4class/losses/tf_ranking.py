@@ -88,7 +88,10 @@ class RankingLoss(keras.losses.Loss):
     >>> loss = RankingLoss("softmax_loss")
     >>> round(float(loss([2], [[0.0, 1.0, 3.0]])), 4)  # -log softmax(s)_2
     0.1698
-    >>> # model.compile(optimizer="adam", loss=RankingLoss("approx_ndcg_loss"))
+    >>> import tfrank4class.metrics
+    >>> model = keras.Sequential([keras.layers.Dense(3)])
+    >>> model.compile(optimizer="adam", loss=RankingLoss("approx_ndcg_loss"),
+    ...               metrics=[tfrank4class.metrics.NDCG(5)])
   """
 
   def __init__(self, key, reduction=keras.losses.Reduction.AUTO, name=None, **loss_kwargs):

@@ -1,21 +1,39 @@
 """Keras metrics for classifiers seen as rankers.
 
 Each metric is the batch mean of a per-list function of :mod:`tfrank4class.metrics.functional`
-(see there for the formulas and the tie rule: exact expectation over random tie-breaking), and
-accepts integer class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, C]`` with raw scores
-``[B, C]``:
-
-    model.compile(loss=..., metrics=[TopKAccuracy(1), TopKAccuracy(5), NDCG(5), MRR()])
+(see there for the tie rule: exact expectation over random tie-breaking), and accepts integer
+class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, C]`` with raw scores ``[B, C]``. Below,
+``rk_i = 1 + #{j : s_j > s_i}`` is the rank of item ``i`` (RaMBO, Rolinek et al., Sec. 3.1,
+Eq. 2) and ``P`` the relevant items of a list (relevance ``> 0``; the true class for class ids).
 
 Being ``keras.metrics.Mean`` subclasses, they aggregate correctly across batches and replicas
 and accept ``sample_weight`` of shape ``[B]`` or ``[B, 1]`` (one weight per list).
 
-Cost. With class ids an update is ``O(B * C)`` comparisons in float32 and no sort, about the cost
-of Keras' ``SparseTopKCategoricalAccuracy``; every metric compiles with ``jit_compile=True`` and
-builds no float64 op, so it runs inside a TPU step. Each metric computes its own rank statistics:
-inside one compiled train step TensorFlow's graph optimiser (and XLA) merge the identical
-comparisons of several metrics on the same batch, so sharing them by hand does not pay
-(measured: four metrics cost about as much as one; BUILD_NOTES, issue 15).
+Cost. With class ids an update is ``O(B * C)`` comparisons in float32 and no sort, the same order
+of work as Keras' ``SparseTopKCategoricalAccuracy``; every metric compiles with
+``jit_compile=True`` and builds no float64 op, so it runs inside a TPU step. Each metric computes
+its own rank statistics: inside one compiled train step TensorFlow's graph optimiser (and XLA)
+merge the identical comparisons of several metrics on the same batch, so sharing them by hand
+does not pay (BUILD_NOTES.md, "Ranking metrics at Keras speed (issue 15)").
+
+Example (the model returns its inputs as scores, so the values can be checked by hand):
+
+  >>> import numpy as np
+  >>> import tfrank4class.losses
+  >>> from tfrank4class.compat import keras
+  >>> model = keras.Sequential(
+  ...     [keras.layers.Dense(3, use_bias=False, kernel_initializer="identity")])
+  >>> model.compile(optimizer="adam", loss=tfrank4class.losses.get("softmax_loss"),
+  ...               metrics=[TopKAccuracy(1), NDCG(3), MRR()])
+  >>> scores = np.array([[0.1, 0.2, 0.7], [0.2, 0.7, 0.1]], np.float32)
+  >>> results = model.evaluate(scores, np.array([2, 0]), verbose=0, return_dict=True)
+  >>> # the true classes rank 1st and 2nd
+  >>> round(results["top_1_accuracy"], 4)   # (1 + 0) / 2
+  0.5
+  >>> round(results["ndcg_3"], 4)   # (1 + 1/log2(3)) / 2
+  0.8155
+  >>> round(results["mrr"], 4)   # (1 + 1/2) / 2
+  0.75
 """
 import tensorflow as tf
 
@@ -36,13 +54,27 @@ class _PerListMean(keras.metrics.Mean):
 
 @compat.register_serializable
 class TopKAccuracy(_PerListMean):
-  """Fraction of lists with a relevant item among the top ``k`` scores (ties in expectation).
+  """Top-K accuracy: the fraction of lists with a relevant item among the ``k`` highest scores.
+
+      Top-K = mean over lists of 1[min_{i in P} rk_i <= K]
+
+  For one list this is RaMBO's ``r@K`` (Rolinek et al., Sec. 3.1.2, Eq. 7; its mean, Eq. 8) and
+  ``min(1, K * Precision@K)`` with class ids (Rank4Class Sec. 2.2). Tied scores count in
+  expectation: with ``g`` classes strictly above the true class and ``e`` tied with it,
+  ``P(rk <= K) = clip((K - g) / (e + 1), 0, 1)`` (:func:`functional.top_k_accuracy`).
+
+  Args:
+    k: the cut-off ``K >= 1``.
 
   Example:
-    >>> m = TopKAccuracy(k=1)
-    >>> _ = m.update_state([2, 0], [[0.1, 0.2, 0.7], [0.1, 0.8, 0.1]])
-    >>> float(m.result())
-    0.5
+    >>> m = TopKAccuracy(k=2)
+    >>> _ = m.update_state([2, 0, 1], [[0.1, 0.2, 0.7], [0.1, 0.8, 0.3], [0.5, 0.5, 0.5]])
+    >>> round(float(m.result()), 4)   # ranks 1, 3 and a three-way tie: (1 + 0 + 2/3) / 3
+    0.5556
+    >>> import tfrank4class.losses
+    >>> model = keras.Sequential([keras.layers.Dense(3)])
+    >>> model.compile(optimizer="adam", loss=tfrank4class.losses.get("softmax_loss"),
+    ...               metrics=[TopKAccuracy(1), TopKAccuracy(5)])
   """
 
   def __init__(self, k=5, name=None, dtype=None):
@@ -58,13 +90,33 @@ class TopKAccuracy(_PerListMean):
 
 @compat.register_serializable
 class NDCG(_PerListMean):
-  """Mean NDCG@k over lists (``k=None``: the full list), gains ``2^rel - 1`` or ``rel``.
+  """Mean NDCG@K over lists (Rank4Class Sec. 2.2, Eq. 1); ``k=None``: the whole list.
+
+      DCG@K = sum_{p=1}^{K} gain(rel at position p) / log2(1 + p),   NDCG@K = DCG@K / IDCG@K
+
+  with gain ``2^rel - 1`` (``gain="exp2"``, TF-Ranking's default) or ``rel`` (``"linear"``), the
+  discount ``1 / log2(1 + p)``, and ``IDCG@K`` the DCG@K of the labels sorted in decreasing order
+  (lists with ``IDCG@K = 0`` score 0). With class ids the only gain is 1 and
+  ``NDCG@K = 1[rk_y <= K] / log2(1 + rk_y)``. Tied scores: each position gets the mean gain of
+  the tie group covering it (:func:`functional.ndcg`).
+
+  Args:
+    k: the cut-off ``K >= 1``, or ``None``.
+    gain: ``"exp2"`` or ``"linear"``.
 
   Example:
-    >>> m = NDCG(k=5)
-    >>> _ = m.update_state([0], [[0.2, 0.9, 0.1]])
-    >>> round(float(m.result()), 4)
-    0.6309
+    >>> m = NDCG(k=2)
+    >>> _ = m.update_state([0, 2], [[0.2, 0.9, 0.1], [0.2, 0.9, 0.1]])
+    >>> round(float(m.result()), 4)   # ranks 2 and 3 (past k): (1/log2(3) + 0) / 2
+    0.3155
+    >>> m = NDCG(k=2)
+    >>> _ = m.update_state([[2.0, 0.0, 1.0]], [[0.1, 0.9, 0.5]])
+    >>> round(float(m.result()), 4)   # gains 0, 1 at positions 1, 2; ideal 3, 1
+    0.1738
+    >>> import tfrank4class.losses
+    >>> model = keras.Sequential([keras.layers.Dense(3)])
+    >>> model.compile(optimizer="adam", loss=tfrank4class.losses.get("approx_ndcg_loss"),
+    ...               metrics=[NDCG(5), NDCG()])
   """
 
   def __init__(self, k=None, gain="exp2", name=None, dtype=None):
@@ -81,13 +133,26 @@ class NDCG(_PerListMean):
 
 @compat.register_serializable
 class MRR(_PerListMean):
-  """Mean reciprocal rank of the first relevant item (0 past ``k`` if given).
+  """Mean reciprocal rank of the first relevant item (Rank4Class Sec. 2.2).
+
+      RR = 1 / min_{i in P} rk_i   (0 if that rank is past ``k``, or ``P`` is empty),
+      MRR = mean over lists of RR
+
+  Softmax cross-entropy bounds it: ``CE >= -log MRR`` (Bruch et al., ICTIR 2019). Tied scores:
+  the expectation over random tie-breaking (:func:`functional.reciprocal_rank`).
+
+  Args:
+    k: ``None`` or a cut-off ``K >= 1``.
 
   Example:
     >>> m = MRR()
-    >>> _ = m.update_state([1], [[0.5, 0.2, 0.9]])
-    >>> round(float(m.result()), 4)
-    0.3333
+    >>> _ = m.update_state([1, 0], [[0.5, 0.2, 0.9], [0.4, 0.4, 0.1]])
+    >>> round(float(m.result()), 4)   # rank 3, and ranks 1 or 2 (tie): (1/3 + 3/4) / 2
+    0.5417
+    >>> import tfrank4class.losses
+    >>> model = keras.Sequential([keras.layers.Dense(3)])
+    >>> model.compile(optimizer="adam", loss=tfrank4class.losses.get("softmax_loss"),
+    ...               metrics=[MRR(), MRR(k=10)])
   """
 
   def __init__(self, k=None, name=None, dtype=None):
@@ -103,13 +168,24 @@ class MRR(_PerListMean):
 
 @compat.register_serializable
 class MeanAveragePrecision(_PerListMean):
-  """Mean over lists of the per-list average precision (relevant = relevance > 0).
+  """Mean over lists of the average precision, relevant = relevance ``> 0``.
+
+      AP = 1/|P| sum_{i in P} Prec(i),   Prec(i) = #{j in P : rk_j <= rk_i} / rk_i
+
+  (RaMBO, Rolinek et al., Sec. 3.1.1, Eq. 4-5; SoDeep Sec. 3.2.2, Eq. 5-6); lists without a
+  relevant item score 0. The mean runs over the lists (each example's ranking of the classes),
+  not over the classes as RaMBO's mAP (Eq. 6). With class ids AP is the reciprocal rank. Tied
+  scores: in expectation (:func:`functional.average_precision`).
 
   Example:
     >>> m = MeanAveragePrecision()
-    >>> _ = m.update_state([[1.0, 0.0, 1.0]], [[0.9, 0.8, 0.1]])
-    >>> round(float(m.result()), 4)
-    0.8333
+    >>> _ = m.update_state([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]], [[0.9, 0.8, 0.1], [0.3, 0.2, 0.1]])
+    >>> round(float(m.result()), 4)   # relevant at ranks 1, 3 and at rank 2: (5/6 + 1/2) / 2
+    0.6667
+    >>> import tfrank4class.losses
+    >>> model = keras.Sequential([keras.layers.Dense(3)])
+    >>> model.compile(optimizer="adam", loss=tfrank4class.losses.get("sigmoid_cross_entropy_loss"),
+    ...               metrics=[MeanAveragePrecision()])
   """
 
   def __init__(self, name="map", dtype=None):
@@ -123,11 +199,21 @@ class MeanAveragePrecision(_PerListMean):
 class Spearman(_PerListMean):
   """Mean over lists of Spearman's rank correlation between graded labels and scores.
 
+      rho = 1 - 6 sum_i (rk(y)_i - rk(s)_i)^2 / (n (n^2 - 1))   (SoDeep Sec. 3.2.1, Eq. 2)
+
+  for ``n`` items with distinct labels and distinct scores; with ties, the Pearson correlation of
+  the mid-ranks, as ``scipy.stats.spearmanr`` (:func:`functional.spearman`). Padded items
+  (label ``< 0``) are left out; constant lists score 0.
+
   Example:
     >>> m = Spearman()
     >>> _ = m.update_state([[1.0, 2.0, 3.0]], [[0.1, 0.5, 0.2]])
-    >>> round(float(m.result()), 6)
+    >>> round(float(m.result()), 6)   # ranks (3, 2, 1) and (3, 1, 2): 1 - 6 * 2 / (3 * 8)
     0.5
+    >>> import tfrank4class.losses
+    >>> model = keras.Sequential([keras.layers.Dense(4)])
+    >>> model.compile(optimizer="adam", loss=tfrank4class.losses.get("spearman_loss"),
+    ...               metrics=[Spearman()])
   """
 
   def __init__(self, name="spearman", dtype=None):
@@ -139,17 +225,27 @@ class Spearman(_PerListMean):
 
 @compat.register_serializable
 class RecallAtK(_PerListMean):
-  """Mean over lists of the expected fraction of relevant items among the top ``k`` scores.
+  """Mean over lists of the fraction of the relevant items ranked among the top ``k``.
 
-  For multi-label classifiers (GoEmotions multi-label, MIND): dense relevance ``[B, C]``,
-  relevant = relevance > 0, ties in expectation (see ``functional.recall_at_k``). With class ids
-  it equals :class:`TopKAccuracy`.
+      Recall@K = #{i in P : rk_i <= K} / |P|
+
+  For multi-label classifiers (GoEmotions multi-label, MIND): dense relevance ``[B, C]``, ties
+  in expectation (:func:`functional.recall_at_k`; TF-Ranking's ``RecallMetric`` for distinct
+  scores); lists without a relevant item score 0. With class ids it equals
+  :class:`TopKAccuracy` (RaMBO's retrieval ``R@K``, Sec. 3.1.2, Eq. 7-8, is that Top-K form).
+
+  Args:
+    k: the cut-off ``K >= 1``.
 
   Example:
     >>> m = RecallAtK(k=2)
     >>> _ = m.update_state([[1.0, 0.0, 1.0, 0.0]], [[0.9, 0.8, 0.1, 0.2]])
-    >>> float(m.result())
+    >>> float(m.result())   # the top 2 hold one of the two relevant items
     0.5
+    >>> import tfrank4class.losses
+    >>> model = keras.Sequential([keras.layers.Dense(4)])
+    >>> model.compile(optimizer="adam", loss=tfrank4class.losses.get("sigmoid_cross_entropy_loss"),
+    ...               metrics=[RecallAtK(1), RecallAtK(3)])
   """
 
   def __init__(self, k=5, name=None, dtype=None):
@@ -165,15 +261,30 @@ class RecallAtK(_PerListMean):
 
 @compat.register_serializable
 class PrecisionAtK(_PerListMean):
-  """Mean over lists of the expected fraction of relevant items among the top ``k`` scores,
-  divided by ``min(k, valid items)`` as TF-Ranking's ``PrecisionMetric`` (see
-  ``functional.precision_at_k``).
+  """Mean over lists of the fraction of relevant items among the top ``k`` scores.
+
+      Precision@K = #{i in P : rk_i <= K} / min(K, n)
+
+  with ``n`` the valid (non-padded) items of the list, as TF-Ranking's ``PrecisionMetric``; ties
+  in expectation (:func:`functional.precision_at_k`). With class ids
+  ``Top-K accuracy = min(1, K * Precision@K)`` (Rank4Class Sec. 2.2).
+
+  Args:
+    k: the cut-off ``K >= 1``.
 
   Example:
     >>> m = PrecisionAtK(k=2)
     >>> _ = m.update_state([[1.0, 0.0, 1.0, 0.0]], [[0.9, 0.8, 0.1, 0.2]])
+    >>> float(m.result())   # one relevant item in the top 2
+    0.5
+    >>> m = PrecisionAtK(k=2)
+    >>> _ = m.update_state([0], [[0.5, 0.2, 0.9]])   # the true class ranks 2nd: Top-2 = 1
     >>> float(m.result())
     0.5
+    >>> import tfrank4class.losses
+    >>> model = keras.Sequential([keras.layers.Dense(4)])
+    >>> model.compile(optimizer="adam", loss=tfrank4class.losses.get("sigmoid_cross_entropy_loss"),
+    ...               metrics=[PrecisionAtK(1), PrecisionAtK(3)])
   """
 
   def __init__(self, k=5, name=None, dtype=None):

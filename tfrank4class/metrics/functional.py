@@ -361,16 +361,22 @@ def _single(labels, scores):
 def top_k_accuracy(labels, scores, k=5):
   """1 if a relevant item is among the ``k`` highest scores, in expectation over ties.
 
-  Class ids: ``P(r <= k) = clip((k - g) / (e + 1), 0, 1)`` (see :func:`rank_range`). Dense
-  relevance: with the first tie group holding a relevant item after ``a`` items, of ``t`` items
-  of which ``r`` are relevant, and ``m = k - a`` of its places inside the top ``k``,
+      Top-k = 1[min_{i relevant} rk_i <= k],   rk_i = 1 + #{j : s_j > s_i}
+
+  (RaMBO's ``r@K``, Rolinek et al., Sec. 3.1.2, Eq. 7, for distinct scores). Class ids:
+  ``P(r <= k) = clip((k - g) / (e + 1), 0, 1)`` (see :func:`rank_range`). Dense relevance:
+  with the first tie group holding a relevant item after ``a`` items, of ``t`` items of which
+  ``r`` are relevant, and ``m = k - a`` of its places inside the top ``k``,
   ``P(hit) = 1 - C(t - m, r) / C(t, r)`` (0 if ``m <= 0``, 1 if ``m > t - r``), an ``O(k)``
   product. For distinct scores this is scikit-learn's ``top_k_accuracy_score`` per example and
   Keras' ``SparseTopKCategoricalAccuracy``; Rank4Class Sec. 2.2 relates it to Precision@K.
 
   Example:
-    >>> top_k_accuracy([1], [[0.5, 0.2, 0.9]], k=2).numpy()
+    >>> top_k_accuracy([1], [[0.5, 0.2, 0.9]], k=2).numpy()   # the true class ranks 3rd
     array([0.], dtype=float32)
+    >>> # place 2 goes to one of three tied items, two of them relevant: 1 - C(2, 2) / C(3, 2)
+    >>> top_k_accuracy([[0, 1, 1, 0]], [[0.9, 0.5, 0.5, 0.5]], k=2).numpy().round(4)
+    array([0.6667], dtype=float32)
   """
   k = _validation.check_int("k", k, minimum=1)
   labels, scores, single = _split(labels, scores)
@@ -384,6 +390,8 @@ def top_k_accuracy(labels, scores, k=5):
 def reciprocal_rank(labels, scores, k=None):
   """1 / (position of the first relevant item), 0 past ``k``, in expectation over ties.
 
+      RR = 1 / min_{i relevant} rk_i   (0 if past ``k`` or no item is relevant)
+
   Class ids: ``(H(min(g + e + 1, k)) - H(min(g, k))) / (e + 1)`` (see :func:`rank_range`).
   Dense relevance: the first relevant item of the first relevant tie group (``a`` ahead, ``t``
   items, ``r`` relevant) lands on its ``x``-th place with probability ``C(t - x, r - 1) / C(t, r)``:
@@ -393,8 +401,11 @@ def reciprocal_rank(labels, scores, k=None):
   The mean over lists is the MRR (TF-Ranking's ``MRRMetric`` for distinct scores).
 
   Example:
-    >>> reciprocal_rank([1], [[0.5, 0.2, 0.9]]).numpy()
+    >>> reciprocal_rank([1], [[0.5, 0.2, 0.9]]).numpy()   # the true class ranks 3rd
     array([0.33333334], dtype=float32)
+    >>> # a = 1, t = 3, r = 2: place 1 of the group (rank 2) w.p. 2/3, else rank 3: 1/3 + 1/9
+    >>> reciprocal_rank([[0, 1, 1, 0]], [[0.9, 0.5, 0.5, 0.5]]).numpy().round(4)
+    array([0.4444], dtype=float32)
   """
   k = _validation.check_int("k", k, minimum=1, allow_none=True)
   labels, scores, single = _split(labels, scores)
@@ -414,13 +425,16 @@ def ndcg(labels, scores, k=None, gain="exp2"):
   ``E[g at p]`` is that group's mean gain; gains ``g = 2^rel - 1`` (``gain="exp2"``, TF-Ranking's
   default) or ``g = rel`` (``gain="linear"``, scikit-learn's ``ndcg_score``, whose tie handling
   this matches); 0 when ``IDCG@k = 0``. Class ids (:func:`rank_range`): the ideal DCG is 1 and
-  ``NDCG@k = (D_k(g + e + 1) - D_k(g)) / (e + 1)``, ``D_k(m) = sum_{p=1}^{min(m, k)} 1/log2(1 + p)``,
-  no sort. Dense relevance: one ``top_k`` of the scores and one of the gains (full sorts when
-  ``k=None``).
+  ``NDCG@k = (D_k(g + e + 1) - D_k(g)) / (e + 1)``,
+  ``D_k(m) = sum_{p=1}^{min(m, k)} 1/log2(1 + p)``, no sort. Dense relevance: one ``top_k`` of
+  the scores and one of the gains (full sorts when ``k=None``).
 
   Example:
-    >>> ndcg([0], [[0.2, 0.9, 0.1]]).numpy()
+    >>> ndcg([0], [[0.2, 0.9, 0.1]]).numpy()   # the true class ranks 2nd: 1 / log2(3)
     array([0.63092977], dtype=float32)
+    >>> # gains 2^rel - 1 = (3, 0, 1) ranked (0, 1, 3): (0 + 1/log2(3)) / (3 + 1/log2(3))
+    >>> ndcg([[2.0, 0.0, 1.0]], [[0.1, 0.9, 0.5]], k=2).numpy().round(4)
+    array([0.1738], dtype=float32)
   """
   k = _validation.check_int("k", k, minimum=1, allow_none=True)
   _validation.check_choice("gain", gain, GAINS)
@@ -433,7 +447,12 @@ def ndcg(labels, scores, k=None, gain="exp2"):
 
 
 def average_precision(labels, scores):
-  """Average precision of one list, in expectation over ties (He et al., CVPR 2018, Eq. 9).
+  """Average precision of one list, in expectation over ties.
+
+      AP = 1/|P| sum_{i in P} Prec(i),   Prec(i) = #{j in P : rk_j <= rk_i} / rk_i
+
+  over the relevant items ``P`` (RaMBO, Rolinek et al., Sec. 3.1.1, Eq. 4-5; SoDeep Sec. 3.2.2,
+  Eq. 5-6). Ties: the tie-aware AP of He et al. (CVPR 2018, Eq. 9).
 
   For relevant item ``i`` (``rel > 0``) with ``a`` items and ``R`` relevant items strictly ahead,
   in a tie group of ``t`` items of which ``r`` are relevant, ``c0 = R + 1``,
@@ -449,6 +468,7 @@ def average_precision(labels, scores):
   scikit-learn's ``average_precision_score`` on the list.
 
   Example:
+    >>> # relevant items at ranks 1 and 3: (1/1 + 2/3) / 2
     >>> average_precision([[1.0, 0.0, 1.0]], [[0.9, 0.8, 0.1]]).numpy()
     array([0.8333334], dtype=float32)
   """
@@ -481,6 +501,7 @@ def recall_at_k(labels, scores, k=5):
   this is TF-Ranking's ``RecallMetric(topn=k)``.
 
   Example:
+    >>> # the top 2 (0.9 and 0.8) hold one of the two relevant items
     >>> recall_at_k([[1.0, 0.0, 1.0, 0.0]], [[0.9, 0.8, 0.1, 0.2]], k=2).numpy()
     array([0.5], dtype=float32)
   """
@@ -498,6 +519,7 @@ def precision_at_k(labels, scores, k=5):
   TF-Ranking's ``PrecisionMetric(topn=k)``, which divides by the same ``min``.
 
   Example:
+    >>> # one relevant item among the top 2
     >>> precision_at_k([[1.0, 0.0, 1.0, 0.0]], [[0.9, 0.8, 0.1, 0.2]], k=2).numpy()
     array([0.5], dtype=float32)
   """
@@ -527,11 +549,13 @@ def spearman(labels, scores):
 
       rho = Pearson(midrank(labels), midrank(scores))   over the non-padded items,
 
-  with mid-ranks for ties, as ``scipy.stats.spearmanr`` (SoDeep, Engilberge et al. 2019, Sec. 3.2.1, Eq. 2,
-  is the tie-free case). Two sorts per list. A list whose labels or scores are all equal (or that
+  with mid-ranks for ties, as ``scipy.stats.spearmanr``. Without ties this is
+  ``1 - 6 sum_i (rk(y)_i - rk(s)_i)^2 / (n (n^2 - 1))`` (SoDeep, Engilberge et al. 2019,
+  Sec. 3.2.1, Eq. 2). Two sorts per list. A list whose labels or scores are all equal (or that
   has fewer than 2 items) gets 0 rather than NaN.
 
   Example:
+    >>> # ranks (3, 2, 1) and (3, 1, 2): 1 - 6 * 2 / (3 * 8)
     >>> spearman([[1.0, 2.0, 3.0]], [[0.1, 0.5, 0.2]]).numpy().round(6)
     array([0.5], dtype=float32)
   """

@@ -69,7 +69,8 @@ def _first_relevant_group(scores, relevant, mask):
   above = tf.where(is_rel, stats["above"], big)
   best = tf.argmin(above, axis=-1, output_type=tf.int32)
   pick = lambda x: tf.gather(x, best[:, None], batch_dims=1)[:, 0]
-  return pick(stats["above"]), pick(stats["tied"]), pick(stats["rel_tied"]), tf.reduce_any(is_rel, -1)
+  return (pick(stats["above"]), pick(stats["tied"]), pick(stats["rel_tied"]),
+          tf.reduce_any(is_rel, -1))
 
 
 def _log_choose(n, k):
@@ -151,7 +152,8 @@ def ndcg(labels, scores, k=None, gain="exp2"):
   k = _validation.check_int("k", k, minimum=1, allow_none=True)
   _validation.check_choice("gain", gain, GAINS)
   scores, relevance, mask, out_dtype = _prepare(labels, scores)
-  gains = tf.pow(tf.constant(2.0, relevance.dtype), relevance) - 1.0 if gain == "exp2" else relevance
+  gains = (tf.pow(tf.constant(2.0, relevance.dtype), relevance) - 1.0 if gain == "exp2"
+           else relevance)
   gains = tf.where(mask, gains, tf.zeros_like(gains))
   n = tf.shape(scores)[-1]
   positions = tf.range(1, n + 1, dtype=scores.dtype)
@@ -162,8 +164,8 @@ def ndcg(labels, scores, k=None, gain="exp2"):
   stats = tie_statistics(scores, mask=mask)
   above = tf.cast(stats["above"], tf.int32)
   tied = tf.cast(stats["tied"], tf.int32)
-  expected_discount = (
-      tf.gather(cumulative, above + tied) - tf.gather(cumulative, above)) / tf.cast(tied, scores.dtype)
+  expected_discount = (tf.gather(cumulative, above + tied)
+                       - tf.gather(cumulative, above)) / tf.cast(tied, scores.dtype)
   dcg = tf.reduce_sum(gains * expected_discount, axis=-1)
   ideal = tf.reduce_sum(tf.sort(gains, axis=-1, direction="DESCENDING") * discount, axis=-1)
   value = tf.math.divide_no_nan(dcg, ideal)

@@ -1,7 +1,8 @@
 """Rank operators: exact ranks, tie statistics, the blackbox ranker and learned sorters."""
 from tfrank4class.ranking.exact import rank
 from tfrank4class.ranking.exact import rank_within
-from tfrank4class.ranking.blackbox import BlackboxRanker, blackbox_rank, blackbox_rank_within, margin_shift
+from tfrank4class.ranking.blackbox import (BlackboxRanker, blackbox_rank, blackbox_rank_within,
+                                           margin_shift)
 from tfrank4class.ranking.ties import tie_statistics
 from tfrank4class.ranking.sorter_base import Sorter
 from tfrank4class.ranking.pairwise_sigmoid_sorter import PairwiseSigmoidSorter

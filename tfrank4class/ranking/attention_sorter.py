@@ -51,7 +51,8 @@ def neighbour_counts(z, bandwidths):
 
 
 def nearest_gap(z):
-  """``g_i = min_{j != i} |z_j - z_i|`` for ``z`` ``[B, n]`` (n >= 2), in O(n log n), no gradient."""
+  """``g_i = min_{j != i} |z_j - z_i|`` for ``z`` ``[B, n]`` (n >= 2), in O(n log n), no
+  gradient."""
   z = tf.stop_gradient(z)
   order = tf.argsort(z, axis=-1, stable=True)
   ascending = tf.gather(z, order, batch_dims=1)

@@ -12,10 +12,9 @@ layer over the flattened features output the ``n`` normalised ranks,
     rank_hat(s) = 1 + (n - 1) * sigmoid(W flatten(ReLU(BN(x_L))) + b).
 
 The paper's sorter stacks plain Conv-BN-ReLU blocks; the identity skips (with 64 channels
-and width-3 kernels where our first plain version had 32 and 5) are our change. They train much
-faster: the plain blocks were at a held-out L1 of 0.025 after 4,000 pretraining steps and 0.019
-after 10,000, the residual ones at 0.0165 and 0.0125, ending at 0.0100 (BUILD_NOTES.md), under
-the paper's CNN figure of 0.012.
+and width-3 kernels where our first plain version had 32 and 5) are our change: they pretrain
+much faster, to a lower held-out error (the learning curves of both, and the shipped weights'
+error beside the paper's: BUILD_NOTES.md, "Learned sorters (SoDeep) (issue 4)").
 
 The dense layer ties the sorter to one list length ``list_size`` (the paper's sorter was built for
 n = 100); calling it on another length raises a ``ValueError`` naming both lengths.
@@ -71,7 +70,7 @@ class ConvSorter(sorter_base.Sorter):
       raise ValueError(
           f"This ConvSorter was built for lists of list_size={self.list_size} items and cannot "
           f"rank lists of {n}; use LSTMSorter or AttentionSorter (any length) or train a "
-          f"ConvSorter with --list_size={n}.")
+          f"ConvSorter with --min_list_size={n} --max_list_size={n}.")
     if n is None:
       raise ValueError(
           f"ConvSorter needs a static list length (list_size={self.list_size}); got shape "

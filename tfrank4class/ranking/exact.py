@@ -69,9 +69,10 @@ def _in_xla():
 def _invert_permutation(perm):
   """Inverse of the 1-D permutation ``perm`` in O(n).
 
-  ``tf.math.invert_permutation`` is the fast CPU kernel (a few ms per million items, where
-  ``tf.scatter_nd`` takes ~200 ms); under XLA its lowering fails when the permutation comes from a
-  gathered tensor, so inside ``jit_compile`` we scatter instead (XLA fuses that well).
+  ``tf.math.invert_permutation`` is the fast CPU kernel (``tf.scatter_nd`` is much slower outside
+  XLA: BUILD_NOTES.md, "Blackbox ranker and RaMBO losses (issue 3)"); under XLA its lowering
+  fails when the permutation comes from a gathered tensor, so inside ``jit_compile`` we scatter
+  instead (XLA fuses that well).
   """
   if _in_xla():
     return tf.scatter_nd(perm[:, None], tf.range(tf.size(perm, out_type=perm.dtype)),

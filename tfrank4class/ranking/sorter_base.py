@@ -48,8 +48,8 @@ def standardize(scores, epsilon=1e-12):
   the gradient moves the two scores apart or together. For ``n >= 3`` the exact derivative is
   kept: holding the scale there too adds a component along the list's spread, which the learned
   sorters never saw in pretraining (their inputs always have unit variance), and it made
-  training worse (BUILD_NOTES.md, issue 13: top-1 of a 10-class problem through the LSTM sorter
-  fell from 0.89 to 0.38).
+  training worse (BUILD_NOTES.md, "SoDeep (learned sorters and their losses)" under "Correctness
+  fixes (issue 13)").
 
   Example:
     >>> standardize([[1.0, 3.0]]).numpy().round(3)
@@ -185,6 +185,14 @@ class Sorter(keras.layers.Layer):
   float32 ranks; subclasses build their sub-layers with ``dtype=self.dtype_policy``. Even with
   an explicit low-precision policy, the rank arithmetic (standardisation, comparisons, output
   ranks) is done in float32.
+
+  Example (a sorter that returns exact normalised ranks):
+    >>> class CountingSorter(Sorter):
+    ...   def _normalised_ranks(self, scores, training=None):
+    ...     above = tf.reduce_sum(tf.cast(scores[:, None, :] > scores[:, :, None], tf.float32), -1)
+    ...     return above / tf.cast(tf.shape(scores)[-1] - 1, tf.float32)
+    >>> CountingSorter()(tf.constant([[0.3, 0.9, 0.1]])).numpy()
+    array([[2., 1., 3.]], dtype=float32)
   """
 
   KIND = None

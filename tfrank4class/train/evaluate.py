@@ -3,6 +3,12 @@
     tfrank4class-evaluate --model_dir=runs/demo                  # its best.keras, its dataset
     tfrank4class-evaluate --checkpoint=model.keras --dataset=cifar10 --data_dir=...
     tfrank4class-evaluate --saved_model=runs/demo/export --dataset=goemotions_sample
+
+Importing the module defines its flags without parsing any (``run()`` parses them):
+
+  >>> from tfrank4class.train import evaluate
+  >>> evaluate.FLAGS["metrics"].default
+  ['top_1', 'top_5', 'ndcg_5', 'mrr']
 """
 from absl import app
 from absl import flags
@@ -14,8 +20,10 @@ from tfrank4class.train import serving
 flags.DEFINE_string("model_dir", None, "A training run: evaluates its best.keras on its dataset.")
 flags.DEFINE_string("checkpoint", None, "A .keras model file.")
 flags.DEFINE_string("saved_model", None, "A SavedModel exported by tfrank4class.")
-flags.DEFINE_enum("dataset", None, data_lib.names(), "Dataset (default: the run's, with --model_dir).")
-flags.DEFINE_string("data_dir", None, "Where the dataset is (default: the run's, with --model_dir).")
+flags.DEFINE_enum("dataset", None, data_lib.names(),
+                  "Dataset (default: the run's, with --model_dir).")
+flags.DEFINE_string("data_dir", None,
+                    "Where the dataset is (default: the run's, with --model_dir).")
 flags.DEFINE_list("split", ["test"], "Split(s) to evaluate.")
 flags.DEFINE_list("metrics", ["top_1", "top_5", "ndcg_5", "mrr"], "Metrics to report.")
 flags.DEFINE_integer("batch_size", 256, "Evaluation batch size.", lower_bound=1)

@@ -127,7 +127,8 @@ class ExperimentConfig:
       metrics_lib.registry.parse(name)
     metrics_lib.registry.parse(self.best_metric)
     if self.best_metric not in self.metrics:
-      raise ValueError(f"`best_metric` {self.best_metric!r} must be one of `metrics` {list(self.metrics)}.")
+      raise ValueError(f"`best_metric` {self.best_metric!r} must be one of `metrics` "
+                       f"{list(self.metrics)}.")
     for units in self.hidden_units:
       _validation.check_int("hidden_units", units, minimum=1)
     if self.interaction == "dot" and len(self.hidden_units):
@@ -141,7 +142,8 @@ class ExperimentConfig:
     _validation.check_float("learning_rate", self.learning_rate, minimum=0.0, strict=True)
     _validation.check_choice("strategy", self.strategy, strategy_lib.STRATEGIES)
     if self.strategy == "tpu" and not self.tpu:
-      raise ValueError("`tpu` must name a TPU (a name, or grpc://host:port) when `strategy` is 'tpu'.")
+      raise ValueError(
+          "`tpu` must name a TPU (a name, or grpc://host:port) when `strategy` is 'tpu'.")
     if self.strategy == "multi_worker_mirrored" and not self.model_dir:
       raise ValueError("`model_dir` is required when `strategy` is 'multi_worker_mirrored': the "
                        "chief evaluates and exports the best.keras it writes there.")
@@ -508,7 +510,8 @@ def _input_fn(config, split, training):
 
 
 def _is_multi_worker(strategy):
-  return isinstance(strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy))
+  return isinstance(strategy,
+                    (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy))
 
 
 def _full_batches(config, split):
@@ -604,7 +607,8 @@ def train(config):
   with strategy.scope():
     model = build_model(config, info)
   # Sharded validation sets need a step count; every worker has at least this many batches.
-  validation_steps = max(1, _full_batches(config, val_split)) if _is_multi_worker(strategy) else None
+  validation_steps = (max(1, _full_batches(config, val_split)) if _is_multi_worker(strategy)
+                      else None)
   history = model.fit(train_data, epochs=config.epochs, steps_per_epoch=steps_per_epoch,
                       validation_data=val_data, validation_steps=validation_steps,
                       callbacks=callbacks, verbose=config.verbose)

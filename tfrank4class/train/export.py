@@ -9,7 +9,8 @@ from tfrank4class import data as data_lib
 from tfrank4class.train import experiment
 from tfrank4class.train import serving
 
-flags.DEFINE_string("model_dir", None, "A training run (its best.keras and config.json).", required=True)
+flags.DEFINE_string("model_dir", None, "A training run (its best.keras and config.json).",
+                    required=True)
 flags.DEFINE_string("export_dir", None, "Where to write the SavedModel.", required=True)
 flags.DEFINE_string("checkpoint", None, "A .keras file to export instead of model_dir/best.keras.")
 flags.DEFINE_integer("top_k", 5, "Classes returned by the serving signature.", lower_bound=1)

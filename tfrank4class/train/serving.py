@@ -67,7 +67,8 @@ def export_saved_model(model, dataset, class_names, export_dir, top_k=5):
   module.model = model
   module.serve = serve
   module.scores = scores_of
-  tf.saved_model.save(module, export_dir, signatures={"serving_default": serve, "scores": scores_of})
+  tf.saved_model.save(module, export_dir,
+                      signatures={"serving_default": serve, "scores": scores_of})
   return export_dir
 
 

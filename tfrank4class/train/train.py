@@ -29,7 +29,8 @@ from tfrank4class.train import strategy as strategy_lib
 _D = experiment.ExperimentConfig()
 flags.DEFINE_enum("dataset", _D.dataset, data_lib.names(), "Dataset to train on.")
 flags.DEFINE_string("data_dir", None, "Where the dataset is (image folder, TSV files or TFDS "
-                    "data dir); default: TFDS' default, or the embedded files of goemotions_sample.")
+                    "data dir); default: TFDS' default, or the embedded files of "
+                    "goemotions_sample.")
 flags.DEFINE_enum("on_corrupt", _D.on_corrupt, list(data_lib.ON_CORRUPT),
                   "A malformed text line or undecodable image: error (stop, naming the file and "
                   "line) or skip (drop it; the dropped lines are counted and named on stderr).")
@@ -43,8 +44,10 @@ flags.DEFINE_list("hidden_units", [str(u) for u in experiment.DEFAULT_HIDDEN_UNI
                   "--interaction=dot, which has no MLP).")
 flags.DEFINE_enum("loss", _D.loss, losses_lib.names(), "Loss, by registry name.")
 flags.DEFINE_string("loss_kwargs", "{}", "JSON object of loss arguments.")
-flags.DEFINE_list("metrics", list(_D.metrics), "Metrics: top_K, ndcg, ndcg_K, mrr, mrr_K, map, spearman.")
-flags.DEFINE_string("best_metric", _D.best_metric, "Validation metric that picks the best checkpoint.")
+flags.DEFINE_list("metrics", list(_D.metrics),
+                  "Metrics: top_K, ndcg, ndcg_K, mrr, mrr_K, map, spearman.")
+flags.DEFINE_string("best_metric", _D.best_metric,
+                    "Validation metric that picks the best checkpoint.")
 flags.DEFINE_integer("batch_size", _D.batch_size, "Global batch size.", lower_bound=1)
 flags.DEFINE_integer("epochs", _D.epochs, "Training epochs.", lower_bound=1)
 flags.DEFINE_integer("steps", None, "Training steps per epoch (default: one pass over the "
@@ -58,7 +61,8 @@ flags.DEFINE_list("devices", None, "Devices of --strategy=mirrored (default: all
 flags.DEFINE_string("model_dir", None, "Checkpoints, best.keras, TensorBoard logs, backups.")
 flags.DEFINE_string("export_dir", None, "Where to write the serving SavedModel.")
 flags.DEFINE_integer("seed", _D.seed, "Random seed (weights, shuffling).", lower_bound=0)
-flags.DEFINE_integer("backup_every", _D.backup_every, "Steps between mid-epoch backups.", lower_bound=1)
+flags.DEFINE_integer("backup_every", _D.backup_every, "Steps between mid-epoch backups.",
+                     lower_bound=1)
 flags.DEFINE_bool("start_over", _D.start_over, "Delete the run already in --model_dir (backup, "
                   "checkpoints, logs, results) and train from scratch. Without it, a run in "
                   "--model_dir resumes, and a different configuration there is refused.")
