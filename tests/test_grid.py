@@ -1,0 +1,215 @@
+"""tfrank4class.train.grid: records, resumable store, training helpers, statistics."""
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from scipy import stats
+
+from tfrank4class.train import grid
+
+
+def _record(dataset="d", protocol="frozen", loss="softmax_loss", interaction="dot", seed=0,
+            **metrics):
+  values = {"top_1": 0.5, "top_5": 0.9, "ndcg_5": 0.7, "mrr": 0.6}
+  values.update(metrics)
+  return {"dataset": dataset, "protocol": protocol, "loss": loss, "interaction": interaction,
+          "seed": seed, "train_seconds": 1.5, **values}
+
+
+def test_check_record_accepts_a_valid_record():
+  record = _record()
+  assert grid.check_record(record) is record
+  assert grid.record_key(record) == grid.Cell("d", "frozen", "softmax_loss", "dot", 0)
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"ndcg_5": None}, "`ndcg_5` must be a finite number"),
+    ({"top_1": 1.2}, "`top_1` must be a test-split metric in \\[0, 1\\]"),
+    ({"protocol": "fine_tune"}, "`protocol` must be one of"),
+    ({"interaction": "mlp"}, "`interaction` must be one of"),
+    ({"seed": -1}, "`seed` must be an integer >= 0"),
+    ({"loss": ""}, "`loss` must be a non-empty string"),
+    ({"train_seconds": -1.0}, "`train_seconds` must be a finite number >= 0.0"),
+])
+def test_check_record_names_the_bad_key(change, match):
+  with pytest.raises(ValueError, match=match):
+    grid.check_record({**_record(), **change})
+
+
+def test_check_record_names_missing_keys():
+  record = _record()
+  del record["mrr"], record["train_seconds"]
+  with pytest.raises(ValueError, match=r"lacks the key\(s\) \['mrr', 'train_seconds'\]"):
+    grid.check_record(record)
+
+
+def test_store_appends_atomically_and_reloads(tmp_path):
+  path = tmp_path / "out" / "grid.json"
+  store = grid.RecordStore(path)
+  assert len(store) == 0 and not path.exists()
+  store.add(_record(seed=0))
+  store.add(_record(seed=1, ndcg_5=0.75))
+  with open(path) as f:
+    on_disk = json.load(f)
+  assert isinstance(on_disk, list) and [r["seed"] for r in on_disk] == [0, 1]
+  again = grid.RecordStore(path)
+  assert again.records == on_disk
+  assert ("d", "frozen", "softmax_loss", "dot", 1) in again
+  assert ("d", "frozen", "softmax_loss", "dot", 2) not in again
+  assert not [n for n in os.listdir(path.parent) if ".tmp" in n]
+  with pytest.raises(ValueError, match="already holds a record"):
+    again.add(_record(seed=1))
+  assert len(grid.RecordStore(path)) == 2   # the refused record was not written
+
+
+def test_store_refuses_bad_files(tmp_path):
+  bad = tmp_path / "bad.json"
+  bad.write_text("{not json")
+  with pytest.raises(ValueError, match="is not valid JSON"):
+    grid.RecordStore(bad)
+  bad.write_text(json.dumps({"a": 1}))
+  with pytest.raises(ValueError, match="must hold a JSON list, got dict"):
+    grid.RecordStore(bad)
+  bad.write_text(json.dumps([_record(), _record()]))
+  with pytest.raises(ValueError, match="already holds a record"):
+    grid.RecordStore(bad)
+
+
+def test_grid_cells_order_and_validation():
+  cells = grid.grid_cells(["a", "b"], "frozen", ["l1", "l2"], ["dot", "concat"], range(2))
+  assert len(cells) == 16
+  assert cells[:5] == [grid.Cell("a", "frozen", "l1", "dot", 0),
+                       grid.Cell("a", "frozen", "l1", "concat", 0),
+                       grid.Cell("a", "frozen", "l2", "dot", 0),
+                       grid.Cell("a", "frozen", "l2", "concat", 0),
+                       grid.Cell("a", "frozen", "l1", "dot", 1)]
+  with pytest.raises(ValueError, match="`interactions` must be one of"):
+    grid.grid_cells(["a"], "frozen", ["l1"], ["bilinear"], [0])
+  with pytest.raises(ValueError, match="`protocol` must be one of"):
+    grid.grid_cells(["a"], "e2e", ["l1"], ["dot"], [0])
+
+
+def test_summarize_matches_scipy():
+  rng = np.random.default_rng(0)
+  base = rng.normal(0.70, 0.01, 5)
+  other = base + rng.normal(0.003, 0.002, 5)
+  records = [_record(seed=s, ndcg_5=float(base[s])) for s in range(5)]
+  records += [_record(seed=s, loss="approx_ndcg_loss", ndcg_5=float(other[s])) for s in range(5)]
+  records += [_record(seed=0, loss="mean_squared_loss")]          # one seed: no interval
+  records += [_record(seed=s, dataset="e", loss="approx_ndcg_loss") for s in range(3)]
+  rows = grid.summarize(records)
+  assert [(r["dataset"], r["loss"]) for r in rows] == [
+      ("d", "softmax_loss"), ("d", "approx_ndcg_loss"), ("e", "approx_ndcg_loss")]
+  b, o, e = rows
+  low, high = stats.t.interval(0.95, 4, loc=np.mean(base), scale=stats.sem(base))
+  assert b["intervals"]["ndcg_5"].low == pytest.approx(low, abs=1e-12)
+  assert b["intervals"]["ndcg_5"].high == pytest.approx(high, abs=1e-12)
+  assert b["paired"] == {}
+  ci = stats.ttest_rel(other, base).confidence_interval(0.95)
+  assert o["paired"]["ndcg_5"].low == pytest.approx(ci.low, abs=1e-12)
+  assert o["paired"]["ndcg_5"].high == pytest.approx(ci.high, abs=1e-12)
+  assert o["paired_seeds"] == [0, 1, 2, 3, 4]
+  assert o["paired"]["top_1"].sd == 0.0 and not o["paired"]["top_1"].difference_detected
+  assert e["paired"] == {}     # no baseline on dataset "e"
+
+
+def test_summarize_pairs_only_shared_seeds():
+  records = [_record(seed=s, ndcg_5=0.70 + 0.01 * s) for s in (0, 1, 2)]
+  records += [_record(seed=s, loss="x", ndcg_5=0.72 + 0.01 * s) for s in (1, 2, 3)]
+  row = [r for r in grid.summarize(records) if r["loss"] == "x"][0]
+  assert row["paired_seeds"] == [1, 2]
+  assert row["paired"]["ndcg_5"].mean == pytest.approx(0.02)
+
+
+def test_best_other_head():
+  records = [_record(interaction="latent_cross", ndcg_5=0.71, seed=s) for s in range(2)]
+  records += [_record(interaction="concat", ndcg_5=0.72, seed=s) for s in range(2)]
+  records += [_record(interaction="concat", ndcg_5=0.10, seed=0, protocol="end_to_end")]
+  head, means = grid.best_other_head(records, "d")
+  assert head == "concat" and means == pytest.approx({"latent_cross": 0.71, "concat": 0.72})
+  with pytest.raises(ValueError, match="No frozen record of head 'latent_cross' on dataset 'x'"):
+    grid.best_other_head(records, "x")
+  assert grid.best_other_head(records, "d", candidates=["latent_cross"])[0] == "latent_cross"
+  with pytest.raises(ValueError, match="`candidates` must name at least one head"):
+    grid.best_other_head(records, "d", candidates=[])
+
+
+def test_estimates_and_progress_line():
+  records = [dict(_record(loss="a", seed=s), wall_seconds=10.0 + s) for s in range(2)]
+  records += [dict(_record(loss="b", interaction="concat"), wall_seconds=100.0)]
+  assert grid.estimate_seconds(("d", "frozen", "a", "dot", 5), records) == 10.5
+  assert grid.estimate_seconds(("d", "frozen", "c", "concat", 0), records) == 100.0
+  assert grid.estimate_seconds(("d", "frozen", "c", "latent_cross", 0), records) == pytest.approx(
+      121.0 / 3)
+  assert grid.estimate_seconds(("x", "frozen", "a", "dot", 0), records) is None
+  line = grid.progress_line(3, 6, 75.0, [("d", "frozen", "a", "dot", 5),
+                                         ("x", "frozen", "a", "dot", 0)], records)
+  # 10.5 s for the first; the second has no similar record: the mean of all (40.33 s).
+  assert line == "[###############---------------] 3/6 runs, 1m15s elapsed, ~51s left"
+  assert grid.progress_line(0, 4, 0.0, [("d", "frozen", "a", "dot", 0)], []).endswith(
+      "estimating")
+  assert grid.format_duration(3725) == "1h02m"
+
+
+def test_settings_differences():
+  records = [dict(_record(), settings={"epochs": 3, "lr": 0.1}),
+             dict(_record(protocol="end_to_end"), settings={"epochs": 9})]
+  assert grid.settings_differences(records, "d", "frozen", {"epochs": 3, "lr": 0.1}) == {}
+  assert grid.settings_differences(records, "d", "frozen", {"epochs": 4, "lr": 0.1}) == {
+      "epochs": (3, 4)}
+  assert grid.settings_differences(records, "z", "frozen", {"epochs": 4}) == {}
+
+
+def _blobs(n, seed):
+  rng = np.random.default_rng(seed)
+  centers = np.random.default_rng(99).normal(size=(4, 6)) * 2.0
+  y = rng.integers(0, 4, n)
+  return (centers[y] + rng.normal(size=(n, 6))).astype("float32"), y
+
+
+def test_evaluate_scores_matches_numpy():
+  rng = np.random.default_rng(5)
+  scores = rng.normal(size=(300, 7)).astype("float32")   # continuous: no ties
+  labels = rng.integers(0, 7, 300)
+  got = grid.evaluate_scores(labels, scores, batch_size=64)
+  ranks = 1 + np.sum(scores > scores[np.arange(300), labels][:, None], axis=1)
+  assert got["top_1"] == pytest.approx(np.mean(ranks == 1), abs=1e-6)
+  assert got["top_5"] == pytest.approx(np.mean(ranks <= 5), abs=1e-6)
+  assert got["mrr"] == pytest.approx(np.mean(1.0 / ranks), abs=1e-6)
+  assert got["ndcg_5"] == pytest.approx(np.mean(np.where(ranks <= 5, 1 / np.log2(1 + ranks), 0)),
+                                        abs=1e-6)
+
+
+def test_fit_and_evaluate_restores_the_best_validation_epoch():
+  train, val, test = _blobs(400, 0), _blobs(200, 1), _blobs(200, 2)
+  tf.keras.utils.set_random_seed(0)
+  model = grid.compile_model(grid.head_model(6, 4, "latent_cross", (8,)), "softmax_loss",
+                             learning_rate=0.02)
+  result, scores = grid.fit_and_evaluate(model, train, val, test, epochs=4, batch_size=64,
+                                         seed=0)
+  curve = result["validation_curve"]
+  assert len(curve) == 4 and result["epochs"] == 4
+  assert result["best_epoch"] == int(np.argmax(curve)) + 1
+  assert result["validation"]["ndcg_5"] == pytest.approx(max(curve), abs=1e-6)
+  # The model now holds the best epoch's weights: scoring validation again gives that value.
+  again = grid.evaluate_scores(val[1], grid.predict(model, val[0]), ("ndcg_5",))["ndcg_5"]
+  assert again == pytest.approx(max(curve), abs=1e-6)
+  assert scores.shape == (200, 4)
+  assert result["top_1"] == pytest.approx(np.mean(np.argmax(scores, 1) == test[1]), abs=1e-6)
+  assert result["top_1"] > 0.8 and result["train_seconds"] > 0
+  record = grid.make_record(("blobs", "frozen", "softmax_loss", "latent_cross", 0), result,
+                            test[1], scores, note="x")
+  assert record["note"] == "x" and record["bound"]["violations"] == 0
+  assert record["bound"]["ce_gap"] >= 0
+
+
+def test_keep_best_refuses_an_unknown_monitor():
+  with pytest.raises(ValueError, match="Unknown metric name 'auc'"):
+    grid.KeepBest(np.zeros((2, 3)), np.zeros(2), monitor="auc")
+
+
+def test_compile_model_checks_the_learning_rate():
+  with pytest.raises(ValueError, match="`learning_rate` must be a finite number > 0.0"):
+    grid.compile_model(grid.head_model(3, 2), "softmax_loss", learning_rate=0.0)

@@ -1,0 +1,138 @@
+"""benchmarks/rank4class_grid.py: a smoke grid (tiny sizes, 2 seeds), its records, resumption,
+its report's statistics against scipy, and the paper's numbers it quotes."""
+import ast
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy import stats
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "rank4class_grid.py"
+PAPER_TEXT = ROOT.parent / "shared" / "papers" / "003_b86680b28be9a065.txt"
+KEYS = ("dataset", "protocol", "loss", "interaction", "seed", "top_1", "top_5", "ndcg_5", "mrr",
+        "train_seconds")
+
+
+def _run(tmp, datasets_dir):
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "NO_GCE_CHECK": "true",
+         "PYTHONPATH": str(ROOT)}
+  out = subprocess.run(
+      [sys.executable, str(SCRIPT), "--smoke", f"--data_dir={datasets_dir}",
+       "--datasets=mind", "--e2e_datasets=mind", "--losses=softmax_loss,approx_ndcg_loss",
+       "--e2e_losses=softmax_loss", "--interactions=dot,latent_cross",
+       f"--output={tmp / 'grid.json'}", f"--work_dir={tmp / 'work'}",
+       f"--report_md={tmp / 'grid.md'}", f"--report_png={tmp / 'grid.png'}"],
+      env=env, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-3000:]
+  return out.stderr
+
+
+def _cell(record):
+  return tuple(record[k] for k in KEYS[:5])
+
+
+def _report_row(markdown, section, loss, head):
+  """The cells of the results-table row of (loss, head) in ``section`` of the report."""
+  body = markdown.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+  for line in body.splitlines():
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    if cells[:2] == [loss, head] and len(cells) == 7:
+      return cells
+  raise AssertionError(f"no row {loss} + {head} in {section}")
+
+
+def _interval(text):
+  mean, low, high = map(float, re.findall(r"[+-]?\d+\.\d+", text)[:3])
+  return mean, low, high
+
+
+def test_smoke_grid_records_resumes_and_reports(tmp_path, datasets_dir):
+  log = _run(tmp_path, datasets_dir)
+  assert "12 runs planned, 0 recorded" in log
+  records = json.loads((tmp_path / "grid.json").read_text())
+  assert isinstance(records, list) and len(records) == 12
+  for r in records:
+    assert set(KEYS) <= set(r)
+    assert all(0.0 <= r[m] <= 1.0 for m in ("top_1", "top_5", "ndcg_5", "mrr"))
+    assert r["train_seconds"] > 0 and r["bound"]["violations"] == 0
+  cells = [_cell(r) for r in records]
+  assert len(set(cells)) == 12
+  frozen = [c for c in cells if c[1] == "frozen"]
+  e2e = [c for c in cells if c[1] == "end_to_end"]
+  assert len(frozen) == 8 and {c[4] for c in frozen} == {0, 1}
+  # End to end: dot and the best other head (only latent_cross ran in this frozen grid).
+  assert sorted({c[3] for c in e2e}) == ["dot", "latent_cross"] and len(e2e) == 4
+
+  # A killed grid: drop two finished runs from the file; the rerun trains exactly those two and
+  # leaves every other record as it was (same values, same train_seconds).
+  dropped = [records[0], records[5]]
+  kept = [r for i, r in enumerate(records) if i not in (0, 5)]
+  (tmp_path / "grid.json").write_text(json.dumps(kept))
+  log = _run(tmp_path, datasets_dir)
+  assert "12 runs planned, 10 recorded" in log and "2 to do" in log
+  again = json.loads((tmp_path / "grid.json").read_text())
+  assert len(again) == 12
+  by_cell = {_cell(r): r for r in again}
+  for r in kept:
+    assert by_cell[_cell(r)] == r
+  assert {_cell(r) for r in dropped} == {_cell(r) for r in again} - {_cell(r) for r in kept}
+  assert len(re.findall(r"\] \d+/12 runs", log)) == 2   # two progress lines: two runs trained
+
+  # The report's intervals against scipy, computed from the records.
+  markdown = (tmp_path / "grid.md").read_text()
+  for protocol, section, loss, head in [("frozen", "mind, frozen", "approx_ndcg_loss", "dot"),
+                                        ("end_to_end", "mind, end-to-end", "softmax_loss",
+                                         "latent_cross")]:
+    values = {m: np.array([by_cell[("mind", protocol, loss, head, s)][m] for s in (0, 1)])
+              for m in ("top_1", "ndcg_5")}
+    row = _report_row(markdown, section, loss, head)
+    for metric, column in (("top_1", 3), ("ndcg_5", 5)):
+      v = values[metric]
+      mean, low, high = _interval(row[column])
+      if np.std(v) > 0:
+        ref_low, ref_high = stats.t.interval(0.95, 1, loc=v.mean(), scale=stats.sem(v))
+      else:
+        ref_low = ref_high = v.mean()
+      assert (mean, low, high) == pytest.approx((v.mean(), ref_low, ref_high), abs=6e-5)
+    base = np.array([by_cell[("mind", protocol, "softmax_loss", "dot", s)]["ndcg_5"]
+                     for s in (0, 1)])
+    paired = [line for line in markdown.split(f"## {section}\n", 1)[1].split("\n## ")[0]
+              .splitlines() if line.startswith(f"| {loss} | {head} | 2 | ") and "[" in line
+              and ("detected" in line or "higher" in line or "lower" in line)]
+    mean, low, high = _interval(paired[0].split("|")[5])
+    d = values["ndcg_5"] - base
+    if np.std(d) > 0:
+      ci = stats.ttest_rel(values["ndcg_5"], base).confidence_interval(0.95)
+      ref = (d.mean(), ci.low, ci.high)
+    else:
+      ref = (d.mean(), d.mean(), d.mean())
+    assert (mean, low, high) == pytest.approx(ref, abs=6e-5)
+  assert "## Bruch et al.'s bound" in markdown
+  assert (tmp_path / "grid.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _paper_literal():
+  tree = ast.parse(SCRIPT.read_text())
+  for node in tree.body:
+    if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["PAPER"]:
+      return ast.literal_eval(node.value)
+  raise AssertionError("PAPER not found")
+
+
+@pytest.mark.skipif(not PAPER_TEXT.exists(), reason="the paper's text is not beside the repo")
+@pytest.mark.parametrize("dataset", ["goemotions", "mind", "cifar10"])
+def test_paper_numbers_are_those_of_the_paper(dataset):
+  table, _, grids = _paper_literal()[dataset]
+  text = PAPER_TEXT.read_text(encoding="utf-8")
+  body = text.split(f"{table}: Results on", 1)[1].split("Table ", 1)[0]
+  rows = [list(map(float, re.findall(r"0\.\d{4}", line))) for line in body.splitlines()]
+  rows = [r for r in rows if len(r) == 5]
+  expected = [grids[m][h] for m in ("top_1", "top_5", "ndcg_5")
+              for h in ("dot", "latent_cross", "concat")]
+  assert rows == expected
