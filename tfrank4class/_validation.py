@@ -104,8 +104,9 @@ def check_scores(name, scores, rank=2, min_length=1, finite=True, cast="at_least
     ...   print("`y_pred` must be finite (no NaN or Inf)" in e.message)
     True
   """
-  check_choice("finite", finite, FINITE)
-  check_choice("cast", cast, CASTS)
+  for option, value, choices in (("finite", finite, FINITE), ("cast", cast, CASTS)):
+    if not any(value is c or (isinstance(c, str) and value == c) for c in choices):
+      raise ValueError(f"`{option}` must be one of {list(choices)}, got {value!r}.")
   try:
     scores = tf.convert_to_tensor(scores)
   except (TypeError, ValueError) as e:
@@ -125,7 +126,7 @@ def check_scores(name, scores, rank=2, min_length=1, finite=True, cast="at_least
   elif shape.rank is not None and shape.rank != rank:
     raise ValueError(f"`{name}` must have shape [batch_size, list_size], got shape {shape}.")
   _check_list_length(name, scores, min_length)
-  if finite is True:
+  if finite is True and scores.dtype.is_floating:
     tf.debugging.Assert(tf.reduce_all(tf.math.is_finite(scores)),
                         [f"`{name}` must be finite (no NaN or Inf)."])
   elif finite == "no_nan" and scores.dtype.is_floating:

@@ -42,8 +42,14 @@ class RetrievalEvaluation(keras.callbacks.Callback):
   ``self.history``.
 
   Example:
-    >>> cb = RetrievalEvaluation(x_val, y_val, ks=(1, 2, 4, 8))   # doctest: +SKIP
-    >>> model.fit(ds, epochs=5, callbacks=[cb])                     # doctest: +SKIP
+    >>> import numpy as np
+    >>> x, y = np.eye(4, dtype="float32"), [0, 0, 1, 1]
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> cb = RetrievalEvaluation(x, y, ks=(1,), verbose=0)
+    >>> history = model.fit(x, np.zeros((4, 2)), epochs=1, verbose=0, callbacks=[cb])
+    >>> sorted(key for key in history.history if key.startswith("val_"))
+    ['val_map@r', 'val_recall@1']
   """
 
   def __init__(self, x, labels, ks=(1, 2, 4, 8), query=None, gallery=None, embedding_model=None,

@@ -1,10 +1,10 @@
-"""Tests of tfrank4class.heads.embedding (the retrieval model builder and export)."""
+"""Tests of tfrank4class.retrieval.model (the retrieval model builder and export)."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from tfrank4class import encoders
-from tfrank4class.heads.embedding import (RetrievalModel, build_retrieval_model,
+from tfrank4class.retrieval.model import (RetrievalModel, build_retrieval_model,
                                           export_embedding_model)
 from tfrank4class.losses.metric_learning import SmoothedCrossEntropy, TripletLoss
 
@@ -128,3 +128,10 @@ def test_bad_arguments():
     build_retrieval_model(_encoder(), "recall_loss", loss_kwargs={"from_embeddings": False})
   with pytest.raises(ValueError, match=r"`encoder` must output features \[B, F\]"):
     build_retrieval_model(tf.keras.layers.Conv2D(2, 3), "triplet_loss", input_shape=(8, 8, 3))
+
+
+def test_docstring_examples_run():
+  import doctest
+  from tfrank4class.retrieval import model
+  result = doctest.testmod(model, optionflags=doctest.NORMALIZE_WHITESPACE)
+  assert result.attempted > 0 and result.failed == 0, result
