@@ -63,3 +63,12 @@ def test_re_exported_names_are_the_one_implementation():
   assert retrieval.retrieval_recall_at_k is evaluation.retrieval_recall_at_k
   assert retrieval.build_retrieval_model is model.build_retrieval_model
   assert sorter_base.Sorter._build_for_export is sorter_base.Sorter.build_for_export
+
+
+def test_module_exports():
+  """The assertion of the former tests/test_retrieval.py, through the deprecated names."""
+  import tfrank4class.metrics as m
+  from tfrank4class.retrieval.evaluation import retrieval_recall_at_k
+  with pytest.warns(DeprecationWarning):
+    from tfrank4class.metrics import retrieval  # pylint: disable=g-import-not-at-top
+    assert m.retrieval_recall_at_k is retrieval_recall_at_k and m.map_at_r is retrieval.map_at_r

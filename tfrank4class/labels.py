@@ -90,10 +90,11 @@ def _static(value):
   return None if static is None else int(static)
 
 
-def _first_non_whole(values):
-  """The first entry of float ``values`` that is not a whole number, as a string (a value for an
-  assertion message that needs no ``tf.cond`` guard)."""
-  whole = tf.math.is_finite(values) & tf.equal(values, tf.round(values))
+def _whole(values, ids):
+  """Whether every float in ``values`` is a whole number (its int64 truncation ``ids`` converts
+  back to it: false for fractions, NaN and +-inf), and the first one that is not, as a string
+  (a value for an assertion message that needs no ``tf.cond`` guard)."""
+  whole = tf.equal(tf.cast(ids, values.dtype), values)
   first = tf.argmin(tf.cast(whole, tf.int32), output_type=tf.int32)
   return tf.reduce_all(whole), tf.strings.as_string(tf.gather(values, first))
 
@@ -155,10 +156,10 @@ def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype=tf.f
   elif shape.rank != 1:
     allowed = f"{ids_shape}, or dense relevance [{size}, C];" if dense else f"{ids_shape},"
     raise ValueError(f"`{name}` must be {allowed} got shape {shape}.")
-  if labels.dtype.is_floating:
-    whole, shown = _first_non_whole(labels)
-    tf.debugging.Assert(whole, [f"`{name}` given as class ids must be whole numbers, got", shown])
   ids = tf.cast(labels, tf.int64)
+  if labels.dtype.is_floating:
+    whole, shown = _whole(labels, ids)
+    tf.debugging.Assert(whole, [f"`{name}` given as class ids must be whole numbers, got", shown])
   valid = ids >= 0
   if num_classes is None:
     allowed = "class ids >= 0"

@@ -70,10 +70,11 @@ def _scores(scores):
 
 
 def _clipped_ids(ids, num_classes):
-  """Class ids clipped into ``[0, C)``: keeps the gather in range until the label assertion of
-  :func:`tfrank4class.labels.parse_labels` fails (under XLA, which drops it, a bad id is scored
-  as the nearest class)."""
-  return tf.clip_by_value(ids, 0, tf.cast(num_classes, ids.dtype) - 1)
+  """Int32 class ids clipped into ``[0, C)``: keeps the gather in range until the label
+  assertion of :func:`tfrank4class.labels.parse_labels` fails (under XLA, which drops it, a bad
+  id is scored as the nearest class). The int32 cast is the node the parser's assertion shows,
+  which the graph optimiser merges with this one."""
+  return tf.clip_by_value(tf.cast(ids, tf.int32), 0, tf.cast(num_classes, tf.int32) - 1)
 
 
 def _dense(labels, scores):
