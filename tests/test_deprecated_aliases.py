@@ -1,4 +1,4 @@
-"""The deprecated alias modules and names left behind by moves: they warn and give the new objects."""
+"""The deprecated aliases left behind by moves: they warn and give the new objects."""
 import importlib
 
 import pytest

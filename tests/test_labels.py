@@ -61,7 +61,8 @@ def test_class_ids_checks_whole_non_negative_ids_eagerly_and_in_tf_function():
 # --- parse_labels: the canonical form ------------------------------------------------------------
 
 def test_parse_labels_canonical_form():
-  for labels in ([2, 0], [[2], [0]], np.array([2.0, 0.0], np.float32), tf.constant([2, 0], tf.int32)):
+  for labels in ([2, 0], [[2], [0]], np.array([2.0, 0.0], np.float32),
+                 tf.constant([2, 0], tf.int32)):
     parsed = parse_labels(labels, 3)
     assert parsed.is_class_ids and parsed.relevance is None
     assert parsed.ids.dtype == tf.int64
@@ -75,7 +76,8 @@ def test_parse_labels_canonical_form():
 
 
 def test_parse_labels_class_ids_only_and_size_letter():
-  with pytest.raises(ValueError, match=r"`y` must be class ids of shape \[N\] or \[N, 1\], got shape \(2, 3\)\."):
+  with pytest.raises(ValueError,
+                     match=r"`y` must be class ids of shape \[N\] or \[N, 1\], got shape \(2, 3\)\."):
     parse_labels(np.zeros((2, 3)), name="y", dense=False, size="N")
   with pytest.raises(ValueError, match=r"`labels` must be class ids of shape \[B\] or \[B, 1\], or "
                                        r"dense relevance \[B, C\]; got shape \(\)"):
@@ -86,14 +88,16 @@ def test_parse_labels_refuses_non_finite_float_ids():
   """NaN and +-inf are not whole numbers: they never pass as a class id."""
   for bad in (np.nan, np.inf, -np.inf):
     for fn in (parse_labels, tf.function(parse_labels)):
-      with pytest.raises(tf.errors.InvalidArgumentError, match=r"(?s)whole numbers, got.*(nan|inf)"):
+      with pytest.raises(tf.errors.InvalidArgumentError,
+                         match=r"(?s)whole numbers, got.*(nan|inf)"):
         fn(tf.constant([0.0, bad]), 3)
 
 
 def test_parse_labels_shows_the_first_offending_float_and_the_ids():
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"whole numbers, got\] \[2\.5"):
     tf.function(parse_labels)(tf.constant([1.0, 2.5, 0.5]))
-  with pytest.raises(tf.errors.InvalidArgumentError, match=r"\[0, num_classes=3\), got\] \[0 7 1\]"):
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"\[0, num_classes=3\), got\] \[0 7 1\]"):
     tf.function(lambda y: parse_labels(y, 3))(tf.constant([0, 7, 1], tf.int64))
 
 
@@ -121,7 +125,8 @@ def test_check_batch_size():
   fn = tf.function(lambda y, s: check_batch_size(y, s),
                    input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None, 3])])
   fn(tf.constant([0, 1], tf.int64), tf.zeros([2, 3]))
-  with pytest.raises(tf.errors.InvalidArgumentError, match=r"(?s)same batch size, got.*3.*labels for.*2"):
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"(?s)same batch size, got.*3.*labels for.*2"):
     fn(tf.constant([0, 1, 2], tf.int64), tf.zeros([2, 3]))
   check_batch_size([0, 1], [[0.0], [1.0]])                 # plain lists have a shape too
 
@@ -136,9 +141,11 @@ def test_one_parser_one_set_of_errors():
            lambda y: functional.top_k_accuracy(y, embeddings, k=1),
            lambda y: retrieval_metrics(embeddings, y, ks=1)]
   for call in calls:
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"given as class ids must be whole numbers, got"):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"given as class ids must be whole numbers, got"):
       call(np.array([0.0, 0.5, 1.0]))
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"must be class ids (>= 0|in \[0, num_classes=3\)), got"):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"must be class ids (>= 0|in \[0, num_classes=3\)), got"):
       call(np.array([0, -1, 1]))
     with pytest.raises(TypeError, match=r"must be numeric, got dtype string"):
       call(np.array(["a", "b", "c"]))

@@ -1,4 +1,4 @@
-"""Tests of tfrank4class.retrieval.evaluation (the host loop) against brute-force numpy references."""
+"""Tests of tfrank4class.retrieval.evaluation (the host loop) against numpy brute force."""
 import numpy as np
 import pytest
 

@@ -10,7 +10,8 @@ def test_as_embeddings_normalises_rows_in_float64():
   e = inputs.as_embeddings(tf.constant([[3.0, 4.0], [0.0, 0.0], [1.0, 1.0]], tf.float32))
   assert e.dtype == np.float64
   np.testing.assert_allclose(e, [[0.6, 0.8], [0.0, 0.0], [2 ** -0.5, 2 ** -0.5]], rtol=1e-15)
-  with pytest.raises(ValueError, match=r"`embeddings` must hold at least 2 items of dimension >= 1"):
+  with pytest.raises(ValueError,
+                     match=r"`embeddings` must hold at least 2 items of dimension >= 1"):
     inputs.as_embeddings(np.ones((1, 3)))
   with pytest.raises(TypeError, match=r"`embeddings` must be numeric, got dtype"):
     inputs.as_embeddings(np.array([["a", "b"], ["c", "d"]]))
@@ -25,7 +26,8 @@ def test_as_labels_uses_the_one_parser():
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"(?s)`labels` given as class ids must "
                                                            r"be whole numbers, got.*0\.5"):
     inputs.as_labels([0.0, 0.5, 1.0], e)
-  with pytest.raises(tf.errors.InvalidArgumentError, match=r"(?s)`labels` must be class ids >= 0, got.*-1"):
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"(?s)`labels` must be class ids >= 0, got.*-1"):
     inputs.as_labels([0, -1, 1], e)
   with pytest.raises(ValueError, match=r"`labels` must be class ids of shape \[N\] or \[N, 1\], got "
                                        r"shape \(3, 2\)"):
@@ -49,7 +51,8 @@ def test_as_subset():
 
 def test_check_ks():
   assert inputs.check_ks(3) == (3,) and inputs.check_ks([1, 2, 4]) == (1, 2, 4)
-  with pytest.raises(ValueError, match=r"`ks` must be a positive integer or a sequence of them, got 1.5"):
+  with pytest.raises(ValueError,
+                     match=r"`ks` must be a positive integer or a sequence of them, got 1.5"):
     inputs.check_ks(1.5)
   with pytest.raises(ValueError, match=r"`ks` must be an integer >= 1, got True"):
     inputs.check_ks([True])

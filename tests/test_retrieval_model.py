@@ -86,7 +86,8 @@ def without_op_determinism():
     tf.config.experimental.enable_op_determinism()
 
 
-def test_fit_with_jit(without_op_determinism):  # pylint: disable=redefined-outer-name,unused-argument
+@pytest.mark.usefixtures("without_op_determinism")
+def test_fit_with_jit():
   x, y = _data()
   built = build_retrieval_model(_encoder(), "cross_entropy", num_classes=4, embedding_dim=5)
   built.model.compile(optimizer="adam", loss=built.loss, jit_compile=True)

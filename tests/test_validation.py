@@ -15,7 +15,8 @@ def test_dtype_rules():
   assert check_scores("s", tf.constant([[1, 2]], tf.int64), cast="to_float").dtype == tf.float32
   assert check_scores("s", tf.constant([[1, 2]], tf.float16), cast="to_float").dtype == tf.float16
   assert check_scores("s", tf.constant([[1, 2]], tf.int64), cast=None).dtype == tf.int64
-  assert check_scores("s", tf.constant([[1, 2]], tf.int64), cast=None, finite="no_nan").dtype == tf.int64
+  integers = check_scores("s", tf.constant([[1, 2]], tf.int64), cast=None, finite="no_nan")
+  assert integers.dtype == tf.int64
   with pytest.raises(TypeError, match=r"`s` must be a numeric tensor \(a real tensor: integer or "
                                       r"floating point\), got dtype string"):
     check_scores("s", [["a"]])
@@ -25,7 +26,8 @@ def test_dtype_rules():
 
 
 def test_rank_and_length():
-  with pytest.raises(ValueError, match=r"`s` must have shape \[batch_size, list_size\], got shape \(3,\)"):
+  with pytest.raises(ValueError,
+                     match=r"`s` must have shape \[batch_size, list_size\], got shape \(3,\)"):
     check_scores("s", [1.0, 2.0, 3.0])
   with pytest.raises(ValueError, match=r"`s` must have a known rank >= 1, got shape \(\)"):
     check_scores("s", 1.0, rank=None)
@@ -49,8 +51,10 @@ def test_rank_and_length():
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_finite_raises_eagerly_and_in_tf_function(bad):
   scores = tf.constant([[0.1, bad, 0.3]])
-  for call in (lambda s: check_scores("y_pred", s), tf.function(lambda s: check_scores("y_pred", s))):
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"`y_pred` must be finite \(no NaN or Inf\)"):
+  check = lambda s: check_scores("y_pred", s)  # noqa: E731
+  for call in (check, tf.function(check)):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"`y_pred` must be finite \(no NaN or Inf\)"):
       call(scores)
 
 

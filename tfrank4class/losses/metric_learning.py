@@ -6,10 +6,10 @@ The contrastive and triplet losses are pairwise-distance losses of the kind that
 The pairwise losses take class (identity) ids ``y_true`` ``[B]`` / ``[B, 1]`` and embeddings
 ``y_pred`` ``[B, D]``, and mine pairs or triplets inside the batch, so a batch must hold several
 items of each class: use :class:`tfrank4class.data.sampling.ClassBalancedSampler` (P classes x K
-items per batch). Ids must be whole numbers ``>= 0``
-(:func:`tfrank4class.labels.parse_labels`, the package's one label parser): others raise ``InvalidArgumentError`` eagerly
-and inside ``tf.function``; under ``jit_compile=True`` XLA drops that check, and a fractional id
-is truncated towards zero.
+items per batch). Ids must be whole numbers ``>= 0`` (:func:`tfrank4class.labels.parse_labels`,
+the package's one label parser): others raise ``InvalidArgumentError`` eagerly and inside
+``tf.function``; under ``jit_compile=True`` XLA drops that check, and a fractional id is
+truncated towards zero.
 
 Distances are Euclidean, by default between L2-normalised embeddings (``normalize=True``), where
 ``d(a, b)^2 = 2 - 2 cos(a, b)`` lies in ``[0, 4]``. ``P(i)`` are the other items of ``i``'s class

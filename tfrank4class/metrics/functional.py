@@ -30,10 +30,11 @@ sums behind NDCG and MRR (``sum 1/log2(1 + p)``, ``sum 1/p`` over a rank range) 
 cumulative tables summed in float64 with numpy when the graph is built and stored as two float32
 tables (high and low part), so a tie group's mean keeps float32 relative accuracy. Dense AP uses
 :func:`~tfrank4class.ranking.precision.harmonic_difference` (relative error below ``5e-7``,
-tested against float64 up to ``a = 10**7``). Measured against :mod:`tfrank4class.metrics.reference` (the exact float64
-implementation) on random, heavily tied and padded inputs up to ``C = 10,000``: absolute error at
-most ``1e-6`` for every metric with class ids, ``2e-6`` for Top-K, MRR and NDCG with dense
-relevance, ``1e-5`` for dense AP and Spearman (the bounds ``tests/test_functional.py`` checks).
+tested against float64 up to ``a = 10**7``). Measured against
+:mod:`tfrank4class.metrics.reference` (the exact float64 implementation) on random, heavily tied
+and padded inputs up to ``C = 10,000``: absolute error at most ``1e-6`` for every metric with
+class ids, ``2e-6`` for Top-K, MRR and NDCG with dense relevance, ``1e-5`` for dense AP and
+Spearman (the bounds ``tests/test_functional.py`` checks).
 
 Relevance. ``ndcg`` uses graded gains; the other metrics count an item as relevant when its
 relevance is ``> 0``. Lists with no relevant item score 0 under every metric (``spearman``: 0 for

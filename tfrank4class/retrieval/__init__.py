@@ -21,3 +21,6 @@ from tfrank4class.retrieval.evaluation import map_at_r, retrieval_metrics, retri
 from tfrank4class.retrieval.kernel import block_statistics
 from tfrank4class.retrieval.model import (RetrievalModel, build_retrieval_model,
                                           export_embedding_model)
+
+__all__ = ["RetrievalModel", "block_statistics", "build_retrieval_model", "export_embedding_model",
+           "map_at_r", "retrieval_metrics", "retrieval_recall_at_k"]
