@@ -40,8 +40,7 @@ from tfrank4class.data import image_folder  # noqa: E402
 from tfrank4class.data.cifar import normalize as cifar_normalize  # noqa: E402
 from tfrank4class.data.orl import load_orl  # noqa: E402
 from tfrank4class.data.sampling import ClassBalancedSampler  # noqa: E402
-from tfrank4class.heads.embedding import build_retrieval_model  # noqa: E402
-from tfrank4class.metrics.retrieval import retrieval_metrics  # noqa: E402
+from tfrank4class.retrieval import build_retrieval_model, retrieval_metrics  # noqa: E402
 
 KS = (1, 2, 4, 8)
 

@@ -16,8 +16,9 @@ from tfrank4class import encoders
 from tfrank4class.compat import keras
 from tfrank4class.data.orl import load_orl
 from tfrank4class.data.sampling import ClassBalancedSampler
-from tfrank4class.heads.embedding import build_retrieval_model, export_embedding_model
-from tfrank4class.metrics.retrieval import RetrievalEvaluation, retrieval_recall_at_k
+from tfrank4class.retrieval import (build_retrieval_model, export_embedding_model,
+                                    retrieval_recall_at_k)
+from tfrank4class.train.callbacks import RetrievalEvaluation
 
 LOSS = "cross_entropy"
 data_dir = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else

@@ -31,3 +31,13 @@ def test_in_xla():
   np.testing.assert_array_equal(out["above"].numpy(), [[3, 0, 0, 2]])
   np.testing.assert_array_equal(out["tied"].numpy(), [[1, 2, 2, 1]])
   np.testing.assert_array_equal(out["rel_above"].numpy(), [[3, 0, 0, 2]])
+
+
+def test_log_binomial_against_math_comb():
+  import math
+  from tfrank4class.ranking.ties import log_binomial
+  n = np.array([0, 1, 5, 10, 30, 100], np.float64)
+  k = np.array([0, 1, 2, 3, 15, 50], np.float64)
+  want = [math.log(math.comb(int(a), int(b))) for a, b in zip(n, k)]
+  np.testing.assert_allclose(log_binomial(tf.constant(n), tf.constant(k)).numpy(), want,
+                             rtol=1e-12, atol=1e-12)

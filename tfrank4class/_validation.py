@@ -49,59 +49,107 @@ def check_choice(name, value, choices):
   return value
 
 
-def score_matrix(name, scores):
-  """Converts ``scores`` to a float tensor of shape ``[B, n]`` with ``n >= 1``.
+FINITE = (True, "no_nan", False)
+CASTS = ("at_least_float32", "to_float", None)
 
-  Integer, ``float16`` and ``bfloat16`` scores become ``float32`` (``float32`` and ``float64`` are
-  kept): the rank and loss maths always runs in at least single precision, so a model whose last
-  layer computes in ``float16`` (the ``mixed_float16`` Keras policy) trains with every loss.
-  ``float16`` holds whole numbers exactly only up to 2048 and overflows ``exp`` above ~11, which
-  ranks, softmaxes and sums over lists would hit.
 
-  Raises ``TypeError`` for non-numeric input and ``ValueError`` for a wrong rank or an empty list.
+def check_scores(name, scores, rank=2, min_length=1, finite=True, cast="at_least_float32"):
+  """The one score check: converts ``scores`` to a real tensor and checks its dtype, rank, list
+  length and values.
+
+  Every loss, metric and rank operator of the package checks its scores here. The list axis is
+  the last one.
+
+  Args:
+    name: the argument name used in error messages.
+    scores: array-like or tensor.
+    rank: ``2`` for a matrix ``[batch_size, list_size]`` (losses, metrics, sorters; an unknown
+      rank passes), or ``None`` for any known rank ``>= 1`` (the rank operators, whose lists lie
+      along an axis the caller chooses).
+    min_length: the smallest allowed list length; checked when the graph is traced, or by an
+      assertion when the length is only known at run time (``0``: not checked).
+    finite: ``True``: NaN and +-inf raise (``"`name` must be finite (no NaN or Inf)."``);
+      ``"no_nan"``: only NaN raises, +-inf are ordinary scores (exact ranks: ``-inf`` is a common
+      way to push an item to the bottom), and the message counts the NaN entries; ``False``: the
+      values are not checked here (losses whose padded entries may hold anything check after
+      masking, or leave it to the ranker).
+    cast: ``"at_least_float32"``: integer, ``float16`` and ``bfloat16`` scores become
+      ``float32``, ``float32`` and ``float64`` are kept (losses and metrics: the rank maths
+      always runs in at least single precision, so a model whose last layer computes in
+      ``float16`` under the ``mixed_float16`` policy trains with every loss; ``float16`` holds
+      whole numbers exactly only up to 2048 and overflows ``exp`` above ~11); ``"to_float"``:
+      integers become ``float32``, floats keep their dtype (the blackbox ranker); ``None``: the
+      dtype is kept (exact ranks sort integers exactly).
+
+  Returns:
+    The scores as a tensor.
+
+  Raises:
+    TypeError: non-numeric scores.
+    ValueError: a wrong rank, or lists shorter than ``min_length`` (known when traced).
+    InvalidArgumentError: NaN (or +-inf) scores, or lists shorter than ``min_length`` at run
+      time, eagerly and inside ``tf.function``.
+
+  The value check is ``tf.reduce_all(tf.math.is_finite(x))`` in a ``tf.debugging.Assert`` with
+  string data beside the computation, not a gate on it (a quarter of the cost of the
+  ``CheckNumerics`` kernel behind ``tf.debugging.assert_all_finite``, and no ``tf.cond``): eagerly
+  it raises at once, inside ``tf.function`` it runs as a stateful op of the function, so the call
+  fails. XLA drops assertions, so under ``jit_compile=True`` the values are not checked.
 
   Example:
-    >>> score_matrix("scores", tf.constant([[1.0, 2.0]], tf.float16)).dtype
+    >>> check_scores("scores", tf.constant([[1.0, 2.0]], tf.float16)).dtype
     tf.float32
+    >>> try:
+    ...   check_scores("y_pred", [[1.0, float("nan")]])
+    ... except tf.errors.InvalidArgumentError as e:
+    ...   print("`y_pred` must be finite (no NaN or Inf)" in e.message)
+    True
   """
+  for option, value, choices in (("finite", finite, FINITE), ("cast", cast, CASTS)):
+    if not any(value is c or (isinstance(c, str) and value == c) for c in choices):
+      raise ValueError(f"`{option}` must be one of {list(choices)}, got {value!r}.")
   try:
     scores = tf.convert_to_tensor(scores)
   except (TypeError, ValueError) as e:
     raise TypeError(f"`{name}` must be a numeric tensor, got {scores!r}: {e}") from None
-  if not (scores.dtype.is_floating or scores.dtype.is_integer):
+  dtype = scores.dtype
+  if not (dtype.is_floating or dtype.is_integer):
     raise TypeError(
-        f"`{name}` must be a numeric tensor, got dtype {scores.dtype.name}.")
-  if scores.dtype not in (tf.float32, tf.float64):
+        f"`{name}` must be a numeric tensor (a real tensor: integer or floating point), got dtype "
+        f"{dtype.name}.")
+  if (cast == "at_least_float32" and dtype not in (tf.float32, tf.float64)) or (
+      cast == "to_float" and dtype.is_integer):
     scores = tf.cast(scores, tf.float32)
-  if scores.shape.rank is not None and scores.shape.rank != 2:
-    raise ValueError(
-        f"`{name}` must have shape [batch_size, list_size], got shape {scores.shape}.")
-  if scores.shape.rank is not None and scores.shape[-1] == 0:
-    raise ValueError(f"`{name}` must hold a non-empty list, got shape {scores.shape}.")
+  shape = scores.shape
+  if rank is None:
+    if shape.rank is None or shape.rank == 0:
+      raise ValueError(f"`{name}` must have a known rank >= 1, got shape {shape}.")
+  elif shape.rank is not None and shape.rank != rank:
+    raise ValueError(f"`{name}` must have shape [batch_size, list_size], got shape {shape}.")
+  _check_list_length(name, scores, min_length)
+  if finite is True and scores.dtype.is_floating:
+    tf.debugging.Assert(tf.reduce_all(tf.math.is_finite(scores)),
+                        [f"`{name}` must be finite (no NaN or Inf)."])
+  elif finite == "no_nan" and scores.dtype.is_floating:
+    nan = tf.math.is_nan(scores)
+    tf.debugging.Assert(
+        tf.logical_not(tf.reduce_any(nan)),
+        [f"`{name}` must not contain NaN (finite numbers and +-inf are allowed); NaN entries:",
+         tf.reduce_sum(tf.cast(nan, tf.int32))])
   return scores
 
 
-def assert_finite(name, tensor):
-  """Returns ``tensor`` guarded by a check that raises ``InvalidArgumentError`` on NaN/Inf."""
-  return tf.debugging.assert_all_finite(
-      tensor, f"`{name}` must be finite (no NaN or Inf).")
-
-
-def assert_no_nan(name, tensor):
-  """Returns ``tensor`` guarded by a check that raises ``InvalidArgumentError`` on NaN.
-
-  Infinities pass (``-inf`` is a common way to push an item to the bottom of a ranking). The
-  message names the argument, what is allowed and how many entries are NaN. Like every
-  ``tf.debugging`` assertion it runs eagerly and inside ``tf.function``, and XLA drops it
-  (``jit_compile=True`` runs unchecked). Integer tensors are returned as they are.
-  """
-  tensor = tf.convert_to_tensor(tensor)
-  if not tensor.dtype.is_floating:
-    return tensor
-  count = tf.reduce_sum(tf.cast(tf.math.is_nan(tensor), tf.int64))
-  check = tf.debugging.Assert(
-      tf.equal(count, 0),
-      [f"`{name}` must not contain NaN (finite numbers and +-inf are allowed); NaN entries:",
-       count])
-  with tf.control_dependencies([check]):
-    return tf.identity(tensor)
+def _check_list_length(name, scores, min_length):
+  """Raises (statically) or asserts (at run time) that the last axis holds ``>= min_length``."""
+  if scores.shape.rank is None or min_length <= 0:
+    return
+  allowed = ("a non-empty list" if min_length == 1
+             else f"lists of at least {min_length} items to be ranked")
+  n = scores.shape[-1]
+  if n is not None:
+    if n < min_length:
+      raise ValueError(f"`{name}` must hold {allowed}, got shape {scores.shape}.")
+    return
+  tf.debugging.Assert(tf.shape(scores)[-1] >= min_length,
+                      [f"`{name}` must hold {allowed}, got lists of", tf.shape(scores)[-1],
+                       "items"])

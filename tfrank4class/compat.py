@@ -25,6 +25,9 @@ running means.
 lambda-weight classes, import cleanly on TensorFlow 2.21; :func:`tf_ranking_module` loads them
 without running the package ``__init__``. This module is the only one in the package that
 imports tensorflow-ranking.
+
+**TensorFlow internals.** :func:`in_xla_context` (whether XLA compiles the graph being traced)
+has no public TensorFlow API; this module is the only one that imports ``tensorflow.python``.
 """
 import functools
 import importlib
@@ -34,6 +37,8 @@ import sys
 import types
 
 import tensorflow as tf
+from tensorflow.python.framework import ops as tf_ops
+from tensorflow.python.ops import control_flow_util
 
 #: The oldest TensorFlow the package supports.
 MIN_TENSORFLOW = (2, 15)
@@ -145,6 +150,21 @@ def _guard_call(cls):
 
   guarded._checks_keras_flavour = True  # pylint: disable=protected-access
   cls.__call__ = guarded
+
+
+def in_xla_context():
+  """Whether the graph being traced is compiled by XLA (``tf.function(jit_compile=True)``).
+
+  TensorFlow has no public API for this, so this is the one place in the package that reads a
+  TensorFlow internal (``tensorflow.python.ops.control_flow_util``, present and unchanged from
+  TensorFlow 2.15 to 2.21); the exact ranks need it to pick a permutation inversion that XLA can
+  lower (:func:`tfrank4class.ranking.exact.sort_and_invert`). Outside a graph it is ``False``.
+
+  Example:
+    >>> in_xla_context()
+    False
+  """
+  return control_flow_util.GraphOrParentsInXlaContext(tf_ops.get_default_graph())
 
 
 PACKAGE = "tfrank4class"

@@ -1,6 +1,10 @@
-"""Losses: the registry (every TF-Ranking loss plus ours) and label-to-relevance adapters."""
+"""Losses: the registry (every TF-Ranking loss plus ours) and label-to-relevance adapters.
+
+``class_ids`` and ``to_relevance`` are the package's one label parser,
+:mod:`tfrank4class.labels`, re-exported here.
+"""
+from tfrank4class.labels import class_ids, to_relevance
 from tfrank4class.losses.registry import RankingLoss, get, names, register
-from tfrank4class.losses.relevance import class_ids, to_relevance
 from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.losses.rambo import BlackboxRankLoss
 from tfrank4class.losses.recall import RecallLoss

@@ -6,10 +6,10 @@ The contrastive and triplet losses are pairwise-distance losses of the kind that
 The pairwise losses take class (identity) ids ``y_true`` ``[B]`` / ``[B, 1]`` and embeddings
 ``y_pred`` ``[B, D]``, and mine pairs or triplets inside the batch, so a batch must hold several
 items of each class: use :class:`tfrank4class.data.sampling.ClassBalancedSampler` (P classes x K
-items per batch). Ids must be whole numbers ``>= 0``
-(:func:`tfrank4class.losses.relevance.class_ids`): others raise ``InvalidArgumentError`` eagerly
-and inside ``tf.function``; under ``jit_compile=True`` XLA drops that check, and a fractional id
-is truncated towards zero.
+items per batch). Ids must be whole numbers ``>= 0`` (:func:`tfrank4class.labels.parse_labels`,
+the package's one label parser): others raise ``InvalidArgumentError`` eagerly and inside
+``tf.function``; under ``jit_compile=True`` XLA drops that check, and a fractional id is
+truncated towards zero.
 
 Distances are Euclidean, by default between L2-normalised embeddings (``normalize=True``), where
 ``d(a, b)^2 = 2 - 2 cos(a, b)`` lies in ``[0, 4]``. ``P(i)`` are the other items of ``i``'s class
@@ -23,25 +23,20 @@ import tensorflow as tf
 
 from tfrank4class import _validation
 from tfrank4class.compat import keras
+from tfrank4class.labels import check_batch_size, num_items, parse_labels, to_relevance
 from tfrank4class.losses.registry import register
-from tfrank4class.losses.relevance import class_ids, num_items, to_relevance
 
 _EPS = 1e-12
 
 
 def _labels_and_embeddings(y_true, y_pred):
   """Validated int64 class ids ``[B]`` and float embeddings ``[B, D]``."""
-  y_pred = _validation.score_matrix("y_pred", y_pred)
-  y_pred = _validation.assert_finite("y_pred", y_pred)
+  y_pred = _validation.check_scores("y_pred", y_pred)
   try:
-    y_true = class_ids(y_true, name="y_true")
+    y_true = parse_labels(y_true, name="y_true", dense=False).ids
   except ValueError as e:
     raise ValueError(f"{e} The embedding losses take class ids, not dense relevance.") from None
-  if (y_true.shape[0] is not None and y_pred.shape[0] is not None
-      and y_true.shape[0] != y_pred.shape[0]):
-    raise ValueError(
-        f"`y_true` and `y_pred` must have the same batch size, got {y_true.shape[0]} labels for "
-        f"{y_pred.shape[0]} embeddings.")
+  check_batch_size(y_true, y_pred, name="y_true", other_name="y_pred", items="embeddings")
   return y_true, y_pred
 
 
@@ -238,7 +233,7 @@ class SmoothedCrossEntropy(keras.losses.Loss):
   ``"other_classes"`` is the target of Boudiaf et al.'s released code (``jeromerony/
   dml_cross_entropy``, ``utils/utils.py``, ``SmoothCrossEntropy``; ``eps = 0.1`` in their
   ``experiment.py``), the default because this loss is the one of their recipe (see
-  :func:`tfrank4class.heads.embedding.build_retrieval_model`). ``"all_classes"`` is the label
+  :func:`tfrank4class.retrieval.build_retrieval_model`). ``"all_classes"`` is the label
   smoothing of Szegedy et al. ("Rethinking the Inception Architecture", CVPR 2016, Sec. 7) and
   of ``keras.losses.CategoricalCrossentropy(label_smoothing=eps)``. For class ids the two
   targets coincide when ``eps_all = eps_other C / (C - 1)``. Their code returns the
@@ -290,8 +285,7 @@ class SmoothedCrossEntropy(keras.losses.Loss):
     self.spread = _validation.check_choice("spread", spread, self.SPREADS)
 
   def call(self, y_true, y_pred):
-    logits = _validation.score_matrix("y_pred", y_pred)
-    logits = _validation.assert_finite("y_pred", logits)
+    logits = _validation.check_scores("y_pred", y_pred)
     relevance = to_relevance(y_true, num_items(logits), dtype=logits.dtype)
     valid = relevance >= 0
     gains = tf.where(valid, relevance, tf.zeros_like(relevance))

@@ -31,11 +31,12 @@ import tensorflow as tf
 
 from tfrank4class import _validation
 from tfrank4class.compat import keras
-# class_ids was public here before issue 13 and stays importable from this module.
-from tfrank4class.losses.relevance import class_ids, num_items, to_relevance  # noqa: F401
+# class_ids: public here before issue 13 (the one label parser, re-exported).
+from tfrank4class.labels import class_ids, num_items, to_relevance  # noqa: F401
 from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.ranking.blackbox import blackbox_rank_within, margin_shift
 from tfrank4class.ranking.exact import rank_within
+from tfrank4class.ranking.precision import average_precision_from_ranks
 
 WEIGHTINGS = ("log", "loglog")
 
@@ -126,7 +127,9 @@ def average_precision_loss_values(scores, relevance, lambda_, margin=0.0):
       L_AP = 1 - 1/|P| sum_{i in P} Prec(i),   Prec(i) = rk+_i / rk_i
 
   (``rk+_i`` relevant items at or above ``i`` over all items at or above ``i``; ``rk+`` is a
-  constant, see :func:`list_ranks`). Lists without a relevant item get loss 0.
+  constant, see :func:`list_ranks`; the AP is
+  :func:`tfrank4class.ranking.precision.average_precision_from_ranks`). Lists without a relevant
+  item get loss 0.
 
   Example:
     >>> # relevant at ranks 1 and 3: AP = (1/1 + 2/3) / 2 = 5/6
@@ -134,8 +137,7 @@ def average_precision_loss_values(scores, relevance, lambda_, margin=0.0):
     array([0.1667], dtype=float32)
   """
   rk, rk_plus, relevant, _ = list_ranks(scores, relevance, lambda_, margin)
-  precision = tf.math.divide_no_nan(rk_plus, rk)
-  ap = _mean_over(precision, relevant)
+  ap = average_precision_from_ranks(rk, rk_plus, relevant)
   has_relevant = tf.reduce_any(relevant, axis=-1)
   return tf.where(has_relevant, 1.0 - ap, tf.zeros_like(ap))
 
@@ -271,7 +273,7 @@ class BlackboxRankLoss(keras.losses.Loss):
 
   @tf.autograph.experimental.do_not_convert
   def call(self, y_true, y_pred):
-    scores = _validation.score_matrix("y_pred", y_pred)
+    scores = _validation.check_scores("y_pred", y_pred, finite=False)
     relevance = to_relevance(y_true, num_items(scores), dtype=scores.dtype)
     if self._memory is not None:
       scores, relevance = self._memory(scores, relevance)

@@ -4,7 +4,7 @@ import tensorflow as tf
 from tfrank4class import _validation
 from tfrank4class.compat import keras
 from tfrank4class.losses import rambo
-from tfrank4class.losses.relevance import class_ids
+from tfrank4class.labels import class_ids
 from tfrank4class.losses.registry import register
 
 
@@ -84,7 +84,7 @@ class RecallLoss(rambo.BlackboxRankLoss):
   def call(self, y_true, y_pred):
     if not self.from_embeddings:
       return super().call(y_true, y_pred)
-    embeddings = _validation.score_matrix("y_pred", y_pred)
+    embeddings = _validation.check_scores("y_pred", y_pred, finite=False)
     labels = class_ids(y_true, name="y_true")
     gallery, gallery_labels = embeddings, labels
     if self._memory is not None:

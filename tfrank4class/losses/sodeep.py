@@ -38,11 +38,12 @@ import tensorflow as tf
 
 from tfrank4class import _validation
 from tfrank4class.compat import keras
+from tfrank4class.labels import num_items, to_relevance
 from tfrank4class.losses.registry import register
-from tfrank4class.losses.relevance import num_items, to_relevance
 from tfrank4class.ranking import sorter_base
 from tfrank4class.ranking.exact import rank
 from tfrank4class.ranking.pairwise_sigmoid_sorter import PairwiseSigmoidSorter
+from tfrank4class.ranking.precision import average_precision_from_ranks
 from tfrank4class.ranking.sorters import PRETRAINED_SORTERS
 from tfrank4class.ranking.ties import tie_statistics
 
@@ -137,7 +138,7 @@ class _RankLoss(keras.losses.Loss):
 
 
 def _scores(y_pred, min_length=2):
-  return sorter_base.check_scores(y_pred, min_length=min_length)
+  return _validation.check_scores("y_pred", y_pred, min_length=min_length, finite=False)
 
 
 def _sink(scores, keep):
@@ -325,7 +326,9 @@ class SorterAPLoss(_RankLoss):
   ``rk_hat(s_P)`` their ranks among the relevant items only, so ``rk_hat(s_P)_i / rk_hat(s)_i``
   is the precision at item ``i`` (Eq. 6, counting ``i`` itself). The latter ranks are computed
   by the same operator on the list whose irrelevant items are moved below every relevant one.
-  With exact ranks this is the exact ``1 - AP``; a list without relevant items has loss 0.
+  The AP is :func:`tfrank4class.ranking.precision.average_precision_from_ranks`, the formula the
+  RaMBO AP loss applies to blackbox ranks. With exact ranks this is the exact ``1 - AP``; a list
+  without relevant items has loss 0.
   Padded items (relevance < 0) are excluded. This is the per-list AP; the paper's mAP loss,
   which ranks each class down the batch, is :class:`SorterMAPLoss` (Eq. 7).
 
@@ -351,12 +354,10 @@ class SorterAPLoss(_RankLoss):
     scores = _scores(y_pred)
     relevance = to_relevance(y_true, num_items(scores), dtype=scores.dtype)
     positive = relevance > 0
-    pos = tf.cast(positive, scores.dtype)
     lists = _sink(scores, relevance >= 0)
-    ratio = self._rank(_sink(scores, positive)) / self._rank(lists)
-    num_pos = tf.reduce_sum(pos, axis=-1)
-    ap = tf.math.divide_no_nan(tf.reduce_sum(ratio * pos, axis=-1), num_pos)
-    loss = tf.where(num_pos > 0, 1.0 - ap, tf.zeros_like(ap))
+    relevant_ranks = self._rank(_sink(scores, positive))
+    ap = average_precision_from_ranks(self._rank(lists), relevant_ranks, positive)
+    loss = tf.where(tf.reduce_any(positive, axis=-1), 1.0 - ap, tf.zeros_like(ap))
     return self._with_finetune(loss, lists)
 
 

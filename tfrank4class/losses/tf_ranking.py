@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from tfrank4class import _validation, compat
 from tfrank4class.compat import keras
-from tfrank4class.losses.relevance import num_items, to_relevance
+from tfrank4class.labels import num_items, to_relevance
 
 # impl: the losses_impl class; shape: "item" ([B, n] per-item losses), "pair" ([B, n, n] summed
 # over the last axis) or "list" ([B] per-list losses); impl_args: constructor arguments of the
@@ -123,7 +123,7 @@ class RankingLoss(keras.losses.Loss):
 
   def _inputs(self, y_true, y_pred, sample_weight):
     """Relevance, logits and sample weights as TF-Ranking's loss core takes them."""
-    y_pred = _validation.score_matrix("y_pred", y_pred)
+    y_pred = _validation.check_scores("y_pred", y_pred, finite=False)
     relevance = to_relevance(y_true, num_items(y_pred), dtype=y_pred.dtype)
     if sample_weight is not None:
       sample_weight = tf.cast(sample_weight, y_pred.dtype)

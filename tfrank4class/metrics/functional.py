@@ -29,11 +29,12 @@ run inside a TPU step. Counts are exact for ``C < 2**24``. On the class-id path 
 sums behind NDCG and MRR (``sum 1/log2(1 + p)``, ``sum 1/p`` over a rank range) come from
 cumulative tables summed in float64 with numpy when the graph is built and stored as two float32
 tables (high and low part), so a tie group's mean keeps float32 relative accuracy. Dense AP uses
-:func:`harmonic_difference` (relative error below ``5e-7``, tested against float64 up to
-``a = 10**7``). Measured against :mod:`tfrank4class.metrics.reference` (the exact float64
-implementation) on random, heavily tied and padded inputs up to ``C = 10,000``: absolute error at
-most ``1e-6`` for every metric with class ids, ``2e-6`` for Top-K, MRR and NDCG with dense
-relevance, ``1e-5`` for dense AP and Spearman (the bounds ``tests/test_functional.py`` checks).
+:func:`~tfrank4class.ranking.precision.harmonic_difference` (relative error below ``5e-7``,
+tested against float64 up to ``a = 10**7``). Measured against
+:mod:`tfrank4class.metrics.reference` (the exact float64 implementation) on random, heavily tied
+and padded inputs up to ``C = 10,000``: absolute error at most ``1e-6`` for every metric with
+class ids, ``2e-6`` for Top-K, MRR and NDCG with dense relevance, ``1e-5`` for dense AP and
+Spearman (the bounds ``tests/test_functional.py`` checks).
 
 Relevance. ``ndcg`` uses graded gains; the other metrics count an item as relevant when its
 relevance is ``> 0``. Lists with no relevant item score 0 under every metric (``spearman``: 0 for
@@ -53,86 +54,35 @@ import numpy as np
 import tensorflow as tf
 
 from tfrank4class import _validation
-from tfrank4class.losses.relevance import num_items, to_relevance
+from tfrank4class.labels import check_batch_size, num_items, parse_labels
+# harmonic_difference: public here before the AP core moved to ranking/precision.py.
+from tfrank4class.ranking.precision import expected_precision, harmonic_difference  # noqa: F401
 from tfrank4class.ranking.ties import tie_statistics
 
 GAINS = ("exp2", "linear")
-
-# H(a + t) - H(a): terms 1/q for q <= _EXACT_TERMS are added one by one, the rest of the range
-# comes from the asymptotic expansion of H, whose first dropped term is below 3e-8 relative there.
-_EXACT_TERMS = 10
 
 
 # --- inputs -----------------------------------------------------------------------------------------
 
 def _scores(scores):
-  """Validated float32 scores ``[B, C]``.
-
-  The finiteness check is an assertion beside the computation, not a gate on it (see
-  :func:`_class_ids` for why), and ``is_finite`` + ``reduce_all`` costs a quarter of the
-  ``CheckNumerics`` kernel behind ``tf.debugging.assert_all_finite``.
-  """
-  scores = tf.cast(_validation.score_matrix("scores", scores), tf.float32)
-  tf.debugging.Assert(tf.reduce_all(tf.math.is_finite(scores)),
-                      ["`scores` must be finite (no NaN or Inf)."])
-  return scores
+  """Validated finite float32 scores ``[B, C]`` (:func:`tfrank4class._validation.check_scores`:
+  ``is_finite`` + ``reduce_all`` in an assertion beside the computation, not a gate on it)."""
+  return tf.cast(_validation.check_scores("scores", scores), tf.float32)
 
 
-def _is_class_ids(labels):
-  """Whether ``labels`` hold class ids (``[B]`` or ``[B, 1]``) rather than dense relevance."""
-  rank = labels.shape.rank
-  return rank == 1 or (rank == 2 and labels.shape[-1] == 1)
-
-
-def _check_batch(batch_labels, scores):
-  """Raises (statically, or by a run-time assertion) if the batch sizes differ."""
-  b_scores = scores.shape[0]
-  if b_scores is not None and batch_labels is not None and b_scores != batch_labels:
-    raise ValueError(
-        f"`labels` and `scores` must have the same batch size, got {batch_labels} labels for "
-        f"{b_scores} score lists.")
-
-
-def _class_ids(labels, scores):
-  """Int32 class ids ``[B]`` of ``labels`` ``[B]`` / ``[B, 1]``, clipped into ``[0, C)``.
-
-  The same checks and messages as :func:`tfrank4class.losses.to_relevance`, without building the
-  one-hot matrix (the fast path never needs it). The assertions raise at once eagerly; inside
-  ``tf.function`` they run as the function's stateful ops without gating the computation, so that
-  the identical comparisons of several metrics on one batch stay identical graph nodes, which the
-  graph optimiser merges; the clipping only keeps the gather in range until the assertion fails.
-  Plain ``tf.debugging.Assert`` ops with string and int32 data need no ``tf.cond`` guard (the
-  ``assert_*`` helpers build one per check, which costs more than the whole metric at C = 28).
-  """
-  if not (labels.dtype.is_floating or labels.dtype.is_integer or labels.dtype.is_bool):
-    raise TypeError(f"`labels` must be numeric, got dtype {labels.dtype.name}.")
-  labels = tf.reshape(labels, [-1])
-  if labels.dtype.is_bool:
-    labels = tf.cast(labels, tf.int32)
-  _check_batch(labels.shape[0], scores)
-  c = num_items(scores)
-  shown = c if isinstance(c, int) else "C"
-  ids = tf.cast(labels, tf.int32)
-  if labels.dtype.is_floating:
-    tf.debugging.Assert(tf.reduce_all(tf.equal(labels, tf.round(labels))),
-                        ["`labels` given as class ids must be whole numbers"])
-  valid = (labels >= 0) & (labels < tf.cast(c, labels.dtype))
-  tf.debugging.Assert(tf.reduce_all(valid),
-                      [f"`labels` must be class ids in [0, num_classes={shown}), got", ids])
-  batch = tf.shape(scores)[0]
-  tf.debugging.Assert(tf.equal(tf.size(ids), batch),
-                      ["`labels` and `scores` must have the same batch size, got", tf.size(ids),
-                       "labels for", batch])
-  return tf.clip_by_value(ids, 0, tf.cast(c, tf.int32) - 1)
+def _clipped_ids(ids, num_classes):
+  """Int32 class ids clipped into ``[0, C)``: keeps the gather in range until the label
+  assertion of :func:`tfrank4class.labels.parse_labels` fails (under XLA, which drops it, a bad
+  id is scored as the nearest class). The int32 cast is the node the parser's assertion shows,
+  which the graph optimiser merges with this one."""
+  return tf.clip_by_value(tf.cast(ids, tf.int32), 0, tf.cast(num_classes, tf.int32) - 1)
 
 
 def _dense(labels, scores):
-  """``(relevance, mask, masked_scores)``: float32 relevance with padding zeroed, the validity
-  mask, and the scores with padded items at ``-inf`` (below every valid item, never tied)."""
-  relevance = to_relevance(labels, num_items(scores), dtype=tf.float32)
-  _check_batch(relevance.shape[0], scores)
-  tf.debugging.assert_equal(tf.shape(relevance)[0], tf.shape(scores)[0],
-                            message="`labels` and `scores` must have the same batch size")
+  """``(relevance, mask, masked_scores)`` of parsed :class:`~tfrank4class.labels.Labels`: float32
+  relevance with padding zeroed, the validity mask, and the scores with padded items at ``-inf``
+  (below every valid item, never tied)."""
+  relevance = labels.to_relevance(num_items(scores), dtype=tf.float32)
   mask = relevance >= 0
   relevance = tf.where(mask, relevance, tf.zeros_like(relevance))
   masked = tf.where(mask, scores, tf.constant(-math.inf, tf.float32))
@@ -164,45 +114,13 @@ def rank_range(labels, scores):
     >>> g.numpy(), e.numpy()
     (array([2.], dtype=float32), array([1.], dtype=float32))
   """
-  labels, scores, _ = _split(labels, scores)
-  if not _is_class_ids(labels):
-    raise ValueError(f"`labels` must be class ids of shape [B] or [B, 1], got shape {labels.shape}.")
+  scores = _scores(scores)
+  labels = parse_labels(labels, num_items(scores), dense=False)
+  check_batch_size(labels, scores)
   return _single(labels, scores)
 
 
 # --- closed forms ------------------------------------------------------------------------------------
-
-def harmonic_difference(a, t):
-  """``H(a + t) - H(a) = sum_{q=a+1}^{a+t} 1/q`` in float32, for whole ``a, t >= 0``.
-
-  Terms with ``q <= 10`` are added exactly; the rest is ``H(y1) - H(y0)`` for ``y0 = max(a, 10)``,
-  ``y1 = max(a + t, 10)``, ``d = y1 - y0``, ``u = d / (y0 y1)``, from the asymptotic expansion
-  ``H(n) = ln n + gamma + 1/(2n) - 1/(12 n^2) + 1/(120 n^4) - ...`` written without cancellation:
-
-      log1p(d / y0) - u/2 + u (1/y0 + 1/y1) / 12 - u (1/y0 + 1/y1)(1/y0^2 + 1/y1^2) / 120,
-
-  relative error below ``5e-7`` (the dropped ``n^-6`` term is below ``3e-8`` relative for
-  ``y0 >= 10``); a float32 ``tf.math.digamma`` difference loses about ``a * 1.5e-7`` relative
-  instead (measured: 1.5e-3 at ``a = 10,000``, ``t = 1``).
-
-  Example:
-    >>> round(float(harmonic_difference(2.0, 2.0)), 6)  # 1/3 + 1/4
-    0.583333
-  """
-  a = tf.convert_to_tensor(a, tf.float32)
-  t = tf.convert_to_tensor(t, tf.float32)
-  end = a + t
-  q = tf.range(1, _EXACT_TERMS + 1, dtype=tf.float32)
-  inside = (q > a[..., None]) & (q <= end[..., None])
-  exact = tf.reduce_sum(tf.where(inside, 1.0 / q, tf.zeros_like(q)), axis=-1)
-  y0 = tf.maximum(a, float(_EXACT_TERMS))
-  y1 = tf.maximum(end, float(_EXACT_TERMS))
-  d = y1 - y0
-  u = d / (y0 * y1)
-  v0, v1 = 1.0 / y0, 1.0 / y1
-  tail = tf.math.log1p(d / y0) - u / 2.0 + u * (v0 + v1) / 12.0 - u * (v0 + v1) * (v0 * v0 + v1 * v1) / 120.0
-  return exact + tail
-
 
 def _cumulative_tables(position_value, length):
   """``F(m) = sum_{p=1}^{m} position_value(p)``, ``m = 0 .. length``, summed in float64 with numpy
@@ -331,13 +249,12 @@ def _expected_hits_dense(k, relevant, masked):
 # --- public per-list metrics ----------------------------------------------------------------------
 
 def _split(labels, scores):
-  """``(labels tensor, scores float32, True if class ids with a static C)``."""
+  """``(parsed labels, scores float32, True if class ids with a static C)``: the one label parser
+  (:func:`tfrank4class.labels.parse_labels`) and score check, and the batch-size check."""
   scores = _scores(scores)
-  try:
-    labels = tf.convert_to_tensor(labels)
-  except (TypeError, ValueError) as err:
-    raise TypeError(f"`labels` must be a numeric tensor, got {labels!r}: {err}") from None
-  return labels, scores, _is_class_ids(labels) and scores.shape[-1] is not None
+  labels = parse_labels(labels, num_items(scores))
+  check_batch_size(labels, scores)
+  return labels, scores, labels.is_class_ids and scores.shape[-1] is not None
 
 
 def _single(labels, scores):
@@ -349,7 +266,7 @@ def _single(labels, scores):
   against 4.8 ms for ``[256, 10000]`` without XLA, one thread). Two scores whose difference is
   below the smallest normal float32 (``1.2e-38``, flushed to zero on CPU) count as tied.
   """
-  ids = _class_ids(labels, scores)
+  ids = _clipped_ids(labels.ids, num_items(scores))
   true = tf.gather(scores, ids[:, None], batch_dims=1)
   q = tf.sign(scores - true)
   ahead_minus_below = tf.reduce_sum(q, axis=-1)
@@ -456,7 +373,9 @@ def average_precision(labels, scores):
 
   For relevant item ``i`` (``rel > 0``) with ``a`` items and ``R`` relevant items strictly ahead,
   in a tie group of ``t`` items of which ``r`` are relevant, ``c0 = R + 1``,
-  ``c1 = (r - 1)/(t - 1)`` and ``h = H(a + t) - H(a)`` (:func:`harmonic_difference`):
+  ``c1 = (r - 1)/(t - 1)`` and ``h = H(a + t) - H(a)``
+  (:func:`tfrank4class.ranking.precision.expected_precision`, the AP core shared with the
+  retrieval metrics):
 
       E[prec_i] = 1/t * sum_{p=a+1}^{a+t} (R + 1 + (p - a - 1)(r - 1)/(t - 1)) / p
                = (c0 - c1) h / t + c1 (1 - a h / t),
@@ -479,11 +398,8 @@ def average_precision(labels, scores):
   relevance, mask, masked = _dense(labels, scores)
   relevant = tf.cast(relevance > 0, tf.float32)
   stats = tie_statistics(masked, relevant=relevant, mask=mask)
-  a, t = stats["above"], stats["tied"]
-  c0 = stats["rel_above"] + 1.0
-  c1 = tf.math.divide_no_nan(stats["rel_tied"] - 1.0, t - 1.0)
-  h_over_t = harmonic_difference(a, t) / tf.maximum(t, 1.0)
-  precision = (c0 - c1) * h_over_t + c1 * (1.0 - a * h_over_t)
+  precision = expected_precision(stats["above"], stats["tied"], stats["rel_above"],
+                                 stats["rel_tied"])
   total = tf.reduce_sum(relevant, axis=-1)
   return tf.math.divide_no_nan(tf.reduce_sum(relevant * precision, axis=-1), total)
 

@@ -29,29 +29,23 @@ import math
 import tensorflow as tf
 
 from tfrank4class import _validation
-from tfrank4class.losses.relevance import num_items, to_relevance
+from tfrank4class.labels import check_batch_size, num_items, to_relevance
 from tfrank4class.metrics.functional import GAINS
-from tfrank4class.ranking.ties import tie_statistics
+from tfrank4class.ranking.ties import log_binomial, tie_statistics
+
 
 def _prepare(labels, scores):
   """Validated float64 scores, relevance (padding zeroed), the validity mask, the output dtype.
 
-  Computation runs in float64 so that harmonic numbers and binomial ratios stay exact for long
-  lists; results come back in the scores' float dtype.
+  The inputs go through the package's one score check and label parser (their maths is what
+  this module keeps independent). Computation runs in float64 so that harmonic numbers and
+  binomial ratios stay exact for long lists; results come back in the scores' float dtype.
   """
-  scores = _validation.score_matrix("scores", scores)
+  scores = _validation.check_scores("scores", scores)
   out_dtype = scores.dtype
   relevance = to_relevance(labels, num_items(scores), dtype=scores.dtype)
-  b_scores, b_labels = scores.shape[0], relevance.shape[0]
-  if b_scores is not None and b_labels is not None and b_scores != b_labels:
-    raise ValueError(
-        f"`labels` and `scores` must have the same batch size, got {b_labels} labels for "
-        f"{b_scores} score lists.")
-  checks = [tf.debugging.assert_equal(
-      tf.shape(relevance)[0], tf.shape(scores)[0],
-      message="`labels` and `scores` must have the same batch size")]
-  with tf.control_dependencies(checks):
-    scores = tf.cast(_validation.assert_finite("scores", scores), tf.float64)
+  check_batch_size(relevance, scores)
+  scores = tf.cast(scores, tf.float64)
   relevance = tf.cast(relevance, tf.float64)
   mask = relevance >= 0
   relevance = tf.where(mask, relevance, tf.zeros_like(relevance))
@@ -71,10 +65,6 @@ def _first_relevant_group(scores, relevant, mask):
   pick = lambda x: tf.gather(x, best[:, None], batch_dims=1)[:, 0]
   return (pick(stats["above"]), pick(stats["tied"]), pick(stats["rel_tied"]),
           tf.reduce_any(is_rel, -1))
-
-
-def _log_choose(n, k):
-  return tf.math.lgamma(n + 1.0) - tf.math.lgamma(k + 1.0) - tf.math.lgamma(n - k + 1.0)
 
 
 def top_k_accuracy(labels, scores, k=5):
@@ -98,7 +88,7 @@ def top_k_accuracy(labels, scores, k=5):
   a, t, r, has_rel = _first_relevant_group(scores, relevant, mask)
   m = float(k) - a
   safe_m = tf.clip_by_value(m, 0.0, t - r)
-  miss = tf.exp(_log_choose(t - safe_m, r) - _log_choose(t, r))
+  miss = tf.exp(log_binomial(t - safe_m, r) - log_binomial(t, r))
   hit = tf.where(m <= 0, tf.zeros_like(m), tf.where(m > t - r, tf.ones_like(m), 1.0 - miss))
   return tf.cast(tf.where(has_rel, hit, tf.zeros_like(hit)), out_dtype)
 
@@ -126,7 +116,7 @@ def reciprocal_rank(labels, scores, k=None):
   a, t, r = a[:, None], t[:, None], r[:, None]
   valid = x <= t - r + 1
   safe_x = tf.where(valid, x, tf.ones_like(x))
-  log_p = _log_choose(t - safe_x, r - 1.0) - _log_choose(t, tf.maximum(r, 1.0))
+  log_p = log_binomial(t - safe_x, r - 1.0) - log_binomial(t, tf.maximum(r, 1.0))
   position = a + x
   term = tf.exp(log_p) / position
   if k is not None:

@@ -44,18 +44,11 @@ def _effective_lambda(lambda_, normalized, length, dtype):
   return tf.constant(lambda_, dtype) * tf.cast(length, dtype)
 
 
-def _as_scores(scores):
-  scores = tf.convert_to_tensor(scores)
-  if scores.dtype.is_integer:
-    scores = tf.cast(scores, tf.float32)
-  if not scores.dtype.is_floating:
-    raise TypeError(f"`scores` must be a real tensor, got dtype {scores.dtype.name}.")
-  return scores
-
-
-def _finite(scores):
-  return tf.debugging.assert_all_finite(
-      scores, "`scores` passed to the blackbox ranker must be finite (no NaN or Inf).")
+def _as_scores(scores, finite=False):
+  """Checked real scores of any rank >= 1, integers as float32, floats kept (and, with
+  ``finite``, an assertion that they hold no NaN or +-inf)."""
+  return _validation.check_scores("scores", scores, rank=None, min_length=0, finite=finite,
+                                  cast="to_float")
 
 
 @tf.autograph.experimental.do_not_convert
@@ -96,11 +89,9 @@ def blackbox_rank(scores, lambda_, axis=-1, normalized=False):
     (array([[1., 3., 2.]], dtype=float32), array([[ 1., -2.,  1.]], dtype=float32))
   """
   lambda_ = _check_lambda(lambda_)
-  scores = _as_scores(scores)
-  if scores.shape.rank is None or scores.shape.rank == 0:
-    raise ValueError(f"`scores` must have a known rank >= 1, got shape {scores.shape}.")
-  moved, perm = exact._move_axis_last(scores, axis)  # also validates axis
-  shape = exact._shape(moved)
+  scores = _as_scores(scores, finite=True)
+  moved, perm = exact.move_axis_last(scores, axis)  # also validates axis
+  shape = exact.shape_of(moved)
 
   def to_flat(t):
     if perm is not None:
@@ -113,13 +104,13 @@ def blackbox_rank(scores, lambda_, axis=-1, normalized=False):
 
   @tf.custom_gradient
   def _op(y):
-    flat = to_flat(_finite(y))
-    order, inverse = exact._sort_and_invert(flat)
+    flat = to_flat(y)
+    _, inverse = exact.sort_and_invert(flat)
     ranks = from_flat(tf.cast(inverse + 1, y.dtype))
 
     def grad(g):
       lam = _effective_lambda(lambda_, normalized, shape[-1], y.dtype)
-      _, perturbed = exact._sort_and_invert(flat + lam * to_flat(tf.cast(g, y.dtype)))
+      _, perturbed = exact.sort_and_invert(flat + lam * to_flat(tf.cast(g, y.dtype)))
       # -(rk(y) - rk(y')) / lambda, with both ranks as 0-based integer positions.
       return from_flat(tf.cast(perturbed - inverse, y.dtype) / lam)
 
@@ -148,14 +139,13 @@ def blackbox_rank_within(scores, mask, lambda_, axis=-1, normalized=False):
     array([[2., 1., 1.]], dtype=float32)
   """
   lambda_ = _check_lambda(lambda_)
-  scores = _as_scores(scores)
+  scores = _as_scores(scores, finite=True)
   mask = tf.convert_to_tensor(mask)
-  moved, _ = exact._move_axis_last(scores, axis)
-  length = exact._shape(moved)[-1]
+  moved, _ = exact.move_axis_last(scores, axis)
+  length = exact.shape_of(moved)[-1]
 
   @tf.custom_gradient
   def _op(y):
-    y = _finite(y)
     ranks = exact.rank_within(y, mask, axis=axis)
 
     def grad(g):

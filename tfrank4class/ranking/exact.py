@@ -15,28 +15,35 @@ pass; the inversion does not need a second argsort.
 boolean mask), again with one sort and a linear pass.
 """
 import tensorflow as tf
-from tensorflow.python.framework import ops as _ops
-from tensorflow.python.ops import control_flow_util as _control_flow_util
 
-from tfrank4class import _validation
+from tfrank4class import _validation, compat
 
 _INT32_MAX = 2**31 - 1
 
 
 def _to_float(scores):
-  scores = tf.convert_to_tensor(scores)
-  if not (scores.dtype.is_floating or scores.dtype.is_integer):
-    raise TypeError(f"`scores` must be a real tensor, got dtype {scores.dtype.name}.")
-  if scores.shape.rank == 0:
-    raise ValueError("`scores` must have rank >= 1, got a scalar.")
-  if scores.shape.rank is None:
-    raise ValueError("`scores` must have a known rank (number of dimensions).")
-  scores = _validation.assert_no_nan("scores", scores)
+  """Checked scores (any real dtype, kept: integers sort exactly; NaN refused, +-inf allowed) and
+  the float dtype of their ranks."""
+  scores = _validation.check_scores("scores", scores, rank=None, min_length=0, finite="no_nan",
+                                    cast=None)
   return scores, (scores.dtype if scores.dtype.is_floating else tf.float32)
 
 
-def _move_axis_last(scores, axis):
-  """Transposes ``axis`` to the end; returns the tensor and the permutation (or None)."""
+def move_axis_last(scores, axis):
+  """Transposes ``axis`` of ``scores`` to the end; returns the tensor and the permutation.
+
+  The permutation is ``None`` when ``axis`` already is the last one; it is its own inverse, so
+  ``tf.transpose(result, perm)`` restores the original layout. Shared by the exact and the
+  blackbox rank operators.
+
+  Raises:
+    ValueError: ``axis`` is not an integer in ``[-rank, rank)``.
+
+  Example:
+    >>> moved, perm = move_axis_last(tf.zeros([2, 3, 4]), 1)
+    >>> moved.shape, perm
+    (TensorShape([2, 4, 3]), [0, 2, 1])
+  """
   rank_ = scores.shape.rank
   axis = _validation.check_int("axis", axis)
   if not -rank_ <= axis < rank_:
@@ -49,21 +56,26 @@ def _move_axis_last(scores, axis):
   return tf.transpose(scores, perm), perm
 
 
-def _sort_and_invert(flat):
-  """For ``flat`` ``[B, n]``: the descending stable order and its inverse (both 0-based)."""
+def sort_and_invert(flat):
+  """For ``flat`` ``[B, n]``: the descending stable order and its inverse (both 0-based).
+
+  ``inverse[b, i]`` is the 0-based rank of item ``i`` (ties broken by lower index first): one
+  stable sort and an O(B n) permutation inversion, the whole cost of a rank.
+
+  Example:
+    >>> order, inverse = sort_and_invert(tf.constant([[0.1, 0.9, 0.5]]))
+    >>> order.numpy().tolist(), inverse.numpy().tolist()
+    ([[1, 2, 0]], [[2, 0, 1]])
+  """
   order = tf.argsort(flat, axis=-1, direction="DESCENDING", stable=True)
   size = flat.shape.num_elements()
   index_dtype = tf.int64 if (size is not None and size > _INT32_MAX) else tf.int32
   order = tf.cast(order, index_dtype)
-  shape = _shape(flat)
+  shape = shape_of(flat)
   offsets = tf.range(shape[0], dtype=index_dtype)[:, None] * tf.cast(shape[1], index_dtype)
   # Invert all B permutations at once in O(B n): shift row b into [b n, (b + 1) n).
   inverse = tf.reshape(_invert_permutation(tf.reshape(order + offsets, [-1])), shape) - offsets
   return order, inverse
-
-
-def _in_xla():
-  return _control_flow_util.GraphOrParentsInXlaContext(_ops.get_default_graph())
 
 
 def _invert_permutation(perm):
@@ -74,14 +86,19 @@ def _invert_permutation(perm):
   fails when the permutation comes from a gathered tensor, so inside ``jit_compile`` we scatter
   instead (XLA fuses that well).
   """
-  if _in_xla():
+  if compat.in_xla_context():
     return tf.scatter_nd(perm[:, None], tf.range(tf.size(perm, out_type=perm.dtype)),
                          tf.shape(perm, out_type=perm.dtype))
   return tf.math.invert_permutation(perm)
 
 
-def _shape(t):
-  """The static shape of ``t`` as a list if fully known (XLA needs it), else ``tf.shape(t)``."""
+def shape_of(t):
+  """The static shape of ``t`` as a list if fully known (XLA needs it), else ``tf.shape(t)``.
+
+  Example:
+    >>> shape_of(tf.zeros([2, 3]))
+    [2, 3]
+  """
   return t.shape.as_list() if t.shape.is_fully_defined() else tf.shape(t)
 
 
@@ -110,10 +127,10 @@ def rank(scores, axis=-1):
     array([[4., 1., 3., 2.]], dtype=float32)
   """
   scores, out_dtype = _to_float(scores)
-  scores, perm = _move_axis_last(scores, axis)
-  shape = _shape(scores)
+  scores, perm = move_axis_last(scores, axis)
+  shape = shape_of(scores)
   flat = tf.reshape(scores, [-1, shape[-1]])
-  _, inverse = _sort_and_invert(flat)
+  _, inverse = sort_and_invert(flat)
   ranks = tf.reshape(tf.cast(inverse + 1, out_dtype), shape)
   if perm is not None:
     ranks = tf.transpose(ranks, perm)
@@ -151,13 +168,13 @@ def rank_within(scores, mask, axis=-1):
   if mask.dtype != tf.bool:
     raise TypeError(f"`mask` must be a boolean tensor, got dtype {mask.dtype.name}.")
   scores.shape.assert_is_compatible_with(mask.shape)
-  scores, perm = _move_axis_last(scores, axis)
+  scores, perm = move_axis_last(scores, axis)
   if perm is not None:
     mask = tf.transpose(mask, perm)
-  shape = _shape(scores)
+  shape = shape_of(scores)
   flat = tf.reshape(scores, [-1, shape[-1]])
   flat_mask = tf.reshape(mask, [-1, shape[-1]])
-  order, inverse = _sort_and_invert(flat)
+  order, inverse = sort_and_invert(flat)
   in_sorted = tf.cast(tf.gather(flat_mask, order, batch_dims=1), out_dtype)
   # Walking down the sorted list, an item's rank in its group is the count of its group so far.
   inside = tf.cumsum(in_sorted, axis=-1)

@@ -149,24 +149,17 @@ def pairwise_sigmoid_sum(z, k, block_size=DEFAULT_BLOCK_SIZE):
 def check_scores(scores, min_length=2):
   """Validates sorter input: a float ``[B, n]`` tensor with ``n >= min_length``.
 
-  float16 / bfloat16 scores (e.g. under the ``mixed_float16`` policy) are cast to float32: the
-  rank arithmetic needs its precision (float16 holds whole numbers exactly only up to 2,048).
+  The package's one score check, :func:`tfrank4class._validation.check_scores`, with the
+  sorters' settings: integer, float16 and bfloat16 scores (e.g. under the ``mixed_float16``
+  policy) become float32 (the rank arithmetic needs its precision: float16 holds whole numbers
+  exactly only up to 2,048); the values are not checked here (a loss sinks padded items to a
+  finite score before ranking).
+
+  Example:
+    >>> check_scores(tf.constant([[0.5, 1.5]], tf.float16)).dtype
+    tf.float32
   """
-  scores = _validation.score_matrix("scores", scores)
-  if scores.dtype in (tf.float16, tf.bfloat16):
-    scores = tf.cast(scores, tf.float32)
-  n = scores.shape[-1]
-  if n is not None and n < min_length:
-    raise ValueError(
-        f"`scores` must hold lists of at least {min_length} items to be ranked, got shape "
-        f"{scores.shape}.")
-  if n is None:
-    check = tf.debugging.assert_greater_equal(
-        tf.shape(scores)[-1], min_length,
-        message=f"`scores` must hold lists of at least {min_length} items to be ranked")
-    with tf.control_dependencies([check]):
-      scores = tf.identity(scores)
-  return scores
+  return _validation.check_scores("scores", scores, min_length=min_length, finite=False)
 
 
 def to_ranks(normalised, n):
@@ -219,16 +212,19 @@ class Sorter(keras.layers.Layer):
     return input_shape
 
   # --- shipped weights -----------------------------------------------------------------------
-  def _build_for_export(self):
-    """Calls the layer once so that all its weights exist."""
+  def build_for_export(self):
+    """Calls the layer once (on a ``[2, n]`` batch) so that all its weights exist."""
     n = getattr(self, "list_size", None) or 8
     self(tf.zeros([2, n]) + tf.range(n, dtype=tf.float32)[None, :], training=False)
+
+  # The old private name, still called by train/pretrain_sorter.py (another change owns it).
+  _build_for_export = build_for_export
 
   def export_weights(self, path_prefix, metadata=None):
     """Writes ``<path_prefix>.json`` (class, config, metadata) and ``<path_prefix>.npz``."""
     path_prefix = str(path_prefix)
     if not self.built or not self.weights:
-      self._build_for_export()
+      self.build_for_export()
     if not self.trainable:
       raise ValueError("export_weights needs a trainable layer (the weights are stored in the "
                        "order of a trainable layer); set `layer.trainable = True` first.")
@@ -267,7 +263,7 @@ class Sorter(keras.layers.Layer):
     config.update(overrides)
     config["trainable"] = True   # weights are stored in the order of a trainable layer
     layer = cls.from_config(config)
-    layer._build_for_export()
+    layer.build_for_export()
     with np.load(path_prefix + ".npz") as data:
       arrays = [data[f"w{i:03d}"] for i in range(len(data.files))]
     if len(arrays) != len(layer.weights) or any(

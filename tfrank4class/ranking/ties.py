@@ -11,7 +11,9 @@ indicator ``r``, this module computes in O(n log n) with one sort:
 Under uniformly random tie-breaking item ``i`` lands uniformly on one of the positions
 ``above_i + 1, ..., above_i + tied_i`` (McSherry & Najork, "Computing Information Retrieval
 Performance Measures Efficiently in the Presence of Tied Scores", ECIR 2008). The metrics in
-:mod:`tfrank4class.metrics.functional` are the exact expectations over that tie-breaking.
+:mod:`tfrank4class.metrics.functional` are the exact expectations over that tie-breaking
+(average precision: :func:`tfrank4class.ranking.precision.expected_precision`);
+:func:`log_binomial` gives the binomial ratios behind the hit probabilities of a tie group.
 """
 import tensorflow as tf
 
@@ -59,3 +61,17 @@ def tie_statistics(scores, relevant=None, mask=None):
     out["rel_above"] = total - rel_le
     out["rel_tied"] = rel_le - rel_lt
   return out
+
+
+def log_binomial(n, k):
+  """``log C(n, k) = lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1)`` for real ``0 <= k <= n``.
+
+  The tie-aware metrics draw from tie groups: the probability that the first ``m`` places of a
+  group of ``t`` items holding ``r`` relevant ones are all irrelevant is
+  ``C(t - r, m) / C(t, m) = exp(log_binomial(t - r, m) - log_binomial(t, m))``.
+
+  Example:
+    >>> round(float(tf.exp(log_binomial(5.0, 2.0))), 6)
+    10.0
+  """
+  return tf.math.lgamma(n + 1.0) - tf.math.lgamma(k + 1.0) - tf.math.lgamma(n - k + 1.0)

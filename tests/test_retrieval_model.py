@@ -1,10 +1,10 @@
-"""Tests of tfrank4class.heads.embedding (the retrieval model builder and export)."""
+"""Tests of tfrank4class.retrieval.model (the retrieval model builder and export)."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from tfrank4class import encoders
-from tfrank4class.heads.embedding import (RetrievalModel, build_retrieval_model,
+from tfrank4class.retrieval.model import (RetrievalModel, build_retrieval_model,
                                           export_embedding_model)
 from tfrank4class.losses.metric_learning import SmoothedCrossEntropy, TripletLoss
 
@@ -74,6 +74,19 @@ def test_embedding_losses_train(loss, kwargs):
     assert built.loss.from_embeddings and built.loss.weighting == "loglog"
 
 
+@pytest.fixture
+def without_op_determinism():
+  """tfrank4class.train.experiment.run enables op determinism for the whole process (and
+  tests/test_experiment.py runs before this file); XLA has no deterministic MaxPool gradient."""
+  from tensorflow.python.framework import config as tf_config  # no public way to switch it off
+  was = tf_config.is_op_determinism_enabled()
+  tf_config.disable_op_determinism()
+  yield
+  if was:
+    tf.config.experimental.enable_op_determinism()
+
+
+@pytest.mark.usefixtures("without_op_determinism")
 def test_fit_with_jit():
   x, y = _data()
   built = build_retrieval_model(_encoder(), "cross_entropy", num_classes=4, embedding_dim=5)
@@ -128,3 +141,10 @@ def test_bad_arguments():
     build_retrieval_model(_encoder(), "recall_loss", loss_kwargs={"from_embeddings": False})
   with pytest.raises(ValueError, match=r"`encoder` must output features \[B, F\]"):
     build_retrieval_model(tf.keras.layers.Conv2D(2, 3), "triplet_loss", input_shape=(8, 8, 3))
+
+
+def test_docstring_examples_run():
+  import doctest
+  from tfrank4class.retrieval import model
+  result = doctest.testmod(model, optionflags=doctest.NORMALIZE_WHITESPACE)
+  assert result.attempted > 0 and result.failed == 0, result

@@ -1,0 +1,62 @@
+"""Tests of tfrank4class.train.callbacks (RetrievalEvaluation) against numpy references."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import _retrieval_reference as ref
+from tfrank4class.train.callbacks import RetrievalEvaluation
+
+
+# ---------------------------------------------------------------- Keras callback
+def _toy_model():
+  inputs = tf.keras.Input((4,))
+  return tf.keras.Model(inputs, tf.keras.layers.Dense(3, use_bias=False)(inputs))
+
+
+def test_callback_reports_into_logs(mirrored_strategy):
+  rng = np.random.default_rng(8)
+  x = rng.normal(size=(40, 4)).astype(np.float32)
+  y = rng.integers(0, 4, size=40)
+  with mirrored_strategy.scope():
+    model = _toy_model()
+    model.compile(optimizer="sgd", loss="mse")
+  cb = RetrievalEvaluation(x, y, ks=(1, 2), verbose=0)
+  hist = model.fit(x, rng.normal(size=(40, 3)), epochs=2, batch_size=8, verbose=0, callbacks=[cb])
+  assert len(hist.history["val_recall@1"]) == 2 and "val_map@r" in hist.history
+  want = ref.brute_force(ref.cosine(model.predict(x, verbose=0)), y, (1, 2))
+  assert hist.history["val_recall@1"][-1] == pytest.approx(want["recall@1"], abs=1e-6)
+  assert hist.history["val_recall@2"][-1] == pytest.approx(want["recall@2"], abs=1e-6)
+  assert hist.history["val_map@r"][-1] == pytest.approx(want["map@r"], abs=1e-6)
+  assert [h["epoch"] for h in cb.history] == [0, 1]
+
+
+def test_callback_with_separate_embedding_model_and_every():
+  rng = np.random.default_rng(9)
+  x = rng.normal(size=(30, 4)).astype(np.float32)
+  y = rng.integers(0, 3, size=30)
+  inputs = tf.keras.Input((4,))
+  emb = tf.keras.layers.Dense(3)(inputs)
+  logits = tf.keras.layers.Dense(3)(emb)
+  train_model, emb_model = tf.keras.Model(inputs, logits), tf.keras.Model(inputs, emb)
+  train_model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(True))
+  cb = RetrievalEvaluation(x, y, ks=(1,), embedding_model=emb_model, with_map=False, every=2,
+                           verbose=0, prefix="test_")
+  hist = train_model.fit(x, y, epochs=2, verbose=0, callbacks=[cb])
+  assert len(cb.history) == 1 and cb.history[0]["epoch"] == 1
+  want = ref.brute_force(ref.cosine(emb_model.predict(x, verbose=0)), y, (1,))
+  assert cb.history[0]["recall@1"] == pytest.approx(want["recall@1"], abs=1e-6)
+  assert "test_recall@1" in hist.history
+
+
+def test_callback_bad_arguments():
+  with pytest.raises(ValueError, match=r"`every` must be an integer >= 1, got 0"):
+    RetrievalEvaluation(np.eye(3), [0, 0, 1], every=0)
+  with pytest.raises(ValueError, match=r"`ks` must be an integer >= 1, got -1"):
+    RetrievalEvaluation(np.eye(3), [0, 0, 1], ks=(-1,))
+
+
+def test_docstring_examples_run():
+  import doctest
+  from tfrank4class.train import callbacks
+  result = doctest.testmod(callbacks, optionflags=doctest.NORMALIZE_WHITESPACE)
+  assert result.attempted > 0 and result.failed == 0, result

@@ -1,0 +1,26 @@
+"""Retrieval with embedding models: the metric-learning recipe and the retrieval metrics.
+
+One module per job:
+
+* :mod:`~tfrank4class.retrieval.model`: the embedding model and its training recipe
+  (:func:`build_retrieval_model`: cross-entropy of Boudiaf et al., ECCV 2020, or an embedding
+  loss such as RaMBO's recall loss) and SavedModel export;
+* :mod:`~tfrank4class.retrieval.kernel`: the TensorFlow kernel of Recall@K and MAP@R for one
+  block of queries;
+* :mod:`~tfrank4class.retrieval.inputs`: host-side checks of embeddings, labels, query and
+  gallery selections and cut-offs;
+* :mod:`~tfrank4class.retrieval.evaluation`: the host loop over query blocks
+  (:func:`retrieval_metrics`, :func:`retrieval_recall_at_k`, :func:`map_at_r`).
+
+The Keras callback that evaluates after every epoch is
+:class:`tfrank4class.train.callbacks.RetrievalEvaluation`. The package sits beside ``train/``
+at the top of the one-way flow (it builds models from encoders and losses); the core (losses,
+metrics, heads, rank operators) never imports it.
+"""
+from tfrank4class.retrieval.evaluation import map_at_r, retrieval_metrics, retrieval_recall_at_k
+from tfrank4class.retrieval.kernel import block_statistics
+from tfrank4class.retrieval.model import (RetrievalModel, build_retrieval_model,
+                                          export_embedding_model)
+
+__all__ = ["RetrievalModel", "block_statistics", "build_retrieval_model", "export_embedding_model",
+           "map_at_r", "retrieval_metrics", "retrieval_recall_at_k"]

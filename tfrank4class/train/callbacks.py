@@ -1,0 +1,97 @@
+"""Keras callbacks of the training recipes.
+
+:class:`RetrievalEvaluation` measures an embedding model's retrieval quality (Recall@K, MAP@R of
+:func:`tfrank4class.retrieval.retrieval_metrics`) on a validation set after every epoch and
+writes it into the epoch's logs, where ``History``, ``TensorBoard``, ``EarlyStopping`` and
+``ModelCheckpoint`` see it.
+"""
+import tensorflow as tf
+
+from tfrank4class import _validation
+from tfrank4class.compat import keras
+from tfrank4class.retrieval import inputs
+from tfrank4class.retrieval.evaluation import retrieval_metrics
+
+
+class RetrievalEvaluation(keras.callbacks.Callback):
+  """Keras callback: Recall@K (and MAP@R) of a validation set at the end of every epoch.
+
+  It embeds ``x`` with ``embedding_model`` (default: the model being trained, for models whose
+  output is the embedding), computes :func:`retrieval_metrics`, prints one line and writes the
+  values into the epoch's ``logs`` as ``"{prefix}recall@K"`` and ``"{prefix}map@r"``, so that
+  ``History``, ``TensorBoard``, ``EarlyStopping(monitor="val_recall@1", mode="max")`` and
+  ``ModelCheckpoint`` see them (put this callback before them in the list).
+
+  Args:
+    x: validation inputs (array, or a ``tf.data.Dataset`` yielding inputs only).
+    labels: their class ids ``[N]``.
+    ks: Recall@K cut-offs.
+    query, gallery: the protocol (see
+      :func:`~tfrank4class.retrieval.evaluation.retrieval_metrics`).
+    embedding_model: a Keras model mapping ``x`` to embeddings, e.g. the ``embedding_model`` of
+      :func:`tfrank4class.retrieval.build_retrieval_model`; ``None`` uses the trained model.
+    with_map: also report MAP@R.
+    prefix: key prefix in ``logs``.
+    batch_size: prediction batch size.
+    every: evaluate after epochs ``every``, ``2 * every``, ...
+    verbose: print the line.
+    singletons: see :func:`retrieval_metrics`.
+
+  A callback is configuration of a ``fit`` call, not part of the model, so it is not
+  Keras-serialisable (Keras never saves callbacks); results of every evaluation stay in
+  ``self.history``.
+
+  Example:
+    >>> import numpy as np
+    >>> x, y = np.eye(4, dtype="float32"), [0, 0, 1, 1]
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> cb = RetrievalEvaluation(x, y, ks=(1,), verbose=0)
+    >>> history = model.fit(x, np.zeros((4, 2)), epochs=1, verbose=0, callbacks=[cb])
+    >>> sorted(key for key in history.history if key.startswith("val_"))
+    ['val_map@r', 'val_recall@1']
+  """
+
+  def __init__(self, x, labels, ks=(1, 2, 4, 8), query=None, gallery=None, embedding_model=None,
+               with_map=True, prefix="val_", batch_size=256, every=1, verbose=1,
+               singletons="exclude"):
+    super().__init__()
+    self.ks = inputs.check_ks(ks)
+    _validation.check_int("batch_size", batch_size, minimum=1)
+    _validation.check_int("every", every, minimum=1)
+    _validation.check_choice("singletons", singletons, inputs.SINGLETONS)
+    self.x = x
+    self.labels = labels
+    self.query = query
+    self.gallery = gallery
+    self.embedding_model = embedding_model
+    self.with_map = bool(with_map)
+    self.prefix = str(prefix)
+    self.batch_size = batch_size
+    self.every = every
+    self.verbose = verbose
+    self.singletons = singletons
+    self.history = []
+
+  def evaluate(self):
+    """Embeds the validation set and returns :func:`retrieval_metrics` of it."""
+    model = self.embedding_model if self.embedding_model is not None else self.model
+    if isinstance(self.x, tf.data.Dataset):
+      emb = model.predict(self.x, verbose=0)
+    else:
+      emb = model.predict(self.x, batch_size=self.batch_size, verbose=0)
+    return retrieval_metrics(emb, self.labels, self.ks, self.query, self.gallery,
+                             with_map=self.with_map, singletons=self.singletons)
+
+  def on_epoch_end(self, epoch, logs=None):
+    if (epoch + 1) % self.every:
+      return
+    result = self.evaluate()
+    self.history.append(dict(result, epoch=epoch))
+    keys = [f"recall@{k}" for k in self.ks] + (["map@r"] if self.with_map else [])
+    if logs is not None:
+      for key in keys:
+        logs[self.prefix + key] = result[key]
+    if self.verbose:
+      text = " - ".join(f"{self.prefix}{key}: {result[key]:.4f}" for key in keys)
+      print(f"epoch {epoch + 1}: {text}")
