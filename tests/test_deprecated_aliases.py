@@ -56,13 +56,12 @@ def test_re_exported_names_are_the_one_implementation():
   from tfrank4class import losses, retrieval
   from tfrank4class.losses import rambo
   from tfrank4class.metrics import functional
-  from tfrank4class.ranking import precision, sorter_base
+  from tfrank4class.ranking import precision
   assert losses.class_ids is labels.class_ids and rambo.class_ids is labels.class_ids
   assert losses.to_relevance is labels.to_relevance
   assert functional.harmonic_difference is precision.harmonic_difference
   assert retrieval.retrieval_recall_at_k is evaluation.retrieval_recall_at_k
   assert retrieval.build_retrieval_model is model.build_retrieval_model
-  assert sorter_base.Sorter._build_for_export is sorter_base.Sorter.build_for_export
 
 
 def test_module_exports():

@@ -217,9 +217,6 @@ class Sorter(keras.layers.Layer):
     n = getattr(self, "list_size", None) or 8
     self(tf.zeros([2, n]) + tf.range(n, dtype=tf.float32)[None, :], training=False)
 
-  # The old private name, still called by train/pretrain_sorter.py (another change owns it).
-  _build_for_export = build_for_export
-
   def export_weights(self, path_prefix, metadata=None):
     """Writes ``<path_prefix>.json`` (class, config, metadata) and ``<path_prefix>.npz``."""
     path_prefix = str(path_prefix)

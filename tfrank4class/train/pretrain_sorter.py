@@ -129,7 +129,7 @@ def _restore_checkpoint(sorter, optimizer, model_dir):
   the sorter and optimizer in ``<model_dir>/ckpt`` and restored from its latest checkpoint."""
   step = tf.Variable(0, dtype=tf.int64, name="step")
   best = tf.Variable(float("inf"), dtype=tf.float64, name="best_eval")
-  sorter._build_for_export()
+  sorter.build_for_export()
   ckpt = tf.train.Checkpoint(sorter=sorter, optimizer=optimizer, step=step, best=best)
   manager = tf.train.CheckpointManager(ckpt, os.path.join(model_dir, "ckpt"), max_to_keep=2)
   if manager.latest_checkpoint:
