@@ -20,14 +20,14 @@ export NO_GCE_CHECK := true
 export TF_CPP_MIN_LOG_LEVEL := 2
 export TFRANK4CLASS_DATA ?= $(abspath ../shared/datasets)
 
-.PHONY: demo test test-slow test-all test-compat bench clean
+.PHONY: demo test test-slow test-all test-compat lint bench clean
 
 $(STAMP): setup.cfg pyproject.toml requirements/current.txt
 	@test -n "$(PYTHON)" || { echo "make: no Python 3.12 or 3.13 found on PATH or under pyenv; install one (e.g. pyenv install 3.12) or run make PYTHON=/path/to/python3.12" >&2; exit 2; }
 	@$(PYTHON) -c "import sys; sys.exit(not (3, 12) <= sys.version_info[:2] <= (3, 13))" 2>/dev/null || { echo "make: PYTHON=$(PYTHON) is not Python 3.12 or 3.13, which the default stack (TensorFlow 2.21) needs; Python 3.11 runs the compatibility stack: make test-compat" >&2; exit 2; }
 	$(PY) -c "import sys; sys.exit(sys.version_info < (3, 12))" 2>/dev/null || { rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install $(PIP_QUIET) --upgrade "pip>=24" "setuptools>=68" wheel
-	$(PY) -m pip install $(PIP_QUIET) -c requirements/current.txt -e '.[test,bench]'
+	$(PY) -m pip install $(PIP_QUIET) -c requirements/current.txt -e '.[test,bench,lint]'
 	# tensorflow-ranking 0.5.5 pins tensorflow<2.16 (tensorflow/ranking#365): no deps, see BUILD_NOTES.
 	$(PY) -m pip install $(PIP_QUIET) --no-deps -c requirements/current.txt tensorflow-ranking
 	touch $(STAMP)
@@ -52,6 +52,10 @@ test-slow: $(STAMP)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q -m "slow or not slow"
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 test-compat: $(STAMP_COMPAT)
 	$(PY_COMPAT) -m pytest -q

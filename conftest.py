@@ -16,6 +16,7 @@ This file is loaded before either, so:
   module is imported only if its docstrings hold examples, and no flag is parsed;
 * the modules whose doctests were collected are recorded, for ``tests/test_doctests.py``.
 """
+
 import ast
 import doctest
 import importlib.metadata
@@ -35,8 +36,7 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 _cpus = tf.config.list_physical_devices("CPU")
-tf.config.set_logical_device_configuration(
-    _cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+tf.config.set_logical_device_configuration(_cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
 
 ROOT = pathlib.Path(__file__).resolve().parent
 PACKAGE = ROOT / "tfrank4class"
@@ -60,8 +60,11 @@ def docstring_examples(path):
   classes and functions (methods included) it defines.
   """
   tree = ast.parse(pathlib.Path(path).read_text(encoding="utf-8"))
-  nodes = [tree] + [n for n in ast.walk(tree) if isinstance(
-      n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
+  nodes = [tree] + [
+    n
+    for n in ast.walk(tree)
+    if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+  ]
   parser = doctest.DocTestParser()
   return sum(len(parser.get_examples(ast.get_docstring(n, clean=True) or "")) for n in nodes)
 
@@ -73,12 +76,27 @@ class OwnProcessDoctests(pytest.Item):
     env = {**os.environ, _IN_OWN_PROCESS: "1"}
     env.pop(RECORD_ENV, None)
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         str(self.path.relative_to(ROOT))],
-        cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+      [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        str(self.path.relative_to(ROOT)),
+      ],
+      cwd=ROOT,
+      env=env,
+      capture_output=True,
+      text=True,
+      check=False,
+    )
     if result.returncode != 0:
-      pytest.fail(f"Doctests of {self.path.relative_to(ROOT)} (own process) failed:\n"
-                  f"{result.stdout}\n{result.stderr}", pytrace=False)
+      pytest.fail(
+        f"Doctests of {self.path.relative_to(ROOT)} (own process) failed:\n"
+        f"{result.stdout}\n{result.stderr}",
+        pytrace=False,
+      )
 
   def reportinfo(self):
     return self.path, None, f"[doctests in own process] {self.path.relative_to(ROOT)}"
@@ -97,8 +115,12 @@ class OwnProcessDoctestModule(pytest.File):
 def pytest_collect_file(file_path, parent):
   """Swaps the doctest collector of an absl binary for :class:`OwnProcessDoctestModule`."""
   collectors = yield
-  if (os.environ.get(_IN_OWN_PROCESS) or file_path.suffix != ".py"
-      or PACKAGE not in file_path.parents or not defines_absl_flags(file_path)):
+  if (
+    os.environ.get(_IN_OWN_PROCESS)
+    or file_path.suffix != ".py"
+    or PACKAGE not in file_path.parents
+    or not defines_absl_flags(file_path)
+  ):
     return collectors
   kept = [c for c in collectors if not isinstance(c, pytest.File)]
   if len(kept) == len(collectors):  # --doctest-modules is off: nothing to swap.
@@ -131,9 +153,10 @@ class _Recorder:
     del session
     out = os.environ.get(RECORD_ENV)
     if out:
-      pathlib.Path(out).write_text(json.dumps(
-          {"modules": sorted(self.modules), "with_items": sorted(self.with_items)}),
-          encoding="utf-8")
+      pathlib.Path(out).write_text(
+        json.dumps({"modules": sorted(self.modules), "with_items": sorted(self.with_items)}),
+        encoding="utf-8",
+      )
 
 
 def _package_module(node):

@@ -3,6 +3,7 @@
 Benchmarks run as scripts from a checkout (``python benchmarks/<name>.py``), installed or not, so
 the repository root goes on ``sys.path``.
 """
+
 import os
 import pathlib
 import sys
@@ -17,6 +18,7 @@ def setup_tensorflow(threads):
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   os.environ.setdefault("NO_GCE_CHECK", "true")
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   if threads:
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)

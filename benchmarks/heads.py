@@ -25,15 +25,16 @@ Usage:
       [--rounds 5] [--quick]
 Writes benchmarks/out/heads.json and benchmarks/out/heads.png.
 """
-import argparse
 
-from tfrank4class.compat import keras
+import argparse
 import json
 import statistics
 import sys
 import time
 
 from _common import OUT, setup_tensorflow  # noqa: E402
+
+from tfrank4class.compat import keras
 
 
 class Case:
@@ -42,12 +43,14 @@ class Case:
   def __init__(self, tf, label, num_classes, d, batch, interaction, width, chunk):
     from tfrank4class import losses  # pylint: disable=g-import-not-at-top
     from tfrank4class.heads import Rank4ClassHead  # pylint: disable=g-import-not-at-top
+
     self.tf, self.label, self.num_classes = tf, label, num_classes
     if interaction is None:
       layer = keras.layers.Dense(num_classes)
     else:
-      layer = Rank4ClassHead(num_classes, interaction=interaction, hidden_units=(width, width),
-                             class_chunk_size=chunk)
+      layer = Rank4ClassHead(
+        num_classes, interaction=interaction, hidden_units=(width, width), class_chunk_size=chunk
+      )
     self.model = keras.Sequential([keras.Input((d,)), layer])
     self.params = self.model.count_params()
     loss_fn = losses.get("softmax_loss")
@@ -121,13 +124,21 @@ def main(argv=None):
 
   rows = []
   for num_classes in args.classes:
-    specs = [("Dense(C)", None, None), ("dot", "dot", None),
-             ("latent_cross", "latent_cross", None), ("concat", "concat", None)]
+    specs = [
+      ("Dense(C)", None, None),
+      ("dot", "dot", None),
+      ("latent_cross", "latent_cross", None),
+      ("concat", "concat", None),
+    ]
     if num_classes >= 1000:
-      specs += [(f"latent_cross chunk={args.chunk}", "latent_cross", args.chunk),
-                (f"concat chunk={args.chunk}", "concat", args.chunk)]
-    cases = [Case(tf, label, num_classes, args.dim, args.batch, kind, args.width, chunk)
-             for label, kind, chunk in specs]
+      specs += [
+        (f"latent_cross chunk={args.chunk}", "latent_cross", args.chunk),
+        (f"concat chunk={args.chunk}", "concat", args.chunk),
+      ]
+    cases = [
+      Case(tf, label, num_classes, args.dim, args.batch, kind, args.width, chunk)
+      for label, kind, chunk in specs
+    ]
     peaks = {c.label: (c.peak_mb(True), c.peak_mb(False)) for c in cases}
     steps = 3 if num_classes >= 1000 else 20
     train_times = {c.label: [] for c in cases}
@@ -140,32 +151,58 @@ def main(argv=None):
     base_peak = peaks["Dense(C)"][0]
     for c in cases:
       train_ms = statistics.median(train_times[c.label])
-      rows.append({
-          "C": num_classes, "model": c.label, "params": c.params,
-          "step_ms": train_ms, "step_ratio": train_ms / base,
+      rows.append(
+        {
+          "C": num_classes,
+          "model": c.label,
+          "params": c.params,
+          "step_ms": train_ms,
+          "step_ratio": train_ms / base,
           "infer_ms": statistics.median(infer_times[c.label]),
-          "train_peak_mb": peaks[c.label][0], "infer_peak_mb": peaks[c.label][1],
+          "train_peak_mb": peaks[c.label][0],
+          "infer_peak_mb": peaks[c.label][1],
           "peak_ratio": peaks[c.label][0] / base_peak if base_peak > 0 else float("nan"),
-      })
+        }
+      )
       print(f"  measured C={num_classes} {c.label}", file=sys.stderr, flush=True)
 
-  header = (f"B={args.batch}, d={args.dim}, MLP 2x{args.width}, threads={args.threads}, "
-            f"median of {args.rounds} interleaved rounds; peak = TF CPU allocator peak minus "
-            f"allocated before the step")
+  header = (
+    f"B={args.batch}, d={args.dim}, MLP 2x{args.width}, threads={args.threads}, "
+    f"median of {args.rounds} interleaved rounds; peak = TF CPU allocator peak minus "
+    f"allocated before the step"
+  )
   print(header)
-  print(f"| {'C':>4} | {'model':<24} | {'params':>9} | {'step ms':>8} | {'x Dense':>7} | "
-        f"{'infer ms':>8} | {'train peak MB':>13} | {'x Dense':>8} | {'infer peak MB':>13} |")
-  print("|" + "|".join(["------"] + ["-" * 26] + ["-" * 11] + ["-" * 10] + ["-" * 9] +
-                       ["-" * 10] + ["-" * 15] + ["-" * 10] + ["-" * 15]) + "|")
+  print(
+    f"| {'C':>4} | {'model':<24} | {'params':>9} | {'step ms':>8} | {'x Dense':>7} | "
+    f"{'infer ms':>8} | {'train peak MB':>13} | {'x Dense':>8} | {'infer peak MB':>13} |"
+  )
+  print(
+    "|"
+    + "|".join(
+      ["------"]
+      + ["-" * 26]
+      + ["-" * 11]
+      + ["-" * 10]
+      + ["-" * 9]
+      + ["-" * 10]
+      + ["-" * 15]
+      + ["-" * 10]
+      + ["-" * 15]
+    )
+    + "|"
+  )
   for r in rows:
-    print(f"| {r['C']:>4} | {r['model']:<24} | {r['params']:>9,} | {r['step_ms']:>8.2f} | "
-          f"{r['step_ratio']:>7.1f} | {r['infer_ms']:>8.2f} | {r['train_peak_mb']:>13.2f} | "
-          f"{_ratio(r['peak_ratio']):>8} | {r['infer_peak_mb']:>13.2f} |")
+    print(
+      f"| {r['C']:>4} | {r['model']:<24} | {r['params']:>9,} | {r['step_ms']:>8.2f} | "
+      f"{r['step_ratio']:>7.1f} | {r['infer_ms']:>8.2f} | {r['train_peak_mb']:>13.2f} | "
+      f"{_ratio(r['peak_ratio']):>8} | {r['infer_peak_mb']:>13.2f} |"
+    )
 
   OUT.mkdir(parents=True, exist_ok=True)
   (OUT / "heads.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
   try:
     import matplotlib  # pylint: disable=g-import-not-at-top
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   except ImportError:
@@ -175,8 +212,10 @@ def main(argv=None):
   labels = list(dict.fromkeys(r["model"] for r in rows))
   classes = list(dict.fromkeys(r["C"] for r in rows))
   width = 0.8 / len(labels)
-  for ax, key, title in ((axes[0], "step_ms", "training step (ms, log)"),
-                         (axes[1], "train_peak_mb", "training-step peak memory (MB, log)")):
+  for ax, key, title in (
+    (axes[0], "step_ms", "training step (ms, log)"),
+    (axes[1], "train_peak_mb", "training-step peak memory (MB, log)"),
+  ):
     for i, label in enumerate(labels):
       xs, ys = [], []
       for j, num_classes in enumerate(classes):

@@ -22,9 +22,8 @@ Usage:
 ``--data`` defaults to $TFRANK4CLASS_DATA or ../shared/datasets. Writes
 benchmarks/out/input_pipeline.png and benchmarks/out/input_pipeline.json.
 """
-import argparse
 
-from tfrank4class.compat import keras
+import argparse
 import json
 import os
 import pathlib
@@ -32,6 +31,8 @@ import tempfile
 import time
 
 from _common import OUT, ROOT, setup_tensorflow  # noqa: E402
+
+from tfrank4class.compat import keras
 
 
 def _limit(tf, ds, threads):
@@ -67,7 +68,9 @@ def measure(tf, ds, model, max_examples, steps, threads, rounds=3, skip_first_ep
   model trains are never counted as input throughput.
   """
   import gc  # pylint: disable=g-import-not-at-top
+
   import numpy as np  # pylint: disable=g-import-not-at-top
+
   ds = _limit(tf, ds, threads)
   if skip_first_epoch:
     for _ in ds:
@@ -90,33 +93,40 @@ def measure(tf, ds, model, max_examples, steps, threads, rounds=3, skip_first_ep
 
 def cifar_model(tf):
   layers = keras.layers
-  model = keras.Sequential([
+  model = keras.Sequential(
+    [
       keras.Input((32, 32, 3)),
       layers.Conv2D(32, 3, padding="same", activation="relu"),
       layers.Conv2D(32, 3, padding="same", activation="relu"),
       layers.MaxPooling2D(),
       layers.Conv2D(64, 3, padding="same", activation="relu"),
       layers.GlobalAveragePooling2D(),
-      layers.Dense(10)])
+      layers.Dense(10),
+    ]
+  )
   model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   return model
 
 
 def imagenet_model(tf):
   layers = keras.layers
-  model = keras.Sequential([
+  model = keras.Sequential(
+    [
       keras.Input((224, 224, 3)),
       layers.Conv2D(16, 7, strides=4, padding="same", activation="relu"),
       layers.Conv2D(32, 3, strides=2, padding="same", activation="relu"),
       layers.GlobalAveragePooling2D(),
-      layers.Dense(1000)])
+      layers.Dense(1000),
+    ]
+  )
   model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   return model
 
 
 def text_model(tf, data, name, data_dir, num_classes):
-  vectorizer = data.adapt_text_vectorization(name, data_dir=data_dir, max_tokens=20_000,
-                                             output_sequence_length=64)
+  vectorizer = data.adapt_text_vectorization(
+    name, data_dir=data_dir, max_tokens=20_000, output_sequence_length=64
+  )
   inputs = keras.Input(shape=(), dtype=tf.string)
   x = keras.layers.Embedding(20_000, 64)(vectorizer(inputs))
   x = keras.layers.GlobalAveragePooling1D()(x)
@@ -127,6 +137,7 @@ def text_model(tf, data, name, data_dir, num_classes):
 
 def synthetic_imagenet(tf, root, per_class, classes=4):
   import numpy as np  # pylint: disable=g-import-not-at-top
+
   rng = np.random.default_rng(0)
   for split in ("train", "val"):
     for c in range(classes):
@@ -140,8 +151,9 @@ def synthetic_imagenet(tf, root, per_class, classes=4):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--threads", type=int, default=1)
-  parser.add_argument("--data", default=os.environ.get(
-      "TFRANK4CLASS_DATA", str(ROOT.parent / "shared" / "datasets")))
+  parser.add_argument(
+    "--data", default=os.environ.get("TFRANK4CLASS_DATA", str(ROOT.parent / "shared" / "datasets"))
+  )
   parser.add_argument("--quick", action="store_true")
   args = parser.parse_args()
   tf = setup_tensorflow(args.threads)
@@ -155,55 +167,97 @@ def main():
   rows = []
 
   def row(label, ds, model, max_examples, note="", skip_first_epoch=False):
-    rate_in, rate_c, n, batch = measure(tf, ds, model, max_examples, steps, args.threads,
-                                        skip_first_epoch=skip_first_epoch)
-    rows.append({"pipeline": label, "batch": batch, "examples": n,
-                 "input_ex_per_s": rate_in, "compute_ex_per_s": rate_c,
-                 "ratio": rate_in / rate_c, "note": note})
+    rate_in, rate_c, n, batch = measure(
+      tf, ds, model, max_examples, steps, args.threads, skip_first_epoch=skip_first_epoch
+    )
+    rows.append(
+      {
+        "pipeline": label,
+        "batch": batch,
+        "examples": n,
+        "input_ex_per_s": rate_in,
+        "compute_ex_per_s": rate_c,
+        "ratio": rate_in / rate_c,
+        "note": note,
+      }
+    )
     r = rows[-1]
-    print(f"{label:<34} {batch:>5} {rate_in:>12.0f} {rate_c:>12.0f} {r['ratio']:>8.2f}  "
-          f"{'input' if r['ratio'] < 1 else 'compute'}", flush=True)
+    print(
+      f"{label:<34} {batch:>5} {rate_in:>12.0f} {rate_c:>12.0f} {r['ratio']:>8.2f}  "
+      f"{'input' if r['ratio'] < 1 else 'compute'}",
+      flush=True,
+    )
 
   print(f"threads={args.threads}  data={d}")
-  print(f"{'pipeline':<34} {'batch':>5} {'input ex/s':>12} {'train ex/s':>12} {'in/train':>8}  "
-        "bottleneck")
+  print(
+    f"{'pipeline':<34} {'batch':>5} {'input ex/s':>12} {'train ex/s':>12} {'in/train':>8}  "
+    "bottleneck"
+  )
   cm = cifar_model(tf)
-  row("cifar10 folder train (augment)",
-      data.load("cifar10", "train", cifar_dir, batch_size=128, shuffle_buffer=2048), cm, n_img)
-  row("cifar10 folder train unchecked",
-      data.load("cifar10", "train", cifar_dir, batch_size=128, shuffle_buffer=2048,
-                on_corrupt="unchecked"), cm, n_img)
-  row("cifar10 test eval",
-      data.load("cifar10", "test", cifar_dir, batch_size=128), cm, n_img)
-  cached = data.load("cifar10", "test", cifar_dir, batch_size=128, cache=True, training=True,
-                     shuffle_buffer=2048)
+  row(
+    "cifar10 folder train (augment)",
+    data.load("cifar10", "train", cifar_dir, batch_size=128, shuffle_buffer=2048),
+    cm,
+    n_img,
+  )
+  row(
+    "cifar10 folder train unchecked",
+    data.load(
+      "cifar10", "train", cifar_dir, batch_size=128, shuffle_buffer=2048, on_corrupt="unchecked"
+    ),
+    cm,
+    n_img,
+  )
+  row("cifar10 test eval", data.load("cifar10", "test", cifar_dir, batch_size=128), cm, n_img)
+  cached = data.load(
+    "cifar10", "test", cifar_dir, batch_size=128, cache=True, training=True, shuffle_buffer=2048
+  )
   row("cifar10 test, epoch 2 from cache", cached, cm, n_img, skip_first_epoch=True)
 
   info_ge = data.info("goemotions", ge_dir)
-  row("goemotions train (tsv)", data.load("goemotions", "train", ge_dir, batch_size=128),
-      text_model(tf, data, "goemotions", ge_dir, info_ge.num_classes), n_text)
+  row(
+    "goemotions train (tsv)",
+    data.load("goemotions", "train", ge_dir, batch_size=128),
+    text_model(tf, data, "goemotions", ge_dir, info_ge.num_classes),
+    n_text,
+  )
   info_mind = data.info("mind", mind_dir)
-  row("mind train (tsv)", data.load("mind", "train", mind_dir, batch_size=128),
-      text_model(tf, data, "mind", mind_dir, info_mind.num_classes), n_text)
+  row(
+    "mind train (tsv)",
+    data.load("mind", "train", mind_dir, batch_size=128),
+    text_model(tf, data, "mind", mind_dir, info_mind.num_classes),
+    n_text,
+  )
 
   with tempfile.TemporaryDirectory() as tmp:
     synthetic_imagenet(tf, tmp, per_class=max(8, n_big // 4))
     im = imagenet_model(tf)
-    row("imagenet-style train (synthetic)",
-        data.load("imagenet2012", "train", tmp, batch_size=32), im, n_big,
-        note="synthetic 375x500 JPEGs")
-    row("imagenet-style eval (synthetic)",
-        data.load("imagenet2012", "val", tmp, batch_size=32, training=False), im,
-        n_big, note="synthetic 375x500 JPEGs")
+    row(
+      "imagenet-style train (synthetic)",
+      data.load("imagenet2012", "train", tmp, batch_size=32),
+      im,
+      n_big,
+      note="synthetic 375x500 JPEGs",
+    )
+    row(
+      "imagenet-style eval (synthetic)",
+      data.load("imagenet2012", "val", tmp, batch_size=32, training=False),
+      im,
+      n_big,
+      note="synthetic 375x500 JPEGs",
+    )
 
   OUT.mkdir(parents=True, exist_ok=True)
-  (OUT / "input_pipeline.json").write_text(json.dumps(
-      {"threads": args.threads, "rows": rows}, indent=1))
+  (OUT / "input_pipeline.json").write_text(
+    json.dumps({"threads": args.threads, "rows": rows}, indent=1)
+  )
   try:
     import matplotlib  # pylint: disable=g-import-not-at-top
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
     import numpy as np  # pylint: disable=g-import-not-at-top
+
     fig, ax = plt.subplots(figsize=(10, 4.5))
     pos = np.arange(len(rows))
     ax.barh(pos - 0.2, [r["input_ex_per_s"] for r in rows], 0.4, label="input pipeline")

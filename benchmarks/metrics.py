@@ -27,6 +27,7 @@ Usage:
       [--steps 10] [--classes 28,100,1000,10000] [--batches 64,256] [--exact_max_classes 1000]
 Writes benchmarks/out/metrics.json and benchmarks/out/metrics.png.
 """
+
 import argparse
 import json
 import statistics
@@ -56,18 +57,25 @@ def _metric_sets(tf):
 
   keras_top = keras.metrics.SparseTopKCategoricalAccuracy
   return {
-      "none": lambda: [],
-      "keras 1+5": lambda: [keras_top(1), keras_top(5)],
-      "ours 4": lambda: [metrics.TopKAccuracy(1), metrics.TopKAccuracy(5), metrics.NDCG(5),
-                         metrics.MRR()],
-      "keras top5": lambda: [keras_top(5)],
-      "top1": lambda: [metrics.TopKAccuracy(1)],
-      "top5": lambda: [metrics.TopKAccuracy(5)],
-      "ndcg5": lambda: [metrics.NDCG(5)],
-      "mrr": lambda: [metrics.MRR()],
-      "exact 4": lambda: [Exact(reference.top_k_accuracy, k=1),
-                          Exact(reference.top_k_accuracy, k=5),
-                          Exact(reference.ndcg, k=5), Exact(reference.reciprocal_rank)],
+    "none": lambda: [],
+    "keras 1+5": lambda: [keras_top(1), keras_top(5)],
+    "ours 4": lambda: [
+      metrics.TopKAccuracy(1),
+      metrics.TopKAccuracy(5),
+      metrics.NDCG(5),
+      metrics.MRR(),
+    ],
+    "keras top5": lambda: [keras_top(5)],
+    "top1": lambda: [metrics.TopKAccuracy(1)],
+    "top5": lambda: [metrics.TopKAccuracy(5)],
+    "ndcg5": lambda: [metrics.NDCG(5)],
+    "mrr": lambda: [metrics.MRR()],
+    "exact 4": lambda: [
+      Exact(reference.top_k_accuracy, k=1),
+      Exact(reference.top_k_accuracy, k=5),
+      Exact(reference.ndcg, k=5),
+      Exact(reference.reciprocal_rank),
+    ],
   }
 
 
@@ -76,6 +84,7 @@ class Step:
 
   def __init__(self, tf, num_classes, batch, dim, metric_list, jit):
     from tfrank4class.compat import keras  # pylint: disable=g-import-not-at-top
+
     self.model = keras.Sequential([keras.Input((dim,)), keras.layers.Dense(num_classes)])
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     optimizer = keras.optimizers.Adam(1e-3)
@@ -123,11 +132,16 @@ def run_cell(tf, num_classes, batch, dim, jit, rounds, steps, exact_max_classes)
       return float("nan")
     return statistics.median(a / b for a, b in zip(times[name], times[base]))
 
-  row = {"C": num_classes, "B": batch, "xla": jit,
-         "ms": {name: statistics.median(times[name]) if name in times else float("nan")
-                for name in CONFIGS},
-         "ours 4 / keras 1+5": ratio("ours 4", "keras 1+5"),
-         "exact 4 / keras 1+5": ratio("exact 4", "keras 1+5")}
+  row = {
+    "C": num_classes,
+    "B": batch,
+    "xla": jit,
+    "ms": {
+      name: statistics.median(times[name]) if name in times else float("nan") for name in CONFIGS
+    },
+    "ours 4 / keras 1+5": ratio("ours 4", "keras 1+5"),
+    "exact 4 / keras 1+5": ratio("exact 4", "keras 1+5"),
+  }
   for name in SINGLE:
     row[f"{name} / keras top5"] = ratio(name, "keras top5")
   return row
@@ -145,24 +159,32 @@ def main():
   args = parser.parse_args()
   tf = setup_tensorflow(args.threads)
   rows = []
-  header = (f"| {'C':>6} | {'B':>3} | XLA | {'none':>6} | {'keras1+5':>8} | {'ours 4':>7} "
-            f"| {'exact 4':>8} | ours4/keras | exact4/keras | "
-            + " | ".join(f"{n}/k5" for n in SINGLE) + " |")
+  header = (
+    f"| {'C':>6} | {'B':>3} | XLA | {'none':>6} | {'keras1+5':>8} | {'ours 4':>7} "
+    f"| {'exact 4':>8} | ours4/keras | exact4/keras | "
+    + " | ".join(f"{n}/k5" for n in SINGLE)
+    + " |"
+  )
   print(header)
   print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|", flush=True)
   for jit in (False, True):
     for batch in (int(b) for b in args.batches.split(",")):
       for num_classes in (int(c) for c in args.classes.split(",")):
-        row = run_cell(tf, num_classes, batch, args.dim, jit, args.rounds, args.steps,
-                       args.exact_max_classes)
+        row = run_cell(
+          tf, num_classes, batch, args.dim, jit, args.rounds, args.steps, args.exact_max_classes
+        )
         rows.append(row)
         ms = row["ms"]
-        singles = " | ".join(f"{row[f'{n} / keras top5']:{len(n) + 3}.2f}x"[-(len(n) + 4):]
-                             for n in SINGLE)
-        print(f"| {num_classes:>6} | {batch:>3} | {'yes' if jit else 'no':>3} | "
-              f"{ms['none']:6.2f} | {ms['keras 1+5']:8.2f} | {ms['ours 4']:7.2f} | "
-              f"{ms['exact 4']:8.1f} | {row['ours 4 / keras 1+5']:10.2f}x | "
-              f"{row['exact 4 / keras 1+5']:11.1f}x | " + singles + " |", flush=True)
+        singles = " | ".join(
+          f"{row[f'{n} / keras top5']:{len(n) + 3}.2f}x"[-(len(n) + 4) :] for n in SINGLE
+        )
+        print(
+          f"| {num_classes:>6} | {batch:>3} | {'yes' if jit else 'no':>3} | "
+          f"{ms['none']:6.2f} | {ms['keras 1+5']:8.2f} | {ms['ours 4']:7.2f} | "
+          f"{ms['exact 4']:8.1f} | {row['ours 4 / keras 1+5']:10.2f}x | "
+          f"{row['exact 4 / keras 1+5']:11.1f}x | " + singles + " |",
+          flush=True,
+        )
   OUT.mkdir(parents=True, exist_ok=True)
   (OUT / "metrics.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
   _plot(rows)
@@ -170,8 +192,10 @@ def main():
 
 def _plot(rows):
   import matplotlib  # pylint: disable=g-import-not-at-top
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
   batches = sorted({r["B"] for r in rows})
   fig, axes = plt.subplots(len(batches), 2, figsize=(11, 4 * len(batches)), squeeze=False)
   for i, batch in enumerate(batches):

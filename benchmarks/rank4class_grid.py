@@ -19,6 +19,7 @@ Usage (from the repository root):
   .venv/bin/python benchmarks/rank4class_grid.py --report_only         # tables from the records
   .venv/bin/python benchmarks/rank4class_grid.py --smoke --output=/tmp/g.json   # tiny, 2 seeds
 """
+
 import datetime
 import json
 import os
@@ -26,39 +27,82 @@ import pathlib
 import sys
 import time
 
-from absl import app
-from absl import flags
-
 from _common import OUT, ROOT, setup_tensorflow  # noqa: E402  (puts the repository on sys.path)
+from absl import app, flags
 
-LOSSES = ("softmax_loss", "pairwise_logistic_loss", "approx_ndcg_loss", "gumbel_approx_ndcg_loss",
-          "mean_squared_loss", "blackbox_ndcg_loss", "sorter_ap_loss")
+LOSSES = (
+  "softmax_loss",
+  "pairwise_logistic_loss",
+  "approx_ndcg_loss",
+  "gumbel_approx_ndcg_loss",
+  "mean_squared_loss",
+  "blackbox_ndcg_loss",
+  "sorter_ap_loss",
+)
 #: Constructor arguments of the losses that are not used with their defaults (BUILD_NOTES).
 LOSS_KWARGS = {"sorter_ap_loss": {"ranker": "lstm"}, "blackbox_ndcg_loss": {"lambda_": 4.0}}
 HIDDEN_UNITS = (64, 64)
 
 #: Per dataset: where it is under --data_dir, how validation is made, the encoder and the sizes.
 DATASETS = {
-    "goemotions": dict(
-        folder="goemotions", validation="official dev split", encoder="auto", encoder_kwargs={},
-        encoder_epochs=3, frozen_epochs=4, e2e_epochs=2, batch_size=64, frozen_batch_size=256,
-        learning_rate=1e-3, frozen_learning_rate=3e-3),
-    "cifar10": dict(
-        folder="cifar10_jpeg", validation="10% of each class of train (seed 0)",
-        encoder="small_cnn", encoder_kwargs={}, encoder_epochs=8, frozen_epochs=4, e2e_epochs=4,
-        batch_size=64, frozen_batch_size=256, learning_rate=1e-3, frozen_learning_rate=3e-3),
-    "mind": dict(
-        folder="mind_sample", validation="md5(news id) mod 100 in [60, 80) (library split)",
-        encoder="auto", encoder_kwargs={}, encoder_epochs=10, frozen_epochs=10, e2e_epochs=10,
-        batch_size=32, frozen_batch_size=64, learning_rate=1e-3, frozen_learning_rate=3e-3),
+  "goemotions": dict(
+    folder="goemotions",
+    validation="official dev split",
+    encoder="auto",
+    encoder_kwargs={},
+    encoder_epochs=3,
+    frozen_epochs=4,
+    e2e_epochs=2,
+    batch_size=64,
+    frozen_batch_size=256,
+    learning_rate=1e-3,
+    frozen_learning_rate=3e-3,
+  ),
+  "cifar10": dict(
+    folder="cifar10_jpeg",
+    validation="10% of each class of train (seed 0)",
+    encoder="small_cnn",
+    encoder_kwargs={},
+    encoder_epochs=8,
+    frozen_epochs=4,
+    e2e_epochs=4,
+    batch_size=64,
+    frozen_batch_size=256,
+    learning_rate=1e-3,
+    frozen_learning_rate=3e-3,
+  ),
+  "mind": dict(
+    folder="mind_sample",
+    validation="md5(news id) mod 100 in [60, 80) (library split)",
+    encoder="auto",
+    encoder_kwargs={},
+    encoder_epochs=10,
+    frozen_epochs=10,
+    e2e_epochs=10,
+    batch_size=32,
+    frozen_batch_size=64,
+    learning_rate=1e-3,
+    frozen_learning_rate=3e-3,
+  ),
 }
 #: --smoke: a few examples per split, tiny encoders, one epoch.
-SMOKE = dict(limits={"train": 160, "validation": 64, "test": 64}, encoder_epochs=1,
-             frozen_epochs=1, e2e_epochs=1,
-             encoder_kwargs={"auto": {"embedding_dim": 8, "num_heads": 1, "ff_dim": 8,
-                                      "sequence_length": 12, "max_tokens": 500},
-                             "small_cnn": {"filters": (4,), "embedding_dim": 8}})
-ORDER = ("mind", "cifar10", "goemotions")   # fastest first, in both protocols
+SMOKE = dict(
+  limits={"train": 160, "validation": 64, "test": 64},
+  encoder_epochs=1,
+  frozen_epochs=1,
+  e2e_epochs=1,
+  encoder_kwargs={
+    "auto": {
+      "embedding_dim": 8,
+      "num_heads": 1,
+      "ff_dim": 8,
+      "sequence_length": 12,
+      "max_tokens": 500,
+    },
+    "small_cnn": {"filters": (4,), "embedding_dim": 8},
+  },
+)
+ORDER = ("mind", "cifar10", "goemotions")  # fastest first, in both protocols
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("datasets", list(ORDER), "Datasets of the frozen protocol.")
@@ -66,18 +110,25 @@ flags.DEFINE_list("e2e_datasets", ["cifar10", "goemotions"], "Datasets of the en
 flags.DEFINE_list("protocols", ["frozen", "end_to_end"], "Protocols to run, in this order.")
 flags.DEFINE_list("losses", list(LOSSES), "Losses (tfrank4class.losses names).")
 flags.DEFINE_list("e2e_losses", None, "Losses of the end-to-end protocol (default: --losses).")
-flags.DEFINE_list("interactions", ["dot", "latent_cross", "concat"],
-                  "Heads of the frozen protocol.")
+flags.DEFINE_list(
+  "interactions", ["dot", "latent_cross", "concat"], "Heads of the frozen protocol."
+)
 flags.DEFINE_integer("frozen_seeds", 5, "Seeds per frozen cell (0..n-1).")
 flags.DEFINE_integer("e2e_seeds", 3, "Seeds per end-to-end cell (0..n-1).")
-flags.DEFINE_string("e2e_other_head", "auto",
-                    "End-to-end head besides dot: latent_cross, concat, or auto (the one with the "
-                    "higher mean frozen NDCG@5 on the dataset).")
-flags.DEFINE_string("data_dir", os.environ.get("TFRANK4CLASS_DATA",
-                                               str(ROOT.parent / "shared" / "datasets")),
-                    "Folder holding goemotions/, cifar10_jpeg/, mind_sample/.")
-flags.DEFINE_string("work_dir", str(ROOT / "runs" / "rank4class_grid"),
-                    "Feature cache and lock (not committed).")
+flags.DEFINE_string(
+  "e2e_other_head",
+  "auto",
+  "End-to-end head besides dot: latent_cross, concat, or auto (the one with the "
+  "higher mean frozen NDCG@5 on the dataset).",
+)
+flags.DEFINE_string(
+  "data_dir",
+  os.environ.get("TFRANK4CLASS_DATA", str(ROOT.parent / "shared" / "datasets")),
+  "Folder holding goemotions/, cifar10_jpeg/, mind_sample/.",
+)
+flags.DEFINE_string(
+  "work_dir", str(ROOT / "runs" / "rank4class_grid"), "Feature cache and lock (not committed)."
+)
 flags.DEFINE_string("output", str(OUT / "rank4class_grid.json"), "The records (JSON list).")
 flags.DEFINE_string("report_md", str(OUT / "rank4class_grid.md"), "The summary tables.")
 flags.DEFINE_string("report_png", str(OUT / "rank4class_grid.png"), "The figure.")
@@ -90,53 +141,91 @@ flags.DEFINE_integer("threads", 0, "TensorFlow intra/inter-op threads (0: Tensor
 #: The paper's full grids (Appendix C): {dataset: (table, encoder, {metric: {head: [5 losses]}})},
 #: losses in the order PAPER_LOSSES. GoEmotions and MIND with BERT (Tables 7 and 9; ELECTRA in
 #: Tables 8 and 10), CIFAR-10 with VGG16 (Table 12).
-PAPER_LOSSES = ("softmax_loss", "pairwise_logistic_loss", "approx_ndcg_loss",
-                "gumbel_approx_ndcg_loss", "mean_squared_loss")
+PAPER_LOSSES = (
+  "softmax_loss",
+  "pairwise_logistic_loss",
+  "approx_ndcg_loss",
+  "gumbel_approx_ndcg_loss",
+  "mean_squared_loss",
+)
 PAPER = {
-    "goemotions": ("Table 7", "BERT", {
-        "top_1": {"dot": [0.5900, 0.5821, 0.5858, 0.5889, 0.5880],
-                  "latent_cross": [0.5865, 0.5802, 0.5935, 0.5930, 0.5869],
-                  "concat": [0.5898, 0.5845, 0.5908, 0.5841, 0.5837]},
-        "top_5": {"dot": [0.8665, 0.8800, 0.8700, 0.8620, 0.8500],
-                  "latent_cross": [0.8715, 0.8775, 0.8760, 0.8715, 0.8570],
-                  "concat": [0.8760, 0.8815, 0.8780, 0.8710, 0.8615]},
-        "ndcg_5": {"dot": [0.7390, 0.7427, 0.7402, 0.7371, 0.7300],
-                   "latent_cross": [0.7411, 0.7422, 0.7462, 0.7453, 0.7350],
-                   "concat": [0.7436, 0.7419, 0.7461, 0.7405, 0.7355]}}),
-    "mind": ("Table 9", "BERT", {
-        "top_1": {"dot": [0.6910, 0.6879, 0.6903, 0.6912, 0.6929],
-                  "latent_cross": [0.6980, 0.6949, 0.6919, 0.6921, 0.6944],
-                  "concat": [0.6949, 0.6871, 0.6923, 0.6908, 0.6929]},
-        "top_5": {"dot": [0.9385, 0.9475, 0.9475, 0.9425, 0.9305],
-                  "latent_cross": [0.9465, 0.9470, 0.9475, 0.9455, 0.9285],
-                  "concat": [0.9445, 0.9475, 0.9495, 0.9435, 0.9270]},
-        "ndcg_5": {"dot": [0.8278, 0.8325, 0.8336, 0.8311, 0.8259],
-                   "latent_cross": [0.8356, 0.8354, 0.8343, 0.8328, 0.8248],
-                   "concat": [0.8331, 0.8327, 0.8335, 0.8316, 0.8237]}}),
-    "cifar10": ("Table 12", "VGG16", {
-        "top_1": {"dot": [0.9344, 0.9357, 0.9359, 0.9355, 0.9352],
-                  "latent_cross": [0.9360, 0.9358, 0.9354, 0.9360, 0.9358],
-                  "concat": [0.9357, 0.9356, 0.9356, 0.9353, 0.9360]},
-        "top_5": {"dot": [0.9980, 0.9985, 0.9985, 0.9980, 0.9985],
-                  "latent_cross": [0.9980, 0.9985, 0.9975, 0.9980, 0.9975],
-                  "concat": [0.9980, 0.9980, 0.9975, 0.9985, 0.9965]},
-        "ndcg_5": {"dot": [0.9719, 0.9721, 0.9723, 0.9721, 0.9716],
-                   "latent_cross": [0.9722, 0.9721, 0.9717, 0.9717, 0.9714],
-                   "concat": [0.9723, 0.9721, 0.9719, 0.9722, 0.9716]}}),
+  "goemotions": (
+    "Table 7",
+    "BERT",
+    {
+      "top_1": {
+        "dot": [0.5900, 0.5821, 0.5858, 0.5889, 0.5880],
+        "latent_cross": [0.5865, 0.5802, 0.5935, 0.5930, 0.5869],
+        "concat": [0.5898, 0.5845, 0.5908, 0.5841, 0.5837],
+      },
+      "top_5": {
+        "dot": [0.8665, 0.8800, 0.8700, 0.8620, 0.8500],
+        "latent_cross": [0.8715, 0.8775, 0.8760, 0.8715, 0.8570],
+        "concat": [0.8760, 0.8815, 0.8780, 0.8710, 0.8615],
+      },
+      "ndcg_5": {
+        "dot": [0.7390, 0.7427, 0.7402, 0.7371, 0.7300],
+        "latent_cross": [0.7411, 0.7422, 0.7462, 0.7453, 0.7350],
+        "concat": [0.7436, 0.7419, 0.7461, 0.7405, 0.7355],
+      },
+    },
+  ),
+  "mind": (
+    "Table 9",
+    "BERT",
+    {
+      "top_1": {
+        "dot": [0.6910, 0.6879, 0.6903, 0.6912, 0.6929],
+        "latent_cross": [0.6980, 0.6949, 0.6919, 0.6921, 0.6944],
+        "concat": [0.6949, 0.6871, 0.6923, 0.6908, 0.6929],
+      },
+      "top_5": {
+        "dot": [0.9385, 0.9475, 0.9475, 0.9425, 0.9305],
+        "latent_cross": [0.9465, 0.9470, 0.9475, 0.9455, 0.9285],
+        "concat": [0.9445, 0.9475, 0.9495, 0.9435, 0.9270],
+      },
+      "ndcg_5": {
+        "dot": [0.8278, 0.8325, 0.8336, 0.8311, 0.8259],
+        "latent_cross": [0.8356, 0.8354, 0.8343, 0.8328, 0.8248],
+        "concat": [0.8331, 0.8327, 0.8335, 0.8316, 0.8237],
+      },
+    },
+  ),
+  "cifar10": (
+    "Table 12",
+    "VGG16",
+    {
+      "top_1": {
+        "dot": [0.9344, 0.9357, 0.9359, 0.9355, 0.9352],
+        "latent_cross": [0.9360, 0.9358, 0.9354, 0.9360, 0.9358],
+        "concat": [0.9357, 0.9356, 0.9356, 0.9353, 0.9360],
+      },
+      "top_5": {
+        "dot": [0.9980, 0.9985, 0.9985, 0.9980, 0.9985],
+        "latent_cross": [0.9980, 0.9985, 0.9975, 0.9980, 0.9975],
+        "concat": [0.9980, 0.9980, 0.9975, 0.9985, 0.9965],
+      },
+      "ndcg_5": {
+        "dot": [0.9719, 0.9721, 0.9723, 0.9721, 0.9716],
+        "latent_cross": [0.9722, 0.9721, 0.9717, 0.9717, 0.9714],
+        "concat": [0.9723, 0.9721, 0.9719, 0.9722, 0.9716],
+      },
+    },
+  ),
 }
 #: What differs between the paper's setting and ours, per dataset (named in the report).
 DIFFERENCES = {
-    "goemotions": "paper: pretrained BERT fine-tuned 100,000 steps, batch 32, learning rate tuned "
-                  "per configuration; ours: a 1-layer Transformer (64-d) trained from scratch for "
-                  "a few epochs, one learning rate for every loss. Same single-label official "
-                  "splits.",
-    "mind": "paper: full MIND (18 categories, 78.8K / 25.7K / 25.9K articles) with BERT; ours: "
-            "the 2,000-article sample (15 categories, 1,210 / 380 / 410 by the library's "
-            "news-id hash split) with a small Transformer from scratch. Frozen protocol only.",
-    "cifar10": "paper: VGG16 trained 50 epochs on the 50K training images, validation = test; "
-               "ours: a small CNN (2 conv layers, 128-d embedding) on 18,000 of the 20,000 "
-               "JPEG-compressed training images (2,000 held out for validation), a few epochs, "
-               "no augmentation; test = the 10,000 test images.",
+  "goemotions": "paper: pretrained BERT fine-tuned 100,000 steps, batch 32, learning rate tuned "
+  "per configuration; ours: a 1-layer Transformer (64-d) trained from scratch for "
+  "a few epochs, one learning rate for every loss. Same single-label official "
+  "splits.",
+  "mind": "paper: full MIND (18 categories, 78.8K / 25.7K / 25.9K articles) with BERT; ours: "
+  "the 2,000-article sample (15 categories, 1,210 / 380 / 410 by the library's "
+  "news-id hash split) with a small Transformer from scratch. Frozen protocol only.",
+  "cifar10": "paper: VGG16 trained 50 epochs on the 50K training images, validation = test; "
+  "ours: a small CNN (2 conv layers, 128-d embedding) on 18,000 of the 20,000 "
+  "JPEG-compressed training images (2,000 held out for validation), a few epochs, "
+  "no augmentation; test = the 10,000 test images.",
 }
 METRIC_NAMES = {"top_1": "Top-1", "top_5": "Top-5", "ndcg_5": "NDCG@5", "mrr": "MRR"}
 
@@ -144,25 +233,41 @@ METRIC_NAMES = {"top_1": "Top-1", "top_5": "Top-5", "ndcg_5": "NDCG@5", "mrr": "
 # ---------------------------------------------------------------------------------------------
 # Data and settings.
 
+
 def settings_for(dataset, protocol, smoke):
   """The sizes of ``dataset`` under ``protocol`` (recorded with every run, checked on resume)."""
   spec = DATASETS[dataset]
   encoder_kwargs = dict(spec["encoder_kwargs"])
   if smoke:
     encoder_kwargs.update(SMOKE["encoder_kwargs"][spec["encoder"]])
-  common = {"encoder": spec["encoder"], "encoder_kwargs": encoder_kwargs,
-            "validation": spec["validation"], "hidden_units": list(HIDDEN_UNITS),
-            "loss_kwargs": LOSS_KWARGS, "smoke": smoke,
-            "limits": SMOKE["limits"] if smoke else None, "monitor": "ndcg_5"}
+  common = {
+    "encoder": spec["encoder"],
+    "encoder_kwargs": encoder_kwargs,
+    "validation": spec["validation"],
+    "hidden_units": list(HIDDEN_UNITS),
+    "loss_kwargs": LOSS_KWARGS,
+    "smoke": smoke,
+    "limits": SMOKE["limits"] if smoke else None,
+    "monitor": "ndcg_5",
+  }
   if protocol == "frozen":
-    return {**common, "encoder_loss": "softmax_loss", "encoder_interaction": "dot",
-            "encoder_epochs": SMOKE["encoder_epochs"] if smoke else spec["encoder_epochs"],
-            "encoder_batch_size": spec["batch_size"],
-            "encoder_learning_rate": spec["learning_rate"],
-            "epochs": SMOKE["frozen_epochs"] if smoke else spec["frozen_epochs"],
-            "batch_size": spec["frozen_batch_size"], "learning_rate": spec["frozen_learning_rate"]}
-  return {**common, "epochs": SMOKE["e2e_epochs"] if smoke else spec["e2e_epochs"],
-          "batch_size": spec["batch_size"], "learning_rate": spec["learning_rate"]}
+    return {
+      **common,
+      "encoder_loss": "softmax_loss",
+      "encoder_interaction": "dot",
+      "encoder_epochs": SMOKE["encoder_epochs"] if smoke else spec["encoder_epochs"],
+      "encoder_batch_size": spec["batch_size"],
+      "encoder_learning_rate": spec["learning_rate"],
+      "epochs": SMOKE["frozen_epochs"] if smoke else spec["frozen_epochs"],
+      "batch_size": spec["frozen_batch_size"],
+      "learning_rate": spec["frozen_learning_rate"],
+    }
+  return {
+    **common,
+    "epochs": SMOKE["e2e_epochs"] if smoke else spec["e2e_epochs"],
+    "batch_size": spec["batch_size"],
+    "learning_rate": spec["learning_rate"],
+  }
 
 
 _SPLITS = {}
@@ -171,8 +276,10 @@ _SPLITS = {}
 def load_splits(dataset, smoke):
   """``{split: (features, labels)}`` for train / validation / test, and the dataset's info."""
   import numpy as np  # pylint: disable=g-import-not-at-top
+
   from tfrank4class import data  # pylint: disable=g-import-not-at-top
   from tfrank4class.data import arrays  # pylint: disable=g-import-not-at-top
+
   if (dataset, smoke) in _SPLITS:
     return _SPLITS[(dataset, smoke)]
   path = os.path.join(FLAGS.data_dir, DATASETS[dataset]["folder"])
@@ -180,14 +287,17 @@ def load_splits(dataset, smoke):
   if dataset == "cifar10":
     x, y = arrays.to_numpy(dataset, "train", path)
     kept, held = arrays.stratified_holdout(y, 0.1, seed=0)
-    splits = {"train": (x[kept], y[kept]), "validation": (x[held], y[held]),
-              "test": arrays.to_numpy(dataset, "test", path)}
+    splits = {
+      "train": (x[kept], y[kept]),
+      "validation": (x[held], y[held]),
+      "test": arrays.to_numpy(dataset, "test", path),
+    }
   else:
     splits = {s: arrays.to_numpy(dataset, s, path) for s in ("train", "validation", "test")}
   if smoke:
     rng = np.random.default_rng(0)
     for split, (x, y) in splits.items():
-      keep = np.sort(rng.permutation(len(y))[:SMOKE["limits"][split]])
+      keep = np.sort(rng.permutation(len(y))[: SMOKE["limits"][split]])
       splits[split] = (x[keep], y[keep])
   _SPLITS[(dataset, smoke)] = (splits, info, path)
   return splits, info, path
@@ -196,13 +306,23 @@ def load_splits(dataset, smoke):
 def build_model(dataset, path, info, settings, loss, interaction, encoder_kwargs=None):
   """The end-to-end model (encoder + head), compiled, built as the training binary builds it."""
   from tfrank4class.train import experiment  # pylint: disable=g-import-not-at-top
+
   config = experiment.ExperimentConfig(
-      dataset=dataset, data_dir=path, encoder=settings["encoder"],
-      encoder_kwargs=dict(encoder_kwargs if encoder_kwargs is not None
-                          else settings["encoder_kwargs"]),
-      interaction=interaction, hidden_units=None if interaction == "dot" else HIDDEN_UNITS,
-      loss=loss, loss_kwargs=LOSS_KWARGS.get(loss, {}), metrics=("ndcg_5",),
-      best_metric="ndcg_5", learning_rate=settings["learning_rate"], verbose=0)
+    dataset=dataset,
+    data_dir=path,
+    encoder=settings["encoder"],
+    encoder_kwargs=dict(
+      encoder_kwargs if encoder_kwargs is not None else settings["encoder_kwargs"]
+    ),
+    interaction=interaction,
+    hidden_units=None if interaction == "dot" else HIDDEN_UNITS,
+    loss=loss,
+    loss_kwargs=LOSS_KWARGS.get(loss, {}),
+    metrics=("ndcg_5",),
+    best_metric="ndcg_5",
+    learning_rate=settings["learning_rate"],
+    verbose=0,
+  )
   return experiment.build_model(config.validate(), info)
 
 
@@ -211,37 +331,69 @@ def frozen_features(dataset, settings):
   from tfrank4class.compat import keras  # pylint: disable=g-import-not-at-top
   from tfrank4class.train import features as features_lib  # pylint: disable=g-import-not-at-top
   from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
-  spec = {"dataset": dataset, "version": 1,
-          **{k: settings[k] for k in ("encoder", "encoder_kwargs", "encoder_loss",
-                                      "encoder_interaction", "encoder_epochs",
-                                      "encoder_batch_size", "encoder_learning_rate", "limits",
-                                      "validation", "monitor")}}
+
+  spec = {
+    "dataset": dataset,
+    "version": 1,
+    **{
+      k: settings[k]
+      for k in (
+        "encoder",
+        "encoder_kwargs",
+        "encoder_loss",
+        "encoder_interaction",
+        "encoder_epochs",
+        "encoder_batch_size",
+        "encoder_learning_rate",
+        "limits",
+        "validation",
+        "monitor",
+      )
+    },
+  }
 
   def build():
-    print(f"[{dataset}] training the frozen-features encoder ({settings['encoder']}, "
-          f"{settings['encoder_loss']} + {settings['encoder_interaction']}, "
-          f"{settings['encoder_epochs']} epochs)...", file=sys.stderr, flush=True)
+    print(
+      f"[{dataset}] training the frozen-features encoder ({settings['encoder']}, "
+      f"{settings['encoder_loss']} + {settings['encoder_interaction']}, "
+      f"{settings['encoder_epochs']} epochs)...",
+      file=sys.stderr,
+      flush=True,
+    )
     splits, info, path = load_splits(dataset, settings["smoke"])
     keras.utils.set_random_seed(0)
     enc_settings = dict(settings, learning_rate=settings["encoder_learning_rate"])
-    model = build_model(dataset, path, info, enc_settings, settings["encoder_loss"],
-                        settings["encoder_interaction"])
+    model = build_model(
+      dataset, path, info, enc_settings, settings["encoder_loss"], settings["encoder_interaction"]
+    )
     result, _ = grid.fit_and_evaluate(
-        model, splits["train"], splits["validation"], splits["test"],
-        epochs=settings["encoder_epochs"], batch_size=settings["encoder_batch_size"], seed=0,
-        monitor=settings["monitor"])
+      model,
+      splits["train"],
+      splits["validation"],
+      splits["test"],
+      epochs=settings["encoder_epochs"],
+      batch_size=settings["encoder_batch_size"],
+      seed=0,
+      monitor=settings["monitor"],
+    )
     embed = features_lib.embedding_model(model)
     arrays = {}
     for split, (x, y) in splits.items():
       arrays[f"{split}_x"] = features_lib.extract(embed, x)
       arrays[f"{split}_y"] = y
-    print(f"[{dataset}] encoder: test Top-1 {result['top_1']:.4f}, NDCG@5 {result['ndcg_5']:.4f}"
-          f", {result['train_seconds']:.0f}s", file=sys.stderr, flush=True)
-    return arrays, {"encoder_test": {m: result[m] for m in grid.METRICS},
-                    "encoder_best_epoch": result["best_epoch"],
-                    "encoder_train_seconds": result["train_seconds"],
-                    "feature_dim": int(arrays["train_x"].shape[1]),
-                    "num_classes": len(info.class_names)}
+    print(
+      f"[{dataset}] encoder: test Top-1 {result['top_1']:.4f}, NDCG@5 {result['ndcg_5']:.4f}"
+      f", {result['train_seconds']:.0f}s",
+      file=sys.stderr,
+      flush=True,
+    )
+    return arrays, {
+      "encoder_test": {m: result[m] for m in grid.METRICS},
+      "encoder_best_epoch": result["best_epoch"],
+      "encoder_train_seconds": result["train_seconds"],
+      "feature_dim": int(arrays["train_x"].shape[1]),
+      "num_classes": len(info.class_names),
+    }
 
   arrays, meta = features_lib.FeatureCache(FLAGS.work_dir).get_or_build(spec, build)
   return arrays, {**meta, "feature_key": features_lib.spec_key(spec)}
@@ -250,11 +402,14 @@ def frozen_features(dataset, settings):
 # ---------------------------------------------------------------------------------------------
 # One run.
 
+
 def run_cell(cell, settings):
   """Trains the run ``cell``; returns its record."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   from tfrank4class.compat import keras  # pylint: disable=g-import-not-at-top
   from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
+
   extra = {}
   if cell.protocol == "frozen":
     arrays, meta = frozen_features(cell.dataset, settings)  # built once, not part of the run
@@ -263,32 +418,56 @@ def run_cell(cell, settings):
     splits = {s: (arrays[f"{s}_x"], arrays[f"{s}_y"]) for s in ("train", "validation", "test")}
     num_classes = meta["num_classes"]
     keras.utils.set_random_seed(cell.seed)
-    model = grid.head_model(meta["feature_dim"], num_classes, cell.interaction,
-                            () if cell.interaction == "dot" else HIDDEN_UNITS)
+    model = grid.head_model(
+      meta["feature_dim"],
+      num_classes,
+      cell.interaction,
+      () if cell.interaction == "dot" else HIDDEN_UNITS,
+    )
     grid.compile_model(model, cell.loss, LOSS_KWARGS.get(cell.loss), settings["learning_rate"])
-    extra["encoder"] = {"feature_key": meta["feature_key"], "test": meta["encoder_test"],
-                        "best_epoch": meta["encoder_best_epoch"],
-                        "train_seconds": meta["encoder_train_seconds"]}
+    extra["encoder"] = {
+      "feature_key": meta["feature_key"],
+      "test": meta["encoder_test"],
+      "best_epoch": meta["encoder_best_epoch"],
+      "train_seconds": meta["encoder_train_seconds"],
+    }
   else:
     splits, info, path = load_splits(cell.dataset, settings["smoke"])
     keras.utils.set_random_seed(cell.seed)
     model = build_model(cell.dataset, path, info, settings, cell.loss, cell.interaction)
   result, scores = grid.fit_and_evaluate(
-      model, splits["train"], splits["validation"], splits["test"], epochs=settings["epochs"],
-      batch_size=settings["batch_size"], seed=cell.seed, monitor=settings["monitor"])
+    model,
+    splits["train"],
+    splits["validation"],
+    splits["test"],
+    epochs=settings["epochs"],
+    batch_size=settings["batch_size"],
+    seed=cell.seed,
+    monitor=settings["monitor"],
+  )
   sizes = {f"n_{s}": int(len(splits[s][1])) for s in splits}
-  return grid.make_record(cell, result, splits["test"][1], scores, settings=settings,
-                          wall_seconds=time.perf_counter() - start,
-                          tensorflow=tf.__version__, **sizes, **extra)
+  return grid.make_record(
+    cell,
+    result,
+    splits["test"][1],
+    scores,
+    settings=settings,
+    wall_seconds=time.perf_counter() - start,
+    tensorflow=tf.__version__,
+    **sizes,
+    **extra,
+  )
 
 
 # ---------------------------------------------------------------------------------------------
 # The grid.
 
+
 def plan(store):
   """The ordered cells; an end-to-end cell whose head is ``None`` is the best other head, decided
   when the grid reaches it (after the frozen runs of its dataset)."""
   from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
+
   seeds_f = range(2 if FLAGS.smoke else FLAGS.frozen_seeds)
   seeds_e = range(2 if FLAGS.smoke else FLAGS.e2e_seeds)
   cells = []
@@ -303,8 +482,9 @@ def plan(store):
         for cell in grid.grid_cells([dataset], "end_to_end", losses, ["dot"], seeds_e):
           cells += [cell, cell._replace(interaction=other)]
     else:
-      raise app.UsageError(f"--protocols: unknown protocol {protocol!r}; allowed: frozen, "
-                           "end_to_end.")
+      raise app.UsageError(
+        f"--protocols: unknown protocol {protocol!r}; allowed: frozen, end_to_end."
+      )
   return cells
 
 
@@ -312,37 +492,53 @@ def other_head(store, dataset, resolve=True):
   """The end-to-end head besides dot (``None`` while it cannot be decided yet, unless
   ``resolve``, which then raises)."""
   from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
+
   if FLAGS.e2e_other_head != "auto":
     return FLAGS.e2e_other_head
-  used = {r["interaction"] for r in store.records
-          if r["dataset"] == dataset and r["protocol"] == "end_to_end"} - {"dot"}
+  used = {
+    r["interaction"]
+    for r in store.records
+    if r["dataset"] == dataset and r["protocol"] == "end_to_end"
+  } - {"dot"}
   if len(used) == 1:
     return used.pop()  # a resumed grid keeps the head it started with
   try:
     head, means = grid.best_other_head(
-        store.records, dataset, candidates=[h for h in FLAGS.interactions if h != "dot"])
+      store.records, dataset, candidates=[h for h in FLAGS.interactions if h != "dot"]
+    )
   except ValueError:
     if resolve:
       raise
     return None
   if resolve:
-    print(f"[{dataset}] end-to-end head besides dot: {head} (mean frozen NDCG@5 "
-          + ", ".join(f"{h} {v:.4f}" for h, v in means.items()) + ")", file=sys.stderr,
-          flush=True)
+    print(
+      f"[{dataset}] end-to-end head besides dot: {head} (mean frozen NDCG@5 "
+      + ", ".join(f"{h} {v:.4f}" for h, v in means.items())
+      + ")",
+      file=sys.stderr,
+      flush=True,
+    )
   return head
 
 
 def run_grid():
-  from tfrank4class.train import experiment  # pylint: disable=g-import-not-at-top
-  from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
+  from tfrank4class.train import (
+    experiment,  # pylint: disable=g-import-not-at-top
+    grid,  # pylint: disable=g-import-not-at-top
+  )
+
   os.makedirs(FLAGS.work_dir, exist_ok=True)
   experiment.lock_model_dir(FLAGS.work_dir)  # one grid per work dir
   store = grid.RecordStore(FLAGS.output)
   cells = plan(store)
   todo = [c for c in cells if c.interaction is None or c not in store]
   done_before = len(cells) - len(todo)
-  print(f"Grid: {len(cells)} runs planned, {done_before} recorded in {FLAGS.output}, "
-        f"{len(todo)} to do.", file=sys.stderr, flush=True)
+  print(
+    f"Grid: {len(cells)} runs planned, {done_before} recorded in {FLAGS.output}, "
+    f"{len(todo)} to do.",
+    file=sys.stderr,
+    flush=True,
+  )
   start, ran = time.perf_counter(), 0
   for i, cell in enumerate(todo):
     if FLAGS.max_runs is not None and ran >= FLAGS.max_runs:
@@ -356,30 +552,40 @@ def run_grid():
     diff = grid.settings_differences(store.records, cell.dataset, cell.protocol, settings)
     if diff:
       raise app.UsageError(
-          f"{FLAGS.output} holds {cell.protocol} runs of {cell.dataset} with other settings: "
-          + "; ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in diff.items())
-          + ". Use another --output, or move that file away to start afresh.")
+        f"{FLAGS.output} holds {cell.protocol} runs of {cell.dataset} with other settings: "
+        + "; ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in diff.items())
+        + ". Use another --output, or move that file away to start afresh."
+      )
     record = run_cell(cell, settings)
     store.add(record)
     ran += 1
-    line = grid.progress_line(done_before + ran, len(cells), time.perf_counter() - start,
-                              todo[i + 1:], store.records)
-    print(f"{line}  | {cell.dataset} {cell.protocol} {cell.loss} {cell.interaction} "
-          f"seed {cell.seed}: top_1 {record['top_1']:.4f} ndcg_5 {record['ndcg_5']:.4f} "
-          f"({record['wall_seconds']:.1f}s)", file=sys.stderr, flush=True)
+    line = grid.progress_line(
+      done_before + ran, len(cells), time.perf_counter() - start, todo[i + 1 :], store.records
+    )
+    print(
+      f"{line}  | {cell.dataset} {cell.protocol} {cell.loss} {cell.interaction} "
+      f"seed {cell.seed}: top_1 {record['top_1']:.4f} ndcg_5 {record['ndcg_5']:.4f} "
+      f"({record['wall_seconds']:.1f}s)",
+      file=sys.stderr,
+      flush=True,
+    )
   return store
 
 
 # ---------------------------------------------------------------------------------------------
 # The report.
 
+
 def _fmt(interval):
   return f"{interval.mean:.4f} [{interval.low:.4f}, {interval.high:.4f}]"
 
 
 def _diff(interval):
-  verdict = ("no difference detected" if not interval.difference_detected
-             else ("higher" if interval.mean > 0 else "lower"))
+  verdict = (
+    "no difference detected"
+    if not interval.difference_detected
+    else ("higher" if interval.mean > 0 else "lower")
+  )
   return f"{interval.mean:+.4f} [{interval.low:+.4f}, {interval.high:+.4f}] {verdict}"
 
 
@@ -392,19 +598,28 @@ def _paper_value(dataset, metric, loss, head):
 def write_report(records, md_path, png_path, planned=None):
   """Writes the markdown summary and the figure of ``records``."""
   from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
+
   rows = grid.summarize(records)
-  lines = ["# Which loss and which head? (issue 18)", "",
-           f"Generated by `benchmarks/rank4class_grid.py` on "
-           f"{datetime.date.today().isoformat()} from {len(records)} run records "
-           f"(`{os.path.basename(FLAGS.output)}`)"
-           + (f" of {planned} planned" if planned else "") + ". Intervals are 95 % t intervals "
-           "over seeds; a paired difference is this cell minus softmax + dot over the same seeds; "
-           "\"no difference detected\" means its interval includes 0. All metrics on the test "
-           "split, at the epoch with the best validation NDCG@5.", ""]
+  lines = [
+    "# Which loss and which head? (issue 18)",
+    "",
+    f"Generated by `benchmarks/rank4class_grid.py` on "
+    f"{datetime.date.today().isoformat()} from {len(records)} run records "
+    f"(`{os.path.basename(FLAGS.output)}`)"
+    + (f" of {planned} planned" if planned else "")
+    + ". Intervals are 95 % t intervals "
+    "over seeds; a paired difference is this cell minus softmax + dot over the same seeds; "
+    '"no difference detected" means its interval includes 0. All metrics on the test '
+    "split, at the epoch with the best validation NDCG@5.",
+    "",
+  ]
   total = sum(r["train_seconds"] for r in records)
   wall = sum(r.get("wall_seconds", 0.0) for r in records)
-  lines += [f"Training time in the records: {total / 3600:.2f} h in `fit`, {wall / 3600:.2f} h "
-            "per-run wall time (frozen-feature encoders not included).", ""]
+  lines += [
+    f"Training time in the records: {total / 3600:.2f} h in `fit`, {wall / 3600:.2f} h "
+    "per-run wall time (frozen-feature encoders not included).",
+    "",
+  ]
   lines += _setup_section(records)
   for dataset in _ordered(r["dataset"] for r in records):
     for protocol in ("frozen", "end_to_end"):
@@ -428,10 +643,13 @@ def _ordered(values):
 
 
 def _setup_section(records):
-  lines = ["## Setup", "",
-           "| dataset | protocol | train / val / test | encoder | validation split | epochs | "
-           "batch | learning rate | frozen encoder (softmax + dot) test Top-1 / NDCG@5 |",
-           "|---|---|---|---|---|---|---|---|---|"]
+  lines = [
+    "## Setup",
+    "",
+    "| dataset | protocol | train / val / test | encoder | validation split | epochs | "
+    "batch | learning rate | frozen encoder (softmax + dot) test Top-1 / NDCG@5 |",
+    "|---|---|---|---|---|---|---|---|---|",
+  ]
   seen = set()
   for r in records:
     key = (r["dataset"], r["protocol"])
@@ -441,52 +659,88 @@ def _setup_section(records):
     s = r.get("settings", {})
     enc = r.get("encoder", {}).get("test")
     enc_text = f"{enc['top_1']:.4f} / {enc['ndcg_5']:.4f}" if enc else "-"
-    epochs = (f"encoder {s.get('encoder_epochs')}, head {s.get('epochs')}"
-              if r["protocol"] == "frozen" else str(s.get("epochs")))
-    lines.append(f"| {r['dataset']} | {r['protocol']} | {r.get('n_train')} / "
-                 f"{r.get('n_validation')} / {r.get('n_test')} | {s.get('encoder')} "
-                 f"{s.get('encoder_kwargs') or ''} | {s.get('validation')} | {epochs} | "
-                 f"{s.get('batch_size')} | {s.get('learning_rate')} | {enc_text} |")
-  lines += ["", f"Heads: dot; latent cross and concat with MLP {list(HIDDEN_UNITS)}. Loss "
-            f"arguments: {json.dumps(LOSS_KWARGS)}. The frozen features come from an encoder "
-            "trained with the softmax loss and a dot head, so they favour that pair: they were "
-            "shaped to be linearly separable under softmax, and the heads are trained on "
-            "features of the same training examples the encoder saw.", ""]
+    epochs = (
+      f"encoder {s.get('encoder_epochs')}, head {s.get('epochs')}"
+      if r["protocol"] == "frozen"
+      else str(s.get("epochs"))
+    )
+    lines.append(
+      f"| {r['dataset']} | {r['protocol']} | {r.get('n_train')} / "
+      f"{r.get('n_validation')} / {r.get('n_test')} | {s.get('encoder')} "
+      f"{s.get('encoder_kwargs') or ''} | {s.get('validation')} | {epochs} | "
+      f"{s.get('batch_size')} | {s.get('learning_rate')} | {enc_text} |"
+    )
+  lines += [
+    "",
+    f"Heads: dot; latent cross and concat with MLP {list(HIDDEN_UNITS)}. Loss "
+    f"arguments: {json.dumps(LOSS_KWARGS)}. The frozen features come from an encoder "
+    "trained with the softmax loss and a dot head, so they favour that pair: they were "
+    "shaped to be linearly separable under softmax, and the heads are trained on "
+    "features of the same training examples the encoder saw.",
+    "",
+  ]
   return lines
 
 
 def _result_section(dataset, protocol, cells):
-  lines = [f"## {dataset}, {protocol.replace('_', '-')}", "",
-           "| loss | head | seeds | Top-1 | Top-5 | NDCG@5 | MRR |",
-           "|---|---|---|---|---|---|---|"]
+  lines = [
+    f"## {dataset}, {protocol.replace('_', '-')}",
+    "",
+    "| loss | head | seeds | Top-1 | Top-5 | NDCG@5 | MRR |",
+    "|---|---|---|---|---|---|---|",
+  ]
   for c in cells:
     iv = c["intervals"]
-    lines.append(f"| {c['loss']} | {c['interaction']} | {len(c['seeds'])} | "
-                 + " | ".join(_fmt(iv[m]) for m in ("top_1", "top_5", "ndcg_5", "mrr")) + " |")
-  lines += ["", "Paired difference to softmax + dot (same seeds):", "",
-            "| loss | head | seeds | Δ Top-1 | Δ NDCG@5 | Δ MRR |", "|---|---|---|---|---|---|"]
+    lines.append(
+      f"| {c['loss']} | {c['interaction']} | {len(c['seeds'])} | "
+      + " | ".join(_fmt(iv[m]) for m in ("top_1", "top_5", "ndcg_5", "mrr"))
+      + " |"
+    )
+  lines += [
+    "",
+    "Paired difference to softmax + dot (same seeds):",
+    "",
+    "| loss | head | seeds | Δ Top-1 | Δ NDCG@5 | Δ MRR |",
+    "|---|---|---|---|---|---|",
+  ]
   for c in cells:
     if c["paired"]:
       p = c["paired"]
-      lines.append(f"| {c['loss']} | {c['interaction']} | {len(c['paired_seeds'])} | "
-                   f"{_diff(p['top_1'])} | {_diff(p['ndcg_5'])} | {_diff(p['mrr'])} |")
+      lines.append(
+        f"| {c['loss']} | {c['interaction']} | {len(c['paired_seeds'])} | "
+        f"{_diff(p['top_1'])} | {_diff(p['ndcg_5'])} | {_diff(p['mrr'])} |"
+      )
   detected = [c for c in cells if c["paired"] and c["paired"]["ndcg_5"].difference_detected]
-  lines += ["", f"NDCG@5 differs detectably from softmax + dot in {len(detected)} of "
-            f"{sum(1 for c in cells if c['paired'])} cells"
-            + (": " + ", ".join(f"{c['loss']} + {c['interaction']} "
-                                f"({c['paired']['ndcg_5'].mean:+.4f})" for c in detected)
-               if detected else "") + ".", ""]
+  lines += [
+    "",
+    f"NDCG@5 differs detectably from softmax + dot in {len(detected)} of "
+    f"{sum(1 for c in cells if c['paired'])} cells"
+    + (
+      ": "
+      + ", ".join(
+        f"{c['loss']} + {c['interaction']} ({c['paired']['ndcg_5'].mean:+.4f})" for c in detected
+      )
+      if detected
+      else ""
+    )
+    + ".",
+    "",
+  ]
   return lines
 
 
 def _spread_section(rows):
-  lines = ["## Seed spread beside the paper's gaps", "",
-           "Our spread: the standard deviation over seeds of softmax + dot, and the median over "
-           "all cells. The paper's gap: best Rank4Class cell minus softmax + dot in its grid "
-           "(single runs), and the range of its 15 cells.", "",
-           "| dataset | protocol | metric | SD softmax+dot | median SD over cells | paper gap "
-           "(best - softmax+dot) | paper range | paper gap / our median SD |",
-           "|---|---|---|---|---|---|---|---|"]
+  lines = [
+    "## Seed spread beside the paper's gaps",
+    "",
+    "Our spread: the standard deviation over seeds of softmax + dot, and the median over "
+    "all cells. The paper's gap: best Rank4Class cell minus softmax + dot in its grid "
+    "(single runs), and the range of its 15 cells.",
+    "",
+    "| dataset | protocol | metric | SD softmax+dot | median SD over cells | paper gap "
+    "(best - softmax+dot) | paper range | paper gap / our median SD |",
+    "|---|---|---|---|---|---|---|---|",
+  ]
   for dataset in _ordered(r["dataset"] for r in rows):
     for protocol in ("frozen", "end_to_end"):
       cells = [r for r in rows if (r["dataset"], r["protocol"]) == (dataset, protocol)]
@@ -496,8 +750,11 @@ def _spread_section(rows):
         base = [c for c in cells if (c["loss"], c["interaction"]) == ("softmax_loss", "dot")]
         base_sd = f"{base[0]['intervals'][metric].sd:.4f}" if base else "-"
         sds = sorted(c["intervals"][metric].sd for c in cells)
-        median = sds[len(sds) // 2] if len(sds) % 2 else 0.5 * (sds[len(sds) // 2 - 1]
-                                                                  + sds[len(sds) // 2])
+        median = (
+          sds[len(sds) // 2]
+          if len(sds) % 2
+          else 0.5 * (sds[len(sds) // 2 - 1] + sds[len(sds) // 2])
+        )
         gap = rng = ratio = "-"
         if dataset in PAPER:
           values = [v for head in PAPER[dataset][2][metric].values() for v in head]
@@ -505,8 +762,10 @@ def _spread_section(rows):
           gap_v = max(values) - paper_base
           gap, rng = f"{gap_v:+.4f}", f"{max(values) - min(values):.4f}"
           ratio = f"{gap_v / median:.1f}" if median > 0 else "-"
-        lines.append(f"| {dataset} | {protocol} | {METRIC_NAMES[metric]} | {base_sd} | "
-                     f"{median:.4f} | {gap} | {rng} | {ratio} |")
+        lines.append(
+          f"| {dataset} | {protocol} | {METRIC_NAMES[metric]} | {base_sd} | "
+          f"{median:.4f} | {gap} | {rng} | {ratio} |"
+        )
   lines.append("")
   return lines
 
@@ -518,10 +777,14 @@ def _paper_section(rows):
     if dataset not in PAPER:
       continue
     table, encoder, _ = PAPER[dataset]
-    lines += [f"### {dataset}: paper {table} ({encoder}) vs ours", "",
-              f"Differences in setting: {DIFFERENCES[dataset]}", "",
-              "| loss | head | metric | paper | paper Δ | ours frozen Δ | ours end-to-end Δ |",
-              "|---|---|---|---|---|---|---|"]
+    lines += [
+      f"### {dataset}: paper {table} ({encoder}) vs ours",
+      "",
+      f"Differences in setting: {DIFFERENCES[dataset]}",
+      "",
+      "| loss | head | metric | paper | paper Δ | ours frozen Δ | ours end-to-end Δ |",
+      "|---|---|---|---|---|---|---|",
+    ]
     for loss in PAPER_LOSSES:
       for head in ("dot", "latent_cross", "concat"):
         if (loss, head) == ("softmax_loss", "dot"):
@@ -531,27 +794,40 @@ def _paper_section(rows):
           paper_d = paper - _paper_value(dataset, metric, "softmax_loss", "dot")
           ours = []
           for protocol in ("frozen", "end_to_end"):
-            match = [r for r in rows if (r["dataset"], r["protocol"], r["loss"],
-                                         r["interaction"]) == (dataset, protocol, loss, head)]
+            match = [
+              r
+              for r in rows
+              if (r["dataset"], r["protocol"], r["loss"], r["interaction"])
+              == (dataset, protocol, loss, head)
+            ]
             if match and match[0]["paired"]:
               iv = match[0]["paired"][metric]
               ours.append(_diff(iv))
               if iv.difference_detected and paper_d and (iv.mean > 0) != (paper_d > 0):
-                contradictions.append(f"{dataset} {protocol} {loss} + {head} "
-                                      f"{METRIC_NAMES[metric]}: paper {paper_d:+.4f}, ours "
-                                      f"{_diff(iv)}")
+                contradictions.append(
+                  f"{dataset} {protocol} {loss} + {head} "
+                  f"{METRIC_NAMES[metric]}: paper {paper_d:+.4f}, ours "
+                  f"{_diff(iv)}"
+                )
               elif not iv.difference_detected and paper_d > 0:
-                unconfirmed.append(f"{dataset} {protocol} {loss} + {head} "
-                                   f"{METRIC_NAMES[metric]}: paper {paper_d:+.4f}, ours "
-                                   f"{_diff(iv)}")
+                unconfirmed.append(
+                  f"{dataset} {protocol} {loss} + {head} "
+                  f"{METRIC_NAMES[metric]}: paper {paper_d:+.4f}, ours "
+                  f"{_diff(iv)}"
+                )
             else:
               ours.append("-")
-          lines.append(f"| {loss} | {head} | {METRIC_NAMES[metric]} | {paper:.4f} | "
-                       f"{paper_d:+.4f} | {ours[0]} | {ours[1]} |")
+          lines.append(
+            f"| {loss} | {head} | {METRIC_NAMES[metric]} | {paper:.4f} | "
+            f"{paper_d:+.4f} | {ours[0]} | {ours[1]} |"
+          )
     lines.append("")
-  lines += ["### Where our numbers contradict the paper", "",
-            "A paper difference whose sign is opposite to a difference we detect (interval "
-            "excluding 0):", ""]
+  lines += [
+    "### Where our numbers contradict the paper",
+    "",
+    "A paper difference whose sign is opposite to a difference we detect (interval excluding 0):",
+    "",
+  ]
   lines += [f"- {c}" for c in contradictions] or ["- none"]
   lines += ["", "A gain the paper reports where we detect no difference:", ""]
   lines += [f"- {c}" for c in unconfirmed] or ["- none"]
@@ -560,40 +836,52 @@ def _paper_section(rows):
 
 
 def _bound_section(records):
-  lines = ["## Bruch et al.'s bound on the softmax-trained models", "",
-           "For every softmax-trained run, on its test predictions: how many examples break "
-           "`p_y <= 1 / rank_y` (rank with ties counted against the true class), the smallest "
-           "and mean slack `1 / rank_y - p_y`, and `CE - (-log MRR)` (>= 0 by the bound; MRR "
-           "with ties counted against the true class). Means over seeds.", "",
-           "| dataset | protocol | head | runs | examples checked | violations | min slack | "
-           "mean slack | mean CE | mean -log MRR | CE - (-log MRR) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+  lines = [
+    "## Bruch et al.'s bound on the softmax-trained models",
+    "",
+    "For every softmax-trained run, on its test predictions: how many examples break "
+    "`p_y <= 1 / rank_y` (rank with ties counted against the true class), the smallest "
+    "and mean slack `1 / rank_y - p_y`, and `CE - (-log MRR)` (>= 0 by the bound; MRR "
+    "with ties counted against the true class). Means over seeds.",
+    "",
+    "| dataset | protocol | head | runs | examples checked | violations | min slack | "
+    "mean slack | mean CE | mean -log MRR | CE - (-log MRR) |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
+  ]
   groups = {}
   for r in records:
     if r["loss"] == "softmax_loss" and "bound" in r:
       groups.setdefault((r["dataset"], r["protocol"], r["interaction"]), []).append(r)
   for (dataset, protocol, head), rs in groups.items():
     b = [r["bound"] for r in rs]
-    mean = lambda k: sum(x[k] for x in b) / len(b)  # noqa: E731
-    lines.append(f"| {dataset} | {protocol} | {head} | {len(rs)} | "
-                 f"{sum(r.get('n_test', 0) for r in rs)} | {sum(x['violations'] for x in b)} | "
-                 f"{min(x['min_slack'] for x in b):.3g} | {mean('mean_slack'):.4f} | "
-                 f"{mean('cross_entropy'):.4f} | {mean('neg_log_mrr'):.4f} | "
-                 f"{mean('ce_gap'):.4f} |")
+    mean = lambda k, b=b: sum(x[k] for x in b) / len(b)  # noqa: E731
+    lines.append(
+      f"| {dataset} | {protocol} | {head} | {len(rs)} | "
+      f"{sum(r.get('n_test', 0) for r in rs)} | {sum(x['violations'] for x in b)} | "
+      f"{min(x['min_slack'] for x in b):.3g} | {mean('mean_slack'):.4f} | "
+      f"{mean('cross_entropy'):.4f} | {mean('neg_log_mrr'):.4f} | "
+      f"{mean('ce_gap'):.4f} |"
+    )
   lines.append("")
   return lines
 
 
 def _plot(rows, png_path):
   import matplotlib  # pylint: disable=g-import-not-at-top
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
   datasets = _ordered(r["dataset"] for r in rows)
   protocols = [p for p in ("frozen", "end_to_end") if any(r["protocol"] == p for r in rows)]
   if not datasets:
     return
-  fig, axes = plt.subplots(len(protocols), len(datasets), squeeze=False,
-                           figsize=(max(8.0, 5.2 * len(datasets)), 4.4 * len(protocols) + 1.0))
+  fig, axes = plt.subplots(
+    len(protocols),
+    len(datasets),
+    squeeze=False,
+    figsize=(max(8.0, 5.2 * len(datasets)), 4.4 * len(protocols) + 1.0),
+  )
   colors = dict(zip(LOSSES, plt.get_cmap("tab10").colors))
   markers = {"dot": "o", "latent_cross": "s", "concat": "^"}
   for i, protocol in enumerate(protocols):
@@ -602,19 +890,34 @@ def _plot(rows, png_path):
       cells = [r for r in rows if (r["dataset"], r["protocol"]) == (dataset, protocol)]
       for c in cells:
         x, y = c["intervals"]["top_1"], c["intervals"]["ndcg_5"]
-        ax.errorbar(x.mean, y.mean, xerr=x.half_width, yerr=y.half_width,
-                    marker=markers[c["interaction"]], color=colors.get(c["loss"], "k"),
-                    ms=6, capsize=2, lw=0.8, label=f"{c['loss']} + {c['interaction']}")
-      ax.set_title(f"{dataset}, {protocol.replace('_', '-')}" if cells
-                   else f"{dataset}, {protocol.replace('_', '-')} (not run)")
+        ax.errorbar(
+          x.mean,
+          y.mean,
+          xerr=x.half_width,
+          yerr=y.half_width,
+          marker=markers[c["interaction"]],
+          color=colors.get(c["loss"], "k"),
+          ms=6,
+          capsize=2,
+          lw=0.8,
+          label=f"{c['loss']} + {c['interaction']}",
+        )
+      ax.set_title(
+        f"{dataset}, {protocol.replace('_', '-')}"
+        if cells
+        else f"{dataset}, {protocol.replace('_', '-')} (not run)"
+      )
       ax.set_xlabel("Top-1 accuracy (test)")
       ax.set_ylabel("NDCG@5 (test)")
       ax.grid(alpha=0.3)
-  handles = [plt.Line2D([], [], color=colors[l], marker="o", ls="", label=l) for l in LOSSES]
+  handles = [
+    plt.Line2D([], [], color=colors[loss], marker="o", ls="", label=loss) for loss in LOSSES
+  ]
   handles += [plt.Line2D([], [], color="k", marker=m, ls="", label=h) for h, m in markers.items()]
   fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
-  fig.suptitle("NDCG@5 against Top-1 (test) per configuration: mean over seeds, 95 % t interval",
-               fontsize=10)
+  fig.suptitle(
+    "NDCG@5 against Top-1 (test) per configuration: mean over seeds, 95 % t interval", fontsize=10
+  )
   fig.tight_layout(rect=(0, 0.1, 1, 0.96))
   pathlib.Path(png_path).parent.mkdir(parents=True, exist_ok=True)
   fig.savefig(png_path, dpi=110)
@@ -623,21 +926,27 @@ def _plot(rows, png_path):
 
 # ---------------------------------------------------------------------------------------------
 
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   if FLAGS.smoke and not FLAGS["output"].present and not FLAGS.report_only:
-    raise app.UsageError("--smoke needs an explicit --output (it must not overwrite the real "
-                         "grid's records).")
+    raise app.UsageError(
+      "--smoke needs an explicit --output (it must not overwrite the real grid's records)."
+    )
   for name in FLAGS.losses + (FLAGS.e2e_losses or []):
     if name not in LOSSES:
       raise app.UsageError(f"--losses / --e2e_losses: {name!r} is not one of {list(LOSSES)}.")
   if FLAGS.e2e_other_head not in ("auto", "latent_cross", "concat"):
-    raise app.UsageError(f"--e2e_other_head must be auto, latent_cross or concat, got "
-                         f"{FLAGS.e2e_other_head!r}.")
+    raise app.UsageError(
+      f"--e2e_other_head must be auto, latent_cross or concat, got {FLAGS.e2e_other_head!r}."
+    )
   tf = setup_tensorflow(FLAGS.threads)
-  from tfrank4class.train import experiment  # pylint: disable=g-import-not-at-top
-  from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
+  from tfrank4class.train import (
+    experiment,  # pylint: disable=g-import-not-at-top
+    grid,  # pylint: disable=g-import-not-at-top
+  )
+
   experiment.quiet_tensorflow_logs()
   tf.get_logger().setLevel("ERROR")  # retracing notices: every run builds a new model
   tf.config.experimental.enable_op_determinism()
@@ -650,8 +959,11 @@ def main(argv):
     if not FLAGS.report:
       return
   write_report(store.records, FLAGS.report_md, FLAGS.report_png, planned)
-  print(f"Wrote {FLAGS.report_md} and {FLAGS.report_png} from {len(store)} records.",
-        file=sys.stderr, flush=True)
+  print(
+    f"Wrote {FLAGS.report_md} and {FLAGS.report_png} from {len(store)} records.",
+    file=sys.stderr,
+    flush=True,
+  )
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ Usage:
       --baseline-python .venv-compat/bin/python     # part 3: TF 2.21 vs TF 2.15, same checkout
 Writes benchmarks/out/rank_ops.png (part 1 and 2) and benchmarks/out/rank_ops.json.
 """
+
 import argparse
 import json
 import os
@@ -41,6 +42,7 @@ import sys
 import time
 
 from _common import OUT, ROOT, setup_tensorflow  # noqa: E402
+
 SHAPES = [(1, 1_000), (1, 100_000), (1, 1_000_000), (256, 1_000), (8, 320_000)]
 NDCG_LENGTHS = [10, 100, 1_000, 10_000]
 NDCG_BATCH = 64
@@ -65,13 +67,16 @@ def _time(fn, *args, cpu=False):
 def worker_rank(threads, repeats, shapes):
   tf = setup_tensorflow(threads)
   import numpy as np
+
   from tfrank4class.ranking import blackbox_rank
+
   rows = []
   for shape in shapes:
     rng = np.random.default_rng(0)
     x = tf.constant(rng.standard_normal(shape), tf.float32)
     g = tf.constant(rng.standard_normal(shape), tf.float32)
     for xla in (False, True):
+
       @tf.function(jit_compile=xla)
       def argsort(x):
         return tf.argsort(x, axis=-1, direction="DESCENDING", stable=True)
@@ -85,8 +90,9 @@ def worker_rank(threads, repeats, shapes):
 
       @tf.function(jit_compile=xla)
       def two_argsorts(x, g):  # the lower bound: one sort forward, one backward
-        return (tf.argsort(x, axis=-1, direction="DESCENDING", stable=True)
-                + tf.argsort(x + g, axis=-1, direction="DESCENDING", stable=True))
+        return tf.argsort(x, axis=-1, direction="DESCENDING", stable=True) + tf.argsort(
+          x + g, axis=-1, direction="DESCENDING", stable=True
+        )
 
       for _ in range(2):  # trace / compile and warm up
         _time(argsort, x)
@@ -100,8 +106,11 @@ def worker_rank(threads, repeats, shapes):
         t_bb.append(_time(fwd_bwd, x, g, cpu=True))
         t_two.append(_time(two_argsorts, x, g))
       t_sort, t_bb, t_two = np.array(t_sort), np.array(t_bb), np.array(t_two)
-      rows.append({
-          "shape": list(shape), "threads": threads or "all", "xla": xla,
+      rows.append(
+        {
+          "shape": list(shape),
+          "threads": threads or "all",
+          "xla": xla,
           # Fastest run of each (least disturbed by the other users of the machine) ...
           "argsort_ms": 1e3 * float(t_sort[:, 0].min()),
           "blackbox_ms": 1e3 * float(t_bb[:, 0].min()),
@@ -113,20 +122,24 @@ def worker_rank(threads, repeats, shapes):
           "ratio_cpu": float(np.median(t_bb[:, 1] / np.maximum(t_sort[:, 1], 1e-9))),
           # Two plain argsorts measured the same way: what the load does to the 2x lower bound.
           "ratio_two_sorts": float(np.median(t_two / t_sort[:, 0])),
-      })
+        }
+      )
       print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
   return rows
 
 
 def _max_rss_bytes():
   import resource
+
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def worker_ndcg(loss_name, n, repeats, batch=NDCG_BATCH):
   tf = setup_tensorflow(1)
   import numpy as np
+
   from tfrank4class import losses
+
   rng = np.random.default_rng(0)
   scores = tf.constant(rng.standard_normal((batch, n)), tf.float32)
   labels = tf.constant((rng.random((batch, n)) < 0.1).astype(np.float32))
@@ -148,18 +161,25 @@ def worker_ndcg(loss_name, n, repeats, batch=NDCG_BATCH):
     t = _time(step, scores)
     if i:
       times.append(t)
-  return {"loss": loss_name, "n": n, "batch": batch, "ms": 1e3 * float(np.median(times)),
-          "peak_mb": (_max_rss_bytes() - base) / 2**20}
+  return {
+    "loss": loss_name,
+    "n": n,
+    "batch": batch,
+    "ms": 1e3 * float(np.median(times)),
+    "peak_mb": (_max_rss_bytes() - base) / 2**20,
+  }
 
 
 def worker_compare(root, repeats, shapes):
-  """Median forward + backward CPU ms of each compared op, using the ``tfrank4class`` in ``root``."""
+  """Median forward + backward CPU ms of each compared op, with the ``tfrank4class`` in ``root``."""
   sys.path.insert(0, os.path.abspath(root))  # before the first import of tfrank4class
   tf = setup_tensorflow(1)
   import numpy as np
+
   import tfrank4class
   from tfrank4class import losses
   from tfrank4class.ranking import blackbox_rank
+
   package_root = os.path.dirname(os.path.dirname(os.path.abspath(tfrank4class.__file__)))
   if package_root != os.path.abspath(root):
     raise RuntimeError(f"imported tfrank4class from {package_root}, not from {root}")
@@ -172,11 +192,12 @@ def worker_compare(root, repeats, shapes):
     if batch * n * n * 4 <= APPROX_MAX_BYTES:  # ApproxNDCG materialises [batch, n, n]
       ops.update({name: losses.get(name, reduction="sum") for name in COMPARE_TFR_LOSSES})
     ops["blackbox_rank"] = lambda _, s: blackbox_rank(s, lambda_=1.0)
-    ops["argsort"] = lambda _, s: tf.cast(
-        tf.argsort(s, axis=-1, direction="DESCENDING", stable=True), s.dtype) * s
+    ops["argsort"] = lambda _, s: (
+      tf.cast(tf.argsort(s, axis=-1, direction="DESCENDING", stable=True), s.dtype) * s
+    )
     for name, op in ops.items():
 
-      def step(scores, op=op):
+      def step(scores, op=op, labels=labels):
         with tf.GradientTape() as tape:
           tape.watch(scores)
           value = op(labels, scores)
@@ -184,8 +205,9 @@ def worker_compare(root, repeats, shapes):
 
       for mode, fn in (("function", tf.function(step)), ("eager", step)):
         times = [_time(fn, scores, cpu=True)[1] for _ in range(repeats + 2)][2:]  # 2 warm-ups
-        rows.append({"loss": name, "mode": mode, "batch": batch, "n": n,
-                     "ms": 1e3 * float(np.median(times))})
+        rows.append(
+          {"loss": name, "mode": mode, "batch": batch, "n": n, "ms": 1e3 * float(np.median(times))}
+        )
   return rows
 
 
@@ -200,13 +222,22 @@ def compare(baseline, baseline_python, repeats, rounds, quick):
       root, python = (baseline, baseline_python) if which == "base" else (str(ROOT), sys.executable)
       runs[which].append(_run_worker(["--worker", "compare", "--root", root] + extra, python))
   import numpy as np
+
   rows = []
   for i, row in enumerate(runs["this"][0]):
     base_ms = np.array([run[i]["ms"] for run in runs["base"]])
     this_ms = np.array([run[i]["ms"] for run in runs["this"]])
-    rows.append({"loss": row["loss"], "mode": row["mode"], "batch": row["batch"], "n": row["n"],
-                 "base_ms": float(np.median(base_ms)), "this_ms": float(np.median(this_ms)),
-                 "ratio": float(np.median(this_ms / base_ms))})
+    rows.append(
+      {
+        "loss": row["loss"],
+        "mode": row["mode"],
+        "batch": row["batch"],
+        "n": row["n"],
+        "base_ms": float(np.median(base_ms)),
+        "this_ms": float(np.median(this_ms)),
+        "ratio": float(np.median(this_ms / base_ms)),
+      }
+    )
   return rows
 
 
@@ -220,18 +251,22 @@ def _run_worker(args, python=sys.executable):
 
 def _stack(python):
   """'Python x.y, TensorFlow a.b.c' of an interpreter, read without importing TensorFlow."""
-  code = ("import sys, importlib.metadata as m; "
-          "print(f'Python {sys.version_info[0]}.{sys.version_info[1]}, "
-          "TensorFlow {m.version(\"tensorflow\")}')")
-  return subprocess.run([python, "-c", code], capture_output=True, text=True,
-                        check=True).stdout.strip()
+  code = (
+    "import sys, importlib.metadata as m; "
+    "print(f'Python {sys.version_info[0]}.{sys.version_info[1]}, "
+    'TensorFlow {m.version("tensorflow")}\')'
+  )
+  return subprocess.run(
+    [python, "-c", code], capture_output=True, text=True, check=True
+  ).stdout.strip()
 
 
 def _table(headers, rows):
   widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
   line = lambda cells: "| " + " | ".join(str(c).rjust(w) for c, w in zip(cells, widths)) + " |"
-  return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-                   + [line(r) for r in rows])
+  return "\n".join(
+    [line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows]
+  )
 
 
 def main():
@@ -246,9 +281,10 @@ def main():
   parser.add_argument("--skip-ndcg", action="store_true", help="skip part 2")
   parser.add_argument("--skip-rank", action="store_true", help="skip part 1")
   parser.add_argument("--baseline", help="part 3: another checkout to time the losses against")
-  parser.add_argument("--baseline-python",
-                      help="part 3: the interpreter (stack) of the baseline, e.g. "
-                           ".venv-compat/bin/python")
+  parser.add_argument(
+    "--baseline-python",
+    help="part 3: the interpreter (stack) of the baseline, e.g. .venv-compat/bin/python",
+  )
   parser.add_argument("--rounds", type=int, default=4, help="alternating rounds of part 3")
   parser.add_argument("--root", help=argparse.SUPPRESS)
   args = parser.parse_args()
@@ -271,32 +307,56 @@ def main():
   if not args.skip_rank:
     for threads in (1, 0):
       extra = ["--quick"] if args.quick else []
-      rank_rows += _run_worker(["--worker", "rank", "--threads", str(threads),
-                                "--repeats", str(repeats)] + extra)
+      rank_rows += _run_worker(
+        ["--worker", "rank", "--threads", str(threads), "--repeats", str(repeats)] + extra
+      )
     by_key = {(tuple(r["shape"]), r["threads"], r["xla"]): r for r in rank_rows}
     table = []
     for shape in shapes:
       for threads in (1, "all"):
         plain, xla = by_key[(shape, threads, False)], by_key[(shape, threads, True)]
         paper = PAPER_MS.get(shape)
-        table.append([
-            f"[{shape[0]}, {shape[1]}]", threads if threads == 1 else f"all ({cpu_count})",
-            f"{plain['argsort_ms']:.3f}", f"{plain['blackbox_ms']:.3f}", f"{plain['ratio']:.2f}x",
+        table.append(
+          [
+            f"[{shape[0]}, {shape[1]}]",
+            threads if threads == 1 else f"all ({cpu_count})",
+            f"{plain['argsort_ms']:.3f}",
+            f"{plain['blackbox_ms']:.3f}",
+            f"{plain['ratio']:.2f}x",
             f"{plain['ratio_two_sorts']:.2f}x",
-            f"{xla['argsort_ms']:.3f}", f"{xla['blackbox_ms']:.3f}", f"{xla['ratio']:.2f}x",
+            f"{xla['argsort_ms']:.3f}",
+            f"{xla['blackbox_ms']:.3f}",
+            f"{xla['ratio']:.2f}x",
             f"{plain['blackbox_cpu_ms']:.1f}" if threads == 1 else "-",
             f"{plain['ratio_cpu']:.2f}x" if threads == 1 else "-",
-            f"{paper:.0f}" if (paper and threads == 1) else "-"])
+            f"{paper:.0f}" if (paper and threads == 1) else "-",
+          ]
+        )
     print("blackbox_rank forward+backward vs one tf.argsort of the same tensor, run interleaved.")
     print("Times: fastest wall-clock run (ms). ratio: median over the interleaved pairs of")
     print("blackbox/argsort wall time. 'f+b CPU' / 'CPU ratio': the same from process CPU time")
     print("with one thread, the fair comparison with the paper's single-core figures on a shared")
     print("machine. '2 sorts ratio': two plain argsorts (x and x + g) timed the same way: the")
     print("lower bound as measured under the same load.")
-    print(_table(["shape", "threads", "argsort", "blackbox f+b", "ratio", "2 sorts ratio",
-                  "argsort XLA",
-                  "blackbox f+b XLA", "ratio XLA", "f+b CPU", "CPU ratio", "paper f+b (1 core)"],
-                 table))
+    print(
+      _table(
+        [
+          "shape",
+          "threads",
+          "argsort",
+          "blackbox f+b",
+          "ratio",
+          "2 sorts ratio",
+          "argsort XLA",
+          "blackbox f+b XLA",
+          "ratio XLA",
+          "f+b CPU",
+          "CPU ratio",
+          "paper f+b (1 core)",
+        ],
+        table,
+      )
+    )
 
   ndcg_rows = []
   if not args.skip_ndcg:
@@ -304,24 +364,49 @@ def main():
     for n in lengths:
       for name in ("ApproxNDCGLoss", "BlackboxNDCGLoss"):
         if name == "ApproxNDCGLoss" and NDCG_BATCH * n * n * 4 > APPROX_MAX_BYTES:
-          ndcg_rows.append({"loss": name, "n": n, "batch": NDCG_BATCH, "ms": None,
-                            "peak_mb": None,
-                            "note": f"not run: one [64, n, n] float32 tensor is "
-                                    f"{NDCG_BATCH * n * n * 4 / 1e9:.1f} GB"})
-          row = _run_worker(["--worker", "ndcg", "--loss", name, "--n", str(n), "--batch", "1",
-                             "--repeats", "2"])
+          ndcg_rows.append(
+            {
+              "loss": name,
+              "n": n,
+              "batch": NDCG_BATCH,
+              "ms": None,
+              "peak_mb": None,
+              "note": f"not run: one [64, n, n] float32 tensor is "
+              f"{NDCG_BATCH * n * n * 4 / 1e9:.1f} GB",
+            }
+          )
+          row = _run_worker(
+            ["--worker", "ndcg", "--loss", name, "--n", str(n), "--batch", "1", "--repeats", "2"]
+          )
           row["note"] = "batch 1 instead of 64"
           ndcg_rows.append(row)
           continue
-        ndcg_rows.append(_run_worker(["--worker", "ndcg", "--loss", name, "--n", str(n),
-                                      "--repeats", str(repeats)]))
+        ndcg_rows.append(
+          _run_worker(
+            ["--worker", "ndcg", "--loss", name, "--n", str(n), "--repeats", str(repeats)]
+          )
+        )
     print()
-    print("NDCG losses, forward+backward, one thread (median wall ms; peak MB = growth of the "
-          "max RSS of a fresh process while running)")
-    print(_table(["list length", "batch", "loss", "time ms", "peak MB", "note"], [
-        [r["n"], r["batch"], r["loss"], "-" if r["ms"] is None else f"{r['ms']:.2f}",
-         "-" if r["peak_mb"] is None else f"{r['peak_mb']:.0f}", r.get("note", "")]
-        for r in ndcg_rows]))
+    print(
+      "NDCG losses, forward+backward, one thread (median wall ms; peak MB = growth of the "
+      "max RSS of a fresh process while running)"
+    )
+    print(
+      _table(
+        ["list length", "batch", "loss", "time ms", "peak MB", "note"],
+        [
+          [
+            r["n"],
+            r["batch"],
+            r["loss"],
+            "-" if r["ms"] is None else f"{r['ms']:.2f}",
+            "-" if r["peak_mb"] is None else f"{r['peak_mb']:.0f}",
+            r.get("note", ""),
+          ]
+          for r in ndcg_rows
+        ],
+      )
+    )
 
   compare_rows = []
   if args.baseline or args.baseline_python:
@@ -329,20 +414,38 @@ def main():
     baseline_python = args.baseline_python or sys.executable
     compare_rows = compare(baseline, baseline_python, repeats, args.rounds, args.quick)
     print()
-    print(f"Losses and rank ops, forward+backward, one thread: this checkout under "
-          f"{_stack(sys.executable)} vs base = {baseline} under {_stack(baseline_python)}")
+    print(
+      f"Losses and rank ops, forward+backward, one thread: this checkout under "
+      f"{_stack(sys.executable)} vs base = {baseline} under {_stack(baseline_python)}"
+    )
     print(f"(process CPU ms, medians over {args.rounds} alternating rounds; ratio = median over")
     print("the rounds of this / base)")
-    print(_table(["loss", "mode", "batch", "list length", "base ms", "this ms", "this / base"], [
-        [r["loss"], r["mode"], r["batch"], r["n"], f"{r['base_ms']:.2f}", f"{r['this_ms']:.2f}",
-         f"{r['ratio']:.2f}x"] for r in compare_rows]))
+    print(
+      _table(
+        ["loss", "mode", "batch", "list length", "base ms", "this ms", "this / base"],
+        [
+          [
+            r["loss"],
+            r["mode"],
+            r["batch"],
+            r["n"],
+            f"{r['base_ms']:.2f}",
+            f"{r['this_ms']:.2f}",
+            f"{r['ratio']:.2f}x",
+          ]
+          for r in compare_rows
+        ],
+      )
+    )
 
-  (OUT / "rank_ops.json").write_text(json.dumps(
-      {"rank": rank_rows, "ndcg": ndcg_rows, "compare": compare_rows}, indent=1))
+  (OUT / "rank_ops.json").write_text(
+    json.dumps({"rank": rank_rows, "ndcg": ndcg_rows, "compare": compare_rows}, indent=1)
+  )
   if not rank_rows:
     return
   try:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
   except ImportError:
@@ -356,8 +459,12 @@ def main():
   width = 0.2
   for k, (threads, xla) in enumerate(configs):
     ratios = [by_key[(s, threads, xla)]["ratio"] for s in shapes]
-    ax.bar([i + (k - 1.5) * width for i in range(len(shapes))], ratios, width,
-           label=f"threads={threads}{', XLA' if xla else ''}")
+    ax.bar(
+      [i + (k - 1.5) * width for i in range(len(shapes))],
+      ratios,
+      width,
+      label=f"threads={threads}{', XLA' if xla else ''}",
+    )
   ax.axhline(2.0, color="k", lw=0.8, ls=":", label="two sorts")
   ax.axhline(2.2, color="r", lw=0.8, ls="--", label="goal 2.2x")
   ax.set_xticks(range(len(shapes)), labels, rotation=20)
@@ -367,8 +474,11 @@ def main():
   if ndcg_rows:
     ax = axes[1]
     for name, marker in (("ApproxNDCGLoss", "o"), ("BlackboxNDCGLoss", "s")):
-      pts = [(r["n"], r["ms"]) for r in ndcg_rows
-             if r["loss"] == name and r["ms"] is not None and r["batch"] == NDCG_BATCH]
+      pts = [
+        (r["n"], r["ms"])
+        for r in ndcg_rows
+        if r["loss"] == name and r["ms"] is not None and r["batch"] == NDCG_BATCH
+      ]
       ax.loglog(*zip(*pts), marker=marker, label=name)
     ax.set_xlabel("list length n (batch 64)")
     ax.set_ylabel("forward+backward ms")

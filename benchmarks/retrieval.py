@@ -21,6 +21,7 @@ retrieval.json.
 The slowest of the benchmarks; a run's figures and time are in BUILD_NOTES.md, "Metric learning
 and retrieval (issue 8)".
 """
+
 import argparse
 import json
 import os
@@ -32,8 +33,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
 from _common import OUT, ROOT, setup_tensorflow  # noqa: E402
+
 from tfrank4class import encoders  # noqa: E402
 from tfrank4class.compat import keras
 from tfrank4class.data import image_folder  # noqa: E402
@@ -49,13 +50,14 @@ KS = (1, 2, 4, 8)
 # interpolation strength lambda_ was the only one chosen by a run: 20 from {1, 4, 20}, by Recall@1
 # on the CIFAR *training* classes with seed 0 (lambda_=4 barely moved the loss in 6 epochs).
 LOSSES = {
-    "cross_entropy": ("cross_entropy", {}),
-    "recall_log": ("recall_loss",
-                   {"weighting": "log", "lambda_": 20.0, "margin": 0.1, "memory": 1}),
-    "recall_loglog": ("recall_loss",
-                      {"weighting": "loglog", "lambda_": 20.0, "margin": 0.1, "memory": 1}),
-    "triplet": ("triplet_loss", {"margin": 0.2, "mining": "batch_hard"}),
-    "contrastive": ("contrastive_loss", {"margin": 1.0, "mining": "all"}),
+  "cross_entropy": ("cross_entropy", {}),
+  "recall_log": ("recall_loss", {"weighting": "log", "lambda_": 20.0, "margin": 0.1, "memory": 1}),
+  "recall_loglog": (
+    "recall_loss",
+    {"weighting": "loglog", "lambda_": 20.0, "margin": 0.1, "memory": 1},
+  ),
+  "triplet": ("triplet_loss", {"margin": 0.2, "mining": "batch_hard"}),
+  "contrastive": ("contrastive_loss", {"margin": 1.0, "mining": "all"}),
 }
 
 
@@ -75,8 +77,10 @@ def _read_images(paths):
 def load_cifar_split(data_dir, train_per_class, test_per_class):
   root = data_dir / "cifar10_jpeg"
   out = []
-  for split, classes, per_class in (("train", range(0, 5), train_per_class),
-                                    ("test", range(5, 10), test_per_class)):
+  for split, classes, per_class in (
+    ("train", range(0, 5), train_per_class),
+    ("test", range(5, 10), test_per_class),
+  ):
     paths, labels, _ = image_folder.list_split(root, split)
     labels = np.asarray(labels)
     keep = np.concatenate([np.flatnonzero(labels == c)[:per_class] for c in classes])
@@ -91,9 +95,14 @@ def train_and_eval(name, x_tr, y_tr, x_te, y_te, seed, args, num_train_classes, 
   loss, kwargs = LOSSES.get(name, (None, {}))
   enc = encoders.get("small_cnn", input_shape=x_tr.shape[1:], filters=(32, 64), embedding_dim=128)
   built = build_retrieval_model(
-      enc, loss or "triplet_loss", num_classes=num_train_classes, embedding_dim=64,
-      feature_norm="batch", loss_kwargs=kwargs,
-      optimizer=keras.optimizers.Adam(args.lr))
+    enc,
+    loss or "triplet_loss",
+    num_classes=num_train_classes,
+    embedding_dim=64,
+    feature_norm="batch",
+    loss_kwargs=kwargs,
+    optimizer=keras.optimizers.Adam(args.lr),
+  )
   seconds = 0.0
   if loss is not None:
     sampler = ClassBalancedSampler(y_tr, p, k, seed=seed)
@@ -109,8 +118,10 @@ def train_and_eval(name, x_tr, y_tr, x_te, y_te, seed, args, num_train_classes, 
 
 def summarise(runs):
   keys = [f"recall@{k}" for k in KS] + ["map@r", "train_seconds"]
-  return {key: (float(np.mean([r[key] for r in runs])), float(np.std([r[key] for r in runs])))
-          for key in keys}
+  return {
+    key: (float(np.mean([r[key] for r in runs])), float(np.std([r[key] for r in runs])))
+    for key in keys
+  }
 
 
 def print_table(results, datasets, names):
@@ -128,16 +139,25 @@ def print_table(results, datasets, names):
 
 def plot(results, datasets, names, path):
   import matplotlib  # pylint: disable=import-outside-toplevel
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+
   fig, axes = plt.subplots(1, len(datasets), figsize=(5.5 * len(datasets), 4), squeeze=False)
   for ax, ds in zip(axes[0], datasets):
     for name in names:
       s = results[ds][name]["summary"]
       mean = [100 * s[f"recall@{k}"][0] for k in KS]
       std = [100 * s[f"recall@{k}"][1] for k in KS]
-      ax.errorbar(KS, mean, yerr=std, marker="o", capsize=3, label=name,
-                  linestyle="--" if name == "untrained" else "-")
+      ax.errorbar(
+        KS,
+        mean,
+        yerr=std,
+        marker="o",
+        capsize=3,
+        label=name,
+        linestyle="--" if name == "untrained" else "-",
+      )
     ax.set_xscale("log", base=2)
     ax.set_xticks(KS, [str(k) for k in KS])
     ax.set_xlabel("K")
@@ -151,10 +171,13 @@ def plot(results, datasets, names, path):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--data_dir", default=os.environ.get(
-      "TFRANK4CLASS_DATA", str(ROOT.parent / "shared" / "datasets")))
-  parser.add_argument("--datasets", nargs="+", default=["orl", "cifar10"],
-                      choices=["orl", "cifar10"])
+  parser.add_argument(
+    "--data_dir",
+    default=os.environ.get("TFRANK4CLASS_DATA", str(ROOT.parent / "shared" / "datasets")),
+  )
+  parser.add_argument(
+    "--datasets", nargs="+", default=["orl", "cifar10"], choices=["orl", "cifar10"]
+  )
   parser.add_argument("--losses", nargs="+", default=list(LOSSES), choices=list(LOSSES))
   parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
   parser.add_argument("--orl_size", nargs=2, type=int, default=[28, 23])
@@ -180,28 +203,38 @@ def main(argv=None):
       x_tr, y_tr, x_te, y_te = load_orl_split(data_dir, tuple(args.orl_size))
       setting = dict(num_train_classes=30, p=6, k=5, epochs=args.orl_epochs)
     else:
-      x_tr, y_tr, x_te, y_te = load_cifar_split(data_dir, args.cifar_train_per_class,
-                                                args.cifar_test_per_class)
+      x_tr, y_tr, x_te, y_te = load_cifar_split(
+        data_dir, args.cifar_train_per_class, args.cifar_test_per_class
+      )
       setting = dict(num_train_classes=5, p=5, k=16, epochs=args.cifar_epochs)
-    print(f"{ds}: train {x_tr.shape} classes {sorted(set(y_tr.tolist()))[:3]}.., "
-          f"unseen {x_te.shape} classes {sorted(set(y_te.tolist()))}; {setting}", flush=True)
+    print(
+      f"{ds}: train {x_tr.shape} classes {sorted(set(y_tr.tolist()))[:3]}.., "
+      f"unseen {x_te.shape} classes {sorted(set(y_te.tolist()))}; {setting}",
+      flush=True,
+    )
     results[ds] = {}
     for name in names:
       runs = []
       for seed in args.seeds:
         r = train_and_eval(name, x_tr, y_tr, x_te, y_te, seed, args, **setting)
         runs.append(r)
-        print(f"  {ds} {name} seed {seed}: R@1 {r['recall@1']:.3f} R@8 {r['recall@8']:.3f} "
-              f"MAP@R {r['map@r']:.3f} ({r['train_seconds']:.0f} s)", flush=True)
+        print(
+          f"  {ds} {name} seed {seed}: R@1 {r['recall@1']:.3f} R@8 {r['recall@8']:.3f} "
+          f"MAP@R {r['map@r']:.3f} ({r['train_seconds']:.0f} s)",
+          flush=True,
+        )
       results[ds][name] = {"runs": runs, "summary": summarise(runs), "setting": setting}
-  print(f"\nRecall@K / MAP@R in % on unseen classes, mean +- std over seeds {args.seeds}; "
-        f"train s = mean wall-clock seconds of fit (threads={args.threads}); "
-        f"total {time.perf_counter() - total:.0f} s\n")
+  print(
+    f"\nRecall@K / MAP@R in % on unseen classes, mean +- std over seeds {args.seeds}; "
+    f"train s = mean wall-clock seconds of fit (threads={args.threads}); "
+    f"total {time.perf_counter() - total:.0f} s\n"
+  )
   print_table(results, args.datasets, names)
   plot(results, args.datasets, names, out / "retrieval.png")
   config = {k: v for k, v in vars(args).items()}
-  (out / "retrieval.json").write_text(json.dumps({"args": config, "losses": LOSSES,
-                                                  "results": results}, indent=1))
+  (out / "retrieval.json").write_text(
+    json.dumps({"args": config, "losses": LOSSES, "results": results}, indent=1)
+  )
   print(f"\nwrote {out / 'retrieval.png'} and {out / 'retrieval.json'}")
 
 

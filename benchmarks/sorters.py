@@ -18,6 +18,7 @@
 3. Figure 5: the predicted rank of one element of a list of 100 as its value sweeps -1 -> 1,
    over the exact step curve (``benchmarks/out/sorters_fig5.png``).
 """
+
 import argparse
 import json
 import os
@@ -28,8 +29,8 @@ os.environ.setdefault("NO_GCE_CHECK", "true")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
 from _common import OUT, setup_tensorflow  # noqa: E402
+
 from tfrank4class import ranking  # noqa: E402
 from tfrank4class.ranking import synthetic  # noqa: E402
 
@@ -39,12 +40,12 @@ SEED = 20190408
 def sorters():
   """name -> (layer, lengths it handles)."""
   out = {
-      "attention (shipped)": (ranking.AttentionSorter.pretrained(), None),
-      "lstm (shipped)": (ranking.LSTMSorter.pretrained(), None),
+    "attention (shipped)": (ranking.AttentionSorter.pretrained(), None),
+    "lstm (shipped)": (ranking.LSTMSorter.pretrained(), None),
   }
   conv = ranking.ConvSorter.pretrained()
   out["conv (shipped)"] = (conv, {conv.list_size})
-  out["handcrafted c=10 raw"] = (ranking.PairwiseSigmoidSorter(), None)   # the paper's lambda
+  out["handcrafted c=10 raw"] = (ranking.PairwiseSigmoidSorter(), None)  # the paper's lambda
   out["handcrafted c=20 raw"] = (ranking.PairwiseSigmoidSorter(20.0), None)
   out["handcrafted c=5 std"] = (ranking.PairwiseSigmoidSorter(5.0, standardize_scores=True), None)
   return out
@@ -53,18 +54,17 @@ def sorters():
 def accuracy(layer, n, lists):
   scores, exact = synthetic.synthetic_batch(lists, n, seed=[SEED, n])
   if isinstance(layer, (ranking.AttentionSorter, ranking.PairwiseSigmoidSorter)):
-    chunk = max(1, 4_000_000 // (n * min(n, 256)))    # O(n^2) work, block-wise memory
+    chunk = max(1, 4_000_000 // (n * min(n, 256)))  # O(n^2) work, block-wise memory
   else:
-    chunk = 2000                                      # LSTM / CNN: big batches are cheapest
+    chunk = 2000  # LSTM / CNN: big batches are cheapest
   chunk = min(lists, chunk)
   # No AutoGraph: the layers need none, and in one long process TF 2.15's conversion cache once
   # handed ConvSorter._check_length the converted code of an unrelated __init__.
-  predict = tf.function(lambda s: layer(s, training=False), reduce_retracing=True,
-                        autograph=False)
+  predict = tf.function(lambda s: layer(s, training=False), reduce_retracing=True, autograph=False)
   total = 0.0
   for start in range(0, lists, chunk):
-    s = scores[start:start + chunk]
-    total += float(tf.reduce_sum(tf.abs(predict(s) - exact[start:start + chunk])))
+    s = scores[start : start + chunk]
+    total += float(tf.reduce_sum(tf.abs(predict(s) - exact[start : start + chunk])))
   return total / (lists * n * (n - 1))
 
 
@@ -93,8 +93,10 @@ def timing(fn, n, batch=64, repeats=5, backward=True):
 
 def figure5(layers, path):
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+
   rng = np.random.default_rng(5)
   base = rng.uniform(-1, 1, size=100).astype(np.float32)
   sweep = np.linspace(-1, 1, 401).astype(np.float32)
@@ -124,8 +126,9 @@ def main():
   parser.add_argument("--lists", type=int, default=10_000)
   parser.add_argument("--lengths", default="10,100,1000")
   parser.add_argument("--threads", type=int, default=1)
-  parser.add_argument("--only", default="",
-                      help="comma-separated substrings: run only the rows whose name has one")
+  parser.add_argument(
+    "--only", default="", help="comma-separated substrings: run only the rows whose name has one"
+  )
   args = parser.parse_args()
   setup_tensorflow(args.threads)
   OUT.mkdir(exist_ok=True)
@@ -136,8 +139,10 @@ def main():
     layers = {k: v for k, v in layers.items() if any(part in k for part in keep)}
   results = {"lists": args.lists, "accuracy": {}, "time_ms": {}}
 
-  print(f"\nL1 error of normalised ranks, {args.lists} held-out synthetic lists per length "
-        f"(paper Table 1 at n=100: LSTM 0.0033, CNN 0.0120, handcrafted 0.0350)")
+  print(
+    f"\nL1 error of normalised ranks, {args.lists} held-out synthetic lists per length "
+    f"(paper Table 1 at n=100: LSTM 0.0033, CNN 0.0120, handcrafted 0.0350)"
+  )
   print(f"{'sorter':24s}" + "".join(f"{'n=' + str(n):>12s}" for n in lengths))
   for name, (layer, allowed) in layers.items():
     row = {}
@@ -149,15 +154,22 @@ def main():
       row[n] = accuracy(layer, n, args.lists)
       print(f"    [{name} n={n}: {time.time() - t0:.0f}s]", flush=True)
     results["accuracy"][name] = row
-    print(f"{name:24s}" + "".join(
-        f"{row[n]:12.5f}" if row[n] is not None else f"{'-':>12s}" for n in lengths), flush=True)
+    print(
+      f"{name:24s}"
+      + "".join(f"{row[n]:12.5f}" if row[n] is not None else f"{'-':>12s}" for n in lengths),
+      flush=True,
+    )
 
-  ops = {name: (lambda s, l=layer: l(s, training=False), allowed)
-         for name, (layer, allowed) in layers.items()}
+  ops = {
+    name: (lambda s, sorter=layer: sorter(s, training=False), allowed)
+    for name, (layer, allowed) in layers.items()
+  }
   ops["blackbox ranker (l=1)"] = (ranking.BlackboxRanker(lambda_=1.0), None)
   ops["exact rank() (fwd)"] = (ranking.rank, None)
-  print("\nforward+backward time, batch of 64 lists, ms (median of 5; exact rank and argsort: "
-        "forward only, no gradient)")
+  print(
+    "\nforward+backward time, batch of 64 lists, ms (median of 5; exact rank and argsort: "
+    "forward only, no gradient)"
+  )
   print(f"{'operator':24s}{'n=100':>12s}{'n=1000':>12s}")
   timings = {}
   for name, (fn, allowed) in ops.items():
@@ -171,12 +183,18 @@ def main():
   row = {n: 1000 * timing(lambda s: tf.argsort(s, axis=-1), n, backward=False) for n in (100, 1000)}
   timings["tf.argsort (fwd only)"] = row
   for name, row in timings.items():
-    print(f"{name:24s}" + "".join(
-        f"{row[n]:12.2f}" if row[n] is not None else f"{'-':>12s}" for n in (100, 1000)))
+    print(
+      f"{name:24s}"
+      + "".join(f"{row[n]:12.2f}" if row[n] is not None else f"{'-':>12s}" for n in (100, 1000))
+    )
   results["time_ms"] = timings
   argsort_100 = timings["tf.argsort (fwd only)"][100]
-  print("ratios to one tf.argsort at n=100: " + ", ".join(
-      f"{k}: {v[100] / argsort_100:.0f}x" for k, v in timings.items() if v[100] is not None))
+  print(
+    "ratios to one tf.argsort at n=100: "
+    + ", ".join(
+      f"{k}: {v[100] / argsort_100:.0f}x" for k, v in timings.items() if v[100] is not None
+    )
+  )
 
   fig_path = OUT / "sorters_fig5.png"
   results["figure5_mean_abs_rank_error"] = figure5(layers, fig_path)

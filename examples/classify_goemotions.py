@@ -5,8 +5,8 @@
 Builds a Transformer text encoder over raw strings, puts a latent-cross Rank4Class head on it,
 trains with TF-Ranking's ApproxNDCG loss from integer labels, and reports ranking metrics.
 """
-import argparse
 
+import argparse
 
 from tfrank4class import data, encoders, heads, losses, metrics
 from tfrank4class.compat import keras
@@ -26,14 +26,24 @@ def main():
     train = train.take(args.steps)
 
   vectorizer = data.adapt_text_vectorization("goemotions_sample", output_sequence_length=48)
-  encoder = encoders.get("transformer", text_vectorization=vectorizer, sequence_length=48,
-                         embedding_dim=64, num_heads=2, num_layers=1, ff_dim=128, dropout=0.0)
-  model = heads.build_model(encoder, info.num_classes, interaction="latent_cross",
-                            hidden_units=(128, 128))
-  model.compile(optimizer=keras.optimizers.Adam(1e-3),
-                loss=losses.get("approx_ndcg_loss"),
-                metrics=[metrics.TopKAccuracy(1), metrics.TopKAccuracy(5), metrics.NDCG(5),
-                         metrics.MRR()])
+  encoder = encoders.get(
+    "transformer",
+    text_vectorization=vectorizer,
+    sequence_length=48,
+    embedding_dim=64,
+    num_heads=2,
+    num_layers=1,
+    ff_dim=128,
+    dropout=0.0,
+  )
+  model = heads.build_model(
+    encoder, info.num_classes, interaction="latent_cross", hidden_units=(128, 128)
+  )
+  model.compile(
+    optimizer=keras.optimizers.Adam(1e-3),
+    loss=losses.get("approx_ndcg_loss"),
+    metrics=[metrics.TopKAccuracy(1), metrics.TopKAccuracy(5), metrics.NDCG(5), metrics.MRR()],
+  )
   model.fit(train, epochs=args.epochs, verbose=2)
   for name, value in model.evaluate(test, verbose=0, return_dict=True).items():
     print(f"test {name}: {value:.4f}")

@@ -18,6 +18,7 @@ first; items with relevance < 0 are left out of the ranking (and get no gradient
 for ranks normalised by the list length ``n`` (the row length, padding included), i.e.
 ``lambda_ * n`` on integer ranks.
 """
+
 import numpy as np
 
 

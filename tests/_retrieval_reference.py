@@ -1,4 +1,5 @@
 """Independent numpy references for the retrieval tests: Recall@K and MAP@R by sorting."""
+
 import itertools
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Shared checks for the learned sorter tests (imported by test_*_sorter.py; not a test module)."""
+
 import contextlib
 
 import numpy as np
@@ -34,7 +35,8 @@ def check_modes(sorter, n, mirrored_strategy, jit=True):
   np.testing.assert_allclose(tf.function(sorter)(scores).numpy(), eager, rtol=1e-4, atol=1e-4)
   if jit:
     np.testing.assert_allclose(
-        tf.function(sorter, jit_compile=True)(scores).numpy(), eager, rtol=1e-3, atol=1e-3)
+      tf.function(sorter, jit_compile=True)(scores).numpy(), eager, rtol=1e-3, atol=1e-3
+    )
   with mirrored_strategy.scope():
     out = mirrored_strategy.run(tf.function(lambda s: sorter(s)), (scores,))
   for value in mirrored_strategy.experimental_local_results(out):
@@ -99,7 +101,8 @@ def check_mixed_float16(make_sorter, n):
     model.compile(tf.keras.optimizers.SGD(0.1), loss=lambda y, r: tf.reduce_mean(r[:, 0]))
     before = dense.get_weights()[0].copy()
     # 12 steps: the dynamic loss scale skips the first steps while it is too large.
-    history = model.fit(scores.numpy(), np.zeros([8, n], np.float32), batch_size=2, epochs=3,
-                        verbose=0)
+    history = model.fit(
+      scores.numpy(), np.zeros([8, n], np.float32), batch_size=2, epochs=3, verbose=0
+    )
     assert np.isfinite(history.history["loss"]).all()
     assert not np.allclose(before, dense.get_weights()[0])

@@ -2,6 +2,7 @@
 TensorFlow 2.16+, two logical CPUs for MirroredStrategy tests) is set by the repository's root
 ``conftest.py``, before TensorFlow is imported, for the tests and the doctests alike.
 """
+
 import os
 import pathlib
 
@@ -16,7 +17,8 @@ def datasets_dir():
   path = pathlib.Path(os.environ.get("TFRANK4CLASS_DATA", ROOT.parent / "shared" / "datasets"))
   if not path.is_dir():
     raise FileNotFoundError(
-        f"Real test data not found at {path}; set TFRANK4CLASS_DATA to the shared/datasets folder.")
+      f"Real test data not found at {path}; set TFRANK4CLASS_DATA to the shared/datasets folder."
+    )
   return path
 
 
@@ -24,6 +26,7 @@ def datasets_dir():
 def mixed_float16():
   """The ``mixed_float16`` Keras policy for one test (``_sorter_checks.mixed_float16``)."""
   import _sorter_checks  # pylint: disable=g-import-not-at-top
+
   with _sorter_checks.mixed_float16():
     yield
 
@@ -37,4 +40,5 @@ def mirrored_strategy():
   and abort with "Shape mismatch in the collective instance".
   """
   from tfrank4class.train import strategy as strategy_lib  # pylint: disable=g-import-not-at-top
+
   return strategy_lib.make_strategy("mirrored", devices=["/cpu:0", "/cpu:1"])

@@ -1,13 +1,20 @@
 """Tests of AttentionSorter: shipped weights close to exact ranks at n = 10..1000, gradients,
 modes (eager / tf.function / XLA / MirroredStrategy), save/load, bad input."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
+from _sorter_checks import (
+  check_gradient,
+  check_mixed_float16,
+  check_modes,
+  check_save_load,
+  check_two_item_gradient,
+  normalised_l1,
+)
 
 from tfrank4class.ranking import attention_sorter
 from tfrank4class.ranking.attention_sorter import AttentionSorter
-from _sorter_checks import (check_gradient, check_mixed_float16, check_modes, check_save_load,
-                            check_two_item_gradient, normalised_l1)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +48,7 @@ def test_two_item_lists_pass_rank_gradient(sorter):
 
 def test_mixed_float16_policy():
   check_mixed_float16(AttentionSorter.pretrained, 10)
-  check_mixed_float16(AttentionSorter, 6)   # sub-layers built under the policy
+  check_mixed_float16(AttentionSorter, 6)  # sub-layers built under the policy
 
 
 def test_modes(sorter, mirrored_strategy):

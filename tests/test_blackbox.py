@@ -1,4 +1,5 @@
 """Tests of tfrank4class.ranking.blackbox against a numpy implementation of RaMBO's Algorithm 1."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -9,8 +10,9 @@ from tfrank4class.ranking import blackbox
 def np_rank(scores):
   order = np.argsort(-scores, axis=-1, kind="stable")
   ranks = np.empty(order.shape)
-  np.put_along_axis(ranks, order, np.broadcast_to(np.arange(1, scores.shape[-1] + 1), order.shape),
-                    axis=-1)
+  np.put_along_axis(
+    ranks, order, np.broadcast_to(np.arange(1, scores.shape[-1] + 1), order.shape), axis=-1
+  )
   return ranks
 
 
@@ -37,8 +39,9 @@ def forward_backward(fn, y, g):
   return out, tape.gradient(out, y, output_gradients=tf.convert_to_tensor(g))
 
 
-@pytest.mark.parametrize("shape,lambda_", [((1, 5), 3.0), ((8, 50), 1.0), ((4, 300), 10.0),
-                                           ((16, 7), 0.01)])
+@pytest.mark.parametrize(
+  "shape,lambda_", [((1, 5), 3.0), ((8, 50), 1.0), ((4, 300), 10.0), ((16, 7), 0.01)]
+)
 def test_gradient_matches_numpy_algorithm1(shape, lambda_):
   rng = np.random.default_rng(shape[1])
   y = rng.standard_normal(shape)  # float64: exact y + lambda g in both implementations
@@ -63,9 +66,11 @@ def test_normalized_lambda_uses_list_length():
   np.testing.assert_allclose(grad.numpy(), ref, atol=1e-12)
   mask = rng.random((3, 40)) < 0.5
   _, grad_w = forward_backward(
-      lambda t: blackbox.blackbox_rank_within(t, mask, 0.05, normalized=True), y, g)
+    lambda t: blackbox.blackbox_rank_within(t, mask, 0.05, normalized=True), y, g
+  )
   np.testing.assert_allclose(
-      grad_w.numpy(), np_algorithm1(y, g, 2.0, lambda s: np_rank_within(s, mask))[1], atol=1e-12)
+    grad_w.numpy(), np_algorithm1(y, g, 2.0, lambda s: np_rank_within(s, mask))[1], atol=1e-12
+  )
 
 
 def test_gradient_axis0_three_dims():
@@ -93,8 +98,7 @@ def test_rank_within_gradient_matches_numpy():
   y = rng.standard_normal((5, 40))
   g = rng.standard_normal((5, 40))
   mask = rng.random((5, 40)) < 0.3
-  ranks, grad = forward_backward(
-      lambda t: blackbox.blackbox_rank_within(t, mask, 0.5), y, g)
+  ranks, grad = forward_backward(lambda t: blackbox.blackbox_rank_within(t, mask, 0.5), y, g)
   ref_ranks, ref_grad = np_algorithm1(y, g, 0.5, lambda s: np_rank_within(s, mask))
   np.testing.assert_array_equal(ranks.numpy(), ref_ranks)
   np.testing.assert_allclose(grad.numpy(), ref_grad, atol=1e-12)
@@ -130,7 +134,8 @@ def test_mirrored_strategy(mirrored_strategy):
 
   ranks, grad = mirrored_strategy.run(step, batch)
   cat = lambda v: np.concatenate(
-      [t.numpy() for t in mirrored_strategy.experimental_local_results(v)])
+    [t.numpy() for t in mirrored_strategy.experimental_local_results(v)]
+  )
   ref_ranks, ref_grad = np_algorithm1(y.astype(np.float64), g.astype(np.float64), 1.0)
   np.testing.assert_array_equal(cat(ranks), ref_ranks)
   np.testing.assert_allclose(cat(grad), ref_grad, atol=1e-6)
@@ -139,7 +144,8 @@ def test_mirrored_strategy(mirrored_strategy):
 def test_degenerate_lists_give_finite_zero_gradient():
   for y in ([[0.5]], [[1.0, 1.0, 1.0, 1.0]]):
     ranks, grad = forward_backward(
-        lambda t: blackbox.blackbox_rank(t, 1.0), tf.constant(y), tf.zeros_like(tf.constant(y)))
+      lambda t: blackbox.blackbox_rank(t, 1.0), tf.constant(y), tf.zeros_like(tf.constant(y))
+    )
     assert np.all(np.isfinite(ranks.numpy())) and np.all(grad.numpy() == 0)
   # All-equal scores with a non-zero incoming gradient: Algorithm 1 with stable ties.
   y = np.ones((1, 4))
@@ -174,8 +180,9 @@ def test_bad_margin_and_axis():
 
 
 def test_margin_shift_values():
-  out = blackbox.margin_shift([[1.0, 2.0, 3.0]], [[True, False, False]], 0.5,
-                              valid=[[True, True, False]])
+  out = blackbox.margin_shift(
+    [[1.0, 2.0, 3.0]], [[True, False, False]], 0.5, valid=[[True, True, False]]
+  )
   np.testing.assert_allclose(out.numpy(), [[0.75, 2.25, 3.0]])
 
 
@@ -219,8 +226,10 @@ def test_layer_trains_a_model_under_strategy(mirrored_strategy):
   with mirrored_strategy.scope():
     inputs = tf.keras.Input([4])
     scores = tf.keras.layers.Dense(
-        5, kernel_initializer="zeros",
-        bias_initializer=tf.constant_initializer([0, .1, .2, .3, .4]))(inputs)
+      5,
+      kernel_initializer="zeros",
+      bias_initializer=tf.constant_initializer([0, 0.1, 0.2, 0.3, 0.4]),
+    )(inputs)
     model = tf.keras.Model(inputs, blackbox.BlackboxRanker(lambda_=1.0)(scores))
     model.compile(tf.keras.optimizers.SGD(0.1), loss=lambda t, r: tf.reduce_sum(t * r, axis=-1))
   before = float(np.mean(model.predict(x, verbose=0)[:, 0]))

@@ -1,5 +1,6 @@
 """Tests of tfrank4class.losses.blackbox_ndcg.BlackboxNDCGLoss against scikit-learn's ndcg_score
 and TF-Ranking's NDCG metric, with hand-computed cases and bad input."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -12,8 +13,9 @@ tfr_metrics = compat.tf_ranking_module("keras.metrics")
 
 
 def test_hand_case():
-  np.testing.assert_allclose(BlackboxNDCGLoss(reduction="none")([1], [[0.9, 0.5]]).numpy(),
-                             [1 - 1 / np.log2(3)], rtol=1e-6)
+  np.testing.assert_allclose(
+    BlackboxNDCGLoss(reduction="none")([1], [[0.9, 0.5]]).numpy(), [1 - 1 / np.log2(3)], rtol=1e-6
+  )
 
 
 def test_matches_sklearn_and_tfr_metric_on_graded_relevance():
@@ -46,6 +48,7 @@ def test_gradient_raises_ndcg():
 def _sorts_in_step(fn):
   """Number of sort ops (TopKV2, what tf.argsort / tf.sort lower to) in a traced forward+backward
   step of ``fn(y)`` on a [2, 5] float32 input, nested function graphs included."""
+
   @tf.function
   def step(y):
     with tf.GradientTape() as tape:

@@ -1,4 +1,5 @@
 """tfrank4class.metrics.bounds: Bruch et al.'s bounds, by hand and on a trained softmax model."""
+
 import doctest
 import math
 
@@ -21,12 +22,14 @@ def _pessimistic_ranks(labels, scores):
 
 
 def test_hand_case():
-  scores = [[2.0, 1.0, 0.0],    # true class on top: rank 1
-            [1.0, 1.0, 0.0],    # tied with class 1: rank 2 (ties against it)
-            [0.0, 3.0, 3.0]]    # below two classes: rank 3
+  scores = [
+    [2.0, 1.0, 0.0],  # true class on top: rank 1
+    [1.0, 1.0, 0.0],  # tied with class 1: rank 2 (ties against it)
+    [0.0, 3.0, 3.0],
+  ]  # below two classes: rank 3
   check = bounds.softmax_rank_bound([0, 0, 0], scores)
   e = math.e
-  p = [e ** 2 / (e ** 2 + e + 1), e / (2 * e + 1), 1 / (1 + 2 * e ** 3)]
+  p = [e**2 / (e**2 + e + 1), e / (2 * e + 1), 1 / (1 + 2 * e**3)]
   np.testing.assert_allclose(check.p_true, p, rtol=1e-12)
   np.testing.assert_array_equal(check.rank, [1, 2, 3])
   slack = [1 - p[0], 0.5 - p[1], 1 / 3 - p[2]]
@@ -39,8 +42,15 @@ def test_hand_case():
   assert check.mrr == pytest.approx(mrr, rel=1e-12)
   assert check.neg_log_mrr == pytest.approx(-math.log(mrr), rel=1e-12)
   assert check.ce_gap == pytest.approx(ce + math.log(mrr), rel=1e-12)
-  assert set(check.summary()) == {"violations", "min_slack", "mean_slack", "cross_entropy",
-                                  "mrr", "neg_log_mrr", "ce_gap"}
+  assert set(check.summary()) == {
+    "violations",
+    "min_slack",
+    "mean_slack",
+    "cross_entropy",
+    "mrr",
+    "neg_log_mrr",
+    "ce_gap",
+  }
 
 
 def test_all_tied_scores_meet_the_bound_with_equality():
@@ -73,7 +83,8 @@ def test_on_a_small_trained_softmax_model():
   ranks = _pessimistic_ranks(y_test, scores)
   np.testing.assert_array_equal(check.rank, ranks)
   assert check.cross_entropy == pytest.approx(
-      log_loss(y_test, probs, labels=list(range(num_classes))), rel=1e-7)
+    log_loss(y_test, probs, labels=list(range(num_classes))), rel=1e-7
+  )
   assert check.mrr == pytest.approx(np.mean(1.0 / ranks), rel=1e-12)
   # The model learned something (else the check would be trivial) and the bound holds.
   assert np.mean(ranks == 1) > 0.6
@@ -82,13 +93,16 @@ def test_on_a_small_trained_softmax_model():
   assert check.cross_entropy >= -math.log(np.mean(1.0 / ranks))
 
 
-@pytest.mark.parametrize("labels, scores, error, match", [
+@pytest.mark.parametrize(
+  "labels, scores, error, match",
+  [
     ([0, 1], [1.0, 2.0], ValueError, "`scores` must have shape"),
     ([0, 1, 0], [[1.0, 2.0], [0.0, 1.0]], ValueError, "same number of examples"),
     ([[0, 1]], [[1.0, 2.0]], ValueError, "`labels` must be class ids of shape"),
     ([2], [[1.0, 2.0]], tf.errors.InvalidArgumentError, "num_classes=2"),
     ([0], [[float("nan"), 2.0]], tf.errors.InvalidArgumentError, "`scores` must be finite"),
-])
+  ],
+)
 def test_bad_input_is_named(labels, scores, error, match):
   with pytest.raises(error, match=match):
     bounds.softmax_rank_bound(labels, scores)

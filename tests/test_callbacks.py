@@ -1,9 +1,10 @@
 """Tests of tfrank4class.train.callbacks (RetrievalEvaluation) against numpy references."""
+
+import _retrieval_reference as ref
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import _retrieval_reference as ref
 from tfrank4class.train.callbacks import RetrievalEvaluation
 
 
@@ -39,8 +40,9 @@ def test_callback_with_separate_embedding_model_and_every():
   logits = tf.keras.layers.Dense(3)(emb)
   train_model, emb_model = tf.keras.Model(inputs, logits), tf.keras.Model(inputs, emb)
   train_model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(True))
-  cb = RetrievalEvaluation(x, y, ks=(1,), embedding_model=emb_model, with_map=False, every=2,
-                           verbose=0, prefix="test_")
+  cb = RetrievalEvaluation(
+    x, y, ks=(1,), embedding_model=emb_model, with_map=False, every=2, verbose=0, prefix="test_"
+  )
   hist = train_model.fit(x, y, epochs=2, verbose=0, callbacks=[cb])
   assert len(cb.history) == 1 and cb.history[0]["epoch"] == 1
   want = ref.brute_force(ref.cosine(emb_model.predict(x, verbose=0)), y, (1,))
@@ -57,6 +59,8 @@ def test_callback_bad_arguments():
 
 def test_docstring_examples_run():
   import doctest
+
   from tfrank4class.train import callbacks
+
   result = doctest.testmod(callbacks, optionflags=doctest.NORMALIZE_WHITESPACE)
   assert result.attempted > 0 and result.failed == 0, result

@@ -1,4 +1,5 @@
 """Tests of tfrank4class/data/cifar.py against the real CIFAR-10 image folder and mocked TFDS."""
+
 import os
 
 import numpy as np
@@ -6,13 +7,10 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from tfrank4class.data import _common
-from tfrank4class.data import cifar
-from tfrank4class.data import image_folder
+from tfrank4class.data import _common, cifar, image_folder
 from tfrank4class.data import options as options_lib
 
-CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
-           "truck"]
+CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 MEAN10 = np.array([0.4914, 0.4822, 0.4465])
 STD10 = np.array([0.2470, 0.2435, 0.2616])
 
@@ -29,8 +27,9 @@ def _opts(**kw):
 def test_real_folder_counts_and_class_names(cifar_dir):
   # Count the files independently of the library.
   for split, expected in [("train", 20_000), ("test", 10_000)]:
-    n = sum(len([f for f in os.listdir(cifar_dir / split / c) if f.endswith(".jpg")])
-            for c in CLASSES)
+    n = sum(
+      len([f for f in os.listdir(cifar_dir / split / c) if f.endswith(".jpg")]) for c in CLASSES
+    )
     assert n == expected
     paths, labels, names = image_folder.list_split(cifar_dir, split)
     assert len(paths) == expected and list(names) == CLASSES
@@ -56,10 +55,14 @@ def test_real_folder_eval_batch_is_normalised_decoded_jpeg(cifar_dir):
 
 def test_real_folder_training_batches_are_deterministic(cifar_dir):
   def first(seed):
-    ds = cifar.load("cifar10", "train", cifar_dir,
-                    _opts(batch_size=16, deterministic=True, shuffle_seed=seed,
-                          shuffle_buffer=256))
+    ds = cifar.load(
+      "cifar10",
+      "train",
+      cifar_dir,
+      _opts(batch_size=16, deterministic=True, shuffle_seed=seed, shuffle_buffer=256),
+    )
     return next(iter(ds))
+
   a, b, c = first(1), first(1), first(2)
   np.testing.assert_array_equal(a[0].numpy(), b[0].numpy())
   np.testing.assert_array_equal(a[1].numpy(), b[1].numpy())
@@ -74,7 +77,7 @@ def test_augment_is_a_padded_crop_possibly_flipped():
   windows = {}
   for dy in range(9):
     for dx in range(9):
-      w = padded[dy:dy + 32, dx:dx + 32]
+      w = padded[dy : dy + 32, dx : dx + 32]
       windows[(dy, dx, False)] = w
       windows[(dy, dx, True)] = w[:, ::-1]
   seen = set()
@@ -83,8 +86,8 @@ def test_augment_is_a_padded_crop_possibly_flipped():
     match = [k for k, w in windows.items() if np.array_equal(out, w)]
     assert match, f"seed {s}: output is not a flipped/unflipped window of the padded image"
     seen.update(match)
-  assert {k[2] for k in seen} == {False, True}   # both flips occur
-  assert len({k[:2] for k in seen}) > 10           # many offsets occur
+  assert {k[2] for k in seen} == {False, True}  # both flips occur
+  assert len({k[:2] for k in seen}) > 10  # many offsets occur
   again = cifar.augment(tf.constant(image), tf.constant([3, 7], tf.int64))
   first = cifar.augment(tf.constant(image), tf.constant([3, 7], tf.int64))
   np.testing.assert_array_equal(again.numpy(), first.numpy())
@@ -94,9 +97,10 @@ def test_augment_and_normalize_under_jit_compile():
   image = np.random.default_rng(3).integers(1, 256, size=(32, 32, 3)).astype(np.uint8)
   padded = np.pad(image, [(4, 4), (4, 4), (0, 0)])
   out = tf.function(cifar.augment, jit_compile=True)(
-      tf.constant(image), tf.constant([1, 2], tf.int64)).numpy()
+    tf.constant(image), tf.constant([1, 2], tf.int64)
+  ).numpy()
   # XLA draws different (still valid) random numbers than the kernels: check the property.
-  windows = [padded[dy:dy + 32, dx:dx + 32] for dy in range(9) for dx in range(9)]
+  windows = [padded[dy : dy + 32, dx : dx + 32] for dy in range(9) for dx in range(9)]
   assert any(np.array_equal(out, w) or np.array_equal(out, w[:, ::-1]) for w in windows)
   norm = tf.function(cifar.normalize, jit_compile=True)(tf.constant(image)).numpy()
   np.testing.assert_allclose(norm, (image / 255.0 - MEAN10) / STD10, atol=1e-5)
@@ -107,8 +111,7 @@ def test_normalize_per_channel_cifar100():
   out = cifar.normalize(x, "cifar100").numpy()
   mean = np.array([0.5071, 0.4865, 0.4409])
   std = np.array([0.2673, 0.2564, 0.2762])
-  np.testing.assert_allclose(out, np.broadcast_to((128 / 255 - mean) / std, (2, 2, 3)),
-                             atol=1e-6)
+  np.testing.assert_allclose(out, np.broadcast_to((128 / 255 - mean) / std, (2, 2, 3)), atol=1e-6)
 
 
 def test_serving_preprocess_from_png_bytes_in_tf_function():
@@ -125,8 +128,9 @@ def test_serving_preprocess_from_png_bytes_in_tf_function():
 
 def test_tfds_source_with_mock_data(tmp_path):
   with tfds.testing.mock_data(num_examples=10):
-    ds = cifar.load("cifar10", "train", tmp_path, _opts(batch_size=4, deterministic=True),
-                    source="tfds")
+    ds = cifar.load(
+      "cifar10", "train", tmp_path, _opts(batch_size=4, deterministic=True), source="tfds"
+    )
     batches = list(ds)
     info = cifar.info("cifar100", tmp_path, source="tfds")
   assert [b[0].shape[0] for b in batches] == [4, 4, 2]

@@ -1,4 +1,5 @@
 """Tests of tfrank4class.heads.class_encoder."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -25,13 +26,14 @@ def test_class_features_mlp_matches_numpy():
   feats = rng.normal(size=(5, 6)).astype(np.float32)
   enc = ClassEncoder(5, 3, class_features=feats, hidden_units=(4,), activation="tanh")
   out = enc.all_embeddings().numpy()
-  (w1, b1), (w2, b2) = [(l.kernel.numpy(), l.bias.numpy()) for l in enc._mlp]
+  (w1, b1), (w2, b2) = [(dense.kernel.numpy(), dense.bias.numpy()) for dense in enc._mlp]
   np.testing.assert_allclose(out, np.tanh(feats @ w1 + b1) @ w2 + b2, rtol=1e-5, atol=1e-6)
   # The features are stored but not trained by default.
   assert len(enc.non_trainable_variables) == 1
   np.testing.assert_array_equal(enc.non_trainable_variables[0].numpy(), feats)
-  assert ClassEncoder(5, 3, class_features=feats, train_class_features=True).all_embeddings() \
-      is not None
+  assert (
+    ClassEncoder(5, 3, class_features=feats, train_class_features=True).all_embeddings() is not None
+  )
 
 
 def test_class_features_from_a_tensor_and_linear_projection():
@@ -42,8 +44,9 @@ def test_class_features_from_a_tensor_and_linear_projection():
   w.kernel.assign([[1.0, 2.0], [3.0, 4.0]])
   w.bias.assign([0.5, -0.5])
   # Rows: [1,0]W+b, [0,1]W+b, [1,1]W+b
-  np.testing.assert_allclose(enc(tf.constant([0, 1, 2])).numpy(),
-                             [[1.5, 1.5], [3.5, 3.5], [4.5, 5.5]], rtol=1e-6)
+  np.testing.assert_allclose(
+    enc(tf.constant([0, 1, 2])).numpy(), [[1.5, 1.5], [3.5, 3.5], [4.5, 5.5]], rtol=1e-6
+  )
 
 
 def test_config_round_trip_restores_features_from_weights():
@@ -60,8 +63,12 @@ def test_config_round_trip_restores_features_from_weights():
 
 def test_bias_initializer_makes_a_dense_like_table():
   """Kernel part drawn on Dense's [e - 1, C] shape (transposed), last column from the bias init."""
-  enc = ClassEncoder(3, 5, embeddings_initializer=tf.keras.initializers.GlorotUniform(4),
-                     bias_initializer=tf.keras.initializers.Constant(0.25))
+  enc = ClassEncoder(
+    3,
+    5,
+    embeddings_initializer=tf.keras.initializers.GlorotUniform(4),
+    bias_initializer=tf.keras.initializers.Constant(0.25),
+  )
   enc.build(None)
   table = enc.table.numpy()
   dense_kernel = tf.keras.initializers.GlorotUniform(4)((4, 3)).numpy()  # Dense(3), 4 inputs
@@ -71,7 +78,7 @@ def test_bias_initializer_makes_a_dense_like_table():
   assert np.abs(table[:, :4]).max() <= np.sqrt(6 / 7)
   config = enc.get_config()
   assert config["bias_initializer"]["class_name"] == "Constant"
-  del config["bias_initializer"]   # configs saved before the argument existed still load
+  del config["bias_initializer"]  # configs saved before the argument existed still load
   assert ClassEncoder.from_config(config).bias_initializer is None
 
 
@@ -80,11 +87,17 @@ def test_bad_input():
     ClassEncoder(1, 3)
   with pytest.raises(ValueError, match=r"`embedding_dim` must be an integer >= 1, got 0"):
     ClassEncoder(3, 0)
-  with pytest.raises(ValueError, match=r"`class_features` must have first dimension "
-                                       r"num_classes=3 \(one row per class\), got shape \(4, 2\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"`class_features` must have first dimension "
+    r"num_classes=3 \(one row per class\), got shape \(4, 2\)",
+  ):
     ClassEncoder(3, 2, class_features=np.zeros((4, 2)))
-  with pytest.raises(ValueError, match=r"`class_features` must have shape \[num_classes, p\], "
-                                       r"got shape \(3,\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"`class_features` must have shape \[num_classes, p\], "
+    r"got shape \(3,\)",
+  ):
     ClassEncoder(3, 2, class_features=np.zeros(3))
   with pytest.raises(ValueError, match=r"`class_features` must be finite"):
     ClassEncoder(2, 2, class_features=[[1.0], [np.nan]])
@@ -92,9 +105,15 @@ def test_bad_input():
     ClassEncoder(2, 2, class_features=[["a"], ["b"]])
   with pytest.raises(TypeError, match=r"`class_ids` must be an integer tensor, got dtype float32"):
     ClassEncoder(3, 2)(tf.constant([0.0]))
-  with pytest.raises(ValueError, match=r"`bias_initializer` applies to the class table only, got "
-                                       r"'zeros' together with class features"):
+  with pytest.raises(
+    ValueError,
+    match=r"`bias_initializer` applies to the class table only, got "
+    r"'zeros' together with class features",
+  ):
     ClassEncoder(2, 2, class_features=[[1.0], [2.0]], bias_initializer="zeros")
-  with pytest.raises(ValueError, match=r"`bias_initializer` needs embedding_dim >= 2 \(kernel rows "
-                                       r"plus the bias\), got embedding_dim=1"):
+  with pytest.raises(
+    ValueError,
+    match=r"`bias_initializer` needs embedding_dim >= 2 \(kernel rows "
+    r"plus the bias\), got embedding_dim=1",
+  ):
     ClassEncoder(2, 1, bias_initializer="zeros")

@@ -1,4 +1,5 @@
 """Keras metric classes: batch accumulation, sample weights, compile/fit, save/load, strategy."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -21,10 +22,11 @@ def test_accumulates_over_batches_like_sklearn():
   labels, scores = _case()
   top3, ndcg = metrics.TopKAccuracy(3), metrics.NDCG(5, gain="linear")
   for i in range(0, len(labels), 16):
-    top3.update_state(labels[i:i + 16], scores[i:i + 16])
-    ndcg.update_state(labels[i:i + 16], scores[i:i + 16])
+    top3.update_state(labels[i : i + 16], scores[i : i + 16])
+    ndcg.update_state(labels[i : i + 16], scores[i : i + 16])
   assert float(top3.result()) == pytest.approx(
-      top_k_accuracy_score(labels, scores, k=3, labels=range(C)))
+    top_k_accuracy_score(labels, scores, k=3, labels=range(C))
+  )
   assert float(ndcg.result()) == pytest.approx(ndcg_score(np.eye(C)[labels], scores, k=5), abs=1e-6)
 
 
@@ -39,14 +41,20 @@ def test_sample_weight_is_per_list():
 
 
 def test_names_and_config_round_trip():
-  for metric, name in [(metrics.TopKAccuracy(5), "top_5_accuracy"), (metrics.NDCG(5), "ndcg_5"),
-                       (metrics.NDCG(), "ndcg"), (metrics.MRR(), "mrr"),
-                       (metrics.MeanAveragePrecision(), "map"), (metrics.Spearman(), "spearman"),
-                       (metrics.RecallAtK(3), "recall_3"),
-                       (metrics.PrecisionAtK(2), "precision_2")]:
+  for metric, name in [
+    (metrics.TopKAccuracy(5), "top_5_accuracy"),
+    (metrics.NDCG(5), "ndcg_5"),
+    (metrics.NDCG(), "ndcg"),
+    (metrics.MRR(), "mrr"),
+    (metrics.MeanAveragePrecision(), "map"),
+    (metrics.Spearman(), "spearman"),
+    (metrics.RecallAtK(3), "recall_3"),
+    (metrics.PrecisionAtK(2), "precision_2"),
+  ]:
     assert metric.name == name
     restored = tf.keras.utils.deserialize_keras_object(
-        tf.keras.utils.serialize_keras_object(metric))
+      tf.keras.utils.serialize_keras_object(metric)
+    )
     assert type(restored) is type(metric) and restored.get_config() == metric.get_config()
 
 
@@ -54,17 +62,27 @@ def test_in_compile_fit_and_saved_model(tmp_path):
   labels, scores = _case(64)
   x = scores  # identity-initialised model: its outputs are the scores themselves
   inputs = tf.keras.Input((C,))
-  outputs = tf.keras.layers.Dense(C, kernel_initializer="identity",
-                                  bias_initializer="zeros")(inputs)
+  outputs = tf.keras.layers.Dense(C, kernel_initializer="identity", bias_initializer="zeros")(
+    inputs
+  )
   model = tf.keras.Model(inputs, outputs)
-  model.compile(loss=losses.get("softmax_loss"),
-                metrics=[metrics.TopKAccuracy(1), metrics.TopKAccuracy(5), metrics.NDCG(5),
-                         metrics.MRR(), metrics.MeanAveragePrecision()])
+  model.compile(
+    loss=losses.get("softmax_loss"),
+    metrics=[
+      metrics.TopKAccuracy(1),
+      metrics.TopKAccuracy(5),
+      metrics.NDCG(5),
+      metrics.MRR(),
+      metrics.MeanAveragePrecision(),
+    ],
+  )
   result = model.evaluate(x, labels, batch_size=16, verbose=0, return_dict=True)
   assert result["top_1_accuracy"] == pytest.approx(
-      top_k_accuracy_score(labels, scores, k=1, labels=range(C)), abs=1e-6)
+    top_k_accuracy_score(labels, scores, k=1, labels=range(C)), abs=1e-6
+  )
   assert result["top_5_accuracy"] == pytest.approx(
-      top_k_accuracy_score(labels, scores, k=5, labels=range(C)), abs=1e-6)
+    top_k_accuracy_score(labels, scores, k=5, labels=range(C)), abs=1e-6
+  )
   assert result["ndcg_5"] == pytest.approx(ndcg_score(np.eye(C)[labels], scores, k=5), abs=1e-5)
   model.fit(x, labels, batch_size=16, epochs=1, verbose=0)
   path = str(tmp_path / "m.keras")
@@ -81,8 +99,9 @@ def test_aggregates_across_replicas(mirrored_strategy):
   with mirrored_strategy.scope():
     inputs = tf.keras.Input((C,))
     model = tf.keras.Model(inputs, tf.keras.layers.Dense(C, kernel_initializer="identity")(inputs))
-    model.compile(loss=losses.get("softmax_loss"),
-                  metrics=[metrics.NDCG(5, gain="linear"), metrics.MRR()])
+    model.compile(
+      loss=losses.get("softmax_loss"), metrics=[metrics.NDCG(5, gain="linear"), metrics.MRR()]
+    )
   result = model.evaluate(scores, labels, batch_size=8, verbose=0, return_dict=True)
   assert result["ndcg_5"] == pytest.approx(ndcg_score(np.eye(C)[labels], scores, k=5), abs=1e-5)
 
@@ -101,6 +120,7 @@ def test_bad_arguments():
 
 def test_get_by_name():
   from tfrank4class.metrics import get
+
   assert isinstance(get("top_5"), metrics.TopKAccuracy) and get("top_5").k == 5
   assert get("ndcg_10").k == 10 and get("ndcg").k is None
   assert get("mrr").name == "mrr" and get("mrr_3").k == 3
@@ -115,11 +135,17 @@ def test_get_by_name():
 
 
 # Every metric class with the labels it accepts (Spearman wants graded labels).
-ALL_METRICS = [(lambda: metrics.TopKAccuracy(5), True), (lambda: metrics.NDCG(5), True),
-               (lambda: metrics.NDCG(), True), (lambda: metrics.MRR(), True),
-               (lambda: metrics.MRR(3), True),
-               (lambda: metrics.MeanAveragePrecision(), True), (lambda: metrics.RecallAtK(3), True),
-               (lambda: metrics.PrecisionAtK(3), True), (lambda: metrics.Spearman(), False)]
+ALL_METRICS = [
+  (lambda: metrics.TopKAccuracy(5), True),
+  (lambda: metrics.NDCG(5), True),
+  (lambda: metrics.NDCG(), True),
+  (lambda: metrics.MRR(), True),
+  (lambda: metrics.MRR(3), True),
+  (lambda: metrics.MeanAveragePrecision(), True),
+  (lambda: metrics.RecallAtK(3), True),
+  (lambda: metrics.PrecisionAtK(3), True),
+  (lambda: metrics.Spearman(), False),
+]
 
 
 def _dtypes_in(graph_def):
@@ -144,13 +170,17 @@ def test_update_graph_has_no_float64(make, takes_ids):
   for spec in label_specs:
     update = tf.function(lambda y, s: [metric.update_state(y, s), None][1])
     graph = update.get_concrete_function(spec, tf.TensorSpec([16, C], tf.float32)).graph
-    assert tf.float64 not in {t.dtype for op in graph.get_operations()
-                              for t in list(op.outputs) + list(op.inputs)}
+    assert tf.float64 not in {
+      t.dtype for op in graph.get_operations() for t in list(op.outputs) + list(op.inputs)
+    }
     dtypes = _dtypes_in(graph.as_graph_def())
     assert tf.float32 in dtypes and tf.float64 not in dtypes
   # The check can fail: the exact reference builds float64 ops.
-  exact = tf.function(lambda y, s: reference.ndcg(y, s)).get_concrete_function(
-      tf.TensorSpec([16], tf.int64), tf.TensorSpec([16, C], tf.float32)).graph
+  exact = (
+    tf.function(lambda y, s: reference.ndcg(y, s))
+    .get_concrete_function(tf.TensorSpec([16], tf.int64), tf.TensorSpec([16, C], tf.float32))
+    .graph
+  )
   assert tf.float64 in _dtypes_in(exact.as_graph_def())
 
 
@@ -159,22 +189,33 @@ def test_every_metric_with_jit_compile_and_weights():
   scores = np.round(scores).astype(np.float32)  # many ties
   weights = RNG.random(64).astype(np.float32)
   dense = RNG.integers(-1, 3, (64, C)).astype(np.float32)
-  references = [reference.top_k_accuracy, reference.ndcg, reference.ndcg,
-                reference.reciprocal_rank, reference.reciprocal_rank, reference.average_precision,
-                None, None, reference.spearman]
+  references = [
+    reference.top_k_accuracy,
+    reference.ndcg,
+    reference.ndcg,
+    reference.reciprocal_rank,
+    reference.reciprocal_rank,
+    reference.average_precision,
+    None,
+    None,
+    reference.spearman,
+  ]
   kwargs = [{"k": 5}, {"k": 5}, {}, {}, {"k": 3}, {}, {}, {}, {}]
   for (make, takes_ids), fn, kw in zip(ALL_METRICS, references, kwargs):
-    for y in ([labels, dense] if takes_ids else [dense]):
+    for y in [labels, dense] if takes_ids else [dense]:
       eager = make()
       eager.update_state(y, scores, sample_weight=weights)
       compiled = make()
-      tf.function(lambda a, b, w, m=compiled: [m.update_state(a, b, sample_weight=w), None][1],
-                  jit_compile=True)(tf.constant(y), tf.constant(scores), tf.constant(weights))
+      tf.function(
+        lambda a, b, w, m=compiled: [m.update_state(a, b, sample_weight=w), None][1],
+        jit_compile=True,
+      )(tf.constant(y), tf.constant(scores), tf.constant(weights))
       assert float(compiled.result()) == pytest.approx(float(eager.result()), abs=1e-6)
       if fn is not None:
         values = fn(y, scores.astype(np.float64), **kw).numpy()
         assert float(eager.result()) == pytest.approx(
-            np.sum(weights * values) / np.sum(weights), abs=2e-6)
+          np.sum(weights * values) / np.sum(weights), abs=2e-6
+        )
 
 
 def test_recall_and_precision_on_multi_label():
@@ -200,6 +241,7 @@ def test_every_metric_in_a_mirrored_strategy_step(mirrored_strategy):
     def replica_fn(y, s):
       for m in objects:
         m.update_state(y, s)
+
     mirrored_strategy.run(replica_fn, args=(y, s))
 
   dataset = tf.data.Dataset.from_tensor_slices((labels, scores)).batch(8)
@@ -214,6 +256,7 @@ def test_every_metric_in_a_mirrored_strategy_step(mirrored_strategy):
 def test_metric_names_are_one_registry():
   from tfrank4class.metrics import registry
   from tfrank4class.registry import Registry
+
   assert isinstance(registry.METRICS, Registry)
   assert set(registry.METRICS.names()) == set(registry.PATTERNS)
   # parse: (class, constructor args) without building; K converted to int (leading zeros too).
@@ -222,7 +265,10 @@ def test_metric_names_are_one_registry():
   assert registry.parse("top_05") == (metrics.TopKAccuracy, (5,))
   assert registry.parse("precision_12") == (metrics.PrecisionAtK, (12,))
   for bad in ("top_K", "top_00", "top_-1", "TOP_5", None, 5):
-    with pytest.raises(ValueError, match=r"Unknown metric name .*; known metrics are: top_K, ndcg, "
-                                         r"ndcg_K, mrr, mrr_K, map, spearman, recall_K, "
-                                         r"precision_K \(K a positive integer"):
+    with pytest.raises(
+      ValueError,
+      match=r"Unknown metric name .*; known metrics are: top_K, ndcg, "
+      r"ndcg_K, mrr, mrr_K, map, spearman, recall_K, "
+      r"precision_K \(K a positive integer",
+    ):
       registry.parse(bad)

@@ -1,4 +1,5 @@
 """The compatibility module: TensorFlow version check, Keras binding, TF-Ranking loader, mix-ups."""
+
 import importlib.util
 import os
 import subprocess
@@ -14,9 +15,12 @@ CURRENT_STACK = compat.tensorflow_version() >= (2, 16)
 
 
 def test_too_old_tensorflow_names_the_fix():
-  with pytest.raises(ImportError, match=r"needs TensorFlow >= 2\.15, found 2\.14\.1\. Install the "
-                                        r"current stack: python -m pip install "
-                                        r"\"tensorflow==2\.21\.0\" \"tf-keras==2\.21\.0\""):
+  with pytest.raises(
+    ImportError,
+    match=r"needs TensorFlow >= 2\.15, found 2\.14\.1\. Install the "
+    r"current stack: python -m pip install "
+    r"\"tensorflow==2\.21\.0\" \"tf-keras==2\.21\.0\"",
+  ):
     compat.check_tensorflow_version("2.14.1")
   compat.check_tensorflow_version("2.15.1")
   compat.check_tensorflow_version("2.21.0")
@@ -25,6 +29,7 @@ def test_too_old_tensorflow_names_the_fix():
 def test_keras_binding_is_keras_2():
   if CURRENT_STACK:
     import tf_keras  # pylint: disable=g-import-not-at-top
+
     assert compat.keras is tf_keras and tf_keras.__version__.startswith("2.")
   else:
     assert compat.keras.layers.Layer is tf.keras.layers.Layer and tf.__version__.startswith("2.15")
@@ -32,11 +37,17 @@ def test_keras_binding_is_keras_2():
 
 def test_missing_tf_ranking_gives_the_command(monkeypatch):
   real = importlib.util.find_spec
-  monkeypatch.setattr(importlib.util, "find_spec",
-                      lambda name, *a: None if name == "tensorflow_ranking" else real(name, *a))
+  monkeypatch.setattr(
+    importlib.util,
+    "find_spec",
+    lambda name, *a: None if name == "tensorflow_ranking" else real(name, *a),
+  )
   monkeypatch.setattr(compat, "_TF_RANKING_MODULES", {})
-  with pytest.raises(ImportError, match=r"tensorflow-ranking is not installed\. Run: python -m "
-                                        r"pip install --no-deps \"tensorflow-ranking==0\.5\.5\""):
+  with pytest.raises(
+    ImportError,
+    match=r"tensorflow-ranking is not installed\. Run: python -m "
+    r"pip install --no-deps \"tensorflow-ranking==0\.5\.5\"",
+  ):
     compat.tf_ranking_module("losses_impl")
 
 
@@ -51,8 +62,13 @@ def test_tf_ranking_loader_leaves_no_stand_in_packages():
 def _run(code, **env):
   environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
   environ.update(env)
-  return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=environ,
-                        capture_output=True, text=True, timeout=300)
+  return subprocess.run(
+    [sys.executable, "-c", textwrap.dedent(code)],
+    env=environ,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
 
 
 @pytest.mark.skipif(not CURRENT_STACK, reason="TensorFlow 2.15 has no Keras 3")
@@ -102,5 +118,5 @@ def test_missing_tf_keras_names_the_fix():
       """)
   assert result.returncode != 0
   assert "tf-keras package, and it is not installed. Run: python -m pip install" in result.stderr
-  version = "%d.%d" % compat.tensorflow_version()
+  version = "{}.{}".format(*compat.tensorflow_version())
   assert f'"tf-keras~={version}.0"' in result.stderr

@@ -1,11 +1,17 @@
 """Tests of ConvSorter: shipped weights (n = 100) close to exact ranks, gradients, modes,
 save/load, and the clear error at a length it cannot handle."""
+
 import pytest
 import tensorflow as tf
+from _sorter_checks import (
+  check_gradient,
+  check_mixed_float16,
+  check_modes,
+  check_save_load,
+  normalised_l1,
+)
 
 from tfrank4class.ranking.conv_sorter import ConvSorter
-from _sorter_checks import (check_gradient, check_mixed_float16, check_modes, check_save_load,
-                            normalised_l1)
 
 # A little above what the shipped weights reach, far below an untrained sorter (both in
 # BUILD_NOTES.md, "Learned sorters (SoDeep) (issue 4)").

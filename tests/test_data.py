@@ -1,4 +1,5 @@
 """Tests of tfrank4class/data/__init__.py: load/info/names/serving_preprocess and distribution."""
+
 import json
 import os
 import socket
@@ -22,10 +23,19 @@ def _texts(ds):
 
 
 def test_names_and_unknown_name_lists_them():
-  assert data.names() == ("cifar10", "cifar100", "goemotions", "goemotions_sample",
-                          "imagenet2012", "mind")
-  with pytest.raises(ValueError, match=r"Unknown dataset `name` 'cifar11'; the known datasets "
-                     r"are \['cifar10', 'cifar100', 'goemotions', 'goemotions_sample'"):
+  assert data.names() == (
+    "cifar10",
+    "cifar100",
+    "goemotions",
+    "goemotions_sample",
+    "imagenet2012",
+    "mind",
+  )
+  with pytest.raises(
+    ValueError,
+    match=r"Unknown dataset `name` 'cifar11'; the known datasets "
+    r"are \['cifar10', 'cifar100', 'goemotions', 'goemotions_sample'",
+  ):
     data.load("cifar11", "train")
   with pytest.raises(ValueError, match="Unknown dataset"):
     data.info("svhn")
@@ -33,14 +43,18 @@ def test_names_and_unknown_name_lists_them():
 
 def test_dataset_registry_folds_case_and_resolves_aliases():
   from tfrank4class.registry import Registry
+
   assert isinstance(data.DATASETS, Registry) and data.DATASETS.names() == data.names()
   assert data.DATASETS.aliases() == {"imagenet": "imagenet2012"}
   assert data.DATASETS.resolve("ImageNet").name == "imagenet2012"
   assert data.modality("CIFAR10") == "image" and data.modality("imagenet") == "image"
   assert data.modality("GoEmotions_Sample") == "text"
   assert data.info("GOEMOTIONS_SAMPLE").class_names[27] == "neutral"
-  with pytest.raises(ValueError, match=r"Unknown dataset `name` 'CIFAR11'; the known datasets are "
-                                       r"\['cifar10', .*\] \(aliases: \{'imagenet': 'imagenet2012'\}\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"Unknown dataset `name` 'CIFAR11'; the known datasets are "
+    r"\['cifar10', .*\] \(aliases: \{'imagenet': 'imagenet2012'\}\)",
+  ):
     data.load("CIFAR11", "train")
   for bad in (None, 10, ["cifar10"]):
     with pytest.raises(ValueError, match=r"Unknown dataset `name`"):
@@ -48,8 +62,11 @@ def test_dataset_registry_folds_case_and_resolves_aliases():
 
 
 def test_unknown_and_misplaced_arguments_are_rejected():
-  with pytest.raises(ValueError, match=r"Unknown argument\(s\) \['multi_label'\] for dataset "
-                     r"'cifar10'"):
+  with pytest.raises(
+    ValueError,
+    match=r"Unknown argument\(s\) \['multi_label'\] for dataset "
+    r"'cifar10'",
+  ):
     data.load("cifar10", "train", "/nonexistent", multi_label=True)
   with pytest.raises(ValueError, match="`batch_size` must be an integer >= 1"):
     data.load("goemotions_sample", "train", batch_size=0)
@@ -59,8 +76,9 @@ def test_goemotions_sample_defaults_to_the_embedded_files():
   info = data.info("goemotions_sample")
   assert info.num_classes == 28 and info.class_names[27] == "neutral"
   assert info.data_dir == str(goemotions.sample_dir())
-  texts, labels = next(iter(data.load("goemotions_sample", "dev", batch_size=5,
-                                      deterministic=True)))
+  texts, labels = next(
+    iter(data.load("goemotions_sample", "dev", batch_size=5, deterministic=True))
+  )
   assert texts.dtype == tf.string and labels.dtype == tf.int64 and labels.shape == (5,)
   _, rel = next(iter(data.load("goemotions_sample", "dev", batch_size=5, multi_label=True)))
   assert rel.shape == (5, 28) and rel.dtype == tf.float32
@@ -84,8 +102,11 @@ def test_on_corrupt_reaches_the_text_readers(tmp_path, capsys):
   (tmp_path / "mind" / "news.tsv").write_bytes(b"N1\tnews\tx\tT\tA\nN2\tnews\n")
   assert data.ON_CORRUPT == ("error", "skip")
   texts = _texts(data.load("goemotions", "train", tmp_path, on_corrupt="skip"))
-  mind_texts = [t for s in ("train", "validation", "test")
-                for t in _texts(data.load("mind", s, tmp_path / "mind", on_corrupt="skip"))]
+  mind_texts = [
+    t
+    for s in ("train", "validation", "test")
+    for t in _texts(data.load("mind", s, tmp_path / "mind", on_corrupt="skip"))
+  ]
   assert texts == [b"kept"] and mind_texts == [b"T [SEP] A"]
   assert capsys.readouterr().err.count("Skipped 1 malformed line(s)") == 2
   with pytest.raises(data.MalformedRowError, match=r"train.tsv, line 2: not valid UTF-8"):
@@ -115,19 +136,27 @@ def test_two_input_contexts_see_every_example_once(datasets_dir, tmp_path):
     path = tmp_path / "train" / f"c{i % 2}" / f"{i:02d}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(tf.io.encode_png(np.full((32, 32, 3), 10 * i, np.uint8)).numpy())
-  cases = [("mind", datasets_dir / "mind_sample", _texts),
-           ("goemotions_sample", None, _texts),
-           ("cifar10", tmp_path,
-            lambda ds: [int(round(v)) for x, _ in ds
-                        for v in (x[:, 0, 0, 0].numpy() * 0.2470 + 0.4914) * 255])]
+  cases = [
+    ("mind", datasets_dir / "mind_sample", _texts),
+    ("goemotions_sample", None, _texts),
+    (
+      "cifar10",
+      tmp_path,
+      lambda ds: [
+        int(round(v)) for x, _ in ds for v in (x[:, 0, 0, 0].numpy() * 0.2470 + 0.4914) * 255
+      ],
+    ),
+  ]
   for name, folder, values in cases:
     full = values(data.load(name, "train", folder, batch_size=64, training=False))
     parts = []
     for worker in range(2):
-      ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=worker,
-                                       num_replicas_in_sync=2)
-      parts.append(values(data.load(name, "train", folder, batch_size=64, input_context=ctx,
-                                    training=False)))
+      ctx = tf.distribute.InputContext(
+        num_input_pipelines=2, input_pipeline_id=worker, num_replicas_in_sync=2
+      )
+      parts.append(
+        values(data.load(name, "train", folder, batch_size=64, input_context=ctx, training=False))
+      )
     assert sorted(parts[0] + parts[1]) == sorted(full), name
     assert len(set(parts[0]) & set(parts[1])) <= len(full) - len(set(full)), name
     assert abs(len(parts[0]) - len(parts[1])) <= 1, name
@@ -137,10 +166,12 @@ def test_two_input_contexts_see_every_example_once(datasets_dir, tmp_path):
 def test_distribute_datasets_from_function_mirrored(mirrored_strategy, datasets_dir):
   folder = datasets_dir / "mind_sample"
   dist = mirrored_strategy.distribute_datasets_from_function(
-      lambda ctx: data.load("mind", "validation", folder, batch_size=8, input_context=ctx,
-                            deterministic=True))
+    lambda ctx: data.load(
+      "mind", "validation", folder, batch_size=8, input_context=ctx, deterministic=True
+    )
+  )
   seen = []
-  for texts, labels in dist:
+  for texts, _ in dist:
     for local in mirrored_strategy.experimental_local_results(texts):
       assert local.shape[0] <= 4  # per-replica batch = 8 / 2
       seen += local.numpy().tolist()
@@ -176,10 +207,18 @@ def test_multi_worker_mirrored_strategy_two_processes(datasets_dir):
   env = dict(os.environ, NO_GCE_CHECK="true", TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
   procs = []
   for index in range(2):
-    tf_config = json.dumps({"cluster": {"worker": workers},
-                            "task": {"type": "worker", "index": index}})
-    procs.append(subprocess.Popen([sys.executable, "-c", _WORKER, tf_config, folder], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    tf_config = json.dumps(
+      {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+    )
+    procs.append(
+      subprocess.Popen(
+        [sys.executable, "-c", _WORKER, tf_config, folder],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+      )
+    )
   outs = []
   for p in procs:
     out, err = p.communicate(timeout=240)

@@ -1,4 +1,5 @@
 """tfrank4class.data.arrays: whole splits in memory, stratified hold-out."""
+
 import collections
 import doctest
 import hashlib
@@ -18,7 +19,7 @@ def _reference_mind(path, split):
       b = int(hashlib.md5(fields[0].encode()).hexdigest(), 16) % 100
       if {"train": b < 60, "validation": 60 <= b < 80, "test": b >= 80}[split]:
         rows.append(fields)
-  return sorted(rows, key=lambda r: r[0])   # the MIND pipeline yields a split in news-id order
+  return sorted(rows, key=lambda r: r[0])  # the MIND pipeline yields a split in news-id order
 
 
 @pytest.mark.parametrize("split", ["train", "validation", "test"])
@@ -26,8 +27,14 @@ def test_to_numpy_reads_a_whole_split_in_its_order(datasets_dir, split):
   path = datasets_dir / "mind_sample"
   texts, labels = arrays.to_numpy("mind", split, path, batch_size=97)
   rows = _reference_mind(path, split)
-  categories = sorted({r[1] for r in _reference_mind(path, "train")
-                       + _reference_mind(path, "validation") + _reference_mind(path, "test")})
+  categories = sorted(
+    {
+      r[1]
+      for r in _reference_mind(path, "train")
+      + _reference_mind(path, "validation")
+      + _reference_mind(path, "test")
+    }
+  )
   assert texts.dtype == object and labels.dtype == np.int64
   assert len(texts) == len(labels) == len(rows)
   assert [categories[i] for i in labels] == [r[1] for r in rows]
@@ -52,7 +59,7 @@ def test_stratified_holdout_counts_per_class():
   labels = np.repeat(np.arange(4), [10, 21, 1, 7])
   kept, held = arrays.stratified_holdout(labels, 0.2, seed=3)
   counts = collections.Counter(labels[held].tolist())
-  assert counts == {0: 2, 1: 4, 3: 1}      # round(0.2 n_c); the single example of class 2 stays
+  assert counts == {0: 2, 1: 4, 3: 1}  # round(0.2 n_c); the single example of class 2 stays
   assert len(np.intersect1d(kept, held)) == 0
   np.testing.assert_array_equal(np.sort(np.concatenate([kept, held])), np.arange(len(labels)))
   assert np.all(np.diff(kept) > 0) and np.all(np.diff(held) > 0)
@@ -62,13 +69,16 @@ def test_stratified_holdout_counts_per_class():
   assert any(not np.array_equal(o, held) for o in other)
 
 
-@pytest.mark.parametrize("labels, fraction, seed, match", [
+@pytest.mark.parametrize(
+  "labels, fraction, seed, match",
+  [
     ([0, 1], 0.0, 0, "`fraction` must be in"),
     ([0, 1], 1.0, 0, "`fraction` must be in"),
     ([0, 1], 0.5, -1, "`seed` must be an integer >= 0"),
     ([0.5, 1.0], 0.5, 0, "`labels` must be integer class ids"),
     ([[0, 1]], 0.5, 0, "`labels` must be integer class ids"),
-])
+  ],
+)
 def test_stratified_holdout_bad_input(labels, fraction, seed, match):
   with pytest.raises(ValueError, match=match):
     arrays.stratified_holdout(labels, fraction, seed)

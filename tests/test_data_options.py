@@ -1,4 +1,5 @@
 """Tests of tfrank4class/data/options.py: validation, sharding, shuffling, caching, determinism."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -7,8 +8,9 @@ from tfrank4class.data import options as options_lib
 
 
 def _records(n=50):
-  return tf.data.Dataset.from_tensor_slices((tf.range(n, dtype=tf.int64),
-                                             tf.range(n, dtype=tf.int64) % 3))
+  return tf.data.Dataset.from_tensor_slices(
+    (tf.range(n, dtype=tf.int64), tf.range(n, dtype=tf.int64) % 3)
+  )
 
 
 def _noisy(x, y, seed):
@@ -18,12 +20,18 @@ def _noisy(x, y, seed):
 
 def _run(opts, training=True, n=50, preprocess=None):
   ds = options_lib.build_pipeline(
-      options_lib.shard_dataset(_records(n), opts), lambda x, y: (x, y),
-      preprocess or (lambda x, y, s: (x, y)), opts, training)
+    options_lib.shard_dataset(_records(n), opts),
+    lambda x, y: (x, y),
+    preprocess or (lambda x, y, s: (x, y)),
+    opts,
+    training,
+  )
   return np.concatenate([x.numpy() for x, _ in ds]) if n else np.array([])
 
 
-@pytest.mark.parametrize("kwargs,match", [
+@pytest.mark.parametrize(
+  "kwargs,match",
+  [
     ({"batch_size": 0}, "`batch_size` must be an integer >= 1, got 0"),
     ({"shuffle_buffer": -1}, "`shuffle_buffer`"),
     ({"shuffle_seed": 1.5}, "`shuffle_seed`"),
@@ -33,9 +41,12 @@ def _run(opts, training=True, n=50, preprocess=None):
     ({"num_shards": 2, "shard_index": 2}, r"`shard_index` must be in \[0, num_shards=2\), got 2"),
     ({"num_parallel_calls": 0}, "`num_parallel_calls`"),
     ({"input_context": "ctx"}, "`input_context` must be a tf.distribute.InputContext"),
-    ({"input_context": tf.distribute.InputContext(2, 0, 2), "num_shards": 2, "shard_index": 0},
-     "either `input_context` or `num_shards`"),
-])
+    (
+      {"input_context": tf.distribute.InputContext(2, 0, 2), "num_shards": 2, "shard_index": 0},
+      "either `input_context` or `num_shards`",
+    ),
+  ],
+)
 def test_bad_options_are_named(kwargs, match):
   with pytest.raises(ValueError, match=match):
     options_lib.InputOptions(**kwargs)
@@ -51,9 +62,13 @@ def test_make_options_rejects_unknown_keywords():
 def test_eval_pipeline_keeps_order_and_batches():
   opts = options_lib.InputOptions(batch_size=8, deterministic=True)
   np.testing.assert_array_equal(_run(opts, training=False), np.arange(50))
-  ds = options_lib.build_pipeline(_records(), lambda x, y: (x, y), lambda x, y, s: (x, y),
-                                  options_lib.InputOptions(batch_size=8, drop_remainder=True),
-                                  training=False)
+  ds = options_lib.build_pipeline(
+    _records(),
+    lambda x, y: (x, y),
+    lambda x, y, s: (x, y),
+    options_lib.InputOptions(batch_size=8, drop_remainder=True),
+    training=False,
+  )
   assert ds.element_spec[0].shape == (8,)
   assert sum(1 for _ in ds) == 6
 
@@ -79,25 +94,37 @@ def test_random_preprocessing_is_reproducible_only_with_a_seed():
 
 @pytest.mark.parametrize("n", [3, 4])
 def test_shards_cover_every_record_exactly_once(n):
-  parts = [_run(options_lib.InputOptions(batch_size=4, num_shards=n, shard_index=i,
-                                         deterministic=True), training=False)
-           for i in range(n)]
+  parts = [
+    _run(
+      options_lib.InputOptions(batch_size=4, num_shards=n, shard_index=i, deterministic=True),
+      training=False,
+    )
+    for i in range(n)
+  ]
   everything = np.sort(np.concatenate(parts))
   np.testing.assert_array_equal(everything, np.arange(50))
   np.testing.assert_array_equal(parts[1], np.arange(1, 50, n))  # shard i keeps i, i+n, ...
 
 
 def test_input_context_shards_and_gives_per_replica_batches():
-  ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1,
-                                   num_replicas_in_sync=4)
+  ctx = tf.distribute.InputContext(
+    num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=4
+  )
   opts = options_lib.InputOptions(batch_size=16, input_context=ctx, deterministic=True)
   assert opts.shard == (2, 1) and opts.pipeline_batch_size == 4
-  ds = options_lib.build_pipeline(options_lib.shard_dataset(_records(), opts),
-                                  lambda x, y: (x, y), lambda x, y, s: (x, y), opts, False)
+  ds = options_lib.build_pipeline(
+    options_lib.shard_dataset(_records(), opts),
+    lambda x, y: (x, y),
+    lambda x, y, s: (x, y),
+    opts,
+    False,
+  )
   first = next(iter(ds))[0].numpy()
   np.testing.assert_array_equal(first, [1, 3, 5, 7])
-  assert (ds.options().experimental_distribute.auto_shard_policy
-          == tf.data.experimental.AutoShardPolicy.OFF)
+  assert (
+    ds.options().experimental_distribute.auto_shard_policy
+    == tf.data.experimental.AutoShardPolicy.OFF
+  )
 
 
 def test_cache_in_memory_and_on_disk(tmp_path):
@@ -109,20 +136,20 @@ def test_cache_in_memory_and_on_disk(tmp_path):
 
   for cache in (True, str(tmp_path / "cache")):
     calls.clear()
-    opts = options_lib.InputOptions(batch_size=10, cache=cache, deterministic=True,
-                                    shuffle_seed=1)
+    opts = options_lib.InputOptions(batch_size=10, cache=cache, deterministic=True, shuffle_seed=1)
     ds = options_lib.build_pipeline(_records(20), decode, lambda x, y, s: (x, y), opts, True)
     e1 = np.concatenate([x.numpy() for x, _ in ds])
     e2 = np.concatenate([x.numpy() for x, _ in ds])
-    assert len(calls) == 20           # decoded once, second epoch from the cache
+    assert len(calls) == 20  # decoded once, second epoch from the cache
     assert sorted(e1.tolist()) == sorted(e2.tolist()) == list(range(20))
     assert not np.array_equal(e1, e2)  # reshuffled after the cache
 
 
 def test_repeat_reshuffles_every_epoch():
   opts = options_lib.InputOptions(batch_size=10, repeat=True, deterministic=True)
-  ds = options_lib.build_pipeline(_records(10), lambda x, y: (x, y), lambda x, y, s: (x, y),
-                                  opts, True)
+  ds = options_lib.build_pipeline(
+    _records(10), lambda x, y: (x, y), lambda x, y, s: (x, y), opts, True
+  )
   epochs = [b[0].numpy() for b in ds.take(3)]
   assert all(sorted(e.tolist()) == list(range(10)) for e in epochs)
   assert not np.array_equal(epochs[0], epochs[1])

@@ -1,18 +1,41 @@
 """Tests of tfrank4class/data/text.py: TextVectorization adapting and in-graph WordPiece."""
+
 import collections
 import re
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tfrank4class.data as data
-from tfrank4class.data import goemotions
-from tfrank4class.data import text
+from tfrank4class.data import goemotions, text
 
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "un", "##aff", "##able", "a", "##b", "##c", "b",
-         "c", "ab", "abc", "##bc", "!", ",", "hello", "world", "##s", "é", "##é"]
+VOCAB = [
+  "[PAD]",
+  "[UNK]",
+  "[CLS]",
+  "[SEP]",
+  "un",
+  "##aff",
+  "##able",
+  "a",
+  "##b",
+  "##c",
+  "b",
+  "c",
+  "ab",
+  "abc",
+  "##bc",
+  "!",
+  ",",
+  "hello",
+  "world",
+  "##s",
+  "é",
+  "##é",
+]
 
 
 def _reference_wordpiece(texts, vocab, length, cls=None, sep=None, max_chars=100):
@@ -40,7 +63,7 @@ def _reference_wordpiece(texts, vocab, length, cls=None, sep=None, max_chars=100
         start = end
       ids += [index["[UNK]"]] if pieces is None else pieces
     if sep:
-      ids = ids[:length - 1] + [index[sep]]
+      ids = ids[: length - 1] + [index[sep]]
     ids = ids[:length]
     out.append(ids + [index["[PAD]"]] * (length - len(ids)))
   return out
@@ -50,14 +73,15 @@ def test_wordpiece_hand_cases():
   layer = text.WordPieceVectorizer(VOCAB, output_sequence_length=8)
   out = layer(tf.constant(["unaffable", "Hello, worlds!", "xyz ab", "abcb", ""])).numpy()
   assert out.tolist() == [
-      [4, 5, 6, 0, 0, 0, 0, 0],        # un ##aff ##able
-      [17, 16, 18, 19, 15, 0, 0, 0],   # hello , world ##s !
-      [1, 12, 0, 0, 0, 0, 0, 0],       # [UNK] ab
-      [13, 8, 0, 0, 0, 0, 0, 0],       # abc ##b (longest first piece)
-      [0] * 8,
+    [4, 5, 6, 0, 0, 0, 0, 0],  # un ##aff ##able
+    [17, 16, 18, 19, 15, 0, 0, 0],  # hello , world ##s !
+    [1, 12, 0, 0, 0, 0, 0, 0],  # [UNK] ab
+    [13, 8, 0, 0, 0, 0, 0, 0],  # abc ##b (longest first piece)
+    [0] * 8,
   ]
-  framed = text.WordPieceVectorizer(VOCAB, output_sequence_length=4, cls_token="[CLS]",
-                                    sep_token="[SEP]")
+  framed = text.WordPieceVectorizer(
+    VOCAB, output_sequence_length=4, cls_token="[CLS]", sep_token="[SEP]"
+  )
   assert framed(tf.constant(["hello world hello"])).numpy().tolist() == [[2, 17, 18, 3]]
 
 
@@ -121,8 +145,9 @@ def test_wordpiece_bad_vocabulary(tmp_path):
 
 
 def test_adapt_on_training_split_matches_word_counts():
-  layer = data.adapt_text_vectorization("goemotions_sample", max_tokens=50,
-                                        output_sequence_length=16)
+  layer = data.adapt_text_vectorization(
+    "goemotions_sample", max_tokens=50, output_sequence_length=16
+  )
   texts, _ = goemotions.examples("train", goemotions.sample_dir())
   counts = collections.Counter()
   for t in texts:
@@ -139,8 +164,9 @@ def test_adapt_on_training_split_matches_word_counts():
 
 
 def test_adapted_model_trains_and_exports_with_raw_strings(tmp_path):
-  vectorizer = data.adapt_text_vectorization("goemotions_sample", max_tokens=500,
-                                             output_sequence_length=12)
+  vectorizer = data.adapt_text_vectorization(
+    "goemotions_sample", max_tokens=500, output_sequence_length=12
+  )
   inputs = tf.keras.Input(shape=(), dtype=tf.string)
   x = tf.keras.layers.Embedding(500, 8)(vectorizer(inputs))
   x = tf.keras.layers.GlobalAveragePooling1D()(x)
@@ -153,20 +179,20 @@ def test_adapted_model_trains_and_exports_with_raw_strings(tmp_path):
   expected = model(probe).numpy()
   model.save(tmp_path / "text.keras")
   np.testing.assert_allclose(
-      tf.keras.models.load_model(tmp_path / "text.keras")(probe).numpy(), expected, atol=1e-5)
+    tf.keras.models.load_model(tmp_path / "text.keras")(probe).numpy(), expected, atol=1e-5
+  )
 
 
 def test_adapt_accepts_datasets_and_lists_and_rejects_others():
-  layer = text.adapt_text_vectorization(["b a a", "a c"], max_tokens=10,
-                                        output_sequence_length=3)
+  layer = text.adapt_text_vectorization(["b a a", "a c"], max_tokens=10, output_sequence_length=3)
   assert layer.get_vocabulary()[:3] == ["", "[UNK]", "a"]
   ds = tf.data.Dataset.from_tensor_slices((["x y", "y"], [0, 1])).batch(2)
   assert text.adapt_text_vectorization(ds, max_tokens=10).get_vocabulary()[2] == "y"
-  fixed = text.adapt_text_vectorization(None, vocabulary=["cat", "dog"],
-                                        output_sequence_length=2)
+  fixed = text.adapt_text_vectorization(None, vocabulary=["cat", "dog"], output_sequence_length=2)
   assert fixed(tf.constant(["dog cat"])).numpy().tolist() == [[3, 2]]
-  assert isinstance(text.adapt_text_vectorization(None, wordpiece_vocabulary=VOCAB),
-                    text.WordPieceVectorizer)
+  assert isinstance(
+    text.adapt_text_vectorization(None, wordpiece_vocabulary=VOCAB), text.WordPieceVectorizer
+  )
   with pytest.raises(ValueError, match="`data` must be a text dataset name"):
     text.adapt_text_vectorization(42)
   with pytest.raises(ValueError, match="'cifar10' is not a text dataset"):

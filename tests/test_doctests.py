@@ -5,6 +5,7 @@ root ``conftest.py``); these tests make the rule impossible to lose silently: a 
 the collection, a configuration that stops collecting the package, or a public loss, metric or
 layer without a runnable example fails here.
 """
+
 import configparser
 import doctest
 import importlib
@@ -30,8 +31,9 @@ def _modules():
   ``__main__.py`` is left out: importing it runs the program, so pytest never collects it (see
   :func:`test_main_modules_hold_no_examples`).
   """
-  return sorted(p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*.py")
-                if p.name != "__main__.py")
+  return sorted(
+    p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*.py") if p.name != "__main__.py"
+  )
 
 
 def _collection(request, tmp_path):
@@ -46,9 +48,13 @@ def _collection(request, tmp_path):
     return recorder.modules, recorder.with_items
   out = tmp_path / "collected.json"
   result = subprocess.run(
-      [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
-      cwd=ROOT, env={**os.environ, RECORD_ENV: str(out)}, capture_output=True, text=True,
-      check=False)
+    [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+    cwd=ROOT,
+    env={**os.environ, RECORD_ENV: str(out)},
+    capture_output=True,
+    text=True,
+    check=False,
+  )
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   record = json.loads(out.read_text())
   return set(record["modules"]), set(record["with_items"])
@@ -72,7 +78,8 @@ def test_every_module_is_doctest_collected(request, tmp_path):
   with_examples = {m for m in expected if re.search(r"^\s*>>> ", (ROOT / m).read_text(), re.M)}
   assert len(with_examples) > 40 and "tfrank4class/train/evaluate.py" in with_examples
   assert not with_examples - with_items, (
-      f"Examples but no doctest item: {sorted(with_examples - with_items)}")
+    f"Examples but no doctest item: {sorted(with_examples - with_items)}"
+  )
 
 
 def test_main_modules_hold_no_examples():
@@ -86,20 +93,26 @@ def _public_objects():
   binaries of ``train/`` left out (they are not imported here)."""
   found = []
   for path in _modules():
-    name = path[:-len(".py")].replace("/", ".").removesuffix(".__init__")
+    name = path[: -len(".py")].replace("/", ".").removesuffix(".__init__")
     if name.startswith("tfrank4class.train."):
       continue
     module = importlib.import_module(name)
     for attr, obj in vars(module).items():
-      if (not attr.startswith("_") and getattr(obj, "__module__", None) == module.__name__
-          and (inspect.isclass(obj) or inspect.isfunction(obj))):
+      if (
+        not attr.startswith("_")
+        and getattr(obj, "__module__", None) == module.__name__
+        and (inspect.isclass(obj) or inspect.isfunction(obj))
+      ):
         found.append((f"{name}.{attr}", obj))
   return found
 
 
 def _kind(obj):
-  for base, kind in ((keras.losses.Loss, "loss"), (keras.metrics.Metric, "metric"),
-                     (keras.layers.Layer, "layer")):
+  for base, kind in (
+    (keras.losses.Loss, "loss"),
+    (keras.metrics.Metric, "metric"),
+    (keras.layers.Layer, "layer"),
+  ):
     if inspect.isclass(obj) and issubclass(obj, base):
       return kind
   return None

@@ -1,28 +1,39 @@
 """Tests of the encoder registry tfrank4class.encoders.get."""
+
 import pytest
 
 from tfrank4class import encoders
 
 
 def test_names_and_get():
-  assert encoders.names() == ["resnet50", "saved_model", "small_cnn", "transformer",
-                              "vgg16_cifar"]
+  assert encoders.names() == ["resnet50", "saved_model", "small_cnn", "transformer", "vgg16_cifar"]
   encoder = encoders.get("small_cnn", input_shape=(8, 8, 3), filters=(2,), embedding_dim=3)
   assert encoder.output_shape == (None, 3)
-  text = encoders.get("transformer", vocabulary=["a", "b"], sequence_length=4, embedding_dim=4,
-                      num_heads=1, num_layers=1, ff_dim=4)
+  text = encoders.get(
+    "transformer",
+    vocabulary=["a", "b"],
+    sequence_length=4,
+    embedding_dim=4,
+    num_heads=1,
+    num_layers=1,
+    ff_dim=4,
+  )
   assert text.output_shape == (None, 4)
 
 
 def test_unknown_name():
-  with pytest.raises(ValueError, match=r"`name` must be one of \['resnet50', 'saved_model', "
-                                       r"'small_cnn', 'transformer', 'vgg16_cifar'\], got 'bert'"):
+  with pytest.raises(
+    ValueError,
+    match=r"`name` must be one of \['resnet50', 'saved_model', "
+    r"'small_cnn', 'transformer', 'vgg16_cifar'\], got 'bert'",
+  ):
     encoders.get("bert")
 
 
 def test_encoders_registry_keeps_its_dict_like_use():
   from tfrank4class.encoders.small_cnn import small_cnn
   from tfrank4class.registry import Registry
+
   assert isinstance(encoders.ENCODERS, Registry)
   assert list(encoders.ENCODERS) == encoders.names()
   assert encoders.ENCODERS["small_cnn"] is small_cnn and "bert" not in encoders.ENCODERS

@@ -1,4 +1,5 @@
 """Tests of tfrank4class.ranking.exact: rank and rank_within against numpy references."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -11,8 +12,9 @@ def np_rank(scores):
   scores = np.asarray(scores)
   order = np.argsort(-scores, axis=-1, kind="stable")
   ranks = np.empty(order.shape, dtype=np.int64)
-  np.put_along_axis(ranks, order, np.broadcast_to(np.arange(1, scores.shape[-1] + 1), order.shape),
-                    axis=-1)
+  np.put_along_axis(
+    ranks, order, np.broadcast_to(np.arange(1, scores.shape[-1] + 1), order.shape), axis=-1
+  )
   return ranks
 
 
@@ -76,19 +78,21 @@ def test_rank_within_matches_brute_force():
   rng = np.random.default_rng(3)
   scores = rng.integers(0, 4, size=(6, 11)).astype(np.float32)
   mask = rng.random((6, 11)) < 0.4
-  np.testing.assert_array_equal(exact.rank_within(scores, mask).numpy(),
-                                np_rank_within(scores, mask))
   np.testing.assert_array_equal(
-      exact.rank_within([[0.1, 0.9, 0.5, 0.7]], [[True, False, True, False]]).numpy(),
-      [[2, 1, 1, 2]])
+    exact.rank_within(scores, mask).numpy(), np_rank_within(scores, mask)
+  )
+  np.testing.assert_array_equal(
+    exact.rank_within([[0.1, 0.9, 0.5, 0.7]], [[True, False, True, False]]).numpy(), [[2, 1, 1, 2]]
+  )
 
 
 def test_rank_within_axis0_and_bad_mask():
   rng = np.random.default_rng(4)
   scores = rng.standard_normal((7, 3)).astype(np.float32)
   mask = rng.random((7, 3)) < 0.5
-  np.testing.assert_array_equal(exact.rank_within(scores, mask, axis=0).numpy(),
-                                np_rank_within(scores.T, mask.T).T)
+  np.testing.assert_array_equal(
+    exact.rank_within(scores, mask, axis=0).numpy(), np_rank_within(scores.T, mask.T).T
+  )
   with pytest.raises(TypeError, match="`mask` must be a boolean"):
     exact.rank_within([[1.0, 2.0]], [[1, 0]])
 
@@ -116,14 +120,19 @@ def test_mirrored_strategy(mirrored_strategy):
   np.testing.assert_array_equal(got, np_rank(scores))
 
 
-@pytest.mark.parametrize("fn", [exact.rank, lambda s: exact.rank_within(s, tf.ones_like(s) > 0)],
-                         ids=["rank", "rank_within"])
+@pytest.mark.parametrize(
+  "fn",
+  [exact.rank, lambda s: exact.rank_within(s, tf.ones_like(s) > 0)],
+  ids=["rank", "rank_within"],
+)
 def test_nan_scores_raise_eagerly_and_in_tf_function(fn):
   scores = tf.constant([[0.1, np.nan, 0.5], [1.0, 2.0, np.nan]])
   for call in (fn, tf.function(fn)):
-    with pytest.raises(tf.errors.InvalidArgumentError,
-                       match=r"(?s)`scores` must not contain NaN \(finite numbers and \+-inf are "
-                             r"allowed\); NaN entries:.*2"):
+    with pytest.raises(
+      tf.errors.InvalidArgumentError,
+      match=r"(?s)`scores` must not contain NaN \(finite numbers and \+-inf are "
+      r"allowed\); NaN entries:.*2",
+    ):
       call(scores)
   # Infinities are ordinary scores: +inf first, -inf last.
   np.testing.assert_array_equal(fn(tf.constant([[0.1, -np.inf, np.inf]])).numpy(), [[2, 3, 1]])
@@ -134,4 +143,4 @@ def test_nan_check_is_dropped_under_xla_but_finite_ranks_are_unchanged():
   scores = np.random.default_rng(5).standard_normal((4, 9)).astype(np.float32)
   jitted = tf.function(exact.rank, jit_compile=True)
   np.testing.assert_array_equal(jitted(scores).numpy(), np_rank(scores))
-  assert jitted(tf.constant([[0.1, np.nan, 0.5]])).shape == (1, 3)   # no error under XLA
+  assert jitted(tf.constant([[0.1, np.nan, 0.5]])).shape == (1, 3)  # no error under XLA

@@ -1,4 +1,5 @@
 """tfrank4class.train.features: embeddings of a trained model and the on-disk feature cache."""
+
 import doctest
 import json
 import os
@@ -76,7 +77,7 @@ def test_cache_entry_without_its_json_is_rebuilt(tmp_path):
   cache = features.FeatureCache(tmp_path)
   spec = {"k": 1}
   cache.save(spec, {"a": np.zeros(2)}, {})
-  os.remove(cache.paths(spec)[1])   # e.g. killed between the two writes
+  os.remove(cache.paths(spec)[1])  # e.g. killed between the two writes
   assert cache.load(spec) is None
   calls = []
   cache.get_or_build(spec, lambda: (calls.append(1) or {"a": np.ones(2)}, {}))

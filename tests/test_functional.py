@@ -1,5 +1,6 @@
 """The float32 O(B*C) metrics against the exact float64 reference, brute force over tie-breaking,
 scikit-learn, Keras and TF-Ranking."""
+
 import itertools
 import math
 
@@ -7,21 +8,28 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from scipy.stats import spearmanr
-from sklearn.metrics import (label_ranking_average_precision_score, ndcg_score,
-                             top_k_accuracy_score)
+from sklearn.metrics import label_ranking_average_precision_score, ndcg_score, top_k_accuracy_score
 
+from tfrank4class import compat
 from tfrank4class.metrics import functional as F
 from tfrank4class.metrics import reference as R
-from tfrank4class import compat
 
 tfr_metrics = compat.tf_ranking_module("keras.metrics")
 
 RNG = np.random.default_rng(2024)
 
 # (function name, kwargs) of every metric that the reference also has.
-CASES = [("top_k_accuracy", {"k": 1}), ("top_k_accuracy", {"k": 5}), ("reciprocal_rank", {}),
-         ("reciprocal_rank", {"k": 3}), ("ndcg", {"k": 1}), ("ndcg", {"k": 5}), ("ndcg", {}),
-         ("ndcg", {"k": 5, "gain": "linear"}), ("average_precision", {})]
+CASES = [
+  ("top_k_accuracy", {"k": 1}),
+  ("top_k_accuracy", {"k": 5}),
+  ("reciprocal_rank", {}),
+  ("reciprocal_rank", {"k": 3}),
+  ("ndcg", {"k": 1}),
+  ("ndcg", {"k": 5}),
+  ("ndcg", {}),
+  ("ndcg", {"k": 5, "gain": "linear"}),
+  ("average_precision", {}),
+]
 
 
 def _tied_scores(b, c, levels):
@@ -35,6 +43,7 @@ def _exact(name, labels, scores, **kwargs):
 
 
 # --- the fast path equals the exact reference --------------------------------------------------
+
 
 @pytest.mark.parametrize("c,levels", [(2, 2), (7, 3), (28, 5), (1000, 20), (10000, 50)])
 @pytest.mark.parametrize("name,kwargs", CASES)
@@ -71,9 +80,12 @@ def test_dense_relevance_with_padding_equals_reference(c, levels, name, kwargs):
 def test_spearman_equals_reference(c):
   scores = _tied_scores(12, c, 7)
   graded = RNG.integers(-1, 4, (12, c)).astype(np.float32)
-  np.testing.assert_allclose(F.spearman(graded, scores).numpy(),
-                             R.spearman(graded, scores.astype(np.float64)).numpy(),
-                             rtol=0, atol=1e-5)
+  np.testing.assert_allclose(
+    F.spearman(graded, scores).numpy(),
+    R.spearman(graded, scores.astype(np.float64)).numpy(),
+    rtol=0,
+    atol=1e-5,
+  )
 
 
 def test_class_ids_and_their_one_hot_agree():
@@ -81,11 +93,15 @@ def test_class_ids_and_their_one_hot_agree():
   labels = RNG.integers(0, 12, 20)
   one_hot = np.eye(12, dtype=np.float32)[labels]
   for name, kwargs in CASES:
-    np.testing.assert_allclose(getattr(F, name)(labels, scores, **kwargs).numpy(),
-                               getattr(F, name)(one_hot, scores, **kwargs).numpy(), atol=2e-7)
+    np.testing.assert_allclose(
+      getattr(F, name)(labels, scores, **kwargs).numpy(),
+      getattr(F, name)(one_hot, scores, **kwargs).numpy(),
+      atol=2e-7,
+    )
 
 
 # --- brute force over every tie-breaking order -------------------------------------------------
+
 
 def _expected_over_ties(metric, relevance, scores):
   n = len(scores)
@@ -108,9 +124,10 @@ def _rr(ranked, k=None):
 
 
 def _ndcg(ranked, k):
-  dcg = sum((2 ** r - 1) / math.log2(1 + p) for p, r in enumerate(ranked[:k], 1))
-  ideal = sum((2 ** r - 1) / math.log2(1 + p)
-              for p, r in enumerate(sorted(ranked, reverse=True)[:k], 1))
+  dcg = sum((2**r - 1) / math.log2(1 + p) for p, r in enumerate(ranked[:k], 1))
+  ideal = sum(
+    (2**r - 1) / math.log2(1 + p) for p, r in enumerate(sorted(ranked, reverse=True)[:k], 1)
+  )
   return dcg / ideal if ideal > 0 else 0.0
 
 
@@ -130,12 +147,15 @@ def test_expectations_over_tie_breaking(seed):
       want_topk = _expected_over_ties(lambda r, k=k: float(_hits(r, k) > 0), relevance, scores)
       assert float(F.top_k_accuracy(labels, sc, k=k)[0]) == pytest.approx(want_topk, abs=1e-6)
       assert float(F.recall_at_k(labels, sc, k=k)[0]) == pytest.approx(
-          want_hits / (relevance > 0).sum(), abs=1e-6)
+        want_hits / (relevance > 0).sum(), abs=1e-6
+      )
       assert float(F.precision_at_k(labels, sc, k=k)[0]) == pytest.approx(want_hits / k, abs=1e-6)
       assert float(F.reciprocal_rank(labels, sc, k=k)[0]) == pytest.approx(
-          _expected_over_ties(lambda r, k=k: _rr(r, k), relevance, scores), abs=1e-6)
+        _expected_over_ties(lambda r, k=k: _rr(r, k), relevance, scores), abs=1e-6
+      )
       assert float(F.ndcg(labels, sc, k=k)[0]) == pytest.approx(
-          _expected_over_ties(lambda r, k=k: _ndcg(r, k), relevance, scores), abs=1e-6)
+        _expected_over_ties(lambda r, k=k: _ndcg(r, k), relevance, scores), abs=1e-6
+      )
 
 
 def test_all_equal_scores_give_chance_values():
@@ -146,6 +166,7 @@ def test_all_equal_scores_give_chance_values():
 
 
 # --- scikit-learn, Keras and TF-Ranking on tie-free inputs -------------------------------------
+
 
 @pytest.mark.parametrize("c", [3, 10, 1000])
 def test_class_ids_match_sklearn_and_keras(c):
@@ -160,8 +181,9 @@ def test_class_ids_match_sklearn_and_keras(c):
     keras = tf.keras.metrics.SparseTopKCategoricalAccuracy(k)
     keras.update_state(labels, scores)
     assert F.top_k_accuracy(labels, scores, k=k).numpy().mean() == pytest.approx(
-        float(keras.result()), abs=1e-6)
-    want = [ndcg_score(one_hot[i:i + 1], scores[i:i + 1], k=k) for i in range(b)]
+      float(keras.result()), abs=1e-6
+    )
+    want = [ndcg_score(one_hot[i : i + 1], scores[i : i + 1], k=k) for i in range(b)]
     np.testing.assert_allclose(F.ndcg(labels, scores, k=k, gain="linear").numpy(), want, atol=1e-6)
   want = label_ranking_average_precision_score(one_hot, scores)
   assert F.average_precision(labels, scores).numpy().mean() == pytest.approx(want, abs=1e-6)
@@ -174,7 +196,7 @@ def test_dense_relevance_matches_sklearn():
   graded = RNG.integers(0, 4, (b, c)).astype(np.float32) * (RNG.random((b, c)) < 0.3)
   graded[:, 0] = 1.0
   for k in (1, 5, None):
-    want = [ndcg_score(graded[i:i + 1], scores[i:i + 1], k=k) for i in range(b)]
+    want = [ndcg_score(graded[i : i + 1], scores[i : i + 1], k=k) for i in range(b)]
     np.testing.assert_allclose(F.ndcg(graded, scores, k=k, gain="linear").numpy(), want, atol=1e-6)
   binary = (graded > 0).astype(np.float32)
   want = label_ranking_average_precision_score(binary, scores)
@@ -184,8 +206,10 @@ def test_dense_relevance_matches_sklearn():
 def test_spearman_matches_scipy():
   scores = _tied_scores(30, 8, 3)
   graded = RNG.integers(0, 4, (30, 8)).astype(np.float32)
-  want = [0.0 if np.isnan(r) else r
-          for r in (spearmanr(graded[i], scores[i]).statistic for i in range(30))]
+  want = [
+    0.0 if np.isnan(r) else r
+    for r in (spearmanr(graded[i], scores[i]).statistic for i in range(30))
+  ]
   np.testing.assert_allclose(F.spearman(graded, scores).numpy(), want, atol=1e-5)
 
 
@@ -216,6 +240,7 @@ def test_rank4class_figure_1():
 
 # --- the closed forms' pieces ------------------------------------------------------------------
 
+
 def test_rank_range():
   scores = _tied_scores(30, 9, 3)
   labels = RNG.integers(0, 9, 30)
@@ -229,9 +254,16 @@ def test_rank_range():
 
 # --- graph mode, XLA, unknown list size ------------------------------------------------------
 
-ALL = [(F.top_k_accuracy, {"k": 2}), (F.reciprocal_rank, {}), (F.reciprocal_rank, {"k": 3}),
-       (F.ndcg, {"k": 5}), (F.ndcg, {}), (F.average_precision, {}), (F.recall_at_k, {"k": 3}),
-       (F.precision_at_k, {"k": 3})]
+ALL = [
+  (F.top_k_accuracy, {"k": 2}),
+  (F.reciprocal_rank, {}),
+  (F.reciprocal_rank, {"k": 3}),
+  (F.ndcg, {"k": 5}),
+  (F.ndcg, {}),
+  (F.average_precision, {}),
+  (F.recall_at_k, {"k": 3}),
+  (F.precision_at_k, {"k": 3}),
+]
 
 
 @pytest.mark.parametrize("fn,kwargs", ALL)
@@ -250,17 +282,30 @@ def test_tf_function_and_xla_equal_eager(fn, kwargs):
 def test_unknown_list_size(fn, kwargs):
   scores = _tied_scores(8, 10, 3)
   labels = RNG.integers(0, 10, 8)
-  traced = tf.function(lambda y, s: fn(y, s, **kwargs),
-                       input_signature=[tf.TensorSpec([None], tf.int64),
-                                        tf.TensorSpec([None, None], tf.float32)])
-  np.testing.assert_allclose(traced(labels, scores).numpy(), fn(labels, scores, **kwargs).numpy(),
-                             atol=1e-6)
+  traced = tf.function(
+    lambda y, s: fn(y, s, **kwargs),
+    input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None, None], tf.float32)],
+  )
+  np.testing.assert_allclose(
+    traced(labels, scores).numpy(), fn(labels, scores, **kwargs).numpy(), atol=1e-6
+  )
 
 
 # --- bad input -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("fn", [F.ndcg, F.top_k_accuracy, F.reciprocal_rank, F.average_precision,
-                                F.recall_at_k, F.precision_at_k, F.spearman])
+
+@pytest.mark.parametrize(
+  "fn",
+  [
+    F.ndcg,
+    F.top_k_accuracy,
+    F.reciprocal_rank,
+    F.average_precision,
+    F.recall_at_k,
+    F.precision_at_k,
+    F.spearman,
+  ],
+)
 def test_bad_input(fn):
   scores = [[0.1, 0.2, 0.3]] * 2
   for labels in ([0, 3], [-1, 0], [[0], [7]]):
@@ -298,12 +343,14 @@ def test_xla_drops_the_label_check_and_clips():
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels.*\[0, num_classes=3\)"):
     tf.function(lambda y, s: F.top_k_accuracy(y, s, k=1))(tf.constant([5]), scores)
   out = tf.function(lambda y, s: F.top_k_accuracy(y, s, k=1), jit_compile=True)(
-      tf.constant([5]), scores)
+    tf.constant([5]), scores
+  )
   assert out.numpy().tolist() == [1.0]  # scored as class 2, the highest
 
 
 @pytest.mark.parametrize(
-    "fn", [F.ndcg, F.top_k_accuracy, F.reciprocal_rank, F.recall_at_k, F.precision_at_k])
+  "fn", [F.ndcg, F.top_k_accuracy, F.reciprocal_rank, F.recall_at_k, F.precision_at_k]
+)
 def test_bad_k(fn):
   for k in (0, -2, 1.5, "3"):
     with pytest.raises(ValueError, match=r"`k` must be an integer >= 1.*got"):

@@ -1,4 +1,5 @@
 """Tests of tfrank4class/data/goemotions.py against the real GoEmotions TSVs and mocked TFDS."""
+
 import csv
 
 import numpy as np
@@ -6,8 +7,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from tfrank4class.data import _common
-from tfrank4class.data import goemotions
+from tfrank4class.data import _common, goemotions
 from tfrank4class.data import options as options_lib
 
 
@@ -40,8 +40,9 @@ def test_real_class_names_neutral_is_27(ge_dir):
 
 
 def test_real_multi_label_rows_match_csv_reference(ge_dir):
-  ds = goemotions.load("validation", ge_dir, _opts(batch_size=64, deterministic=True),
-                       multi_label=True)
+  ds = goemotions.load(
+    "validation", ge_dir, _opts(batch_size=64, deterministic=True), multi_label=True
+  )
   texts, relevance = next(iter(ds))
   assert texts.dtype == tf.string and relevance.shape == (64, 28)
   assert relevance.dtype == tf.float32
@@ -57,8 +58,9 @@ def test_real_multi_label_rows_match_csv_reference(ge_dir):
 
 
 def test_real_single_label_ids_match_csv_reference(ge_dir):
-  texts, labels = next(iter(goemotions.load("test", ge_dir,
-                                            _opts(batch_size=100, deterministic=True))))
+  texts, labels = next(
+    iter(goemotions.load("test", ge_dir, _opts(batch_size=100, deterministic=True)))
+  )
   with open(ge_dir / "test.tsv", newline="", encoding="utf-8") as f:
     rows = [r for r in csv.reader(f, delimiter="\t") if "," not in r[1]][:100]
   assert labels.numpy().tolist() == [int(r[1]) for r in rows]
@@ -79,12 +81,15 @@ def _write(tmp_path, rows):
   return tmp_path
 
 
-@pytest.mark.parametrize("bad,match", [
+@pytest.mark.parametrize(
+  "bad,match",
+  [
     ("only text", r"line 2: expected 3 tab-separated fields"),
     ("text\t3,x\tid9", r"line 2: label ids must be comma-separated integers, got '3,x'"),
     ("text\t28\tid9", r"line 2: label ids must be in \[0, 28\), got \[28\]"),
     ("text\t4\t ", r"line 2: the comment id \(3rd field\) is empty"),
-])
+  ],
+)
 def test_malformed_rows_name_file_and_line(tmp_path, bad, match):
   d = _write(tmp_path, ["fine\t1\tid1", bad])
   with pytest.raises(goemotions.MalformedRowError, match=match) as e:
@@ -100,25 +105,31 @@ def _write_bytes(tmp_path, lines):
 
 def test_invalid_utf8_names_file_line_and_byte(tmp_path):
   d = _write_bytes(tmp_path, [b"fine\t1\tid1", b"caf\xe9 latte\t2\tid2", b"ok\t3\tid3"])
-  with pytest.raises(goemotions.MalformedRowError,
-                     match=r"train.tsv, line 2: not valid UTF-8 \(byte 0xe9 at byte 4 of "
-                           r"the line\)"):
+  with pytest.raises(
+    goemotions.MalformedRowError,
+    match=r"train.tsv, line 2: not valid UTF-8 \(byte 0xe9 at byte 4 of "
+    r"the line\)",
+  ):
     goemotions.load("train", d, _opts())
 
 
 def test_unbalanced_quote_is_reported_at_its_own_line(tmp_path):
   # csv would read on to the end of the file looking for the closing quote (line 5).
-  d = _write(tmp_path, ["fine\t1\tid1", '"never closed\t2\tid2', "a\t3\tid3", "b\t4\tid4",
-                        "c\t5\tid5"])
-  with pytest.raises(goemotions.MalformedRowError,
-                     match=r"train.tsv, line 2: unbalanced or misplaced quote") as e:
+  d = _write(
+    tmp_path, ["fine\t1\tid1", '"never closed\t2\tid2', "a\t3\tid3", "b\t4\tid4", "c\t5\tid5"]
+  )
+  with pytest.raises(
+    goemotions.MalformedRowError, match=r"train.tsv, line 2: unbalanced or misplaced quote"
+  ) as e:
     goemotions.load("train", d, _opts())
   assert str(d / "train.tsv") in str(e.value)
 
 
 def test_on_corrupt_skip_drops_counts_and_names_the_lines(tmp_path, capsys):
-  d = _write_bytes(tmp_path, [b"first\t1\tid1", b"\xff\xfe\t2\tid2", b'"open\t3\tid3',
-                              b"x\t99\tid4", b"last\t27\tid5"])
+  d = _write_bytes(
+    tmp_path,
+    [b"first\t1\tid1", b"\xff\xfe\t2\tid2", b'"open\t3\tid3', b"x\t99\tid4", b"last\t27\tid5"],
+  )
   opts = _opts(shuffle=False, deterministic=True)
   texts, labels = next(iter(goemotions.load("train", d, opts, on_corrupt="skip")))
   assert texts.numpy().tolist() == [b"first", b"last"] and labels.numpy().tolist() == [1, 27]
@@ -129,8 +140,9 @@ def test_on_corrupt_skip_drops_counts_and_names_the_lines(tmp_path, capsys):
   # Read once per process: loading again (as the training binary does) does not repeat it.
   goemotions.load("train", d, opts, on_corrupt="skip", multi_label=True)
   assert "Skipped" not in capsys.readouterr().err
-  with pytest.raises(ValueError,
-                     match=r"`on_corrupt` must be one of \['error', 'skip'\], got 'drop'"):
+  with pytest.raises(
+    ValueError, match=r"`on_corrupt` must be one of \['error', 'skip'\], got 'drop'"
+  ):
     goemotions.load("train", d, opts, on_corrupt="drop")
 
 
@@ -158,8 +170,11 @@ def test_missing_data_errors(tmp_path):
 
 def test_tfds_source_with_mock_data(tmp_path):
   with tfds.testing.mock_data(num_examples=40):
-    raw = list(tfds.builder("goemotions", data_dir=tmp_path, try_gcs=False).as_dataset(
-        split="train", shuffle_files=False))
+    raw = list(
+      tfds.builder("goemotions", data_dir=tmp_path, try_gcs=False).as_dataset(
+        split="train", shuffle_files=False
+      )
+    )
     opts = _opts(batch_size=64, shuffle=False, deterministic=True)
     multi = list(goemotions.load("train", tmp_path, opts, source="tfds", multi_label=True))
     single = list(goemotions.load("train", tmp_path, opts, source="tfds"))

@@ -1,4 +1,5 @@
 """tfrank4class.train.grid: records, resumable store, training helpers, statistics."""
+
 import json
 import os
 
@@ -10,12 +11,20 @@ from scipy import stats
 from tfrank4class.train import grid
 
 
-def _record(dataset="d", protocol="frozen", loss="softmax_loss", interaction="dot", seed=0,
-            **metrics):
+def _record(
+  dataset="d", protocol="frozen", loss="softmax_loss", interaction="dot", seed=0, **metrics
+):
   values = {"top_1": 0.5, "top_5": 0.9, "ndcg_5": 0.7, "mrr": 0.6}
   values.update(metrics)
-  return {"dataset": dataset, "protocol": protocol, "loss": loss, "interaction": interaction,
-          "seed": seed, "train_seconds": 1.5, **values}
+  return {
+    "dataset": dataset,
+    "protocol": protocol,
+    "loss": loss,
+    "interaction": interaction,
+    "seed": seed,
+    "train_seconds": 1.5,
+    **values,
+  }
 
 
 def test_check_record_accepts_a_valid_record():
@@ -24,7 +33,9 @@ def test_check_record_accepts_a_valid_record():
   assert grid.record_key(record) == grid.Cell("d", "frozen", "softmax_loss", "dot", 0)
 
 
-@pytest.mark.parametrize("change, match", [
+@pytest.mark.parametrize(
+  "change, match",
+  [
     ({"ndcg_5": None}, "`ndcg_5` must be a finite number"),
     ({"top_1": 1.2}, "`top_1` must be a test-split metric in \\[0, 1\\]"),
     ({"protocol": "fine_tune"}, "`protocol` must be one of"),
@@ -32,7 +43,8 @@ def test_check_record_accepts_a_valid_record():
     ({"seed": -1}, "`seed` must be an integer >= 0"),
     ({"loss": ""}, "`loss` must be a non-empty string"),
     ({"train_seconds": -1.0}, "`train_seconds` must be a finite number >= 0.0"),
-])
+  ],
+)
 def test_check_record_names_the_bad_key(change, match):
   with pytest.raises(ValueError, match=match):
     grid.check_record({**_record(), **change})
@@ -61,7 +73,7 @@ def test_store_appends_atomically_and_reloads(tmp_path):
   assert not [n for n in os.listdir(path.parent) if ".tmp" in n]
   with pytest.raises(ValueError, match="already holds a record"):
     again.add(_record(seed=1))
-  assert len(grid.RecordStore(path)) == 2   # the refused record was not written
+  assert len(grid.RecordStore(path)) == 2  # the refused record was not written
 
 
 def test_store_refuses_bad_files(tmp_path):
@@ -80,11 +92,13 @@ def test_store_refuses_bad_files(tmp_path):
 def test_grid_cells_order_and_validation():
   cells = grid.grid_cells(["a", "b"], "frozen", ["l1", "l2"], ["dot", "concat"], range(2))
   assert len(cells) == 16
-  assert cells[:5] == [grid.Cell("a", "frozen", "l1", "dot", 0),
-                       grid.Cell("a", "frozen", "l1", "concat", 0),
-                       grid.Cell("a", "frozen", "l2", "dot", 0),
-                       grid.Cell("a", "frozen", "l2", "concat", 0),
-                       grid.Cell("a", "frozen", "l1", "dot", 1)]
+  assert cells[:5] == [
+    grid.Cell("a", "frozen", "l1", "dot", 0),
+    grid.Cell("a", "frozen", "l1", "concat", 0),
+    grid.Cell("a", "frozen", "l2", "dot", 0),
+    grid.Cell("a", "frozen", "l2", "concat", 0),
+    grid.Cell("a", "frozen", "l1", "dot", 1),
+  ]
   with pytest.raises(ValueError, match="`interactions` must be one of"):
     grid.grid_cells(["a"], "frozen", ["l1"], ["bilinear"], [0])
   with pytest.raises(ValueError, match="`protocol` must be one of"):
@@ -97,11 +111,14 @@ def test_summarize_matches_scipy():
   other = base + rng.normal(0.003, 0.002, 5)
   records = [_record(seed=s, ndcg_5=float(base[s])) for s in range(5)]
   records += [_record(seed=s, loss="approx_ndcg_loss", ndcg_5=float(other[s])) for s in range(5)]
-  records += [_record(seed=0, loss="mean_squared_loss")]          # one seed: no interval
+  records += [_record(seed=0, loss="mean_squared_loss")]  # one seed: no interval
   records += [_record(seed=s, dataset="e", loss="approx_ndcg_loss") for s in range(3)]
   rows = grid.summarize(records)
   assert [(r["dataset"], r["loss"]) for r in rows] == [
-      ("d", "softmax_loss"), ("d", "approx_ndcg_loss"), ("e", "approx_ndcg_loss")]
+    ("d", "softmax_loss"),
+    ("d", "approx_ndcg_loss"),
+    ("e", "approx_ndcg_loss"),
+  ]
   b, o, e = rows
   low, high = stats.t.interval(0.95, 4, loc=np.mean(base), scale=stats.sem(base))
   assert b["intervals"]["ndcg_5"].low == pytest.approx(low, abs=1e-12)
@@ -112,7 +129,7 @@ def test_summarize_matches_scipy():
   assert o["paired"]["ndcg_5"].high == pytest.approx(ci.high, abs=1e-12)
   assert o["paired_seeds"] == [0, 1, 2, 3, 4]
   assert o["paired"]["top_1"].sd == 0.0 and not o["paired"]["top_1"].difference_detected
-  assert e["paired"] == {}     # no baseline on dataset "e"
+  assert e["paired"] == {}  # no baseline on dataset "e"
 
 
 def test_summarize_pairs_only_shared_seeds():
@@ -142,23 +159,27 @@ def test_estimates_and_progress_line():
   assert grid.estimate_seconds(("d", "frozen", "a", "dot", 5), records) == 10.5
   assert grid.estimate_seconds(("d", "frozen", "c", "concat", 0), records) == 100.0
   assert grid.estimate_seconds(("d", "frozen", "c", "latent_cross", 0), records) == pytest.approx(
-      121.0 / 3)
+    121.0 / 3
+  )
   assert grid.estimate_seconds(("x", "frozen", "a", "dot", 0), records) is None
-  line = grid.progress_line(3, 6, 75.0, [("d", "frozen", "a", "dot", 5),
-                                         ("x", "frozen", "a", "dot", 0)], records)
+  line = grid.progress_line(
+    3, 6, 75.0, [("d", "frozen", "a", "dot", 5), ("x", "frozen", "a", "dot", 0)], records
+  )
   # 10.5 s for the first; the second has no similar record: the mean of all (40.33 s).
   assert line == "[###############---------------] 3/6 runs, 1m15s elapsed, ~51s left"
-  assert grid.progress_line(0, 4, 0.0, [("d", "frozen", "a", "dot", 0)], []).endswith(
-      "estimating")
+  assert grid.progress_line(0, 4, 0.0, [("d", "frozen", "a", "dot", 0)], []).endswith("estimating")
   assert grid.format_duration(3725) == "1h02m"
 
 
 def test_settings_differences():
-  records = [dict(_record(), settings={"epochs": 3, "lr": 0.1}),
-             dict(_record(protocol="end_to_end"), settings={"epochs": 9})]
+  records = [
+    dict(_record(), settings={"epochs": 3, "lr": 0.1}),
+    dict(_record(protocol="end_to_end"), settings={"epochs": 9}),
+  ]
   assert grid.settings_differences(records, "d", "frozen", {"epochs": 3, "lr": 0.1}) == {}
   assert grid.settings_differences(records, "d", "frozen", {"epochs": 4, "lr": 0.1}) == {
-      "epochs": (3, 4)}
+    "epochs": (3, 4)
+  }
   assert grid.settings_differences(records, "z", "frozen", {"epochs": 4}) == {}
 
 
@@ -171,24 +192,25 @@ def _blobs(n, seed):
 
 def test_evaluate_scores_matches_numpy():
   rng = np.random.default_rng(5)
-  scores = rng.normal(size=(300, 7)).astype("float32")   # continuous: no ties
+  scores = rng.normal(size=(300, 7)).astype("float32")  # continuous: no ties
   labels = rng.integers(0, 7, 300)
   got = grid.evaluate_scores(labels, scores, batch_size=64)
   ranks = 1 + np.sum(scores > scores[np.arange(300), labels][:, None], axis=1)
   assert got["top_1"] == pytest.approx(np.mean(ranks == 1), abs=1e-6)
   assert got["top_5"] == pytest.approx(np.mean(ranks <= 5), abs=1e-6)
   assert got["mrr"] == pytest.approx(np.mean(1.0 / ranks), abs=1e-6)
-  assert got["ndcg_5"] == pytest.approx(np.mean(np.where(ranks <= 5, 1 / np.log2(1 + ranks), 0)),
-                                        abs=1e-6)
+  assert got["ndcg_5"] == pytest.approx(
+    np.mean(np.where(ranks <= 5, 1 / np.log2(1 + ranks), 0)), abs=1e-6
+  )
 
 
 def test_fit_and_evaluate_restores_the_best_validation_epoch():
   train, val, test = _blobs(400, 0), _blobs(200, 1), _blobs(200, 2)
   tf.keras.utils.set_random_seed(0)
-  model = grid.compile_model(grid.head_model(6, 4, "latent_cross", (8,)), "softmax_loss",
-                             learning_rate=0.02)
-  result, scores = grid.fit_and_evaluate(model, train, val, test, epochs=4, batch_size=64,
-                                         seed=0)
+  model = grid.compile_model(
+    grid.head_model(6, 4, "latent_cross", (8,)), "softmax_loss", learning_rate=0.02
+  )
+  result, scores = grid.fit_and_evaluate(model, train, val, test, epochs=4, batch_size=64, seed=0)
   curve = result["validation_curve"]
   assert len(curve) == 4 and result["epochs"] == 4
   assert result["best_epoch"] == int(np.argmax(curve)) + 1
@@ -199,8 +221,9 @@ def test_fit_and_evaluate_restores_the_best_validation_epoch():
   assert scores.shape == (200, 4)
   assert result["top_1"] == pytest.approx(np.mean(np.argmax(scores, 1) == test[1]), abs=1e-6)
   assert result["top_1"] > 0.8 and result["train_seconds"] > 0
-  record = grid.make_record(("blobs", "frozen", "softmax_loss", "latent_cross", 0), result,
-                            test[1], scores, note="x")
+  record = grid.make_record(
+    ("blobs", "frozen", "softmax_loss", "latent_cross", 0), result, test[1], scores, note="x"
+  )
   assert record["note"] == "x" and record["bound"]["violations"] == 0
   assert record["bound"]["ce_gap"] >= 0
 

@@ -1,10 +1,10 @@
 """Tests of tfrank4class/data/image_folder.py: listing, class names, decoding, corrupt files."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrank4class.data import _common
-from tfrank4class.data import image_folder
+from tfrank4class.data import _common, image_folder
 from tfrank4class.data import options as options_lib
 
 
@@ -17,11 +17,14 @@ def _write_png(path, array):
 def folder(tmp_path):
   """train/{cat,dog}, val/{cat,eel}: class names are the union {cat, dog, eel}."""
   rng = np.random.default_rng(0)
-  for split, cls, n in [("train", "dog", 2), ("train", "cat", 3), ("val", "cat", 1),
-                        ("val", "eel", 2)]:
+  for split, cls, n in [
+    ("train", "dog", 2),
+    ("train", "cat", 3),
+    ("val", "cat", 1),
+    ("val", "eel", 2),
+  ]:
     for i in range(n):
-      _write_png(tmp_path / split / cls / f"{i:02d}.png",
-                 rng.integers(0, 256, size=(5, 7, 3)))
+      _write_png(tmp_path / split / cls / f"{i:02d}.png", rng.integers(0, 256, size=(5, 7, 3)))
   (tmp_path / "train" / "cat" / "notes.txt").write_text("not an image")
   return tmp_path
 
@@ -34,16 +37,20 @@ def test_class_names_are_the_sorted_union_over_splits(folder):
 
 def test_list_split_sorted_with_consistent_ids(folder):
   paths, labels, names = image_folder.list_split(folder, "validation")
-  assert [p.split("/")[-2:] for p in paths] == [["cat", "00.png"], ["eel", "00.png"],
-                                                 ["eel", "01.png"]]
+  assert [p.split("/")[-2:] for p in paths] == [
+    ["cat", "00.png"],
+    ["eel", "00.png"],
+    ["eel", "01.png"],
+  ]
   assert labels == [0, 2, 2]  # eel is class 2 in every split
   paths, labels, _ = image_folder.list_split(folder, "train")
   assert len(paths) == 5 and labels == [0, 0, 0, 1, 1]  # notes.txt is not listed
 
 
 def test_missing_split_names_path_and_present_folders(folder):
-  with pytest.raises(_common.DataNotFoundError,
-                     match=r"test.*split folders present: \['train', 'val'\]"):
+  with pytest.raises(
+    _common.DataNotFoundError, match=r"test.*split folders present: \['train', 'val'\]"
+  ):
     image_folder.list_split(folder, "test")
   with pytest.raises(ValueError, match="`split` must be one of"):
     image_folder.list_split(folder, "holdout")
@@ -82,8 +89,13 @@ def _pipeline(root, on_corrupt):
   records, _ = image_folder.file_records(root, "train", opts)
   keep = image_folder.keep_decoded if on_corrupt == "skip" else None
   return options_lib.build_pipeline(
-      records, image_folder.read_decoder(on_corrupt), lambda x, y, s: (x, y), opts,
-      training=False, keep=keep)
+    records,
+    image_folder.read_decoder(on_corrupt),
+    lambda x, y, s: (x, y),
+    opts,
+    training=False,
+    keep=keep,
+  )
 
 
 def test_corrupt_file_error_names_the_file(tmp_path):

@@ -1,11 +1,11 @@
 """Tests of tfrank4class/data/imagenet.py: ResNet preprocessing, image folder, mocked TFDS."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from tfrank4class.data import _common
-from tfrank4class.data import imagenet
+from tfrank4class.data import _common, imagenet
 from tfrank4class.data import options as options_lib
 
 MEAN = np.array([0.485, 0.456, 0.406])
@@ -37,7 +37,7 @@ def test_eval_resize_keeps_aspect_ratio():
   cols = np.tile(np.arange(512, dtype=np.float32)[None, :, None], (128, 1, 3))
   out = imagenet.resize_and_center_crop(tf.constant(cols)).numpy()
   assert out.shape == (224, 224, 3)
-  first_col = (400 + 0.5) / 2 - 0.5   # resized column 400 samples source column 199.75
+  first_col = (400 + 0.5) / 2 - 0.5  # resized column 400 samples source column 199.75
   np.testing.assert_allclose(out[0, 0, 0], first_col, atol=1e-3)
   np.testing.assert_allclose(out[0, 223, 0], (623 + 0.5) / 2 - 0.5, atol=1e-3)
 
@@ -45,8 +45,9 @@ def test_eval_resize_keeps_aspect_ratio():
 def test_random_resized_crop_area_and_aspect_ranges():
   # Each pixel stores its own (row, column): the output's corners reveal the crop box.
   h, w = 300, 400
-  rows, cols = np.meshgrid(np.arange(h, dtype=np.float32), np.arange(w, dtype=np.float32),
-                           indexing="ij")
+  rows, cols = np.meshgrid(
+    np.arange(h, dtype=np.float32), np.arange(w, dtype=np.float32), indexing="ij"
+  )
   image = tf.constant(np.stack([rows, cols, np.zeros_like(rows)], axis=-1))
   areas, ratios = [], []
   for s in range(60):
@@ -62,7 +63,7 @@ def test_random_resized_crop_area_and_aspect_ranges():
   areas, ratios = np.array(areas), np.array(ratios)
   assert areas.min() >= 0.08 - 0.02 and areas.max() <= 1.0 + 1e-6
   assert ratios.min() >= 0.75 - 0.05 and ratios.max() <= 4 / 3 + 0.05
-  assert areas.std() > 0.05   # the crops really vary
+  assert areas.std() > 0.05  # the crops really vary
   a = imagenet.random_resized_crop(image, tf.constant([5, 5], tf.int64))
   b = imagenet.random_resized_crop(image, tf.constant([5, 5], tf.int64))
   np.testing.assert_array_equal(a.numpy(), b.numpy())
@@ -78,7 +79,7 @@ def folder(tmp_path):
   rng = np.random.default_rng(2)
   sizes = [(300, 400), (256, 256), (500, 260)]
   for split in ("train", "val"):
-    for c, synset in enumerate(["n01440764", "n01443537"]):
+    for synset in ["n01440764", "n01443537"]:
       for k, (hh, ww) in enumerate(sizes):
         path = tmp_path / split / synset / f"img{k}.JPEG"
         path.parent.mkdir(parents=True, exist_ok=True)

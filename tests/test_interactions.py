@@ -1,11 +1,15 @@
 """Tests of tfrank4class.heads.interactions against numpy written here."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from tfrank4class.heads import interactions
 from tfrank4class.heads.interactions import (
-    ConcatInteraction, DotProductInteraction, LatentCrossInteraction)
+  ConcatInteraction,
+  DotProductInteraction,
+  LatentCrossInteraction,
+)
 
 
 def _relu(x):
@@ -22,24 +26,27 @@ def _mlp(x, dense_weights, hidden_count):
 
 
 def _latent_cross_reference(layer, h, c):
-  weights = [(l.kernel.numpy(), l.bias.numpy()) for l in layer._layers]
+  weights = [(dense.kernel.numpy(), dense.bias.numpy()) for dense in layer._layers]
   crossed = h[:, None, :] * (1.0 + c[None, :, :])  # [B, C, d]
   return _mlp(crossed, weights, len(layer.hidden_units))[..., 0]
 
 
 def _concat_reference(layer, h, c):
   b, n = h.shape[0], c.shape[0]
-  pairs = np.concatenate([np.repeat(h[:, None, :], n, axis=1),
-                          np.repeat(c[None, :, :], b, axis=0)], axis=-1)  # explicit [B, C, d+e]
+  pairs = np.concatenate(
+    [np.repeat(h[:, None, :], n, axis=1), np.repeat(c[None, :, :], b, axis=0)], axis=-1
+  )  # explicit [B, C, d+e]
   weights = [(layer.first_kernel.numpy(), layer.first_bias.numpy())]
-  weights += [(l.kernel.numpy(), l.bias.numpy()) for l in layer._layers]
+  weights += [(dense.kernel.numpy(), dense.bias.numpy()) for dense in layer._layers]
   return _mlp(pairs, weights, len(layer.hidden_units))[..., 0]
 
 
 def _data(b=3, d=4, n=5, e=None, seed=0):
   rng = np.random.default_rng(seed)
-  return (rng.normal(size=(b, d)).astype(np.float32),
-          rng.normal(size=(n, e or d)).astype(np.float32))
+  return (
+    rng.normal(size=(b, d)).astype(np.float32),
+    rng.normal(size=(n, e or d)).astype(np.float32),
+  )
 
 
 def test_dot_product_hand_computed():
@@ -98,8 +105,10 @@ def test_latent_cross_gradient_matches_finite_differences():
   with tf.GradientTape() as tape:
     loss = tf.reduce_sum(layer([hv, c]) ** 2)
   grad = tape.gradient(loss, hv).numpy()
-  weights = [(l.kernel.numpy().astype(np.float64), l.bias.numpy().astype(np.float64))
-             for l in layer._layers]
+  weights = [
+    (dense.kernel.numpy().astype(np.float64), dense.bias.numpy().astype(np.float64))
+    for dense in layer._layers
+  ]
 
   def f(hh):
     x = hh[:, None, :] * (1.0 + c[None].astype(np.float64))
@@ -116,9 +125,14 @@ def test_latent_cross_gradient_matches_finite_differences():
   np.testing.assert_allclose(grad, numeric, rtol=1e-3, atol=1e-3)
 
 
-@pytest.mark.parametrize("name, kwargs, e", [
-    ("dot", {}, 5), ("latent_cross", {"hidden_units": (4,)}, 4),
-    ("concat", {"hidden_units": (4, 4), "class_chunk_size": 2}, 2)])
+@pytest.mark.parametrize(
+  "name, kwargs, e",
+  [
+    ("dot", {}, 5),
+    ("latent_cross", {"hidden_units": (4,)}, 4),
+    ("concat", {"hidden_units": (4, 4), "class_chunk_size": 2}, 2),
+  ],
+)
 def test_tf_function_and_jit(name, kwargs, e):
   h, c = _data(e=e)
   layer = interactions.get(name, **kwargs)
@@ -140,16 +154,22 @@ def test_jit_gradients_of_chunked_interaction():
       loss = tf.reduce_sum(layer([x, c]))
     return tape.gradient(loss, x)
 
-  np.testing.assert_allclose(tf.function(grads, jit_compile=True)(tf.constant(h)).numpy(),
-                             grads(tf.constant(h)).numpy(), rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(
+    tf.function(grads, jit_compile=True)(tf.constant(h)).numpy(),
+    grads(tf.constant(h)).numpy(),
+    rtol=1e-4,
+    atol=1e-5,
+  )
 
 
 def test_get_config_round_trip():
   rng = np.random.default_rng(1)
   h = rng.normal(size=(3, 4)).astype(np.float32)
-  for layer, e in ((DotProductInteraction(use_bias=False), 4),
-                   (LatentCrossInteraction((3, 2), "tanh", 2), 4),
-                   (ConcatInteraction((3,), class_chunk_size=4), 3)):
+  for layer, e in (
+    (DotProductInteraction(use_bias=False), 4),
+    (LatentCrossInteraction((3, 2), "tanh", 2), 4),
+    (ConcatInteraction((3,), class_chunk_size=4), 3),
+  ):
     c = rng.normal(size=(5, e)).astype(np.float32)
     out = layer([h, c]).numpy()
     clone = type(layer).from_config(layer.get_config())
@@ -161,11 +181,17 @@ def test_get_config_round_trip():
 
 def test_mismatched_sizes_are_refused():
   h, c = _data(d=4, e=3)
-  with pytest.raises(ValueError, match=r"Mismatched embedding sizes.*d \+ 1 = 5.*got class "
-                                       r"embedding size 3"):
+  with pytest.raises(
+    ValueError,
+    match=r"Mismatched embedding sizes.*d \+ 1 = 5.*got class "
+    r"embedding size 3",
+  ):
     DotProductInteraction()([h, c])
-  with pytest.raises(ValueError, match=r"Mismatched embedding sizes.*size d = 4, got class "
-                                       r"embedding size 3"):
+  with pytest.raises(
+    ValueError,
+    match=r"Mismatched embedding sizes.*size d = 4, got class "
+    r"embedding size 3",
+  ):
     LatentCrossInteraction(hidden_units=(2,))([h, c])
   with pytest.raises(ValueError, match=r"instance embeddings must have shape \[B, d\]"):
     ConcatInteraction(hidden_units=(2,))([h[None], c])
@@ -174,23 +200,37 @@ def test_mismatched_sizes_are_refused():
 
 
 def test_bad_arguments():
-  with pytest.raises(ValueError, match=r"`interaction` must be one of \['concat', 'dot', "
-                                       r"'latent_cross'\], got 'cross'"):
+  with pytest.raises(
+    ValueError,
+    match=r"`interaction` must be one of \['concat', 'dot', "
+    r"'latent_cross'\], got 'cross'",
+  ):
     interactions.get("cross")
-  with pytest.raises(ValueError, match=r"`class_chunk_size` must be an integer >= 1 or None, "
-                                       r"got 0"):
+  with pytest.raises(
+    ValueError,
+    match=r"`class_chunk_size` must be an integer >= 1 or None, "
+    r"got 0",
+  ):
     LatentCrossInteraction(class_chunk_size=0)
-  with pytest.raises(ValueError, match=r"`hidden_units` must be a sequence of positive integers, "
-                                       r"got \(64, -1\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"`hidden_units` must be a sequence of positive integers, "
+    r"got \(64, -1\)",
+  ):
     ConcatInteraction(hidden_units=(64, -1))
   with pytest.raises(ValueError, match=r"`use_bias` must be True or False, got 1"):
     DotProductInteraction(use_bias=1)
 
 
-@pytest.mark.parametrize("cls, kwargs, e", [
-    (DotProductInteraction, {}, 5), (LatentCrossInteraction, {"hidden_units": (8,)}, 4),
+@pytest.mark.parametrize(
+  "cls, kwargs, e",
+  [
+    (DotProductInteraction, {}, 5),
+    (LatentCrossInteraction, {"hidden_units": (8,)}, 4),
     (LatentCrossInteraction, {"hidden_units": (8,), "class_chunk_size": 2}, 4),
-    (ConcatInteraction, {"hidden_units": (8, 8), "class_chunk_size": 2}, 3)])
+    (ConcatInteraction, {"hidden_units": (8, 8), "class_chunk_size": 2}, 3),
+  ],
+)
 def test_mixed_float16_policy(cls, kwargs, e):
   """A mixed_float16 layer: float32 variables, float16 scores close to the float32 layer's."""
   rng = np.random.default_rng(12)
@@ -213,7 +253,11 @@ def test_mixed_float16_policy(cls, kwargs, e):
 def test_interactions_registry_keeps_its_dict_like_use():
   from tfrank4class import heads
   from tfrank4class.registry import Registry
-  assert isinstance(interactions.INTERACTIONS, Registry) and heads.INTERACTIONS is interactions.INTERACTIONS
+
+  assert (
+    isinstance(interactions.INTERACTIONS, Registry)
+    and heads.INTERACTIONS is interactions.INTERACTIONS
+  )
   assert sorted(interactions.INTERACTIONS) == ["concat", "dot", "latent_cross"]
   assert interactions.INTERACTIONS["dot"] is DotProductInteraction
   assert interactions.INTERACTIONS["latent_cross"] is LatentCrossInteraction

@@ -1,4 +1,5 @@
 """tfrank4class.metrics.intervals against scipy.stats."""
+
 import doctest
 
 import numpy as np
@@ -17,8 +18,10 @@ def test_t_cdf_matches_scipy(df):
 @pytest.mark.parametrize("df", list(range(1, 31)) + [47, 100])
 def test_t_ppf_matches_scipy(df):
   for q in (1e-4, 0.005, 0.025, 0.05, 0.3, 0.5, 0.7, 0.9, 0.95, 0.975, 0.995, 0.9999):
-    assert intervals.t_ppf(q, df) == pytest.approx(stats.t.ppf(q, df), rel=1e-10, abs=1e-12), \
-        (q, df)
+    assert intervals.t_ppf(q, df) == pytest.approx(stats.t.ppf(q, df), rel=1e-10, abs=1e-12), (
+      q,
+      df,
+    )
 
 
 @pytest.mark.parametrize("n", [2, 3, 5, 8, 20])
@@ -59,7 +62,9 @@ def test_difference_detected_by_hand():
   assert iv.half_width == pytest.approx(12.706204736 * 0.01, rel=1e-9)
 
 
-@pytest.mark.parametrize("call, match", [
+@pytest.mark.parametrize(
+  "call, match",
+  [
     (lambda: intervals.mean_interval([0.5]), "`values` needs at least 2"),
     (lambda: intervals.mean_interval([0.5, float("nan")]), "`values` must be finite"),
     (lambda: intervals.mean_interval(["a", "b"]), "`values` must be a sequence"),
@@ -69,7 +74,8 @@ def test_difference_detected_by_hand():
     (lambda: intervals.t_ppf(0.5, 0), "`df` must be an integer >= 1"),
     (lambda: intervals.t_cdf(1.0, 2.5), "`df` must be an integer"),
     (lambda: intervals.t_cdf(float("inf"), 2), "`t` must be a finite number"),
-])
+  ],
+)
 def test_bad_input_is_named(call, match):
   with pytest.raises(ValueError, match=match):
     call()

@@ -1,11 +1,18 @@
 """Tests of LSTMSorter: shipped weights close to exact ranks at several lengths, gradients (also of
 2-item lists), mixed_float16, modes, save/load, bad input."""
+
 import pytest
 import tensorflow as tf
+from _sorter_checks import (
+  check_gradient,
+  check_mixed_float16,
+  check_modes,
+  check_save_load,
+  check_two_item_gradient,
+  normalised_l1,
+)
 
 from tfrank4class.ranking.lstm_sorter import LSTMSorter
-from _sorter_checks import (check_gradient, check_mixed_float16, check_modes, check_save_load,
-                            check_two_item_gradient, normalised_l1)
 
 # Bounds a little above what the shipped weights reach, far below an untrained sorter (both in
 # BUILD_NOTES.md, "Learned sorters (SoDeep) (issue 4)").

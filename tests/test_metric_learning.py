@@ -1,11 +1,16 @@
 """Tests of the contrastive and triplet losses against loop-by-loop numpy references."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import tfrank4class.losses as losses
-from tfrank4class.losses.metric_learning import (ContrastiveLoss, SmoothedCrossEntropy, TripletLoss,
-                                                 pairwise_distances)
+from tfrank4class.losses.metric_learning import (
+  ContrastiveLoss,
+  SmoothedCrossEntropy,
+  TripletLoss,
+  pairwise_distances,
+)
 
 
 def _dist(e, normalize=True):
@@ -13,8 +18,9 @@ def _dist(e, normalize=True):
   if normalize:
     e = e / np.linalg.norm(e, axis=1, keepdims=True)
   b = len(e)
-  return np.array([[np.sqrt(max(((e[i] - e[j]) ** 2).sum(), 1e-12)) for j in range(b)]
-                   for i in range(b)])
+  return np.array(
+    [[np.sqrt(max(((e[i] - e[j]) ** 2).sum(), 1e-12)) for j in range(b)] for i in range(b)]
+  )
 
 
 def _ref_contrastive(y, e, m, mining, normalize=True):
@@ -98,7 +104,7 @@ def test_hand_computed_triplet():
   e = [[1.0, 0.0], [0.0, 1.0], [0.5, np.sqrt(3) / 2]]
   got = TripletLoss(margin=0.1, reduction=NONE)([0, 0, 1], e).numpy()
   assert got[0] == pytest.approx(0.1 + np.sqrt(2) - 1, abs=1e-6)
-  assert got[2] == 0.0          # no positive for item 2
+  assert got[2] == 0.0  # no positive for item 2
 
 
 def test_pairwise_distances():
@@ -117,8 +123,11 @@ def test_gradients_finite_with_duplicates():
 
 def test_tf_function_and_jit():
   y, e = _batch(3)
-  for loss in (ContrastiveLoss(mining="hard"), TripletLoss(mining="semi_hard"),
-               TripletLoss(mining="batch_all")):
+  for loss in (
+    ContrastiveLoss(mining="hard"),
+    TripletLoss(mining="semi_hard"),
+    TripletLoss(mining="batch_all"),
+  ):
     eager = float(loss(y, e))
     assert float(tf.function(loss)(y, e)) == pytest.approx(eager, rel=1e-5)
     assert float(tf.function(loss, jit_compile=True)(y, e)) == pytest.approx(eager, rel=1e-5)
@@ -133,8 +142,9 @@ def test_mirrored_strategy_mines_per_replica(mirrored_strategy):
     model = tf.keras.Model(inputs, tf.keras.layers.Dense(3, kernel_initializer="identity")(inputs))
     model.compile(loss=TripletLoss(margin=0.5), optimizer="sgd")
   got = model.evaluate(x, y, batch_size=8, verbose=0)
-  want = np.concatenate([_ref_triplet(y[:4], x[:4], 0.5, "batch_hard"),
-                         _ref_triplet(y[4:], x[4:], 0.5, "batch_hard")]).mean()
+  want = np.concatenate(
+    [_ref_triplet(y[:4], x[:4], 0.5, "batch_hard"), _ref_triplet(y[4:], x[4:], 0.5, "batch_hard")]
+  ).mean()
   assert got == pytest.approx(want, rel=1e-5)
   model.fit(x, y, batch_size=8, epochs=1, verbose=0)
 
@@ -153,21 +163,31 @@ def test_registry_config_and_keras_save(tmp_path):
   assert loaded.loss.get_config()["margin"] == 0.7 and loaded.loss.mining == "hard"
   y, x = _batch(5, b=6, dim=3)
   assert loaded.evaluate(x, y, verbose=0) == pytest.approx(
-      model.evaluate(x, y, verbose=0), rel=1e-6)
+    model.evaluate(x, y, verbose=0), rel=1e-6
+  )
 
 
 def test_bad_input():
   with pytest.raises(ValueError, match=r"`margin` must be a finite number >= 0.0, got -1"):
     TripletLoss(margin=-1)
-  with pytest.raises(ValueError, match=r"`mining` must be one of \['batch_all', 'batch_hard', "
-                                       r"'semi_hard'\], got 'hard'"):
+  with pytest.raises(
+    ValueError,
+    match=r"`mining` must be one of \['batch_all', 'batch_hard', "
+    r"'semi_hard'\], got 'hard'",
+  ):
     TripletLoss(mining="hard")
-  with pytest.raises(ValueError, match=r"`y_true` and `y_pred` must have the same batch size, "
-                                       r"got 3 labels for 4"):
+  with pytest.raises(
+    ValueError,
+    match=r"`y_true` and `y_pred` must have the same batch size, "
+    r"got 3 labels for 4",
+  ):
     TripletLoss()([0, 1, 1], np.ones((4, 2), np.float32))
-  with pytest.raises(ValueError, match=r"`y_true` must be class ids of shape \[B\] or \[B, 1\], "
-                                       r"got shape \(4, 4\)\. The embedding losses take class ids, "
-                                       r"not dense relevance"):
+  with pytest.raises(
+    ValueError,
+    match=r"`y_true` must be class ids of shape \[B\] or \[B, 1\], "
+    r"got shape \(4, 4\)\. The embedding losses take class ids, "
+    r"not dense relevance",
+  ):
     ContrastiveLoss()(np.eye(4), np.ones((4, 2), np.float32))
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"`y_pred` must be finite"):
     ContrastiveLoss()([0, 0, 1, 1], np.array([[1.0, np.nan]] * 4, np.float32))
@@ -179,11 +199,14 @@ def test_identity_ids_must_be_whole_and_non_negative(loss):
   e = np.eye(4, dtype=np.float32)
   graph = tf.function(loss.__call__)
   for call in (loss, graph):
-    with pytest.raises(tf.errors.InvalidArgumentError,
-                       match=r"(?s)`y_true` given as class ids must be whole numbers.*0\.5"):
+    with pytest.raises(
+      tf.errors.InvalidArgumentError,
+      match=r"(?s)`y_true` given as class ids must be whole numbers.*0\.5",
+    ):
       call(np.array([0.0, 0.5, 1.0, 1.0], np.float32), e)
-    with pytest.raises(tf.errors.InvalidArgumentError,
-                       match=r"(?s)`y_true` must be class ids >= 0.*-1"):
+    with pytest.raises(
+      tf.errors.InvalidArgumentError, match=r"(?s)`y_true` must be class ids >= 0.*-1"
+    ):
       call(np.array([0, -1, 1, 1]), e)
   # Whole-valued float ids are accepted: the same value as integer ids.
   assert float(loss(np.array([0.0, 0.0, 1.0, 1.0], np.float32), e)) == float(loss([0, 0, 1, 1], e))
@@ -218,18 +241,24 @@ def test_smoothed_cross_entropy_matches_reference_and_keras():
   np.testing.assert_allclose(uniform, _ref_smoothed_ce(y, logits, 0.1, "all_classes"), rtol=1e-5)
   keras = tf.keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)
   assert float(SmoothedCrossEntropy(0.1, spread="all_classes")(y, logits)) == pytest.approx(
-      float(keras(tf.one_hot(y, 5), logits)), rel=1e-5)
+    float(keras(tf.one_hot(y, 5), logits)), rel=1e-5
+  )
   compiled = tf.function(SmoothedCrossEntropy(0.2), jit_compile=True)
   assert float(compiled(y, logits)) == pytest.approx(
-      _ref_smoothed_ce(y, logits, 0.2).mean(), rel=1e-5)
+    _ref_smoothed_ce(y, logits, 0.2).mean(), rel=1e-5
+  )
   assert isinstance(losses.get("smoothed_cross_entropy"), SmoothedCrossEntropy)
   restored = SmoothedCrossEntropy.from_config(SmoothedCrossEntropy(0.3, "all_classes").get_config())
   assert (restored.label_smoothing, restored.spread) == (0.3, "all_classes")
-  with pytest.raises(ValueError,
-                     match=r"`label_smoothing` must be a finite number in \[0, 1\), got 1.0"):
+  with pytest.raises(
+    ValueError, match=r"`label_smoothing` must be a finite number in \[0, 1\), got 1.0"
+  ):
     SmoothedCrossEntropy(1.0)
-  with pytest.raises(ValueError, match=r"`spread` must be one of \['all_classes', "
-                                       r"'other_classes'\], got 'k'"):
+  with pytest.raises(
+    ValueError,
+    match=r"`spread` must be one of \['all_classes', "
+    r"'other_classes'\], got 'k'",
+  ):
     SmoothedCrossEntropy(spread="k")
 
 
@@ -247,7 +276,8 @@ def test_smoothed_cross_entropy_config_saved_before_spread_loads_as_all_classes(
   """A config without `spread` was written when the loss always used eps / C."""
   old = {"reduction": "auto", "name": "smoothed_cross_entropy", "label_smoothing": 0.2}
   loaded = tf.keras.utils.deserialize_keras_object(
-      {"class_name": "tfrank4class>SmoothedCrossEntropy", "config": old})
+    {"class_name": "tfrank4class>SmoothedCrossEntropy", "config": old}
+  )
   assert isinstance(loaded, SmoothedCrossEntropy) and loaded.spread == "all_classes"
 
 
@@ -270,7 +300,8 @@ def test_smoothed_cross_entropy_excludes_padding():
   want_all = -(np.array([0.45 + 0.1 / 3, 0.45 + 0.1 / 3, 0.1 / 3]) * logp).sum()
   assert float(SmoothedCrossEntropy(0.1)(multi, logits[:1])) == pytest.approx(want_other, rel=1e-6)
   assert float(SmoothedCrossEntropy(0.1, "all_classes")(multi, logits[:1])) == pytest.approx(
-      want_all, rel=1e-6)
+    want_all, rel=1e-6
+  )
 
 
 def test_smoothed_cross_entropy_bad_class_ids_do_not_train_under_xla():
@@ -279,8 +310,9 @@ def test_smoothed_cross_entropy_bad_class_ids_do_not_train_under_xla():
     SmoothedCrossEntropy()([-1], np.zeros((1, 3), np.float32))
   tf.keras.utils.set_random_seed(0)
   model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(3)])
-  model.compile(optimizer=tf.keras.optimizers.SGD(1.0), loss=SmoothedCrossEntropy(),
-                jit_compile=True)
+  model.compile(
+    optimizer=tf.keras.optimizers.SGD(1.0), loss=SmoothedCrossEntropy(), jit_compile=True
+  )
   before = [w.copy() for w in model.get_weights()]
   loss = model.train_on_batch(np.ones((4, 4), np.float32), np.full(4, -1))
   assert loss == 0.0

@@ -1,4 +1,5 @@
 """Tests of tfrank4class/data/mind.py: the real MIND sample, the TFDS builder, the hash split."""
+
 import collections
 import hashlib
 
@@ -6,13 +7,26 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrank4class.data import _common
-from tfrank4class.data import mind
+from tfrank4class.data import _common, mind
 from tfrank4class.data import options as options_lib
 
-README_COUNTS = {"news": 603, "sports": 597, "finance": 115, "foodanddrink": 109,
-                 "lifestyle": 95, "weather": 84, "video": 72, "travel": 72, "health": 71,
-                 "autos": 68, "music": 33, "tv": 32, "movies": 28, "entertainment": 18, "kids": 3}
+README_COUNTS = {
+  "news": 603,
+  "sports": 597,
+  "finance": 115,
+  "foodanddrink": 109,
+  "lifestyle": 95,
+  "weather": 84,
+  "video": 72,
+  "travel": 72,
+  "health": 71,
+  "autos": 68,
+  "music": 33,
+  "tv": 32,
+  "movies": 28,
+  "entertainment": 18,
+  "kids": 3,
+}
 SPLITS = ("train", "validation", "test")
 
 
@@ -60,7 +74,8 @@ def test_sample_counts_categories_and_disjoint_covering_splits(mind_dir):
   by_split = {s: _all(mind.load(s, mind_dir, _opts())) for s in SPLITS}
   assert sum(len(t) for t, _ in by_split.values()) == 2000
   counts = collections.Counter(
-      info.class_names[y] for _, labels in by_split.values() for y in labels)
+    info.class_names[y] for _, labels in by_split.values() for y in labels
+  )
   assert counts == README_COUNTS
   # Disjoint and covering, and each article in the split the md5 rule puts it in.
   text_of = {r[0]: (r[3] + " [SEP] " + r[4]) if r[4] else r[3] for r in rows}
@@ -92,7 +107,8 @@ def test_tfds_builder_matches_the_tsv_reader(prepared, mind_dir):
   builder = mind.Mind(data_dir=str(prepared))
   assert builder.is_prepared() and "msnews.github.io" in mind.Mind.MANUAL_DOWNLOAD_INSTRUCTIONS
   assert {s: builder.info.splits[s].num_examples for s in SPLITS} == {
-      s: len(mind.split_examples(mind.read_news(mind_dir), s)[0]) for s in SPLITS}
+    s: len(mind.split_examples(mind.read_news(mind_dir), s)[0]) for s in SPLITS
+  }
   info = mind.info(prepared, source="tfds")
   assert list(info.class_names) == sorted(README_COUNTS)
   for split in SPLITS:
@@ -103,14 +119,18 @@ def test_tfds_builder_matches_the_tsv_reader(prepared, mind_dir):
 
 def test_tfds_sharding_two_workers_see_each_example_once(prepared):
   full = _all(mind.load("train", prepared, _opts(), source="tfds"))[0]
-  parts = [_all(mind.load("train", prepared, _opts(num_shards=2, shard_index=i),
-                          source="tfds"))[0] for i in range(2)]
+  parts = [
+    _all(mind.load("train", prepared, _opts(num_shards=2, shard_index=i), source="tfds"))[0]
+    for i in range(2)
+  ]
   assert sorted(parts[0] + parts[1]) == sorted(full)
   assert not set(parts[0]) & set(parts[1]) and min(len(p) for p in parts) > 500
   # A sliced split is sharded too (tfds.even_splits of the slice).
   full = _all(mind.load("train[:10%]", prepared, _opts(), source="tfds"))[0]
-  parts = [_all(mind.load("train[:10%]", prepared, _opts(num_shards=2, shard_index=i),
-                          source="tfds"))[0] for i in range(2)]
+  parts = [
+    _all(mind.load("train[:10%]", prepared, _opts(num_shards=2, shard_index=i), source="tfds"))[0]
+    for i in range(2)
+  ]
   assert len(full) == 121 and sorted(parts[0] + parts[1]) == sorted(full)
 
 
@@ -128,21 +148,30 @@ def test_malformed_and_inconsistent_rows_name_file_and_line(tmp_path):
   with pytest.raises(mind.MalformedRowError, match=r"line 2: news id 'N1' was seen before"):
     mind.load("test", tmp_path, _opts())
   (tmp_path / "news.tsv").write_bytes(good.encode() + b"\nN3\tnews\tx\tCaf\xe9\tAbs\n")
-  with pytest.raises(mind.MalformedRowError,
-                     match=r"news.tsv, line 2: not valid UTF-8 \(byte 0xe9 at byte 14 of "
-                           r"the line\)"):
+  with pytest.raises(
+    mind.MalformedRowError,
+    match=r"news.tsv, line 2: not valid UTF-8 \(byte 0xe9 at byte 14 of "
+    r"the line\)",
+  ):
     mind.load("train", tmp_path, _opts())
 
 
 def test_on_corrupt_skip_drops_counts_and_names_the_lines(tmp_path, capsys):
-  lines = [b"N1\tnews\tx\tT1\tA1", b"N2\tnews\tx\tbad \xff\tA2", b"N3\tnews\tonly four",
-           b"N1\tsports\tx\tT1\tA1", b"N4\tsports\tx\tT4\t"]
+  lines = [
+    b"N1\tnews\tx\tT1\tA1",
+    b"N2\tnews\tx\tbad \xff\tA2",
+    b"N3\tnews\tonly four",
+    b"N1\tsports\tx\tT1\tA1",
+    b"N4\tsports\tx\tT4\t",
+  ]
   (tmp_path / "news.tsv").write_bytes(b"\n".join(lines) + b"\n")
   info = mind.info(tmp_path)
   by_split = [_all(mind.load(s, tmp_path, _opts(), on_corrupt="skip")) for s in SPLITS]
   assert list(info.class_names) == ["news", "sports"]
   assert sorted(zip(*[sum(parts, []) for parts in zip(*by_split)])) == [
-      ("T1 [SEP] A1", 0), ("T4", 1)]
+    ("T1 [SEP] A1", 0),
+    ("T4", 1),
+  ]
   err = capsys.readouterr().err
   assert err.count("Skipped") == 1  # one report, though info and three splits read the file
   assert f"Skipped 3 malformed line(s) of {tmp_path / 'news.tsv'} (kept 2 rows)" in err

@@ -1,4 +1,5 @@
 """Tests of tfrank4class.heads.model (build_model)."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -34,8 +35,15 @@ def test_encoder_by_name_and_plain_layer():
 
 def test_class_features_and_chunking_pass_through():
   feats = np.eye(4, dtype=np.float32)
-  model = build_model(_tiny_encoder(), 4, interaction="latent_cross", hidden_units=(3,),
-                      class_features=feats, class_chunk_size=3, activation="tanh")
+  model = build_model(
+    _tiny_encoder(),
+    4,
+    interaction="latent_cross",
+    hidden_units=(3,),
+    class_features=feats,
+    class_chunk_size=3,
+    activation="tanh",
+  )
   head = model.get_layer("rank4class_head")
   assert head.interaction.class_chunk_size == 3 and head.class_encoder.uses_class_features
   assert head.get_config()["activation"] == "tanh"
@@ -62,16 +70,22 @@ def test_bad_input():
     build_model(_tiny_encoder(), 1)
   with pytest.raises(ValueError, match=r"`interaction` must be one of"):
     build_model(_tiny_encoder(), 3, interaction="mlp")
-  with pytest.raises(ValueError, match=r"`name` must be one of \['resnet50', 'saved_model', "
-                                       r"'small_cnn', 'transformer', 'vgg16_cifar'\], got 'vit'"):
+  with pytest.raises(
+    ValueError,
+    match=r"`name` must be one of \['resnet50', 'saved_model', "
+    r"'small_cnn', 'transformer', 'vgg16_cifar'\], got 'vit'",
+  ):
     build_model("vit", 3)
   with pytest.raises(ValueError, match=r"`input_shape` is required"):
     build_model(tf.keras.layers.Dense(4), 3)
   with pytest.raises(ValueError, match=r"`encoder_kwargs` is only used when `encoder` is a name"):
     build_model(_tiny_encoder(), 3, encoder_kwargs={"filters": (2,)})
   feature_map = tf.keras.Sequential([tf.keras.Input((8, 8, 3)), tf.keras.layers.Conv2D(2, 3)])
-  with pytest.raises(ValueError, match=r"must output instance embeddings \[B, d\], got shape "
-                                       r"\(None, 6, 6, 2\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"must output instance embeddings \[B, d\], got shape "
+    r"\(None, 6, 6, 2\)",
+  ):
     build_model(feature_map, 3)
   with pytest.raises(ValueError, match=r"`encoder` must be a Keras model/layer"):
     build_model(42, 3)

@@ -1,4 +1,5 @@
 """Tests of tfrank4class.data.orl on the real ORL faces and on small synthetic PGM folders."""
+
 import numpy as np
 import pytest
 
@@ -10,19 +11,19 @@ def _read_pgm(path):
   data = path.read_bytes()
   tokens, pos = [], 0
   while len(tokens) < 4:
-    while data[pos:pos + 1].isspace():
+    while data[pos : pos + 1].isspace():
       pos += 1
-    if data[pos:pos + 1] == b"#":
+    if data[pos : pos + 1] == b"#":
       pos = data.index(b"\n", pos) + 1
       continue
     end = pos
-    while not data[end:end + 1].isspace():
+    while not data[end : end + 1].isspace():
       end += 1
     tokens.append(data[pos:end])
     pos = end
   assert tokens[0] == b"P5" and int(tokens[3]) == 255
   w, h = int(tokens[1]), int(tokens[2])
-  return np.frombuffer(data[pos + 1:pos + 1 + w * h], np.uint8).reshape(h, w)
+  return np.frombuffer(data[pos + 1 : pos + 1 + w * h], np.uint8).reshape(h, w)
 
 
 def test_real_orl_full_size(datasets_dir):
@@ -30,7 +31,7 @@ def test_real_orl_full_size(datasets_dir):
   assert x.shape == (20, 112, 92, 1) and x.dtype == np.float32
   np.testing.assert_array_equal(y, [0] * 10 + [39] * 10)
   want = _read_pgm(datasets_dir / "orl_faces" / "s40" / "10.pgm") / 255.0
-  np.testing.assert_allclose(x[19, :, :, 0], want, atol=1e-7)       # file order 1..10
+  np.testing.assert_allclose(x[19, :, :, 0], want, atol=1e-7)  # file order 1..10
   want = _read_pgm(datasets_dir / "orl_faces" / "s1" / "2.pgm") / 255.0
   np.testing.assert_allclose(x[1, :, :, 0], want, atol=1e-7)
 
@@ -63,7 +64,7 @@ def test_synthetic_folder_and_errors(tmp_path):
   for i in (1, 2, 10):
     _write_pgm(root / "s1" / f"{i}.pgm", pix + i)
   x, y = load_orl(tmp_path, subjects=[1])
-  np.testing.assert_allclose(x[:, 0, 0, 0] * 255, [1, 2, 10], atol=1e-4)   # numeric file order
+  np.testing.assert_allclose(x[:, 0, 0, 0] * 255, [1, 2, 10], atol=1e-4)  # numeric file order
   assert orl_dir(tmp_path) == root
   with pytest.raises(FileNotFoundError, match=r"ORL subject folder .*s2 is missing"):
     load_orl(root, subjects=[1, 2])

@@ -1,16 +1,17 @@
 """Tests of the handcrafted sorter (SoDeep Eq. 11-12) against numpy and exact ranks."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
+from _sorter_checks import check_mixed_float16, check_two_item_gradient
 
 from tfrank4class.ranking.pairwise_sigmoid_sorter import PairwiseSigmoidSorter
-from _sorter_checks import check_mixed_float16, check_two_item_gradient
 
 
 def _np_soft_rank(s, c):
   d = s[:, None, :] - s[:, :, None]
   sig = 1.0 / (1.0 + np.exp(-c * d))
-  return 1.0 + sig.sum(-1) - 0.5   # j == i contributes sigmoid(0) = 0.5
+  return 1.0 + sig.sum(-1) - 0.5  # j == i contributes sigmoid(0) = 0.5
 
 
 def test_matches_numpy_formula():
@@ -25,8 +26,9 @@ def test_default_steepness_is_the_papers_lambda():
   sorter = PairwiseSigmoidSorter()
   assert sorter.steepness == 10.0 and not sorter.standardize_scores
   s = np.array([[0.1, 0.9, 0.5, -0.3]], np.float32)
-  np.testing.assert_allclose(sorter(s).numpy(), _np_soft_rank(s.astype(np.float64), 10.0),
-                             rtol=1e-5)
+  np.testing.assert_allclose(
+    sorter(s).numpy(), _np_soft_rank(s.astype(np.float64), 10.0), rtol=1e-5
+  )
 
 
 def test_two_item_lists_pass_rank_gradient():

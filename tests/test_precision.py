@@ -1,5 +1,6 @@
 """tfrank4class.ranking.precision (the one AP core) against exact sums, brute force over orderings
 and scikit-learn."""
+
 import fractions
 import itertools
 
@@ -9,8 +10,11 @@ import tensorflow as tf
 from scipy.special import digamma
 from sklearn.metrics import average_precision_score
 
-from tfrank4class.ranking.precision import (average_precision_from_ranks, expected_precision,
-                                            harmonic_difference)
+from tfrank4class.ranking.precision import (
+  average_precision_from_ranks,
+  expected_precision,
+  harmonic_difference,
+)
 
 RNG = np.random.default_rng(2024)
 
@@ -21,8 +25,11 @@ def test_harmonic_difference_float32_error():
   a, t = np.meshgrid(a, t[:80])
   a, t = a.ravel(), t.ravel()
   # float64 reference: exact sums for short ranges, the difference of log-gamma derivatives else.
-  want = np.where(t <= 50, [np.sum(1.0 / np.arange(x + 1, x + y + 1)) if y <= 50 else 0.0
-                             for x, y in zip(a, t)], digamma(a + t + 1) - digamma(a + 1))
+  want = np.where(
+    t <= 50,
+    [np.sum(1.0 / np.arange(x + 1, x + y + 1)) if y <= 50 else 0.0 for x, y in zip(a, t)],
+    digamma(a + t + 1) - digamma(a + 1),
+  )
   got = harmonic_difference(a.astype(np.float32), t.astype(np.float32)).numpy()
   nonzero = want > 0
   assert np.all(got[~nonzero] == 0)
@@ -34,8 +41,10 @@ def test_harmonic_difference_float64_is_exact_to_float64_resolution():
   t = np.array([0.0, 3.0, 1.0, 9.0, 7.0, 2.0])
   got = harmonic_difference(tf.constant(a), tf.constant(t))
   assert got.dtype == tf.float64
-  want = [float(sum(fractions.Fraction(1, q) for q in range(int(x) + 1, int(x + y) + 1)))
-          for x, y in zip(a, t)]
+  want = [
+    float(sum(fractions.Fraction(1, q) for q in range(int(x) + 1, int(x + y) + 1)))
+    for x, y in zip(a, t)
+  ]
   np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-15)
 
 
@@ -45,7 +54,7 @@ def _brute_expected_precision(a, t, big_r, r, cutoff=None):
   group = [True] * r + [False] * (t - r)
   total, count = fractions.Fraction(0), 0
   for order in itertools.permutations(range(t)):
-    pos = order.index(0)                        # where our relevant item lands in the group
+    pos = order.index(0)  # where our relevant item lands in the group
     rel_before = sum(group[j] for j in order[:pos])
     position = a + pos + 1
     if cutoff is None or position <= cutoff:
@@ -56,12 +65,19 @@ def _brute_expected_precision(a, t, big_r, r, cutoff=None):
 
 @pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
 def test_expected_precision_equals_the_mean_over_all_orderings(dtype):
-  cases = [(a, t, big_r, r) for a in (0, 1, 4) for t in (1, 2, 3, 4) for r in range(1, t + 1)
-           for big_r in range(0, a + 1, 2)]
+  cases = [
+    (a, t, big_r, r)
+    for a in (0, 1, 4)
+    for t in (1, 2, 3, 4)
+    for r in range(1, t + 1)
+    for big_r in range(0, a + 1, 2)
+  ]
   for cutoff in (None, 1, 3, 6):
     a, t, big_r, r = (np.array(c, np.float64) for c in zip(*cases))
-    got = expected_precision(*(tf.constant(x, dtype) for x in (a, t, big_r, r)),
-                             cutoff=None if cutoff is None else tf.constant(float(cutoff), dtype))
+    got = expected_precision(
+      *(tf.constant(x, dtype) for x in (a, t, big_r, r)),
+      cutoff=None if cutoff is None else tf.constant(float(cutoff), dtype),
+    )
     want = [_brute_expected_precision(*map(int, c), cutoff=cutoff) for c in cases]
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-6 if dtype == tf.float32 else 1e-12)
 
@@ -70,13 +86,14 @@ def test_expected_precision_without_ties_is_the_formula_from_ranks():
   # t = 1: E[prec] = (R + 1) / (a + 1) = rk+ / rk.
   a = np.array([0.0, 3.0, 9.0])
   big_r = np.array([0.0, 1.0, 4.0])
-  got = expected_precision(tf.constant(a), tf.ones(3, tf.float64), tf.constant(big_r),
-                           tf.ones(3, tf.float64))
+  got = expected_precision(
+    tf.constant(a), tf.ones(3, tf.float64), tf.constant(big_r), tf.ones(3, tf.float64)
+  )
   np.testing.assert_allclose(got.numpy(), (big_r + 1) / (a + 1), rtol=1e-14)
 
 
 def test_average_precision_from_ranks_matches_sklearn():
-  scores = RNG.normal(size=(20, 9))                     # distinct scores: ranks are exact
+  scores = RNG.normal(size=(20, 9))  # distinct scores: ranks are exact
   relevant = RNG.random((20, 9)) < 0.4
   relevant[:, 0] = True
   ranks = (-scores).argsort(axis=1).argsort(axis=1) + 1.0
@@ -98,12 +115,15 @@ def test_average_precision_from_ranks_no_relevant_item_and_gradient():
     ap = average_precision_from_ranks(ranks, rel_ranks, relevant)
   np.testing.assert_allclose(ap.numpy(), [0.0, (1 / 1 + 2 / 3) / 2], rtol=1e-6)
   # d AP / d rk_i = -rk+_i / (|P| rk_i^2) at relevant items, 0 elsewhere.
-  np.testing.assert_allclose(tape.gradient(ap, ranks).numpy(),
-                             [[0, 0, 0], [-1 / 2, -2 / 18, 0]], rtol=1e-6)
+  np.testing.assert_allclose(
+    tape.gradient(ap, ranks).numpy(), [[0, 0, 0], [-1 / 2, -2 / 18, 0]], rtol=1e-6
+  )
 
 
 def test_docstring_examples_run():
   import doctest
+
   import tfrank4class.ranking.precision as module
+
   result = doctest.testmod(module, extraglobs={"tf": tf}, optionflags=doctest.NORMALIZE_WHITESPACE)
   assert result.attempted > 0 and result.failed == 0, result

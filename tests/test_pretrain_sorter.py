@@ -1,4 +1,5 @@
 """Tests of the sorter pretraining binary (tfrank4class.train.pretrain_sorter)."""
+
 import json
 import os
 import subprocess
@@ -16,15 +17,27 @@ def test_normalised_l1_is_eq1():
   pred = tf.constant([[1.0, 3.0, 2.0]])
   exact = tf.constant([[1.0, 2.0, 3.0]])
   # |0 - 0| + |1 - .5| + |.5 - 1| over 3 items.
-  np.testing.assert_allclose(pretrain_sorter.normalised_l1(pred, exact).numpy(), 1.0 / 3.0,
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    pretrain_sorter.normalised_l1(pred, exact).numpy(), 1.0 / 3.0, rtol=1e-6
+  )
 
 
 def test_train_exports_best_weights_and_resumes(tmp_path):
   out = str(tmp_path / "att")
   sorter, best = pretrain_sorter.train(
-      "attention", 3, 12, steps=4, batch_size=8, learning_rate=1e-2, halve_every=2, output=out,
-      eval_every=2, eval_lists=16, verbose=0, hidden_units=4)
+    "attention",
+    3,
+    12,
+    steps=4,
+    batch_size=8,
+    learning_rate=1e-2,
+    halve_every=2,
+    output=out,
+    eval_every=2,
+    eval_lists=16,
+    verbose=0,
+    hidden_units=4,
+  )
   assert np.isfinite(best)
   record = json.load(open(out + ".json"))
   assert record["class_name"] == "AttentionSorter" and record["metadata"]["step"] in (2, 4)
@@ -34,8 +47,19 @@ def test_train_exports_best_weights_and_resumes(tmp_path):
   # The tensorboard and checkpoint directories exist; a longer run resumes at step 4.
   assert os.listdir(out + "_run/tensorboard") and os.path.isdir(out + "_run")
   _, best2 = pretrain_sorter.train(
-      "attention", 3, 12, steps=6, batch_size=8, learning_rate=1e-2, halve_every=2, output=out,
-      eval_every=2, eval_lists=16, verbose=0, hidden_units=4)
+    "attention",
+    3,
+    12,
+    steps=6,
+    batch_size=8,
+    learning_rate=1e-2,
+    halve_every=2,
+    output=out,
+    eval_every=2,
+    eval_lists=16,
+    verbose=0,
+    hidden_units=4,
+  )
   assert best2 <= best
 
 
@@ -46,25 +70,43 @@ def test_conv_needs_one_length_and_bad_arguments(tmp_path):
     pretrain_sorter.build_sorter("gru")
   with pytest.raises(ValueError, match=r"`max_list_size` must be an integer >= 10, got 5"):
     pretrain_sorter.train("lstm", 10, 5, 1, 4, 1e-3, 1, output=str(tmp_path / "l"))
-  conv, _ = pretrain_sorter.train("conv", 6, 6, 2, 4, 1e-3, 1, output=str(tmp_path / "c"),
-                                  eval_every=1, eval_lists=4, verbose=0, filters=2, num_blocks=1)
+  conv, _ = pretrain_sorter.train(
+    "conv",
+    6,
+    6,
+    2,
+    4,
+    1e-3,
+    1,
+    output=str(tmp_path / "c"),
+    eval_every=1,
+    eval_lists=4,
+    verbose=0,
+    filters=2,
+    num_blocks=1,
+  )
   assert isinstance(ConvSorter.pretrained(path=str(tmp_path / "c")), ConvSorter)
 
 
 def test_build_sorter_keeps_only_the_hyper_parameters_of_its_kind():
-  lstm = pretrain_sorter.build_sorter("lstm", list_size=9, units=3, num_layers=1, filters=7,
-                                      hidden_units=5)
+  lstm = pretrain_sorter.build_sorter(
+    "lstm", list_size=9, units=3, num_layers=1, filters=7, hidden_units=5
+  )
   assert (lstm.units, lstm.num_layers) == (3, 1)
   conv = pretrain_sorter.build_sorter("conv", list_size=9, filters=2, num_blocks=1, units=3)
   assert isinstance(conv, ConvSorter) and (conv.list_size, conv.filters) == (9, 2)
-  with pytest.raises(ValueError, match=r"^`sorter` must be one of \['attention', 'conv', 'lstm'\], "
-                                       r"got 'gru'\.$"):
+  with pytest.raises(
+    ValueError,
+    match=r"^`sorter` must be one of \['attention', 'conv', 'lstm'\], "
+    r"got 'gru'\.$",
+  ):
     pretrain_sorter.build_sorter("gru")
   assert sorted(pretrain_sorter.FLAGS["sorter"].parser.enum_values) == ["attention", "conv", "lstm"]
 
 
 def test_main_requires_output():
   from absl import app
+
   pretrain_sorter.FLAGS.unparse_flags()
   pretrain_sorter.FLAGS(["pretrain_sorter", "--steps=1"])
   with pytest.raises(app.UsageError, match="--output"):
@@ -75,13 +117,26 @@ def test_main_requires_output():
 @pytest.mark.slow
 def test_module_runs_as_binary(tmp_path):
   env = dict(os.environ, NO_GCE_CHECK="true", TF_CPP_MIN_LOG_LEVEL="2")
-  cmd = [sys.executable, "-m", "tfrank4class.train.pretrain_sorter", "--sorter=lstm",
-         "--units=2", "--num_layers=1", "--min_list_size=4", "--max_list_size=6", "--steps=2",
-         "--batch_size=4", "--eval_every=1", "--eval_lists=4", f"--output={tmp_path}/l"]
+  cmd = [
+    sys.executable,
+    "-m",
+    "tfrank4class.train.pretrain_sorter",
+    "--sorter=lstm",
+    "--units=2",
+    "--num_layers=1",
+    "--min_list_size=4",
+    "--max_list_size=6",
+    "--steps=2",
+    "--batch_size=4",
+    "--eval_every=1",
+    "--eval_lists=4",
+    f"--output={tmp_path}/l",
+  ]
   result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
   assert result.returncode == 0, result.stderr[-2000:]
   assert "best held-out L1" in result.stdout
   assert os.path.exists(f"{tmp_path}/l.npz")
-  missing = subprocess.run(cmd[:3] + ["--steps=1"], capture_output=True, text=True, env=env,
-                           timeout=300)
+  missing = subprocess.run(
+    cmd[:3] + ["--steps=1"], capture_output=True, text=True, env=env, timeout=300
+  )
   assert missing.returncode != 0 and "--output" in missing.stderr

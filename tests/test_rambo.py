@@ -1,12 +1,13 @@
 """Tests of tfrank4class.losses.rambo (the RaMBO loss functions) against independent references:
 hand-computed cases, scikit-learn's average_precision_score / ndcg_score, numpy implementations
 of the closed forms, and the numpy Algorithm 1 of ``_rambo_reference`` (rk+ a constant)."""
+
+import _rambo_reference as ref
 import numpy as np
 import pytest
 import tensorflow as tf
 from sklearn.metrics import average_precision_score, ndcg_score
 
-import _rambo_reference as ref
 from tfrank4class.losses import rambo
 
 
@@ -14,7 +15,7 @@ def np_negatives_above(scores, relevance):
   """r_i = #{j valid, irrelevant : s_j > s_i} for relevant i, counted directly (no ties)."""
   r = np.zeros(scores.shape)
   for b in range(scores.shape[0]):
-    neg = (relevance[b] == 0)
+    neg = relevance[b] == 0
     for i in np.flatnonzero(relevance[b] > 0):
       r[b, i] = np.sum(neg & (scores[b] > scores[b, i]))
   return r
@@ -70,7 +71,7 @@ def test_proposition_2_weighted_recall_at_k():
   pos = relevance > 0
   weighted = np.zeros(scores.shape[0])
   for k in range(1, scores.shape[1] + 1):
-    loss_at_k = ((r >= k) * pos).sum(-1) / pos.sum(-1)   # 1 - Recall@K, mean over relevant items
+    loss_at_k = ((r >= k) * pos).sum(-1) / pos.sum(-1)  # 1 - Recall@K, mean over relevant items
     weighted += np.log1p(1.0 / k) * loss_at_k
   got = rambo.recall_loss_values(scores, relevance, 1.0).numpy()
   np.testing.assert_allclose(got, weighted, rtol=1e-10)
@@ -103,17 +104,25 @@ def test_three_item_gradient_by_hand():
   scores, relevance = [[1.0, 0.9, 0.8]], [[1.0, 0.0, 1.0]]
   expected = [[0.0, 1 / 3, -1 / 3]]
   for fn, kind in ((rambo.recall_loss_values, "log"), (rambo.average_precision_loss_values, "ap")):
-    np.testing.assert_allclose(ref.list_gradient(scores, relevance, 1.0, kind), expected,
-                               atol=1e-15)
+    np.testing.assert_allclose(
+      ref.list_gradient(scores, relevance, 1.0, kind), expected, atol=1e-15
+    )
     got = _gradient(fn, np.array(scores), relevance, 1.0)
     np.testing.assert_allclose(got, expected, atol=1e-15)
     assert got[0, 0] == 0.0
 
 
 @pytest.mark.parametrize("kind", ["log", "loglog", "ap"])
-@pytest.mark.parametrize("shape,lam,margin", [
-    ((8, 8), 0.5, 0.0), ((6, 15), 0.3, 0.0), ((15, 6), 0.5, 0.0), ((7, 12), 0.5, 0.3),
-    ((12, 7), 1.0, 0.1)])
+@pytest.mark.parametrize(
+  "shape,lam,margin",
+  [
+    ((8, 8), 0.5, 0.0),
+    ((6, 15), 0.3, 0.0),
+    ((15, 6), 0.5, 0.0),
+    ((7, 12), 0.5, 0.3),
+    ((12, 7), 1.0, 0.1),
+  ],
+)
 def test_gradient_matches_algorithm_1_with_constant_rk_plus(kind, shape, lam, margin):
   """Square and non-square batches, with and without margin, padding included."""
   scores, relevance = random_lists(shape[0] + shape[1], batch=shape[0], n=shape[1])
@@ -126,17 +135,19 @@ def test_gradient_matches_algorithm_1_with_constant_rk_plus(kind, shape, lam, ma
   assert np.count_nonzero(expected) > 5
 
 
-@pytest.mark.parametrize("shape,lam,margin", [((16, 5), 2.0, 0.0), ((5, 16), 8.0, 0.2),
-                                              ((7, 7), 3.0, 0.1)])
+@pytest.mark.parametrize(
+  "shape,lam,margin", [((16, 5), 2.0, 0.0), ((5, 16), 8.0, 0.2), ((7, 7), 3.0, 0.1)]
+)
 def test_map_and_apc_gradients_match_algorithm_1(shape, lam, margin):
   rng = np.random.default_rng(shape[0] * 100 + shape[1])
   scores = rng.standard_normal(shape)
   relevance = np.eye(shape[1])[rng.integers(0, shape[1], shape[0])]
-  for fn, reference in ((rambo.mean_average_precision_loss_value, ref.map_gradient),
-                        (rambo.apc_loss_value, ref.apc_gradient)):
+  for fn, reference in (
+    (rambo.mean_average_precision_loss_value, ref.map_gradient),
+    (rambo.apc_loss_value, ref.apc_gradient),
+  ):
     expected = reference(scores, relevance, lam, margin)
-    np.testing.assert_allclose(_gradient(fn, scores, relevance, lam, margin), expected,
-                               atol=1e-12)
+    np.testing.assert_allclose(_gradient(fn, scores, relevance, lam, margin), expected, atol=1e-12)
     assert np.count_nonzero(expected) > 3
 
 
@@ -160,7 +171,8 @@ def test_margin_changes_ranking_as_eq_14_15():
   scores, relevance = [[0.6, 0.5]], [[1.0, 0.0]]
   np.testing.assert_allclose(rambo.average_precision_loss_values(scores, relevance, 1.0), [0.0])
   np.testing.assert_allclose(
-      rambo.average_precision_loss_values(scores, relevance, 1.0, margin=0.2), [0.5])
+    rambo.average_precision_loss_values(scores, relevance, 1.0, margin=0.2), [0.5]
+  )
 
 
 @pytest.mark.parametrize("shape", [(16, 5), (5, 16), (7, 7)])
@@ -174,8 +186,9 @@ def test_mean_average_precision_non_square_matches_sklearn(shape):
   got = rambo.mean_average_precision_loss_value(scores, relevance, 1.0).numpy()
   np.testing.assert_allclose(got, expected, rtol=1e-10)
   apc = rambo.apc_loss_value(scores, relevance, 1.0).numpy()
-  np.testing.assert_allclose(apc, 1 - average_precision_score(relevance.ravel(), scores.ravel()),
-                             rtol=1e-10)
+  np.testing.assert_allclose(
+    apc, 1 - average_precision_score(relevance.ravel(), scores.ravel()), rtol=1e-10
+  )
 
 
 def test_ndcg_matches_sklearn_with_exponential_gains():
@@ -209,14 +222,15 @@ def test_similarity_lists_matches_numpy():
   np.testing.assert_allclose(dot.numpy(), emb @ emb.T, rtol=1e-10)
 
 
-@pytest.mark.parametrize("fn", [rambo.recall_loss_values, rambo.average_precision_loss_values,
-                                rambo.ndcg_loss_values])
+@pytest.mark.parametrize(
+  "fn", [rambo.recall_loss_values, rambo.average_precision_loss_values, rambo.ndcg_loss_values]
+)
 def test_degenerate_lists_finite_loss_and_gradient(fn):
   cases = [
-      ([[0.3, 0.2, 0.1]], [[0.0, 0.0, 0.0]], 0.0),   # no relevant item
-      ([[0.3]], [[1.0]], 0.0),                        # single item
-      ([[0.5, 0.5, 0.5, 0.5]], [[0.0, 1.0, 0.0, 1.0]], None),  # all-equal scores
-      ([[0.1, 0.2]], [[-1.0, -1.0]], 0.0),            # only padding
+    ([[0.3, 0.2, 0.1]], [[0.0, 0.0, 0.0]], 0.0),  # no relevant item
+    ([[0.3]], [[1.0]], 0.0),  # single item
+    ([[0.5, 0.5, 0.5, 0.5]], [[0.0, 1.0, 0.0, 1.0]], None),  # all-equal scores
+    ([[0.1, 0.2]], [[-1.0, -1.0]], 0.0),  # only padding
   ]
   for scores, relevance, expected in cases:
     y = tf.constant(scores)
@@ -243,8 +257,9 @@ def test_non_finite_scores_raise_not_nan():
 
 
 def test_bad_weighting_and_similarity():
-  with pytest.raises(ValueError,
-                     match=r"`weighting` must be one of \['log', 'loglog'\], got 'sqrt'"):
+  with pytest.raises(
+    ValueError, match=r"`weighting` must be one of \['log', 'loglog'\], got 'sqrt'"
+  ):
     rambo.recall_loss_values([[0.1]], [[1.0]], 1.0, weighting="sqrt")
   with pytest.raises(ValueError, match="`similarity` must be one of"):
     rambo.similarity_lists(np.ones((2, 2)), np.zeros(2), similarity="l1")

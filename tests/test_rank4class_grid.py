@@ -1,5 +1,6 @@
 """benchmarks/rank4class_grid.py: a smoke grid (tiny sizes, 2 seeds), its records, resumption,
 its report's statistics against scipy, and the paper's numbers it quotes."""
+
 import ast
 import json
 import os
@@ -15,20 +16,43 @@ from scipy import stats
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "rank4class_grid.py"
 PAPER_TEXT = ROOT.parent / "shared" / "papers" / "003_b86680b28be9a065.txt"
-KEYS = ("dataset", "protocol", "loss", "interaction", "seed", "top_1", "top_5", "ndcg_5", "mrr",
-        "train_seconds")
+KEYS = (
+  "dataset",
+  "protocol",
+  "loss",
+  "interaction",
+  "seed",
+  "top_1",
+  "top_5",
+  "ndcg_5",
+  "mrr",
+  "train_seconds",
+)
 
 
 def _run(tmp, datasets_dir):
-  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "NO_GCE_CHECK": "true",
-         "PYTHONPATH": str(ROOT)}
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "NO_GCE_CHECK": "true", "PYTHONPATH": str(ROOT)}
   out = subprocess.run(
-      [sys.executable, str(SCRIPT), "--smoke", f"--data_dir={datasets_dir}",
-       "--datasets=mind", "--e2e_datasets=mind", "--losses=softmax_loss,approx_ndcg_loss",
-       "--e2e_losses=softmax_loss", "--interactions=dot,latent_cross",
-       f"--output={tmp / 'grid.json'}", f"--work_dir={tmp / 'work'}",
-       f"--report_md={tmp / 'grid.md'}", f"--report_png={tmp / 'grid.png'}"],
-      env=env, capture_output=True, text=True, timeout=600)
+    [
+      sys.executable,
+      str(SCRIPT),
+      "--smoke",
+      f"--data_dir={datasets_dir}",
+      "--datasets=mind",
+      "--e2e_datasets=mind",
+      "--losses=softmax_loss,approx_ndcg_loss",
+      "--e2e_losses=softmax_loss",
+      "--interactions=dot,latent_cross",
+      f"--output={tmp / 'grid.json'}",
+      f"--work_dir={tmp / 'work'}",
+      f"--report_md={tmp / 'grid.md'}",
+      f"--report_png={tmp / 'grid.png'}",
+    ],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert out.returncode == 0, out.stderr[-3000:]
   return out.stderr
 
@@ -82,15 +106,18 @@ def test_smoke_grid_records_resumes_and_reports(tmp_path, datasets_dir):
   for r in kept:
     assert by_cell[_cell(r)] == r
   assert {_cell(r) for r in dropped} == {_cell(r) for r in again} - {_cell(r) for r in kept}
-  assert len(re.findall(r"\] \d+/12 runs", log)) == 2   # two progress lines: two runs trained
+  assert len(re.findall(r"\] \d+/12 runs", log)) == 2  # two progress lines: two runs trained
 
   # The report's intervals against scipy, computed from the records.
   markdown = (tmp_path / "grid.md").read_text()
-  for protocol, section, loss, head in [("frozen", "mind, frozen", "approx_ndcg_loss", "dot"),
-                                        ("end_to_end", "mind, end-to-end", "softmax_loss",
-                                         "latent_cross")]:
-    values = {m: np.array([by_cell[("mind", protocol, loss, head, s)][m] for s in (0, 1)])
-              for m in ("top_1", "ndcg_5")}
+  for protocol, section, loss, head in [
+    ("frozen", "mind, frozen", "approx_ndcg_loss", "dot"),
+    ("end_to_end", "mind, end-to-end", "softmax_loss", "latent_cross"),
+  ]:
+    values = {
+      m: np.array([by_cell[("mind", protocol, loss, head, s)][m] for s in (0, 1)])
+      for m in ("top_1", "ndcg_5")
+    }
     row = _report_row(markdown, section, loss, head)
     for metric, column in (("top_1", 3), ("ndcg_5", 5)):
       v = values[metric]
@@ -100,11 +127,16 @@ def test_smoke_grid_records_resumes_and_reports(tmp_path, datasets_dir):
       else:
         ref_low = ref_high = v.mean()
       assert (mean, low, high) == pytest.approx((v.mean(), ref_low, ref_high), abs=6e-5)
-    base = np.array([by_cell[("mind", protocol, "softmax_loss", "dot", s)]["ndcg_5"]
-                     for s in (0, 1)])
-    paired = [line for line in markdown.split(f"## {section}\n", 1)[1].split("\n## ")[0]
-              .splitlines() if line.startswith(f"| {loss} | {head} | 2 | ") and "[" in line
-              and ("detected" in line or "higher" in line or "lower" in line)]
+    base = np.array(
+      [by_cell[("mind", protocol, "softmax_loss", "dot", s)]["ndcg_5"] for s in (0, 1)]
+    )
+    paired = [
+      line
+      for line in markdown.split(f"## {section}\n", 1)[1].split("\n## ")[0].splitlines()
+      if line.startswith(f"| {loss} | {head} | 2 | ")
+      and "[" in line
+      and ("detected" in line or "higher" in line or "lower" in line)
+    ]
     mean, low, high = _interval(paired[0].split("|")[5])
     d = values["ndcg_5"] - base
     if np.std(d) > 0:
@@ -133,6 +165,7 @@ def test_paper_numbers_are_those_of_the_paper(dataset):
   body = text.split(f"{table}: Results on", 1)[1].split("Table ", 1)[0]
   rows = [list(map(float, re.findall(r"0\.\d{4}", line))) for line in body.splitlines()]
   rows = [r for r in rows if len(r) == 5]
-  expected = [grids[m][h] for m in ("top_1", "top_5", "ndcg_5")
-              for h in ("dot", "latent_cross", "concat")]
+  expected = [
+    grids[m][h] for m in ("top_1", "top_5", "ndcg_5") for h in ("dot", "latent_cross", "concat")
+  ]
   assert rows == expected

@@ -1,4 +1,5 @@
 """Tests of tfrank4class.heads.rank4class_head."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -72,15 +73,27 @@ def test_config_saved_before_bias_initializer_still_loads(tmp_path):
   assert clone.get_config()["bias_initializer"]["class_name"] == "Zeros"
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"interaction": "dot"}, {"interaction": "dot", "use_bias": False},
+@pytest.mark.parametrize(
+  "kwargs",
+  [
+    {"interaction": "dot"},
+    {"interaction": "dot", "use_bias": False},
     {"interaction": "dot", "class_features": np.eye(4), "class_feature_units": (3,)},
     {"interaction": "latent_cross", "hidden_units": (8,)},
     {"interaction": "latent_cross", "hidden_units": (8,), "class_chunk_size": 3},
     {"interaction": "concat", "hidden_units": (8, 8), "class_chunk_size": 3},
     {"interaction": "concat", "hidden_units": ()},
-], ids=["dot", "dot_no_bias", "dot_features", "latent_cross", "latent_cross_chunked",
-        "concat_chunked", "concat_linear"])
+  ],
+  ids=[
+    "dot",
+    "dot_no_bias",
+    "dot_features",
+    "latent_cross",
+    "latent_cross_chunked",
+    "concat_chunked",
+    "concat_linear",
+  ],
+)
 def test_trains_under_mixed_float16(mixed_float16, kwargs):
   """float16 compute, float32 variables: scores in float16, one finite training step."""
   del mixed_float16
@@ -98,8 +111,13 @@ def test_trains_under_mixed_float16(mixed_float16, kwargs):
 def test_class_embedding_sizes():
   h = tf.ones([2, 3])
   sizes = {}
-  for name, kwargs in [("dot", {}), ("dot", {"use_bias": False}), ("latent_cross", {}),
-                       ("concat", {}), ("concat", {"class_embedding_dim": 7})]:
+  for name, kwargs in [
+    ("dot", {}),
+    ("dot", {"use_bias": False}),
+    ("latent_cross", {}),
+    ("concat", {}),
+    ("concat", {"class_embedding_dim": 7}),
+  ]:
     head = Rank4ClassHead(4, interaction=name, hidden_units=(2,), **kwargs)
     assert head(h).shape == (2, 4)
     sizes[(name, tuple(kwargs.items()))] = head.class_encoder.all_embeddings().shape[1]
@@ -126,8 +144,14 @@ def _model(head, d):
 def test_keras_and_savedmodel_round_trip(tmp_path, interaction, with_features):
   rng = np.random.default_rng(3)
   feats = rng.normal(size=(4, 3)).astype(np.float32) if with_features else None
-  head = Rank4ClassHead(4, interaction=interaction, hidden_units=(5, 5), class_features=feats,
-                        class_feature_units=(2,), class_chunk_size=3)
+  head = Rank4ClassHead(
+    4,
+    interaction=interaction,
+    hidden_units=(5, 5),
+    class_features=feats,
+    class_feature_units=(2,),
+    class_chunk_size=3,
+  )
   model = _model(head, 6)
   x = rng.normal(size=(2, 6)).astype(np.float32)
   expected = model(x).numpy()
@@ -139,13 +163,20 @@ def test_keras_and_savedmodel_round_trip(tmp_path, interaction, with_features):
     np.testing.assert_array_equal(loaded.layers[-1].class_encoder.class_features.numpy(), feats)
   if (interaction, with_features) in (("dot", False), ("concat", True)):  # SavedModel: slower
     model.save(tmp_path / "sm")
-    np.testing.assert_allclose(tf.keras.models.load_model(tmp_path / "sm")(x).numpy(), expected,
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+      tf.keras.models.load_model(tmp_path / "sm")(x).numpy(), expected, rtol=1e-6
+    )
 
 
 def test_get_config_round_trip():
-  head = Rank4ClassHead(3, interaction="concat", hidden_units=(4, 2), activation="tanh",
-                        class_embedding_dim=5, class_chunk_size=2)
+  head = Rank4ClassHead(
+    3,
+    interaction="concat",
+    hidden_units=(4, 2),
+    activation="tanh",
+    class_embedding_dim=5,
+    class_chunk_size=2,
+  )
   x = tf.random.normal([2, 4], seed=1)
   out = head(x).numpy()
   clone = Rank4ClassHead.from_config(head.get_config())
@@ -162,8 +193,9 @@ def test_trains_under_mirrored_strategy(mirrored_strategy, interaction):
   y = rng.integers(0, 4, size=32)
   assert mirrored_strategy.num_replicas_in_sync == 2
   with mirrored_strategy.scope():
-    model = _model(Rank4ClassHead(4, interaction=interaction, hidden_units=(8, 8),
-                                  class_chunk_size=3), 6)
+    model = _model(
+      Rank4ClassHead(4, interaction=interaction, hidden_units=(8, 8), class_chunk_size=3), 6
+    )
     model.compile(optimizer=tf.keras.optimizers.Adam(0.05), loss=losses.get("softmax_loss"))
   history = model.fit(x, y, batch_size=16, epochs=4, verbose=0).history["loss"]
   assert np.all(np.isfinite(history)) and history[-1] < history[0]
@@ -174,10 +206,12 @@ def test_trains_with_jit_compile():
   rng = np.random.default_rng(5)
   x = rng.normal(size=(16, 4)).astype(np.float32)
   y = rng.integers(0, 3, size=16)
-  model = _model(Rank4ClassHead(3, interaction="latent_cross", hidden_units=(8,),
-                                class_chunk_size=2), 4)
-  model.compile(optimizer=tf.keras.optimizers.Adam(0.05), loss=losses.get("approx_ndcg_loss"),
-                jit_compile=True)
+  model = _model(
+    Rank4ClassHead(3, interaction="latent_cross", hidden_units=(8,), class_chunk_size=2), 4
+  )
+  model.compile(
+    optimizer=tf.keras.optimizers.Adam(0.05), loss=losses.get("approx_ndcg_loss"), jit_compile=True
+  )
   history = model.fit(x, y, batch_size=8, epochs=4, verbose=0).history["loss"]
   assert np.all(np.isfinite(history)) and history[-1] < history[0]
 
@@ -185,18 +219,30 @@ def test_trains_with_jit_compile():
 def test_bad_input():
   with pytest.raises(ValueError, match=r"`num_classes` must be an integer >= 2, got 1"):
     Rank4ClassHead(1)
-  with pytest.raises(ValueError, match=r"`interaction` must be one of \['concat', 'dot', "
-                                       r"'latent_cross'\], got 'bilinear'"):
+  with pytest.raises(
+    ValueError,
+    match=r"`interaction` must be one of \['concat', 'dot', "
+    r"'latent_cross'\], got 'bilinear'",
+  ):
     Rank4ClassHead(3, interaction="bilinear")
-  with pytest.raises(ValueError, match=r"`class_features` must have first dimension "
-                                       r"num_classes=3 \(one row per class\), got shape \(2, 4\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"`class_features` must have first dimension "
+    r"num_classes=3 \(one row per class\), got shape \(2, 4\)",
+  ):
     Rank4ClassHead(3, class_features=np.zeros((2, 4)))
-  with pytest.raises(ValueError, match=r"Mismatched embedding sizes: interaction 'dot' with "
-                                       r"use_bias=True needs class_embedding_dim = 5 for instance "
-                                       r"embeddings of size d = 4, got class_embedding_dim=4"):
+  with pytest.raises(
+    ValueError,
+    match=r"Mismatched embedding sizes: interaction 'dot' with "
+    r"use_bias=True needs class_embedding_dim = 5 for instance "
+    r"embeddings of size d = 4, got class_embedding_dim=4",
+  ):
     Rank4ClassHead(3, class_embedding_dim=4)(tf.ones([2, 4]))
-  with pytest.raises(ValueError, match=r"Mismatched embedding sizes: interaction "
-                                       r"'latent_cross' needs class_embedding_dim = 4"):
+  with pytest.raises(
+    ValueError,
+    match=r"Mismatched embedding sizes: interaction "
+    r"'latent_cross' needs class_embedding_dim = 4",
+  ):
     Rank4ClassHead(3, interaction="latent_cross", class_embedding_dim=8)(tf.ones([2, 4]))
   with pytest.raises(ValueError, match=r"expects instance embeddings of shape \[B, d\]"):
     Rank4ClassHead(3)(tf.ones([2, 4, 4]))

@@ -1,13 +1,14 @@
 """Tests of tfrank4class.losses.recall.RecallLoss: values against numpy, gradients against the numpy
 Algorithm 1 of ``_rambo_reference``, Keras integration, bad input, and a small metric-learning
 model on the real ORL faces whose Recall@1 rises."""
+
 import pathlib
 
+import _rambo_reference as ref
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import _rambo_reference as ref
 from tfrank4class import losses
 from tfrank4class.losses import RecallLoss
 
@@ -41,8 +42,9 @@ def test_hand_case_and_label_formats():
   np.testing.assert_allclose(loss([0, 1], scores).numpy(), [0.0, np.log(3)], rtol=1e-6)
   np.testing.assert_allclose(loss([[0], [1]], scores).numpy(), [0.0, np.log(3)], rtol=1e-6)
   mean = RecallLoss(weighting="loglog")(dense, scores).numpy()
-  np.testing.assert_allclose(mean, np.mean(np_recall(np.array(scores), np.array(dense), "loglog")),
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    mean, np.mean(np_recall(np.array(scores), np.array(dense), "loglog")), rtol=1e-6
+  )
 
 
 def test_similarity_matrix_input_with_excluded_self():
@@ -64,7 +66,7 @@ def test_from_embeddings_matches_numpy_and_memory_extends_gallery():
     emb = rng.standard_normal((8, 5)).astype(np.float32)
     labels = rng.integers(0, 3, 8)
     gallery = np.concatenate([emb] + [e for e, _ in seen[::-1][:2]])
-    gallery_labels = np.concatenate([labels] + [l for _, l in seen[::-1][:2]])
+    gallery_labels = np.concatenate([labels] + [lab for _, lab in seen[::-1][:2]])
     sims, rel = np_retrieval_lists(emb.astype(np.float64), labels, gallery, gallery_labels)
     assert sims.shape == (8, 8 * (1 + min(step, 2)))
     got = loss(labels, emb).numpy()
@@ -77,8 +79,9 @@ def test_from_embeddings_gradient_with_memory_matches_algorithm_1(weighting, mar
   """dL/dS by Algorithm 1 (rk+ constant) on the lists [batch; memory], then the cosine chain rule
   by hand: S = U V^T with U = E / |E| and V = [U; U_memory] (memory rows are constants)."""
   rng = np.random.default_rng(5)
-  loss = RecallLoss(from_embeddings=True, memory=1, lambda_=2.0, margin=margin,
-                    weighting=weighting, reduction="sum")
+  loss = RecallLoss(
+    from_embeddings=True, memory=1, lambda_=2.0, margin=margin, weighting=weighting, reduction="sum"
+  )
   memory = None
   for _ in range(2):
     emb, labels = rng.standard_normal((8, 3)), rng.integers(0, 3, 8)
@@ -128,8 +131,9 @@ def test_compiled_modes(mode):
   np.testing.assert_allclose(f(labels, scores).numpy(), loss(labels, scores).numpy())
   emb_loss = RecallLoss(from_embeddings=True, reduction="none")
   g = tf.function(lambda y, s: emb_loss(y, s), jit_compile=(mode == "xla"))
-  np.testing.assert_allclose(g(labels % 2, scores).numpy(), emb_loss(labels % 2, scores).numpy(),
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    g(labels % 2, scores).numpy(), emb_loss(labels % 2, scores).numpy(), rtol=1e-6
+  )
 
 
 def test_fit_under_mirrored_strategy_with_memory(mirrored_strategy):
@@ -148,7 +152,11 @@ def test_registry_config_and_save(tmp_path):
   assert isinstance(loss, RecallLoss)
   config = loss.get_config()
   assert (config["weighting"], config["lambda_"], config["margin"], config["memory"]) == (
-      "loglog", 2.0, 0.1, 0)
+    "loglog",
+    2.0,
+    0.1,
+    0,
+  )
   clone = RecallLoss.from_config(config)
   assert clone.weighting == "loglog" and clone.from_embeddings is False
   emb_loss = RecallLoss(from_embeddings=True, memory=3, similarity="dot")
@@ -174,8 +182,9 @@ def test_bad_arguments():
     RecallLoss(memory=-2)
   with pytest.raises(ValueError, match="`memory` must be 0 unless from_embeddings=True"):
     RecallLoss(memory=2)
-  with pytest.raises(ValueError,
-                     match=r"`weighting` must be one of \['log', 'loglog'\], got 'lin'"):
+  with pytest.raises(
+    ValueError, match=r"`weighting` must be one of \['log', 'loglog'\], got 'lin'"
+  ):
     RecallLoss(weighting="lin")
   with pytest.raises(ValueError, match="`from_embeddings` must be True or False"):
     RecallLoss(from_embeddings="yes")
@@ -205,6 +214,7 @@ def test_degenerate_inputs_finite():
 # ---------------------------------------------------------------------------------------------
 # Metric learning on the real ORL faces (40 subjects x 10 images): train on subjects 1-30, test
 # retrieval on the held-out subjects 31-40.
+
 
 def _read_pgm(path):
   data = pathlib.Path(path).read_bytes()
@@ -237,8 +247,9 @@ def _train_orl(datasets_dir, epochs, loss):
   x, y = _orl(datasets_dir)
   test = y >= 30
   tf.keras.utils.set_random_seed(0)
-  model = tf.keras.Sequential([tf.keras.Input([x.shape[1]]),
-                               tf.keras.layers.Dense(8, use_bias=False)])
+  model = tf.keras.Sequential(
+    [tf.keras.Input([x.shape[1]]), tf.keras.layers.Dense(8, use_bias=False)]
+  )
   before = _recall_at_1(model.predict(x[test], verbose=0), y[test])
   model.compile(tf.keras.optimizers.Adam(1e-2), loss=loss)
   rng = np.random.default_rng(0)
@@ -264,9 +275,13 @@ def test_orl_recall_at_1_rises_loglog_memory_margin(datasets_dir):
   assert after >= before + 0.05, (before, after)
 
 
-@pytest.mark.parametrize("ids, message", [
+@pytest.mark.parametrize(
+  "ids, message",
+  [
     ([0.0, 0.5, 1.0], "given as class ids must be whole numbers"),
-    ([0, -1, 1], "must be class ids >= 0")])
+    ([0, -1, 1], "must be class ids >= 0"),
+  ],
+)
 def test_from_embeddings_refuses_bad_identity_ids(ids, message):
   """Identity ids of the embedding mode go through the one class-id parser (they were rounded)."""
   loss = RecallLoss(from_embeddings=True)

@@ -1,5 +1,6 @@
 """The exact float64 reference metrics against scikit-learn, scipy, TF-Ranking and brute-force tie
 enumeration."""
+
 import itertools
 import math
 
@@ -9,11 +10,15 @@ import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import spearmanr
-from sklearn.metrics import (average_precision_score, label_ranking_average_precision_score,
-                             ndcg_score, top_k_accuracy_score)
+from sklearn.metrics import (
+  average_precision_score,
+  label_ranking_average_precision_score,
+  ndcg_score,
+  top_k_accuracy_score,
+)
 
-from tfrank4class.metrics import reference as F
 from tfrank4class import compat
+from tfrank4class.metrics import reference as F
 
 tfr_metrics = compat.tf_ranking_module("keras.metrics")
 
@@ -28,6 +33,7 @@ def _random_case(tied):
 
 
 # --- brute force over every tie-breaking order (the definition of the tie rule) -------------------
+
 
 def _expected_over_ties(metric, relevance, scores):
   n = len(scores)
@@ -65,16 +71,20 @@ def test_ndcg_matches_sklearn(tied):
   graded = RNG.integers(0, 4, (B, C)).astype(np.float32)
   for k in (1, 5, None):
     got = F.ndcg(labels, scores, k=k, gain="linear").numpy()
-    want = [ndcg_score(onehot[i:i + 1], scores[i:i + 1], k=k) for i in range(B)]
+    want = [ndcg_score(onehot[i : i + 1], scores[i : i + 1], k=k) for i in range(B)]
     np.testing.assert_allclose(got, want, atol=1e-6)
     got = F.ndcg(graded, scores, k=k, gain="linear").numpy()
-    want = [ndcg_score(graded[i:i + 1], scores[i:i + 1], k=k) if graded[i].any() else 0.0
-            for i in range(B)]
+    want = [
+      ndcg_score(graded[i : i + 1], scores[i : i + 1], k=k) if graded[i].any() else 0.0
+      for i in range(B)
+    ]
     np.testing.assert_allclose(got, want, atol=1e-6)
     # exp2 gains: sklearn on transformed relevance 2^r - 1.
     got = F.ndcg(graded, scores, k=k).numpy()
-    want = [ndcg_score(2 ** graded[i:i + 1] - 1, scores[i:i + 1], k=k) if graded[i].any() else 0.0
-            for i in range(B)]
+    want = [
+      ndcg_score(2 ** graded[i : i + 1] - 1, scores[i : i + 1], k=k) if graded[i].any() else 0.0
+      for i in range(B)
+    ]
     np.testing.assert_allclose(got, want, atol=1e-6)
 
 
@@ -93,7 +103,8 @@ def test_average_precision_matches_sklearn_on_distinct_scores():
   want = [average_precision_score(relevance[i], scores[i]) for i in range(B)]
   np.testing.assert_allclose(got, want, atol=1e-6)
   assert got.mean() == pytest.approx(
-      label_ranking_average_precision_score(relevance, scores), abs=1e-6)
+    label_ranking_average_precision_score(relevance, scores), abs=1e-6
+  )
 
 
 @pytest.mark.parametrize("tied", [False, True])
@@ -117,14 +128,18 @@ def test_tied_metrics_are_expectations_over_tie_breaking(seed):
   relevance[rng.integers(n)] = 1.0
   rel, sc = relevance[None], scores[None]
   assert float(F.average_precision(rel, sc)[0]) == pytest.approx(
-      _expected_over_ties(_ap, relevance, scores), abs=1e-6)
+    _expected_over_ties(_ap, relevance, scores), abs=1e-6
+  )
   assert float(F.reciprocal_rank(rel, sc)[0]) == pytest.approx(
-      _expected_over_ties(_rr, relevance, scores), abs=1e-6)
+    _expected_over_ties(_rr, relevance, scores), abs=1e-6
+  )
   assert float(F.reciprocal_rank(rel, sc, k=2)[0]) == pytest.approx(
-      _expected_over_ties(lambda r: _rr(r, 2), relevance, scores), abs=1e-6)
+    _expected_over_ties(lambda r: _rr(r, 2), relevance, scores), abs=1e-6
+  )
   for k in (1, 2, 4):
     assert float(F.top_k_accuracy(rel, sc, k=k)[0]) == pytest.approx(
-        _expected_over_ties(lambda r: _topk(r, k), relevance, scores), abs=1e-6)
+      _expected_over_ties(lambda r, k=k: _topk(r, k), relevance, scores), abs=1e-6
+    )
 
 
 def test_all_equal_scores_give_chance_values():
@@ -159,9 +174,11 @@ def test_rank4class_figure_1():
     assert F.top_k_accuracy(labels, scores, k=1).numpy().mean() == pytest.approx(0.5)
     assert F.top_k_accuracy(labels, scores, k=5).numpy().mean() == pytest.approx(1.0)
   assert F.ndcg(labels, model_1, k=5).numpy().mean() == pytest.approx(
-      (1 / math.log2(3) + 1) / 2, abs=1e-6)
+    (1 / math.log2(3) + 1) / 2, abs=1e-6
+  )
   assert F.ndcg(labels, model_2, k=5).numpy().mean() == pytest.approx(
-      (1 + 1 / math.log2(5)) / 2, abs=1e-6)
+    (1 + 1 / math.log2(5)) / 2, abs=1e-6
+  )
   assert round(float(F.ndcg(labels, model_1, k=5).numpy().mean()), 2) == 0.82
   assert round(float(F.ndcg(labels, model_2, k=5).numpy().mean()), 2) == 0.72
 
@@ -180,9 +197,10 @@ def test_no_relevant_item_and_padding():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.floats(-20, 20, width=32), min_size=5, max_size=5),
-                min_size=1, max_size=6),
-       st.data())
+@given(
+  st.lists(st.lists(st.floats(-20, 20, width=32), min_size=5, max_size=5), min_size=1, max_size=6),
+  st.data(),
+)
 def test_bruch_bound(logits, data):
   """Bruch et al. 2019: p(true) <= 1 / rank(true), so mean softmax CE >= -log(MRR)."""
   logits = np.array(logits, np.float32)
@@ -202,16 +220,24 @@ def test_runs_in_tf_function_and_xla():
   labels, scores = _random_case(tied=True)
   eager = F.ndcg(labels, scores, k=5).numpy()
   for jit in (False, True):
-    fn = tf.function(lambda y, s: (F.ndcg(y, s, k=5), F.top_k_accuracy(y, s, k=2),
-                                   F.reciprocal_rank(y, s), F.average_precision(y, s),
-                                   F.spearman(tf.one_hot(y, C), s)), jit_compile=jit)
+    fn = tf.function(
+      lambda y, s: (
+        F.ndcg(y, s, k=5),
+        F.top_k_accuracy(y, s, k=2),
+        F.reciprocal_rank(y, s),
+        F.average_precision(y, s),
+        F.spearman(tf.one_hot(y, C), s),
+      ),
+      jit_compile=jit,
+    )
     out = fn(tf.constant(labels), tf.constant(scores))
     np.testing.assert_allclose(out[0].numpy(), eager, atol=1e-6)
     assert all(np.all(np.isfinite(o.numpy())) for o in out)
 
 
 @pytest.mark.parametrize(
-    "fn", [F.ndcg, F.top_k_accuracy, F.reciprocal_rank, F.average_precision, F.spearman])
+  "fn", [F.ndcg, F.top_k_accuracy, F.reciprocal_rank, F.average_precision, F.spearman]
+)
 def test_bad_input(fn):
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels.*\[0, num_classes=3\)"):
     fn([0, 3], [[0.1, 0.2, 0.3]] * 2)

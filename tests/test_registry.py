@@ -1,5 +1,6 @@
 """The registry helper (tfrank4class.registry), and the loss registry built on it: every
 TF-Ranking key with integer labels, in compile, fit and save/load."""
+
 import doctest
 import functools
 import subprocess
@@ -27,19 +28,30 @@ def _data(n=64, seed=0):
 
 def _model():
   tf.keras.utils.set_random_seed(0)
-  return tf.keras.Sequential([tf.keras.Input((6,)), tf.keras.layers.Dense(16, activation="relu"),
-                              tf.keras.layers.Dense(C)])
+  return tf.keras.Sequential(
+    [tf.keras.Input((6,)), tf.keras.layers.Dense(16, activation="relu"), tf.keras.layers.Dense(C)]
+  )
 
 
 def test_registry_lists_every_tf_ranking_key():
   assert set(tfr_losses.RankingLossKey.all_keys()) <= set(losses.names())
-  for key in ("softmax_loss", "pairwise_logistic_loss", "approx_ndcg_loss",
-              "gumbel_approx_ndcg_loss", "mean_squared_loss"):
+  for key in (
+    "softmax_loss",
+    "pairwise_logistic_loss",
+    "approx_ndcg_loss",
+    "gumbel_approx_ndcg_loss",
+    "mean_squared_loss",
+  ):
     assert key in losses.names()
 
 
 # Losses that sample (Gumbel noise, label-tie shuffling): compared on finiteness only.
-STOCHASTIC = ("gumbel_approx_ndcg_loss", "coupled_rankdistil_loss", "yeti_logistic_loss", "list_mle_loss")
+STOCHASTIC = (
+  "gumbel_approx_ndcg_loss",
+  "coupled_rankdistil_loss",
+  "yeti_logistic_loss",
+  "list_mle_loss",
+)
 
 
 @pytest.mark.parametrize("key", losses.registry.TFR_KEYS)
@@ -71,7 +83,9 @@ def test_trains_and_round_trips(key, tmp_path):
   assert isinstance(loaded.loss, losses.RankingLoss) and loaded.loss.key == key
   np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0), rtol=1e-5)
   if key not in STOCHASTIC:
-    np.testing.assert_allclose(model.evaluate(x, y, verbose=0), loaded.evaluate(x, y, verbose=0), rtol=1e-5)
+    np.testing.assert_allclose(
+      model.evaluate(x, y, verbose=0), loaded.evaluate(x, y, verbose=0), rtol=1e-5
+    )
 
 
 def test_softmax_loss_training_improves_accuracy():
@@ -104,12 +118,16 @@ def test_lambda_weight_round_trip():
 
 
 def test_unknown_name_lists_known_names():
-  with pytest.raises(ValueError, match=r"Unknown loss name 'softmax'; known losses are: .*softmax_loss"):
+  with pytest.raises(
+    ValueError, match=r"Unknown loss name 'softmax'; known losses are: .*softmax_loss"
+  ):
     losses.get("softmax")
 
 
 def test_bad_kwargs_and_labels():
-  with pytest.raises(ValueError, match=r"Invalid keyword arguments \['nope'\] for loss 'softmax_loss'"):
+  with pytest.raises(
+    ValueError, match=r"Invalid keyword arguments \['nope'\] for loss 'softmax_loss'"
+  ):
     losses.get("softmax_loss", nope=1)
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels.*\[0, num_classes=5\)"):
     losses.get("softmax_loss")([0, 7], np.zeros((2, C), np.float32))
@@ -171,9 +189,10 @@ def test_half_precision_scores_give_the_float32_value(dtype):
 
 # --- the Registry helper -------------------------------------------------------------------------
 
+
 def _widgets():
   widgets = Registry("widget", argument="kind")
-  widgets.add("plain", dict)   # dict(**kwargs) returns the keyword arguments it was given
+  widgets.add("plain", dict)  # dict(**kwargs) returns the keyword arguments it was given
   widgets.add("bolt", lambda size=1: ("bolt", size))
   widgets.add_pattern("gear_N", r"gear_(0*[1-9][0-9]*)", lambda n, **kw: ("gear", n, kw), int)
   return widgets
@@ -185,9 +204,11 @@ def test_registry_doctests():
 
 
 def test_registry_imports_no_keras_or_tensorflow():
-  code = ("import sys, tfrank4class.registry; "
-          "print(sorted({m.split('.')[0] for m in sys.modules} & "
-          "{'keras', 'tf_keras', 'tensorflow', 'tensorflow_ranking'}))")
+  code = (
+    "import sys, tfrank4class.registry; "
+    "print(sorted({m.split('.')[0] for m in sys.modules} & "
+    "{'keras', 'tf_keras', 'tensorflow', 'tensorflow_ranking'}))"
+  )
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
   assert out.stdout.strip() == "[]"
 
@@ -223,7 +244,7 @@ def test_registry_patterns():
   widgets = _widgets()
   name, _, args = widgets.resolve("gear_3")
   assert (name, args) == ("gear_3", (3,))
-  assert widgets.get("gear_007") == ("gear", 7, {})   # leading zeros: int("007") == 7
+  assert widgets.get("gear_007") == ("gear", 7, {})  # leading zeros: int("007") == 7
   for bad in ("gear_0", "gear_00", "gear_", "gear_x", "gear_N", "gear_3 ", "xgear_3"):
     assert bad not in widgets
     with pytest.raises(ValueError, match=rf"got '{bad}'"):
@@ -260,7 +281,7 @@ def test_registry_names_are_sorted_and_stable():
     widgets.register(name)(dict)
   widgets.add_pattern("beta_K", r"beta_([0-9]+)", dict)
   widgets.add_alias("a", "alpha")
-  expected = ("alpha", "beta_K", "mu", "zeta")   # sorted; aliases not listed
+  expected = ("alpha", "beta_K", "mu", "zeta")  # sorted; aliases not listed
   assert widgets.names() == expected and widgets.names() == expected
   assert isinstance(widgets.names(), tuple)
   assert list(widgets) == list(expected) and len(widgets) == 4
@@ -287,7 +308,7 @@ def test_registry_mapping_access_aliases_and_case_folding():
   assert widgets["IMAGENET"] is dict and "imagenet2012" in widgets and "cifar" not in widgets
   with pytest.raises(KeyError):
     widgets["cifar"]
-  with pytest.raises(ValueError, match=r"got 'CIFAR'"):   # the message shows the name as given
+  with pytest.raises(ValueError, match=r"got 'CIFAR'"):  # the message shows the name as given
     widgets.get("CIFAR")
   with pytest.raises(ValueError, match="looked up in lower case"):
     widgets.add("MNIST", dict)

@@ -1,4 +1,5 @@
 """Tests of tfrank4class.encoders.resnet (ResNet50, never downloaded)."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -19,8 +20,7 @@ def test_shapes_params_and_local_weights(tmp_path):
   # A local weights file (here: random weights written by Keras) is loaded, nothing downloaded.
   base = encoder.layers[1]
   rng = np.random.default_rng(0)
-  base.set_weights([rng.normal(size=w.shape).astype(np.float32) * 0.01
-                    for w in base.get_weights()])
+  base.set_weights([rng.normal(size=w.shape).astype(np.float32) * 0.01 for w in base.get_weights()])
   path = str(tmp_path / "resnet50_notop.h5")
   base.save_weights(path)
   loaded = resnet50(input_shape=(32, 32, 3), weights_path=path, embedding_dim=16)
@@ -35,15 +35,21 @@ def test_shapes_params_and_local_weights(tmp_path):
 
 
 def test_never_downloads_and_bad_input(tmp_path):
-  with pytest.raises(ValueError, match=r"`weights` must be None: tfrank4class never downloads "
-                                       r"weights, got weights='imagenet'.*weights_path"):
+  with pytest.raises(
+    ValueError,
+    match=r"`weights` must be None: tfrank4class never downloads "
+    r"weights, got weights='imagenet'.*weights_path",
+  ):
     resnet50(weights="imagenet")
   with pytest.raises(ValueError, match=r"`weights_path` must be an existing local weights file"):
     resnet50(input_shape=(32, 32, 3), weights_path=str(tmp_path / "missing.h5"))
   with pytest.raises(ValueError, match=r"`input_shape` must be an integer >= 32, got 16"):
     resnet50(input_shape=(16, 16, 3))
-  with pytest.raises(ValueError, match=r"`input_shape` must be \(height, width, 3\), got "
-                                       r"\(32, 32\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"`input_shape` must be \(height, width, 3\), got "
+    r"\(32, 32\)",
+  ):
     resnet50(input_shape=(32, 32))
   with pytest.raises(ValueError, match=r"`pooling` must be one of \['avg', 'max'\], got None"):
     resnet50(input_shape=(32, 32, 3), pooling=None)
@@ -60,8 +66,12 @@ def test_trains_under_mirrored_strategy_and_round_trips(tmp_path, mirrored_strat
   x = rng.uniform(size=(8, 32, 32, 3)).astype(np.float32)
   y = rng.integers(0, 3, size=8)
   with mirrored_strategy.scope():
-    model = build_model(resnet50(input_shape=(32, 32, 3), embedding_dim=32), 3,
-                        interaction="latent_cross", hidden_units=(16, 16))
+    model = build_model(
+      resnet50(input_shape=(32, 32, 3), embedding_dim=32),
+      3,
+      interaction="latent_cross",
+      hidden_units=(16, 16),
+    )
     model.compile(optimizer=tf.keras.optimizers.Adam(1e-4), loss=losses.get("softmax_loss"))
   history = model.fit(x, y, batch_size=4, epochs=2, verbose=0).history["loss"]
   assert np.all(np.isfinite(history))

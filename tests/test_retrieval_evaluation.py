@@ -1,8 +1,9 @@
 """Tests of tfrank4class.retrieval.evaluation (the host loop) against numpy brute force."""
+
+import _retrieval_reference as ref
 import numpy as np
 import pytest
 
-import _retrieval_reference as ref
 from tfrank4class.retrieval.evaluation import map_at_r, retrieval_metrics, retrieval_recall_at_k
 
 
@@ -42,8 +43,10 @@ def test_query_gallery_matches_sorting_without_ties():
   ref.assert_close(got_mask, want, (1, 2, 4, 8))
 
 
-@pytest.mark.parametrize("seed, n, num_bases, num_classes", [
-    (0, 7, 3, 3), (1, 7, 3, 3), (2, 7, 3, 3), (3, 8, 2, 2), (4, 8, 3, 2)])
+@pytest.mark.parametrize(
+  "seed, n, num_bases, num_classes",
+  [(0, 7, 3, 3), (1, 7, 3, 3), (2, 7, 3, 3), (3, 8, 2, 2), (4, 8, 3, 2)],
+)
 def test_ties_match_average_over_all_orderings_leave_one_out(seed, n, num_bases, num_classes):
   rng = np.random.default_rng(seed)
   e, sims = ref.tied_embeddings(rng, n=n, num_bases=num_bases)
@@ -58,7 +61,7 @@ def test_ties_match_average_over_all_orderings_query_gallery(seed):
   rng = np.random.default_rng(seed)
   e, sims = ref.tied_embeddings(rng, n=10, num_bases=3)
   y = rng.integers(0, 2, size=10)
-  q, g = np.array([0, 1, 2, 3]), np.arange(3, 10)       # item 3 is in both sets
+  q, g = np.array([0, 1, 2, 3]), np.arange(3, 10)  # item 3 is in both sets
   ks = (1, 2, 3, 6)
   want = ref.brute_force(sims, y, ks, q_ids=q, g_ids=g, all_orders=True)
   got = retrieval_metrics(e, y, ks, query=q, gallery=g, block_size=2)
@@ -70,7 +73,7 @@ def test_collapsed_embeddings_score_chance():
   e = np.ones((6, 3), np.float32)
   r = retrieval_metrics(e, [0, 0, 1, 1, 2, 2], ks=(1, 2, 5))
   assert r["recall@1"] == pytest.approx(1 / 5)
-  assert r["recall@2"] == pytest.approx(2 / 5)      # 1 - C(4,2)/C(5,2)
+  assert r["recall@2"] == pytest.approx(2 / 5)  # 1 - C(4,2)/C(5,2)
   assert r["recall@5"] == pytest.approx(1.0)
   assert r["map@r"] == pytest.approx(1 / 5)
 
@@ -79,9 +82,9 @@ def test_blocked_equals_single_block_on_many_blocks():
   rng = np.random.default_rng(5)
   bases = rng.normal(size=(40, 16))
   e = (bases[rng.integers(0, 40, size=1500)] + 0.3 * rng.normal(size=(1500, 16))).astype(np.float32)
-  e[:200] = e[200:400]                                  # exact duplicates give ties ...
+  e[:200] = e[200:400]  # exact duplicates give ties ...
   y = rng.integers(0, 30, size=1500)
-  y[:200] = y[200:400]                                  # ... within a class, so any order is exact
+  y[:200] = y[200:400]  # ... within a class, so any order is exact
   one = retrieval_metrics(e, y, (1, 2, 4, 8), block_size=1500)
   many = retrieval_metrics(e, y, (1, 2, 4, 8), block_size=97)
   for key in one:
@@ -94,7 +97,7 @@ def test_zero_embedding_has_cosine_zero():
   # the orthogonal item 3 (class 0) behind item 1.
   e = [[1.0, 0.0], [1.0, 0.1], [0.0, 0.0], [0.0, 1.0]]
   y = [0, 1, 1, 0]
-  sims = np.array([[1, .995, 0, 0], [.995, 1, 0, .0995], [0, 0, 0, 0], [0, .0995, 0, 1]])
+  sims = np.array([[1, 0.995, 0, 0], [0.995, 1, 0, 0.0995], [0, 0, 0, 0], [0, 0.0995, 0, 1]])
   want = ref.brute_force(sims, np.array(y), (1, 2), all_orders=True)
   got = retrieval_metrics(e, y, (1, 2))
   ref.assert_close(got, want, (1, 2))
@@ -121,7 +124,9 @@ def test_query_class_absent_from_gallery_is_excluded():
 
 # ---------------------------------------------------------------- bad input
 def test_length_mismatch():
-  with pytest.raises(ValueError, match=r"`labels` and `embeddings` must have the same length, got 3 labels for 4"):
+  with pytest.raises(
+    ValueError, match=r"`labels` and `embeddings` must have the same length, got 3 labels for 4"
+  ):
     retrieval_recall_at_k(np.ones((4, 2)), [0, 1, 0])
 
 
@@ -136,11 +141,16 @@ def test_k_larger_than_gallery():
 def test_nan_embeddings():
   e = np.eye(4)
   e[2, 1] = np.nan
-  with pytest.raises(ValueError, match=r"`embeddings` must be finite, but 1 row\(s\) hold NaN or Inf \(first rows: \[2\]\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"`embeddings` must be finite, but 1 row\(s\) hold NaN or Inf \(first rows: \[2\]\)",
+  ):
     retrieval_recall_at_k(e, [0, 0, 1, 1], ks=1)
 
 
-@pytest.mark.parametrize("kwargs, message", [
+@pytest.mark.parametrize(
+  "kwargs, message",
+  [
     (dict(ks=0), r"`ks` must be an integer >= 1, got 0"),
     (dict(ks=()), r"`ks` must hold at least one cut-off"),
     (dict(singletons="drop"), r"`singletons` must be one of \['exclude', 'miss'\], got 'drop'"),
@@ -148,7 +158,8 @@ def test_nan_embeddings():
     (dict(query=[0, 9]), r"`query` holds row indices outside \[0, 4\)"),
     (dict(gallery=[True, False]), r"`gallery` given as a boolean mask must have shape \(4,\)"),
     (dict(query=[]), r"`query` must select at least one item"),
-])
+  ],
+)
 def test_bad_arguments(kwargs, message):
   with pytest.raises(ValueError, match=message):
     retrieval_metrics(np.eye(4), [0, 0, 1, 1], **{"ks": 1, **kwargs})
@@ -165,6 +176,8 @@ def test_bad_shapes_and_no_answerable_query():
 
 def test_docstring_examples_run():
   import doctest
+
   from tfrank4class.retrieval import evaluation
+
   result = doctest.testmod(evaluation, optionflags=doctest.NORMALIZE_WHITESPACE)
   assert result.attempted > 0 and result.failed == 0, result

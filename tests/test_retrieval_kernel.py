@@ -1,14 +1,19 @@
 """Tests of tfrank4class.retrieval.kernel (the TensorFlow kernel of Recall@K and MAP@R)."""
+
 import itertools
 
+import _retrieval_reference as ref
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import _retrieval_reference as ref
-from tfrank4class.retrieval.kernel import (average_precision_at_r, block_statistics,
-                                           compiled_block_statistics, hit_probabilities,
-                                           similarities)
+from tfrank4class.retrieval.kernel import (
+  average_precision_at_r,
+  block_statistics,
+  compiled_block_statistics,
+  hit_probabilities,
+  similarities,
+)
 
 
 # ---------------------------------------------------------------- TF execution modes
@@ -32,7 +37,9 @@ def test_kernel_eager_function_and_jit_agree_with_reference():
   fn_hits, fn_ap, _ = tf.function(block_statistics)(*args)
   np.testing.assert_allclose(fn_hits, hits, atol=1e-12)
   np.testing.assert_allclose(fn_ap, ap, atol=1e-12)
-  jit_hits, _, _ = tf.function(lambda *a: block_statistics(*a, with_map=False), jit_compile=True)(*args)
+  jit_hits, _, _ = tf.function(lambda *a: block_statistics(*a, with_map=False), jit_compile=True)(
+    *args
+  )
   np.testing.assert_allclose(jit_hits, hits, atol=1e-9)
 
 
@@ -67,7 +74,7 @@ def test_hit_probabilities_and_ap_at_r_match_all_orderings(seed):
 
 def test_similarities_round_to_float32_ties():
   a = np.array([[0.6, 0.8]])
-  b = np.array([[0.6, 0.8], [0.6 + 1e-12, 0.8 - 1e-12]])     # equal within float32 resolution
+  b = np.array([[0.6, 0.8], [0.6 + 1e-12, 0.8 - 1e-12]])  # equal within float32 resolution
   got = similarities(tf.constant(a), tf.constant(b)).numpy()
   assert got[0, 0] == got[0, 1]
 
@@ -78,12 +85,14 @@ def test_compiled_kernel_is_traced_once():
   args = _kernel_inputs()
   np.testing.assert_allclose(fn(*args)[1], block_statistics(*args)[1], atol=1e-12)
   traced = fn.experimental_get_tracing_count()
-  fn(*[a[:5] if a.shape[0] == 12 else a for a in args[:3]], *args[3:])   # other block size
+  fn(*[a[:5] if a.shape[0] == 12 else a for a in args[:3]], *args[3:])  # other block size
   assert fn.experimental_get_tracing_count() == traced
 
 
 def test_docstring_examples_run():
   import doctest
+
   from tfrank4class.retrieval import kernel
+
   result = doctest.testmod(kernel, extraglobs={"tf": tf}, optionflags=doctest.NORMALIZE_WHITESPACE)
   assert result.attempted > 0 and result.failed == 0, result

@@ -1,12 +1,16 @@
 """Tests of tfrank4class.retrieval.model (the retrieval model builder and export)."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from tfrank4class import encoders
-from tfrank4class.retrieval.model import (RetrievalModel, build_retrieval_model,
-                                          export_embedding_model)
 from tfrank4class.losses.metric_learning import SmoothedCrossEntropy, TripletLoss
+from tfrank4class.retrieval.model import (
+  RetrievalModel,
+  build_retrieval_model,
+  export_embedding_model,
+)
 
 
 def _encoder():
@@ -19,12 +23,19 @@ def _data(n=16, classes=4, seed=0):
 
 
 def test_cross_entropy_recipe_structure_and_initial_loss():
-  built = build_retrieval_model(_encoder(), "cross_entropy", num_classes=4, embedding_dim=5,
-                                feature_norm="layer", dropout=0.5, optimizer="sgd")
+  built = build_retrieval_model(
+    _encoder(),
+    "cross_entropy",
+    num_classes=4,
+    embedding_dim=5,
+    feature_norm="layer",
+    dropout=0.5,
+    optimizer="sgd",
+  )
   assert isinstance(built, RetrievalModel) and isinstance(built.loss, SmoothedCrossEntropy)
   assert built.model.output_shape == (None, 4) and built.embedding_model.output_shape == (None, 5)
   clf = built.model.get_layer("classifier")
-  assert not np.any(clf.kernel.numpy()) and not np.any(clf.bias.numpy())   # zero init
+  assert not np.any(clf.kernel.numpy()) and not np.any(clf.bias.numpy())  # zero init
   assert {w.name for w in built.embedding_model.weights} <= {w.name for w in built.model.weights}
   # Zero classifier: uniform softmax, so the smoothed cross-entropy is exactly log(4).
   x, y = _data()
@@ -35,8 +46,9 @@ def test_cross_entropy_recipe_structure_and_initial_loss():
   logp = logits[0] - np.log(np.exp(logits[0].astype(np.float64)).sum())
   want = -(np.array([0.9, 0.1 / 3, 0.1 / 3, 0.1 / 3]) * logp).sum()
   assert float(built.loss([0], logits)) == pytest.approx(want, rel=1e-6)
-  keras_style = build_retrieval_model(_encoder(), "cross_entropy", num_classes=4,
-                                      loss_kwargs={"spread": "all_classes"})
+  keras_style = build_retrieval_model(
+    _encoder(), "cross_entropy", num_classes=4, loss_kwargs={"spread": "all_classes"}
+  )
   assert keras_style.loss.spread == "all_classes"
 
 
@@ -50,23 +62,28 @@ def test_layer_feature_norm_standardises_features():
 
 
 def test_l2_normalize_and_no_norm():
-  built = build_retrieval_model(_encoder(), "triplet_loss", embedding_dim=3, feature_norm="none",
-                                l2_normalize=True)
+  built = build_retrieval_model(
+    _encoder(), "triplet_loss", embedding_dim=3, feature_norm="none", l2_normalize=True
+  )
   x, _ = _data()
   emb = built.embedding_model.predict(x, verbose=0)
   np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
   assert built.model is built.embedding_model and isinstance(built.loss, TripletLoss)
 
 
-@pytest.mark.parametrize("loss, kwargs", [
+@pytest.mark.parametrize(
+  "loss, kwargs",
+  [
     ("triplet_loss", {"mining": "semi_hard"}),
     ("contrastive_loss", {}),
     ("recall_loss", {"weighting": "loglog", "margin": 0.1}),
-])
+  ],
+)
 def test_embedding_losses_train(loss, kwargs):
   tf.keras.utils.set_random_seed(0)
-  built = build_retrieval_model(_encoder(), loss, embedding_dim=4, loss_kwargs=kwargs,
-                                optimizer=tf.keras.optimizers.Adam(1e-2))
+  built = build_retrieval_model(
+    _encoder(), loss, embedding_dim=4, loss_kwargs=kwargs, optimizer=tf.keras.optimizers.Adam(1e-2)
+  )
   x, y = _data()
   hist = built.model.fit(x, y, batch_size=8, epochs=2, verbose=0, shuffle=False)
   assert np.all(np.isfinite(hist.history["loss"]))
@@ -79,6 +96,7 @@ def without_op_determinism():
   """tfrank4class.train.experiment.run enables op determinism for the whole process (and
   tests/test_experiment.py runs before this file); XLA has no deterministic MaxPool gradient."""
   from tensorflow.python.framework import config as tf_config  # no public way to switch it off
+
   was = tf_config.is_op_determinism_enabled()
   tf_config.disable_op_determinism()
   yield
@@ -106,18 +124,23 @@ def test_fit_under_mirrored_strategy(mirrored_strategy):
 
 def test_keras_save_and_saved_model_export(tmp_path):
   x, y = _data()
-  built = build_retrieval_model(_encoder(), "cross_entropy", num_classes=4, embedding_dim=5,
-                                optimizer="adam")
+  built = build_retrieval_model(
+    _encoder(), "cross_entropy", num_classes=4, embedding_dim=5, optimizer="adam"
+  )
   built.model.fit(x, y, epochs=1, verbose=0)
   built.model.save(tmp_path / "m.keras")
   loaded = tf.keras.models.load_model(tmp_path / "m.keras")
-  np.testing.assert_allclose(loaded.predict(x, verbose=0), built.model.predict(x, verbose=0), atol=1e-5)
+  np.testing.assert_allclose(
+    loaded.predict(x, verbose=0), built.model.predict(x, verbose=0), atol=1e-5
+  )
   assert isinstance(loaded.loss, SmoothedCrossEntropy)
   export_embedding_model(built.embedding_model, tmp_path / "export")
   serve = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"]
   out = serve(inputs=tf.constant(x))
   assert list(out) == ["embedding"] and out["embedding"].shape == (16, 5)
-  np.testing.assert_allclose(out["embedding"], built.embedding_model.predict(x, verbose=0), atol=1e-5)
+  np.testing.assert_allclose(
+    out["embedding"], built.embedding_model.predict(x, verbose=0), atol=1e-5
+  )
 
 
 def test_encoder_layer_needs_input_shape():
@@ -131,9 +154,13 @@ def test_encoder_layer_needs_input_shape():
 def test_bad_arguments():
   with pytest.raises(ValueError, match=r"`num_classes` must be an integer >= 2, got None"):
     build_retrieval_model(_encoder(), "cross_entropy")
-  with pytest.raises(ValueError, match=r"`feature_norm` must be one of \['batch', 'layer', 'none'\], got 'group'"):
+  with pytest.raises(
+    ValueError, match=r"`feature_norm` must be one of \['batch', 'layer', 'none'\], got 'group'"
+  ):
     build_retrieval_model(_encoder(), "cross_entropy", num_classes=3, feature_norm="group")
-  with pytest.raises(ValueError, match=r"`loss` must be one of .* or a registered loss name, got 'nope'"):
+  with pytest.raises(
+    ValueError, match=r"`loss` must be one of .* or a registered loss name, got 'nope'"
+  ):
     build_retrieval_model(_encoder(), "nope")
   with pytest.raises(ValueError, match=r"`dropout` must be a finite number in \[0, 1\), got 1.0"):
     build_retrieval_model(_encoder(), "cross_entropy", num_classes=3, dropout=1.0)
@@ -145,6 +172,8 @@ def test_bad_arguments():
 
 def test_docstring_examples_run():
   import doctest
+
   from tfrank4class.retrieval import model
+
   result = doctest.testmod(model, optionflags=doctest.NORMALIZE_WHITESPACE)
   assert result.attempted > 0 and result.failed == 0, result

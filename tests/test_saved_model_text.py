@@ -1,4 +1,5 @@
 """Tests of tfrank4class.encoders.saved_model_text with tiny SavedModels built offline here."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -23,8 +24,10 @@ class _HashEncoder(tf.Module):
     return {"pooled_output": rows, "other": rows * 2.0}
 
 
-_BERT_SPEC = {k: tf.TensorSpec([None, None], tf.int32)
-              for k in ("input_word_ids", "input_mask", "input_type_ids")}
+_BERT_SPEC = {
+  k: tf.TensorSpec([None, None], tf.int32)
+  for k in ("input_word_ids", "input_mask", "input_type_ids")
+}
 
 
 class _BertLike(tf.Module):
@@ -50,16 +53,22 @@ class _Preprocess(tf.Module):
     tokens = tf.strings.split(texts)
     ids = tf.strings.to_hash_bucket_fast(tokens, BUCKETS - 1) + 1
     ids = tf.cast(ids.to_tensor(shape=[None, LENGTH]), tf.int32)
-    return {"input_word_ids": ids, "input_mask": tf.cast(ids > 0, tf.int32),
-            "input_type_ids": tf.zeros_like(ids)}
+    return {
+      "input_word_ids": ids,
+      "input_mask": tf.cast(ids > 0, tf.int32),
+      "input_type_ids": tf.zeros_like(ids),
+    }
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
   root = tmp_path_factory.mktemp("saved_models")
   paths = {}
-  for name, module in (("hash", _HashEncoder()), ("bert", _BertLike()),
-                       ("preprocess", _Preprocess())):
+  for name, module in (
+    ("hash", _HashEncoder()),
+    ("bert", _BertLike()),
+    ("preprocess", _Preprocess()),
+  ):
     paths[name] = str(root / name)
     tf.saved_model.save(module, paths[name])
   return paths
@@ -82,28 +91,40 @@ def test_string_encoder_output(models):
 
 def test_bert_style_with_preprocessor_and_token_ids(models):
   table = tf.saved_model.load(models["bert"]).table.numpy()
-  with_pre = saved_model(models["bert"], preprocessor_path=models["preprocess"],
-                         output_key="pooled_output")
+  with_pre = saved_model(
+    models["bert"], preprocessor_path=models["preprocess"], output_key="pooled_output"
+  )
   texts = ["a b c", "d"]
-  ids = [[tf.strings.to_hash_bucket_fast(w, BUCKETS - 1).numpy() + 1 for w in t.split()]
-         for t in texts]
+  ids = [
+    [tf.strings.to_hash_bucket_fast(w, BUCKETS - 1).numpy() + 1 for w in t.split()] for t in texts
+  ]
   padded = [row + [0] * (LENGTH - len(row)) for row in ids]
-  np.testing.assert_allclose(with_pre(tf.constant(texts)).numpy(),
-                             _bert_reference(table, padded), rtol=1e-5)
-  from_ids = saved_model(models["bert"], input_type="token_ids", sequence_length=LENGTH,
-                         bert_inputs=True, output_key="pooled_output")
-  np.testing.assert_allclose(from_ids(np.array(padded, np.int32)).numpy(),
-                             _bert_reference(table, padded), rtol=1e-5)
+  np.testing.assert_allclose(
+    with_pre(tf.constant(texts)).numpy(), _bert_reference(table, padded), rtol=1e-5
+  )
+  from_ids = saved_model(
+    models["bert"],
+    input_type="token_ids",
+    sequence_length=LENGTH,
+    bert_inputs=True,
+    output_key="pooled_output",
+  )
+  np.testing.assert_allclose(
+    from_ids(np.array(padded, np.int32)).numpy(), _bert_reference(table, padded), rtol=1e-5
+  )
 
 
-def test_fine_tunes_under_mirrored_strategy_and_round_trips(models, tmp_path,
-                                                           mirrored_strategy):
+def test_fine_tunes_under_mirrored_strategy_and_round_trips(models, tmp_path, mirrored_strategy):
   tf.keras.utils.set_random_seed(0)  # deterministic initial weights
   texts = np.array(["a b", "c d", "a c", "b d"] * 4)
   labels = np.array([0, 1, 0, 1] * 4)
   with mirrored_strategy.scope():
-    encoder = saved_model(models["bert"], preprocessor_path=models["preprocess"],
-                          output_key="pooled_output", trainable=True)
+    encoder = saved_model(
+      models["bert"],
+      preprocessor_path=models["preprocess"],
+      output_key="pooled_output",
+      trainable=True,
+    )
     model = build_model(encoder, 2, interaction="concat", hidden_units=(4,))
     model.compile(optimizer=tf.keras.optimizers.Adam(0.05), loss=losses.get("softmax_loss"))
   layer = encoder.get_layer("saved_model_encoder")
@@ -117,8 +138,13 @@ def test_fine_tunes_under_mirrored_strategy_and_round_trips(models, tmp_path,
   model.save(tmp_path / "m.keras")
   loaded = tf.keras.models.load_model(tmp_path / "m.keras")  # reloads path, then tuned weights
   np.testing.assert_allclose(loaded(texts[:4]).numpy(), expected, rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(loaded.get_layer("saved_model_text_encoder")
-                             .get_layer("saved_model_encoder").weights[0].numpy(), tuned)
+  np.testing.assert_allclose(
+    loaded.get_layer("saved_model_text_encoder")
+    .get_layer("saved_model_encoder")
+    .weights[0]
+    .numpy(),
+    tuned,
+  )
 
 
 def test_frozen_by_default(models):
@@ -128,17 +154,28 @@ def test_frozen_by_default(models):
 
 
 def test_bad_input(models, tmp_path):
-  with pytest.raises(ValueError, match=r"`path` must be a local SavedModel directory.*never "
-                                       r"downloads"):
+  with pytest.raises(
+    ValueError,
+    match=r"`path` must be a local SavedModel directory.*never "
+    r"downloads",
+  ):
     SavedModelEncoder(str(tmp_path / "nothing"))
   with pytest.raises(ValueError, match=r"set `output_key` to one of them"):
     saved_model(models["hash"])
-  with pytest.raises(ValueError, match=r"`output_key` must be one of \['other', 'pooled_output'\]"
-                                       r", got 'cls'"):
+  with pytest.raises(
+    ValueError,
+    match=r"`output_key` must be one of \['other', 'pooled_output'\]"
+    r", got 'cls'",
+  ):
     saved_model(models["hash"], output_key="cls")
   with pytest.raises(ValueError, match=r"must have shape \[B, d\], got shape \(None, 5, 4\)"):
-    saved_model(models["bert"], input_type="token_ids", sequence_length=LENGTH, bert_inputs=True,
-                output_key="sequence_output")
+    saved_model(
+      models["bert"],
+      input_type="token_ids",
+      sequence_length=LENGTH,
+      bert_inputs=True,
+      output_key="sequence_output",
+    )
   with pytest.raises(ValueError, match=r"`input_type` must be one of \['string', 'token_ids'\]"):
     saved_model(models["hash"], input_type="bytes")
   with pytest.raises(ValueError, match=r"`signature` must be one of"):

@@ -1,4 +1,5 @@
 """Tests of tfrank4class.losses.score_memory.ScoreMemory (RaMBO Sec. 4.3)."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -7,14 +8,16 @@ from tfrank4class.losses import ScoreMemory
 
 
 def batches(sizes, width=3):
-  return [(np.full((b, width), 10.0 * k + 1, np.float32), np.full((b, width), k, np.float32))
-          for k, b in enumerate(sizes)]
+  return [
+    (np.full((b, width), 10.0 * k + 1, np.float32), np.full((b, width), k, np.float32))
+    for k, b in enumerate(sizes)
+  ]
 
 
 def expected_concat(data, t, tau):
   """Batch t followed by batches t-1, ..., t-tau (those that exist)."""
   keep = [data[k] for k in range(t, max(-1, t - tau - 1), -1)]
-  return np.concatenate([v for v, _ in keep]), np.concatenate([l for _, l in keep])
+  return np.concatenate([v for v, _ in keep]), np.concatenate([lab for _, lab in keep])
 
 
 @pytest.mark.parametrize("compiled", [False, True])
@@ -22,8 +25,8 @@ def test_keeps_last_tau_batches_of_varying_size(compiled):
   memory = ScoreMemory(batches=2)
   call = tf.function(memory.__call__) if compiled else memory
   data = batches([2, 3, 1, 4, 2])
-  for t, (v, l) in enumerate(data):
-    got_v, got_l = call(tf.constant(v), tf.constant(l))
+  for t, (v, lab) in enumerate(data):
+    got_v, got_l = call(tf.constant(v), tf.constant(lab))
     ref_v, ref_l = expected_concat(data, t, 2)
     np.testing.assert_array_equal(got_v.numpy(), ref_v)
     np.testing.assert_array_equal(got_l.numpy(), ref_l)
@@ -31,8 +34,8 @@ def test_keeps_last_tau_batches_of_varying_size(compiled):
 
 def test_zero_batches_is_identity_and_reset():
   memory = ScoreMemory(0)
-  v, l = memory(tf.ones([2, 3]), tf.zeros([2, 3]))
-  assert v.shape == (2, 3) and l.shape == (2, 3)
+  v, lab = memory(tf.ones([2, 3]), tf.zeros([2, 3]))
+  assert v.shape == (2, 3) and lab.shape == (2, 3)
   memory = ScoreMemory(3)
   memory(tf.ones([2, 3]), tf.zeros([2, 3]))
   memory.reset()
@@ -61,6 +64,7 @@ def test_per_replica_memory_under_mirrored_strategy(mirrored_strategy):
       replica = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32)
       v, _ = memory(x + 100.0 * replica, tf.zeros_like(x))
       return v
+
     return mirrored_strategy.run(replica_fn, (x,))
 
   outs = [step(tf.fill([2, 2], float(t))) for t in range(3)]

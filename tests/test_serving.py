@@ -1,4 +1,5 @@
 """The serving SavedModel: fresh process without tfrank4class, saved_model_cli show and run."""
+
 import json
 import os
 import subprocess
@@ -19,27 +20,46 @@ ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 def text_export(tmp_path_factory):
   root = tmp_path_factory.mktemp("serving")
   config = experiment.ExperimentConfig(
-      encoder_kwargs={"max_tokens": 2000, "sequence_length": 16, "embedding_dim": 16,
-                      "num_heads": 1, "ff_dim": 16},
-      hidden_units=(16,), batch_size=32, epochs=1, steps=3, verbose=0, model_dir=str(root / "run"))
+    encoder_kwargs={
+      "max_tokens": 2000,
+      "sequence_length": 16,
+      "embedding_dim": 16,
+      "num_heads": 1,
+      "ff_dim": 16,
+    },
+    hidden_units=(16,),
+    batch_size=32,
+    epochs=1,
+    steps=3,
+    verbose=0,
+    model_dir=str(root / "run"),
+  )
   result = experiment.train(config)
   export_dir = str(root / "export")
-  serving.export_saved_model(result.model, config.dataset, result.info.class_names, export_dir,
-                             top_k=3)
+  serving.export_saved_model(
+    result.model, config.dataset, result.info.class_names, export_dir, top_k=3
+  )
   return result.model, result.info.class_names, export_dir
 
 
 def test_fresh_process_without_tfrank4class(text_export):
   model, class_names, export_dir = text_export
   script = (
-      "import json, sys, tensorflow as tf\n"
-      "m = tf.saved_model.load(sys.argv[1])\n"
-      "out = m.signatures['serving_default'](text=tf.constant(json.loads(sys.argv[2])))\n"
-      "print(json.dumps({k: v.numpy().tolist() if v.dtype != tf.string else "
-      "[[c.decode() for c in row] for row in v.numpy()] for k, v in out.items()}))\n"
-      "print(json.dumps('tfrank4class' in sys.modules))\n")
-  lines = subprocess.run([sys.executable, "-c", script, export_dir, json.dumps(TEXTS)], env=ENV,
-                         cwd="/", check=True, capture_output=True, text=True).stdout.splitlines()
+    "import json, sys, tensorflow as tf\n"
+    "m = tf.saved_model.load(sys.argv[1])\n"
+    "out = m.signatures['serving_default'](text=tf.constant(json.loads(sys.argv[2])))\n"
+    "print(json.dumps({k: v.numpy().tolist() if v.dtype != tf.string else "
+    "[[c.decode() for c in row] for row in v.numpy()] for k, v in out.items()}))\n"
+    "print(json.dumps('tfrank4class' in sys.modules))\n"
+  )
+  lines = subprocess.run(
+    [sys.executable, "-c", script, export_dir, json.dumps(TEXTS)],
+    env=ENV,
+    cwd="/",
+    check=True,
+    capture_output=True,
+    text=True,
+  ).stdout.splitlines()
   out, imported = json.loads(lines[-2]), json.loads(lines[-1])
   assert imported is False
   expected = model(tf.constant(TEXTS)[:, None]).numpy()
@@ -47,21 +67,38 @@ def test_fresh_process_without_tfrank4class(text_export):
   want_ids = np.argsort(-expected, axis=1)[:, :3]
   np.testing.assert_array_equal(out["top_k_ids"], want_ids)
   assert out["top_k_classes"] == [[class_names[i] for i in row] for row in want_ids]
-  np.testing.assert_allclose(out["top_k_scores"], np.take_along_axis(expected, want_ids, 1),
-                             rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(
+    out["top_k_scores"], np.take_along_axis(expected, want_ids, 1), rtol=1e-4, atol=1e-5
+  )
 
 
 def test_saved_model_cli_show_and_run(text_export):
   _, class_names, export_dir = text_export
   cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-  shown = subprocess.run([cli, "show", "--dir", export_dir, "--all"], env=ENV, check=True,
-                         capture_output=True, text=True).stdout
+  shown = subprocess.run(
+    [cli, "show", "--dir", export_dir, "--all"], env=ENV, check=True, capture_output=True, text=True
+  ).stdout
   assert "signature_def['serving_default']" in shown and "inputs['text']" in shown
   for output in ("top_k_ids", "top_k_classes", "top_k_scores", "scores"):
     assert f"outputs['{output}']" in shown
-  ran = subprocess.run([cli, "run", "--dir", export_dir, "--tag_set", "serve", "--signature_def",
-                        "serving_default", "--input_exprs", f"text={TEXTS[:1]!r}"],
-                       env=ENV, check=True, capture_output=True, text=True).stdout
+  ran = subprocess.run(
+    [
+      cli,
+      "run",
+      "--dir",
+      export_dir,
+      "--tag_set",
+      "serve",
+      "--signature_def",
+      "serving_default",
+      "--input_exprs",
+      f"text={TEXTS[:1]!r}",
+    ],
+    env=ENV,
+    check=True,
+    capture_output=True,
+    text=True,
+  ).stdout
   assert "top_k_classes" in ran
   assert any(name in ran for name in class_names)
 
@@ -70,15 +107,20 @@ def test_scores_signature_evaluates_like_the_model(text_export):
   model, _, export_dir = text_export
   scorer = serving.saved_model_scorer(export_dir)
   features = tf.constant(TEXTS)
-  np.testing.assert_allclose(scorer(features).numpy(), model(features[:, None]).numpy(),
-                             rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(
+    scorer(features).numpy(), model(features[:, None]).numpy(), rtol=1e-4, atol=1e-5
+  )
 
 
 def test_image_export_takes_encoded_bytes(datasets_dir, tmp_path):
   data_dir = str(datasets_dir / "cifar10_jpeg")
   info = data_lib.info("cifar10", data_dir)
-  config = experiment.ExperimentConfig(dataset="cifar10", data_dir=data_dir, hidden_units=(8,),
-                                       encoder_kwargs={"filters": [4], "embedding_dim": 8})
+  config = experiment.ExperimentConfig(
+    dataset="cifar10",
+    data_dir=data_dir,
+    hidden_units=(8,),
+    encoder_kwargs={"filters": [4], "embedding_dim": 8},
+  )
   model = experiment.build_model(config, info)
   export_dir = str(tmp_path / "export")
   serving.export_saved_model(model, "cifar10", info.class_names, export_dir)
@@ -96,8 +138,9 @@ def test_bad_export_arguments(text_export, tmp_path):
   with pytest.raises(ValueError, match=r"`class_names` has 3 names for a model with 28 scores"):
     serving.export_saved_model(model, "goemotions_sample", class_names[:3], str(tmp_path / "a"))
   with pytest.raises(ValueError, match=r"`top_k` must be an integer >= 1, got 0"):
-    serving.export_saved_model(model, "goemotions_sample", class_names, str(tmp_path / "b"),
-                               top_k=0)
+    serving.export_saved_model(
+      model, "goemotions_sample", class_names, str(tmp_path / "b"), top_k=0
+    )
   with pytest.raises(ValueError, match=r"has no 'scores' signature"):
     module = tf.Module()
     module.f = tf.function(lambda x: x, input_signature=[tf.TensorSpec([None], tf.float32)])
@@ -110,20 +153,52 @@ def test_export_and_evaluate_binaries(text_export, tmp_path):
   run_dir = os.path.join(os.path.dirname(export_dir), "run")
   env = {**ENV, "NO_GCE_CHECK": "true"}
   new_export = str(tmp_path / "exported")
-  subprocess.run([sys.executable, "-m", "tfrank4class.train.export", f"--model_dir={run_dir}",
-                  f"--export_dir={new_export}"], env=env, check=True, capture_output=True)
+  subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "tfrank4class.train.export",
+      f"--model_dir={run_dir}",
+      f"--export_dir={new_export}",
+    ],
+    env=env,
+    check=True,
+    capture_output=True,
+  )
   serve = tf.saved_model.load(new_export).signatures["serving_default"]
   scores = serve(text=tf.constant(TEXTS))["scores"]
-  np.testing.assert_allclose(scores.numpy(), model(tf.constant(TEXTS)[:, None]).numpy(),
-                             rtol=1e-4, atol=1e-5)
-  out = subprocess.run([sys.executable, "-m", "tfrank4class.train.evaluate",
-                        f"--checkpoint={run_dir}/best.keras", "--dataset=goemotions_sample",
-                        "--split=test"], env=env, check=True, capture_output=True, text=True).stdout
+  np.testing.assert_allclose(
+    scores.numpy(), model(tf.constant(TEXTS)[:, None]).numpy(), rtol=1e-4, atol=1e-5
+  )
+  out = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "tfrank4class.train.evaluate",
+      f"--checkpoint={run_dir}/best.keras",
+      "--dataset=goemotions_sample",
+      "--split=test",
+    ],
+    env=env,
+    check=True,
+    capture_output=True,
+    text=True,
+  ).stdout
   row = [line for line in out.splitlines() if line.startswith("test")][0].split()
   want = experiment.evaluate(model, "goemotions_sample", "test")
   assert [float(v) for v in row[1:]] == pytest.approx(
-      [want[m] for m in ("top_1", "top_5", "ndcg_5", "mrr")], abs=1e-4)
-  missing = subprocess.run([sys.executable, "-m", "tfrank4class.train.export",
-                            f"--model_dir={tmp_path}", f"--export_dir={tmp_path / 'x'}"],
-                           env=env, capture_output=True, text=True)
+    [want[m] for m in ("top_1", "top_5", "ndcg_5", "mrr")], abs=1e-4
+  )
+  missing = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "tfrank4class.train.export",
+      f"--model_dir={tmp_path}",
+      f"--export_dir={tmp_path / 'x'}",
+    ],
+    env=env,
+    capture_output=True,
+    text=True,
+  )
   assert missing.returncode != 0 and "config.json is missing" in missing.stderr

@@ -1,4 +1,5 @@
 """Tests of tfrank4class.encoders.small_cnn."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -27,7 +28,7 @@ def test_single_stage_matches_numpy():
   conv = np.zeros((4, 4, 2))
   for i in range(4):
     for j in range(4):
-      conv[i, j] = np.tensordot(padded[i:i + 3, j:j + 3], k, axes=3) + b
+      conv[i, j] = np.tensordot(padded[i : i + 3, j : j + 3], k, axes=3) + b
   conv = np.maximum(conv, 0)
   pooled = conv.reshape(2, 2, 2, 2, 2).max(axis=(1, 3))  # 2x2 max pool
   expected = np.maximum(pooled.mean(axis=(0, 1)) @ w + c, 0)
@@ -39,8 +40,9 @@ def test_tf_function_and_jit():
   x = np.random.default_rng(3).uniform(size=(2, 8, 8, 3)).astype(np.float32)
   eager = encoder(x).numpy()
   np.testing.assert_allclose(tf.function(encoder)(x).numpy(), eager, rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(tf.function(encoder, jit_compile=True)(x).numpy(), eager,
-                             rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(
+    tf.function(encoder, jit_compile=True)(x).numpy(), eager, rtol=1e-4, atol=1e-5
+  )
 
 
 def test_trains_under_mirrored_strategy_and_round_trips(tmp_path, mirrored_strategy):
@@ -49,8 +51,13 @@ def test_trains_under_mirrored_strategy_and_round_trips(tmp_path, mirrored_strat
   x = rng.uniform(size=(16, 8, 8, 3)).astype(np.float32)
   y = rng.integers(0, 4, size=16)
   with mirrored_strategy.scope():
-    model = build_model(small_cnn(input_shape=(8, 8, 3), filters=(4,), embedding_dim=8), 4,
-                        interaction="latent_cross", hidden_units=(8,), class_chunk_size=3)
+    model = build_model(
+      small_cnn(input_shape=(8, 8, 3), filters=(4,), embedding_dim=8),
+      4,
+      interaction="latent_cross",
+      hidden_units=(8,),
+      class_chunk_size=3,
+    )
     model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss=losses.get("approx_ndcg_loss"))
   history = model.fit(x, y, batch_size=8, epochs=3, verbose=0).history["loss"]
   assert np.all(np.isfinite(history)) and history[-1] < history[0]
@@ -60,8 +67,11 @@ def test_trains_under_mirrored_strategy_and_round_trips(tmp_path, mirrored_strat
 
 
 def test_bad_input():
-  with pytest.raises(ValueError, match=r"`filters` must be a non-empty sequence of positive "
-                                       r"integers, got \(\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"`filters` must be a non-empty sequence of positive "
+    r"integers, got \(\)",
+  ):
     small_cnn(filters=())
   with pytest.raises(ValueError, match=r"`input_shape` must be an integer >= 4, got 2"):
     small_cnn(input_shape=(2, 2, 3), filters=(2, 2))

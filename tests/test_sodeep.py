@@ -3,16 +3,17 @@ ranks (scipy / scikit-learn references), the mAP loss of Eq. 7 over class column
 gradients through the sorters and the blackbox ranker, 2-class training, mixed_float16, Keras
 compile / fit / save / load in every mode, fine-tuning, bad input, and a real-data check
 (Spearman correlation on the diabetes set rises when trained with SpearmanLoss)."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
+from _sorter_checks import mixed_float16
 from scipy.stats import spearmanr
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from tfrank4class import losses
 from tfrank4class.losses.sodeep import RankTripletLoss, SorterAPLoss, SorterMAPLoss, SpearmanLoss
 from tfrank4class.ranking import BlackboxRanker, PairwiseSigmoidSorter
-from _sorter_checks import mixed_float16
 
 NONE = tf.keras.losses.Reduction.NONE
 
@@ -26,7 +27,7 @@ def test_registered_names():
 
 def test_spearman_exact_equals_one_minus_scipy_rho():
   rng = np.random.default_rng(0)
-  y = rng.exponential(size=(5, 12)).astype(np.float32)     # graded targets (>= 0; < 0 is padding)
+  y = rng.exponential(size=(5, 12)).astype(np.float32)  # graded targets (>= 0; < 0 is padding)
   s = rng.normal(size=(5, 12)).astype(np.float32)
   got = SpearmanLoss(ranker="exact", reduction=NONE)(y, s).numpy()
   ref = [1.0 - spearmanr(a, b).statistic for a, b in zip(y, s)]
@@ -54,19 +55,18 @@ def test_spearman_over_batch():
 
 def test_spearman_padding_is_excluded():
   rng = np.random.default_rng(7)
-  y = rng.normal(size=(4, 9)).astype(np.float32) ** 2      # graded targets >= 0
+  y = rng.normal(size=(4, 9)).astype(np.float32) ** 2  # graded targets >= 0
   s = rng.normal(size=(4, 9)).astype(np.float32)
   y[0, [1, 5]] = -1.0
   y[1, 0] = -1.0
-  y[3, 1:] = -1.0                                          # one valid item: loss 0
+  y[3, 1:] = -1.0  # one valid item: loss 0
   got = SpearmanLoss(ranker="exact", reduction=NONE)(y, s).numpy()
   ref = [1.0 - spearmanr(a[a >= 0], b[a >= 0]).statistic for a, b in zip(y[:3], s[:3])] + [0.0]
   np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
   # Through a sorter, a padded item (whatever its score) changes the loss little.
   padded = SpearmanLoss(ranker="attention", reduction=NONE)(y[:1], s[:1]).numpy()
   valid = y[0] >= 0
-  dropped = SpearmanLoss(ranker="attention", reduction=NONE)(
-      y[:1, valid], s[:1, valid]).numpy()
+  dropped = SpearmanLoss(ranker="attention", reduction=NONE)(y[:1, valid], s[:1, valid]).numpy()
   np.testing.assert_allclose(padded, dropped, atol=0.02)
 
 
@@ -108,8 +108,8 @@ def _map_reference(rel, s, soft_rank=None):
 def test_map_ranks_each_class_down_the_batch_exact_is_one_minus_auc():
   rng = np.random.default_rng(1)
   rel = (rng.uniform(size=(12, 6)) < 0.4).astype(np.float32)
-  rel[:, 4] = 0.0                     # no positive in the batch: left out (as in the paper)
-  rel[:, 5] = 1.0                     # no negative: left out (its rank sum is a constant)
+  rel[:, 4] = 0.0  # no positive in the batch: left out (as in the paper)
+  rel[:, 5] = 1.0  # no negative: left out (its rank sum is a constant)
   rel[0, :4] = 1.0
   rel[1, :4] = 0.0
   s = rng.normal(size=(12, 6)).astype(np.float32)
@@ -121,8 +121,9 @@ def test_map_ranks_each_class_down_the_batch_exact_is_one_minus_auc():
   # Padding (relevance < 0) leaves the entry out of its class's list.
   rel[2, 0] = rel[7, 1] = -1.0
   got = SorterMAPLoss(ranker="exact")(rel, s).numpy()
-  ref = np.mean([1.0 - roc_auc_score(rel[rel[:, c] >= 0, c], s[rel[:, c] >= 0, c])
-                 for c in range(4)])
+  ref = np.mean(
+    [1.0 - roc_auc_score(rel[rel[:, c] >= 0, c], s[rel[:, c] >= 0, c]) for c in range(4)]
+  )
   np.testing.assert_allclose(got, ref, rtol=1e-5)
   # Class ids [B]; a batch without any kept class has loss 0.
   ids = SorterMAPLoss(ranker="exact")([0, 1, 0], [[0.9, 0.1], [0.5, 0.2], [0.1, 0.3]]).numpy()
@@ -152,7 +153,8 @@ def test_rank_triplet_hand_computed():
   got = RankTripletLoss(ranker="exact", alpha=0.2, reduction=NONE)(rel, s).numpy()
   np.testing.assert_allclose(got, [ref], rtol=1e-6)
   good = RankTripletLoss(ranker="exact", alpha=0.2, reduction=NONE)(
-      [[1.0, 0.0, 0.0, 0.0, 0.0]], s).numpy()   # r_p = 0, hardest neg .25 -> 0
+    [[1.0, 0.0, 0.0, 0.0, 0.0]], s
+  ).numpy()  # r_p = 0, hardest neg .25 -> 0
   np.testing.assert_allclose(good, [0.0], atol=1e-7)
   all_pos = RankTripletLoss(ranker="exact", reduction=NONE)(np.ones([1, 5]), s).numpy()
   np.testing.assert_array_equal(all_pos, [0.0])
@@ -163,9 +165,11 @@ def test_rank_triplet_hand_computed():
   np.testing.assert_allclose(got, [ref], rtol=1e-6)
 
 
-@pytest.mark.parametrize("make_ranker", [
-    lambda: "attention", lambda: "pairwise_sigmoid", lambda: BlackboxRanker(lambda_=20.0)],
-    ids=["attention", "pairwise", "blackbox"])
+@pytest.mark.parametrize(
+  "make_ranker",
+  [lambda: "attention", lambda: "pairwise_sigmoid", lambda: BlackboxRanker(lambda_=20.0)],
+  ids=["attention", "pairwise", "blackbox"],
+)
 @pytest.mark.parametrize("loss_cls", [SpearmanLoss, SorterMAPLoss, SorterAPLoss, RankTripletLoss])
 def test_gradients_finite_nonzero(loss_cls, make_ranker):
   rng = np.random.default_rng(2)
@@ -174,7 +178,7 @@ def test_gradients_finite_nonzero(loss_cls, make_ranker):
   y[:, :3] = 1.0
   if loss_cls is SpearmanLoss:
     y = rng.exponential(size=(4, 8)).astype(np.float32)
-  if loss_cls is SorterMAPLoss:   # every class column (down the batch) has both kinds
+  if loss_cls is SorterMAPLoss:  # every class column (down the batch) has both kinds
     y = np.zeros([4, 8], np.float32)
     y[1:3] = 1.0
   kwargs = {"alpha": 0.5} if loss_cls is RankTripletLoss else {}
@@ -199,9 +203,11 @@ def _model(n=6):
   return tf.keras.Model(inputs, tf.keras.layers.Dense(n)(inputs))
 
 
-@pytest.mark.parametrize("loss_cls,ranker", [
-    (SpearmanLoss, "attention"), (SorterMAPLoss, PairwiseSigmoidSorter(5.0))],
-    ids=["by-name", "layer"])
+@pytest.mark.parametrize(
+  "loss_cls,ranker",
+  [(SpearmanLoss, "attention"), (SorterMAPLoss, PairwiseSigmoidSorter(5.0))],
+  ids=["by-name", "layer"],
+)
 def test_compile_fit_save_load(loss_cls, ranker, tmp_path):
   x = np.random.default_rng(3).normal(size=(16, 4)).astype(np.float32)
   y = np.random.default_rng(4).integers(0, 6, size=(16,))
@@ -214,8 +220,9 @@ def test_compile_fit_save_load(loss_cls, ranker, tmp_path):
   assert isinstance(loaded.loss, loss_cls)
   if ranker == "attention":
     assert loaded.loss.ranker.pretrained_kind == "attention"
-  np.testing.assert_allclose(loaded.evaluate(x, y, verbose=0),
-                             model.evaluate(x, y, verbose=0), rtol=1e-5)
+  np.testing.assert_allclose(
+    loaded.evaluate(x, y, verbose=0), model.evaluate(x, y, verbose=0), rtol=1e-5
+  )
   clone = SpearmanLoss.from_config(SpearmanLoss(ranker=ranker, l1_weight=0.1).get_config())
   assert clone.l1_weight == 0.1
 
@@ -228,8 +235,9 @@ def _check_modes(classes, jit):
     eager = loss(y, s).numpy()
     np.testing.assert_allclose(tf.function(loss)(y, s).numpy(), eager, rtol=1e-5)
     if jit:
-      np.testing.assert_allclose(tf.function(loss, jit_compile=True)(y, s).numpy(), eager,
-                                 rtol=1e-4, atol=1e-6)
+      np.testing.assert_allclose(
+        tf.function(loss, jit_compile=True)(y, s).numpy(), eager, rtol=1e-4, atol=1e-6
+      )
 
 
 def test_modes_tf_function_and_jit():
@@ -249,13 +257,25 @@ def _separable(num_classes, n=512, seed=0):
   return (centres[y] + 0.5 * rng.normal(size=(n, 4))).astype(np.float32), y
 
 
-@pytest.mark.parametrize("name,kwargs,num_classes", [
-    ("spearman_loss", {}, 2), ("spearman_loss", {}, 3), ("sorter_ap_loss", {}, 2),
+@pytest.mark.parametrize(
+  "name,kwargs,num_classes",
+  [
+    ("spearman_loss", {}, 2),
+    ("spearman_loss", {}, 3),
+    ("sorter_ap_loss", {}, 2),
     ("rank_triplet_loss", {"alpha": 0.5}, 2),
     pytest.param("spearman_loss", {"ranker": "lstm"}, 2, marks=pytest.mark.slow),
-    ("spearman_loss", {"ranker": "pairwise_sigmoid"}, 2)],
-    ids=["spearman-2", "spearman-3", "ap-2", "triplet-2", "spearman-lstm-2",
-         "spearman-handcrafted-2"])
+    ("spearman_loss", {"ranker": "pairwise_sigmoid"}, 2),
+  ],
+  ids=[
+    "spearman-2",
+    "spearman-3",
+    "ap-2",
+    "triplet-2",
+    "spearman-lstm-2",
+    "spearman-handcrafted-2",
+  ],
+)
 def test_learns_a_separable_small_class_problem(name, kwargs, num_classes):
   # With the default sorter a 2-item list used to pass no rank gradient (its standardisation is
   # always +-1) and top-1 stayed near chance. Reference: the labels of separable blobs.
@@ -276,30 +296,39 @@ def test_map_loss_learns_the_class_rankings_of_a_2_class_problem():
   onehot = np.eye(2)[y]
   tf.keras.utils.set_random_seed(0)
   model = tf.keras.Sequential([tf.keras.Input([4]), tf.keras.layers.Dense(2)])
-  mean_ap = lambda: np.mean([average_precision_score(onehot[:, c], model.predict(
-      x, verbose=0)[:, c]) for c in range(2)])
+  mean_ap = lambda: np.mean(
+    [average_precision_score(onehot[:, c], model.predict(x, verbose=0)[:, c]) for c in range(2)]
+  )
   before = mean_ap()
   model.compile(tf.keras.optimizers.Adam(0.05), loss=losses.get("sorter_map_loss"))
   model.fit(x, y, batch_size=64, epochs=5, verbose=0)
   assert mean_ap() > 0.95 and before < 0.7, (before, mean_ap())
 
 
-@pytest.mark.parametrize("name,kwargs", [
-    ("spearman_loss", {}), ("sorter_map_loss", {}), ("sorter_ap_loss", {}),
+@pytest.mark.parametrize(
+  "name,kwargs",
+  [
+    ("spearman_loss", {}),
+    ("sorter_map_loss", {}),
+    ("sorter_ap_loss", {}),
     ("rank_triplet_loss", {}),
     pytest.param("spearman_loss", {"ranker": "lstm"}, marks=pytest.mark.slow),
-    ("spearman_loss", {"ranker": "pairwise_sigmoid"})],
-    ids=["spearman", "map", "ap", "triplet", "spearman-lstm", "spearman-handcrafted"])
+    ("spearman_loss", {"ranker": "pairwise_sigmoid"}),
+  ],
+  ids=["spearman", "map", "ap", "triplet", "spearman-lstm", "spearman-handcrafted"],
+)
 def test_trains_under_mixed_float16_and_takes_float16_scores(name, kwargs):
   x, y = _separable(6, n=32)
   with mixed_float16():
     loss = losses.get(name, **kwargs)
     scores = tf.random.stateless_normal([32, 6], [5, 6])
-    np.testing.assert_allclose(loss(y, tf.cast(scores, tf.float16)).numpy(),
-                               loss(y, tf.cast(tf.cast(scores, tf.float16), tf.float32)).numpy(),
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+      loss(y, tf.cast(scores, tf.float16)).numpy(),
+      loss(y, tf.cast(tf.cast(scores, tf.float16), tf.float32)).numpy(),
+      rtol=1e-5,
+    )
     model = tf.keras.Sequential([tf.keras.Input([4]), tf.keras.layers.Dense(6)])
-    assert model.layers[-1].compute_dtype == "float16"      # the loss gets float16 scores
+    assert model.layers[-1].compute_dtype == "float16"  # the loss gets float16 scores
     model.compile("adam", loss=loss)
     history = model.fit(x, y, batch_size=16, epochs=2, verbose=0)
   assert np.isfinite(history.history["loss"]).all()
@@ -323,7 +352,7 @@ def test_finetuning_moves_the_sorter_and_frozen_does_not(mirrored_strategy):
   model = _model(10)
   model.compile("adam", loss=tuned)
   model.fit(np.ones([16, 4], np.float32), y.numpy(), batch_size=8, epochs=1, verbose=0)
-  assert int(tuned._ranker_optimizer.iterations) == 2     # one sorter step per batch
+  assert int(tuned._ranker_optimizer.iterations) == 2  # one sorter step per batch
   assert any(not np.allclose(a, w.numpy()) for a, w in zip(before, tuned.ranker.weights))
   frozen = SpearmanLoss(ranker="attention")
   before = [w.numpy().copy() for w in frozen.ranker.weights]
@@ -355,6 +384,7 @@ def test_bad_input():
 
 def test_diabetes_spearman_rises_with_spearman_loss():
   from sklearn.datasets import load_diabetes
+
   x, y = load_diabetes(return_X_y=True)
   x = ((x - x.mean(0)) / x.std(0)).astype(np.float32)
   y = ((y - y.mean()) / y.std()).astype(np.float32)
@@ -362,11 +392,17 @@ def test_diabetes_spearman_rises_with_spearman_loss():
   tf.keras.utils.set_random_seed(0)
   model = tf.keras.Sequential([tf.keras.Input([10]), tf.keras.layers.Dense(1)])
   # Start from a deliberately poor linear model.
-  model.layers[0].set_weights([-model.layers[0].get_weights()[0] - 0.3 * np.sign(
-      np.corrcoef(x_train.T, y_train)[-1, :-1])[:, None], np.zeros(1)])
+  model.layers[0].set_weights(
+    [
+      -model.layers[0].get_weights()[0]
+      - 0.3 * np.sign(np.corrcoef(x_train.T, y_train)[-1, :-1])[:, None],
+      np.zeros(1),
+    ]
+  )
   rho_before = spearmanr(model.predict(x_test, verbose=0)[:, 0], y_test).statistic
-  model.compile(tf.keras.optimizers.Adam(0.05),
-                loss=SpearmanLoss(ranker="attention", over_batch=True))
+  model.compile(
+    tf.keras.optimizers.Adam(0.05), loss=SpearmanLoss(ranker="attention", over_batch=True)
+  )
   model.fit(x_train, y_train, batch_size=64, epochs=15, verbose=0, shuffle=True)
   rho_after = spearmanr(model.predict(x_test, verbose=0)[:, 0], y_test).statistic
   assert rho_after > 0.5 and rho_after > rho_before + 0.3, (rho_before, rho_after)

@@ -1,6 +1,7 @@
 """Tests of tfrank4class.ranking.sorter_base: standardisation, the block-wise pairwise sigmoid
 sum (values and hand-written gradient against numpy / finite differences), input checks and the
 weights file format."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -86,8 +87,10 @@ def test_pairwise_sigmoid_sum_in_tf_function_and_jit_with_unknown_length():
   z = tf.constant([[0.3, -0.2, 0.9, 0.0]])
   k = tf.fill([1, 4], 2.0)
   ref = _np_sum(z.numpy().astype(np.float64), k.numpy().astype(np.float64))
-  fn = tf.function(lambda a, b: sorter_base.pairwise_sigmoid_sum(a, b, 3),
-                   input_signature=[tf.TensorSpec([None, None], tf.float32)] * 2)
+  fn = tf.function(
+    lambda a, b: sorter_base.pairwise_sigmoid_sum(a, b, 3),
+    input_signature=[tf.TensorSpec([None, None], tf.float32)] * 2,
+  )
   np.testing.assert_allclose(fn(z, k).numpy(), ref, rtol=1e-5)
   jit = tf.function(lambda a, b: sorter_base.pairwise_sigmoid_sum(a, b, 3), jit_compile=True)
   np.testing.assert_allclose(jit(z, k).numpy(), ref, rtol=1e-5)
@@ -107,6 +110,7 @@ def test_check_scores_errors_name_the_problem():
 
 def test_missing_weights_file_is_named(tmp_path):
   from tfrank4class.ranking.attention_sorter import AttentionSorter
+
   with pytest.raises(FileNotFoundError, match="nowhere.json"):
     AttentionSorter.pretrained(path=str(tmp_path / "nowhere"))
 
@@ -114,6 +118,7 @@ def test_missing_weights_file_is_named(tmp_path):
 def test_export_and_load_round_trip_and_class_mismatch(tmp_path):
   from tfrank4class.ranking.attention_sorter import AttentionSorter
   from tfrank4class.ranking.lstm_sorter import LSTMSorter
+
   sorter = AttentionSorter(hidden_units=4)
   x = tf.constant([[0.5, -1.0, 2.0, 0.1]])
   before = sorter(x).numpy()

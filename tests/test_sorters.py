@@ -1,4 +1,5 @@
 """Tests of tfrank4class.ranking.sorters: the learned sorters and their shipped weights by name."""
+
 import doctest
 
 import numpy as np
@@ -19,8 +20,11 @@ def test_sorter_kinds_build_untrained_sorters_with_their_hyper_parameters():
   lstm = sorters.SORTERS.get("lstm", units=3, num_layers=1)
   assert type(lstm) is LSTMSorter and lstm.units == 3 and lstm.num_layers == 1
   assert type(sorters.SORTERS.get("conv", list_size=5)) is ConvSorter
-  with pytest.raises(ValueError, match=r"`sorter` must be one of \['attention', 'conv', 'lstm'\], "
-                                       r"got 'gru'"):
+  with pytest.raises(
+    ValueError,
+    match=r"`sorter` must be one of \['attention', 'conv', 'lstm'\], "
+    r"got 'gru'",
+  ):
     sorters.SORTERS.get("gru")
 
 
@@ -36,6 +40,9 @@ def test_pretrained_sorters_are_the_shipped_weights(cls):
 
 
 def test_unknown_pretrained_sorter():
-  with pytest.raises(ValueError, match=r"`kind` must be one of \['attention', 'conv', 'lstm'\], "
-                                       r"got 'pairwise_sigmoid'"):
+  with pytest.raises(
+    ValueError,
+    match=r"`kind` must be one of \['attention', 'conv', 'lstm'\], "
+    r"got 'pairwise_sigmoid'",
+  ):
     sorters.PRETRAINED_SORTERS.get("pairwise_sigmoid")

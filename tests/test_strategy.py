@@ -1,4 +1,5 @@
 """Strategies by flag name; the TPU path up to connecting (no TPU here)."""
+
 import pytest
 import tensorflow as tf
 
@@ -14,8 +15,11 @@ def test_default_and_mirrored():
 
 
 def test_unknown_strategy_lists_allowed():
-  with pytest.raises(ValueError, match=r"`strategy` must be one of \['default', 'mirrored', "
-                                       r"'multi_worker_mirrored', 'tpu'\], got 'gpu'"):
+  with pytest.raises(
+    ValueError,
+    match=r"`strategy` must be one of \['default', 'mirrored', "
+    r"'multi_worker_mirrored', 'tpu'\], got 'gpu'",
+  ):
     strategy_lib.make_strategy("gpu")
 
 
@@ -26,10 +30,12 @@ def test_tpu_needs_an_address():
 
 def test_tpu_path_builds_its_resolver_from_the_flag(monkeypatch):
   calls = []
-  monkeypatch.setattr(tf.config, "experimental_connect_to_cluster",
-                      lambda r: calls.append(("connect", r)))
-  monkeypatch.setattr(tf.tpu.experimental, "initialize_tpu_system",
-                      lambda r: calls.append(("init", r)))
+  monkeypatch.setattr(
+    tf.config, "experimental_connect_to_cluster", lambda r: calls.append(("connect", r))
+  )
+  monkeypatch.setattr(
+    tf.tpu.experimental, "initialize_tpu_system", lambda r: calls.append(("init", r))
+  )
   monkeypatch.setattr(tf.distribute, "TPUStrategy", lambda r: ("tpu-strategy", r))
   result = strategy_lib.make_strategy("tpu", tpu="grpc://127.0.0.1:8470")
   resolver = result[1]

@@ -1,4 +1,5 @@
 """Tests of the synthetic list generator (SoDeep Sec. 3.1.2)."""
+
 import numpy as np
 import pytest
 from scipy.stats import rankdata

@@ -1,4 +1,5 @@
 """Tests of tfrank4class.encoders.text_transformer (raw strings in, TextVectorization inside)."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -34,8 +35,9 @@ def test_string_shapes_and_empty_text():
 
 
 def test_padding_does_not_leak_into_attention():
-  layer = TransformerTextEncoder(10, 8, embedding_dim=8, num_heads=2, num_layers=2, ff_dim=16,
-                                 dropout=0.0)
+  layer = TransformerTextEncoder(
+    10, 8, embedding_dim=8, num_heads=2, num_layers=2, ff_dim=16, dropout=0.0
+  )
   short = layer(tf.constant([[3, 4, 7, 0]])).numpy()
   long = layer(tf.constant([[3, 4, 7, 0, 0, 0, 0, 0]])).numpy()
   np.testing.assert_allclose(short, long, rtol=1e-5, atol=1e-6)
@@ -44,13 +46,15 @@ def test_padding_does_not_leak_into_attention():
 
 
 def test_jit_compiled_encoder_layer():
-  layer = TransformerTextEncoder(10, 4, embedding_dim=8, num_heads=2, num_layers=1, ff_dim=8,
-                                 dropout=0.0, output_dim=3)
+  layer = TransformerTextEncoder(
+    10, 4, embedding_dim=8, num_heads=2, num_layers=1, ff_dim=8, dropout=0.0, output_dim=3
+  )
   ids = tf.constant([[3, 4, 0, 0], [5, 0, 0, 0]])
   eager = layer(ids).numpy()
   assert eager.shape == (2, 3)
-  np.testing.assert_allclose(tf.function(layer, jit_compile=True)(ids).numpy(), eager,
-                             rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+    tf.function(layer, jit_compile=True)(ids).numpy(), eager, rtol=1e-5, atol=1e-6
+  )
 
 
 def test_adapted_layer_and_get_vocabulary_output_are_accepted():
@@ -63,8 +67,9 @@ def test_adapted_layer_and_get_vocabulary_output_are_accepted():
   ids_a = a.get_layer(adapted.name)(texts).numpy()
   ids_b = b.get_layer("text_vectorization")(texts).numpy()
   np.testing.assert_array_equal(ids_a, ids_b)
-  np.testing.assert_array_equal(ids_a[:, :2], [[vocab.index("good"), vocab.index("plot")],
-                                               [vocab.index("film"), 1]])
+  np.testing.assert_array_equal(
+    ids_a[:, :2], [[vocab.index("good"), vocab.index("plot")], [vocab.index("film"), 1]]
+  )
 
 
 def test_round_trips_with_raw_string_inputs(tmp_path):
@@ -105,12 +110,21 @@ def test_bad_input():
     transformer(vocabulary="good bad")
   with pytest.raises(ValueError, match=r"`text_vectorization` has an empty vocabulary"):
     transformer(text_vectorization=tf.keras.layers.TextVectorization())
-  with pytest.raises(ValueError, match=r"`text_vectorization` must have output_mode='int', got "
-                                       r"'multi_hot'"):
-    transformer(text_vectorization=tf.keras.layers.TextVectorization(
-        vocabulary=VOCAB, output_mode="multi_hot"))
-  with pytest.raises(ValueError, match=r"`text_vectorization` must be a "
-                                       r"(tf\.)?keras\.layers\.TextVectorization, got list"):
+  with pytest.raises(
+    ValueError,
+    match=r"`text_vectorization` must have output_mode='int', got "
+    r"'multi_hot'",
+  ):
+    transformer(
+      text_vectorization=tf.keras.layers.TextVectorization(
+        vocabulary=VOCAB, output_mode="multi_hot"
+      )
+    )
+  with pytest.raises(
+    ValueError,
+    match=r"`text_vectorization` must be a "
+    r"(tf\.)?keras\.layers\.TextVectorization, got list",
+  ):
     transformer(text_vectorization=["a"])
   with pytest.raises(ValueError, match=r"`embedding_dim` must be divisible by num_heads=3, got 8"):
     transformer(vocabulary=VOCAB, embedding_dim=8, num_heads=3)

@@ -3,6 +3,7 @@
 The reference is TF-Ranking 0.5.5's ``python/keras/losses.py`` (loaded through the compatibility
 module; the tests run with TF_USE_LEGACY_KERAS=1, so its ``tf.keras`` is tf-keras as ours is).
 """
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -52,8 +53,16 @@ def test_values_equal_tf_ranking(key, reduction):
   np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("key", ["softmax_loss", "pairwise_logistic_loss", "approx_ndcg_loss",
-                                 "mean_squared_loss", "calibrated_softmax_loss"])
+@pytest.mark.parametrize(
+  "key",
+  [
+    "softmax_loss",
+    "pairwise_logistic_loss",
+    "approx_ndcg_loss",
+    "mean_squared_loss",
+    "calibrated_softmax_loss",
+  ],
+)
 @pytest.mark.parametrize("weights", ["list", "item"])
 def test_sample_weights_equal_tf_ranking(key, weights):
   relevance, scores = _inputs(seed=2)
@@ -80,8 +89,9 @@ def test_hand_computed_softmax_and_virtual_label():
 
 def test_lambda_weight_round_trips():
   lambda_weights = compat.tf_ranking_module("keras.losses")
-  loss = tf_ranking.RankingLoss("pairwise_logistic_loss",
-                                lambda_weight=lambda_weights.NDCGLambdaWeightV2(topn=3))
+  loss = tf_ranking.RankingLoss(
+    "pairwise_logistic_loss", lambda_weight=lambda_weights.NDCGLambdaWeightV2(topn=3)
+  )
   config = keras.utils.serialize_keras_object(loss)
   restored = keras.utils.deserialize_keras_object(config)
   assert isinstance(restored.loss_kwargs["lambda_weight"], lambda_weights.NDCGLambdaWeightV2)
@@ -92,9 +102,12 @@ def test_lambda_weight_round_trips():
 def test_bad_arguments():
   with pytest.raises(ValueError, match=r"`key` must be one of .*'softmax_loss'.*got 'softmax'"):
     tf_ranking.RankingLoss("softmax")
-  with pytest.raises(ValueError, match=r"Invalid keyword arguments \['topn'\] for loss "
-                                       r"'approx_ndcg_loss'; it takes \['lambda_weight', "
-                                       r"'temperature'\]"):
+  with pytest.raises(
+    ValueError,
+    match=r"Invalid keyword arguments \['topn'\] for loss "
+    r"'approx_ndcg_loss'; it takes \['lambda_weight', "
+    r"'temperature'\]",
+  ):
     tf_ranking.RankingLoss("approx_ndcg_loss", topn=3)
   with pytest.raises(ValueError, match=r"`virtual_label` must be a finite number >= 0.0, got -1"):
     tf_ranking.RankingLoss("calibrated_softmax_loss", virtual_label=-1)

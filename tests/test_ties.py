@@ -1,4 +1,5 @@
 """tie_statistics against a brute-force numpy count."""
+
 import numpy as np
 import tensorflow as tf
 
@@ -20,8 +21,9 @@ def test_against_brute_force_with_padding():
       eq = valid & (scores[b] == scores[b, i])
       assert got["above"][b, i] == gt.sum()
       assert got["tied"][b, i] == eq.sum()
-      np.testing.assert_allclose(got["rel_above"][b, i], relevant[b][gt].sum(),
-                                 rtol=1e-5, atol=1e-6)
+      np.testing.assert_allclose(
+        got["rel_above"][b, i], relevant[b][gt].sum(), rtol=1e-5, atol=1e-6
+      )
       np.testing.assert_allclose(got["rel_tied"][b, i], relevant[b][eq].sum(), rtol=1e-5, atol=1e-6)
 
 
@@ -35,9 +37,12 @@ def test_in_xla():
 
 def test_log_binomial_against_math_comb():
   import math
+
   from tfrank4class.ranking.ties import log_binomial
+
   n = np.array([0, 1, 5, 10, 30, 100], np.float64)
   k = np.array([0, 1, 2, 3, 15, 50], np.float64)
   want = [math.log(math.comb(int(a), int(b))) for a, b in zip(n, k)]
-  np.testing.assert_allclose(log_binomial(tf.constant(n), tf.constant(k)).numpy(), want,
-                             rtol=1e-12, atol=1e-12)
+  np.testing.assert_allclose(
+    log_binomial(tf.constant(n), tf.constant(k)).numpy(), want, rtol=1e-12, atol=1e-12
+  )

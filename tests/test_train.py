@@ -1,4 +1,5 @@
 """The absl binaries: flags, bad values refused before any data is read, and the demo."""
+
 import os
 import subprocess
 import sys
@@ -10,25 +11,47 @@ ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "NO_GCE_CHECK": "true", "PYTHO
 
 
 def _run(*args, module="tfrank4class.train"):
-  return subprocess.run([sys.executable, "-m", module, *args], env=ENV, capture_output=True,
-                        text=True)
+  return subprocess.run(
+    [sys.executable, "-m", module, *args], env=ENV, capture_output=True, text=True
+  )
 
 
 def test_helpfull_documents_every_flag():
   out = _run("--helpfull").stdout
-  for flag in ("dataset", "data_dir", "encoder", "interaction", "loss", "loss_kwargs", "metrics",
-               "batch_size", "epochs", "steps", "optimizer", "learning_rate", "strategy", "tpu",
-               "model_dir", "export_dir", "seed", "on_corrupt", "start_over"):
+  for flag in (
+    "dataset",
+    "data_dir",
+    "encoder",
+    "interaction",
+    "loss",
+    "loss_kwargs",
+    "metrics",
+    "batch_size",
+    "epochs",
+    "steps",
+    "optimizer",
+    "learning_rate",
+    "strategy",
+    "tpu",
+    "model_dir",
+    "export_dir",
+    "seed",
+    "on_corrupt",
+    "start_over",
+  ):
     assert f"--{flag}:" in out or f"--[no]{flag}:" in out, flag
 
 
-@pytest.mark.parametrize("flag, value, allowed", [
+@pytest.mark.parametrize(
+  "flag, value, allowed",
+  [
     ("loss", "softmax", "softmax_loss"),
     ("strategy", "gpu", "default|mirrored|multi_worker_mirrored|tpu"),
     ("optimizer", "sgd", "adagrad|adam"),
     ("dataset", "mnist", "cifar10"),
     ("on_corrupt", "drop", "error|skip"),
-])
+  ],
+)
 def test_unknown_flag_values_list_the_allowed_ones(flag, value, allowed, tmp_path):
   result = _run(f"--{flag}={value}", f"--data_dir={tmp_path / 'missing'}")
   assert result.returncode != 0
@@ -65,8 +88,10 @@ def test_malformed_line_stops_the_run_or_is_skipped_with_on_corrupt(tmp_path):
   # Skipped, the line is reported; the run then stops on the two rows left (< one batch).
   result = _run(*args, "--on_corrupt=skip")
   assert result.returncode != 0
-  assert (f"Skipped 1 malformed line(s) of {tmp_path / 'train.tsv'} (kept 2 rows): line 2: not "
-          "valid UTF-8") in result.stderr
+  assert (
+    f"Skipped 1 malformed line(s) of {tmp_path / 'train.tsv'} (kept 2 rows): line 2: not "
+    "valid UTF-8"
+  ) in result.stderr
   assert "has fewer examples than one batch (64)" in result.stderr
 
 
@@ -78,9 +103,21 @@ def test_evaluate_needs_exactly_one_model_source():
 
 @pytest.mark.slow
 def test_demo_runs_end_to_end(tmp_path):
-  result = subprocess.run([sys.executable, "-m", "tfrank4class.train.demo", "--workdir",
-                           str(tmp_path / "demo"), "--epochs", "1"], env=ENV, capture_output=True,
-                          text=True, check=True)
+  result = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "tfrank4class.train.demo",
+      "--workdir",
+      str(tmp_path / "demo"),
+      "--epochs",
+      "1",
+    ],
+    env=ENV,
+    capture_output=True,
+    text=True,
+    check=True,
+  )
   out = result.stdout
   for loss in ("softmax_loss", "pairwise_logistic_loss", "approx_ndcg_loss"):
     assert any(line.startswith(loss) for line in out.splitlines())

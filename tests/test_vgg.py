@@ -1,4 +1,5 @@
 """Tests of tfrank4class.encoders.vgg (VGG16 for CIFAR)."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -24,9 +25,9 @@ def test_full_size_architecture():
   encoder = vgg16_cifar()
   assert encoder.output_shape == (None, 512)
   assert encoder.count_params() == _expected_params(VGG16_WIDTHS, 512, True)
-  convs = [l for l in encoder.layers if isinstance(l, tf.keras.layers.Conv2D)]
+  convs = [layer for layer in encoder.layers if isinstance(layer, tf.keras.layers.Conv2D)]
   assert [c.filters for c in convs] == VGG16_WIDTHS
-  assert sum(isinstance(l, tf.keras.layers.MaxPooling2D) for l in encoder.layers) == 5
+  assert sum(isinstance(layer, tf.keras.layers.MaxPooling2D) for layer in encoder.layers) == 5
 
 
 def test_narrow_variant_without_bn_and_local_weights(tmp_path):
@@ -37,8 +38,9 @@ def test_narrow_variant_without_bn_and_local_weights(tmp_path):
   assert out.shape == (2, 16) and np.all(out >= 0)  # ReLU embedding
   path = str(tmp_path / "vgg.h5")
   encoder.save_weights(path)
-  again = vgg16_cifar(width_multiplier=0.125, embedding_dim=16, batch_norm=False, dropout=0.2,
-                      weights_path=path)
+  again = vgg16_cifar(
+    width_multiplier=0.125, embedding_dim=16, batch_norm=False, dropout=0.2, weights_path=path
+  )
   np.testing.assert_allclose(again(x).numpy(), out, rtol=1e-6)
 
 
@@ -48,8 +50,12 @@ def test_trains_under_mirrored_strategy_and_round_trips(tmp_path, mirrored_strat
   x = rng.uniform(size=(8, 32, 32, 3)).astype(np.float32)
   y = rng.integers(0, 3, size=8)
   with mirrored_strategy.scope():
-    model = build_model(vgg16_cifar(width_multiplier=0.0625, embedding_dim=8), 3,
-                        interaction="concat", hidden_units=(8,))
+    model = build_model(
+      vgg16_cifar(width_multiplier=0.0625, embedding_dim=8),
+      3,
+      interaction="concat",
+      hidden_units=(8,),
+    )
     model.compile(optimizer=tf.keras.optimizers.Adam(1e-3), loss=losses.get("softmax_loss"))
   history = model.fit(x, y, batch_size=4, epochs=2, verbose=0).history["loss"]
   assert np.all(np.isfinite(history))
@@ -62,8 +68,11 @@ def test_trains_under_mirrored_strategy_and_round_trips(tmp_path, mirrored_strat
 
 
 def test_bad_input():
-  with pytest.raises(ValueError, match=r"`input_shape` must have height and width divisible by "
-                                       r"32, got \(48, 48, 3\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"`input_shape` must have height and width divisible by "
+    r"32, got \(48, 48, 3\)",
+  ):
     vgg16_cifar(input_shape=(48, 48, 3))
   with pytest.raises(ValueError, match=r"`weights` must be None"):
     vgg16_cifar(weights="imagenet")

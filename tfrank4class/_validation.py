@@ -5,6 +5,7 @@ received and what is allowed, so that a bad call fails at construction time with
 Tensor checks work eagerly and inside ``tf.function`` (static facts are checked in Python, dynamic
 ones with ``tf.debugging`` assertions that carry the same message).
 """
+
 import numbers
 
 import tensorflow as tf
@@ -44,8 +45,7 @@ def check_float(name, value, minimum=None, strict=False, allow_none=False):
 def check_choice(name, value, choices):
   """Returns ``value`` if it is one of ``choices``, else raises listing them."""
   if value not in choices:
-    raise ValueError(
-        f"`{name}` must be one of {sorted(choices)}, got {value!r}.")
+    raise ValueError(f"`{name}` must be one of {sorted(choices)}, got {value!r}.")
   return value
 
 
@@ -115,10 +115,12 @@ def check_scores(name, scores, rank=2, min_length=1, finite=True, cast="at_least
   dtype = scores.dtype
   if not (dtype.is_floating or dtype.is_integer):
     raise TypeError(
-        f"`{name}` must be a numeric tensor (a real tensor: integer or floating point), got dtype "
-        f"{dtype.name}.")
+      f"`{name}` must be a numeric tensor (a real tensor: integer or floating point), got dtype "
+      f"{dtype.name}."
+    )
   if (cast == "at_least_float32" and dtype not in (tf.float32, tf.float64)) or (
-      cast == "to_float" and dtype.is_integer):
+    cast == "to_float" and dtype.is_integer
+  ):
     scores = tf.cast(scores, tf.float32)
   shape = scores.shape
   if rank is None:
@@ -128,14 +130,18 @@ def check_scores(name, scores, rank=2, min_length=1, finite=True, cast="at_least
     raise ValueError(f"`{name}` must have shape [batch_size, list_size], got shape {shape}.")
   _check_list_length(name, scores, min_length)
   if finite is True and scores.dtype.is_floating:
-    tf.debugging.Assert(tf.reduce_all(tf.math.is_finite(scores)),
-                        [f"`{name}` must be finite (no NaN or Inf)."])
+    tf.debugging.Assert(
+      tf.reduce_all(tf.math.is_finite(scores)), [f"`{name}` must be finite (no NaN or Inf)."]
+    )
   elif finite == "no_nan" and scores.dtype.is_floating:
     nan = tf.math.is_nan(scores)
     tf.debugging.Assert(
-        tf.logical_not(tf.reduce_any(nan)),
-        [f"`{name}` must not contain NaN (finite numbers and +-inf are allowed); NaN entries:",
-         tf.reduce_sum(tf.cast(nan, tf.int32))])
+      tf.logical_not(tf.reduce_any(nan)),
+      [
+        f"`{name}` must not contain NaN (finite numbers and +-inf are allowed); NaN entries:",
+        tf.reduce_sum(tf.cast(nan, tf.int32)),
+      ],
+    )
   return scores
 
 
@@ -143,13 +149,15 @@ def _check_list_length(name, scores, min_length):
   """Raises (statically) or asserts (at run time) that the last axis holds ``>= min_length``."""
   if scores.shape.rank is None or min_length <= 0:
     return
-  allowed = ("a non-empty list" if min_length == 1
-             else f"lists of at least {min_length} items to be ranked")
+  allowed = (
+    "a non-empty list" if min_length == 1 else f"lists of at least {min_length} items to be ranked"
+  )
   n = scores.shape[-1]
   if n is not None:
     if n < min_length:
       raise ValueError(f"`{name}` must hold {allowed}, got shape {scores.shape}.")
     return
-  tf.debugging.Assert(tf.shape(scores)[-1] >= min_length,
-                      [f"`{name}` must hold {allowed}, got lists of", tf.shape(scores)[-1],
-                       "items"])
+  tf.debugging.Assert(
+    tf.shape(scores)[-1] >= min_length,
+    [f"`{name}` must hold {allowed}, got lists of", tf.shape(scores)[-1], "items"],
+  )

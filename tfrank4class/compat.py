@@ -29,6 +29,7 @@ imports tensorflow-ranking.
 **TensorFlow internals.** :func:`in_xla_context` (whether XLA compiles the graph being traced)
 has no public TensorFlow API; this module is the only one that imports ``tensorflow.python``.
 """
+
 import functools
 import importlib
 import importlib.util
@@ -77,9 +78,10 @@ def check_tensorflow_version(version=None):
   version = version or tf.__version__
   if tensorflow_version(version) < MIN_TENSORFLOW:
     raise ImportError(
-        f"tfrank4class needs TensorFlow >= {MIN_TENSORFLOW[0]}.{MIN_TENSORFLOW[1]}, found "
-        f"{version}. Install the current stack: python -m pip install \"tensorflow==2.21.0\" "
-        '"tf-keras==2.21.0" (or run `make test` in the repository, which sets up .venv).')
+      f"tfrank4class needs TensorFlow >= {MIN_TENSORFLOW[0]}.{MIN_TENSORFLOW[1]}, found "
+      f'{version}. Install the current stack: python -m pip install "tensorflow==2.21.0" '
+      '"tf-keras==2.21.0" (or run `make test` in the repository, which sets up .venv).'
+    )
 
 
 def _bind_keras():
@@ -91,9 +93,10 @@ def _bind_keras():
     import tf_keras  # pylint: disable=g-import-not-at-top
   except ImportError:
     raise ImportError(
-        f"tfrank4class's Keras objects are Keras 2 objects, which TensorFlow {tf.__version__} "
-        "gets from the tf-keras package, and it is not installed. Run: python -m pip install "
-        f'"tf-keras~={version[0]}.{version[1]}.0"') from None
+      f"tfrank4class's Keras objects are Keras 2 objects, which TensorFlow {tf.__version__} "
+      "gets from the tf-keras package, and it is not installed. Run: python -m pip install "
+      f'"tf-keras~={version[0]}.{version[1]}.0"'
+    ) from None
   return tf_keras
 
 
@@ -111,10 +114,11 @@ def _is_keras3_module(module_name):
 
 def _mix_up(obj, what):
   return KerasFlavourError(
-      f"{type(obj).__name__} is a tfrank4class object built on Keras 2 ({_KERAS_PACKAGE}), but "
-      f"{what} Keras 3 (`import keras`, or `tf.keras` on TensorFlow >= 2.16). Build the model "
-      "with tf-keras: `import tf_keras as keras` (or `from tfrank4class.compat import keras`), "
-      "or set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported so that `tf.keras` is tf-keras.")
+    f"{type(obj).__name__} is a tfrank4class object built on Keras 2 ({_KERAS_PACKAGE}), but "
+    f"{what} Keras 3 (`import keras`, or `tf.keras` on TensorFlow >= 2.16). Build the model "
+    "with tf-keras: `import tf_keras as keras` (or `from tfrank4class.compat import keras`), "
+    "or set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported so that `tf.keras` is tf-keras."
+  )
 
 
 def check_keras_flavour(obj, args=(), kwargs=None, caller_module=None):
@@ -207,15 +211,19 @@ def tf_ranking_module(name):
   spec = importlib.util.find_spec("tensorflow_ranking")
   if spec is None:
     raise ImportError(
-        "This part of tfrank4class computes TF-Ranking's losses, and tensorflow-ranking is not "
-        f"installed. Run: {TF_RANKING_INSTALL}")
+      "This part of tfrank4class computes TF-Ranking's losses, and tensorflow-ranking is not "
+      f"installed. Run: {TF_RANKING_INSTALL}"
+    )
   if tensorflow_version() < (2, 16):
     module = importlib.import_module(full)
   else:
     root = os.path.dirname(spec.origin)
     stand_ins = []
-    for package in ("tensorflow_ranking", "tensorflow_ranking.python",
-                    "tensorflow_ranking.python.keras"):
+    for package in (
+      "tensorflow_ranking",
+      "tensorflow_ranking.python",
+      "tensorflow_ranking.python.keras",
+    ):
       if package not in sys.modules:
         stand_in = types.ModuleType(package)
         stand_in.__path__ = [os.path.join(root, *package.split(".")[1:])]

@@ -35,6 +35,7 @@ row).
 This module imports only TensorFlow and :mod:`tfrank4class._validation`, so that losses, metrics,
 heads and retrieval can all use it without breaking the one-way flow of the package.
 """
+
 import typing
 
 import tensorflow as tf
@@ -52,8 +53,9 @@ class Labels(typing.NamedTuple):
     ids: int64 class ids ``[B]``, or ``None`` for dense relevance.
     relevance: float dense relevance ``[B, C]`` (``< 0`` = padding), or ``None`` for class ids.
   """
-  ids: typing.Optional[tf.Tensor] = None
-  relevance: typing.Optional[tf.Tensor] = None
+
+  ids: tf.Tensor | None = None
+  relevance: tf.Tensor | None = None
 
   @property
   def is_class_ids(self):
@@ -99,8 +101,7 @@ def _whole(values, ids):
   return tf.reduce_all(whole), tf.strings.as_string(tf.gather(values, first))
 
 
-def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype=tf.float32,
-                 size="B"):
+def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype=tf.float32, size="B"):
   """Parses class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, C]`` into :class:`Labels`.
 
   Rules (in this order):
@@ -148,8 +149,9 @@ def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype=tf.f
     static_c = _static(num_classes)
     if static_c is not None and shape[-1] != static_c:
       raise ValueError(
-          f"`{name}` of shape {shape} do not match the {static_c} scores per list: expected "
-          f"{ids_shape}, or dense relevance [{size}, {static_c}].")
+        f"`{name}` of shape {shape} do not match the {static_c} scores per list: expected "
+        f"{ids_shape}, or dense relevance [{size}, {static_c}]."
+      )
     return Labels(relevance=tf.cast(labels, dtype))
   if shape.rank == 2:
     labels = tf.squeeze(labels, axis=-1)
@@ -168,8 +170,9 @@ def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype=tf.f
     allowed = f"class ids in [0, num_classes={static_c if static_c is not None else 'C'})"
     valid = valid & (ids < tf.cast(num_classes, tf.int64))
   shown = labels if labels.dtype == tf.int32 else tf.cast(ids, tf.int32)
-  tf.debugging.Assert(tf.reduce_all(valid), [f"`{name}` must be {allowed}, got", shown],
-                      summarize=SUMMARIZE)
+  tf.debugging.Assert(
+    tf.reduce_all(valid), [f"`{name}` must be {allowed}, got", shown], summarize=SUMMARIZE
+  )
   return Labels(ids=ids)
 
 
@@ -208,8 +211,9 @@ def num_items(scores):
   return int(size) if size is not None else tf.shape(scores)[-1]
 
 
-def check_batch_size(labels, other, name="labels", other_name="scores", items="score lists",
-                     dimension="batch size"):
+def check_batch_size(
+  labels, other, name="labels", other_name="scores", items="score lists", dimension="batch size"
+):
   """Checks that ``labels`` and ``other`` hold the same number of lists (their first axis).
 
   Raises ``ValueError`` when both sizes are known when traced, else adds an assertion (see the

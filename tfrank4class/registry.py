@@ -28,6 +28,7 @@ Example:
   ...
   ValueError: `name` must be one of ['polygon_N', 'square'], got 'circle'.
 """
+
 import collections
 import re
 
@@ -64,7 +65,7 @@ class Registry:
     self.message = DEFAULT_MESSAGE if message is None else message
     self.fold_case = fold_case
     self._entries = {}
-    self._patterns = {}   # template name -> (compiled regex, factory, convert)
+    self._patterns = {}  # template name -> (compiled regex, factory, convert)
     self._aliases = {}
 
   # --- registration --------------------------------------------------------------------------
@@ -88,8 +89,10 @@ class Registry:
 
   def register(self, name):
     """Decorator form of :meth:`add`: ``@registry.register("name")`` over a class or function."""
+
     def decorator(factory):
       return self.add(name, factory)
+
     return decorator
 
   def add_pattern(self, name, pattern, factory, convert=str):
@@ -141,9 +144,16 @@ class Registry:
         if match:
           return Resolved(key, factory, tuple(convert(g) for g in match.groups()))
     known = self.names()
-    raise ValueError(self.message.format(
-        kind=self.kind, argument=self.argument, value=name, names=list(known),
-        joined=", ".join(known), aliases=self.aliases()))
+    raise ValueError(
+      self.message.format(
+        kind=self.kind,
+        argument=self.argument,
+        value=name,
+        names=list(known),
+        joined=", ".join(known),
+        aliases=self.aliases(),
+      )
+    )
 
   def get(self, name, **kwargs):
     """Builds the entry ``name``: ``factory(*args, **kwargs)`` (see :meth:`resolve`)."""

@@ -27,18 +27,21 @@ Example:
   >>> data.info("goemotions_sample").class_names[27]
   'neutral'
 """
+
 import collections
 import os
 
 os.environ.setdefault("NO_GCE_CHECK", "true")
 
-from tfrank4class.data import _common  # noqa: E402
-from tfrank4class.data import cifar  # noqa: E402
-from tfrank4class.data import goemotions  # noqa: E402
-from tfrank4class.data import imagenet  # noqa: E402
-from tfrank4class.data import mind  # noqa: E402
+from tfrank4class.data import (
+  _common,  # noqa: E402
+  cifar,  # noqa: E402
+  goemotions,  # noqa: E402
+  imagenet,  # noqa: E402
+  mind,  # noqa: E402
+  text,  # noqa: E402
+)
 from tfrank4class.data import options as options_lib  # noqa: E402
-from tfrank4class.data import text  # noqa: E402
 from tfrank4class.registry import Registry  # noqa: E402
 
 DataNotFoundError = _common.DataNotFoundError
@@ -66,35 +69,64 @@ def _tsv_only(source):
 #: training=, **dataset_options)``, ``info(data_dir, source)``, the names of the dataset options
 #: ``load`` takes, and ``serving_preprocess()``.
 DatasetEntry = collections.namedtuple(
-    "DatasetEntry", ["load", "info", "dataset_options", "serving_preprocess"])
+  "DatasetEntry", ["load", "info", "dataset_options", "serving_preprocess"]
+)
 
 #: The datasets by name (case-insensitive; alias ``imagenet`` -> ``imagenet2012``).
 DATASETS = Registry(
-    "dataset", fold_case=True,
-    message=("Unknown dataset `name` {value!r}; the known datasets are {names} "
-             "(aliases: {aliases})."))
-DATASETS.add("cifar10", DatasetEntry(
+  "dataset",
+  fold_case=True,
+  message=(
+    "Unknown dataset `name` {value!r}; the known datasets are {names} (aliases: {aliases})."
+  ),
+)
+DATASETS.add(
+  "cifar10",
+  DatasetEntry(
     lambda split, d, o, **kw: cifar.load("cifar10", split, d, o, **kw),
-    lambda d, s: cifar.info("cifar10", d, s), _IMAGE_KWARGS,
-    lambda: cifar.serving_preprocess("cifar10")))
-DATASETS.add("cifar100", DatasetEntry(
+    lambda d, s: cifar.info("cifar10", d, s),
+    _IMAGE_KWARGS,
+    lambda: cifar.serving_preprocess("cifar10"),
+  ),
+)
+DATASETS.add(
+  "cifar100",
+  DatasetEntry(
     lambda split, d, o, **kw: cifar.load("cifar100", split, d, o, **kw),
-    lambda d, s: cifar.info("cifar100", d, s), _IMAGE_KWARGS,
-    lambda: cifar.serving_preprocess("cifar100")))
-DATASETS.add("imagenet2012", DatasetEntry(
-    imagenet.load, imagenet.info, _IMAGE_KWARGS, imagenet.serving_preprocess))
-DATASETS.add("goemotions", DatasetEntry(
-    goemotions.load, goemotions.info, ("multi_label", "on_corrupt"),
-    goemotions.serving_preprocess))
-DATASETS.add("goemotions_sample", DatasetEntry(
+    lambda d, s: cifar.info("cifar100", d, s),
+    _IMAGE_KWARGS,
+    lambda: cifar.serving_preprocess("cifar100"),
+  ),
+)
+DATASETS.add(
+  "imagenet2012",
+  DatasetEntry(imagenet.load, imagenet.info, _IMAGE_KWARGS, imagenet.serving_preprocess),
+)
+DATASETS.add(
+  "goemotions",
+  DatasetEntry(
+    goemotions.load, goemotions.info, ("multi_label", "on_corrupt"), goemotions.serving_preprocess
+  ),
+)
+DATASETS.add(
+  "goemotions_sample",
+  DatasetEntry(
     lambda split, d, o, **kw: goemotions.load(
-        split, _goemotions_sample_dir(d), o, name=goemotions.SAMPLE_NAME,
-        source=_tsv_only(kw.pop("source", None)), **kw),
-    lambda d, s: goemotions.info(_goemotions_sample_dir(d), _tsv_only(s),
-                                 name=goemotions.SAMPLE_NAME),
-    ("multi_label", "on_corrupt"), goemotions.serving_preprocess))
-DATASETS.add("mind", DatasetEntry(
-    mind.load, mind.info, ("on_corrupt",), mind.serving_preprocess))
+      split,
+      _goemotions_sample_dir(d),
+      o,
+      name=goemotions.SAMPLE_NAME,
+      source=_tsv_only(kw.pop("source", None)),
+      **kw,
+    ),
+    lambda d, s: goemotions.info(
+      _goemotions_sample_dir(d), _tsv_only(s), name=goemotions.SAMPLE_NAME
+    ),
+    ("multi_label", "on_corrupt"),
+    goemotions.serving_preprocess,
+  ),
+)
+DATASETS.add("mind", DatasetEntry(mind.load, mind.info, ("on_corrupt",), mind.serving_preprocess))
 DATASETS.add_alias("imagenet", "imagenet2012")
 
 
@@ -114,8 +146,9 @@ def _entry(name):
   return key, entry
 
 
-def load(name, split, data_dir=None, batch_size=32, *, source=None, training=None, options=None,
-         **kwargs):
+def load(
+  name, split, data_dir=None, batch_size=32, *, source=None, training=None, options=None, **kwargs
+):
   """Returns a batched, prefetched ``tf.data.Dataset`` of ``(features, label)``.
 
   Args:
@@ -150,8 +183,9 @@ def load(name, split, data_dir=None, batch_size=32, *, source=None, training=Non
   unknown = sorted(set(option_kwargs) - option_fields)
   if unknown:
     raise ValueError(
-        f"Unknown argument(s) {unknown} for dataset {key!r}; allowed: dataset options "
-        f"{sorted(extra)} and input options {sorted(option_fields - {'batch_size'})}.")
+      f"Unknown argument(s) {unknown} for dataset {key!r}; allowed: dataset options "
+      f"{sorted(extra)} and input options {sorted(option_fields - {'batch_size'})}."
+    )
   if options is None or batch_size != 32:
     option_kwargs["batch_size"] = batch_size
   opts = options_lib.make_options(options, **option_kwargs)

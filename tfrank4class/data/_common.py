@@ -1,5 +1,6 @@
 """Small helpers shared by the dataset modules: errors for missing data and malformed rows, split
 names, serving."""
+
 import os
 import pathlib
 import sys
@@ -12,9 +13,9 @@ from tfrank4class import _validation  # noqa: E402
 
 # Canonical split -> accepted spellings.
 SPLIT_ALIASES = {
-    "train": ("train",),
-    "validation": ("validation", "dev", "val", "valid"),
-    "test": ("test",),
+  "train": ("train",),
+  "validation": ("validation", "dev", "val", "valid"),
+  "test": ("test",),
 }
 
 
@@ -107,8 +108,9 @@ def read_rows(path, parse):
       try:
         value = parse(raw.decode("utf-8"))
       except UnicodeDecodeError as e:
-        dropped.append((number, f"not valid UTF-8 (byte {raw[e.start]:#04x} at byte "
-                                f"{e.start + 1} of the line)"))
+        dropped.append(
+          (number, f"not valid UTF-8 (byte {raw[e.start]:#04x} at byte {e.start + 1} of the line)")
+        )
       except ValueError as e:
         dropped.append((number, str(e)))
       else:
@@ -155,8 +157,12 @@ def apply_on_corrupt(path, kept, dropped, on_corrupt):
   _REPORTED.add(key)
   listed = "; ".join(f"line {n}: {p}" for n, p in dropped[:SKIP_REPORT_LINES])
   more = len(dropped) - SKIP_REPORT_LINES
-  print(f"Skipped {len(dropped)} malformed line(s) of {path} (kept {kept} rows): {listed}"
-        + (f"; and {more} more." if more > 0 else "."), file=sys.stderr, flush=True)
+  print(
+    f"Skipped {len(dropped)} malformed line(s) of {path} (kept {kept} rows): {listed}"
+    + (f"; and {more} more." if more > 0 else "."),
+    file=sys.stderr,
+    flush=True,
+  )
 
 
 class DatasetInfo:
@@ -183,19 +189,23 @@ class DatasetInfo:
     self.image_size = image_size
 
   def __repr__(self):
-    return (f"DatasetInfo(name={self.name!r}, num_classes={self.num_classes}, "
-            f"modality={self.modality!r}, source={self.source!r}, data_dir={self.data_dir!r})")
+    return (
+      f"DatasetInfo(name={self.name!r}, num_classes={self.num_classes}, "
+      f"modality={self.modality!r}, source={self.source!r}, data_dir={self.data_dir!r})"
+    )
 
 
 def tfds_builder(name, data_dir):
   """``tfds.builder`` that never touches the network (``try_gcs=False``)."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
   return tfds.builder(name, data_dir=None if data_dir is None else str(data_dir), try_gcs=False)
 
 
 def tfds_split(split, options):
   """This pipeline's TFDS split: the ``i``-th of ``tfds.even_splits(split, N)`` when sharded."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
   n, i = options.shard
   return tfds.even_splits(split, n=n)[i] if n > 1 else split
 
@@ -208,12 +218,17 @@ def tfds_read(name, split, data_dir, options, training, how, decoders=None):
       prepare it).
   """
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
   builder = tfds_builder(name, data_dir)
   shuffle_files = options.should_shuffle(training)
   read_config = tfds.ReadConfig(shuffle_seed=options.seed, try_autocache=False)
   try:
-    return builder.as_dataset(split=tfds_split(split, options), shuffle_files=shuffle_files,
-                              decoders=decoders, read_config=read_config)
+    return builder.as_dataset(
+      split=tfds_split(split, options),
+      shuffle_files=shuffle_files,
+      decoders=decoders,
+      read_config=read_config,
+    )
   except AssertionError as e:
     if "could not find data" not in str(e):
       raise
@@ -224,9 +239,11 @@ def tfds_read(name, split, data_dir, options, training, how, decoders=None):
 def text_serving_preprocess(dataset):
   """``tf.string [B] -> tf.string [B]``: text models vectorise raw strings themselves, so serving
   only checks the input type (``dataset`` names it in the error)."""
+
   def fn(texts):
     texts = tf.convert_to_tensor(texts)
     if texts.dtype != tf.string:
       raise TypeError(f"{dataset} serving inputs must be tf.string, got {texts.dtype.name}.")
     return texts
+
   return fn

@@ -12,6 +12,7 @@ evaluation preprocessing), in the order that pipeline yields it (sorted file nam
 folders, the file's rows for GoEmotions, news ids for MIND), so it returns the same arrays on
 every call.
 """
+
 import numpy as np
 
 from tfrank4class import _validation
@@ -32,8 +33,16 @@ def to_numpy(name, split, data_dir=None, batch_size=1024, limit=None, **kwargs):
   """
   _validation.check_int("limit", limit, minimum=1, allow_none=True)
   features, labels, count = [], [], 0
-  dataset = data_lib.load(name, split, data_dir, batch_size=batch_size, training=False,
-                          shuffle=False, deterministic=True, **kwargs)
+  dataset = data_lib.load(
+    name,
+    split,
+    data_dir,
+    batch_size=batch_size,
+    training=False,
+    shuffle=False,
+    deterministic=True,
+    **kwargs,
+  )
   for x, y in dataset:
     features.append(x.numpy())
     labels.append(y.numpy())
@@ -69,8 +78,10 @@ def stratified_holdout(labels, fraction, seed=0):
   seed = _validation.check_int("seed", seed, minimum=0)
   labels = np.asarray(labels)
   if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
-    raise ValueError(f"`labels` must be integer class ids of shape [N], got dtype "
-                     f"{labels.dtype} and shape {labels.shape}.")
+    raise ValueError(
+      f"`labels` must be integer class ids of shape [N], got dtype "
+      f"{labels.dtype} and shape {labels.shape}."
+    )
   rng = np.random.default_rng(seed)
   held = []
   for c in np.unique(labels):

@@ -16,28 +16,30 @@ Example:
   >>> ds = load("cifar10", "train", "/data/cifar10_jpeg", options.InputOptions(batch_size=128))
   ... # doctest: +SKIP
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation
-from tfrank4class.data import _common
-from tfrank4class.data import image_folder
+from tfrank4class.data import _common, image_folder
 from tfrank4class.data import options as options_lib
 
 IMAGE_SIZE = (32, 32)
 PAD = 4
 # Per-channel mean and standard deviation of the training images, in [0, 1] pixel units.
 STATS = {
-    "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
-    "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
+  "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+  "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
 }
 NAMES = tuple(STATS)
 SOURCES = ("folder", "tfds")
 
 
 def _how(name):
-  return (f"Either point `data_dir` at an image folder with train/<class>/*.jpg and "
-          f"test/<class>/*.jpg, or prepare TFDS {name!r} there on a machine with network access "
-          f"(`tfds.builder({name!r}, data_dir=...).download_and_prepare()`) and copy the folder.")
+  return (
+    f"Either point `data_dir` at an image folder with train/<class>/*.jpg and "
+    f"test/<class>/*.jpg, or prepare TFDS {name!r} there on a machine with network access "
+    f"(`tfds.builder({name!r}, data_dir=...).download_and_prepare()`) and copy the folder."
+  )
 
 
 def normalize(image, name="cifar10"):
@@ -65,8 +67,11 @@ def _to_size(image):
   """Resizes to 32x32 only if the image is not 32x32 already (serving inputs of any size)."""
   shape = tf.shape(image)
   same = tf.logical_and(tf.equal(shape[0], IMAGE_SIZE[0]), tf.equal(shape[1], IMAGE_SIZE[1]))
-  return tf.cond(same, lambda: tf.cast(image, tf.float32),
-                 lambda: tf.image.resize(image, IMAGE_SIZE, antialias=True))
+  return tf.cond(
+    same,
+    lambda: tf.cast(image, tf.float32),
+    lambda: tf.image.resize(image, IMAGE_SIZE, antialias=True),
+  )
 
 
 def preprocess_for_train(image, seed, name="cifar10"):
@@ -100,8 +105,9 @@ def detect_source(name, data_dir):
     return "folder"
   if (path / name).is_dir():
     return "tfds"
-  raise _common.missing_data(path, f"{name} image folder (train/<class>/*.jpg) or prepared TFDS "
-                             f"{name!r}", _how(name))
+  raise _common.missing_data(
+    path, f"{name} image folder (train/<class>/*.jpg) or prepared TFDS {name!r}", _how(name)
+  )
 
 
 def info(name, data_dir=None, source=None):
@@ -142,8 +148,16 @@ def load(name, split, data_dir, options, source=None, training=None, on_corrupt=
     decode = image_folder.read_decoder(on_corrupt)
   else:
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-    records = _common.tfds_read(name, split, data_dir, options, training, _how(name),
-                                decoders={"image": tfds.decode.SkipDecoding()})
+
+    records = _common.tfds_read(
+      name,
+      split,
+      data_dir,
+      options,
+      training,
+      _how(name),
+      decoders={"image": tfds.decode.SkipDecoding()},
+    )
 
     def decode(example):
       image = image_folder.decode_checked(example["image"], example["id"], on_corrupt)
@@ -165,8 +179,10 @@ def serving_preprocess(name="cifar10"):
   _validation.check_choice("name", name, NAMES)
 
   def fn(images):
-    return tf.map_fn(lambda b: preprocess_for_eval(b, name), images,
-                     fn_output_signature=tf.TensorSpec([IMAGE_SIZE[0], IMAGE_SIZE[1], 3],
-                                                       tf.float32))
-  return fn
+    return tf.map_fn(
+      lambda b: preprocess_for_eval(b, name),
+      images,
+      fn_output_signature=tf.TensorSpec([IMAGE_SIZE[0], IMAGE_SIZE[1], 3], tf.float32),
+    )
 
+  return fn

@@ -26,6 +26,7 @@ The dataset name ``goemotions_sample`` reads the Apache-2.0 slice shipped in
 Example:
   >>> ds = load("train", "/data/goemotions", options.InputOptions(batch_size=32))  # doctest: +SKIP
 """
+
 import csv
 import functools
 import importlib.resources
@@ -41,23 +42,51 @@ from tfrank4class.data import options as options_lib
 NAME = "goemotions"
 SAMPLE_NAME = "goemotions_sample"
 EMOTIONS = (
-    "admiration", "amusement", "anger", "annoyance", "approval", "caring", "confusion",
-    "curiosity", "desire", "disappointment", "disapproval", "disgust", "embarrassment",
-    "excitement", "fear", "gratitude", "grief", "joy", "love", "nervousness", "optimism", "pride",
-    "realization", "relief", "remorse", "sadness", "surprise", "neutral")
+  "admiration",
+  "amusement",
+  "anger",
+  "annoyance",
+  "approval",
+  "caring",
+  "confusion",
+  "curiosity",
+  "desire",
+  "disappointment",
+  "disapproval",
+  "disgust",
+  "embarrassment",
+  "excitement",
+  "fear",
+  "gratitude",
+  "grief",
+  "joy",
+  "love",
+  "nervousness",
+  "optimism",
+  "pride",
+  "realization",
+  "relief",
+  "remorse",
+  "sadness",
+  "surprise",
+  "neutral",
+)
 SOURCES = ("tsv", "tfds")
 SPLIT_FILES = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
-HOW = ("Download the official GoEmotions files train.tsv, dev.tsv, test.tsv and emotions.txt from "
-       "https://github.com/google-research/google-research/tree/master/goemotions/data into one "
-       "folder and pass it as `data_dir`, or prepare TFDS 'goemotions' there "
-       "(`tfds.builder('goemotions', data_dir=...).download_and_prepare()` with network access). "
-       "A small slice ships with the package as the dataset 'goemotions_sample'.")
+HOW = (
+  "Download the official GoEmotions files train.tsv, dev.tsv, test.tsv and emotions.txt from "
+  "https://github.com/google-research/google-research/tree/master/goemotions/data into one "
+  "folder and pass it as `data_dir`, or prepare TFDS 'goemotions' there "
+  "(`tfds.builder('goemotions', data_dir=...).download_and_prepare()` with network access). "
+  "A small slice ships with the package as the dataset 'goemotions_sample'."
+)
 
 
 def sample_dir():
   """The folder of the embedded ``goemotions_sample`` data inside the installed package."""
-  return pathlib.Path(str(importlib.resources.files("tfrank4class").joinpath(
-      "resources", "goemotions_sample")))
+  return pathlib.Path(
+    str(importlib.resources.files("tfrank4class").joinpath("resources", "goemotions_sample"))
+  )
 
 
 MalformedRowError = _common.MalformedRowError
@@ -89,12 +118,14 @@ def parse_row(line, num_classes):
   try:
     row = next(csv.reader([line], delimiter="\t", quotechar='"', strict=True), [])
   except csv.Error as e:
-    raise ValueError(f"unbalanced or misplaced quote ({e}): a field that opens with '\"' must "
-                     "close with '\"' on the same line, right before a tab or the line end"
-                     ) from None
+    raise ValueError(
+      f"unbalanced or misplaced quote ({e}): a field that opens with '\"' must "
+      "close with '\"' on the same line, right before a tab or the line end"
+    ) from None
   if len(row) != 3:
-    raise ValueError(f"expected 3 tab-separated fields (text, label ids, id), got {len(row)}: "
-                     f"{row!r}.")
+    raise ValueError(
+      f"expected 3 tab-separated fields (text, label ids, id), got {len(row)}: {row!r}."
+    )
   text, label_field, comment_id = row
   try:
     ids = [int(t) for t in label_field.split(",")]
@@ -138,8 +169,7 @@ def _read_cached(path, stamp, num_classes):
 
 
 def detect_source(data_dir):
-  """``"tsv"`` if ``data_dir`` holds the TSV files, ``"tfds"`` if TFDS data is there, else raises.
-  """
+  """``"tsv"`` if ``data_dir`` has the TSV files, ``"tfds"`` if it has TFDS data; else raises."""
   if data_dir is None:
     return "tfds"
   path = _common.require_dir(data_dir, "GoEmotions data", HOW)
@@ -148,8 +178,10 @@ def detect_source(data_dir):
   if (path / NAME).is_dir():
     return "tfds"
   raise _common.missing_data(
-      path, "GoEmotions files (train.tsv, dev.tsv, test.tsv, emotions.txt) or prepared TFDS "
-      "'goemotions'", HOW)
+    path,
+    "GoEmotions files (train.tsv, dev.tsv, test.tsv, emotions.txt) or prepared TFDS 'goemotions'",
+    HOW,
+  )
 
 
 def info(data_dir=None, source=None, name=NAME):
@@ -172,8 +204,10 @@ def examples(split, data_dir, multi_label=False, on_corrupt="error"):
   """
   base, suffix = _common.canonical_split(split)
   if suffix:
-    raise ValueError(f"`split` slices such as {split!r} need source='tfds'; the TSV source takes "
-                     "'train', 'validation' ('dev') or 'test'.")
+    raise ValueError(
+      f"`split` slices such as {split!r} need source='tfds'; the TSV source takes "
+      "'train', 'validation' ('dev') or 'test'."
+    )
   path = _common.require_dir(data_dir, "GoEmotions TSV files", HOW)
   names = read_emotions(path / "emotions.txt")
   file = path / SPLIT_FILES[base]
@@ -186,12 +220,22 @@ def examples(split, data_dir, multi_label=False, on_corrupt="error"):
       relevance[row, ids_] = 1.0
     return np.array(texts, dtype=object), relevance
   keep = [i for i, ids_ in enumerate(label_ids) if len(ids_) == 1]
-  return (np.array([texts[i] for i in keep], dtype=object),
-          np.array([label_ids[i][0] for i in keep], np.int64))
+  return (
+    np.array([texts[i] for i in keep], dtype=object),
+    np.array([label_ids[i][0] for i in keep], np.int64),
+  )
 
 
-def load(split, data_dir, options, source=None, training=None, multi_label=False, name=NAME,
-         on_corrupt="error"):
+def load(
+  split,
+  data_dir,
+  options,
+  source=None,
+  training=None,
+  multi_label=False,
+  name=NAME,
+  on_corrupt="error",
+):
   """Batched ``(tf.string [B], labels)`` of a GoEmotions split; see the module docstring.
 
   Args:
@@ -215,7 +259,8 @@ def load(split, data_dir, options, source=None, training=None, multi_label=False
   if source == "tsv":
     texts, labels = examples(split, data_dir, multi_label, on_corrupt)
     records = options_lib.shard_dataset(
-        tf.data.Dataset.from_tensor_slices((texts.astype(str).tolist(), labels)), options)
+      tf.data.Dataset.from_tensor_slices((texts.astype(str).tolist(), labels)), options
+    )
   else:
     records = _common.tfds_read(NAME, base + suffix, data_dir, options, training, HOW)
     records = records.map(_tfds_to_relevance, num_parallel_calls=options.num_parallel_calls)

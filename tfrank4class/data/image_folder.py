@@ -16,6 +16,7 @@ Example:
   >>> root = image_folder_root("/data/cifar10_jpeg")  # doctest: +SKIP
   >>> paths, labels, names = list_split(root, "train")  # doctest: +SKIP
 """
+
 import os
 import pathlib
 import sys
@@ -29,9 +30,9 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 ON_CORRUPT = ("error", "skip", "unchecked")
 # Folder names accepted for each canonical split.
 FOLDER_SPLITS = {
-    "train": ("train",),
-    "validation": ("validation", "val", "dev", "valid"),
-    "test": ("test",),
+  "train": ("train",),
+  "validation": ("validation", "val", "dev", "valid"),
+  "test": ("test",),
 }
 
 
@@ -61,15 +62,18 @@ def split_dir(root, split):
   base, suffix = _common.canonical_split(split)
   if suffix:
     raise ValueError(
-        f"`split` slices such as {split!r} are only supported for TFDS sources; "
-        "an image folder takes 'train', 'validation' or 'test'.")
+      f"`split` slices such as {split!r} are only supported for TFDS sources; "
+      "an image folder takes 'train', 'validation' or 'test'."
+    )
   for name in FOLDER_SPLITS[base]:
     if (root / name).is_dir():
       return root / name
   present = [d for d in _subdirs(root)] if root.is_dir() else []
   raise _common.missing_data(
-      root / FOLDER_SPLITS[base][0], f"image folder for split {split!r}",
-      f"Expected {root}/<split>/<class>/<image>; split folders present: {present}.")
+    root / FOLDER_SPLITS[base][0],
+    f"image folder for split {split!r}",
+    f"Expected {root}/<split>/<class>/<image>; split folders present: {present}.",
+  )
 
 
 def class_names(root):
@@ -100,14 +104,19 @@ def list_split(root, split, names=None):
     class_dir = folder / name
     if not class_dir.is_dir():
       continue
-    files = sorted(e.name for e in os.scandir(class_dir)
-                   if e.is_file() and e.name.lower().endswith(IMAGE_EXTENSIONS))
+    files = sorted(
+      e.name
+      for e in os.scandir(class_dir)
+      if e.is_file() and e.name.lower().endswith(IMAGE_EXTENSIONS)
+    )
     paths.extend(str(class_dir / f) for f in files)
     labels.extend([label] * len(files))
   if not paths:
     raise _common.missing_data(
-        folder, "image files (" + ", ".join(IMAGE_EXTENSIONS) + ")",
-        f"Expected {folder}/<class>/<image>.")
+      folder,
+      "image files (" + ", ".join(IMAGE_EXTENSIONS) + ")",
+      f"Expected {folder}/<class>/<image>.",
+    )
   return paths, labels, names
 
 
@@ -125,6 +134,7 @@ def decode_image(contents, path=None, on_corrupt="error", channels=3):
   Returns:
     ``uint8 [H, W, channels]`` (and, for ``on_corrupt="skip"``, a bool telling whether it decoded).
   """
+
   def _decode(c):
     return tf.io.decode_image(c, channels=channels, expand_animations=False)
 
@@ -146,6 +156,7 @@ def decode_image(contents, path=None, on_corrupt="error", channels=3):
 def file_records(root, split, options, names=None):
   """Sharded ``tf.data.Dataset`` of ``(path, label)`` and the class names."""
   from tfrank4class.data import options as options_lib  # pylint: disable=g-import-not-at-top
+
   paths, labels, names = list_split(root, split, names)
   ds = tf.data.Dataset.from_tensor_slices((paths, tf.constant(labels, tf.int64)))
   return options_lib.shard_dataset(ds, options), names
@@ -171,6 +182,7 @@ def read_decoder(on_corrupt="error"):
 
   def decode(path, label):
     return decode_checked(tf.io.read_file(path), path, on_corrupt), label
+
   return decode
 
 

@@ -19,11 +19,11 @@ Preprocessing (the standard ResNet recipe, He et al. 2016 / TF Model Garden):
 Example:
   >>> ds = load("train", "/data/imagenet", options.InputOptions(batch_size=256))  # doctest: +SKIP
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation
-from tfrank4class.data import _common
-from tfrank4class.data import image_folder
+from tfrank4class.data import _common, image_folder
 from tfrank4class.data import options as options_lib
 
 NAME = "imagenet2012"
@@ -35,11 +35,13 @@ SOURCES = ("folder", "tfds")
 AREA_RANGE = (0.08, 1.0)
 ASPECT_RATIO_RANGE = (3.0 / 4.0, 4.0 / 3.0)
 
-HOW = ("Either point `data_dir` at an image folder with train/<synset>/*.JPEG and "
-       "val/<synset>/*.JPEG, or put the official ILSVRC2012_img_train.tar and "
-       "ILSVRC2012_img_val.tar (from https://image-net.org, registration required) in "
-       "<data_dir>/downloads/manual/ and run "
-       "`tfds.builder('imagenet2012', data_dir=...).download_and_prepare()`.")
+HOW = (
+  "Either point `data_dir` at an image folder with train/<synset>/*.JPEG and "
+  "val/<synset>/*.JPEG, or put the official ILSVRC2012_img_train.tar and "
+  "ILSVRC2012_img_val.tar (from https://image-net.org, registration required) in "
+  "<data_dir>/downloads/manual/ and run "
+  "`tfds.builder('imagenet2012', data_dir=...).download_and_prepare()`."
+)
 
 
 def normalize(image):
@@ -59,9 +61,15 @@ def random_resized_crop(image, seed, size=IMAGE_SIZE):
     float32 ``[size[0], size[1], 3]`` in the input's value range.
   """
   begin, crop_size, _ = tf.image.stateless_sample_distorted_bounding_box(
-      tf.shape(image), bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]), seed=seed,
-      min_object_covered=0.1, aspect_ratio_range=ASPECT_RATIO_RANGE, area_range=AREA_RANGE,
-      max_attempts=10, use_image_if_no_bounding_boxes=True)
+    tf.shape(image),
+    bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]),
+    seed=seed,
+    min_object_covered=0.1,
+    aspect_ratio_range=ASPECT_RATIO_RANGE,
+    area_range=AREA_RANGE,
+    max_attempts=10,
+    use_image_if_no_bounding_boxes=True,
+  )
   crop = tf.slice(image, begin, crop_size)
   return tf.image.resize(crop, size, method="bilinear")
 
@@ -111,13 +119,15 @@ def prepare(manual_dir, data_dir):
     DataNotFoundError: ``manual_dir`` does not hold both ``TARS``.
   """
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
   manual = _common.require_dir(manual_dir, "ImageNet tars", HOW)
   missing = [t for t in TARS if not (manual / t).is_file()]
   if missing:
     raise _common.missing_data(manual, f"{' and '.join(missing)}", HOW)
   builder = _common.tfds_builder(NAME, data_dir)
-  builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
-      manual_dir=str(manual), try_download_gcs=False))
+  builder.download_and_prepare(
+    download_config=tfds.download.DownloadConfig(manual_dir=str(manual), try_download_gcs=False)
+  )
   return builder
 
 
@@ -162,8 +172,16 @@ def load(split, data_dir, options, source=None, training=None, on_corrupt="error
     decode = image_folder.read_decoder(on_corrupt)
   else:
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-    records = _common.tfds_read(NAME, base + suffix, data_dir, options, training, HOW,
-                                decoders={"image": tfds.decode.SkipDecoding()})
+
+    records = _common.tfds_read(
+      NAME,
+      base + suffix,
+      data_dir,
+      options,
+      training,
+      HOW,
+      decoders={"image": tfds.decode.SkipDecoding()},
+    )
 
     def decode(example):
       image = image_folder.decode_checked(example["image"], example["file_name"], on_corrupt)
@@ -179,8 +197,12 @@ def load(split, data_dir, options, source=None, training=None, on_corrupt="error
 
 def serving_preprocess():
   """``encoded image bytes tf.string [B] -> float32 [B, 224, 224, 3]``, the eval preprocessing."""
+
   def fn(images):
-    return tf.map_fn(preprocess_for_eval, images,
-                     fn_output_signature=tf.TensorSpec([IMAGE_SIZE[0], IMAGE_SIZE[1], 3],
-                                                       tf.float32))
+    return tf.map_fn(
+      preprocess_for_eval,
+      images,
+      fn_output_signature=tf.TensorSpec([IMAGE_SIZE[0], IMAGE_SIZE[1], 3], tf.float32),
+    )
+
   return fn

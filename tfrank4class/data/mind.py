@@ -29,6 +29,7 @@ Example:
   >>> split_of("N34700")  # doctest: +SKIP
   'train'
 """
+
 import functools
 import hashlib
 import os
@@ -47,11 +48,13 @@ NAME = "mind"
 SEPARATOR = " [SEP] "
 SPLIT_PERCENT = {"train": (0, 60), "validation": (60, 80), "test": (80, 100)}
 SOURCES = ("tsv", "tfds")
-HOW = ("Download MIND (https://msnews.github.io, Microsoft Research License; e.g. MINDsmall_train."
-       "zip), unzip it and pass the folder holding news.tsv as `data_dir` (source 'tsv'), or as "
-       "the "
-       "manual_dir of `tfds.builder('mind', data_dir=...).download_and_prepare(download_config="
-       "tfds.download.DownloadConfig(manual_dir=...))` (source 'tfds').")
+HOW = (
+  "Download MIND (https://msnews.github.io, Microsoft Research License; e.g. MINDsmall_train."
+  "zip), unzip it and pass the folder holding news.tsv as `data_dir` (source 'tsv'), or as "
+  "the "
+  "manual_dir of `tfds.builder('mind', data_dir=...).download_and_prepare(download_config="
+  "tfds.download.DownloadConfig(manual_dir=...))` (source 'tfds')."
+)
 
 
 MalformedRowError = _common.MalformedRowError
@@ -127,14 +130,18 @@ def _parse_news_cached(files):
       return None
     fields = line.split("\t")
     if len(fields) < 5:
-      raise ValueError(f"expected at least 5 tab-separated fields (id, category, subcategory, "
-                       f"title, abstract), got {len(fields)}.")
+      raise ValueError(
+        f"expected at least 5 tab-separated fields (id, category, subcategory, "
+        f"title, abstract), got {len(fields)}."
+      )
     news_id, category, _, title, abstract = (s.strip() for s in fields[:5])
     if not news_id or not category:
       raise ValueError("empty news id or category.")
     if news_id in articles and articles[news_id][0] != category:
-      raise ValueError(f"news id {news_id!r} was seen before with category "
-                       f"{articles[news_id][0]!r}, now {category!r}.")
+      raise ValueError(
+        f"news id {news_id!r} was seen before with category "
+        f"{articles[news_id][0]!r}, now {category!r}."
+      )
     articles.setdefault(news_id, (category, title, abstract))
     return news_id
 
@@ -168,27 +175,32 @@ class Mind(tfds.core.GeneratorBasedBuilder):
   VERSION = tfds.core.Version("1.0.0")
   RELEASE_NOTES = {"1.0.0": "Title [SEP] abstract -> category; 60/20/20 split by md5(news id)."}
   MANUAL_DOWNLOAD_INSTRUCTIONS = (
-      "Download MIND from https://msnews.github.io (Microsoft Research License Terms), unzip it, "
-      "and put news.tsv (or the unzipped MIND*_train/ and MIND*_dev/ folders, each with a "
-      "news.tsv) in the manual directory (`tfds.download.DownloadConfig(manual_dir=...)`, "
-      "by default <data_dir>/downloads/manual/).")
+    "Download MIND from https://msnews.github.io (Microsoft Research License Terms), unzip it, "
+    "and put news.tsv (or the unzipped MIND*_train/ and MIND*_dev/ folders, each with a "
+    "news.tsv) in the manual directory (`tfds.download.DownloadConfig(manual_dir=...)`, "
+    "by default <data_dir>/downloads/manual/)."
+  )
 
   def _info(self):
     return self.dataset_info_from_configs(
-        features=tfds.features.FeaturesDict({
-            "news_id": tfds.features.Text(),
-            "text": tfds.features.Text(),
-            "title": tfds.features.Text(),
-            "abstract": tfds.features.Text(),
-            "category": tfds.features.Text(),
-            # Names are set from the data in _split_generators (sorted categories).
-            "label": tfds.features.ClassLabel(),
-        }),
-        supervised_keys=("text", "label"),
-        homepage="https://msnews.github.io",
-        citation=("@inproceedings{wu2020mind, title={MIND: A Large-scale Dataset for News "
-                  "Recommendation}, author={Wu, Fangzhao and others}, booktitle={ACL}, "
-                  "year={2020}}"),
+      features=tfds.features.FeaturesDict(
+        {
+          "news_id": tfds.features.Text(),
+          "text": tfds.features.Text(),
+          "title": tfds.features.Text(),
+          "abstract": tfds.features.Text(),
+          "category": tfds.features.Text(),
+          # Names are set from the data in _split_generators (sorted categories).
+          "label": tfds.features.ClassLabel(),
+        }
+      ),
+      supervised_keys=("text", "label"),
+      homepage="https://msnews.github.io",
+      citation=(
+        "@inproceedings{wu2020mind, title={MIND: A Large-scale Dataset for News "
+        "Recommendation}, author={Wu, Fangzhao and others}, booktitle={ACL}, "
+        "year={2020}}"
+      ),
     )
 
   def _split_generators(self, dl_manager):
@@ -200,8 +212,17 @@ class Mind(tfds.core.GeneratorBasedBuilder):
     ids, texts, labels = split_examples(articles, split)
     for news_id, text, label in zip(ids, texts, labels):
       _, title, abstract = articles[news_id]
-      yield news_id, {"news_id": news_id, "text": text, "title": title, "abstract": abstract,
-                      "category": articles[news_id][0], "label": label}
+      yield (
+        news_id,
+        {
+          "news_id": news_id,
+          "text": text,
+          "title": title,
+          "abstract": abstract,
+          "category": articles[news_id][0],
+          "label": label,
+        },
+      )
 
 
 def prepare(manual_dir, data_dir):
@@ -211,7 +232,8 @@ def prepare(manual_dir, data_dir):
     raise _common.missing_data(manual / "news.tsv", "MIND news.tsv", HOW)
   builder = Mind(data_dir=str(data_dir))
   builder.download_and_prepare(
-      download_config=tfds.download.DownloadConfig(manual_dir=str(manual), try_download_gcs=False))
+    download_config=tfds.download.DownloadConfig(manual_dir=str(manual), try_download_gcs=False)
+  )
   return builder
 
 
@@ -259,15 +281,18 @@ def load(split, data_dir, options, source=None, training=None, on_corrupt="error
       raise ValueError(f"`split` slices such as {split!r} need source='tfds'.")
     _, texts, labels = split_examples(read_news(data_dir, on_corrupt), base)
     records = options_lib.shard_dataset(
-        tf.data.Dataset.from_tensor_slices((texts, tf.constant(labels, tf.int64))), options)
+      tf.data.Dataset.from_tensor_slices((texts, tf.constant(labels, tf.int64))), options
+    )
   else:
     builder = Mind(data_dir=None if data_dir is None else str(data_dir))
     if not builder.is_prepared():
       raise _common.missing_data(data_dir or builder.data_dir, "prepared TFDS 'mind'", HOW)
     read_config = tfds.ReadConfig(shuffle_seed=options.seed, try_autocache=False)
     records = builder.as_dataset(
-        split=_common.tfds_split(base + suffix, options),
-        shuffle_files=options.should_shuffle(training), read_config=read_config)
+      split=_common.tfds_split(base + suffix, options),
+      shuffle_files=options.should_shuffle(training),
+      read_config=read_config,
+    )
     records = records.map(lambda ex: (ex["text"], ex["label"]))
 
   return options_lib.build_pipeline(records, None, None, options, training)

@@ -23,8 +23,8 @@ Example:
   >>> opts.seed
   0
 """
+
 import dataclasses
-import typing
 
 import tensorflow as tf
 
@@ -57,19 +57,20 @@ class InputOptions:
       ``num_input_pipelines``.
     num_shards, shard_index: explicit sharding, as an alternative to ``input_context``.
   """
+
   batch_size: int = 32
-  shuffle: typing.Optional[bool] = None
+  shuffle: bool | None = None
   shuffle_buffer: int = 10_000
-  shuffle_seed: typing.Optional[int] = None
-  cache: typing.Union[bool, str] = False
+  shuffle_seed: int | None = None
+  cache: bool | str = False
   deterministic: bool = False
   drop_remainder: bool = False
   repeat: bool = False
   num_parallel_calls: int = AUTOTUNE
   prefetch: bool = True
-  input_context: typing.Optional[tf.distribute.InputContext] = None
-  num_shards: typing.Optional[int] = None
-  shard_index: typing.Optional[int] = None
+  input_context: tf.distribute.InputContext | None = None
+  num_shards: int | None = None
+  shard_index: int | None = None
 
   def __post_init__(self):
     _validation.check_int("batch_size", self.batch_size, minimum=1)
@@ -82,28 +83,32 @@ class InputOptions:
         raise ValueError(f"`{flag}` must be True or False, got {getattr(self, flag)!r}.")
     if not (isinstance(self.cache, bool) or (isinstance(self.cache, str) and self.cache)):
       raise ValueError(
-          f"`cache` must be True, False or a non-empty file path prefix, got {self.cache!r}.")
+        f"`cache` must be True, False or a non-empty file path prefix, got {self.cache!r}."
+      )
     if self.num_parallel_calls != AUTOTUNE:
       _validation.check_int("num_parallel_calls", self.num_parallel_calls, minimum=1)
     if self.input_context is not None:
       if not isinstance(self.input_context, tf.distribute.InputContext):
         raise ValueError(
-            f"`input_context` must be a tf.distribute.InputContext, got {self.input_context!r}.")
+          f"`input_context` must be a tf.distribute.InputContext, got {self.input_context!r}."
+        )
       if self.num_shards is not None or self.shard_index is not None:
         raise ValueError(
-            "Pass either `input_context` or `num_shards`/`shard_index`, not both "
-            f"(got num_shards={self.num_shards!r}, shard_index={self.shard_index!r}).")
+          "Pass either `input_context` or `num_shards`/`shard_index`, not both "
+          f"(got num_shards={self.num_shards!r}, shard_index={self.shard_index!r})."
+        )
     if (self.num_shards is None) != (self.shard_index is None):
       raise ValueError(
-          "`num_shards` and `shard_index` go together; got "
-          f"num_shards={self.num_shards!r}, shard_index={self.shard_index!r}.")
+        "`num_shards` and `shard_index` go together; got "
+        f"num_shards={self.num_shards!r}, shard_index={self.shard_index!r}."
+      )
     if self.num_shards is not None:
       _validation.check_int("num_shards", self.num_shards, minimum=1)
       _validation.check_int("shard_index", self.shard_index, minimum=0)
       if self.shard_index >= self.num_shards:
         raise ValueError(
-            f"`shard_index` must be in [0, num_shards={self.num_shards}), "
-            f"got {self.shard_index!r}.")
+          f"`shard_index` must be in [0, num_shards={self.num_shards}), got {self.shard_index!r}."
+        )
 
   @property
   def seed(self):
@@ -142,8 +147,7 @@ def make_options(options=None, **kwargs):
   fields = {f.name for f in dataclasses.fields(InputOptions)}
   unknown = sorted(set(kwargs) - fields)
   if unknown:
-    raise ValueError(
-        f"Unknown input option(s) {unknown}; the known ones are {sorted(fields)}.")
+    raise ValueError(f"Unknown input option(s) {unknown}; the known ones are {sorted(fields)}.")
   if options is None:
     return InputOptions(**kwargs)
   if not isinstance(options, InputOptions):
@@ -199,8 +203,11 @@ def build_pipeline(records, decode, preprocess, options, training, keep=None):
   if preprocess is not None:
     seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
     ds = tf.data.Dataset.zip((ds, seeds))
-    ds = ds.map(lambda example, s: preprocess(example[0], example[1], s),
-                num_parallel_calls=calls, deterministic=det)
+    ds = ds.map(
+      lambda example, s: preprocess(example[0], example[1], s),
+      num_parallel_calls=calls,
+      deterministic=det,
+    )
   ds = ds.batch(options.pipeline_batch_size, drop_remainder=options.drop_remainder)
   if options.prefetch:
     ds = ds.prefetch(AUTOTUNE)
@@ -208,6 +215,5 @@ def build_pipeline(records, decode, preprocess, options, training, keep=None):
   tf_options.deterministic = det
   if options.shard[0] > 1:
     # Already sharded by us: a strategy must not shard again.
-    tf_options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.OFF)
+    tf_options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
   return ds.with_options(tf_options)

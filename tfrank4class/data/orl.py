@@ -16,6 +16,7 @@ Example:
   >>> x.shape, y.max()  # doctest: +SKIP
   ((300, 56, 46, 1), 29)
 """
+
 import os
 import pathlib
 
@@ -25,7 +26,7 @@ from tfrank4class import _validation
 
 NUM_SUBJECTS = 40
 IMAGES_PER_SUBJECT = 10
-IMAGE_SIZE = (112, 92)   # (height, width)
+IMAGE_SIZE = (112, 92)  # (height, width)
 
 
 def orl_dir(data_dir):
@@ -36,14 +37,16 @@ def orl_dir(data_dir):
   """
   if data_dir is None:
     raise ValueError(
-        "`data_dir` must be the path of the ORL folder (holding s1/ .. s40/), got None.")
+      "`data_dir` must be the path of the ORL folder (holding s1/ .. s40/), got None."
+    )
   root = pathlib.Path(data_dir)
   for candidate in (root, root / "orl_faces"):
     if (candidate / "s1").is_dir():
       return candidate
   raise FileNotFoundError(
-      f"ORL faces not found under {root}: expected {root}/s1/1.pgm .. s40/10.pgm "
-      f"(or {root}/orl_faces/s1/...). The database is in shared/datasets/orl_faces.")
+    f"ORL faces not found under {root}: expected {root}/s1/1.pgm .. s40/10.pgm "
+    f"(or {root}/orl_faces/s1/...). The database is in shared/datasets/orl_faces."
+  )
 
 
 def load_orl(data_dir, subjects=None, image_size=None, resample="box"):
@@ -68,8 +71,11 @@ def load_orl(data_dir, subjects=None, image_size=None, resample="box"):
   """
   from PIL import Image  # pylint: disable=import-outside-toplevel
 
-  filters = {"box": Image.Resampling.BOX, "bilinear": Image.Resampling.BILINEAR,
-             "nearest": Image.Resampling.NEAREST}
+  filters = {
+    "box": Image.Resampling.BOX,
+    "bilinear": Image.Resampling.BILINEAR,
+    "nearest": Image.Resampling.NEAREST,
+  }
   _validation.check_choice("resample", resample, filters)
   if subjects is None:
     subjects = range(1, NUM_SUBJECTS + 1)
@@ -95,8 +101,9 @@ def load_orl(data_dir, subjects=None, image_size=None, resample="box"):
     folder = root / f"s{s}"
     if not folder.is_dir():
       raise FileNotFoundError(f"ORL subject folder {folder} is missing.")
-    files = sorted((f for f in os.listdir(folder) if f.lower().endswith(".pgm")),
-                   key=lambda f: (len(f), f))
+    files = sorted(
+      (f for f in os.listdir(folder) if f.lower().endswith(".pgm")), key=lambda f: (len(f), f)
+    )
     if not files:
       raise FileNotFoundError(f"ORL subject folder {folder} holds no .pgm files.")
     for f in files:
@@ -114,5 +121,6 @@ def load_orl(data_dir, subjects=None, image_size=None, resample="box"):
   shapes = {im.shape for im in images}
   if len(shapes) != 1:
     raise ValueError(
-        f"ORL images under {root} have different sizes {sorted(shapes)}; pass `image_size`.")
+      f"ORL images under {root} have different sizes {sorted(shapes)}; pass `image_size`."
+    )
   return np.stack(images), np.asarray(labels, np.int64)

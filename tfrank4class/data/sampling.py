@@ -23,6 +23,7 @@ Example:
   >>> sampler.epoch(0).shape
   (1, 4)
 """
+
 import numpy as np
 import tensorflow as tf
 
@@ -52,37 +53,50 @@ class ClassBalancedSampler:
     (6, 2)
   """
 
-  def __init__(self, labels, classes_per_batch, samples_per_class, batches_per_epoch=None,
-               small_classes="skip", seed=0):
+  def __init__(
+    self,
+    labels,
+    classes_per_batch,
+    samples_per_class,
+    batches_per_epoch=None,
+    small_classes="skip",
+    seed=0,
+  ):
     labels = np.asarray(labels)
     if labels.ndim == 2 and labels.shape[1] == 1:
       labels = labels[:, 0]
     if labels.ndim != 1 or labels.size == 0:
       raise ValueError(
-          f"`labels` must be a non-empty 1-D array of class ids, got shape {labels.shape}.")
+        f"`labels` must be a non-empty 1-D array of class ids, got shape {labels.shape}."
+      )
     if not np.issubdtype(labels.dtype, np.integer):
       raise ValueError(f"`labels` must be integer class ids, got dtype {labels.dtype}.")
     self.classes_per_batch = _validation.check_int(
-        "classes_per_batch", classes_per_batch, minimum=1)
+      "classes_per_batch", classes_per_batch, minimum=1
+    )
     self.samples_per_class = _validation.check_int(
-        "samples_per_class", samples_per_class, minimum=1)
+      "samples_per_class", samples_per_class, minimum=1
+    )
     self.small_classes = _validation.check_choice("small_classes", small_classes, SMALL_CLASSES)
     self.seed = _validation.check_int("seed", seed, minimum=0)
     self.labels = labels.astype(np.int64)
     classes, inverse = np.unique(self.labels, return_inverse=True)
     self._members = [np.flatnonzero(inverse == c) for c in range(classes.size)]
     sizes = np.array([m.size for m in self._members])
-    eligible = (np.ones_like(sizes, bool) if small_classes == "repeat"
-                else sizes >= samples_per_class)
+    eligible = (
+      np.ones_like(sizes, bool) if small_classes == "repeat" else sizes >= samples_per_class
+    )
     self._eligible = np.flatnonzero(eligible)
     if self._eligible.size < self.classes_per_batch:
       raise ValueError(
-          f"`classes_per_batch`={classes_per_batch} exceeds the {self._eligible.size} classes "
-          f"with at least `samples_per_class`={samples_per_class} items (of {classes.size} "
-          f"classes; small_classes={small_classes!r}).")
+        f"`classes_per_batch`={classes_per_batch} exceeds the {self._eligible.size} classes "
+        f"with at least `samples_per_class`={samples_per_class} items (of {classes.size} "
+        f"classes; small_classes={small_classes!r})."
+      )
     default = max(1, self.labels.size // self.batch_size)
     self.batches_per_epoch = _validation.check_int(
-        "batches_per_epoch", default if batches_per_epoch is None else batches_per_epoch, minimum=1)
+      "batches_per_epoch", default if batches_per_epoch is None else batches_per_epoch, minimum=1
+    )
 
   @property
   def batch_size(self):
@@ -103,7 +117,7 @@ class ClassBalancedSampler:
       chosen = rng.choice(self._eligible, size=self.classes_per_batch, replace=False)
       for j, c in enumerate(chosen):
         members = self._members[c]
-        out[b, j * k:(j + 1) * k] = rng.choice(members, size=k, replace=members.size < k)
+        out[b, j * k : (j + 1) * k] = rng.choice(members, size=k, replace=members.size < k)
     return out
 
   def __iter__(self):
@@ -136,7 +150,8 @@ class ClassBalancedSampler:
     for t in tf.nest.flatten(features):
       if t.shape.rank is None or t.shape.rank == 0 or t.shape[0] != n:
         raise ValueError(
-            f"`features` must have {n} rows (one per label), got an array of shape {t.shape}.")
+          f"`features` must have {n} rows (one per label), got an array of shape {t.shape}."
+        )
     labels = tf.constant(self.labels)
 
     def batches():
@@ -149,17 +164,31 @@ class ClassBalancedSampler:
     # every global batch into contiguous per-replica shards (instead of handing whole batches to
     # replicas in turn).
     ds = tf.data.Dataset.from_generator(
-        batches, output_signature=tf.TensorSpec([self.batch_size], tf.int64))
+      batches, output_signature=tf.TensorSpec([self.batch_size], tf.int64)
+    )
     ds = ds.unbatch().batch(self.batch_size, drop_remainder=True)
-    ds = ds.map(lambda idx: (tf.nest.map_structure(lambda t: tf.gather(t, idx), features),
-                             tf.gather(labels, idx)))
+    ds = ds.map(
+      lambda idx: (
+        tf.nest.map_structure(lambda t: tf.gather(t, idx), features),
+        tf.gather(labels, idx),
+      )
+    )
     if map_fn is not None:
       ds = ds.map(map_fn, num_parallel_calls=tf.data.AUTOTUNE)
     return ds.prefetch(2)
 
 
-def class_balanced_dataset(features, labels, classes_per_batch, samples_per_class, seed=0,
-                           batches_per_epoch=None, small_classes="skip", map_fn=None, epochs=None):
+def class_balanced_dataset(
+  features,
+  labels,
+  classes_per_batch,
+  samples_per_class,
+  seed=0,
+  batches_per_epoch=None,
+  small_classes="skip",
+  map_fn=None,
+  epochs=None,
+):
   """Shortcut: ``ClassBalancedSampler(labels, P, K, ...).dataset(features, ...)``.
 
   Returns:
@@ -170,6 +199,7 @@ def class_balanced_dataset(features, labels, classes_per_batch, samples_per_clas
     >>> steps
     1
   """
-  sampler = ClassBalancedSampler(labels, classes_per_batch, samples_per_class, batches_per_epoch,
-                                 small_classes, seed)
+  sampler = ClassBalancedSampler(
+    labels, classes_per_batch, samples_per_class, batches_per_epoch, small_classes, seed
+  )
   return sampler.dataset(features, map_fn=map_fn, epochs=epochs), len(sampler)

@@ -23,6 +23,7 @@ Example:
   >>> layer(tf.constant(["unaffable"])).numpy().tolist()
   [[2, 3, 4, 0]]
 """
+
 import os
 
 import tensorflow as tf
@@ -38,11 +39,15 @@ def _texts_of(data, data_dir, split, on_corrupt):
   """A dataset of text batches from a dataset name, a dataset of (text, label) or of texts."""
   if isinstance(data, str):
     from tfrank4class import data as data_lib  # pylint: disable=g-import-not-at-top
+
     if data_lib.modality(data) != "text":
-      raise ValueError(f"`data` {data!r} is not a text dataset; the text datasets are "
-                       f"{[n for n in data_lib.names() if data_lib.modality(n) == 'text']}.")
-    ds = data_lib.load(data, split, data_dir, batch_size=1024, training=False, shuffle=False,
-                       on_corrupt=on_corrupt)
+      raise ValueError(
+        f"`data` {data!r} is not a text dataset; the text datasets are "
+        f"{[n for n in data_lib.names() if data_lib.modality(n) == 'text']}."
+      )
+    ds = data_lib.load(
+      data, split, data_dir, batch_size=1024, training=False, shuffle=False, on_corrupt=on_corrupt
+    )
     return ds.map(lambda x, y: x)
   if isinstance(data, tf.data.Dataset):
     spec = data.element_spec
@@ -50,19 +55,27 @@ def _texts_of(data, data_dir, split, on_corrupt):
       data = data.map(lambda x, *rest: x)
       spec = data.element_spec
     if not isinstance(spec, tf.TensorSpec) or spec.dtype != tf.string:
-      raise ValueError(
-          f"`data` must yield strings or (strings, labels), got element_spec {spec}.")
+      raise ValueError(f"`data` must yield strings or (strings, labels), got element_spec {spec}.")
     return data
   if isinstance(data, (list, tuple)) and all(isinstance(t, str) for t in data):
     return tf.data.Dataset.from_tensor_slices(list(data)).batch(1024)
   raise ValueError(
-      "`data` must be a text dataset name, a tf.data.Dataset of strings or (strings, labels), "
-      f"or a list of strings; got {data!r}.")
+    "`data` must be a text dataset name, a tf.data.Dataset of strings or (strings, labels), "
+    f"or a list of strings; got {data!r}."
+  )
 
 
-def adapt_text_vectorization(data, data_dir=None, max_tokens=20_000, output_sequence_length=128,
-                             vocabulary=None, wordpiece_vocabulary=None, split="train",
-                             on_corrupt="error", **kwargs):
+def adapt_text_vectorization(
+  data,
+  data_dir=None,
+  max_tokens=20_000,
+  output_sequence_length=128,
+  vocabulary=None,
+  wordpiece_vocabulary=None,
+  split="train",
+  on_corrupt="error",
+  **kwargs,
+):
   """Returns a text vectoriser for a model that takes raw strings.
 
   Args:
@@ -88,13 +101,16 @@ def adapt_text_vectorization(data, data_dir=None, max_tokens=20_000, output_sequ
   if vocabulary is not None and wordpiece_vocabulary is not None:
     raise ValueError("Pass at most one of `vocabulary` and `wordpiece_vocabulary`.")
   if wordpiece_vocabulary is not None:
-    return WordPieceVectorizer(wordpiece_vocabulary,
-                               output_sequence_length=output_sequence_length, **kwargs)
+    return WordPieceVectorizer(
+      wordpiece_vocabulary, output_sequence_length=output_sequence_length, **kwargs
+    )
   if vocabulary is not None:
     return keras.layers.TextVectorization(
-        vocabulary=list(vocabulary), output_sequence_length=output_sequence_length, **kwargs)
+      vocabulary=list(vocabulary), output_sequence_length=output_sequence_length, **kwargs
+    )
   layer = keras.layers.TextVectorization(
-      max_tokens=max_tokens, output_sequence_length=output_sequence_length, **kwargs)
+    max_tokens=max_tokens, output_sequence_length=output_sequence_length, **kwargs
+  )
   layer.adapt(_texts_of(data, data_dir, split, on_corrupt))
   return layer
 
@@ -113,7 +129,8 @@ def read_vocabulary(vocabulary):
     tokens = list(vocabulary)
   if not tokens or not all(isinstance(t, str) and t for t in tokens):
     raise ValueError(
-        "`vocabulary` must be a non-empty list of non-empty token strings (or a vocab.txt path).")
+      "`vocabulary` must be a non-empty list of non-empty token strings (or a vocab.txt path)."
+    )
   if len(set(tokens)) != len(tokens):
     dup = sorted({t for t in tokens if tokens.count(t) > 1})[:5]
     raise ValueError(f"`vocabulary` has duplicate tokens, e.g. {dup}.")
@@ -144,15 +161,26 @@ class WordPieceVectorizer(keras.layers.Layer):
     array([[2, 3, 4, 5, 1, 0, 0]])
   """
 
-  def __init__(self, vocabulary, output_sequence_length=128, lowercase=True, unk_token="[UNK]",
-               pad_token="[PAD]", cls_token=None, sep_token=None, max_chars_per_word=100,
-               **kwargs):
+  def __init__(
+    self,
+    vocabulary,
+    output_sequence_length=128,
+    lowercase=True,
+    unk_token="[UNK]",
+    pad_token="[PAD]",
+    cls_token=None,
+    sep_token=None,
+    max_chars_per_word=100,
+    **kwargs,
+  ):
     super().__init__(**kwargs)
     self.vocabulary = read_vocabulary(vocabulary)
     self.output_sequence_length = _validation.check_int(
-        "output_sequence_length", output_sequence_length, minimum=1)
+      "output_sequence_length", output_sequence_length, minimum=1
+    )
     self.max_chars_per_word = _validation.check_int(
-        "max_chars_per_word", max_chars_per_word, minimum=1)
+      "max_chars_per_word", max_chars_per_word, minimum=1
+    )
     self.lowercase = bool(lowercase)
     self.unk_token, self.pad_token = unk_token, pad_token
     self.cls_token, self.sep_token = cls_token, sep_token
@@ -166,9 +194,11 @@ class WordPieceVectorizer(keras.layers.Layer):
     self._cls_id = None if cls_token is None else index[cls_token]
     self._sep_id = None if sep_token is None else index[sep_token]
     self._table = tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(
-            tf.constant(self.vocabulary), tf.range(len(self.vocabulary), dtype=tf.int64)),
-        default_value=-1)
+      tf.lookup.KeyValueTensorInitializer(
+        tf.constant(self.vocabulary), tf.range(len(self.vocabulary), dtype=tf.int64)
+      ),
+      default_value=-1,
+    )
 
   @tf.autograph.experimental.do_not_convert
   def _word_pieces(self, words):
@@ -184,14 +214,21 @@ class WordPieceVectorizer(keras.layers.Layer):
       pos = tf.broadcast_to(start[:, None], [n, max_len])
       size = tf.broadcast_to(piece_lens[None, :], [n, max_len])
       fits = pos + size <= lengths[:, None]
-      cand = tf.strings.substr(tf.broadcast_to(words[:, None], [n, max_len]), pos,
-                               tf.where(fits, size, 0), unit="UTF8_CHAR")
+      cand = tf.strings.substr(
+        tf.broadcast_to(words[:, None], [n, max_len]),
+        pos,
+        tf.where(fits, size, 0),
+        unit="UTF8_CHAR",
+      )
       cand = tf.where(pos > 0, tf.strings.join(["##", cand]), cand)
       ids = tf.where(fits, self._table.lookup(cand), -1)
       found = ids >= 0
       # Longest match: the last True along the candidate lengths.
-      best = max_len - 1 - tf.argmax(tf.reverse(tf.cast(found, tf.int32), [1]), axis=1,
-                                     output_type=tf.int32)
+      best = (
+        max_len
+        - 1
+        - tf.argmax(tf.reverse(tf.cast(found, tf.int32), [1]), axis=1, output_type=tf.int32)
+      )
       any_found = tf.reduce_any(found, axis=1)
       best_id = tf.gather(ids, best, batch_dims=1)
       piece = tf.where(tf.logical_and(active, any_found), best_id, -1)
@@ -205,7 +242,8 @@ class WordPieceVectorizer(keras.layers.Layer):
 
     pieces = tf.TensorArray(tf.int64, size=0, dynamic_size=True, element_shape=[None])
     _, _, failed, pieces = tf.while_loop(
-        cond, body, (tf.constant(0), tf.zeros_like(lengths), too_long, pieces))
+      cond, body, (tf.constant(0), tf.zeros_like(lengths), too_long, pieces)
+    )
     ids = tf.transpose(tf.reshape(pieces.stack(), [pieces.size(), n]))  # [N, steps]
     ids = tf.concat([ids, -tf.ones([n, 1], tf.int64)], axis=1)  # at least one column
     unk = tf.concat([[self._unk_id], -tf.ones([tf.shape(ids)[1] - 1], tf.int64)], 0)
@@ -234,7 +272,7 @@ class WordPieceVectorizer(keras.layers.Layer):
     if self._cls_id is not None:
       tokens = tf.concat([tf.fill([b, 1], tf.constant(self._cls_id, tf.int64)), tokens], axis=1)
     if self._sep_id is not None:
-      tokens = tokens[:, :length - 1]
+      tokens = tokens[:, : length - 1]
       tokens = tf.concat([tokens, tf.fill([b, 1], tf.constant(self._sep_id, tf.int64))], axis=1)
     tokens = tokens[:, :length]
     return tokens.to_tensor(default_value=self._pad_id, shape=[None, length])
@@ -244,9 +282,14 @@ class WordPieceVectorizer(keras.layers.Layer):
 
   def get_config(self):
     config = super().get_config()
-    config.update(vocabulary=list(self.vocabulary),
-                  output_sequence_length=self.output_sequence_length,
-                  lowercase=self.lowercase, unk_token=self.unk_token, pad_token=self.pad_token,
-                  cls_token=self.cls_token, sep_token=self.sep_token,
-                  max_chars_per_word=self.max_chars_per_word)
+    config.update(
+      vocabulary=list(self.vocabulary),
+      output_sequence_length=self.output_sequence_length,
+      lowercase=self.lowercase,
+      unk_token=self.unk_token,
+      pad_token=self.pad_token,
+      cls_token=self.cls_token,
+      sep_token=self.sep_token,
+      max_chars_per_word=self.max_chars_per_word,
+    )
     return config

@@ -5,13 +5,26 @@
 ``"saved_model"`` (a local BERT/ELECTRA-style SavedModel). Every encoder is a functional
 ``keras.Model`` that round-trips through ``model.save`` / ``keras.models.load_model``.
 """
-from tfrank4class.compat import keras
+
 from tfrank4class.encoders.resnet import resnet50
 from tfrank4class.encoders.saved_model_text import SavedModelEncoder, saved_model
 from tfrank4class.encoders.small_cnn import small_cnn
 from tfrank4class.encoders.text_transformer import TransformerTextEncoder, transformer
 from tfrank4class.encoders.vgg import vgg16_cifar
 from tfrank4class.registry import Registry
+
+__all__ = [
+  "ENCODERS",
+  "get",
+  "names",
+  "resnet50",
+  "saved_model",
+  "SavedModelEncoder",
+  "small_cnn",
+  "transformer",
+  "TransformerTextEncoder",
+  "vgg16_cifar",
+]
 
 #: The encoders by name (``ENCODERS["resnet50"]`` is the builder; :func:`get` calls it).
 ENCODERS = Registry("encoder")

@@ -1,7 +1,9 @@
 """Helpers shared by the encoders: argument checks."""
+
 import os
 
 from tfrank4class import _validation
+
 
 def check_image_shape(input_shape, minimum=1):
   """Returns ``input_shape`` as a tuple ``(H, W, 3)`` of ints ``>= minimum``, else raises."""
@@ -23,9 +25,10 @@ def check_weights(weights, weights_path):
   """
   if weights is not None:
     raise ValueError(
-        f"`weights` must be None: tfrank4class never downloads weights, got weights={weights!r}. "
-        "To start from pretrained weights, download the .h5 file yourself and pass its local "
-        "path as `weights_path=...` (for ResNet50, the 'notop' file of keras.applications).")
+      f"`weights` must be None: tfrank4class never downloads weights, got weights={weights!r}. "
+      "To start from pretrained weights, download the .h5 file yourself and pass its local "
+      "path as `weights_path=...` (for ResNet50, the 'notop' file of keras.applications)."
+    )
   if weights_path is None:
     return None
   path = os.fspath(weights_path)

@@ -6,14 +6,21 @@ Float images ``[B, H, W, 3]`` in, instance embeddings ``[B, 2048]`` (or ``[B, em
 out. Normalisation belongs to the data pipeline. Weights are random by default; pretrained weights
 come only from a local file (``weights_path``), never from the network.
 """
+
 import tensorflow as tf
 
 from tfrank4class.compat import keras
 from tfrank4class.encoders import _common
 
 
-def resnet50(input_shape=(224, 224, 3), weights=None, weights_path=None, pooling="avg",
-             embedding_dim=None, name="resnet50_encoder"):
+def resnet50(
+  input_shape=(224, 224, 3),
+  weights=None,
+  weights_path=None,
+  pooling="avg",
+  embedding_dim=None,
+  name="resnet50_encoder",
+):
   """Builds a ResNet50 encoder model ``[B, H, W, 3] -> [B, d]``.
 
   Args:
@@ -40,13 +47,15 @@ def resnet50(input_shape=(224, 224, 3), weights=None, weights_path=None, pooling
     raise ValueError(f"`pooling` must be one of ['avg', 'max'], got {pooling!r}.")
   embedding_dim = _common.check_units_or_none("embedding_dim", embedding_dim)
   base = keras.applications.ResNet50(
-      include_top=False, weights=None, input_shape=input_shape, pooling=pooling)
+    include_top=False, weights=None, input_shape=input_shape, pooling=pooling
+  )
   if path is not None:
     try:
       base.load_weights(path)
     except (ValueError, OSError) as e:
-      raise ValueError(f"Could not load ResNet50 (include_top=False) weights from "
-                       f"weights_path={path!r}: {e}") from None
+      raise ValueError(
+        f"Could not load ResNet50 (include_top=False) weights from weights_path={path!r}: {e}"
+      ) from None
   images = keras.Input(shape=input_shape, dtype=tf.float32, name="images")
   x = base(images)
   if embedding_dim is not None:

@@ -6,6 +6,7 @@ user beforehand) as the instance encoder.
 ``pick`` takes ``output_key`` from a dict output (``"pooled_output"`` for TF Hub BERT/ELECTRA
 encoders). Nothing is downloaded: ``path`` must be a local SavedModel directory.
 """
+
 import os
 
 import tensorflow as tf
@@ -20,8 +21,10 @@ BERT_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 def _check_saved_model_dir(name, path):
   path = os.fspath(path)
   if not os.path.isfile(os.path.join(path, "saved_model.pb")):
-    raise ValueError(f"`{name}` must be a local SavedModel directory (holding saved_model.pb), got "
-                     f"{path!r}. tfrank4class never downloads models: fetch it yourself first.")
+    raise ValueError(
+      f"`{name}` must be a local SavedModel directory (holding saved_model.pb), got "
+      f"{path!r}. tfrank4class never downloads models: fetch it yourself first."
+    )
   return path
 
 
@@ -96,12 +99,24 @@ class SavedModelEncoder(keras.layers.Layer):
     ...                         output_key="pooled_output")            # doctest: +SKIP
   """
 
-  def __init__(self, path, preprocessor_path=None, output_key=None, bert_inputs=False,
-               signature=None, signature_input=None, trainable=False, **kwargs):
+  def __init__(
+    self,
+    path,
+    preprocessor_path=None,
+    output_key=None,
+    bert_inputs=False,
+    signature=None,
+    signature_input=None,
+    trainable=False,
+    **kwargs,
+  ):
     super().__init__(trainable=trainable, **kwargs)
     self.path = _check_saved_model_dir("path", path)
-    self.preprocessor_path = (None if preprocessor_path is None
-                              else _check_saved_model_dir("preprocessor_path", preprocessor_path))
+    self.preprocessor_path = (
+      None
+      if preprocessor_path is None
+      else _check_saved_model_dir("preprocessor_path", preprocessor_path)
+    )
     if output_key is not None and not isinstance(output_key, str):
       raise ValueError(f"`output_key` must be a string or None, got {output_key!r}.")
     self.output_key = output_key
@@ -113,16 +128,21 @@ class SavedModelEncoder(keras.layers.Layer):
     self._encoder = tf.saved_model.load(self.path)
     if signature is not None:
       if signature not in self._encoder.signatures:
-        raise ValueError(f"`signature` must be one of {sorted(self._encoder.signatures)} for the "
-                         f"SavedModel at {self.path!r}, got {signature!r}.")
+        raise ValueError(
+          f"`signature` must be one of {sorted(self._encoder.signatures)} for the "
+          f"SavedModel at {self.path!r}, got {signature!r}."
+        )
       self._fn = self._encoder.signatures[signature]
     else:
       if not callable(self._encoder):
-        raise ValueError(f"The SavedModel at {self.path!r} has no __call__; pass `signature` (one "
-                         f"of {sorted(self._encoder.signatures)}).")
+        raise ValueError(
+          f"The SavedModel at {self.path!r} has no __call__; pass `signature` (one "
+          f"of {sorted(self._encoder.signatures)})."
+        )
       self._fn = self._encoder
-    self._preprocessor = (None if self.preprocessor_path is None
-                          else tf.saved_model.load(self.preprocessor_path))
+    self._preprocessor = (
+      None if self.preprocessor_path is None else tf.saved_model.load(self.preprocessor_path)
+    )
     trainable_vars, others = _saved_model_variables(self._encoder)
     # The SavedModel's variables become this layer's weights (saved by model.save, trained when
     # the layer is trainable).
@@ -151,14 +171,19 @@ class SavedModelEncoder(keras.layers.Layer):
       if inputs.shape.rank != 2:
         raise ValueError(f"token ids must have shape [B, L], got shape {inputs.shape}.")
       ids = tf.cast(inputs, tf.int32)
-      inputs = {"input_word_ids": ids, "input_mask": tf.cast(tf.not_equal(ids, 0), tf.int32),
-                "input_type_ids": tf.zeros_like(ids)}
+      inputs = {
+        "input_word_ids": ids,
+        "input_mask": tf.cast(tf.not_equal(ids, 0), tf.int32),
+        "input_type_ids": tf.zeros_like(ids),
+      }
     outputs = self._call_encoder(inputs)
     if isinstance(outputs, dict):
       if self.output_key is None:
         if len(outputs) != 1:
-          raise ValueError(f"The SavedModel returns a dict with keys {sorted(outputs)}; set "
-                           f"`output_key` to one of them.")
+          raise ValueError(
+            f"The SavedModel returns a dict with keys {sorted(outputs)}; set "
+            f"`output_key` to one of them."
+          )
         outputs = next(iter(outputs.values()))
       elif self.output_key not in outputs:
         raise ValueError(f"`output_key` must be one of {sorted(outputs)}, got {self.output_key!r}.")
@@ -166,23 +191,39 @@ class SavedModelEncoder(keras.layers.Layer):
         outputs = outputs[self.output_key]
     outputs = tf.convert_to_tensor(outputs)
     if outputs.shape.rank != 2:
-      raise ValueError(f"The SavedModel output must have shape [B, d], got shape {outputs.shape}; "
-                       f"pick a pooled output with `output_key`.")
+      raise ValueError(
+        f"The SavedModel output must have shape [B, d], got shape {outputs.shape}; "
+        f"pick a pooled output with `output_key`."
+      )
     return tf.cast(outputs, tf.float32)
 
   def get_config(self):
     config = super().get_config()
-    config.update({
-        "path": self.path, "preprocessor_path": self.preprocessor_path,
-        "output_key": self.output_key, "bert_inputs": self.bert_inputs,
-        "signature": self.signature, "signature_input": self.signature_input,
-    })
+    config.update(
+      {
+        "path": self.path,
+        "preprocessor_path": self.preprocessor_path,
+        "output_key": self.output_key,
+        "bert_inputs": self.bert_inputs,
+        "signature": self.signature,
+        "signature_input": self.signature_input,
+      }
+    )
     return config
 
 
-def saved_model(path, preprocessor_path=None, output_key=None, input_type="string",
-                sequence_length=None, bert_inputs=False, signature=None, signature_input=None,
-                trainable=False, name="saved_model_text_encoder"):
+def saved_model(
+  path,
+  preprocessor_path=None,
+  output_key=None,
+  input_type="string",
+  sequence_length=None,
+  bert_inputs=False,
+  signature=None,
+  signature_input=None,
+  trainable=False,
+  name="saved_model_text_encoder",
+):
   """Builds a model around a local SavedModel text encoder.
 
   Args:
@@ -202,10 +243,16 @@ def saved_model(path, preprocessor_path=None, output_key=None, input_type="strin
   """
   if input_type not in ("string", "token_ids"):
     raise ValueError(f"`input_type` must be one of ['string', 'token_ids'], got {input_type!r}.")
-  layer = SavedModelEncoder(path, preprocessor_path=preprocessor_path, output_key=output_key,
-                            bert_inputs=bert_inputs, signature=signature,
-                            signature_input=signature_input, trainable=trainable,
-                            name="saved_model_encoder")
+  layer = SavedModelEncoder(
+    path,
+    preprocessor_path=preprocessor_path,
+    output_key=output_key,
+    bert_inputs=bert_inputs,
+    signature=signature,
+    signature_input=signature_input,
+    trainable=trainable,
+    name="saved_model_encoder",
+  )
   if input_type == "string":
     inputs = keras.Input(shape=(1,), dtype=tf.string, name="text")
   else:

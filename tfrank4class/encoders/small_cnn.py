@@ -1,8 +1,9 @@
 """A small CNN for quick runs and tests.
 
-    for each width f in ``filters``: conv3x3(f) -> ReLU -> 2x2 max pool;
-    then global average pooling -> Dense(embedding_dim, ReLU)
+for each width f in ``filters``: conv3x3(f) -> ReLU -> 2x2 max pool;
+then global average pooling -> Dense(embedding_dim, ReLU)
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation
@@ -10,8 +11,13 @@ from tfrank4class.compat import keras
 from tfrank4class.encoders import _common
 
 
-def small_cnn(input_shape=(32, 32, 3), filters=(32, 64), embedding_dim=128, weights_path=None,
-              name="small_cnn_encoder"):
+def small_cnn(
+  input_shape=(32, 32, 3),
+  filters=(32, 64),
+  embedding_dim=128,
+  weights_path=None,
+  name="small_cnn_encoder",
+):
   """Builds a small CNN encoder ``[B, H, W, 3] -> [B, embedding_dim]``.
 
   Args:
@@ -46,8 +52,9 @@ def _units(name, units):
   try:
     units = tuple(units)
   except TypeError:
-    raise ValueError(f"`{name}` must be a non-empty sequence of positive integers, got "
-                     f"{units!r}.") from None
+    raise ValueError(
+      f"`{name}` must be a non-empty sequence of positive integers, got {units!r}."
+    ) from None
   if not units or any(isinstance(u, bool) or not isinstance(u, int) or u < 1 for u in units):
     raise ValueError(f"`{name}` must be a non-empty sequence of positive integers, got {units!r}.")
   return units

@@ -10,6 +10,7 @@ The model takes RAW STRINGS (``tf.string`` ``[B]`` or ``[B, 1]``) and holds the
 ``TextVectorization`` layer, so a trained model exports with string inputs and round-trips
 through ``model.save`` / ``keras.models.load_model``.
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation, compat
@@ -37,16 +38,28 @@ class TransformerTextEncoder(keras.layers.Layer):
     TensorShape([1, 8])
   """
 
-  def __init__(self, vocab_size, sequence_length, embedding_dim=128, num_heads=4, num_layers=2,
-               ff_dim=256, dropout=0.1, output_dim=None, **kwargs):
+  def __init__(
+    self,
+    vocab_size,
+    sequence_length,
+    embedding_dim=128,
+    num_heads=4,
+    num_layers=2,
+    ff_dim=256,
+    dropout=0.1,
+    output_dim=None,
+    **kwargs,
+  ):
     super().__init__(**kwargs)
     self.vocab_size = _validation.check_int("vocab_size", vocab_size, minimum=2)
     self.sequence_length = _validation.check_int("sequence_length", sequence_length, minimum=1)
     self.embedding_dim = _validation.check_int("embedding_dim", embedding_dim, minimum=1)
     self.num_heads = _validation.check_int("num_heads", num_heads, minimum=1)
     if self.embedding_dim % self.num_heads:
-      raise ValueError(f"`embedding_dim` must be divisible by num_heads={self.num_heads}, got "
-                       f"{self.embedding_dim}.")
+      raise ValueError(
+        f"`embedding_dim` must be divisible by num_heads={self.num_heads}, got "
+        f"{self.embedding_dim}."
+      )
     self.num_layers = _validation.check_int("num_layers", num_layers, minimum=0)
     self.ff_dim = _validation.check_int("ff_dim", ff_dim, minimum=1)
     self.dropout = _validation.check_float("dropout", dropout, minimum=0.0)
@@ -54,28 +67,42 @@ class TransformerTextEncoder(keras.layers.Layer):
       raise ValueError(f"`dropout` must be in [0, 1), got {dropout!r}.")
     self.output_dim = _validation.check_int("output_dim", output_dim, minimum=1, allow_none=True)
     self.token_embedding = keras.layers.Embedding(
-        self.vocab_size, self.embedding_dim, name="token_embedding")
+      self.vocab_size, self.embedding_dim, name="token_embedding"
+    )
     dense = lambda units, name, act=None: keras.layers.Dense(units, activation=act, name=name)
     layers = range(self.num_layers)
-    self.attention = [keras.layers.MultiHeadAttention(
-        self.num_heads, self.embedding_dim // self.num_heads, dropout=self.dropout,
-        name=f"block{i}_attention") for i in layers]
-    self.norm1 = [keras.layers.LayerNormalization(epsilon=1e-6, name=f"block{i}_norm1")
-                  for i in layers]
+    self.attention = [
+      keras.layers.MultiHeadAttention(
+        self.num_heads,
+        self.embedding_dim // self.num_heads,
+        dropout=self.dropout,
+        name=f"block{i}_attention",
+      )
+      for i in layers
+    ]
+    self.norm1 = [
+      keras.layers.LayerNormalization(epsilon=1e-6, name=f"block{i}_norm1") for i in layers
+    ]
     self.ff1 = [dense(self.ff_dim, f"block{i}_ff1", "relu") for i in layers]
     self.ff2 = [dense(self.embedding_dim, f"block{i}_ff2") for i in layers]
-    self.norm2 = [keras.layers.LayerNormalization(epsilon=1e-6, name=f"block{i}_norm2")
-                  for i in layers]
-    self.block_dropout = [keras.layers.Dropout(self.dropout, name=f"block{i}_dropout")
-                          for i in layers]
-    self.projection = (keras.layers.Dense(self.output_dim, name="projection")
-                       if self.output_dim else None)
+    self.norm2 = [
+      keras.layers.LayerNormalization(epsilon=1e-6, name=f"block{i}_norm2") for i in layers
+    ]
+    self.block_dropout = [
+      keras.layers.Dropout(self.dropout, name=f"block{i}_dropout") for i in layers
+    ]
+    self.projection = (
+      keras.layers.Dense(self.output_dim, name="projection") if self.output_dim else None
+    )
 
   def build(self, input_shape):
     d = self.embedding_dim
     self.position_embedding = self.add_weight(
-        name="position_embedding", shape=(self.sequence_length, d),
-        initializer=keras.initializers.RandomNormal(stddev=0.02), trainable=True)
+      name="position_embedding",
+      shape=(self.sequence_length, d),
+      initializer=keras.initializers.RandomNormal(stddev=0.02),
+      trainable=True,
+    )
     self.token_embedding.build(tf.TensorShape([None, None]))
     seq = tf.TensorShape([None, None, d])
     for i in range(self.num_layers):
@@ -91,7 +118,7 @@ class TransformerTextEncoder(keras.layers.Layer):
     ids = tf.cast(token_ids, tf.int32)
     if ids.shape.rank != 2:
       raise ValueError(f"`token_ids` must have shape [B, L], got shape {ids.shape}.")
-    ids = ids[:, :self.sequence_length]
+    ids = ids[:, : self.sequence_length]
     length = tf.shape(ids)[1]
     mask = tf.not_equal(ids, 0)  # [B, L]
     x = self.token_embedding(ids) + self.position_embedding[tf.newaxis, :length, :]
@@ -112,12 +139,18 @@ class TransformerTextEncoder(keras.layers.Layer):
 
   def get_config(self):
     config = super().get_config()
-    config.update({
-        "vocab_size": self.vocab_size, "sequence_length": self.sequence_length,
-        "embedding_dim": self.embedding_dim, "num_heads": self.num_heads,
-        "num_layers": self.num_layers, "ff_dim": self.ff_dim, "dropout": self.dropout,
+    config.update(
+      {
+        "vocab_size": self.vocab_size,
+        "sequence_length": self.sequence_length,
+        "embedding_dim": self.embedding_dim,
+        "num_heads": self.num_heads,
+        "num_layers": self.num_layers,
+        "ff_dim": self.ff_dim,
+        "dropout": self.dropout,
         "output_dim": self.output_dim,
-    })
+      }
+    )
     return config
 
 
@@ -131,9 +164,19 @@ def _strip_reserved(vocabulary):
   return vocabulary
 
 
-def transformer(vocabulary=None, text_vectorization=None, sequence_length=64, embedding_dim=128,
-                num_heads=4, num_layers=2, ff_dim=256, dropout=0.1, output_dim=None,
-                standardize="lower_and_strip_punctuation", name="transformer_text_encoder"):
+def transformer(
+  vocabulary=None,
+  text_vectorization=None,
+  sequence_length=64,
+  embedding_dim=128,
+  num_heads=4,
+  num_layers=2,
+  ff_dim=256,
+  dropout=0.1,
+  output_dim=None,
+  standardize="lower_and_strip_punctuation",
+  name="transformer_text_encoder",
+):
   """Builds a raw-string Transformer text encoder model ``tf.string [B] / [B, 1] -> [B, d]``.
 
   Exactly one of ``vocabulary`` and ``text_vectorization`` is given.
@@ -162,10 +205,12 @@ def transformer(vocabulary=None, text_vectorization=None, sequence_length=64, em
     TensorShape([2, 8])
   """
   if (vocabulary is None) == (text_vectorization is None):
-    raise ValueError("Pass exactly one of `vocabulary` (a list of tokens) and "
-                     "`text_vectorization` (an adapted TextVectorization layer); got "
-                     f"vocabulary={'None' if vocabulary is None else 'a list'} and "
-                     f"text_vectorization={text_vectorization!r}.")
+    raise ValueError(
+      "Pass exactly one of `vocabulary` (a list of tokens) and "
+      "`text_vectorization` (an adapted TextVectorization layer); got "
+      f"vocabulary={'None' if vocabulary is None else 'a list'} and "
+      f"text_vectorization={text_vectorization!r}."
+    )
   sequence_length = _validation.check_int("sequence_length", sequence_length, minimum=1)
   if vocabulary is not None:
     if isinstance(vocabulary, str):
@@ -174,24 +219,39 @@ def transformer(vocabulary=None, text_vectorization=None, sequence_length=64, em
     if not tokens:
       raise ValueError("`vocabulary` must hold at least one token besides '' and '[UNK]'.")
     vectorizer = keras.layers.TextVectorization(
-        vocabulary=tokens, output_sequence_length=sequence_length, standardize=standardize,
-        name="text_vectorization")
+      vocabulary=tokens,
+      output_sequence_length=sequence_length,
+      standardize=standardize,
+      name="text_vectorization",
+    )
   else:
     if not isinstance(text_vectorization, keras.layers.TextVectorization):
-      raise ValueError(f"`text_vectorization` must be a keras.layers.TextVectorization, got "
-                       f"{type(text_vectorization).__name__}.")
+      raise ValueError(
+        f"`text_vectorization` must be a keras.layers.TextVectorization, got "
+        f"{type(text_vectorization).__name__}."
+      )
     config = text_vectorization.get_config()
     if config.get("output_mode") != "int":
-      raise ValueError(f"`text_vectorization` must have output_mode='int', got "
-                       f"{config.get('output_mode')!r}.")
+      raise ValueError(
+        f"`text_vectorization` must have output_mode='int', got {config.get('output_mode')!r}."
+      )
     if text_vectorization.vocabulary_size() < 3:
-      raise ValueError("`text_vectorization` has an empty vocabulary; adapt it on the training "
-                       "texts (or set its vocabulary) first.")
+      raise ValueError(
+        "`text_vectorization` has an empty vocabulary; adapt it on the training "
+        "texts (or set its vocabulary) first."
+      )
     vectorizer = text_vectorization
   texts = keras.Input(shape=(1,), dtype=tf.string, name="text")
   ids = vectorizer(texts)
   pooled = TransformerTextEncoder(
-      vectorizer.vocabulary_size(), sequence_length, embedding_dim=embedding_dim,
-      num_heads=num_heads, num_layers=num_layers, ff_dim=ff_dim, dropout=dropout,
-      output_dim=output_dim, name="transformer")(ids)
+    vectorizer.vocabulary_size(),
+    sequence_length,
+    embedding_dim=embedding_dim,
+    num_heads=num_heads,
+    num_layers=num_layers,
+    ff_dim=ff_dim,
+    dropout=dropout,
+    output_dim=output_dim,
+    name="transformer",
+  )(ids)
   return keras.Model(texts, pooled, name=name)

@@ -6,6 +6,7 @@ normalisation of Liu & Deng, ACPR 2015).
 
 Float images ``[B, 32, 32, 3]`` in, ``[B, embedding_dim]`` out.
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation
@@ -13,12 +14,38 @@ from tfrank4class.compat import keras
 from tfrank4class.encoders import _common
 
 #: Conv widths of VGG16; "M" is a 2x2 max pooling.
-VGG16_LAYERS = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
-                512, 512, 512, "M")
+VGG16_LAYERS = (
+  64,
+  64,
+  "M",
+  128,
+  128,
+  "M",
+  256,
+  256,
+  256,
+  "M",
+  512,
+  512,
+  512,
+  "M",
+  512,
+  512,
+  512,
+  "M",
+)
 
 
-def vgg16_cifar(input_shape=(32, 32, 3), embedding_dim=512, batch_norm=True, dropout=0.0,
-                width_multiplier=1.0, weights=None, weights_path=None, name="vgg16_cifar_encoder"):
+def vgg16_cifar(
+  input_shape=(32, 32, 3),
+  embedding_dim=512,
+  batch_norm=True,
+  dropout=0.0,
+  width_multiplier=1.0,
+  weights=None,
+  weights_path=None,
+  name="vgg16_cifar_encoder",
+):
   """Builds the CIFAR VGG16 encoder ``[B, H, W, 3] -> [B, embedding_dim]``.
 
   Args:
@@ -38,15 +65,17 @@ def vgg16_cifar(input_shape=(32, 32, 3), embedding_dim=512, batch_norm=True, dro
   """
   input_shape = _common.check_image_shape(input_shape, minimum=32)
   if input_shape[0] % 32 or input_shape[1] % 32:
-    raise ValueError(f"`input_shape` must have height and width divisible by 32, got "
-                     f"{input_shape!r}.")
+    raise ValueError(
+      f"`input_shape` must have height and width divisible by 32, got {input_shape!r}."
+    )
   path = _common.check_weights(weights, weights_path)
   embedding_dim = _validation.check_int("embedding_dim", embedding_dim, minimum=1)
   dropout = _validation.check_float("dropout", dropout, minimum=0.0)
   if dropout >= 1.0:
     raise ValueError(f"`dropout` must be in [0, 1), got {dropout!r}.")
-  width_multiplier = _validation.check_float("width_multiplier", width_multiplier, minimum=0.0,
-                                             strict=True)
+  width_multiplier = _validation.check_float(
+    "width_multiplier", width_multiplier, minimum=0.0, strict=True
+  )
   images = keras.Input(shape=input_shape, dtype=tf.float32, name="images")
   x = images
   block, conv = 1, 1
@@ -56,8 +85,9 @@ def vgg16_cifar(input_shape=(32, 32, 3), embedding_dim=512, batch_norm=True, dro
       block, conv = block + 1, 1
       continue
     filters = max(1, int(round(spec * width_multiplier)))
-    x = keras.layers.Conv2D(filters, 3, padding="same", use_bias=not batch_norm,
-                               name=f"block{block}_conv{conv}")(x)
+    x = keras.layers.Conv2D(
+      filters, 3, padding="same", use_bias=not batch_norm, name=f"block{block}_conv{conv}"
+    )(x)
     if batch_norm:
       x = keras.layers.BatchNormalization(name=f"block{block}_bn{conv}")(x)
     x = keras.layers.ReLU(name=f"block{block}_relu{conv}")(x)
@@ -72,5 +102,6 @@ def vgg16_cifar(input_shape=(32, 32, 3), embedding_dim=512, batch_norm=True, dro
       model.load_weights(path)
     except (ValueError, OSError) as e:
       raise ValueError(
-          f"Could not load VGG16-CIFAR weights from weights_path={path!r}: {e}") from None
+        f"Could not load VGG16-CIFAR weights from weights_path={path!r}: {e}"
+      ) from None
   return model

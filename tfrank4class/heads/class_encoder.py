@@ -16,6 +16,7 @@ is available (for example an embedding of each class name), an MLP over those fe
 The paper proposes class encoders over class metadata (Sec. 4, Figure 2 right) but leaves them to
 future work; the feature MLP is our own design and has no published figures to compare with.
 """
+
 import numpy as np
 import tensorflow as tf
 
@@ -32,22 +33,28 @@ def check_class_features(class_features, num_classes):
   """
   try:
     array = np.asarray(
-        class_features.numpy() if isinstance(class_features, tf.Tensor) else class_features)
+      class_features.numpy() if isinstance(class_features, tf.Tensor) else class_features
+    )
   except (TypeError, ValueError) as e:
-    raise ValueError(f"`class_features` must be a numeric matrix [num_classes, p], got "
-                     f"{type(class_features).__name__}: {e}") from None
+    raise ValueError(
+      f"`class_features` must be a numeric matrix [num_classes, p], got "
+      f"{type(class_features).__name__}: {e}"
+    ) from None
   if array.dtype.kind not in "fiu":
-    raise ValueError(f"`class_features` must be a numeric matrix [num_classes, p], got dtype "
-                     f"{array.dtype}.")
+    raise ValueError(
+      f"`class_features` must be a numeric matrix [num_classes, p], got dtype {array.dtype}."
+    )
   if array.ndim != 2:
-    raise ValueError(f"`class_features` must have shape [num_classes, p], got shape "
-                     f"{array.shape}.")
+    raise ValueError(f"`class_features` must have shape [num_classes, p], got shape {array.shape}.")
   if array.shape[0] != num_classes:
-    raise ValueError(f"`class_features` must have first dimension num_classes={num_classes} "
-                     f"(one row per class), got shape {array.shape}.")
+    raise ValueError(
+      f"`class_features` must have first dimension num_classes={num_classes} "
+      f"(one row per class), got shape {array.shape}."
+    )
   if array.shape[1] < 1:
-    raise ValueError(f"`class_features` must have at least one feature column, got shape "
-                     f"{array.shape}.")
+    raise ValueError(
+      f"`class_features` must have at least one feature column, got shape {array.shape}."
+    )
   array = array.astype(np.float32)
   if not np.all(np.isfinite(array)):
     raise ValueError("`class_features` must be finite (no NaN or Inf).")
@@ -97,10 +104,19 @@ class ClassEncoder(keras.layers.Layer):
     TensorShape([3, 2])
   """
 
-  def __init__(self, num_classes, embedding_dim, class_features=None, hidden_units=(),
-               activation="relu", train_class_features=False,
-               embeddings_initializer="glorot_uniform", class_feature_dim=None,
-               bias_initializer=None, **kwargs):
+  def __init__(
+    self,
+    num_classes,
+    embedding_dim,
+    class_features=None,
+    hidden_units=(),
+    activation="relu",
+    train_class_features=False,
+    embeddings_initializer="glorot_uniform",
+    class_feature_dim=None,
+    bias_initializer=None,
+    **kwargs,
+  ):
     super().__init__(**kwargs)
     self.num_classes = _validation.check_int("num_classes", num_classes, minimum=2)
     self.embedding_dim = _validation.check_int("embedding_dim", embedding_dim, minimum=1)
@@ -112,29 +128,43 @@ class ClassEncoder(keras.layers.Layer):
     if class_features is not None:
       self._feature_values = check_class_features(class_features, self.num_classes)
       if class_feature_dim is not None and class_feature_dim != self._feature_values.shape[1]:
-        raise ValueError(f"`class_feature_dim` must match class_features.shape[1]="
-                         f"{self._feature_values.shape[1]}, got {class_feature_dim!r}.")
+        raise ValueError(
+          f"`class_feature_dim` must match class_features.shape[1]="
+          f"{self._feature_values.shape[1]}, got {class_feature_dim!r}."
+        )
       class_feature_dim = self._feature_values.shape[1]
     self.class_feature_dim = _validation.check_int(
-        "class_feature_dim", class_feature_dim, minimum=1, allow_none=True)
+      "class_feature_dim", class_feature_dim, minimum=1, allow_none=True
+    )
     self.bias_initializer = None
     if bias_initializer is not None:
       if self.class_feature_dim is not None:
-        raise ValueError(f"`bias_initializer` applies to the class table only, got "
-                         f"{bias_initializer!r} together with class features.")
+        raise ValueError(
+          f"`bias_initializer` applies to the class table only, got "
+          f"{bias_initializer!r} together with class features."
+        )
       if self.embedding_dim < 2:
-        raise ValueError(f"`bias_initializer` needs embedding_dim >= 2 (kernel rows plus the "
-                         f"bias), got embedding_dim={self.embedding_dim}.")
+        raise ValueError(
+          f"`bias_initializer` needs embedding_dim >= 2 (kernel rows plus the "
+          f"bias), got embedding_dim={self.embedding_dim}."
+        )
       self.bias_initializer = keras.initializers.get(bias_initializer)
     self._mlp = []
     if self.class_feature_dim is not None:
       for i, units in enumerate(self.hidden_units):
-        self._mlp.append(keras.layers.Dense(
-            units, activation=self.activation, kernel_initializer=self._new_initializer(),
-            name=f"feature_mlp_{i}"))
-      self._mlp.append(keras.layers.Dense(
-          self.embedding_dim, kernel_initializer=self._new_initializer(),
-          name="feature_projection"))
+        self._mlp.append(
+          keras.layers.Dense(
+            units,
+            activation=self.activation,
+            kernel_initializer=self._new_initializer(),
+            name=f"feature_mlp_{i}",
+          )
+        )
+      self._mlp.append(
+        keras.layers.Dense(
+          self.embedding_dim, kernel_initializer=self._new_initializer(), name="feature_projection"
+        )
+      )
 
   def _new_initializer(self):
     return fresh_initializer(self.embeddings_initializer)
@@ -162,19 +192,24 @@ class ClassEncoder(keras.layers.Layer):
   def build(self, input_shape=None):
     if self.uses_class_features:
       values = self._feature_values
-      initializer = (keras.initializers.Constant(values) if values is not None
-                     else "zeros")
+      initializer = keras.initializers.Constant(values) if values is not None else "zeros"
       self.class_features = self.add_weight(
-          name="class_features", shape=(self.num_classes, self.class_feature_dim),
-          initializer=initializer, trainable=self.train_class_features)
+        name="class_features",
+        shape=(self.num_classes, self.class_feature_dim),
+        initializer=initializer,
+        trainable=self.train_class_features,
+      )
       width = self.class_feature_dim
       for layer in self._mlp:
         layer.build(tf.TensorShape([None, width]))
         width = layer.units
     else:
       self.table = self.add_weight(
-          name="table", shape=(self.num_classes, self.embedding_dim),
-          initializer=self._table_initializer(), trainable=True)
+        name="table",
+        shape=(self.num_classes, self.embedding_dim),
+        initializer=self._table_initializer(),
+        trainable=True,
+      )
     super().build(input_shape)
 
   def all_embeddings(self):
@@ -199,7 +234,8 @@ class ClassEncoder(keras.layers.Layer):
 
   def get_config(self):
     config = super().get_config()
-    config.update({
+    config.update(
+      {
         "num_classes": self.num_classes,
         "embedding_dim": self.embedding_dim,
         "hidden_units": list(self.hidden_units),
@@ -207,9 +243,13 @@ class ClassEncoder(keras.layers.Layer):
         "train_class_features": self.train_class_features,
         "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
         "class_feature_dim": self.class_feature_dim,
-        "bias_initializer": (None if self.bias_initializer is None
-                             else keras.initializers.serialize(self.bias_initializer)),
-    })
+        "bias_initializer": (
+          None
+          if self.bias_initializer is None
+          else keras.initializers.serialize(self.bias_initializer)
+        ),
+      }
+    )
     return config
 
 

@@ -7,16 +7,30 @@ builder is a training recipe that picks a loss, so it does not belong among the 
 before the losses in the package's one-way flow). Importing this module emits a
 ``DeprecationWarning``.
 """
+
 import warnings
 
-from tfrank4class.retrieval.model import (CROSS_ENTROPY, EMBEDDING_LOSSES, FEATURE_NORMS,
-                                          RetrievalModel, build_retrieval_model,
-                                          export_embedding_model)
+from tfrank4class.retrieval.model import (
+  CROSS_ENTROPY,
+  EMBEDDING_LOSSES,
+  FEATURE_NORMS,
+  RetrievalModel,
+  build_retrieval_model,
+  export_embedding_model,
+)
 
-__all__ = ["CROSS_ENTROPY", "EMBEDDING_LOSSES", "FEATURE_NORMS", "RetrievalModel",
-           "build_retrieval_model", "export_embedding_model"]
+__all__ = [
+  "CROSS_ENTROPY",
+  "EMBEDDING_LOSSES",
+  "FEATURE_NORMS",
+  "RetrievalModel",
+  "build_retrieval_model",
+  "export_embedding_model",
+]
 
 warnings.warn(
-    "tfrank4class.heads.embedding is deprecated: import RetrievalModel, build_retrieval_model "
-    "and export_embedding_model from tfrank4class.retrieval.",
-    DeprecationWarning, stacklevel=2)
+  "tfrank4class.heads.embedding is deprecated: import RetrievalModel, build_retrieval_model "
+  "and export_embedding_model from tfrank4class.retrieval.",
+  DeprecationWarning,
+  stacklevel=2,
+)

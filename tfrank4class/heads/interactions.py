@@ -22,6 +22,7 @@ under a recompute-in-backward custom gradient (like ``tf.recompute_grad``) insid
 ``B x C x w``, at the cost of recomputing the MLP forward pass once in the backward pass.
 ``benchmarks/heads.py`` measures both.
 """
+
 import math
 
 import tensorflow as tf
@@ -57,7 +58,8 @@ class Interaction(keras.layers.Layer):
   def __init__(self, class_chunk_size=None, **kwargs):
     super().__init__(**kwargs)
     self.class_chunk_size = _validation.check_int(
-        "class_chunk_size", class_chunk_size, minimum=1, allow_none=True)
+      "class_chunk_size", class_chunk_size, minimum=1, allow_none=True
+    )
 
   def check_dims(self, d, e):
     """Raises ``ValueError`` if instance size ``d`` and class size ``e`` do not fit."""
@@ -95,14 +97,17 @@ class Interaction(keras.layers.Layer):
           again = self.score_with(h, c, list(weights))
         grads = tape.gradient(again, inputs, output_gradients=upstream)
         return [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
+
       return self.score_with(h, c, list(weights)), grad
 
     return chunk(h, c, *weights)
 
   def _dims(self, input_shape):
     if not isinstance(input_shape, (list, tuple)) or len(input_shape) != 2:
-      raise ValueError(f"{type(self).__name__} expects inputs [instance_embeddings [B, d], "
-                       f"class_embeddings [C, e]], got input shapes {input_shape!r}.")
+      raise ValueError(
+        f"{type(self).__name__} expects inputs [instance_embeddings [B, d], "
+        f"class_embeddings [C, e]], got input shapes {input_shape!r}."
+      )
     h_shape, c_shape = (tf.TensorShape(s) for s in input_shape)
     if h_shape.rank != 2:
       raise ValueError(f"instance embeddings must have shape [B, d], got shape {h_shape}.")
@@ -110,8 +115,10 @@ class Interaction(keras.layers.Layer):
       raise ValueError(f"class embeddings must have shape [C, e], got shape {c_shape}.")
     d, e = h_shape[-1], c_shape[-1]
     if d is None or e is None:
-      raise ValueError(f"the embedding sizes must be known, got instance shape {h_shape} and "
-                       f"class shape {c_shape}.")
+      raise ValueError(
+        f"the embedding sizes must be known, got instance shape {h_shape} and "
+        f"class shape {c_shape}."
+      )
     self.check_dims(d, e)
     return d, e
 
@@ -137,9 +144,12 @@ class Interaction(keras.layers.Layer):
     chunks = tf.reshape(padded, [num_chunks, k, c.shape[-1]])
     # A sequential loop (parallel_iterations=1): one chunk's [B, k, w] activations are alive at a
     # time, forward and backward; a Python loop would let the executor run all chunks at once.
-    scores = tf.map_fn(lambda c_k: self._recomputed_score(h, c_k, weights), chunks,
-                       fn_output_signature=tf.TensorSpec([None, k], h.dtype),
-                       parallel_iterations=1)  # [num_chunks, B, k]
+    scores = tf.map_fn(
+      lambda c_k: self._recomputed_score(h, c_k, weights),
+      chunks,
+      fn_output_signature=tf.TensorSpec([None, k], h.dtype),
+      parallel_iterations=1,
+    )  # [num_chunks, B, k]
     scores = tf.reshape(tf.transpose(scores, [1, 0, 2]), [-1, num_chunks * k])
     return scores[:, :num_classes]
 
@@ -187,9 +197,10 @@ class DotProductInteraction(Interaction):
     want = d + 1 if self.use_bias else d
     if e != want:
       raise ValueError(
-          f"Mismatched embedding sizes: DotProductInteraction(use_bias={self.use_bias}) needs "
-          f"class embeddings of size {'d + 1' if self.use_bias else 'd'} = {want} for instance "
-          f"embeddings of size d = {d}, got class embedding size {e}.")
+        f"Mismatched embedding sizes: DotProductInteraction(use_bias={self.use_bias}) needs "
+        f"class embeddings of size {'d + 1' if self.use_bias else 'd'} = {want} for instance "
+        f"embeddings of size d = {d}, got class embedding size {e}."
+      )
 
   def call(self, inputs):
     # The dot product only forms the [B, C] output: chunking would not save anything.
@@ -217,8 +228,14 @@ class DotProductInteraction(Interaction):
 class _MLPInteraction(Interaction):
   """Shared arguments of the MLP interactions."""
 
-  def __init__(self, hidden_units=(256, 256), activation="relu", class_chunk_size=None,
-               kernel_initializer="glorot_uniform", **kwargs):
+  def __init__(
+    self,
+    hidden_units=(256, 256),
+    activation="relu",
+    class_chunk_size=None,
+    kernel_initializer="glorot_uniform",
+    **kwargs,
+  ):
     super().__init__(class_chunk_size=class_chunk_size, **kwargs)
     self.hidden_units = check_units("hidden_units", hidden_units)
     self.activation = keras.activations.get(activation)
@@ -228,8 +245,9 @@ class _MLPInteraction(Interaction):
     return fresh_initializer(self.kernel_initializer)
 
   def _dense(self, units, activation, name):
-    return keras.layers.Dense(units, activation=activation, name=name,
-                                 kernel_initializer=self._new_initializer())
+    return keras.layers.Dense(
+      units, activation=activation, name=name, kernel_initializer=self._new_initializer()
+    )
 
   def _apply_layers(self, x, weights):
     """Applies ``self._layers`` to ``x [B, k, w]`` with weight values ``[W_1, b_1, W_2, ...]``."""
@@ -241,11 +259,13 @@ class _MLPInteraction(Interaction):
 
   def get_config(self):
     config = super().get_config()
-    config.update({
+    config.update(
+      {
         "hidden_units": list(self.hidden_units),
         "activation": keras.activations.serialize(self.activation),
         "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-    })
+      }
+    )
     return config
 
 
@@ -273,20 +293,32 @@ class LatentCrossInteraction(_MLPInteraction):
     TensorShape([4, 5])
   """
 
-  def __init__(self, hidden_units=(256, 256), activation="relu", class_chunk_size=None,
-               kernel_initializer="glorot_uniform", **kwargs):
-    super().__init__(hidden_units=hidden_units, activation=activation,
-                     class_chunk_size=class_chunk_size, kernel_initializer=kernel_initializer,
-                     **kwargs)
-    self._layers = [self._dense(u, self.activation, f"hidden_{i}")
-                    for i, u in enumerate(self.hidden_units)]
+  def __init__(
+    self,
+    hidden_units=(256, 256),
+    activation="relu",
+    class_chunk_size=None,
+    kernel_initializer="glorot_uniform",
+    **kwargs,
+  ):
+    super().__init__(
+      hidden_units=hidden_units,
+      activation=activation,
+      class_chunk_size=class_chunk_size,
+      kernel_initializer=kernel_initializer,
+      **kwargs,
+    )
+    self._layers = [
+      self._dense(u, self.activation, f"hidden_{i}") for i, u in enumerate(self.hidden_units)
+    ]
     self._layers.append(self._dense(1, None, "output"))
 
   def check_dims(self, d, e):
     if e != d:
       raise ValueError(
-          f"Mismatched embedding sizes: LatentCrossInteraction needs class embeddings of the "
-          f"instance size d = {d}, got class embedding size {e}.")
+        f"Mismatched embedding sizes: LatentCrossInteraction needs class embeddings of the "
+        f"instance size d = {d}, got class embedding size {e}."
+      )
 
   def build(self, input_shape):
     d, _ = self._dims(input_shape)
@@ -327,16 +359,27 @@ class ConcatInteraction(_MLPInteraction):
     TensorShape([4, 5])
   """
 
-  def __init__(self, hidden_units=(256, 256), activation="relu", class_chunk_size=None,
-               kernel_initializer="glorot_uniform", **kwargs):
-    super().__init__(hidden_units=hidden_units, activation=activation,
-                     class_chunk_size=class_chunk_size, kernel_initializer=kernel_initializer,
-                     **kwargs)
+  def __init__(
+    self,
+    hidden_units=(256, 256),
+    activation="relu",
+    class_chunk_size=None,
+    kernel_initializer="glorot_uniform",
+    **kwargs,
+  ):
+    super().__init__(
+      hidden_units=hidden_units,
+      activation=activation,
+      class_chunk_size=class_chunk_size,
+      kernel_initializer=kernel_initializer,
+      **kwargs,
+    )
     units = self.hidden_units + (1,)
     self._first_units = units[0]
     self._first_activation = self.activation if self.hidden_units else None
-    self._layers = [self._dense(u, self.activation, f"hidden_{i + 1}")
-                    for i, u in enumerate(units[1:-1])]
+    self._layers = [
+      self._dense(u, self.activation, f"hidden_{i + 1}") for i, u in enumerate(units[1:-1])
+    ]
     if len(units) > 1:
       self._layers.append(self._dense(1, None, "output"))
 
@@ -345,10 +388,14 @@ class ConcatInteraction(_MLPInteraction):
     self._d = d
     # One kernel over [h, c_i], exactly as a Dense layer on the concatenation would hold it.
     self.first_kernel = self.add_weight(
-        name="first_kernel", shape=(d + e, self._first_units),
-        initializer=self._new_initializer(), trainable=True)
+      name="first_kernel",
+      shape=(d + e, self._first_units),
+      initializer=self._new_initializer(),
+      trainable=True,
+    )
     self.first_bias = self.add_weight(
-        name="first_bias", shape=(self._first_units,), initializer="zeros", trainable=True)
+      name="first_bias", shape=(self._first_units,), initializer="zeros", trainable=True
+    )
     width = self._first_units
     for layer in self._layers:
       layer.build(tf.TensorShape([None, None, width]))
@@ -357,12 +404,13 @@ class ConcatInteraction(_MLPInteraction):
 
   def chunk_weights(self):
     return [self.first_kernel, self.first_bias] + [
-        w for layer in self._layers for w in (layer.kernel, layer.bias)]
+      w for layer in self._layers for w in (layer.kernel, layer.bias)
+    ]
 
   def score_with(self, h, c, weights):
     kernel, bias = weights[0], weights[1]
-    from_h = tf.matmul(h, kernel[:self._d])  # [B, u]
-    from_c = tf.matmul(c, kernel[self._d:])  # [k, u]
+    from_h = tf.matmul(h, kernel[: self._d])  # [B, u]
+    from_c = tf.matmul(c, kernel[self._d :])  # [k, u]
     x = from_h[:, tf.newaxis, :] + from_c[tf.newaxis, :, :] + bias
     if self._first_activation is not None:
       x = self._first_activation(x)

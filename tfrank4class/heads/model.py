@@ -1,7 +1,8 @@
 """``build_model``: an encoder followed by a :class:`Rank4ClassHead`.
 
-    scores = Rank4ClassHead(encoder(x))        [B, C]
+scores = Rank4ClassHead(encoder(x))        [B, C]
 """
+
 import tensorflow as tf
 
 from tfrank4class import encoders as encoders_lib
@@ -13,14 +14,25 @@ def _new_inputs(encoder):
   """Fresh ``keras.Input``s matching a functional encoder's inputs."""
   inputs = []
   for i, t in enumerate(encoder.inputs):
-    inputs.append(keras.Input(shape=t.shape[1:], dtype=t.dtype,
-                                 name=t.name.split(":")[0] if i == 0 else None))
+    inputs.append(
+      keras.Input(shape=t.shape[1:], dtype=t.dtype, name=t.name.split(":")[0] if i == 0 else None)
+    )
   return inputs
 
 
-def build_model(encoder, num_classes, interaction="dot", hidden_units=(256, 256),
-                class_features=None, class_chunk_size=None, input_shape=None, input_dtype=None,
-                encoder_kwargs=None, name="rank4class", **head_kwargs):
+def build_model(
+  encoder,
+  num_classes,
+  interaction="dot",
+  hidden_units=(256, 256),
+  class_features=None,
+  class_chunk_size=None,
+  input_shape=None,
+  input_dtype=None,
+  encoder_kwargs=None,
+  name="rank4class",
+  **head_kwargs,
+):
   """Puts a Rank4Class head on an encoder: a Keras model from inputs to scores ``[B, C]``.
 
   Args:
@@ -51,14 +63,22 @@ def build_model(encoder, num_classes, interaction="dot", hidden_units=(256, 256)
   if isinstance(encoder, str):
     encoder = encoders_lib.get(encoder, **(encoder_kwargs or {}))
   elif encoder_kwargs:
-    raise ValueError("`encoder_kwargs` is only used when `encoder` is a name, got an encoder "
-                     f"object {encoder!r}.")
+    raise ValueError(
+      f"`encoder_kwargs` is only used when `encoder` is a name, got an encoder object {encoder!r}."
+    )
   if not callable(encoder):
-    raise ValueError(f"`encoder` must be a Keras model/layer or one of "
-                     f"{encoders_lib.names()}, got {encoder!r}.")
-  head = Rank4ClassHead(num_classes, interaction=interaction, hidden_units=hidden_units,
-                        class_features=class_features, class_chunk_size=class_chunk_size,
-                        name="rank4class_head", **head_kwargs)
+    raise ValueError(
+      f"`encoder` must be a Keras model/layer or one of {encoders_lib.names()}, got {encoder!r}."
+    )
+  head = Rank4ClassHead(
+    num_classes,
+    interaction=interaction,
+    hidden_units=hidden_units,
+    class_features=class_features,
+    class_chunk_size=class_chunk_size,
+    name="rank4class_head",
+    **head_kwargs,
+  )
   if input_shape is not None:
     inputs = keras.Input(shape=tuple(input_shape), dtype=input_dtype or tf.float32)
   elif isinstance(encoder, keras.Model) and getattr(encoder, "inputs", None):
@@ -66,11 +86,15 @@ def build_model(encoder, num_classes, interaction="dot", hidden_units=(256, 256)
     if len(inputs) == 1:
       inputs = inputs[0]
   else:
-    raise ValueError("`input_shape` is required when `encoder` has no known inputs (a layer or "
-                     f"an unbuilt subclassed model), got encoder {encoder!r}.")
+    raise ValueError(
+      "`input_shape` is required when `encoder` has no known inputs (a layer or "
+      f"an unbuilt subclassed model), got encoder {encoder!r}."
+    )
   embeddings = encoder(inputs)
   if embeddings.shape.rank != 2:
-    raise ValueError(f"The encoder must output instance embeddings [B, d], got shape "
-                     f"{embeddings.shape}; add pooling (e.g. GlobalAveragePooling2D).")
+    raise ValueError(
+      f"The encoder must output instance embeddings [B, d], got shape "
+      f"{embeddings.shape}; add pooling (e.g. GlobalAveragePooling2D)."
+    )
   scores = head(embeddings)
   return keras.Model(inputs, scores, name=name)

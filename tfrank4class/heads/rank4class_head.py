@@ -6,14 +6,14 @@ with ``f`` the dot product ``[h, 1] . c_i`` (Rank4Class, ICLR 2022 submission, S
 ``Dense(C)`` layer), the latent cross ``MLP((1 + c_i) * h)`` or the concatenation ``MLP([h, c_i])``
 (Sec. 4.2, Tables 5-6).
 """
+
 import numpy as np
 import tensorflow as tf
 
 from tfrank4class import _validation, compat
 from tfrank4class.compat import keras
 from tfrank4class.heads import interactions as interactions_lib
-from tfrank4class.heads.class_encoder import (
-    ClassEncoder, check_class_features, check_units)
+from tfrank4class.heads.class_encoder import ClassEncoder, check_class_features, check_units
 
 
 @compat.register_serializable
@@ -62,24 +62,38 @@ class Rank4ClassHead(keras.layers.Layer):
     TensorShape([2, 4])
   """
 
-  def __init__(self, num_classes, interaction="dot", hidden_units=(256, 256), class_features=None,
-               class_feature_units=(), class_embedding_dim=None, activation="relu",
-               use_bias=True, class_chunk_size=None, train_class_features=False,
-               embeddings_initializer="glorot_uniform", class_feature_dim=None,
-               bias_initializer="zeros", **kwargs):
+  def __init__(
+    self,
+    num_classes,
+    interaction="dot",
+    hidden_units=(256, 256),
+    class_features=None,
+    class_feature_units=(),
+    class_embedding_dim=None,
+    activation="relu",
+    use_bias=True,
+    class_chunk_size=None,
+    train_class_features=False,
+    embeddings_initializer="glorot_uniform",
+    class_feature_dim=None,
+    bias_initializer="zeros",
+    **kwargs,
+  ):
     super().__init__(**kwargs)
     self.num_classes = _validation.check_int("num_classes", num_classes, minimum=2)
     self.interaction_name = interactions_lib.INTERACTIONS.resolve(interaction).name
     self.hidden_units = check_units("hidden_units", hidden_units)
     self.class_feature_units = check_units("class_feature_units", class_feature_units)
     self.class_embedding_dim = _validation.check_int(
-        "class_embedding_dim", class_embedding_dim, minimum=1, allow_none=True)
+      "class_embedding_dim", class_embedding_dim, minimum=1, allow_none=True
+    )
     self.activation = keras.activations.serialize(keras.activations.get(activation))
     if not isinstance(use_bias, bool):
       raise ValueError(f"`use_bias` must be True or False, got {use_bias!r}.")
     self.use_bias = use_bias
     self.class_chunk_size = _validation.check_int(
-        "class_chunk_size", class_chunk_size, minimum=1, allow_none=True)
+      "class_chunk_size", class_chunk_size, minimum=1, allow_none=True
+    )
     self.train_class_features = bool(train_class_features)
     self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
     self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -88,10 +102,16 @@ class Rank4ClassHead(keras.layers.Layer):
       self._class_features = check_class_features(class_features, self.num_classes)
       class_feature_dim = self._class_features.shape[1]
     self.class_feature_dim = _validation.check_int(
-        "class_feature_dim", class_feature_dim, minimum=1, allow_none=True)
+      "class_feature_dim", class_feature_dim, minimum=1, allow_none=True
+    )
     self.interaction = interactions_lib.get(
-        self.interaction_name, hidden_units=self.hidden_units, activation=self.activation,
-        use_bias=self.use_bias, class_chunk_size=self.class_chunk_size, name="interaction")
+      self.interaction_name,
+      hidden_units=self.hidden_units,
+      activation=self.activation,
+      use_bias=self.use_bias,
+      class_chunk_size=self.class_chunk_size,
+      name="interaction",
+    )
     self.class_encoder = None
 
   def _embedding_dim(self, d):
@@ -100,29 +120,36 @@ class Rank4ClassHead(keras.layers.Layer):
     want = d + 1 if (self.interaction_name == "dot" and self.use_bias) else d
     if self.class_embedding_dim is not None and self.class_embedding_dim != want:
       raise ValueError(
-          f"Mismatched embedding sizes: interaction {self.interaction_name!r}"
-          f"{' with use_bias=True' if self.interaction_name == 'dot' and self.use_bias else ''} "
-          f"needs class_embedding_dim = {want} for instance embeddings of size d = {d}, got "
-          f"class_embedding_dim={self.class_embedding_dim}.")
+        f"Mismatched embedding sizes: interaction {self.interaction_name!r}"
+        f"{' with use_bias=True' if self.interaction_name == 'dot' and self.use_bias else ''} "
+        f"needs class_embedding_dim = {want} for instance embeddings of size d = {d}, got "
+        f"class_embedding_dim={self.class_embedding_dim}."
+      )
     return want
 
   def build(self, input_shape):
     input_shape = tf.TensorShape(input_shape)
     if input_shape.rank != 2 or input_shape[-1] is None:
-      raise ValueError(f"Rank4ClassHead expects instance embeddings of shape [B, d] with a known "
-                       f"d, got shape {input_shape}.")
+      raise ValueError(
+        f"Rank4ClassHead expects instance embeddings of shape [B, d] with a known "
+        f"d, got shape {input_shape}."
+      )
     d = input_shape[-1]
     e = self._embedding_dim(d)
     self._input_dim = d
-    dense_like = (self.interaction_name == "dot" and self.use_bias
-                  and self.class_feature_dim is None)
+    dense_like = self.interaction_name == "dot" and self.use_bias and self.class_feature_dim is None
     self.class_encoder = ClassEncoder(
-        self.num_classes, e, class_features=self._class_features,
-        hidden_units=self.class_feature_units, activation=self.activation,
-        train_class_features=self.train_class_features,
-        embeddings_initializer=self.embeddings_initializer,
-        class_feature_dim=self.class_feature_dim,
-        bias_initializer=self.bias_initializer if dense_like else None, name="class_encoder")
+      self.num_classes,
+      e,
+      class_features=self._class_features,
+      hidden_units=self.class_feature_units,
+      activation=self.activation,
+      train_class_features=self.train_class_features,
+      embeddings_initializer=self.embeddings_initializer,
+      class_feature_dim=self.class_feature_dim,
+      bias_initializer=self.bias_initializer if dense_like else None,
+      name="class_encoder",
+    )
     self.class_encoder.build(None)
     self.interaction.build([tf.TensorShape([None, d]), tf.TensorShape([self.num_classes, e])])
     super().build(input_shape)
@@ -130,8 +157,9 @@ class Rank4ClassHead(keras.layers.Layer):
   def call(self, inputs):
     h = tf.convert_to_tensor(inputs)
     if h.shape.rank != 2:
-      raise ValueError(f"Rank4ClassHead expects instance embeddings of shape [B, d], got shape "
-                       f"{h.shape}.")
+      raise ValueError(
+        f"Rank4ClassHead expects instance embeddings of shape [B, d], got shape {h.shape}."
+      )
     c = self.class_encoder.all_embeddings()
     return self.interaction([h, tf.cast(c, h.dtype)])
 
@@ -151,20 +179,24 @@ class Rank4ClassHead(keras.layers.Layer):
     if self.interaction_name != "dot":
       raise ValueError(f"set_dense_weights needs interaction='dot', got {self.interaction_name!r}.")
     if not self.built or self.class_encoder.uses_class_features:
-      raise ValueError("set_dense_weights needs a built head whose class encoder is a table "
-                       "(call the head once and pass no class_features).")
+      raise ValueError(
+        "set_dense_weights needs a built head whose class encoder is a table "
+        "(call the head once and pass no class_features)."
+      )
     kernel = np.asarray(kernel, np.float32)
     d = self.interaction_input_dim
     if kernel.shape != (d, self.num_classes):
-      raise ValueError(f"`kernel` must have shape [d, num_classes] = {(d, self.num_classes)}, got "
-                       f"{kernel.shape}.")
+      raise ValueError(
+        f"`kernel` must have shape [d, num_classes] = {(d, self.num_classes)}, got {kernel.shape}."
+      )
     if self.use_bias:
       if bias is None:
         raise ValueError("`bias` is required when use_bias=True.")
       bias = np.asarray(bias, np.float32)
       if bias.shape != (self.num_classes,):
-        raise ValueError(f"`bias` must have shape [num_classes] = ({self.num_classes},), got "
-                         f"{bias.shape}.")
+        raise ValueError(
+          f"`bias` must have shape [num_classes] = ({self.num_classes},), got {bias.shape}."
+        )
       table = np.concatenate([kernel, bias[np.newaxis, :]], axis=0).T
     else:
       if bias is not None:
@@ -181,7 +213,8 @@ class Rank4ClassHead(keras.layers.Layer):
 
   def get_config(self):
     config = super().get_config()
-    config.update({
+    config.update(
+      {
         "num_classes": self.num_classes,
         "interaction": self.interaction_name,
         "hidden_units": list(self.hidden_units),
@@ -194,5 +227,6 @@ class Rank4ClassHead(keras.layers.Layer):
         "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
         "class_feature_dim": self.class_feature_dim,
         "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-    })
+      }
+    )
     return config

@@ -40,8 +40,13 @@ class AveragePrecisionLoss(rambo.BlackboxRankLoss):
     ...               metrics=[tfrank4class.metrics.MeanAveragePrecision()])
   """
 
-  def __init__(self, lambda_=1.0, margin=0.0, reduction=keras.losses.Reduction.AUTO,
-               name="average_precision_loss"):
+  def __init__(
+    self,
+    lambda_=1.0,
+    margin=0.0,
+    reduction=keras.losses.Reduction.AUTO,
+    name="average_precision_loss",
+  ):
     super().__init__(lambda_=lambda_, margin=margin, memory=0, reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):
@@ -79,8 +84,14 @@ class MeanAveragePrecisionLoss(rambo.BlackboxRankLoss):
 
   supports_memory = True
 
-  def __init__(self, lambda_=1.0, margin=0.0, memory=0,
-               reduction=keras.losses.Reduction.AUTO, name="mean_average_precision_loss"):
+  def __init__(
+    self,
+    lambda_=1.0,
+    margin=0.0,
+    memory=0,
+    reduction=keras.losses.Reduction.AUTO,
+    name="mean_average_precision_loss",
+  ):
     super().__init__(lambda_=lambda_, margin=margin, memory=memory, reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):
@@ -108,8 +119,9 @@ class APCLoss(rambo.BlackboxRankLoss):
 
   supports_memory = True
 
-  def __init__(self, lambda_=1.0, margin=0.0, memory=0,
-               reduction=keras.losses.Reduction.AUTO, name="apc_loss"):
+  def __init__(
+    self, lambda_=1.0, margin=0.0, memory=0, reduction=keras.losses.Reduction.AUTO, name="apc_loss"
+  ):
     super().__init__(lambda_=lambda_, margin=margin, memory=memory, reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):
@@ -144,8 +156,16 @@ class MapApcLoss(rambo.BlackboxRankLoss):
 
   supports_memory = True
 
-  def __init__(self, map_weight=2.0, apc_weight=1.0, lambda_=1.0, margin=0.0, memory=0,
-               reduction=keras.losses.Reduction.AUTO, name="map_apc_loss"):
+  def __init__(
+    self,
+    map_weight=2.0,
+    apc_weight=1.0,
+    lambda_=1.0,
+    margin=0.0,
+    memory=0,
+    reduction=keras.losses.Reduction.AUTO,
+    name="map_apc_loss",
+  ):
     self.map_weight = _validation.check_float("map_weight", map_weight, minimum=0.0)
     self.apc_weight = _validation.check_float("apc_weight", apc_weight, minimum=0.0)
     if self.map_weight + self.apc_weight == 0.0:

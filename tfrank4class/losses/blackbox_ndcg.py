@@ -33,8 +33,9 @@ class BlackboxNDCGLoss(rambo.BlackboxRankLoss):
     ...               metrics=[tfrank4class.metrics.NDCG(5)])
   """
 
-  def __init__(self, lambda_=1.0, margin=0.0, reduction=keras.losses.Reduction.AUTO,
-               name="blackbox_ndcg_loss"):
+  def __init__(
+    self, lambda_=1.0, margin=0.0, reduction=keras.losses.Reduction.AUTO, name="blackbox_ndcg_loss"
+  ):
     super().__init__(lambda_=lambda_, margin=margin, memory=0, reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):

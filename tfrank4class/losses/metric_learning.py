@@ -19,6 +19,7 @@ Each loss returns one value per anchor ``[B]`` and lets Keras reduce them (so ``
 weighs anchors). An anchor without a positive or without a negative in the batch contributes 0.
 Under ``tf.distribute`` each replica mines inside its own share of the global batch.
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation
@@ -137,8 +138,14 @@ class ContrastiveLoss(_EmbeddingLoss):
 
   _MINING = ("all", "hard")
 
-  def __init__(self, margin=1.0, normalize=True, mining="all",
-               reduction=keras.losses.Reduction.AUTO, name="contrastive_loss"):
+  def __init__(
+    self,
+    margin=1.0,
+    normalize=True,
+    mining="all",
+    reduction=keras.losses.Reduction.AUTO,
+    name="contrastive_loss",
+  ):
     super().__init__(margin, normalize, mining, reduction, name)
 
   def call(self, y_true, y_pred):
@@ -152,8 +159,9 @@ class ContrastiveLoss(_EmbeddingLoss):
       has_neg = tf.reduce_any(neg, axis=1)
       hardest_pos, hardest_neg = _hardest(d, pos, neg, m)
       pos_term = tf.where(has_pos, 0.5 * tf.square(hardest_pos), tf.zeros_like(hardest_pos))
-      neg_term = tf.where(has_neg, 0.5 * tf.square(tf.nn.relu(m - hardest_neg)),
-                          tf.zeros_like(hardest_neg))
+      neg_term = tf.where(
+        has_neg, 0.5 * tf.square(tf.nn.relu(m - hardest_neg)), tf.zeros_like(hardest_neg)
+      )
     return pos_term + neg_term
 
 
@@ -188,8 +196,14 @@ class TripletLoss(_EmbeddingLoss):
 
   _MINING = ("batch_hard", "batch_all", "semi_hard")
 
-  def __init__(self, margin=0.2, normalize=True, mining="batch_hard",
-               reduction=keras.losses.Reduction.AUTO, name="triplet_loss"):
+  def __init__(
+    self,
+    margin=0.2,
+    normalize=True,
+    mining="batch_hard",
+    reduction=keras.losses.Reduction.AUTO,
+    name="triplet_loss",
+  ):
     super().__init__(margin, normalize, mining, reduction, name)
 
   def call(self, y_true, y_pred):
@@ -211,7 +225,7 @@ class TripletLoss(_EmbeddingLoss):
       # For each (i, p): negatives farther than p; take the closest such, else the farthest.
       b = tf.shape(d)[0]
       big = tf.reduce_max(d) + m + 1.0
-      d_in = tf.broadcast_to(d[:, None, :], tf.stack([b, b, b]))     # [i, p, n] -> d_in
+      d_in = tf.broadcast_to(d[:, None, :], tf.stack([b, b, b]))  # [i, p, n] -> d_in
       outside = tf.logical_and(neg[:, None, :], d_in > d[:, :, None])
       closest_outside = tf.reduce_min(tf.where(outside, d_in, big), axis=2)
       farthest = tf.reduce_max(tf.where(neg, d, tf.zeros_like(d)), axis=1, keepdims=True)
@@ -275,13 +289,19 @@ class SmoothedCrossEntropy(keras.losses.Loss):
 
   SPREADS = ("other_classes", "all_classes")
 
-  def __init__(self, label_smoothing=0.1, spread="other_classes",
-               reduction=keras.losses.Reduction.AUTO, name="smoothed_cross_entropy"):
+  def __init__(
+    self,
+    label_smoothing=0.1,
+    spread="other_classes",
+    reduction=keras.losses.Reduction.AUTO,
+    name="smoothed_cross_entropy",
+  ):
     super().__init__(reduction=reduction, name=name)
     self.label_smoothing = _validation.check_float("label_smoothing", label_smoothing, minimum=0.0)
     if self.label_smoothing >= 1.0:
       raise ValueError(
-          f"`label_smoothing` must be a finite number in [0, 1), got {label_smoothing!r}.")
+        f"`label_smoothing` must be a finite number in [0, 1), got {label_smoothing!r}."
+      )
     self.spread = _validation.check_choice("spread", spread, self.SPREADS)
 
   def call(self, y_true, y_pred):

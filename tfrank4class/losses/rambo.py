@@ -27,10 +27,12 @@ a :class:`~tfrank4class.losses.ScoreMemory`.
 The classes in ``recall.py``, ``average_precision.py`` and ``blackbox_ndcg.py`` wrap these as
 Keras losses.
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation
 from tfrank4class.compat import keras
+
 # class_ids: public here before issue 13 (the one label parser, re-exported).
 from tfrank4class.labels import class_ids, num_items, to_relevance  # noqa: F401
 from tfrank4class.losses.score_memory import ScoreMemory
@@ -198,8 +200,9 @@ def ndcg_loss_values(scores, relevance, lambda_, margin=0.0):
 
 
 @tf.autograph.experimental.do_not_convert
-def similarity_lists(embeddings, labels, gallery_embeddings=None, gallery_labels=None,
-                     similarity="cosine"):
+def similarity_lists(
+  embeddings, labels, gallery_embeddings=None, gallery_labels=None, similarity="cosine"
+):
   """Retrieval lists from embeddings: queries = the batch, gallery = the batch (+ memory).
 
       S[i, j] = <e_i, g_j> / (|e_i| |g_j|)   ("cosine")   or   <e_i, g_j>   ("dot")
@@ -255,17 +258,19 @@ class BlackboxRankLoss(keras.losses.Loss):
 
   supports_memory = False
 
-  def __init__(self, lambda_=1.0, margin=0.0, memory=0,
-               reduction=keras.losses.Reduction.AUTO, name=None):
+  def __init__(
+    self, lambda_=1.0, margin=0.0, memory=0, reduction=keras.losses.Reduction.AUTO, name=None
+  ):
     super().__init__(reduction=reduction, name=name)
     self.lambda_ = _validation.check_float("lambda_", lambda_, minimum=0.0, strict=True)
     self.margin = _validation.check_float("margin", margin, minimum=0.0)
     self.memory = _validation.check_int("memory", memory, minimum=0)
     if self.memory and not self.supports_memory:
       raise ValueError(
-          f"`memory` must be 0 for {type(self).__name__}, got {memory!r}: its lists are the rows "
-          "of y_pred, which past batches do not lengthen (use memory with "
-          "MeanAveragePrecisionLoss, APCLoss, MapApcLoss or RecallLoss(from_embeddings=True)).")
+        f"`memory` must be 0 for {type(self).__name__}, got {memory!r}: its lists are the rows "
+        "of y_pred, which past batches do not lengthen (use memory with "
+        "MeanAveragePrecisionLoss, APCLoss, MapApcLoss or RecallLoss(from_embeddings=True))."
+      )
     self._memory = ScoreMemory(self.memory) if self.memory else None
 
   def loss_values(self, scores, relevance):

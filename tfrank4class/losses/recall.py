@@ -1,10 +1,11 @@
 """The RaMBO recall loss (Rolinek et al., CVPR 2020, Sec. 4.5, Eq. 16-20) as a Keras loss."""
+
 import tensorflow as tf
 
 from tfrank4class import _validation
 from tfrank4class.compat import keras
-from tfrank4class.losses import rambo
 from tfrank4class.labels import class_ids
+from tfrank4class.losses import rambo
 from tfrank4class.losses.registry import register
 
 
@@ -63,8 +64,17 @@ class RecallLoss(rambo.BlackboxRankLoss):
 
   supports_memory = True
 
-  def __init__(self, weighting="log", lambda_=1.0, margin=0.0, memory=0, from_embeddings=False,
-               similarity="cosine", reduction=keras.losses.Reduction.AUTO, name="recall_loss"):
+  def __init__(
+    self,
+    weighting="log",
+    lambda_=1.0,
+    margin=0.0,
+    memory=0,
+    from_embeddings=False,
+    similarity="cosine",
+    reduction=keras.losses.Reduction.AUTO,
+    name="recall_loss",
+  ):
     self.weighting = _validation.check_choice("weighting", weighting, rambo.WEIGHTINGS)
     if not isinstance(from_embeddings, bool):
       raise ValueError(f"`from_embeddings` must be True or False, got {from_embeddings!r}.")
@@ -73,8 +83,9 @@ class RecallLoss(rambo.BlackboxRankLoss):
     if memory and not from_embeddings:
       _validation.check_int("memory", memory, minimum=0)
       raise ValueError(
-          f"`memory` must be 0 unless from_embeddings=True, got {memory!r}: the rows of a score "
-          "matrix are independent lists that past batches do not lengthen.")
+        f"`memory` must be 0 unless from_embeddings=True, got {memory!r}: the rows of a score "
+        "matrix are independent lists that past batches do not lengthen."
+      )
     super().__init__(lambda_=lambda_, margin=margin, memory=memory, reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):
@@ -90,11 +101,17 @@ class RecallLoss(rambo.BlackboxRankLoss):
     if self._memory is not None:
       gallery, gallery_labels = self._memory(embeddings, labels)
     sims, relevance = rambo.similarity_lists(
-        embeddings, labels, gallery, gallery_labels, self.similarity)
+      embeddings, labels, gallery, gallery_labels, self.similarity
+    )
     return self.loss_values(sims, relevance)
 
   def get_config(self):
     config = super().get_config()
-    config.update({"weighting": self.weighting, "from_embeddings": self.from_embeddings,
-                   "similarity": self.similarity})
+    config.update(
+      {
+        "weighting": self.weighting,
+        "from_embeddings": self.from_embeddings,
+        "similarity": self.similarity,
+      }
+    )
     return config

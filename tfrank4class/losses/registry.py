@@ -8,6 +8,7 @@
 Our own losses register themselves with the :func:`register` decorator, which also makes them
 Keras-serializable under the ``tfrank4class`` package name.
 """
+
 import functools
 
 from tfrank4class import compat
@@ -31,9 +32,11 @@ def register(name):
   Raises:
     ValueError: ``name`` is already registered (a TF-Ranking key or one of ours).
   """
+
   def decorator(cls):
-    LOSSES.add(name, cls)   # refuses a duplicate before Keras sees the class
+    LOSSES.add(name, cls)  # refuses a duplicate before Keras sees the class
     return compat.register_serializable(cls)
+
   return decorator
 
 

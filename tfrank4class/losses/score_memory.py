@@ -16,6 +16,7 @@ under ``tf.distribute.MirroredStrategy`` every replica keeps and reads its OWN m
 last ``tau`` per-replica shards it saw itself (nothing is exchanged between replicas). Calls made
 during ``model.evaluate`` also push batches; reset with :meth:`ScoreMemory.reset` if that matters.
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation, compat
@@ -47,20 +48,28 @@ class ScoreMemory(tf.Module):
 
   def _variable(self, initial, shape):
     return tf.Variable(
-        initial, shape=shape, trainable=False,
-        synchronization=tf.VariableSynchronization.ON_READ,
-        aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+      initial,
+      shape=shape,
+      trainable=False,
+      synchronization=tf.VariableSynchronization.ON_READ,
+      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+    )
 
   def _build(self, values, labels):
     for name, t in (("values", values), ("labels", labels)):
       if t.shape.rank is None or not t.shape[1:].is_fully_defined():
         raise ValueError(
-            f"ScoreMemory needs `{name}` with known static inner dimensions, got shape {t.shape}.")
+          f"ScoreMemory needs `{name}` with known static inner dimensions, got shape {t.shape}."
+        )
     with tf.init_scope():
-      self._values = self._variable(tf.zeros([0] + values.shape[1:].as_list(), values.dtype),
-                                    [None] + values.shape[1:].as_list())
-      self._labels = self._variable(tf.zeros([0] + labels.shape[1:].as_list(), labels.dtype),
-                                    [None] + labels.shape[1:].as_list())
+      self._values = self._variable(
+        tf.zeros([0] + values.shape[1:].as_list(), values.dtype),
+        [None] + values.shape[1:].as_list(),
+      )
+      self._labels = self._variable(
+        tf.zeros([0] + labels.shape[1:].as_list(), labels.dtype),
+        [None] + labels.shape[1:].as_list(),
+      )
       self._sizes = self._variable(tf.zeros([self.batches], tf.int32), [self.batches])
 
   @tf.autograph.experimental.do_not_convert
@@ -82,8 +91,9 @@ class ScoreMemory(tf.Module):
       self._build(values, labels)
     if values.dtype != self._values.dtype or labels.dtype != self._labels.dtype:
       raise ValueError(
-          f"ScoreMemory was built for values {self._values.dtype.name} / labels "
-          f"{self._labels.dtype.name}, got {values.dtype.name} / {labels.dtype.name}.")
+        f"ScoreMemory was built for values {self._values.dtype.name} / labels "
+        f"{self._labels.dtype.name}, got {values.dtype.name} / {labels.dtype.name}."
+      )
     old_values = tf.identity(self._values)
     old_labels = tf.identity(self._labels)
     old_sizes = tf.identity(self._sizes)
@@ -93,9 +103,9 @@ class ScoreMemory(tf.Module):
     keep = tf.reduce_sum(sizes)
     with tf.control_dependencies([values_all, labels_all]):
       updates = [
-          self._values.assign(tf.stop_gradient(values_all[:keep])),
-          self._labels.assign(labels_all[:keep]),
-          self._sizes.assign(sizes),
+        self._values.assign(tf.stop_gradient(values_all[:keep])),
+        self._labels.assign(labels_all[:keep]),
+        self._sizes.assign(sizes),
       ]
     with tf.control_dependencies(updates):
       return tf.identity(values_all), tf.identity(labels_all)

@@ -34,6 +34,7 @@ Serialization: ``get_config`` stores a named ranker by its name (the shipped wei
 and a layer with ``keras.utils.serialize_keras_object``; a sorter layer's *learned weights* are
 not part of a Keras loss config, so pass pretrained sorters by name when the model must be saved.
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation
@@ -59,15 +60,17 @@ def resolve_ranker(ranker, trainable=False):
       return ranker, PRETRAINED_SORTERS.get(ranker, trainable=trainable)
     if ranker == "pairwise_sigmoid":
       return ranker, PairwiseSigmoidSorter()
-    raise ValueError(f"`ranker` must be one of {list(_NAMES)}, a rank layer or a callable, "
-                     f"got {ranker!r}.")
+    raise ValueError(
+      f"`ranker` must be one of {list(_NAMES)}, a rank layer or a callable, got {ranker!r}."
+    )
   if isinstance(ranker, dict):
     layer = keras.utils.deserialize_keras_object(ranker)
     return ranker, layer
   if callable(ranker):
     return ranker, ranker
-  raise ValueError(f"`ranker` must be one of {list(_NAMES)}, a rank layer or a callable, "
-                   f"got {ranker!r}.")
+  raise ValueError(
+    f"`ranker` must be one of {list(_NAMES)}, a rank layer or a callable, got {ranker!r}."
+  )
 
 
 class _RankLoss(keras.losses.Loss):
@@ -79,14 +82,16 @@ class _RankLoss(keras.losses.Loss):
       raise ValueError(f"`ranker_trainable` must be a bool, got {ranker_trainable!r}.")
     self.ranker_trainable = ranker_trainable
     self.ranker_learning_rate = _validation.check_float(
-        "ranker_learning_rate", ranker_learning_rate, minimum=0.0, strict=True)
+      "ranker_learning_rate", ranker_learning_rate, minimum=0.0, strict=True
+    )
     self._ranker_config, self.ranker = resolve_ranker(ranker, trainable=ranker_trainable)
     self._ranker_optimizer = None
     if ranker_trainable:
       if not isinstance(self.ranker, sorter_base.Sorter) or not self.ranker.trainable_weights:
         raise ValueError(
-            f"`ranker_trainable=True` needs a learned sorter layer (e.g. 'attention', 'lstm', "
-            f"'conv'), got ranker={ranker!r}.")
+          f"`ranker_trainable=True` needs a learned sorter layer (e.g. 'attention', 'lstm', "
+          f"'conv'), got ranker={ranker!r}."
+        )
       self.ranker.trainable = True
       self._ranker_optimizer = keras.optimizers.Adam(self.ranker_learning_rate)
       self._ranker_optimizer.build(self.ranker.trainable_variables)
@@ -101,8 +106,9 @@ class _RankLoss(keras.losses.Loss):
     (Eq. 1); returns a dependency to attach to the loss."""
     if tf.distribute.has_strategy():
       raise ValueError(
-          "`ranker_trainable=True` (fine-tuning the sorter inside the loss) is not supported "
-          "under a tf.distribute strategy; pretrain or fine-tune the sorter separately.")
+        "`ranker_trainable=True` (fine-tuning the sorter inside the loss) is not supported "
+        "under a tf.distribute strategy; pretrain or fine-tune the sorter separately."
+      )
     scores = tf.stop_gradient(scores)
     target = rank(scores)
     n = tf.cast(tf.shape(scores)[-1], scores.dtype)
@@ -124,16 +130,22 @@ class _RankLoss(keras.losses.Loss):
     ranker = self._ranker_config
     kind = getattr(ranker, "pretrained_kind", None)
     if kind in PRETRAINED_SORTERS and not self.ranker_trainable:
-      ranker = kind   # the shipped weights are reloaded by name
+      ranker = kind  # the shipped weights are reloaded by name
     if not isinstance(ranker, (str, dict)):
       if isinstance(ranker, keras.layers.Layer):
         ranker = keras.utils.serialize_keras_object(ranker)
       else:
         raise ValueError(
-            f"{type(self).__name__} with ranker={ranker!r} cannot be serialized: pass a name "
-            f"({list(_NAMES)}) or a Keras layer.")
-    config.update({"ranker": ranker, "ranker_trainable": self.ranker_trainable,
-                   "ranker_learning_rate": self.ranker_learning_rate})
+          f"{type(self).__name__} with ranker={ranker!r} cannot be serialized: pass a name "
+          f"({list(_NAMES)}) or a Keras layer."
+        )
+    config.update(
+      {
+        "ranker": ranker,
+        "ranker_trainable": self.ranker_trainable,
+        "ranker_learning_rate": self.ranker_learning_rate,
+      }
+    )
     return config
 
 
@@ -197,9 +209,16 @@ class SpearmanLoss(_RankLoss):
     ...                   loss=SpearmanLoss(ranker="attention", over_batch=True, l1_weight=1.0))
   """
 
-  def __init__(self, ranker="attention", l1_weight=0.0, over_batch=False, ranker_trainable=False,
-               ranker_learning_rate=1e-4, reduction=keras.losses.Reduction.AUTO,
-               name="spearman_loss"):
+  def __init__(
+    self,
+    ranker="attention",
+    l1_weight=0.0,
+    over_batch=False,
+    ranker_trainable=False,
+    ranker_learning_rate=1e-4,
+    reduction=keras.losses.Reduction.AUTO,
+    name="spearman_loss",
+  ):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)
     self.l1_weight = _validation.check_float("l1_weight", l1_weight, minimum=0.0)
     if not isinstance(over_batch, bool):
@@ -210,8 +229,9 @@ class SpearmanLoss(_RankLoss):
     if self.over_batch:
       y_pred = tf.convert_to_tensor(y_pred)
       if y_pred.shape.rank not in (1, 2) or (y_pred.shape.rank == 2 and y_pred.shape[-1] != 1):
-        raise ValueError(f"With over_batch=True `y_pred` must have shape [B] or [B, 1], got "
-                         f"shape {y_pred.shape}.")
+        raise ValueError(
+          f"With over_batch=True `y_pred` must have shape [B] or [B, 1], got shape {y_pred.shape}."
+        )
       scores = _scores(tf.reshape(y_pred, [1, -1]))
       target = tf.reshape(tf.cast(y_true, scores.dtype), [1, -1])
       valid = tf.ones_like(scores, tf.bool)
@@ -288,8 +308,14 @@ class SorterMAPLoss(_RankLoss):
     ...               metrics=[tfrank4class.metrics.MeanAveragePrecision()])
   """
 
-  def __init__(self, ranker="attention", ranker_trainable=False, ranker_learning_rate=1e-4,
-               reduction=keras.losses.Reduction.AUTO, name="sorter_map_loss"):
+  def __init__(
+    self,
+    ranker="attention",
+    ranker_trainable=False,
+    ranker_learning_rate=1e-4,
+    reduction=keras.losses.Reduction.AUTO,
+    name="sorter_map_loss",
+  ):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)
 
   def call(self, y_true, y_pred):
@@ -298,9 +324,10 @@ class SorterMAPLoss(_RankLoss):
     batch = scores.shape[0]
     if batch is not None and batch < 2:
       raise ValueError(
-          f"SorterMAPLoss ranks each class down the batch (SoDeep Eq. 7) and needs a batch of at "
-          f"least 2 items, got `y_pred` of shape {scores.shape}.")
-    columns = tf.transpose(scores)                        # [C, B]: one list per class
+        f"SorterMAPLoss ranks each class down the batch (SoDeep Eq. 7) and needs a batch of at "
+        f"least 2 items, got `y_pred` of shape {scores.shape}."
+      )
+    columns = tf.transpose(scores)  # [C, B]: one list per class
     relevance = tf.transpose(relevance)
     valid = relevance >= 0
     positive = relevance > 0
@@ -346,8 +373,14 @@ class SorterAPLoss(_RankLoss):
     ...               metrics=[tfrank4class.metrics.MeanAveragePrecision()])
   """
 
-  def __init__(self, ranker="attention", ranker_trainable=False, ranker_learning_rate=1e-4,
-               reduction=keras.losses.Reduction.AUTO, name="sorter_ap_loss"):
+  def __init__(
+    self,
+    ranker="attention",
+    ranker_trainable=False,
+    ranker_learning_rate=1e-4,
+    reduction=keras.losses.Reduction.AUTO,
+    name="sorter_ap_loss",
+  ):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)
 
   def call(self, y_true, y_pred):
@@ -393,9 +426,15 @@ class RankTripletLoss(_RankLoss):
     >>> scorer.compile(optimizer="adam", loss=RankTripletLoss(ranker="attention", alpha=0.1))
   """
 
-  def __init__(self, ranker="attention", alpha=0.1, ranker_trainable=False,
-               ranker_learning_rate=1e-4, reduction=keras.losses.Reduction.AUTO,
-               name="rank_triplet_loss"):
+  def __init__(
+    self,
+    ranker="attention",
+    alpha=0.1,
+    ranker_trainable=False,
+    ranker_learning_rate=1e-4,
+    reduction=keras.losses.Reduction.AUTO,
+    name="rank_triplet_loss",
+  ):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)
     self.alpha = _validation.check_float("alpha", alpha, minimum=0.0)
 
@@ -413,8 +452,9 @@ class RankTripletLoss(_RankLoss):
     hinge = tf.nn.relu(self.alpha + r - hardest) * pos
     num_pos = tf.reduce_sum(pos, axis=-1)
     has_both = tf.logical_and(num_pos > 0, tf.reduce_any(negative, axis=-1))
-    loss = tf.where(has_both, tf.math.divide_no_nan(tf.reduce_sum(hinge, -1), num_pos),
-                    tf.zeros_like(num_pos))
+    loss = tf.where(
+      has_both, tf.math.divide_no_nan(tf.reduce_sum(hinge, -1), num_pos), tf.zeros_like(num_pos)
+    )
     return self._with_finetune(loss, lists)
 
   def get_config(self):

@@ -18,6 +18,7 @@ used with tf-keras:
 
 ``tests/test_tf_ranking.py`` checks every key against TF-Ranking's own Keras losses.
 """
+
 import collections
 
 import tensorflow as tf
@@ -35,24 +36,26 @@ _APPROX = {"lambda_weight": None, "temperature": 0.1}
 _GUMBEL = {"sample_size": 8, "gumbel_temperature": 1.0, "seed": None}
 
 SPECS = {
-    "pairwise_hinge_loss": _Spec("PairwiseHingeLoss", "pair", _LISTWISE, {}),
-    "pairwise_logistic_loss": _Spec("PairwiseLogisticLoss", "pair", _LISTWISE, {}),
-    "pairwise_soft_zero_one_loss": _Spec("PairwiseSoftZeroOneLoss", "pair", _LISTWISE, {}),
-    "pairwise_mse_loss": _Spec("PairwiseMSELoss", "pair", _LISTWISE, {}),
-    "yeti_logistic_loss": _Spec("PairwiseLogisticLoss", "pair", _LISTWISE, _GUMBEL),
-    "softmax_loss": _Spec("SoftmaxLoss", "list", _LISTWISE, {}),
-    "calibrated_softmax_loss": _Spec("SoftmaxLoss", "list", _LISTWISE, {"virtual_label": 0.0}),
-    "unique_softmax_loss": _Spec("UniqueSoftmaxLoss", "item", _LISTWISE, {}),
-    "sigmoid_cross_entropy_loss": _Spec("SigmoidCrossEntropyLoss", "item", {}, {}),
-    "mean_squared_loss": _Spec("MeanSquaredLoss", "item", {}, {}),
-    "ordinal_loss": _Spec("OrdinalLoss", "item", {"ordinal_size": 1, "use_fraction_label": False},
-                          {}),
-    "list_mle_loss": _Spec("ListMLELoss", "item", _LISTWISE, {}),
-    "approx_ndcg_loss": _Spec("ApproxNDCGLoss", "item", _APPROX, {}),
-    "approx_mrr_loss": _Spec("ApproxMRRLoss", "item", _APPROX, {}),
-    "gumbel_approx_ndcg_loss": _Spec("ApproxNDCGLoss", "item", _APPROX, _GUMBEL),
-    "coupled_rankdistil_loss": _Spec(
-        "CoupledRankDistilLoss", "item", {"sample_size": 8, "topk": None, "temperature": 1.0}, {}),
+  "pairwise_hinge_loss": _Spec("PairwiseHingeLoss", "pair", _LISTWISE, {}),
+  "pairwise_logistic_loss": _Spec("PairwiseLogisticLoss", "pair", _LISTWISE, {}),
+  "pairwise_soft_zero_one_loss": _Spec("PairwiseSoftZeroOneLoss", "pair", _LISTWISE, {}),
+  "pairwise_mse_loss": _Spec("PairwiseMSELoss", "pair", _LISTWISE, {}),
+  "yeti_logistic_loss": _Spec("PairwiseLogisticLoss", "pair", _LISTWISE, _GUMBEL),
+  "softmax_loss": _Spec("SoftmaxLoss", "list", _LISTWISE, {}),
+  "calibrated_softmax_loss": _Spec("SoftmaxLoss", "list", _LISTWISE, {"virtual_label": 0.0}),
+  "unique_softmax_loss": _Spec("UniqueSoftmaxLoss", "item", _LISTWISE, {}),
+  "sigmoid_cross_entropy_loss": _Spec("SigmoidCrossEntropyLoss", "item", {}, {}),
+  "mean_squared_loss": _Spec("MeanSquaredLoss", "item", {}, {}),
+  "ordinal_loss": _Spec(
+    "OrdinalLoss", "item", {"ordinal_size": 1, "use_fraction_label": False}, {}
+  ),
+  "list_mle_loss": _Spec("ListMLELoss", "item", _LISTWISE, {}),
+  "approx_ndcg_loss": _Spec("ApproxNDCGLoss", "item", _APPROX, {}),
+  "approx_mrr_loss": _Spec("ApproxMRRLoss", "item", _APPROX, {}),
+  "gumbel_approx_ndcg_loss": _Spec("ApproxNDCGLoss", "item", _APPROX, _GUMBEL),
+  "coupled_rankdistil_loss": _Spec(
+    "CoupledRankDistilLoss", "item", {"sample_size": 8, "topk": None, "temperature": 1.0}, {}
+  ),
 }
 
 #: Every loss key of TF-Ranking 0.5.5 (``tfr.keras.losses.RankingLossKey.all_keys()``, in order).
@@ -105,8 +108,9 @@ class RankingLoss(keras.losses.Loss):
     unknown = sorted(set(loss_kwargs) - set(allowed))
     if unknown:
       raise ValueError(
-          f"Invalid keyword arguments {unknown} for loss {key!r}; it takes "
-          f"{sorted(allowed) or 'none'}.")
+        f"Invalid keyword arguments {unknown} for loss {key!r}; it takes "
+        f"{sorted(allowed) or 'none'}."
+      )
     args = {**allowed, **loss_kwargs}
     if key == "yeti_logistic_loss" and args["lambda_weight"] is None:
       args["lambda_weight"] = _tfr_keras_losses().YetiDCGLambdaWeight()
@@ -118,8 +122,11 @@ class RankingLoss(keras.losses.Loss):
     self._sampler = None
     if spec.extra_args is _GUMBEL:
       self._sampler = compat.tf_ranking_module("losses_impl").GumbelSampler(
-          name=name, sample_size=args["sample_size"], temperature=args["gumbel_temperature"],
-          seed=args["seed"])
+        name=name,
+        sample_size=args["sample_size"],
+        temperature=args["gumbel_temperature"],
+        seed=args["seed"],
+      )
 
   def _inputs(self, y_true, y_pred, sample_weight):
     """Relevance, logits and sample weights as TF-Ranking's loss core takes them."""
@@ -130,13 +137,15 @@ class RankingLoss(keras.losses.Loss):
     if self._virtual_label is not None:
       batch = tf.shape(relevance)[0]
       relevance = tf.concat(
-          [relevance, tf.fill([batch, 1], tf.cast(self._virtual_label, relevance.dtype))], 1)
+        [relevance, tf.fill([batch, 1], tf.cast(self._virtual_label, relevance.dtype))], 1
+      )
       y_pred = tf.concat([y_pred, tf.zeros([batch, 1], y_pred.dtype)], axis=1)
       if sample_weight is not None and sample_weight.shape.rank == 2 and sample_weight.shape[1] > 1:
         sample_weight = tf.concat([sample_weight, tf.ones([batch, 1], sample_weight.dtype)], 1)
     if self._sampler is not None:
       relevance, y_pred, sample_weight = self._sampler.sample(
-          relevance, y_pred, weights=sample_weight)
+        relevance, y_pred, weights=sample_weight
+      )
     if self.key == "ordinal_loss":
       y_pred = y_pred[..., None]
     return relevance, y_pred, sample_weight
@@ -149,7 +158,8 @@ class RankingLoss(keras.losses.Loss):
       return values * weights
     weights = tf.cast(self._impl.normalize_weights(relevance, sample_weight), logits.dtype)
     values, item_weights = self._impl.compute_unreduced_loss(
-        labels=relevance, logits=self._impl.get_logits(logits))
+      labels=relevance, logits=self._impl.get_logits(logits)
+    )
     values = values * item_weights
     if SPECS[self.key].shape == "pair":
       values = tf.reduce_sum(values, axis=2)
@@ -217,7 +227,7 @@ def _deserialize_lambda_weight(spec):
   class_name = spec["class_name"]
   cls = None
   if class_name.startswith(_LAMBDA_PREFIX):
-    cls = getattr(_tfr_keras_losses(), class_name[len(_LAMBDA_PREFIX):], None)
+    cls = getattr(_tfr_keras_losses(), class_name[len(_LAMBDA_PREFIX) :], None)
   if cls is None:
     raise ValueError(f"Unknown lambda weight class {class_name!r} in a saved loss config.")
   utils = compat.tf_ranking_module("utils")

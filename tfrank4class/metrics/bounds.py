@@ -33,6 +33,7 @@ Example:
   >>> int(check.rank[0]), round(float(check.p_true[0]), 4), check.violations
   (2, 0.4223, 0)
 """
+
 import collections
 import math
 
@@ -42,9 +43,22 @@ from tfrank4class import _validation
 from tfrank4class.losses.relevance import class_ids
 
 
-class BoundCheck(collections.namedtuple("BoundCheck", [
-    "p_true", "rank", "violations", "min_slack", "mean_slack", "cross_entropy", "mrr",
-    "neg_log_mrr", "ce_gap"])):
+class BoundCheck(
+  collections.namedtuple(
+    "BoundCheck",
+    [
+      "p_true",
+      "rank",
+      "violations",
+      "min_slack",
+      "mean_slack",
+      "cross_entropy",
+      "mrr",
+      "neg_log_mrr",
+      "ce_gap",
+    ],
+  )
+):
   """What :func:`softmax_rank_bound` found.
 
   Attributes:
@@ -57,6 +71,7 @@ class BoundCheck(collections.namedtuple("BoundCheck", [
     neg_log_mrr: ``-log(mrr)``.
     ce_gap: ``cross_entropy - neg_log_mrr`` (``>= 0`` by Part 2).
   """
+
   __slots__ = ()
 
   @property
@@ -66,10 +81,15 @@ class BoundCheck(collections.namedtuple("BoundCheck", [
 
   def summary(self):
     """The scalar fields as a ``{name: Python number}`` dict (JSON-ready)."""
-    return {"violations": int(self.violations), "min_slack": float(self.min_slack),
-            "mean_slack": float(self.mean_slack), "cross_entropy": float(self.cross_entropy),
-            "mrr": float(self.mrr), "neg_log_mrr": float(self.neg_log_mrr),
-            "ce_gap": float(self.ce_gap)}
+    return {
+      "violations": int(self.violations),
+      "min_slack": float(self.min_slack),
+      "mean_slack": float(self.mean_slack),
+      "cross_entropy": float(self.cross_entropy),
+      "mrr": float(self.mrr),
+      "neg_log_mrr": float(self.neg_log_mrr),
+      "ce_gap": float(self.ce_gap),
+    }
 
 
 def softmax_rank_bound(labels, scores, atol=1e-9):
@@ -94,8 +114,10 @@ def softmax_rank_bound(labels, scores, atol=1e-9):
   scores = tf.cast(_validation.assert_finite("scores", scores), tf.float64)
   ids = class_ids(labels, num_classes)
   if int(ids.shape[0]) != int(scores.shape[0]):
-    raise ValueError(f"`labels` and `scores` must have the same number of examples, got "
-                     f"{int(ids.shape[0])} labels for {int(scores.shape[0])} score lists.")
+    raise ValueError(
+      f"`labels` and `scores` must have the same number of examples, got "
+      f"{int(ids.shape[0])} labels for {int(scores.shape[0])} score lists."
+    )
   if int(ids.shape[0]) == 0:
     raise ValueError("`scores` must hold at least one example, got an empty batch.")
   s_true = tf.gather(scores, ids, batch_dims=1)
@@ -108,6 +130,14 @@ def softmax_rank_bound(labels, scores, atol=1e-9):
   cross_entropy = float(tf.reduce_mean(-log_p))
   mrr = float(tf.reduce_mean(1.0 / rank_f))
   neg_log_mrr = -math.log(mrr)
-  return BoundCheck(p_true.numpy(), rank.numpy(), violations, float(tf.reduce_min(slack)),
-                    float(tf.reduce_mean(slack)), cross_entropy, mrr, neg_log_mrr,
-                    cross_entropy - neg_log_mrr)
+  return BoundCheck(
+    p_true.numpy(),
+    rank.numpy(),
+    violations,
+    float(tf.reduce_min(slack)),
+    float(tf.reduce_mean(slack)),
+    cross_entropy,
+    mrr,
+    neg_log_mrr,
+    cross_entropy - neg_log_mrr,
+  )

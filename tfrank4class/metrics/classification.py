@@ -35,6 +35,7 @@ Example (the model returns its inputs as scores, so the values can be checked by
   >>> round(results["mrr"], 4)   # (1 + 1/2) / 2
   0.75
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation, compat

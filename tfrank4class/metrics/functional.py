@@ -48,6 +48,7 @@ whole-valued float ids, run-time batch size and finiteness are not made there (s
 checks still are: they happen when the graph is traced); an out-of-range class id is clipped into
 ``[0, C)`` there and NaN scores count as neither ahead nor tied.
 """
+
 import math
 
 import numpy as np
@@ -55,6 +56,7 @@ import tensorflow as tf
 
 from tfrank4class import _validation
 from tfrank4class.labels import check_batch_size, num_items, parse_labels
+
 # harmonic_difference: public here before the AP core moved to ranking/precision.py.
 from tfrank4class.ranking.precision import expected_precision, harmonic_difference  # noqa: F401
 from tfrank4class.ranking.ties import tie_statistics
@@ -62,7 +64,8 @@ from tfrank4class.ranking.ties import tie_statistics
 GAINS = ("exp2", "linear")
 
 
-# --- inputs -----------------------------------------------------------------------------------------
+# --- inputs ---------------------------------------------------------------------------------------
+
 
 def _scores(scores):
   """Validated finite float32 scores ``[B, C]`` (:func:`tfrank4class._validation.check_scores`:
@@ -120,7 +123,8 @@ def rank_range(labels, scores):
   return _single(labels, scores)
 
 
-# --- closed forms ------------------------------------------------------------------------------------
+# --- closed forms ---------------------------------------------------------------------------------
+
 
 def _cumulative_tables(position_value, length):
   """``F(m) = sum_{p=1}^{m} position_value(p)``, ``m = 0 .. length``, summed in float64 with numpy
@@ -156,15 +160,22 @@ def _cut_off(k, num_classes):
   return num_classes if k is None else min(k, num_classes)
 
 
-# --- dense relevance ---------------------------------------------------------------------------------
+# --- dense relevance ------------------------------------------------------------------------------
+
 
 def _first_relevant_group(relevant, masked):
   """``(a, t, r, has_relevant)`` of the highest tie group holding a relevant item, ``[B]`` each:
   ``a`` valid items strictly ahead of it, ``t`` items in it, ``r`` of them relevant."""
-  best = tf.reduce_max(tf.where(relevant, masked, tf.constant(-math.inf, tf.float32)), -1, keepdims=True)
+  best = tf.reduce_max(
+    tf.where(relevant, masked, tf.constant(-math.inf, tf.float32)), -1, keepdims=True
+  )
   in_group = masked == best
-  return (_count(masked > best), _count(in_group), _count(in_group & relevant),
-          tf.reduce_any(relevant, axis=-1))
+  return (
+    _count(masked > best),
+    _count(in_group),
+    _count(in_group & relevant),
+    tf.reduce_any(relevant, axis=-1),
+  )
 
 
 def _top_k_dense(k, relevant, masked):
@@ -174,7 +185,8 @@ def _top_k_dense(k, relevant, masked):
   j = tf.range(min(k, masked.shape[-1] or k), dtype=tf.float32)
   # C(t - m, r) / C(t, r) = prod_{j < m} (t - r - j) / (t - j); only reached when m <= t - r.
   factors = tf.where(j < m[:, None], (t - r)[:, None] - j, 1.0) / tf.where(
-      j < m[:, None], tf.maximum(t[:, None] - j, 1.0), 1.0)
+    j < m[:, None], tf.maximum(t[:, None] - j, 1.0), 1.0
+  )
   miss = tf.reduce_prod(factors, axis=-1)
   hit = tf.where(m <= 0, 0.0, tf.where(m > t - r, 1.0, 1.0 - miss))
   return tf.where(has_rel, hit, 0.0)
@@ -192,7 +204,9 @@ def _reciprocal_rank_dense(k, relevant, masked):
   a, t, r = a[:, None], t[:, None], tf.maximum(r, 1.0)[:, None]
   valid = x <= t - r + 1.0
   # p(1) = r / t; p(x) / p(x - 1) = (t - x - r + 2) / (t - x + 1).
-  ratio = tf.where(x == 1.0, r / tf.maximum(t, 1.0), (t - x - r + 2.0) / tf.maximum(t - x + 1.0, 1.0))
+  ratio = tf.where(
+    x == 1.0, r / tf.maximum(t, 1.0), (t - x - r + 2.0) / tf.maximum(t - x + 1.0, 1.0)
+  )
   p = tf.math.cumprod(tf.where(valid, ratio, 0.0), axis=-1)
   position = a + x
   if k is not None:
@@ -220,13 +234,16 @@ def _ndcg_dense(k, gain, relevance, mask, masked):
   first = tf.searchsorted(descending, descending, side="left")
   last = tf.searchsorted(descending, descending, side="right")
   cumulative = tf.concat([tf.zeros_like(top_gains[:, :1]), tf.cumsum(top_gains, axis=-1)], axis=-1)
-  within = (tf.gather(cumulative, last, batch_dims=1) - tf.gather(cumulative, first, batch_dims=1)) / tf.cast(
-      last - first, tf.float32)
+  within = (
+    tf.gather(cumulative, last, batch_dims=1) - tf.gather(cumulative, first, batch_dims=1)
+  ) / tf.cast(last - first, tf.float32)
   # The lowest group may reach past the cut-off: average its gain over the whole list.
   boundary = values[:, -1:]
   on_boundary = masked == boundary
   boundary_mean = tf.math.divide_no_nan(
-      tf.reduce_sum(tf.where(on_boundary, gains, 0.0), -1, keepdims=True), _count(on_boundary)[:, None])
+    tf.reduce_sum(tf.where(on_boundary, gains, 0.0), -1, keepdims=True),
+    _count(on_boundary)[:, None],
+  )
   expected_gain = tf.where(values == boundary, boundary_mean, within)
   discount = _positional_discounts(length)
   dcg = tf.reduce_sum(expected_gain * discount, axis=-1)
@@ -242,11 +259,14 @@ def _expected_hits_dense(k, relevant, masked):
   kth = tf.math.top_k(masked, k=length).values[:, -1:]
   above, at = masked > kth, masked == kth
   places = tf.cast(length, tf.float32) - _count(above)
-  hits = _count(above & relevant) + places * tf.math.divide_no_nan(_count(at & relevant), _count(at))
+  hits = _count(above & relevant) + places * tf.math.divide_no_nan(
+    _count(at & relevant), _count(at)
+  )
   return hits, _count(masked > -math.inf)
 
 
 # --- public per-list metrics ----------------------------------------------------------------------
+
 
 def _split(labels, scores):
   """``(parsed labels, scores float32, True if class ids with a static C)``: the one label parser
@@ -398,8 +418,9 @@ def average_precision(labels, scores):
   relevance, mask, masked = _dense(labels, scores)
   relevant = tf.cast(relevance > 0, tf.float32)
   stats = tie_statistics(masked, relevant=relevant, mask=mask)
-  precision = expected_precision(stats["above"], stats["tied"], stats["rel_above"],
-                                 stats["rel_tied"])
+  precision = expected_precision(
+    stats["above"], stats["tied"], stats["rel_above"], stats["rel_tied"]
+  )
   total = tf.reduce_sum(relevant, axis=-1)
   return tf.math.divide_no_nan(tf.reduce_sum(relevant * precision, axis=-1), total)
 

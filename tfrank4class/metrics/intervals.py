@@ -26,6 +26,7 @@ Example:
   >>> paired_difference([0.71, 0.73, 0.72], [0.70, 0.72, 0.71]).difference_detected
   True
 """
+
 import collections
 import math
 
@@ -102,12 +103,14 @@ def t_ppf(q, df):
   return value if upper else -value
 
 
-class Interval(collections.namedtuple(
-    "Interval", ["mean", "low", "high", "half_width", "sd", "n", "confidence"])):
+class Interval(
+  collections.namedtuple("Interval", ["mean", "low", "high", "half_width", "sd", "n", "confidence"])
+):
   """A mean with its t confidence interval ``[low, high] = mean -+ half_width`` over ``n`` values.
 
   ``sd`` is the sample standard deviation (``n - 1`` in the denominator).
   """
+
   __slots__ = ()
 
   @property
@@ -122,8 +125,10 @@ def _values(name, values):
   except (TypeError, ValueError):
     raise ValueError(f"`{name}` must be a sequence of finite numbers, got {values!r}.") from None
   if len(values) < 2:
-    raise ValueError(f"`{name}` needs at least 2 values for a t interval (n - 1 >= 1 degrees of "
-                     f"freedom), got {len(values)}: {values!r}.")
+    raise ValueError(
+      f"`{name}` needs at least 2 values for a t interval (n - 1 >= 1 degrees of "
+      f"freedom), got {len(values)}: {values!r}."
+    )
   if not all(math.isfinite(v) for v in values):
     raise ValueError(f"`{name}` must be finite numbers, got {values!r}.")
   return values
@@ -170,6 +175,8 @@ def paired_difference(values, baseline, confidence=0.95):
   values = _values("values", values)
   baseline = _values("baseline", baseline)
   if len(values) != len(baseline):
-    raise ValueError(f"`values` and `baseline` must pair up one to one (the same seeds), got "
-                     f"{len(values)} and {len(baseline)} values.")
+    raise ValueError(
+      f"`values` and `baseline` must pair up one to one (the same seeds), got "
+      f"{len(values)} and {len(baseline)} values."
+    )
   return mean_interval([v - b for v, b in zip(values, baseline)], confidence)

@@ -24,6 +24,7 @@ Relevance. ``ndcg`` uses graded gains; ``top_k_accuracy``, ``reciprocal_rank`` a
 Lists with no relevant item score 0 under every metric (and ``spearman`` is 0 when either the
 labels or the scores of a list are constant); nothing returns NaN.
 """
+
 import math
 
 import tensorflow as tf
@@ -63,8 +64,12 @@ def _first_relevant_group(scores, relevant, mask):
   above = tf.where(is_rel, stats["above"], big)
   best = tf.argmin(above, axis=-1, output_type=tf.int32)
   pick = lambda x: tf.gather(x, best[:, None], batch_dims=1)[:, 0]
-  return (pick(stats["above"]), pick(stats["tied"]), pick(stats["rel_tied"]),
-          tf.reduce_any(is_rel, -1))
+  return (
+    pick(stats["above"]),
+    pick(stats["tied"]),
+    pick(stats["rel_tied"]),
+    tf.reduce_any(is_rel, -1),
+  )
 
 
 def top_k_accuracy(labels, scores, k=5):
@@ -142,8 +147,9 @@ def ndcg(labels, scores, k=None, gain="exp2"):
   k = _validation.check_int("k", k, minimum=1, allow_none=True)
   _validation.check_choice("gain", gain, GAINS)
   scores, relevance, mask, out_dtype = _prepare(labels, scores)
-  gains = (tf.pow(tf.constant(2.0, relevance.dtype), relevance) - 1.0 if gain == "exp2"
-           else relevance)
+  gains = (
+    tf.pow(tf.constant(2.0, relevance.dtype), relevance) - 1.0 if gain == "exp2" else relevance
+  )
   gains = tf.where(mask, gains, tf.zeros_like(gains))
   n = tf.shape(scores)[-1]
   positions = tf.range(1, n + 1, dtype=scores.dtype)
@@ -154,8 +160,9 @@ def ndcg(labels, scores, k=None, gain="exp2"):
   stats = tie_statistics(scores, mask=mask)
   above = tf.cast(stats["above"], tf.int32)
   tied = tf.cast(stats["tied"], tf.int32)
-  expected_discount = (tf.gather(cumulative, above + tied)
-                       - tf.gather(cumulative, above)) / tf.cast(tied, scores.dtype)
+  expected_discount = (
+    tf.gather(cumulative, above + tied) - tf.gather(cumulative, above)
+  ) / tf.cast(tied, scores.dtype)
   dcg = tf.reduce_sum(gains * expected_discount, axis=-1)
   ideal = tf.reduce_sum(tf.sort(gains, axis=-1, direction="DESCENDING") * discount, axis=-1)
   value = tf.math.divide_no_nan(dcg, ideal)
@@ -212,6 +219,7 @@ def spearman(labels, scores):
     return stats["above"] + (stats["tied"] + 1.0) / 2.0
 
   count = tf.reduce_sum(maskf, axis=-1, keepdims=True)
+
   def centred(x):
     mean = tf.math.divide_no_nan(tf.reduce_sum(x * maskf, -1, keepdims=True), count)
     return (x - mean) * maskf

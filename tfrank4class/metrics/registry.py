@@ -1,9 +1,10 @@
 """Metrics by name, for flags and configs: ``get("top_5")``, ``get("ndcg_5")``, ``get("mrr")``.
 
-    top_K    -> TopKAccuracy(K)     ndcg  -> NDCG()     ndcg_K -> NDCG(K)
-    mrr      -> MRR()               mrr_K -> MRR(K)     map    -> MeanAveragePrecision()
-    recall_K -> RecallAtK(K)        precision_K -> PrecisionAtK(K)    spearman -> Spearman()
+top_K    -> TopKAccuracy(K)     ndcg  -> NDCG()     ndcg_K -> NDCG(K)
+mrr      -> MRR()               mrr_K -> MRR(K)     map    -> MeanAveragePrecision()
+recall_K -> RecallAtK(K)        precision_K -> PrecisionAtK(K)    spearman -> Spearman()
 """
+
 from tfrank4class.metrics import classification
 from tfrank4class.registry import Registry
 
@@ -11,16 +12,24 @@ PATTERNS = ("top_K", "ndcg", "ndcg_K", "mrr", "mrr_K", "map", "spearman", "recal
 
 #: Every metric by name; ``K`` is a positive integer (``top_5``; ``top_05`` is ``top_5`` too).
 METRICS = Registry(
-    "metric",
-    message=("Unknown metric name {value!r}; known metrics are: " + ", ".join(PATTERNS)
-             + " (K a positive integer, e.g. top_5, ndcg_10)."))
+  "metric",
+  message=(
+    "Unknown metric name {value!r}; known metrics are: "
+    + ", ".join(PATTERNS)
+    + " (K a positive integer, e.g. top_5, ndcg_10)."
+  ),
+)
 METRICS.add("ndcg", classification.NDCG)
 METRICS.add("mrr", classification.MRR)
 METRICS.add("map", classification.MeanAveragePrecision)
 METRICS.add("spearman", classification.Spearman)
-for _prefix, _cls in (("top", classification.TopKAccuracy), ("ndcg", classification.NDCG),
-                      ("mrr", classification.MRR), ("recall", classification.RecallAtK),
-                      ("precision", classification.PrecisionAtK)):
+for _prefix, _cls in (
+  ("top", classification.TopKAccuracy),
+  ("ndcg", classification.NDCG),
+  ("mrr", classification.MRR),
+  ("recall", classification.RecallAtK),
+  ("precision", classification.PrecisionAtK),
+):
   METRICS.add_pattern(f"{_prefix}_K", f"{_prefix}_(0*[1-9][0-9]*)", _cls, int)
 del _prefix, _cls
 

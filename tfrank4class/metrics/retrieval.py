@@ -11,17 +11,25 @@ old (``tfrank4class.metrics.retrieval``)               new
 
 Importing this module emits a ``DeprecationWarning``.
 """
+
 import warnings
 
 from tfrank4class.retrieval.evaluation import map_at_r, retrieval_metrics, retrieval_recall_at_k
 from tfrank4class.retrieval.kernel import block_statistics
 from tfrank4class.train.callbacks import RetrievalEvaluation
 
-__all__ = ["RetrievalEvaluation", "block_statistics", "map_at_r", "retrieval_metrics",
-           "retrieval_recall_at_k"]
+__all__ = [
+  "RetrievalEvaluation",
+  "block_statistics",
+  "map_at_r",
+  "retrieval_metrics",
+  "retrieval_recall_at_k",
+]
 
 warnings.warn(
-    "tfrank4class.metrics.retrieval is deprecated: import retrieval_metrics, "
-    "retrieval_recall_at_k and map_at_r from tfrank4class.retrieval, block_statistics from "
-    "tfrank4class.retrieval.kernel and RetrievalEvaluation from tfrank4class.train.callbacks.",
-    DeprecationWarning, stacklevel=2)
+  "tfrank4class.metrics.retrieval is deprecated: import retrieval_metrics, "
+  "retrieval_recall_at_k and map_at_r from tfrank4class.retrieval, block_statistics from "
+  "tfrank4class.retrieval.kernel and RetrievalEvaluation from tfrank4class.train.callbacks.",
+  DeprecationWarning,
+  stacklevel=2,
+)

@@ -23,6 +23,7 @@ any length ``n >= 2``. The temperature is treated as a constant in the backward 
 2-item lists see :func:`~tfrank4class.ranking.sorter_base.standardize`).
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
+
 import math
 
 import tensorflow as tf
@@ -83,24 +84,36 @@ class AttentionSorter(sorter_base.Sorter):
 
   KIND = "attention"
 
-  def __init__(self, hidden_units=32, bandwidths=_DEFAULT_BANDWIDTHS, min_sharpness=1.0,
-               max_sharpness=5.0, block_size=sorter_base.DEFAULT_BLOCK_SIZE, **kwargs):
+  def __init__(
+    self,
+    hidden_units=32,
+    bandwidths=_DEFAULT_BANDWIDTHS,
+    min_sharpness=1.0,
+    max_sharpness=5.0,
+    block_size=sorter_base.DEFAULT_BLOCK_SIZE,
+    **kwargs,
+  ):
     super().__init__(**kwargs)
     self.min_sharpness = _validation.check_float(
-        "min_sharpness", min_sharpness, minimum=0.0, strict=True)
+      "min_sharpness", min_sharpness, minimum=0.0, strict=True
+    )
     self.max_sharpness = _validation.check_float(
-        "max_sharpness", max_sharpness, minimum=self.min_sharpness)
+      "max_sharpness", max_sharpness, minimum=self.min_sharpness
+    )
     self.hidden_units = _validation.check_int("hidden_units", hidden_units, minimum=1)
-    bandwidths = tuple(float(_validation.check_float("bandwidths", h, minimum=0.0, strict=True))
-                       for h in bandwidths)
+    bandwidths = tuple(
+      float(_validation.check_float("bandwidths", h, minimum=0.0, strict=True)) for h in bandwidths
+    )
     if not bandwidths:
       raise ValueError("`bandwidths` must hold at least one positive number, got ().")
     self.bandwidths = bandwidths
     self.block_size = _validation.check_int("block_size", block_size, minimum=1)
-    self.hidden1 = keras.layers.Dense(hidden_units, activation="tanh", name="hidden1",
-                                         dtype=self.dtype_policy)
-    self.hidden2 = keras.layers.Dense(hidden_units, activation="tanh", name="hidden2",
-                                         dtype=self.dtype_policy)
+    self.hidden1 = keras.layers.Dense(
+      hidden_units, activation="tanh", name="hidden1", dtype=self.dtype_policy
+    )
+    self.hidden2 = keras.layers.Dense(
+      hidden_units, activation="tanh", name="hidden2", dtype=self.dtype_policy
+    )
     self.out = keras.layers.Dense(1, name="sharpness_logit", dtype=self.dtype_policy)
 
   def steepness(self, z):
@@ -126,7 +139,13 @@ class AttentionSorter(sorter_base.Sorter):
 
   def get_config(self):
     config = super().get_config()
-    config.update({"hidden_units": self.hidden_units, "bandwidths": list(self.bandwidths),
-                   "min_sharpness": self.min_sharpness, "max_sharpness": self.max_sharpness,
-                   "block_size": self.block_size})
+    config.update(
+      {
+        "hidden_units": self.hidden_units,
+        "bandwidths": list(self.bandwidths),
+        "min_sharpness": self.min_sharpness,
+        "max_sharpness": self.max_sharpness,
+        "block_size": self.block_size,
+      }
+    )
     return config

@@ -27,6 +27,7 @@ differentiates only ``rk(y)`` and treats ``rk(y^+)`` as a constant (one ranker i
 in the authors' code): the losses take it from :func:`tfrank4class.ranking.rank_within`, with no
 gradient.
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation, compat
@@ -47,8 +48,9 @@ def _effective_lambda(lambda_, normalized, length, dtype):
 def _as_scores(scores, finite=False):
   """Checked real scores of any rank >= 1, integers as float32, floats kept (and, with
   ``finite``, an assertion that they hold no NaN or +-inf)."""
-  return _validation.check_scores("scores", scores, rank=None, min_length=0, finite=finite,
-                                  cast="to_float")
+  return _validation.check_scores(
+    "scores", scores, rank=None, min_length=0, finite=finite, cast="to_float"
+  )
 
 
 @tf.autograph.experimental.do_not_convert
@@ -231,6 +233,12 @@ class BlackboxRanker(keras.layers.Layer):
 
   def get_config(self):
     config = super().get_config()
-    config.update({"lambda_": self.lambda_, "margin": self.margin, "axis": self.axis,
-                   "normalized": self.normalized})
+    config.update(
+      {
+        "lambda_": self.lambda_,
+        "margin": self.margin,
+        "axis": self.axis,
+        "normalized": self.normalized,
+      }
+    )
     return config

@@ -20,6 +20,7 @@ The dense layer ties the sorter to one list length ``list_size`` (the paper's so
 n = 100); calling it on another length raises a ``ValueError`` naming both lengths.
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation, compat
@@ -55,11 +56,18 @@ class ConvSorter(sorter_base.Sorter):
     self.convs, self.norms = [], []
     for i in range(num_blocks):
       dilation = 2 ** (i % 6)
-      self.convs.append(keras.layers.Conv1D(
-          filters, kernel_size, dilation_rate=dilation, padding="same", use_bias=False,
-          name=f"conv_{i}", dtype=self.dtype_policy))
-      self.norms.append(keras.layers.BatchNormalization(name=f"bn_{i}",
-                                                           dtype=self.dtype_policy))
+      self.convs.append(
+        keras.layers.Conv1D(
+          filters,
+          kernel_size,
+          dilation_rate=dilation,
+          padding="same",
+          use_bias=False,
+          name=f"conv_{i}",
+          dtype=self.dtype_policy,
+        )
+      )
+      self.norms.append(keras.layers.BatchNormalization(name=f"bn_{i}", dtype=self.dtype_policy))
     self.final_norm = keras.layers.BatchNormalization(name="bn_final", dtype=self.dtype_policy)
     self.flatten = keras.layers.Flatten(dtype=self.dtype_policy)
     self.head = keras.layers.Dense(list_size, name="head", dtype=self.dtype_policy)
@@ -68,13 +76,15 @@ class ConvSorter(sorter_base.Sorter):
     n = scores.shape[-1]
     if n is not None and n != self.list_size:
       raise ValueError(
-          f"This ConvSorter was built for lists of list_size={self.list_size} items and cannot "
-          f"rank lists of {n}; use LSTMSorter or AttentionSorter (any length) or train a "
-          f"ConvSorter with --min_list_size={n} --max_list_size={n}.")
+        f"This ConvSorter was built for lists of list_size={self.list_size} items and cannot "
+        f"rank lists of {n}; use LSTMSorter or AttentionSorter (any length) or train a "
+        f"ConvSorter with --min_list_size={n} --max_list_size={n}."
+      )
     if n is None:
       raise ValueError(
-          f"ConvSorter needs a static list length (list_size={self.list_size}); got shape "
-          f"{scores.shape}.")
+        f"ConvSorter needs a static list length (list_size={self.list_size}); got shape "
+        f"{scores.shape}."
+      )
 
   def _normalised_ranks(self, scores, training=None):
     x = self.stem(sorter_base.standardize(scores)[:, :, None])
@@ -85,6 +95,12 @@ class ConvSorter(sorter_base.Sorter):
 
   def get_config(self):
     config = super().get_config()
-    config.update({"list_size": self.list_size, "filters": self.filters,
-                   "num_blocks": self.num_blocks, "kernel_size": self.kernel_size})
+    config.update(
+      {
+        "list_size": self.list_size,
+        "filters": self.filters,
+        "num_blocks": self.num_blocks,
+        "kernel_size": self.kernel_size,
+      }
+    )
     return config

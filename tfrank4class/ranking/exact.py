@@ -14,6 +14,7 @@ pass; the inversion does not need a second argsort.
 :func:`rank_within` ranks every item among the items of its own group (two groups given by a
 boolean mask), again with one sort and a linear pass.
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation, compat
@@ -24,8 +25,9 @@ _INT32_MAX = 2**31 - 1
 def _to_float(scores):
   """Checked scores (any real dtype, kept: integers sort exactly; NaN refused, +-inf allowed) and
   the float dtype of their ranks."""
-  scores = _validation.check_scores("scores", scores, rank=None, min_length=0, finite="no_nan",
-                                    cast=None)
+  scores = _validation.check_scores(
+    "scores", scores, rank=None, min_length=0, finite="no_nan", cast=None
+  )
   return scores, (scores.dtype if scores.dtype.is_floating else tf.float32)
 
 
@@ -87,8 +89,11 @@ def _invert_permutation(perm):
   instead (XLA fuses that well).
   """
   if compat.in_xla_context():
-    return tf.scatter_nd(perm[:, None], tf.range(tf.size(perm, out_type=perm.dtype)),
-                         tf.shape(perm, out_type=perm.dtype))
+    return tf.scatter_nd(
+      perm[:, None],
+      tf.range(tf.size(perm, out_type=perm.dtype)),
+      tf.shape(perm, out_type=perm.dtype),
+    )
   return tf.math.invert_permutation(perm)
 
 

@@ -13,6 +13,7 @@ authors' code: 2 layers of 128 units per direction); our defaults are 2 layers o
 shipped weights use 2 of 32 (BUILD_NOTES.md).
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation, compat
@@ -41,10 +42,13 @@ class LSTMSorter(sorter_base.Sorter):
     self.units = _validation.check_int("units", units, minimum=1)
     self.num_layers = _validation.check_int("num_layers", num_layers, minimum=1)
     self.rnns = [
-        keras.layers.Bidirectional(
-            keras.layers.LSTM(units, return_sequences=True, dtype=self.dtype_policy),
-            name=f"bilstm_{i}", dtype=self.dtype_policy)
-        for i in range(num_layers)]
+      keras.layers.Bidirectional(
+        keras.layers.LSTM(units, return_sequences=True, dtype=self.dtype_policy),
+        name=f"bilstm_{i}",
+        dtype=self.dtype_policy,
+      )
+      for i in range(num_layers)
+    ]
     self.head = keras.layers.Dense(1, name="head", dtype=self.dtype_policy)
 
   def _normalised_ranks(self, scores, training=None):

@@ -12,6 +12,7 @@ the scale of :func:`tfrank4class.ranking.rank`. The default ``lambda = 10`` is t
 comparison matrix is processed in column blocks (forward and backward), so memory stays
 ``O(B * n * block_size)`` even for long lists.
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation, compat
@@ -39,8 +40,13 @@ class PairwiseSigmoidSorter(sorter_base.Sorter):
     array([[3., 1., 2.]], dtype=float32)
   """
 
-  def __init__(self, steepness=10.0, standardize_scores=False,
-               block_size=sorter_base.DEFAULT_BLOCK_SIZE, **kwargs):
+  def __init__(
+    self,
+    steepness=10.0,
+    standardize_scores=False,
+    block_size=sorter_base.DEFAULT_BLOCK_SIZE,
+    **kwargs,
+  ):
     super().__init__(**kwargs)
     self.steepness = _validation.check_float("steepness", steepness, minimum=0.0, strict=True)
     if not isinstance(standardize_scores, bool):
@@ -57,6 +63,11 @@ class PairwiseSigmoidSorter(sorter_base.Sorter):
 
   def get_config(self):
     config = super().get_config()
-    config.update({"steepness": self.steepness, "standardize_scores": self.standardize_scores,
-                   "block_size": self.block_size})
+    config.update(
+      {
+        "steepness": self.steepness,
+        "standardize_scores": self.standardize_scores,
+        "block_size": self.block_size,
+      }
+    )
     return config

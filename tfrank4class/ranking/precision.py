@@ -28,6 +28,7 @@ Two formulas, each written once here:
 The per-list AP is the mean of these over the relevant items; :mod:`tfrank4class.metrics.reference`
 keeps an independent float64 implementation to test them against.
 """
+
 import tensorflow as tf
 
 # H(a + t) - H(a) in float32: terms 1/q for q <= EXACT_TERMS are added one by one, the rest of the
@@ -70,8 +71,12 @@ def harmonic_difference(a, t):
   d = y1 - y0
   u = d / (y0 * y1)
   v0, v1 = 1.0 / y0, 1.0 / y1
-  tail = (tf.math.log1p(d / y0) - u / 2.0 + u * (v0 + v1) / 12.0
-          - u * (v0 + v1) * (v0 * v0 + v1 * v1) / 120.0)
+  tail = (
+    tf.math.log1p(d / y0)
+    - u / 2.0
+    + u * (v0 + v1) / 12.0
+    - u * (v0 + v1) * (v0 * v0 + v1 * v1) / 120.0
+  )
   return exact + tail
 
 

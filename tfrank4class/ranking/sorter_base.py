@@ -18,6 +18,7 @@ This module holds:
   hand-written, block-wise backward pass (the core of Sec. 4.1.2, Eq. 11-12 of the paper and of
   :class:`~tfrank4class.ranking.attention_sorter.AttentionSorter`).
 """
+
 import json
 import os
 import pathlib
@@ -127,9 +128,9 @@ def pairwise_sigmoid_sum(z, k, block_size=DEFAULT_BLOCK_SIZE):
         diff = zj[:, None, :] - zi
         sig = tf.sigmoid(ki * diff)
         dsig = sig * (1.0 - sig) * mj[:, None, :]
-        row = tf.reduce_sum(dsig, axis=-1)                     # sum_j s'_ij
-        row_k = tf.reduce_sum(dsig * diff, axis=-1)            # sum_j s'_ij (z_j - z_i)
-        col = tf.reduce_sum(gi * ki * dsig, axis=1)            # sum_i g_i k_i s'_ij
+        row = tf.reduce_sum(dsig, axis=-1)  # sum_j s'_ij
+        row_k = tf.reduce_sum(dsig * diff, axis=-1)  # sum_j s'_ij (z_j - z_i)
+        col = tf.reduce_sum(gi * ki * dsig, axis=1)  # sum_i g_i k_i s'_ij
         return row, row_k, col
 
       rows, rows_k, cols = _map_blocks(backward_block, z, (z.dtype, z.dtype, z.dtype))
@@ -223,16 +224,18 @@ class Sorter(keras.layers.Layer):
     if not self.built or not self.weights:
       self.build_for_export()
     if not self.trainable:
-      raise ValueError("export_weights needs a trainable layer (the weights are stored in the "
-                       "order of a trainable layer); set `layer.trainable = True` first.")
+      raise ValueError(
+        "export_weights needs a trainable layer (the weights are stored in the "
+        "order of a trainable layer); set `layer.trainable = True` first."
+      )
     os.makedirs(os.path.dirname(os.path.abspath(path_prefix)), exist_ok=True)
     arrays = {f"w{i:03d}": w.numpy() for i, w in enumerate(self.weights)}
     np.savez(path_prefix + ".npz", **arrays)
     record = {
-        "class_name": type(self).__name__,
-        "config": self.get_config(),
-        "weight_names": [w.name for w in self.weights],
-        "metadata": metadata or {},
+      "class_name": type(self).__name__,
+      "config": self.get_config(),
+      "weight_names": [w.name for w in self.weights],
+      "metadata": metadata or {},
     }
     with open(path_prefix + ".json", "w") as f:
       json.dump(record, f, indent=1, sort_keys=True, default=str)
@@ -249,25 +252,29 @@ class Sorter(keras.layers.Layer):
     for suffix in (".json", ".npz"):
       if not os.path.exists(path_prefix + suffix):
         raise FileNotFoundError(
-            f"Sorter weights file {path_prefix + suffix!r} does not exist; for the shipped "
-            f"weights reinstall tfrank4class, or train one with tfrank4class-pretrain-sorter.")
+          f"Sorter weights file {path_prefix + suffix!r} does not exist; for the shipped "
+          f"weights reinstall tfrank4class, or train one with tfrank4class-pretrain-sorter."
+        )
     with open(path_prefix + ".json") as f:
       record = json.load(f)
     if record.get("class_name") != cls.__name__:
       raise ValueError(
-          f"{path_prefix + '.json'!r} holds a {record.get('class_name')!r}, not a {cls.__name__}.")
+        f"{path_prefix + '.json'!r} holds a {record.get('class_name')!r}, not a {cls.__name__}."
+      )
     config = dict(record["config"])
     config.update(overrides)
-    config["trainable"] = True   # weights are stored in the order of a trainable layer
+    config["trainable"] = True  # weights are stored in the order of a trainable layer
     layer = cls.from_config(config)
     layer.build_for_export()
     with np.load(path_prefix + ".npz") as data:
       arrays = [data[f"w{i:03d}"] for i in range(len(data.files))]
     if len(arrays) != len(layer.weights) or any(
-        a.shape != tuple(w.shape) for a, w in zip(arrays, layer.weights)):
+      a.shape != tuple(w.shape) for a, w in zip(arrays, layer.weights)
+    ):
       raise ValueError(
-          f"{path_prefix + '.npz'!r} holds {len(arrays)} arrays that do not match the "
-          f"{len(layer.weights)} weights of {cls.__name__}({config}).")
+        f"{path_prefix + '.npz'!r} holds {len(arrays)} arrays that do not match the "
+        f"{len(layer.weights)} weights of {cls.__name__}({config})."
+      )
     layer.set_weights(arrays)
     layer.trainable = trainable
     layer.pretrained_metadata = record.get("metadata", {})

@@ -15,6 +15,7 @@ Example:
   >>> type(PRETRAINED_SORTERS.get("lstm")).__name__
   'LSTMSorter'
 """
+
 from tfrank4class.ranking.attention_sorter import AttentionSorter
 from tfrank4class.ranking.conv_sorter import ConvSorter
 from tfrank4class.ranking.lstm_sorter import LSTMSorter

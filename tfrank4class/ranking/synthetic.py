@@ -13,6 +13,7 @@ The target is ``rank(s)`` (:func:`tfrank4class.ranking.rank`: 1..n, 1 = highest)
 generated with stateless random ops from ``(seed, batch index)``, so a dataset is reproducible and
 two seeds give independent data.
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation
@@ -24,8 +25,7 @@ FAMILIES = ("uniform", "normal", "spaced", "mixture")
 def _check_lengths(list_size):
   if isinstance(list_size, (tuple, list)):
     if len(list_size) != 2:
-      raise ValueError(
-          f"`list_size` must be an int >= 2 or a (min, max) pair, got {list_size!r}.")
+      raise ValueError(f"`list_size` must be an int >= 2 or a (min, max) pair, got {list_size!r}.")
     lo = _validation.check_int("list_size[0]", list_size[0], minimum=2)
     hi = _validation.check_int("list_size[1]", list_size[1], minimum=2)
     if hi < lo:
@@ -80,11 +80,10 @@ def synthetic_batch(batch_size, list_size, seed, families=FAMILIES, dtype=tf.flo
   order = tf.argsort(tf.random.stateless_uniform(shape, seeds[3]), axis=-1)
   spaced = tf.gather(spaced_sorted, order, batch_dims=1)
   proportions = tf.random.stateless_uniform([b, 3], seeds[4], 1e-3, 1.0)
-  component = tf.random.stateless_categorical(
-      tf.math.log(proportions), n, seeds[5], dtype=tf.int32)
+  component = tf.random.stateless_categorical(tf.math.log(proportions), n, seeds[5], dtype=tf.int32)
   mixture = tf.where(component == 0, uni, tf.where(component == 1, nor, spaced))
   pool = {"uniform": uni, "normal": nor, "spaced": spaced, "mixture": mixture}
-  stacked = tf.stack([pool[f] for f in families], axis=0)            # [F, B, n]
+  stacked = tf.stack([pool[f] for f in families], axis=0)  # [F, B, n]
   family = tf.random.stateless_uniform([b], seeds[6], 0, len(families), dtype=tf.int32)
   scores = tf.gather(tf.transpose(stacked, [1, 0, 2]), family, batch_dims=1)
   return scores, rank(scores)
@@ -121,7 +120,8 @@ def synthetic_dataset(batch_size, list_size=100, seed=0, families=FAMILIES, num_
       n = tf.constant(lo, tf.int32)
     else:
       n = tf.random.stateless_uniform(
-          [], tf.stack([key[0] + 7919, key[1]]), lo, hi + 1, dtype=tf.int32)
+        [], tf.stack([key[0] + 7919, key[1]]), lo, hi + 1, dtype=tf.int32
+      )
     return synthetic_batch(batch_size, n, key, families)
 
   return ds.map(make, num_parallel_calls=1).prefetch(2)

@@ -15,6 +15,7 @@ Performance Measures Efficiently in the Presence of Tied Scores", ECIR 2008). Th
 (average precision: :func:`tfrank4class.ranking.precision.expected_precision`);
 :func:`log_binomial` gives the binomial ratios behind the hit probabilities of a tie group.
 """
+
 import tensorflow as tf
 
 

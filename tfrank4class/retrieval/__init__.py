@@ -17,10 +17,21 @@ The Keras callback that evaluates after every epoch is
 at the top of the one-way flow (it builds models from encoders and losses); the core (losses,
 metrics, heads, rank operators) never imports it.
 """
+
 from tfrank4class.retrieval.evaluation import map_at_r, retrieval_metrics, retrieval_recall_at_k
 from tfrank4class.retrieval.kernel import block_statistics
-from tfrank4class.retrieval.model import (RetrievalModel, build_retrieval_model,
-                                          export_embedding_model)
+from tfrank4class.retrieval.model import (
+  RetrievalModel,
+  build_retrieval_model,
+  export_embedding_model,
+)
 
-__all__ = ["RetrievalModel", "block_statistics", "build_retrieval_model", "export_embedding_model",
-           "map_at_r", "retrieval_metrics", "retrieval_recall_at_k"]
+__all__ = [
+  "RetrievalModel",
+  "block_statistics",
+  "build_retrieval_model",
+  "export_embedding_model",
+  "map_at_r",
+  "retrieval_metrics",
+  "retrieval_recall_at_k",
+]

@@ -59,8 +59,16 @@ from tfrank4class.retrieval import inputs
 from tfrank4class.retrieval.kernel import compiled_block_statistics
 
 
-def retrieval_metrics(embeddings, labels, ks=(1, 2, 4, 8), query=None, gallery=None,
-                      with_map=True, singletons="exclude", block_size=256):
+def retrieval_metrics(
+  embeddings,
+  labels,
+  ks=(1, 2, 4, 8),
+  query=None,
+  gallery=None,
+  with_map=True,
+  singletons="exclude",
+  block_size=256,
+):
   """Recall@K for every K in ``ks`` and (optionally) MAP@R in one pass over the data.
 
   See the module docstring for the formulas (RaMBO Eq. 7-8; Musgrave et al. 2020), the two
@@ -104,14 +112,16 @@ def retrieval_metrics(embeddings, labels, ks=(1, 2, 4, 8), query=None, gallery=N
   g_size = g_ids.size - (1 if np.isin(q_ids, g_ids).any() else 0)
   if max(ks) > g_size:
     raise ValueError(
-        f"`ks` must not exceed the number of gallery items a query is compared with ({g_size}), "
-        f"got ks={list(ks)}.")
+      f"`ks` must not exceed the number of gallery items a query is compared with ({g_size}), "
+      f"got ks={list(ks)}."
+    )
   hit_sum, ap_sum, answerable = _sums_over_blocks(e, y, q_ids, g_ids, ks, with_map, block_size)
   excluded = int(q_ids.size - answerable)
   if answerable == 0:
     raise ValueError(
-        f"No query has an item of its class in the gallery ({q_ids.size} queries); Recall@K and "
-        f"MAP@R are undefined. Check `labels`, `query` and `gallery`.")
+      f"No query has an item of its class in the gallery ({q_ids.size} queries); Recall@K and "
+      f"MAP@R are undefined. Check `labels`, `query` and `gallery`."
+    )
   denom = answerable if singletons == "exclude" else q_ids.size
   out = {f"recall@{k}": float(h / denom) for k, h in zip(ks, hit_sum)}
   if with_map:
@@ -133,9 +143,10 @@ def _sums_over_blocks(e, y, q_ids, g_ids, ks, with_map, block_size):
   ap_sum = 0.0
   answerable = 0
   for start in range(0, q_ids.size, block_size):
-    ids = q_ids[start:start + block_size]
-    hits, ap_r, num_pos = kernel(tf.constant(e[ids]), tf.constant(y[ids]), tf.constant(ids),
-                                 g, g_lab, g_idt, ks_t)
+    ids = q_ids[start : start + block_size]
+    hits, ap_r, num_pos = kernel(
+      tf.constant(e[ids]), tf.constant(y[ids]), tf.constant(ids), g, g_lab, g_idt, ks_t
+    )
     has = num_pos.numpy() > 0
     answerable += int(has.sum())
     hit_sum += hits.numpy()[has].sum(axis=0)
@@ -143,8 +154,15 @@ def _sums_over_blocks(e, y, q_ids, g_ids, ks, with_map, block_size):
   return hit_sum, ap_sum, answerable
 
 
-def retrieval_recall_at_k(embeddings, labels, ks=(1, 2, 4, 8), query=None, gallery=None,
-                          singletons="exclude", block_size=256):
+def retrieval_recall_at_k(
+  embeddings,
+  labels,
+  ks=(1, 2, 4, 8),
+  query=None,
+  gallery=None,
+  singletons="exclude",
+  block_size=256,
+):
   """Recall@K of cosine-similarity retrieval (RaMBO Eq. 7-8), exact and in blocks.
 
   ``Recall@K = 1/|Q| sum_q 1[an item of q's class is among q's K nearest gallery items]``, self
@@ -168,8 +186,16 @@ def retrieval_recall_at_k(embeddings, labels, ks=(1, 2, 4, 8), query=None, galle
     >>> r["recall@1"], r["recall@2"]
     (0.0, 0.5)
   """
-  return retrieval_metrics(embeddings, labels, ks, query, gallery, with_map=False,
-                           singletons=singletons, block_size=block_size)
+  return retrieval_metrics(
+    embeddings,
+    labels,
+    ks,
+    query,
+    gallery,
+    with_map=False,
+    singletons=singletons,
+    block_size=block_size,
+  )
 
 
 def map_at_r(embeddings, labels, query=None, gallery=None, singletons="exclude", block_size=256):
@@ -187,6 +213,14 @@ def map_at_r(embeddings, labels, query=None, gallery=None, singletons="exclude",
     >>> round(map_at_r(e, [0, 0, 1, 1])["map@r"], 6)
     0.5
   """
-  out = retrieval_metrics(embeddings, labels, (1,), query, gallery, with_map=True,
-                          singletons=singletons, block_size=block_size)
+  out = retrieval_metrics(
+    embeddings,
+    labels,
+    (1,),
+    query,
+    gallery,
+    with_map=True,
+    singletons=singletons,
+    block_size=block_size,
+  )
   return {key: out[key] for key in ("map@r", "num_queries", "num_excluded")}

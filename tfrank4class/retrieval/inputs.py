@@ -5,6 +5,7 @@ evaluation`); these functions turn their arguments into numpy arrays the block l
 or raise an error naming the argument, the value and what is allowed. Labels go through the
 package's one label parser (:func:`tfrank4class.labels.parse_labels`, class ids only).
 """
+
 import numbers
 
 import numpy as np
@@ -34,20 +35,23 @@ def as_embeddings(embeddings):
     e = np.asarray(embeddings.numpy() if hasattr(embeddings, "numpy") else embeddings)
   except Exception as err:  # pylint: disable=broad-except
     raise TypeError(
-        f"`embeddings` must be a numeric array [N, D], got {embeddings!r}: {err}") from None
+      f"`embeddings` must be a numeric array [N, D], got {embeddings!r}: {err}"
+    ) from None
   if not (np.issubdtype(e.dtype, np.floating) or np.issubdtype(e.dtype, np.integer)):
     raise TypeError(f"`embeddings` must be numeric, got dtype {e.dtype}.")
   if e.ndim != 2:
     raise ValueError(f"`embeddings` must have shape [num_items, dim], got shape {e.shape}.")
   if e.shape[0] < 2 or e.shape[1] < 1:
     raise ValueError(
-        f"`embeddings` must hold at least 2 items of dimension >= 1, got shape {e.shape}.")
+      f"`embeddings` must hold at least 2 items of dimension >= 1, got shape {e.shape}."
+    )
   e = e.astype(np.float64)
   bad = np.flatnonzero(~np.isfinite(e).all(axis=1))
   if bad.size:
     raise ValueError(
-        f"`embeddings` must be finite, but {bad.size} row(s) hold NaN or Inf "
-        f"(first rows: {bad[:5].tolist()}).")
+      f"`embeddings` must be finite, but {bad.size} row(s) hold NaN or Inf "
+      f"(first rows: {bad[:5].tolist()})."
+    )
   norms = np.sqrt(np.einsum("ij,ij->i", e, e))
   return e / np.where(norms > 0, norms, 1.0)[:, None]
 
@@ -68,8 +72,7 @@ def as_labels(labels, embeddings):
     [1, 0]
   """
   ids = parse_labels(labels, name="labels", dense=False, size="N").ids
-  check_batch_size(ids, embeddings, other_name="embeddings", items="embeddings",
-                   dimension="length")
+  check_batch_size(ids, embeddings, other_name="embeddings", items="embeddings", dimension="length")
   return ids.numpy()
 
 
@@ -91,12 +94,14 @@ def as_subset(name, subset, n):
   if s.dtype == bool:
     if s.shape != (n,):
       raise ValueError(
-          f"`{name}` given as a boolean mask must have shape ({n},), got shape {s.shape}.")
+        f"`{name}` given as a boolean mask must have shape ({n},), got shape {s.shape}."
+      )
     s = np.flatnonzero(s)
   elif s.ndim != 1 or not (np.issubdtype(s.dtype, np.integer) or s.size == 0):
     raise ValueError(
-        f"`{name}` must be a 1-D array of row indices or a boolean mask of length {n}, "
-        f"got {subset!r}.")
+      f"`{name}` must be a 1-D array of row indices or a boolean mask of length {n}, "
+      f"got {subset!r}."
+    )
   s = s.astype(np.int64)
   if s.size == 0:
     raise ValueError(f"`{name}` must select at least one item, got an empty selection.")
@@ -120,7 +125,8 @@ def check_ks(ks):
     ks = tuple(ks)
   except TypeError:
     raise ValueError(
-        f"`ks` must be a positive integer or a sequence of them, got {ks!r}.") from None
+      f"`ks` must be a positive integer or a sequence of them, got {ks!r}."
+    ) from None
   if not ks:
     raise ValueError("`ks` must hold at least one cut-off, got an empty sequence.")
   for k in ks:

@@ -11,6 +11,7 @@ over uniformly random orderings of tied similarities (McSherry & Najork, ECIR 20
 loop that feeds the blocks and averages the queries is :mod:`tfrank4class.retrieval.evaluation`.
 Everything here is pure TensorFlow and runs eagerly, inside ``tf.function`` and under XLA.
 """
+
 import numpy as np
 import tensorflow as tf
 
@@ -60,14 +61,13 @@ def hit_probabilities(sims, valid, positive, ks):
     [[0.5, 1.0]]
   """
   dtype = sims.dtype
-  best = tf.reduce_max(tf.where(positive, sims, tf.constant(-np.inf, dtype)), axis=1,
-                       keepdims=True)
+  best = tf.reduce_max(tf.where(positive, sims, tf.constant(-np.inf, dtype)), axis=1, keepdims=True)
   above = tf.reduce_sum(tf.cast(tf.logical_and(valid, sims > best), dtype), axis=1)
   at_best = tf.equal(sims, best)
   tied = tf.reduce_sum(tf.cast(tf.logical_and(valid, at_best), dtype), axis=1)
   rel_tied = tf.reduce_sum(tf.cast(tf.logical_and(positive, at_best), dtype), axis=1)
   neg_tied = tied - rel_tied
-  slots = tf.cast(ks, dtype)[None, :] - above[:, None]            # places left in the top K
+  slots = tf.cast(ks, dtype)[None, :] - above[:, None]  # places left in the top K
   m = tf.clip_by_value(slots, 0.0, tf.maximum(neg_tied, 0.0)[:, None])
   miss = tf.exp(log_binomial(neg_tied[:, None], m) - log_binomial(tied[:, None], m))
   miss = tf.where(slots <= 0.0, tf.ones_like(miss), miss)
@@ -106,10 +106,16 @@ def average_precision_at_r(sims, valid, positive, num_positives):
   # Groups strictly above tau: their statistics come from the top_k alone.
   above_tau = top_v > tau
   stats = tie_statistics(top_v, relevant=top_pos, mask=above_tau)
-  per_item = expected_precision(stats["above"], stats["tied"], stats["rel_above"],
-                                stats["rel_tied"], cutoff=num_positives[:, None])
-  above_sum = tf.reduce_sum(tf.where(tf.logical_and(above_tau, top_pos > 0), per_item,
-                                     tf.zeros_like(per_item)), axis=1)
+  per_item = expected_precision(
+    stats["above"],
+    stats["tied"],
+    stats["rel_above"],
+    stats["rel_tied"],
+    cutoff=num_positives[:, None],
+  )
+  above_sum = tf.reduce_sum(
+    tf.where(tf.logical_and(above_tau, top_pos > 0), per_item, tf.zeros_like(per_item)), axis=1
+  )
   # The group at tau: counted over the whole row.
   a_tau = tf.reduce_sum(tf.cast(above_tau, dtype), axis=1)
   rho_tau = tf.reduce_sum(tf.where(above_tau, top_pos, tf.zeros_like(top_pos)), axis=1)
@@ -120,8 +126,9 @@ def average_precision_at_r(sims, valid, positive, num_positives):
   return tf.math.divide_no_nan(above_sum + tau_sum, num_positives)
 
 
-def block_statistics(query, query_labels, query_ids, gallery, gallery_labels, gallery_ids, ks,
-                     with_map=True):
+def block_statistics(
+  query, query_labels, query_ids, gallery, gallery_labels, gallery_ids, ks, with_map=True
+):
   """Per-query Recall@K and MAP@R for one block of queries against the whole gallery.
 
   This is the kernel behind :func:`tfrank4class.retrieval.retrieval_metrics`: the similarities
@@ -164,10 +171,12 @@ def block_statistics(query, query_labels, query_ids, gallery, gallery_labels, ga
 
 _SIGNATURE = [_SPEC_E, _SPEC_I, _SPEC_I, _SPEC_E, _SPEC_I, _SPEC_I, _SPEC_I]
 _COMPILED = {
-    False: tf.function(lambda *args: block_statistics(*args, with_map=False),
-                       input_signature=_SIGNATURE),
-    True: tf.function(lambda *args: block_statistics(*args, with_map=True),
-                      input_signature=_SIGNATURE),
+  False: tf.function(
+    lambda *args: block_statistics(*args, with_map=False), input_signature=_SIGNATURE
+  ),
+  True: tf.function(
+    lambda *args: block_statistics(*args, with_map=True), input_signature=_SIGNATURE
+  ),
 }
 
 

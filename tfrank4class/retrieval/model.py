@@ -27,6 +27,7 @@ package's one-way flow (data -> encoder -> head -> scores -> rank op -> loss / m
 below imports it. (It lived in ``tfrank4class.heads.embedding`` before, which made the heads
 depend on the losses; that path still works and warns.)
 """
+
 import typing
 
 import tensorflow as tf
@@ -50,6 +51,7 @@ class RetrievalModel(typing.NamedTuple):
     embedding_model: ``inputs -> embeddings [B, D]``, sharing the weights of ``model``.
     loss: the loss ``model`` is (to be) compiled with.
   """
+
   model: keras.Model
   embedding_model: keras.Model
   loss: keras.losses.Loss
@@ -63,26 +65,40 @@ def _make_loss(loss, label_smoothing, loss_kwargs):
     return loss, False
   if not isinstance(loss, str):
     raise ValueError(
-        f"`loss` must be one of {list(CROSS_ENTROPY + EMBEDDING_LOSSES)}, another registered loss "
-        f"name that takes (class ids, embeddings), or a keras.losses.Loss; got {loss!r}.")
+      f"`loss` must be one of {list(CROSS_ENTROPY + EMBEDDING_LOSSES)}, another registered loss "
+      f"name that takes (class ids, embeddings), or a keras.losses.Loss; got {loss!r}."
+    )
   if loss in CROSS_ENTROPY:
     return SmoothedCrossEntropy(label_smoothing=label_smoothing, **kwargs), True
   if loss == "recall_loss":
     kwargs.setdefault("from_embeddings", True)
     if not kwargs["from_embeddings"]:
-      raise ValueError("`loss_kwargs` must not set from_embeddings=False: the retrieval model "
-                       "trains the recall loss on in-batch similarities of embeddings.")
+      raise ValueError(
+        "`loss_kwargs` must not set from_embeddings=False: the retrieval model "
+        "trains the recall loss on in-batch similarities of embeddings."
+      )
   if loss not in registry.names():
     raise ValueError(
-        f"`loss` must be one of {list(CROSS_ENTROPY + EMBEDDING_LOSSES)} or a registered loss "
-        f"name, got {loss!r}.")
+      f"`loss` must be one of {list(CROSS_ENTROPY + EMBEDDING_LOSSES)} or a registered loss "
+      f"name, got {loss!r}."
+    )
   return registry.get(loss, **kwargs), False
 
 
-def build_retrieval_model(encoder, loss="cross_entropy", num_classes=None, embedding_dim=None,
-                          feature_norm="batch", dropout=0.0, label_smoothing=0.1,
-                          l2_normalize=False, loss_kwargs=None, input_shape=None, optimizer=None,
-                          name="retrieval"):
+def build_retrieval_model(
+  encoder,
+  loss="cross_entropy",
+  num_classes=None,
+  embedding_dim=None,
+  feature_norm="batch",
+  dropout=0.0,
+  label_smoothing=0.1,
+  l2_normalize=False,
+  loss_kwargs=None,
+  input_shape=None,
+  optimizer=None,
+  name="retrieval",
+):
   """Builds an embedding model trained with cross-entropy (Boudiaf et al.) or an embedding loss.
 
   Args:
@@ -132,8 +148,9 @@ def build_retrieval_model(encoder, loss="cross_entropy", num_classes=None, embed
   embedding = _embedding(encoder(inputs), feature_norm, embedding_dim, l2_normalize)
   embedding_model = keras.Model(inputs, embedding, name=f"{name}_embedding")
   if classifier:
-    model = keras.Model(inputs, _classifier(embedding, num_classes, dropout),
-                        name=f"{name}_classifier")
+    model = keras.Model(
+      inputs, _classifier(embedding, num_classes, dropout), name=f"{name}_classifier"
+    )
   else:
     model = embedding_model
   if optimizer is not None:
@@ -149,8 +166,8 @@ def _input_shape(encoder, input_shape):
     return tuple(encoder.input_shape[1:])
   except (AttributeError, ValueError, TypeError):
     raise ValueError(
-        "`input_shape` is required when `encoder` is a layer without a defined input, got "
-        "None.") from None
+      "`input_shape` is required when `encoder` is a layer without a defined input, got None."
+    ) from None
 
 
 def _embedding(features, feature_norm, embedding_dim, l2_normalize):
@@ -172,8 +189,9 @@ def _embedding(features, feature_norm, embedding_dim, l2_normalize):
 def _classifier(embedding, num_classes, dropout):
   """embedding -> [Dropout] -> zero-initialised Dense(num_classes) = the logits of the recipe."""
   h = keras.layers.Dropout(dropout, name="dropout")(embedding) if dropout else embedding
-  return keras.layers.Dense(num_classes, kernel_initializer="zeros", bias_initializer="zeros",
-                            name="classifier")(h)
+  return keras.layers.Dense(
+    num_classes, kernel_initializer="zeros", bias_initializer="zeros", name="classifier"
+  )(h)
 
 
 def export_embedding_model(embedding_model, export_dir):
@@ -187,8 +205,9 @@ def export_embedding_model(embedding_model, export_dir):
   """
   if not isinstance(embedding_model, keras.Model):
     raise ValueError(f"`embedding_model` must be a keras.Model, got {embedding_model!r}.")
-  spec = tf.TensorSpec([None, *embedding_model.input_shape[1:]], embedding_model.inputs[0].dtype,
-                       name="inputs")
+  spec = tf.TensorSpec(
+    [None, *embedding_model.input_shape[1:]], embedding_model.inputs[0].dtype, name="inputs"
+  )
 
   @tf.function(input_signature=[spec])
   def serve(inputs):

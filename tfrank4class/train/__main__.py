@@ -1,4 +1,5 @@
 """``python -m tfrank4class.train``: the training binary."""
+
 from tfrank4class.train.train import run
 
 run()

@@ -5,6 +5,7 @@
 writes it into the epoch's logs, where ``History``, ``TensorBoard``, ``EarlyStopping`` and
 ``ModelCheckpoint`` see it.
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation
@@ -52,9 +53,21 @@ class RetrievalEvaluation(keras.callbacks.Callback):
     ['val_map@r', 'val_recall@1']
   """
 
-  def __init__(self, x, labels, ks=(1, 2, 4, 8), query=None, gallery=None, embedding_model=None,
-               with_map=True, prefix="val_", batch_size=256, every=1, verbose=1,
-               singletons="exclude"):
+  def __init__(
+    self,
+    x,
+    labels,
+    ks=(1, 2, 4, 8),
+    query=None,
+    gallery=None,
+    embedding_model=None,
+    with_map=True,
+    prefix="val_",
+    batch_size=256,
+    every=1,
+    verbose=1,
+    singletons="exclude",
+  ):
     super().__init__()
     self.ks = inputs.check_ks(ks)
     _validation.check_int("batch_size", batch_size, minimum=1)
@@ -80,8 +93,15 @@ class RetrievalEvaluation(keras.callbacks.Callback):
       emb = model.predict(self.x, verbose=0)
     else:
       emb = model.predict(self.x, batch_size=self.batch_size, verbose=0)
-    return retrieval_metrics(emb, self.labels, self.ks, self.query, self.gallery,
-                             with_map=self.with_map, singletons=self.singletons)
+    return retrieval_metrics(
+      emb,
+      self.labels,
+      self.ks,
+      self.query,
+      self.gallery,
+      with_map=self.with_map,
+      singletons=self.singletons,
+    )
 
   def on_epoch_end(self, epoch, logs=None):
     if (epoch + 1) % self.every:

@@ -9,6 +9,7 @@ run with the best validation NDCG@5, in a fresh Python process that imports only
 
     python -m tfrank4class.train.demo [--workdir runs/demo] [--epochs 2]
 """
+
 import argparse
 import json
 import os
@@ -53,9 +54,18 @@ def main(argv=None):
     run_dir = os.path.join(args.workdir, loss)
     print(f"\n=== Training with {loss} ===", flush=True)
     subprocess.run(
-        [sys.executable, "-m", "tfrank4class.train", f"--loss={loss}", f"--epochs={args.epochs}",
-         f"--model_dir={run_dir}", f"--export_dir={os.path.join(run_dir, 'export')}"],
-        check=True, env=env)
+      [
+        sys.executable,
+        "-m",
+        "tfrank4class.train",
+        f"--loss={loss}",
+        f"--epochs={args.epochs}",
+        f"--model_dir={run_dir}",
+        f"--export_dir={os.path.join(run_dir, 'export')}",
+      ],
+      check=True,
+      env=env,
+    )
     with open(os.path.join(run_dir, "results.json")) as f:
       results[loss] = json.load(f)
 

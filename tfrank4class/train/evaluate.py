@@ -10,20 +10,21 @@ Importing the module defines its flags without parsing any (``run()`` parses the
   >>> evaluate.FLAGS["metrics"].default
   ['top_1', 'top_5', 'ndcg_5', 'mrr']
 """
-from absl import app
-from absl import flags
+
+from absl import app, flags
 
 from tfrank4class import data as data_lib
-from tfrank4class.train import experiment
-from tfrank4class.train import serving
+from tfrank4class.train import experiment, serving
 
 flags.DEFINE_string("model_dir", None, "A training run: evaluates its best.keras on its dataset.")
 flags.DEFINE_string("checkpoint", None, "A .keras model file.")
 flags.DEFINE_string("saved_model", None, "A SavedModel exported by tfrank4class.")
-flags.DEFINE_enum("dataset", None, data_lib.names(),
-                  "Dataset (default: the run's, with --model_dir).")
-flags.DEFINE_string("data_dir", None,
-                    "Where the dataset is (default: the run's, with --model_dir).")
+flags.DEFINE_enum(
+  "dataset", None, data_lib.names(), "Dataset (default: the run's, with --model_dir)."
+)
+flags.DEFINE_string(
+  "data_dir", None, "Where the dataset is (default: the run's, with --model_dir)."
+)
 flags.DEFINE_list("split", ["test"], "Split(s) to evaluate.")
 flags.DEFINE_list("metrics", ["top_1", "top_5", "ndcg_5", "mrr"], "Metrics to report.")
 flags.DEFINE_integer("batch_size", 256, "Evaluation batch size.", lower_bound=1)
@@ -36,8 +37,9 @@ def main(argv):
   experiment.quiet_tensorflow_logs()
   sources = [f for f in ("model_dir", "checkpoint", "saved_model") if FLAGS[f].value]
   if len(sources) != 1:
-    raise app.UsageError("Give exactly one of --model_dir, --checkpoint, --saved_model; got "
-                         f"{sources or 'none'}.")
+    raise app.UsageError(
+      f"Give exactly one of --model_dir, --checkpoint, --saved_model; got {sources or 'none'}."
+    )
   dataset, data_dir = FLAGS.dataset, FLAGS.data_dir
   if FLAGS.model_dir:
     config = experiment.ExperimentConfig.from_model_dir(FLAGS.model_dir)
@@ -48,8 +50,13 @@ def main(argv):
     model = serving.saved_model_scorer(FLAGS.saved_model)
   else:
     model = experiment.load_checkpoint(FLAGS.model_dir, FLAGS.checkpoint)
-  rows = [(split, experiment.evaluate(model, dataset, split, data_dir, FLAGS.batch_size,
-                                      tuple(FLAGS.metrics))) for split in FLAGS.split]
+  rows = [
+    (
+      split,
+      experiment.evaluate(model, dataset, split, data_dir, FLAGS.batch_size, tuple(FLAGS.metrics)),
+    )
+    for split in FLAGS.split
+  ]
   print(experiment.format_table(rows, list(FLAGS.metrics)))
 
 

@@ -34,6 +34,7 @@ enable_op_determinism``) and no dropout, a resumed run ends with the same weight
 an uninterrupted one; with dropout it is statistically, not bitwise, the same run (the dropout
 random state is not in the backup).
 """
+
 import atexit
 import collections
 import dataclasses
@@ -52,9 +53,9 @@ from tfrank4class import _validation
 from tfrank4class import data as data_lib
 from tfrank4class import encoders as encoders_lib
 from tfrank4class import heads as heads_lib
-from tfrank4class.compat import keras
 from tfrank4class import losses as losses_lib
 from tfrank4class import metrics as metrics_lib
+from tfrank4class.compat import keras
 from tfrank4class.registry import Registry
 from tfrank4class.train import strategy as strategy_lib
 
@@ -69,8 +70,15 @@ DEFAULT_HIDDEN_UNITS = (128, 128)
 #: Encoders chosen by ``encoder="auto"``, per modality.
 AUTO_ENCODERS = {"text": "transformer", "image": "small_cnn"}
 #: Defaults of the auto text encoder: small enough to train from scratch on a CPU in minutes.
-TEXT_DEFAULTS = {"max_tokens": 20_000, "sequence_length": 48, "embedding_dim": 64,
-                 "num_heads": 2, "num_layers": 1, "ff_dim": 128, "dropout": 0.0}
+TEXT_DEFAULTS = {
+  "max_tokens": 20_000,
+  "sequence_length": 48,
+  "embedding_dim": 64,
+  "num_heads": 2,
+  "num_layers": 1,
+  "ff_dim": 128,
+  "dropout": 0.0,
+}
 
 
 @dataclasses.dataclass
@@ -80,6 +88,7 @@ class ExperimentConfig:
   ``hidden_units=None`` means ``DEFAULT_HIDDEN_UNITS`` for the MLP interactions (latent_cross,
   concat) and ``()`` for ``dot``, which has no MLP (explicit units with ``dot`` are refused).
   """
+
   dataset: str = "goemotions_sample"
   data_dir: str = None
   on_corrupt: str = "error"
@@ -127,14 +136,17 @@ class ExperimentConfig:
       metrics_lib.registry.parse(name)
     metrics_lib.registry.parse(self.best_metric)
     if self.best_metric not in self.metrics:
-      raise ValueError(f"`best_metric` {self.best_metric!r} must be one of `metrics` "
-                       f"{list(self.metrics)}.")
+      raise ValueError(
+        f"`best_metric` {self.best_metric!r} must be one of `metrics` {list(self.metrics)}."
+      )
     for units in self.hidden_units:
       _validation.check_int("hidden_units", units, minimum=1)
     if self.interaction == "dot" and len(self.hidden_units):
-      raise ValueError(f"`hidden_units` {tuple(self.hidden_units)} is not used by `interaction` "
-                       "'dot' (a dot product has no MLP); only 'latent_cross' and 'concat' take "
-                       "it. Leave `hidden_units` unset with 'dot'.")
+      raise ValueError(
+        f"`hidden_units` {tuple(self.hidden_units)} is not used by `interaction` "
+        "'dot' (a dot product has no MLP); only 'latent_cross' and 'concat' take "
+        "it. Leave `hidden_units` unset with 'dot'."
+      )
     _validation.check_int("batch_size", self.batch_size, minimum=1)
     _validation.check_int("epochs", self.epochs, minimum=1)
     _validation.check_int("steps", self.steps, minimum=1, allow_none=True)
@@ -143,10 +155,13 @@ class ExperimentConfig:
     _validation.check_choice("strategy", self.strategy, strategy_lib.STRATEGIES)
     if self.strategy == "tpu" and not self.tpu:
       raise ValueError(
-          "`tpu` must name a TPU (a name, or grpc://host:port) when `strategy` is 'tpu'.")
+        "`tpu` must name a TPU (a name, or grpc://host:port) when `strategy` is 'tpu'."
+      )
     if self.strategy == "multi_worker_mirrored" and not self.model_dir:
-      raise ValueError("`model_dir` is required when `strategy` is 'multi_worker_mirrored': the "
-                       "chief evaluates and exports the best.keras it writes there.")
+      raise ValueError(
+        "`model_dir` is required when `strategy` is 'multi_worker_mirrored': the "
+        "chief evaluates and exports the best.keras it writes there."
+      )
     _validation.check_int("seed", self.seed, minimum=0)
     _validation.check_int("backup_every", self.backup_every, minimum=1)
     if not isinstance(self.start_over, bool):
@@ -178,11 +193,26 @@ def quiet_tensorflow_logs():
 #: The lock file of a run in ``model_dir``.
 LOCK_FILE = "train.lock"
 #: What a run writes in ``model_dir`` (``start_over`` deletes them; ``export_dir`` is left alone).
-RUN_FILES = ("backup", "checkpoints", "logs", "best.keras", "config.json", "class_names.txt",
-             "results.json")
+RUN_FILES = (
+  "backup",
+  "checkpoints",
+  "logs",
+  "best.keras",
+  "config.json",
+  "class_names.txt",
+  "results.json",
+)
 #: Config fields that say how a run executes, not what it trains: a resumed run may change them.
-RESUMABLE_CHANGES = ("model_dir", "export_dir", "strategy", "tpu", "devices", "backup_every",
-                     "start_over", "verbose")
+RESUMABLE_CHANGES = (
+  "model_dir",
+  "export_dir",
+  "strategy",
+  "tpu",
+  "devices",
+  "backup_every",
+  "start_over",
+  "verbose",
+)
 _LOCKS_HELD = set()
 
 
@@ -251,21 +281,31 @@ def lock_model_dir(model_dir):
   path = os.path.join(model_dir, LOCK_FILE)
   if os.path.realpath(path) in _LOCKS_HELD:
     return path
-  mine = {"pid": os.getpid(), "host": socket.gethostname(),
-          "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-          "command": " ".join(sys.argv)}
+  mine = {
+    "pid": os.getpid(),
+    "host": socket.gethostname(),
+    "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    "command": " ".join(sys.argv),
+  }
   try:
     _create_lock(path, mine)
   except FileExistsError:
     holder = _read_lock(path)
     # A lock of this host whose pid is gone, or is this process's although it never took it (a
     # pid reused after a restart), was left by a killed run.
-    stale = holder is not None and holder["host"] == mine["host"] and (
-        holder["pid"] == mine["pid"] or not _pid_runs(holder["pid"]))
+    stale = (
+      holder is not None
+      and holder["host"] == mine["host"]
+      and (holder["pid"] == mine["pid"] or not _pid_runs(holder["pid"]))
+    )
     if not stale:
       raise _in_use(model_dir, path, holder) from None
-    print(f"Taking over the lock {path} of a run that no longer runs (pid {holder['pid']} on "
-          f"{holder['host']}, started {holder.get('started')}).", file=sys.stderr, flush=True)
+    print(
+      f"Taking over the lock {path} of a run that no longer runs (pid {holder['pid']} on "
+      f"{holder['host']}, started {holder.get('started')}).",
+      file=sys.stderr,
+      flush=True,
+    )
     # Move it aside first: if another process took it over in between, put its lock back.
     aside = f"{path}.{mine['pid']}"
     try:
@@ -289,12 +329,14 @@ def lock_model_dir(model_dir):
 def _in_use(model_dir, path, holder):
   if holder is None:
     return ModelDirInUseError(
-        f"`model_dir` {model_dir!r} is locked by {path}, which does not name its run. If no run "
-        "uses the directory, delete that file; else pick another `model_dir`.")
+      f"`model_dir` {model_dir!r} is locked by {path}, which does not name its run. If no run "
+      "uses the directory, delete that file; else pick another `model_dir`."
+    )
   return ModelDirInUseError(
-      f"`model_dir` {model_dir!r} is in use by another training run: pid {holder['pid']} on "
-      f"host {holder['host']}, started {holder.get('started')} ({holder.get('command')}). Wait "
-      f"for it to end or pick another `model_dir`; if that run is gone, delete {path}.")
+    f"`model_dir` {model_dir!r} is in use by another training run: pid {holder['pid']} on "
+    f"host {holder['host']}, started {holder.get('started')} ({holder.get('command')}). Wait "
+    f"for it to end or pick another `model_dir`; if that run is gone, delete {path}."
+  )
 
 
 def config_differences(saved, config):
@@ -305,8 +347,9 @@ def config_differences(saved, config):
     {'loss': ('softmax_loss', 'approx_ndcg_loss')}
   """
   old, new = json.loads(saved.to_json()), json.loads(config.to_json())
-  return {k: (old[k], new[k]) for k in sorted(new)
-          if k not in RESUMABLE_CHANGES and old[k] != new[k]}
+  return {
+    k: (old[k], new[k]) for k in sorted(new) if k not in RESUMABLE_CHANGES and old[k] != new[k]
+  }
 
 
 def prepare_model_dir(config):
@@ -330,8 +373,10 @@ def prepare_model_dir(config):
       else:
         os.remove(path)
     if removed:
-      print(f"Starting over in {model_dir}: removed {', '.join(removed)} of the previous run.",
-            flush=True)
+      print(
+        f"Starting over in {model_dir}: removed {', '.join(removed)} of the previous run.",
+        flush=True,
+      )
     return
   if not os.path.exists(os.path.join(model_dir, "config.json")):
     return
@@ -339,10 +384,11 @@ def prepare_model_dir(config):
   if differences:
     listed = "; ".join(f"{k}: {old!r} there, {new!r} now" for k, (old, new) in differences.items())
     raise ConfigMismatchError(
-        f"`model_dir` {model_dir!r} holds a run with another configuration (its config.json): "
-        f"{listed}. Resume it with its own values, pick another `model_dir`, or set "
-        f"`start_over` (--start_over) to delete that run's {', '.join(RUN_FILES)} and train "
-        "from scratch.")
+      f"`model_dir` {model_dir!r} holds a run with another configuration (its config.json): "
+      f"{listed}. Resume it with its own values, pick another `model_dir`, or set "
+      f"`start_over` (--start_over) to delete that run's {', '.join(RUN_FILES)} and train "
+      "from scratch."
+    )
 
 
 class EpochMetricsBackup(keras.callbacks.Callback):
@@ -420,9 +466,12 @@ class EpochMetricsBackup(keras.callbacks.Callback):
   def _restore(self, epoch, step):
     saved = [s for s in self._state["saves"] if (s["epoch"], s["batch"]) == (epoch, step - 1)]
     if not saved:
-      print(f"No metric backup for epoch {epoch + 1}, step {step} in {self.path}: the training "
-            f"metrics of epoch {epoch + 1} cover only the steps after the restart.",
-            file=sys.stderr, flush=True)
+      print(
+        f"No metric backup for epoch {epoch + 1}, step {step} in {self.path}: the training "
+        f"metrics of epoch {epoch + 1} cover only the steps after the restart.",
+        file=sys.stderr,
+        flush=True,
+      )
       return
     for metric in self.model.metrics:
       for variable, value in zip(metric.variables, saved[0]["metrics"][metric.name]):
@@ -457,20 +506,29 @@ def build_model(config, info):
   if name == "transformer":
     kwargs = {**TEXT_DEFAULTS, **kwargs}
     vectorizer = data_lib.adapt_text_vectorization(
-        config.dataset, config.data_dir, max_tokens=kwargs.pop("max_tokens"),
-        output_sequence_length=kwargs["sequence_length"], on_corrupt=config.on_corrupt)
+      config.dataset,
+      config.data_dir,
+      max_tokens=kwargs.pop("max_tokens"),
+      output_sequence_length=kwargs["sequence_length"],
+      on_corrupt=config.on_corrupt,
+    )
     encoder = encoders_lib.get(name, text_vectorization=vectorizer, **kwargs)
   elif info.modality == "image":
     kwargs.setdefault("input_shape", tuple(info.image_size) + (3,))
     encoder = encoders_lib.get(name, **kwargs)
   else:
     encoder = encoders_lib.get(name, **kwargs)
-  model = heads_lib.build_model(encoder, info.num_classes, interaction=config.interaction,
-                                hidden_units=tuple(config.hidden_units))
+  model = heads_lib.build_model(
+    encoder,
+    info.num_classes,
+    interaction=config.interaction,
+    hidden_units=tuple(config.hidden_units),
+  )
   model.compile(
-      optimizer=OPTIMIZERS.get(config.optimizer, learning_rate=config.learning_rate),
-      loss=losses_lib.get(config.loss, **config.loss_kwargs),
-      metrics=[metrics_lib.get(m) for m in config.metrics])
+    optimizer=OPTIMIZERS.get(config.optimizer, learning_rate=config.learning_rate),
+    loss=losses_lib.get(config.loss, **config.loss_kwargs),
+    metrics=[metrics_lib.get(m) for m in config.metrics],
+  )
   return model
 
 
@@ -503,23 +561,43 @@ def resume_position(backup_dir, steps_per_epoch):
 def _input_fn(config, split, training):
   def make(input_context=None):
     return data_lib.load(
-        config.dataset, split, config.data_dir, batch_size=config.batch_size, training=training,
-        shuffle=training, shuffle_seed=config.seed, deterministic=True, repeat=training,
-        drop_remainder=training, input_context=input_context, on_corrupt=config.on_corrupt)
+      config.dataset,
+      split,
+      config.data_dir,
+      batch_size=config.batch_size,
+      training=training,
+      shuffle=training,
+      shuffle_seed=config.seed,
+      deterministic=True,
+      repeat=training,
+      drop_remainder=training,
+      input_context=input_context,
+      on_corrupt=config.on_corrupt,
+    )
+
   return make
 
 
 def _is_multi_worker(strategy):
-  return isinstance(strategy,
-                    (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy))
+  return isinstance(
+    strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)
+  )
 
 
 def _full_batches(config, split):
   """Full global batches in one pass over ``split``."""
-  return _count_batches(data_lib.load(config.dataset, split, config.data_dir,
-                                      batch_size=config.batch_size, training=False,
-                                      shuffle=False, drop_remainder=True,
-                                      on_corrupt=config.on_corrupt))
+  return _count_batches(
+    data_lib.load(
+      config.dataset,
+      split,
+      config.data_dir,
+      batch_size=config.batch_size,
+      training=False,
+      shuffle=False,
+      drop_remainder=True,
+      on_corrupt=config.on_corrupt,
+    )
+  )
 
 
 def _distribute(strategy, config, make):
@@ -568,8 +646,10 @@ def train(config):
 
   steps_per_epoch = config.steps or _full_batches(config, "train")
   if steps_per_epoch < 1:
-    raise ValueError(f"The training split of {config.dataset!r} has fewer examples than one "
-                     f"batch ({config.batch_size}).")
+    raise ValueError(
+      f"The training split of {config.dataset!r} has fewer examples than one "
+      f"batch ({config.batch_size})."
+    )
   callbacks = []
   skip = 0
   if model_dir:
@@ -579,21 +659,29 @@ def train(config):
     monitor = f"val_{config.best_metric}"
     state_path = os.path.join(backup_dir, "epoch_metrics.json")
     callbacks = [
-        EpochMetricsBackup(state_path, config.backup_every, (epoch, step), monitor, chief),
-        keras.callbacks.BackupAndRestore(backup_dir, save_freq=config.backup_every),
-        keras.callbacks.ModelCheckpoint(
-            os.path.join(model_dir, "checkpoints", "epoch_{epoch:03d}.weights.h5"),
-            save_weights_only=True),
-        keras.callbacks.ModelCheckpoint(
-            os.path.join(model_dir, "best.keras"), monitor=monitor, mode="max",
-            save_best_only=True, initial_value_threshold=best_so_far(state_path, epoch)),
-        keras.callbacks.TensorBoard(os.path.join(model_dir, "logs")),
+      EpochMetricsBackup(state_path, config.backup_every, (epoch, step), monitor, chief),
+      keras.callbacks.BackupAndRestore(backup_dir, save_freq=config.backup_every),
+      keras.callbacks.ModelCheckpoint(
+        os.path.join(model_dir, "checkpoints", "epoch_{epoch:03d}.weights.h5"),
+        save_weights_only=True,
+      ),
+      keras.callbacks.ModelCheckpoint(
+        os.path.join(model_dir, "best.keras"),
+        monitor=monitor,
+        mode="max",
+        save_best_only=True,
+        initial_value_threshold=best_so_far(state_path, epoch),
+      ),
+      keras.callbacks.TensorBoard(os.path.join(model_dir, "logs")),
     ]
     if chief:
       if skip:
-        print(f"Resuming the run in {model_dir} from its backup: at epoch {epoch + 1} of "
-              f"{config.epochs}, step {step + 1} of {steps_per_epoch} ({skip} steps trained "
-              "before the restart).", flush=True)
+        print(
+          f"Resuming the run in {model_dir} from its backup: at epoch {epoch + 1} of "
+          f"{config.epochs}, step {step + 1} of {steps_per_epoch} ({skip} steps trained "
+          "before the restart).",
+          flush=True,
+        )
       with open(os.path.join(model_dir, "config.json"), "w") as f:
         f.write(config.to_json())
       with open(os.path.join(model_dir, "class_names.txt"), "w", encoding="utf-8") as f:
@@ -601,17 +689,25 @@ def train(config):
 
   make_train = _input_fn(config, "train", training=True)
   make_val = _input_fn(config, val_split, training=False)
-  train_data = _distribute(strategy, config,
-                           lambda *a: make_train(*a).skip(skip) if skip else make_train(*a))
+  train_data = _distribute(
+    strategy, config, lambda *a: make_train(*a).skip(skip) if skip else make_train(*a)
+  )
   val_data = _distribute(strategy, config, make_val)
   with strategy.scope():
     model = build_model(config, info)
   # Sharded validation sets need a step count; every worker has at least this many batches.
-  validation_steps = (max(1, _full_batches(config, val_split)) if _is_multi_worker(strategy)
-                      else None)
-  history = model.fit(train_data, epochs=config.epochs, steps_per_epoch=steps_per_epoch,
-                      validation_data=val_data, validation_steps=validation_steps,
-                      callbacks=callbacks, verbose=config.verbose)
+  validation_steps = (
+    max(1, _full_batches(config, val_split)) if _is_multi_worker(strategy) else None
+  )
+  history = model.fit(
+    train_data,
+    epochs=config.epochs,
+    steps_per_epoch=steps_per_epoch,
+    validation_data=val_data,
+    validation_steps=validation_steps,
+    callbacks=callbacks,
+    verbose=config.verbose,
+  )
   return TrainResult(model, history, info, strategy)
 
 
@@ -630,28 +726,40 @@ def load_checkpoint(model_dir=None, checkpoint=None):
   """The Keras model of ``checkpoint`` (a ``.keras`` file), else of ``model_dir/best.keras``."""
   path = checkpoint or os.path.join(model_dir or "", "best.keras")
   if not os.path.isfile(path):
-    raise FileNotFoundError(f"No model file at {path}: pass a .keras `checkpoint` or the "
-                            "`model_dir` of a finished training run.")
+    raise FileNotFoundError(
+      f"No model file at {path}: pass a .keras `checkpoint` or the "
+      "`model_dir` of a finished training run."
+    )
   return keras.models.load_model(path)
 
 
 def evaluate_splits(model, config):
   """``[(split, {metric: value})]`` on the validation split and the test split."""
   splits = dict.fromkeys([validation_split(config.dataset), "test"])
-  return [(split, evaluate(model, config.dataset, split, config.data_dir,
-                           on_corrupt=config.on_corrupt)) for split in splits]
+  return [
+    (split, evaluate(model, config.dataset, split, config.data_dir, on_corrupt=config.on_corrupt))
+    for split in splits
+  ]
 
 
-def evaluate(model, dataset, split, data_dir=None, batch_size=256, metric_names=None,
-             on_corrupt="error"):
+def evaluate(
+  model, dataset, split, data_dir=None, batch_size=256, metric_names=None, on_corrupt="error"
+):
   """``{metric name: value}`` of a scores model on a split (Top-1, Top-5, NDCG@5, MRR by default).
 
   ``on_corrupt`` (``"error"`` or ``"skip"``) is passed to ``tfrank4class.data.load``.
   """
   metric_names = metric_names or ("top_1", "top_5", "ndcg_5", "mrr")
   metric_objects = [metrics_lib.get(m) for m in metric_names]
-  for features, labels in data_lib.load(dataset, split, data_dir, batch_size=batch_size,
-                                        training=False, shuffle=False, on_corrupt=on_corrupt):
+  for features, labels in data_lib.load(
+    dataset,
+    split,
+    data_dir,
+    batch_size=batch_size,
+    training=False,
+    shuffle=False,
+    on_corrupt=on_corrupt,
+  ):
     scores = model(features, training=False)
     for metric in metric_objects:
       metric.update_state(labels, scores)

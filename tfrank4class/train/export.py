@@ -1,16 +1,16 @@
 """tfrank4class-export: write the serving SavedModel of a training run's best checkpoint.
 
-    tfrank4class-export --model_dir=runs/demo --export_dir=runs/demo/export
+tfrank4class-export --model_dir=runs/demo --export_dir=runs/demo/export
 """
-from absl import app
-from absl import flags
+
+from absl import app, flags
 
 from tfrank4class import data as data_lib
-from tfrank4class.train import experiment
-from tfrank4class.train import serving
+from tfrank4class.train import experiment, serving
 
-flags.DEFINE_string("model_dir", None, "A training run (its best.keras and config.json).",
-                    required=True)
+flags.DEFINE_string(
+  "model_dir", None, "A training run (its best.keras and config.json).", required=True
+)
 flags.DEFINE_string("export_dir", None, "Where to write the SavedModel.", required=True)
 flags.DEFINE_string("checkpoint", None, "A .keras file to export instead of model_dir/best.keras.")
 flags.DEFINE_integer("top_k", 5, "Classes returned by the serving signature.", lower_bound=1)

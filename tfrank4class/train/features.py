@@ -20,6 +20,7 @@ Each entry is ``<key>.npz`` (the arrays) and ``<key>.json`` (the spec and ``info
 ``key = spec_key(spec)``; both are written to a temporary file first and renamed, so a killed
 process never leaves a half-written entry that would later be read as complete.
 """
+
 import hashlib
 import json
 import os
@@ -47,8 +48,9 @@ def embedding_model(model, head_name=HEAD_NAME):
   """
   names = [layer.name for layer in model.layers]
   if head_name not in names:
-    raise ValueError(f"`model` has no layer named {head_name!r} (`head_name`); its layers are "
-                     f"{names}.")
+    raise ValueError(
+      f"`model` has no layer named {head_name!r} (`head_name`); its layers are {names}."
+    )
   head = model.get_layer(head_name)
   return keras.Model(model.inputs, head.input, name=f"{model.name}_embedding")
 
@@ -115,8 +117,10 @@ class FeatureCache:
     with open(meta, encoding="utf-8") as f:
       stored = json.load(f)
     if json.loads(json.dumps(spec)) != stored.get("spec"):
-      raise ValueError(f"The feature cache entry {meta} holds another spec than the one asked "
-                       f"for: {stored.get('spec')!r} there, {spec!r} asked. Delete the entry.")
+      raise ValueError(
+        f"The feature cache entry {meta} holds another spec than the one asked "
+        f"for: {stored.get('spec')!r} there, {spec!r} asked. Delete the entry."
+      )
     with np.load(npz, allow_pickle=False) as arrays:
       return {k: arrays[k] for k in arrays.files}, stored.get("info", {})
 

@@ -23,6 +23,7 @@ Statistics (:func:`summarize`): per cell, the mean of each metric over its seeds
 t interval, and the paired difference against the baseline cell (softmax loss, dot head) over the
 seeds both have (:mod:`tfrank4class.metrics.intervals`).
 """
+
 import collections
 import json
 import math
@@ -33,10 +34,10 @@ import numpy as np
 import tensorflow as tf
 
 from tfrank4class import _validation
-from tfrank4class.compat import keras
 from tfrank4class import heads as heads_lib
 from tfrank4class import losses as losses_lib
 from tfrank4class import metrics as metrics_lib
+from tfrank4class.compat import keras
 from tfrank4class.metrics import bounds as bounds_lib
 from tfrank4class.metrics import intervals as intervals_lib
 
@@ -71,8 +72,10 @@ def check_record(record):
     raise ValueError(f"A grid record must be a JSON object (dict), got {record!r}.")
   missing = [k for k in REQUIRED_FIELDS if k not in record]
   if missing:
-    raise ValueError(f"The grid record {record!r} lacks the key(s) {missing}; every record "
-                     f"needs {list(REQUIRED_FIELDS)}.")
+    raise ValueError(
+      f"The grid record {record!r} lacks the key(s) {missing}; every record "
+      f"needs {list(REQUIRED_FIELDS)}."
+    )
   for k in ("dataset", "loss"):
     if not isinstance(record[k], str) or not record[k]:
       raise ValueError(f"Record key `{k}` must be a non-empty string, got {record[k]!r}.")
@@ -110,11 +113,14 @@ class RecordStore:
         try:
           loaded = json.load(f)
         except ValueError as e:
-          raise ValueError(f"The grid records file {self.path} is not valid JSON ({e}); "
-                           "restore it or move it away to start afresh.") from None
+          raise ValueError(
+            f"The grid records file {self.path} is not valid JSON ({e}); "
+            "restore it or move it away to start afresh."
+          ) from None
       if not isinstance(loaded, list):
-        raise ValueError(f"The grid records file {self.path} must hold a JSON list, got "
-                         f"{type(loaded).__name__}.")
+        raise ValueError(
+          f"The grid records file {self.path} must hold a JSON list, got {type(loaded).__name__}."
+        )
       for record in loaded:
         self._append(record)
 
@@ -122,8 +128,9 @@ class RecordStore:
     check_record(record)
     key = record_key(record)
     if key in self._keys:
-      raise ValueError(f"{self.path} already holds a record of {dict(key._asdict())}: a run is "
-                       "recorded once.")
+      raise ValueError(
+        f"{self.path} already holds a record of {dict(key._asdict())}: a run is recorded once."
+      )
     self._records.append(record)
     self._keys.add(key)
 
@@ -165,8 +172,13 @@ def grid_cells(datasets, protocol, losses, interactions, seeds):
   _validation.check_choice("protocol", protocol, PROTOCOLS)
   for interaction in interactions:
     _validation.check_choice("interactions", interaction, INTERACTIONS)
-  return [Cell(d, protocol, loss, inter, int(seed))
-          for d in datasets for seed in seeds for loss in losses for inter in interactions]
+  return [
+    Cell(d, protocol, loss, inter, int(seed))
+    for d in datasets
+    for seed in seeds
+    for loss in losses
+    for inter in interactions
+  ]
 
 
 def arrays_dataset(features, labels, batch_size, shuffle_seed=None):
@@ -182,8 +194,10 @@ def arrays_dataset(features, labels, batch_size, shuffle_seed=None):
 def predict(model, features, batch_size=512):
   """``model(features, training=False)`` in batches, as a float32 numpy array ``[N, C]``."""
   batch_size = _validation.check_int("batch_size", batch_size, minimum=1)
-  outputs = [np.asarray(model(x, training=False), np.float32)
-             for x in tf.data.Dataset.from_tensor_slices(features).batch(batch_size)]
+  outputs = [
+    np.asarray(model(x, training=False), np.float32)
+    for x in tf.data.Dataset.from_tensor_slices(features).batch(batch_size)
+  ]
   return np.concatenate(outputs)
 
 
@@ -192,8 +206,8 @@ def evaluate_scores(labels, scores, metric_names=METRICS, batch_size=4096):
   ``scores`` ``[N, C]`` against ``labels``, accumulated over batches as Keras does."""
   metric_objects = [metrics_lib.get(name) for name in metric_names]
   for start in range(0, len(labels), batch_size):
-    y = labels[start:start + batch_size]
-    s = scores[start:start + batch_size]
+    y = labels[start : start + batch_size]
+    s = scores[start : start + batch_size]
     for metric in metric_objects:
       metric.update_state(y, s)
   return {name: float(m.result()) for name, m in zip(metric_names, metric_objects)}
@@ -239,21 +253,22 @@ def head_model(feature_dim, num_classes, interaction="dot", hidden_units=()):
   :class:`tfrank4class.heads.Rank4ClassHead` (for the frozen-features protocol)."""
   feature_dim = _validation.check_int("feature_dim", feature_dim, minimum=1)
   inputs = keras.Input(shape=(feature_dim,), dtype=tf.float32, name="embeddings")
-  head = heads_lib.Rank4ClassHead(num_classes, interaction=interaction,
-                                  hidden_units=tuple(hidden_units), name="rank4class_head")
+  head = heads_lib.Rank4ClassHead(
+    num_classes, interaction=interaction, hidden_units=tuple(hidden_units), name="rank4class_head"
+  )
   return keras.Model(inputs, head(inputs), name="frozen_head")
 
 
 def compile_model(model, loss, loss_kwargs=None, learning_rate=1e-3):
   """Compiles ``model`` with Adam(``learning_rate``) and the registry loss ``loss``."""
   learning_rate = _validation.check_float("learning_rate", learning_rate, minimum=0.0, strict=True)
-  model.compile(optimizer=keras.optimizers.Adam(learning_rate),
-                loss=losses_lib.get(loss, **(loss_kwargs or {})))
+  model.compile(
+    optimizer=keras.optimizers.Adam(learning_rate), loss=losses_lib.get(loss, **(loss_kwargs or {}))
+  )
   return model
 
 
-def fit_and_evaluate(model, train, validation, test, *, epochs, batch_size, seed,
-                     monitor="ndcg_5"):
+def fit_and_evaluate(model, train, validation, test, *, epochs, batch_size, seed, monitor="ndcg_5"):
   """Trains a compiled ``model``, restores its best validation epoch, scores the test split.
 
   Args:
@@ -272,14 +287,24 @@ def fit_and_evaluate(model, train, validation, test, *, epochs, batch_size, seed
   epochs = _validation.check_int("epochs", epochs, minimum=1)
   keep = KeepBest(*validation, monitor=monitor)
   start = time.perf_counter()
-  model.fit(arrays_dataset(*train, batch_size=batch_size, shuffle_seed=seed), epochs=epochs,
-            callbacks=[keep], verbose=0)
+  model.fit(
+    arrays_dataset(*train, batch_size=batch_size, shuffle_seed=seed),
+    epochs=epochs,
+    callbacks=[keep],
+    verbose=0,
+  )
   train_seconds = time.perf_counter() - start
   test_scores = predict(model, test[0])
   result = evaluate_scores(test[1], test_scores)
-  result.update({"validation": {monitor: keep.best}, "best_epoch": keep.best_epoch + 1,
-                 "epochs": epochs, "validation_curve": [round(v, 6) for v in keep.curve],
-                 "train_seconds": train_seconds})
+  result.update(
+    {
+      "validation": {monitor: keep.best},
+      "best_epoch": keep.best_epoch + 1,
+      "epochs": epochs,
+      "validation_curve": [round(v, 6) for v in keep.curve],
+      "train_seconds": train_seconds,
+    }
+  )
   return result, test_scores
 
 
@@ -319,23 +344,36 @@ def summarize(records, metric_names=METRICS, confidence=0.95, baseline=BASELINE)
     seeds = sorted(by_seed)
     if len(seeds) < 2:
       continue
-    row = {"dataset": dataset, "protocol": protocol, "loss": loss, "interaction": interaction,
-           "seeds": seeds, "paired": {}, "paired_seeds": [],
-           "intervals": {m: intervals_lib.mean_interval([by_seed[s][m] for s in seeds],
-                                                        confidence) for m in metric_names}}
+    row = {
+      "dataset": dataset,
+      "protocol": protocol,
+      "loss": loss,
+      "interaction": interaction,
+      "seeds": seeds,
+      "paired": {},
+      "paired_seeds": [],
+      "intervals": {
+        m: intervals_lib.mean_interval([by_seed[s][m] for s in seeds], confidence)
+        for m in metric_names
+      },
+    }
     base = groups.get((dataset, protocol) + tuple(baseline), {})
     shared = sorted(set(seeds) & set(base))
     if (loss, interaction) != tuple(baseline) and len(shared) >= 2:
       row["paired_seeds"] = shared
-      row["paired"] = {m: intervals_lib.paired_difference(
-          [by_seed[s][m] for s in shared], [base[s][m] for s in shared], confidence)
-                       for m in metric_names}
+      row["paired"] = {
+        m: intervals_lib.paired_difference(
+          [by_seed[s][m] for s in shared], [base[s][m] for s in shared], confidence
+        )
+        for m in metric_names
+      }
     rows.append(row)
   return rows
 
 
-def best_other_head(records, dataset, metric="ndcg_5", protocol="frozen",
-                    candidates=("latent_cross", "concat")):
+def best_other_head(
+  records, dataset, metric="ndcg_5", protocol="frozen", candidates=("latent_cross", "concat")
+):
   """The head among ``candidates`` with the highest mean ``metric`` over every loss and seed of
   ``dataset`` under ``protocol``; returns ``(head, {head: mean})``.
 
@@ -347,12 +385,17 @@ def best_other_head(records, dataset, metric="ndcg_5", protocol="frozen",
     raise ValueError("`candidates` must name at least one head besides dot, got none.")
   means = {}
   for head in candidates:
-    values = [r[metric] for r in records if r["dataset"] == dataset and
-              r["protocol"] == protocol and r["interaction"] == head]
+    values = [
+      r[metric]
+      for r in records
+      if r["dataset"] == dataset and r["protocol"] == protocol and r["interaction"] == head
+    ]
     if not values:
-      raise ValueError(f"No {protocol} record of head {head!r} on dataset {dataset!r}: the best "
-                       "other head is chosen from those records; run that protocol first or "
-                       "name the head.")
+      raise ValueError(
+        f"No {protocol} record of head {head!r} on dataset {dataset!r}: the best "
+        "other head is chosen from those records; run that protocol first or "
+        "name the head."
+      )
     means[head] = float(np.mean(values))
   return max(candidates, key=lambda h: means[h]), means
 
@@ -362,10 +405,14 @@ def estimate_seconds(cell, records):
   (same dataset, protocol, loss and head; else same head; else same dataset and protocol), or
   ``None`` when there is none."""
   cell = Cell(*cell)
-  tests = (lambda r: (r["dataset"], r["protocol"], r["loss"], r["interaction"]) == cell[:4],
-           lambda r: (r["dataset"], r["protocol"], r["interaction"]) ==
-           (cell.dataset, cell.protocol, cell.interaction),
-           lambda r: (r["dataset"], r["protocol"]) == (cell.dataset, cell.protocol))
+  tests = (
+    lambda r: (r["dataset"], r["protocol"], r["loss"], r["interaction"]) == cell[:4],
+    lambda r: (
+      (r["dataset"], r["protocol"], r["interaction"])
+      == (cell.dataset, cell.protocol, cell.interaction)
+    ),
+    lambda r: (r["dataset"], r["protocol"]) == (cell.dataset, cell.protocol),
+  )
   for test in tests:
     times = [r["wall_seconds"] for r in records if "wall_seconds" in r and test(r)]
     if times:

@@ -19,14 +19,13 @@ improves, exported to ``--output`` (``.json`` + ``.npz``, loadable with
 ``<SorterClass>.load_weights_file`` or ``pretrained(path=...)``), so the run can be stopped at
 any time and the best weights so far are on disk.
 """
+
 import json
 import os
 import time
 
-from absl import app
-from absl import flags
-from absl import logging
 import tensorflow as tf
+from absl import app, flags, logging
 
 from tfrank4class import _validation
 from tfrank4class.compat import keras
@@ -61,9 +60,11 @@ EVAL_SEED = 987654321
 
 
 #: The hyper-parameters (flags) each sorter kind takes; the others are ignored for that kind.
-SORTER_HPARAMS = {"lstm": ("units", "num_layers"),
-                  "conv": ("filters", "num_blocks", "kernel_size"),
-                  "attention": ("hidden_units",)}
+SORTER_HPARAMS = {
+  "lstm": ("units", "num_layers"),
+  "conv": ("filters", "num_blocks", "kernel_size"),
+  "attention": ("hidden_units",),
+}
 
 
 def build_sorter(kind, list_size=None, **hparams):
@@ -87,8 +88,9 @@ def normalised_l1(predicted, exact):
   return tf.reduce_mean(tf.abs(predicted - exact)) / (n - 1.0)
 
 
-def _check_arguments(kind, min_list_size, max_list_size, steps, batch_size, learning_rate,
-                    halve_every, output):
+def _check_arguments(
+  kind, min_list_size, max_list_size, steps, batch_size, learning_rate, halve_every, output
+):
   """Raises a ``ValueError`` naming the first bad argument of :func:`train`."""
   _validation.check_int("min_list_size", min_list_size, minimum=2)
   _validation.check_int("max_list_size", max_list_size, minimum=min_list_size)
@@ -100,14 +102,16 @@ def _check_arguments(kind, min_list_size, max_list_size, steps, batch_size, lear
     raise ValueError("`output` (the path prefix of the exported weights) must be given.")
   if kind == "conv" and min_list_size != max_list_size:
     raise ValueError(
-        f"The conv sorter is tied to one list length: min_list_size ({min_list_size}) must "
-        f"equal max_list_size ({max_list_size}).")
+      f"The conv sorter is tied to one list length: min_list_size ({min_list_size}) must "
+      f"equal max_list_size ({max_list_size})."
+    )
 
 
 def _halving_schedule(learning_rate, halve_every):
   """The learning rate ``learning_rate * 0.5 ** floor(step / halve_every)``."""
   return keras.optimizers.schedules.ExponentialDecay(
-      learning_rate, decay_steps=halve_every, decay_rate=0.5, staircase=True)
+    learning_rate, decay_steps=halve_every, decay_rate=0.5, staircase=True
+  )
 
 
 def _held_out_sets(eval_lists, eval_list_sizes, min_list_size, max_list_size):
@@ -118,10 +122,10 @@ def _held_out_sets(eval_lists, eval_list_sizes, min_list_size, max_list_size):
   training stream and is the same in every run.
   """
   if eval_list_sizes is None:
-    eval_list_sizes = sorted({min_list_size, max_list_size,
-                              int(round((min_list_size * max_list_size) ** 0.5))})
-  return {n: synthetic.synthetic_batch(eval_lists, n, seed=[EVAL_SEED, n])
-          for n in eval_list_sizes}
+    eval_list_sizes = sorted(
+      {min_list_size, max_list_size, int(round((min_list_size * max_list_size) ** 0.5))}
+    )
+  return {n: synthetic.synthetic_batch(eval_lists, n, seed=[EVAL_SEED, n]) for n in eval_list_sizes}
 
 
 def _restore_checkpoint(sorter, optimizer, model_dir):
@@ -170,12 +174,28 @@ def _evaluate(predict, eval_sets):
   return {n: float(normalised_l1(predict(s), r)) for n, (s, r) in eval_sets.items()}
 
 
-def train(kind, min_list_size, max_list_size, steps, batch_size, learning_rate, halve_every,
-          output, model_dir=None, eval_every=250, eval_lists=512, eval_list_sizes=None,
-          max_minutes=None, seed=0, verbose=1, **hparams):
+def train(
+  kind,
+  min_list_size,
+  max_list_size,
+  steps,
+  batch_size,
+  learning_rate,
+  halve_every,
+  output,
+  model_dir=None,
+  eval_every=250,
+  eval_lists=512,
+  eval_list_sizes=None,
+  max_minutes=None,
+  seed=0,
+  verbose=1,
+  **hparams,
+):
   """Trains a sorter; returns ``(sorter, best_eval)``. See the module docstring."""
-  _check_arguments(kind, min_list_size, max_list_size, steps, batch_size, learning_rate,
-                   halve_every, output)
+  _check_arguments(
+    kind, min_list_size, max_list_size, steps, batch_size, learning_rate, halve_every, output
+  )
   model_dir = model_dir or output + "_run"
   os.makedirs(model_dir, exist_ok=True)
   tf.random.set_seed(seed)
@@ -187,10 +207,16 @@ def train(kind, min_list_size, max_list_size, steps, batch_size, learning_rate, 
   step_var, best_var, manager = _restore_checkpoint(sorter, optimizer, model_dir)
   writer = tf.summary.create_file_writer(os.path.join(model_dir, "tensorboard"))
   train_step, predict = _step_functions(
-      sorter, optimizer, max_list_size if kind == "conv" else None)
-  run_metadata = {"min_list_size": min_list_size, "max_list_size": max_list_size,
-                  "batch_size": batch_size, "learning_rate": learning_rate,
-                  "halve_every": halve_every, "seed": seed}
+    sorter, optimizer, max_list_size if kind == "conv" else None
+  )
+  run_metadata = {
+    "min_list_size": min_list_size,
+    "max_list_size": max_list_size,
+    "batch_size": batch_size,
+    "learning_rate": learning_rate,
+    "halve_every": halve_every,
+    "seed": seed,
+  }
 
   start = time.time()
   progbar = keras.utils.Progbar(steps, verbose=verbose, stateful_metrics=["lr", "eval"])
@@ -213,9 +239,15 @@ def train(kind, min_list_size, max_list_size, steps, batch_size, learning_rate, 
       history.append({"step": step, "eval": errors, "minutes": (time.time() - start) / 60})
       if mean_error < float(best_var):
         best_var.assign(mean_error)
-        sorter.export_weights(output, metadata={
-            "step": step, "eval_l1_normalised_rank": {str(k): v for k, v in errors.items()},
-            **run_metadata, "train_minutes_this_run": round((time.time() - start) / 60, 2)})
+        sorter.export_weights(
+          output,
+          metadata={
+            "step": step,
+            "eval_l1_normalised_rank": {str(k): v for k, v in errors.items()},
+            **run_metadata,
+            "train_minutes_this_run": round((time.time() - start) / 60, 2),
+          },
+        )
       manager.save(checkpoint_number=step)
       logging.info("step %d eval %s (best %.5f)", step, json.dumps(errors), float(best_var))
     progbar.update(step, values)
@@ -236,12 +268,27 @@ def main(argv):
   tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   eval_sizes = [int(x) for x in FLAGS.eval_list_sizes] if FLAGS.eval_list_sizes else None
   _, best = train(
-      FLAGS.sorter, FLAGS.min_list_size, FLAGS.max_list_size, FLAGS.steps, FLAGS.batch_size,
-      FLAGS.learning_rate, FLAGS.halve_every, FLAGS.output, model_dir=FLAGS.model_dir,
-      eval_every=FLAGS.eval_every, eval_lists=FLAGS.eval_lists, eval_list_sizes=eval_sizes,
-      max_minutes=FLAGS.max_minutes, seed=FLAGS.seed, units=FLAGS.units,
-      num_layers=FLAGS.num_layers, filters=FLAGS.filters, num_blocks=FLAGS.num_blocks,
-      kernel_size=FLAGS.kernel_size, hidden_units=FLAGS.hidden_units)
+    FLAGS.sorter,
+    FLAGS.min_list_size,
+    FLAGS.max_list_size,
+    FLAGS.steps,
+    FLAGS.batch_size,
+    FLAGS.learning_rate,
+    FLAGS.halve_every,
+    FLAGS.output,
+    model_dir=FLAGS.model_dir,
+    eval_every=FLAGS.eval_every,
+    eval_lists=FLAGS.eval_lists,
+    eval_list_sizes=eval_sizes,
+    max_minutes=FLAGS.max_minutes,
+    seed=FLAGS.seed,
+    units=FLAGS.units,
+    num_layers=FLAGS.num_layers,
+    filters=FLAGS.filters,
+    num_blocks=FLAGS.num_blocks,
+    kernel_size=FLAGS.kernel_size,
+    hidden_units=FLAGS.hidden_units,
+  )
   print(f"best held-out L1 (normalised ranks): {best:.6f}; weights: {FLAGS.output}.json/.npz")
 
 

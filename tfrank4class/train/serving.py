@@ -15,6 +15,7 @@ The export holds two signatures:
 The SavedModel needs TensorFlow only: a process that never imports ``tfrank4class`` loads and
 serves it with ``tf.saved_model.load`` or ``saved_model_cli run``.
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation
@@ -40,8 +41,9 @@ def export_saved_model(model, dataset, class_names, export_dir, top_k=5):
   class_names = [str(c) for c in class_names]
   num_classes = int(model.output_shape[-1])
   if len(class_names) != num_classes:
-    raise ValueError(f"`class_names` has {len(class_names)} names for a model with "
-                     f"{num_classes} scores.")
+    raise ValueError(
+      f"`class_names` has {len(class_names)} names for a model with {num_classes} scores."
+    )
   modality = "text" if model.inputs[0].dtype == tf.string else "image"
   key = INPUT_KEYS[modality]
   preprocess = data_lib.serving_preprocess(dataset)
@@ -56,8 +58,12 @@ def export_saved_model(model, dataset, class_names, export_dir, top_k=5):
       features = features[:, None]
     scores = model(features, training=False)
     top = tf.math.top_k(scores, k=k)
-    return {"top_k_ids": top.indices, "top_k_classes": tf.gather(names, top.indices),
-            "top_k_scores": top.values, "scores": scores}
+    return {
+      "top_k_ids": top.indices,
+      "top_k_classes": tf.gather(names, top.indices),
+      "top_k_scores": top.values,
+      "scores": scores,
+    }
 
   @tf.function(input_signature=[feature_spec])
   def scores_of(features):
@@ -67,8 +73,9 @@ def export_saved_model(model, dataset, class_names, export_dir, top_k=5):
   module.model = model
   module.serve = serve
   module.scores = scores_of
-  tf.saved_model.save(module, export_dir,
-                      signatures={"serving_default": serve, "scores": scores_of})
+  tf.saved_model.save(
+    module, export_dir, signatures={"serving_default": serve, "scores": scores_of}
+  )
   return export_dir
 
 
@@ -77,8 +84,10 @@ def saved_model_scorer(export_dir):
   signature, to evaluate an exported model with :func:`tfrank4class.train.experiment.evaluate`."""
   loaded = tf.saved_model.load(export_dir)
   if "scores" not in loaded.signatures:
-    raise ValueError(f"`saved_model` {export_dir!r} has no 'scores' signature; it was not "
-                     "written by tfrank4class.train.serving.export_saved_model.")
+    raise ValueError(
+      f"`saved_model` {export_dir!r} has no 'scores' signature; it was not "
+      "written by tfrank4class.train.serving.export_saved_model."
+    )
   signature = loaded.signatures["scores"]
 
   def scorer(features, training=False):
@@ -86,5 +95,6 @@ def saved_model_scorer(export_dir):
     if features.dtype == tf.string and features.shape.rank == 1:
       features = features[:, None]
     return signature(features=features)["scores"]
+
   scorer.loaded = loaded  # keeps the SavedModel alive as long as the scorer
   return scorer

@@ -1,11 +1,12 @@
 """The tf.distribute strategy named by a flag.
 
-    default                 tf.distribute.get_strategy() (one device)
-    mirrored                MirroredStrategy over `devices` (default: every local GPU, else the CPU)
-    multi_worker_mirrored   MultiWorkerMirroredStrategy; the cluster comes from the TF_CONFIG
-                            environment variable, as in the TensorFlow Model Garden
-    tpu                     TPUStrategy on the TPU named by `tpu` (a name, or grpc://host:port)
+default                 tf.distribute.get_strategy() (one device)
+mirrored                MirroredStrategy over `devices` (default: every local GPU, else the CPU)
+multi_worker_mirrored   MultiWorkerMirroredStrategy; the cluster comes from the TF_CONFIG
+                        environment variable, as in the TensorFlow Model Garden
+tpu                     TPUStrategy on the TPU named by `tpu` (a name, or grpc://host:port)
 """
+
 import tensorflow as tf
 
 from tfrank4class import _validation
@@ -16,8 +17,10 @@ STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
 def tpu_resolver(tpu):
   """A ``TPUClusterResolver`` for ``tpu`` (raises if ``tpu`` is empty)."""
   if not tpu:
-    raise ValueError("`tpu` must name a TPU (a name, or grpc://host:port) when the strategy is "
-                     f"'tpu', got {tpu!r}.")
+    raise ValueError(
+      "`tpu` must name a TPU (a name, or grpc://host:port) when the strategy is "
+      f"'tpu', got {tpu!r}."
+    )
   return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
 
 
@@ -39,7 +42,8 @@ def make_strategy(name="default", tpu=None, devices=None):
     # in one process, which aborts with "Shape mismatch in the collective instance".
     on_cpu = not tf.config.list_logical_devices("GPU")
     return tf.distribute.MirroredStrategy(
-        devices, cross_device_ops=tf.distribute.ReductionToOneDevice() if on_cpu else None)
+      devices, cross_device_ops=tf.distribute.ReductionToOneDevice() if on_cpu else None
+    )
   if name == "multi_worker_mirrored":
     return tf.distribute.MultiWorkerMirroredStrategy()
   resolver = tpu_resolver(tpu)
@@ -53,5 +57,8 @@ def is_chief(strategy):
   resolver = getattr(strategy, "cluster_resolver", None)
   if resolver is None or not resolver.task_type:
     return True
-  return resolver.task_type == "chief" or (resolver.task_type == "worker" and resolver.task_id == 0
-                                            and "chief" not in resolver.cluster_spec().as_dict())
+  return resolver.task_type == "chief" or (
+    resolver.task_type == "worker"
+    and resolver.task_id == 0
+    and "chief" not in resolver.cluster_spec().as_dict()
+  )

@@ -13,59 +13,92 @@ One run per ``--model_dir``: a second run on a directory in use stops at once, n
 that holds it. Started again with the same flags, a killed run resumes and says where; other
 flags are refused with the differing ones named, unless ``--start_over``.
 """
+
 import json
 import os
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 from tfrank4class import data as data_lib
 from tfrank4class import encoders as encoders_lib
 from tfrank4class import losses as losses_lib
-from tfrank4class.train import experiment
-from tfrank4class.train import serving
+from tfrank4class.train import experiment, serving
 from tfrank4class.train import strategy as strategy_lib
 
 _D = experiment.ExperimentConfig()
 flags.DEFINE_enum("dataset", _D.dataset, data_lib.names(), "Dataset to train on.")
-flags.DEFINE_string("data_dir", None, "Where the dataset is (image folder, TSV files or TFDS "
-                    "data dir); default: TFDS' default, or the embedded files of "
-                    "goemotions_sample.")
-flags.DEFINE_enum("on_corrupt", _D.on_corrupt, list(data_lib.ON_CORRUPT),
-                  "A malformed text line or undecodable image: error (stop, naming the file and "
-                  "line) or skip (drop it; the dropped lines are counted and named on stderr).")
-flags.DEFINE_enum("encoder", _D.encoder, ["auto"] + encoders_lib.names(),
-                  "Instance encoder; auto: transformer for text, small_cnn for images.")
+flags.DEFINE_string(
+  "data_dir",
+  None,
+  "Where the dataset is (image folder, TSV files or TFDS "
+  "data dir); default: TFDS' default, or the embedded files of "
+  "goemotions_sample.",
+)
+flags.DEFINE_enum(
+  "on_corrupt",
+  _D.on_corrupt,
+  list(data_lib.ON_CORRUPT),
+  "A malformed text line or undecodable image: error (stop, naming the file and "
+  "line) or skip (drop it; the dropped lines are counted and named on stderr).",
+)
+flags.DEFINE_enum(
+  "encoder",
+  _D.encoder,
+  ["auto"] + encoders_lib.names(),
+  "Instance encoder; auto: transformer for text, small_cnn for images.",
+)
 flags.DEFINE_string("encoder_kwargs", "{}", "JSON object of encoder arguments.")
-flags.DEFINE_enum("interaction", _D.interaction, list(experiment.INTERACTIONS),
-                  "Instance-class interaction of the Rank4Class head.")
-flags.DEFINE_list("hidden_units", [str(u) for u in experiment.DEFAULT_HIDDEN_UNITS],
-                  "MLP widths of the latent_cross / concat interactions (refused with "
-                  "--interaction=dot, which has no MLP).")
+flags.DEFINE_enum(
+  "interaction",
+  _D.interaction,
+  list(experiment.INTERACTIONS),
+  "Instance-class interaction of the Rank4Class head.",
+)
+flags.DEFINE_list(
+  "hidden_units",
+  [str(u) for u in experiment.DEFAULT_HIDDEN_UNITS],
+  "MLP widths of the latent_cross / concat interactions (refused with "
+  "--interaction=dot, which has no MLP).",
+)
 flags.DEFINE_enum("loss", _D.loss, losses_lib.names(), "Loss, by registry name.")
 flags.DEFINE_string("loss_kwargs", "{}", "JSON object of loss arguments.")
-flags.DEFINE_list("metrics", list(_D.metrics),
-                  "Metrics: top_K, ndcg, ndcg_K, mrr, mrr_K, map, spearman.")
-flags.DEFINE_string("best_metric", _D.best_metric,
-                    "Validation metric that picks the best checkpoint.")
+flags.DEFINE_list(
+  "metrics", list(_D.metrics), "Metrics: top_K, ndcg, ndcg_K, mrr, mrr_K, map, spearman."
+)
+flags.DEFINE_string(
+  "best_metric", _D.best_metric, "Validation metric that picks the best checkpoint."
+)
 flags.DEFINE_integer("batch_size", _D.batch_size, "Global batch size.", lower_bound=1)
 flags.DEFINE_integer("epochs", _D.epochs, "Training epochs.", lower_bound=1)
-flags.DEFINE_integer("steps", None, "Training steps per epoch (default: one pass over the "
-                     "training split).", lower_bound=1)
+flags.DEFINE_integer(
+  "steps",
+  None,
+  "Training steps per epoch (default: one pass over the training split).",
+  lower_bound=1,
+)
 flags.DEFINE_enum("optimizer", _D.optimizer, sorted(experiment.OPTIMIZERS), "Optimizer.")
 flags.DEFINE_float("learning_rate", _D.learning_rate, "Learning rate.", lower_bound=0.0)
-flags.DEFINE_enum("strategy", _D.strategy, list(strategy_lib.STRATEGIES),
-                  "tf.distribute strategy; multi_worker_mirrored reads the cluster from TF_CONFIG.")
+flags.DEFINE_enum(
+  "strategy",
+  _D.strategy,
+  list(strategy_lib.STRATEGIES),
+  "tf.distribute strategy; multi_worker_mirrored reads the cluster from TF_CONFIG.",
+)
 flags.DEFINE_string("tpu", None, "TPU name or grpc://host:port, with --strategy=tpu.")
 flags.DEFINE_list("devices", None, "Devices of --strategy=mirrored (default: all GPUs, else CPU).")
 flags.DEFINE_string("model_dir", None, "Checkpoints, best.keras, TensorBoard logs, backups.")
 flags.DEFINE_string("export_dir", None, "Where to write the serving SavedModel.")
 flags.DEFINE_integer("seed", _D.seed, "Random seed (weights, shuffling).", lower_bound=0)
-flags.DEFINE_integer("backup_every", _D.backup_every, "Steps between mid-epoch backups.",
-                     lower_bound=1)
-flags.DEFINE_bool("start_over", _D.start_over, "Delete the run already in --model_dir (backup, "
-                  "checkpoints, logs, results) and train from scratch. Without it, a run in "
-                  "--model_dir resumes, and a different configuration there is refused.")
+flags.DEFINE_integer(
+  "backup_every", _D.backup_every, "Steps between mid-epoch backups.", lower_bound=1
+)
+flags.DEFINE_bool(
+  "start_over",
+  _D.start_over,
+  "Delete the run already in --model_dir (backup, "
+  "checkpoints, logs, results) and train from scratch. Without it, a run in "
+  "--model_dir resumes, and a different configuration there is refused.",
+)
 flags.DEFINE_integer("top_k", 5, "Classes returned by the serving signature.", lower_bound=1)
 flags.DEFINE_enum("keras_verbose", "1", ["0", "1", "2"], "Keras progress output: 1 = progress bar.")
 
@@ -76,7 +109,7 @@ def _json_flag(name):
   try:
     value = json.loads(FLAGS[name].value)
   except json.JSONDecodeError as e:
-    raise app.UsageError(f"--{name} must be a JSON object, got {FLAGS[name].value!r}: {e}")
+    raise app.UsageError(f"--{name} must be a JSON object, got {FLAGS[name].value!r}: {e}") from e
   if not isinstance(value, dict):
     raise app.UsageError(f"--{name} must be a JSON object, got {FLAGS[name].value!r}.")
   return value
@@ -86,25 +119,39 @@ def config_from_flags():
   """The ``ExperimentConfig`` the flags describe, validated."""
   try:
     hidden_units = tuple(int(u) for u in FLAGS.hidden_units)
-  except ValueError:
-    raise app.UsageError(f"--hidden_units must be integers, got {FLAGS.hidden_units}.")
+  except ValueError as e:
+    raise app.UsageError(f"--hidden_units must be integers, got {FLAGS.hidden_units}.") from e
   config = experiment.ExperimentConfig(
-      dataset=FLAGS.dataset, data_dir=FLAGS.data_dir, on_corrupt=FLAGS.on_corrupt,
-      encoder=FLAGS.encoder,
-      encoder_kwargs=_json_flag("encoder_kwargs"), interaction=FLAGS.interaction,
-      hidden_units=hidden_units if FLAGS["hidden_units"].present else None,
-      loss=FLAGS.loss, loss_kwargs=_json_flag("loss_kwargs"),
-      metrics=tuple(FLAGS.metrics), batch_size=FLAGS.batch_size, epochs=FLAGS.epochs,
-      steps=FLAGS.steps, optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,
-      strategy=FLAGS.strategy, tpu=FLAGS.tpu,
-      devices=tuple(FLAGS.devices) if FLAGS.devices else None, model_dir=FLAGS.model_dir,
-      export_dir=FLAGS.export_dir, seed=FLAGS.seed, best_metric=FLAGS.best_metric,
-      backup_every=FLAGS.backup_every, start_over=FLAGS.start_over,
-      verbose=int(FLAGS.keras_verbose))
+    dataset=FLAGS.dataset,
+    data_dir=FLAGS.data_dir,
+    on_corrupt=FLAGS.on_corrupt,
+    encoder=FLAGS.encoder,
+    encoder_kwargs=_json_flag("encoder_kwargs"),
+    interaction=FLAGS.interaction,
+    hidden_units=hidden_units if FLAGS["hidden_units"].present else None,
+    loss=FLAGS.loss,
+    loss_kwargs=_json_flag("loss_kwargs"),
+    metrics=tuple(FLAGS.metrics),
+    batch_size=FLAGS.batch_size,
+    epochs=FLAGS.epochs,
+    steps=FLAGS.steps,
+    optimizer=FLAGS.optimizer,
+    learning_rate=FLAGS.learning_rate,
+    strategy=FLAGS.strategy,
+    tpu=FLAGS.tpu,
+    devices=tuple(FLAGS.devices) if FLAGS.devices else None,
+    model_dir=FLAGS.model_dir,
+    export_dir=FLAGS.export_dir,
+    seed=FLAGS.seed,
+    best_metric=FLAGS.best_metric,
+    backup_every=FLAGS.backup_every,
+    start_over=FLAGS.start_over,
+    verbose=int(FLAGS.keras_verbose),
+  )
   try:
     return config.validate()
   except ValueError as e:
-    raise app.UsageError(str(e))
+    raise app.UsageError(str(e)) from e
 
 
 def main(argv):
@@ -120,15 +167,18 @@ def main(argv):
     return  # the chief evaluates and exports a non-distributed copy of the best checkpoint
   model = experiment.best_model(config, result)
   rows = experiment.evaluate_splits(model, config)
-  print(f"\n{config.dataset} / {config.loss} / {config.interaction} (best checkpoint by "
-        f"validation {config.best_metric}):")
+  print(
+    f"\n{config.dataset} / {config.loss} / {config.interaction} (best checkpoint by "
+    f"validation {config.best_metric}):"
+  )
   print(experiment.format_table(rows, list(rows[0][1])))
   if config.model_dir:
     with open(os.path.join(config.model_dir, "results.json"), "w") as f:
       json.dump(dict(rows), f, indent=2)
   if config.export_dir:
-    serving.export_saved_model(model, config.dataset, result.info.class_names, config.export_dir,
-                               top_k=FLAGS.top_k)
+    serving.export_saved_model(
+      model, config.dataset, result.info.class_names, config.export_dir, top_k=FLAGS.top_k
+    )
     print(f"Exported the serving SavedModel to {config.export_dir}")
 
 
