@@ -202,6 +202,15 @@ def tfds_builder(name, data_dir):
   return tfds.builder(name, data_dir=None if data_dir is None else str(data_dir), try_gcs=False)
 
 
+def prepare_offline(builder, manual_dir):
+  """``builder.download_and_prepare`` from the files in ``manual_dir`` only; returns ``builder``."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
+  config = tfds.download.DownloadConfig(manual_dir=str(manual_dir), try_download_gcs=False)
+  builder.download_and_prepare(download_config=config)
+  return builder
+
+
 def tfds_split(split, options):
   """This pipeline's TFDS split: the ``i``-th of ``tfds.even_splits(split, N)`` when sharded."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top

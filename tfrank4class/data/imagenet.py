@@ -118,17 +118,11 @@ def prepare(manual_dir, data_dir):
   Raises:
     DataNotFoundError: ``manual_dir`` does not hold both ``TARS``.
   """
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-
   manual = _common.require_dir(manual_dir, "ImageNet tars", HOW)
   missing = [t for t in TARS if not (manual / t).is_file()]
   if missing:
     raise _common.missing_data(manual, f"{' and '.join(missing)}", HOW)
-  builder = _common.tfds_builder(NAME, data_dir)
-  builder.download_and_prepare(
-    download_config=tfds.download.DownloadConfig(manual_dir=str(manual), try_download_gcs=False)
-  )
-  return builder
+  return _common.prepare_offline(_common.tfds_builder(NAME, data_dir), manual)
 
 
 def detect_source(data_dir):

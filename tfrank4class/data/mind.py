@@ -230,11 +230,7 @@ def prepare(manual_dir, data_dir):
   manual = _common.require_dir(manual_dir, "MIND news.tsv", HOW)
   if not news_files(manual):
     raise _common.missing_data(manual / "news.tsv", "MIND news.tsv", HOW)
-  builder = Mind(data_dir=str(data_dir))
-  builder.download_and_prepare(
-    download_config=tfds.download.DownloadConfig(manual_dir=str(manual), try_download_gcs=False)
-  )
-  return builder
+  return _common.prepare_offline(Mind(data_dir=str(data_dir)), manual)
 
 
 def detect_source(data_dir):

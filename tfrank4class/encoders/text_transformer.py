@@ -168,14 +168,9 @@ def transformer(
   vocabulary=None,
   text_vectorization=None,
   sequence_length=64,
-  embedding_dim=128,
-  num_heads=4,
-  num_layers=2,
-  ff_dim=256,
-  dropout=0.1,
-  output_dim=None,
   standardize="lower_and_strip_punctuation",
   name="transformer_text_encoder",
+  **encoder_kwargs,
 ):
   """Builds a raw-string Transformer text encoder model ``tf.string [B] / [B, 1] -> [B, d]``.
 
@@ -189,10 +184,10 @@ def transformer(
       exceed ``sequence_length``: longer outputs are truncated).
     sequence_length: tokens per text (padding/truncation length of a new ``TextVectorization``,
       and the size of the position table).
-    embedding_dim, num_heads, num_layers, ff_dim, dropout, output_dim: see
-      :class:`TransformerTextEncoder`.
     standardize: ``TextVectorization`` standardisation when ``vocabulary`` is given.
     name: model name.
+    **encoder_kwargs: ``embedding_dim``, ``num_heads``, ``num_layers``, ``ff_dim``, ``dropout``,
+      ``output_dim`` of :class:`TransformerTextEncoder` (its defaults apply).
 
   Returns:
     A functional ``keras.Model`` whose input is a ``tf.string`` tensor ``[B, 1]`` (``[B]``
@@ -244,14 +239,6 @@ def transformer(
   texts = keras.Input(shape=(1,), dtype=tf.string, name="text")
   ids = vectorizer(texts)
   pooled = TransformerTextEncoder(
-    vectorizer.vocabulary_size(),
-    sequence_length,
-    embedding_dim=embedding_dim,
-    num_heads=num_heads,
-    num_layers=num_layers,
-    ff_dim=ff_dim,
-    dropout=dropout,
-    output_dim=output_dim,
-    name="transformer",
+    vectorizer.vocabulary_size(), sequence_length, name="transformer", **encoder_kwargs
   )(ids)
   return keras.Model(texts, pooled, name=name)

@@ -226,7 +226,7 @@ class DotProductInteraction(Interaction):
 
 
 class _MLPInteraction(Interaction):
-  """Shared arguments of the MLP interactions."""
+  """Shared arguments of the MLP interactions; a subclass makes its layers in ``_make_layers``."""
 
   def __init__(
     self,
@@ -240,6 +240,7 @@ class _MLPInteraction(Interaction):
     self.hidden_units = check_units("hidden_units", hidden_units)
     self.activation = keras.activations.get(activation)
     self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self._make_layers()
 
   def _new_initializer(self):
     return fresh_initializer(self.kernel_initializer)
@@ -293,21 +294,7 @@ class LatentCrossInteraction(_MLPInteraction):
     TensorShape([4, 5])
   """
 
-  def __init__(
-    self,
-    hidden_units=(256, 256),
-    activation="relu",
-    class_chunk_size=None,
-    kernel_initializer="glorot_uniform",
-    **kwargs,
-  ):
-    super().__init__(
-      hidden_units=hidden_units,
-      activation=activation,
-      class_chunk_size=class_chunk_size,
-      kernel_initializer=kernel_initializer,
-      **kwargs,
-    )
+  def _make_layers(self):
     self._layers = [
       self._dense(u, self.activation, f"hidden_{i}") for i, u in enumerate(self.hidden_units)
     ]
@@ -359,21 +346,7 @@ class ConcatInteraction(_MLPInteraction):
     TensorShape([4, 5])
   """
 
-  def __init__(
-    self,
-    hidden_units=(256, 256),
-    activation="relu",
-    class_chunk_size=None,
-    kernel_initializer="glorot_uniform",
-    **kwargs,
-  ):
-    super().__init__(
-      hidden_units=hidden_units,
-      activation=activation,
-      class_chunk_size=class_chunk_size,
-      kernel_initializer=kernel_initializer,
-      **kwargs,
-    )
+  def _make_layers(self):
     units = self.hidden_units + (1,)
     self._first_units = units[0]
     self._first_activation = self.activation if self.hidden_units else None
