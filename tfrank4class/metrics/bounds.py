@@ -40,7 +40,7 @@ import math
 import tensorflow as tf
 
 from tfrank4class import _validation
-from tfrank4class.losses.relevance import class_ids
+from tfrank4class.labels import class_ids
 
 
 class BoundCheck(
@@ -109,9 +109,8 @@ def softmax_rank_bound(labels, scores, atol=1e-9):
       scores or ids outside ``[0, C)``.
   """
   atol = _validation.check_float("atol", atol, minimum=0.0)
-  scores = _validation.score_matrix("scores", scores)
+  scores = tf.cast(_validation.check_scores("scores", scores), tf.float64)
   num_classes = int(scores.shape[-1])
-  scores = tf.cast(_validation.assert_finite("scores", scores), tf.float64)
   ids = class_ids(labels, num_classes)
   if int(ids.shape[0]) != int(scores.shape[0]):
     raise ValueError(
