@@ -1,0 +1,59 @@
+"""What the version before the consolidation (issue 16) saved still loads and computes the same.
+
+The fixture was written by ``tests/fixtures/saved_before_consolidation/make.py`` on commit
+7724dc6, under each stack: every registered loss and five metrics as Keras serializations with
+their values on fixed inputs, and a compiled ``.keras`` model with a Rank4Class head, a TF-Ranking
+loss and ranking metrics, with its predictions. Nothing here is computed by the code under test
+first: the expected numbers are the old version's.
+"""
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfrank4class.heads  # noqa: F401  (registers the head: `import tfrank4class` alone does not)
+import tfrank4class.losses  # noqa: F401
+import tfrank4class.metrics  # noqa: F401
+from tfrank4class import compat
+
+FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "saved_before_consolidation"
+STACK = FIXTURE / ("tf2.15" if compat.tensorflow_version() < (2, 16) else "tf2.21")
+INPUTS = np.load(STACK / "inputs.npy", allow_pickle=True).item()
+# Losses that sample (Gumbel noise) give a new value per call; only their config is compared.
+STOCHASTIC = {"gumbel_approx_ndcg_loss", "yeti_logistic_loss"}
+
+
+def _rows(kind):
+  return json.loads((STACK / f"{kind}.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(_rows("losses")))
+def test_old_loss_configs_load_and_give_the_old_values(name):
+  row = _rows("losses")[name]
+  loss = compat.keras.saving.deserialize_keras_object(row["config"])
+  assert loss.get_config() == row["config"]["config"]
+  if name not in STOCHASTIC:
+    value = float(loss(INPUTS["labels"], INPUTS["scores"]))
+    assert value == pytest.approx(row["value"], rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(_rows("metrics")))
+def test_old_metric_configs_load_and_give_the_old_values(name):
+  row = _rows("metrics")[name]
+  metric = compat.keras.saving.deserialize_keras_object(row["config"])
+  metric.update_state(INPUTS["labels"], INPUTS["scores"])
+  assert float(metric.result()) == pytest.approx(row["value"], rel=1e-6, abs=1e-7)
+
+
+def test_old_keras_model_loads_without_custom_objects_and_predicts_the_same():
+  model = compat.keras.models.load_model(STACK / "model.keras")
+  want = np.load(STACK / "model_outputs.npy")
+  np.testing.assert_allclose(model.predict(INPUTS["x"], verbose=0), want, rtol=1e-5, atol=1e-6)
+  # The compiled loss and metrics came back too, and the model still trains.
+  history = model.fit(INPUTS["x"], INPUTS["labels"], epochs=1, verbose=0).history
+  assert np.isfinite(history["loss"][0])
+  assert {"top_1_accuracy", "ndcg_5"} <= set(history)
+  assert isinstance(model.layers[-1], tf.Module)
