@@ -22,8 +22,15 @@ from tfrank4class import compat
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "saved_before_consolidation"
 STACK = FIXTURE / ("tf2.15" if compat.tensorflow_version() < (2, 16) else "tf2.21")
 INPUTS = np.load(STACK / "inputs.npy", allow_pickle=True).item()
-# Losses that sample (Gumbel noise) give a new value per call; only their config is compared.
-STOCHASTIC = {"gumbel_approx_ndcg_loss", "yeti_logistic_loss"}
+# Losses that sample give a value that depends on the random state: Gumbel noise (Gumbel
+# ApproxNDCG, YetiLogistic), or a random order among tied labels (ListMLE, CoupledRankDistil:
+# one-hot labels tie every other class). Only their config is compared.
+STOCHASTIC = {
+  "gumbel_approx_ndcg_loss",
+  "yeti_logistic_loss",
+  "list_mle_loss",
+  "coupled_rankdistil_loss",
+}
 
 
 def _rows(kind):
