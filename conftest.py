@@ -5,9 +5,9 @@ docstring examples of every module of ``tfrank4class/`` (``[tool:pytest]`` in ``
 This file is loaded before either, so:
 
 * the environment is set before TensorFlow is imported: no GCE metadata probe (no network),
-  quiet logs, and on TensorFlow 2.16+ ``tf.keras`` is tf-keras (``TF_USE_LEGACY_KERAS=1``), the
-  Keras the package's objects are built on (``tests/test_compat.py`` checks the package in a
-  process without it); TensorFlow 2.15 has no tf-keras and would fail to find it if asked;
+  and quiet logs. The Keras flavour is the environment's: Keras 3 on TensorFlow 2.16+ (``make
+  test``), tf-keras when ``TF_USE_LEGACY_KERAS=1`` (``make test-legacy``), Keras 2.15 on
+  TensorFlow 2.15 (``make test-compat``);
 * the CPU is split into two logical devices before TensorFlow initialises them, so that
   ``tf.distribute.MirroredStrategy(["CPU:0", "CPU:1"])`` can run on this machine;
 * the absl binaries of ``tfrank4class/train/`` (modules that define flags at import) have their
@@ -29,8 +29,6 @@ import sys
 
 os.environ.setdefault("NO_GCE_CHECK", "true")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-if tuple(int(p) for p in importlib.metadata.version("tensorflow").split(".")[:2]) >= (2, 16):
-  os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402

@@ -84,60 +84,122 @@ def check_tensorflow_version(version=None):
     )
 
 
+def legacy_keras_requested(environ=None):
+  """Whether ``TF_USE_LEGACY_KERAS`` asks for tf-keras, read as TensorFlow's ``tf.keras`` reads it.
+
+  Example:
+    >>> legacy_keras_requested({"TF_USE_LEGACY_KERAS": "1"}), legacy_keras_requested({})
+    (True, False)
+  """
+  environ = os.environ if environ is None else environ
+  return environ.get("TF_USE_LEGACY_KERAS") in ("true", "True", "1")
+
+
 def _bind_keras():
   check_tensorflow_version()
   version = tensorflow_version()
   if version < (2, 16):
     return tf.keras
-  try:
-    import tf_keras  # pylint: disable=g-import-not-at-top
-  except ImportError:
+  if legacy_keras_requested():
+    try:
+      import tf_keras  # pylint: disable=g-import-not-at-top
+    except ImportError:
+      raise ImportError(
+        "TF_USE_LEGACY_KERAS=1 asks for Keras 2, which TensorFlow "
+        f"{tf.__version__} gets from the tf-keras package, and it is not installed. Run: "
+        f'python -m pip install "tf-keras~={version[0]}.{version[1]}.0"'
+      ) from None
+    return tf_keras
+  import keras  # pylint: disable=g-import-not-at-top
+
+  backend = keras.backend.backend()
+  if backend != "tensorflow":
     raise ImportError(
-      f"tfrank4class's Keras objects are Keras 2 objects, which TensorFlow {tf.__version__} "
-      "gets from the tf-keras package, and it is not installed. Run: python -m pip install "
-      f'"tf-keras~={version[0]}.{version[1]}.0"'
-    ) from None
-  return tf_keras
+      f"tfrank4class's Keras objects run on the TensorFlow backend of Keras 3, but "
+      f"KERAS_BACKEND={backend!r}. Set KERAS_BACKEND=tensorflow (or unset it) before Keras is "
+      "imported; the pure-TensorFlow functions (tfrank4class.ranking, metrics.functional) "
+      "need no Keras."
+    )
+  return keras
 
 
-#: The Keras every object of the package is built on (Keras 2: ``tf_keras`` or TF 2.15's
-#: ``tf.keras``).
+#: The Keras every object of the package is built on: Keras 3 (``keras``) on TensorFlow 2.16+,
+#: tf-keras there when ``TF_USE_LEGACY_KERAS=1``, and TensorFlow 2.15's ``tf.keras`` (Keras 2.15).
 keras = _bind_keras()
 
-_KERAS_PACKAGE = keras.__name__.split(".")[0]  # "tf_keras", or "keras" for TF 2.15's Keras 2
+#: Top-level package of the bound Keras: "keras" (Keras 3, or TF 2.15's Keras 2) or "tf_keras".
+KERAS_PACKAGE = keras.__name__.split(".")[0]
+#: Whether the bound Keras is Keras 3.
+KERAS_3 = int(keras.__version__.split(".")[0]) >= 3
+_FLAVOURS = ("keras", "tf_keras")
+
+#: The default ``reduction`` of every loss of the package: the mean over the batch. Keras 2 calls
+#: it ``"auto"`` (which is ``"sum_over_batch_size"`` inside ``fit``); Keras 3 has no ``"auto"``.
+DEFAULT_REDUCTION = "sum_over_batch_size" if KERAS_3 else "auto"
 
 
-def _is_keras3_module(module_name):
-  """Whether ``module_name`` belongs to Keras 3 while the package is bound to another Keras."""
-  return module_name.split(".")[0] == "keras" and _KERAS_PACKAGE != "keras"
+def loss_reduction(reduction):
+  """``reduction`` as the bound Keras spells it: Keras 2's ``"auto"`` is Keras 3's default.
+
+  Lets a loss saved by Keras 2 (``"reduction": "auto"``) load under Keras 3.
+
+  Example:
+    >>> loss_reduction("sum")
+    'sum'
+  """
+  if KERAS_3 and reduction == "auto":
+    return DEFAULT_REDUCTION
+  return reduction
 
 
-def _mix_up(obj, what):
+def _is_foreign_keras(module_name):
+  """Whether ``module_name`` belongs to a Keras other than the bound one."""
+  top = module_name.split(".")[0]
+  return top in _FLAVOURS and top != KERAS_PACKAGE
+
+
+def _flavour_name(package):
+  if package == "tf_keras":
+    return "Keras 2 (tf-keras)"
+  return "Keras 3" if KERAS_3 or package != KERAS_PACKAGE else "Keras 2 (TensorFlow 2.15)"
+
+
+def _mix_up(obj, what, other):
+  if KERAS_PACKAGE == "tf_keras":
+    fix = (
+      "This process bound tfrank4class to tf-keras because TF_USE_LEGACY_KERAS=1: build the "
+      "model with `import tf_keras as keras` (or `tf.keras`, or `from tfrank4class.compat "
+      "import keras`), or unset TF_USE_LEGACY_KERAS before TensorFlow is imported to use Keras 3."
+    )
+  else:
+    fix = (
+      "tfrank4class binds to the Keras that `tf.keras` is in this process: build the model "
+      "with `import keras` (or `tf.keras`, or `from tfrank4class.compat import keras`), or set "
+      "TF_USE_LEGACY_KERAS=1 before TensorFlow is imported to use tf-keras throughout."
+    )
   return KerasFlavourError(
-    f"{type(obj).__name__} is a tfrank4class object built on Keras 2 ({_KERAS_PACKAGE}), but "
-    f"{what} Keras 3 (`import keras`, or `tf.keras` on TensorFlow >= 2.16). Build the model "
-    "with tf-keras: `import tf_keras as keras` (or `from tfrank4class.compat import keras`), "
-    "or set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported so that `tf.keras` is tf-keras."
+    f"{type(obj).__name__} is a tfrank4class object built on {_flavour_name(KERAS_PACKAGE)}, "
+    f"but {what} {_flavour_name(other)}. {fix}"
   )
 
 
 def check_keras_flavour(obj, args=(), kwargs=None, caller_module=None):
-  """Raises :class:`KerasFlavourError` if Keras 3 is calling ``obj`` or feeding it tensors.
+  """Raises :class:`KerasFlavourError` if another Keras is calling ``obj`` or feeding it tensors.
 
   Args:
     obj: the package's loss, metric or layer being called.
-    args, kwargs: its call arguments; a Keras 3 symbolic tensor among them is refused.
-    caller_module: ``__name__`` of the module that made the call; a Keras 3 module is refused
-      (Keras 3's ``compile`` wraps foreign losses and metrics as plain functions, which would
-      silently average a Keras 2 metric's running means).
+    args, kwargs: its call arguments; a symbolic tensor of the other Keras is refused.
+    caller_module: ``__name__`` of the module that made the call; a module of the other Keras
+      is refused (Keras 3's ``compile`` wraps foreign losses and metrics as plain functions,
+      which would silently average a Keras 2 metric's running means, and tf-keras would not
+      track a Keras 3 layer's weights).
   """
-  if _KERAS_PACKAGE == "keras":
-    return
-  if caller_module and _is_keras3_module(caller_module):
-    raise _mix_up(obj, "it is being called by")
+  if caller_module and _is_foreign_keras(caller_module):
+    raise _mix_up(obj, "it is being called by", caller_module.split(".")[0])
   for leaf in tf.nest.flatten((args, kwargs or {})):
-    if _is_keras3_module(type(leaf).__module__):
-      raise _mix_up(obj, f"it was given a {type(leaf).__name__} from")
+    module = type(leaf).__module__
+    if _is_foreign_keras(module):
+      raise _mix_up(obj, f"it was given a {type(leaf).__name__} from", module.split(".")[0])
 
 
 def _guard_call(cls):

@@ -10,8 +10,7 @@ In all of them ``rk+`` (the rank among the relevant items) is a constant and onl
 blackbox gradient (see :func:`tfrank4class.losses.rambo.list_ranks`).
 """
 
-from tfrank4class import _validation
-from tfrank4class.compat import keras
+from tfrank4class import _validation, compat
 from tfrank4class.losses import rambo
 from tfrank4class.losses.registry import register
 
@@ -44,7 +43,7 @@ class AveragePrecisionLoss(rambo.BlackboxRankLoss):
     self,
     lambda_=1.0,
     margin=0.0,
-    reduction=keras.losses.Reduction.AUTO,
+    reduction=compat.DEFAULT_REDUCTION,
     name="average_precision_loss",
   ):
     super().__init__(lambda_=lambda_, margin=margin, memory=0, reduction=reduction, name=name)
@@ -89,7 +88,7 @@ class MeanAveragePrecisionLoss(rambo.BlackboxRankLoss):
     lambda_=1.0,
     margin=0.0,
     memory=0,
-    reduction=keras.losses.Reduction.AUTO,
+    reduction=compat.DEFAULT_REDUCTION,
     name="mean_average_precision_loss",
   ):
     super().__init__(lambda_=lambda_, margin=margin, memory=memory, reduction=reduction, name=name)
@@ -120,7 +119,7 @@ class APCLoss(rambo.BlackboxRankLoss):
   supports_memory = True
 
   def __init__(
-    self, lambda_=1.0, margin=0.0, memory=0, reduction=keras.losses.Reduction.AUTO, name="apc_loss"
+    self, lambda_=1.0, margin=0.0, memory=0, reduction=compat.DEFAULT_REDUCTION, name="apc_loss"
   ):
     super().__init__(lambda_=lambda_, margin=margin, memory=memory, reduction=reduction, name=name)
 
@@ -163,7 +162,7 @@ class MapApcLoss(rambo.BlackboxRankLoss):
     lambda_=1.0,
     margin=0.0,
     memory=0,
-    reduction=keras.losses.Reduction.AUTO,
+    reduction=compat.DEFAULT_REDUCTION,
     name="map_apc_loss",
   ):
     self.map_weight = _validation.check_float("map_weight", map_weight, minimum=0.0)

@@ -1,6 +1,6 @@
 """1 - NDCG on blackbox ranks: an O(n log n) alternative to ApproxNDCG for long lists."""
 
-from tfrank4class.compat import keras
+from tfrank4class import compat
 from tfrank4class.losses import rambo
 from tfrank4class.losses.registry import register
 
@@ -34,7 +34,7 @@ class BlackboxNDCGLoss(rambo.BlackboxRankLoss):
   """
 
   def __init__(
-    self, lambda_=1.0, margin=0.0, reduction=keras.losses.Reduction.AUTO, name="blackbox_ndcg_loss"
+    self, lambda_=1.0, margin=0.0, reduction=compat.DEFAULT_REDUCTION, name="blackbox_ndcg_loss"
   ):
     super().__init__(lambda_=lambda_, margin=margin, memory=0, reduction=reduction, name=name)
 

@@ -22,7 +22,7 @@ Under ``tf.distribute`` each replica mines inside its own share of the global ba
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import _validation, compat
 from tfrank4class.compat import keras
 from tfrank4class.labels import check_batch_size, num_items, parse_labels, to_relevance
 from tfrank4class.losses.registry import register
@@ -78,7 +78,7 @@ class _EmbeddingLoss(keras.losses.Loss):
   _MINING = ()
 
   def __init__(self, margin, normalize, mining, reduction, name):
-    super().__init__(reduction=reduction, name=name)
+    super().__init__(reduction=compat.loss_reduction(reduction), name=name)
     self.margin = _validation.check_float("margin", margin, minimum=0.0)
     self.normalize = bool(normalize)
     self.mining = _validation.check_choice("mining", mining, self._MINING)
@@ -143,7 +143,7 @@ class ContrastiveLoss(_EmbeddingLoss):
     margin=1.0,
     normalize=True,
     mining="all",
-    reduction=keras.losses.Reduction.AUTO,
+    reduction=compat.DEFAULT_REDUCTION,
     name="contrastive_loss",
   ):
     super().__init__(margin, normalize, mining, reduction, name)
@@ -201,7 +201,7 @@ class TripletLoss(_EmbeddingLoss):
     margin=0.2,
     normalize=True,
     mining="batch_hard",
-    reduction=keras.losses.Reduction.AUTO,
+    reduction=compat.DEFAULT_REDUCTION,
     name="triplet_loss",
   ):
     super().__init__(margin, normalize, mining, reduction, name)
@@ -293,10 +293,10 @@ class SmoothedCrossEntropy(keras.losses.Loss):
     self,
     label_smoothing=0.1,
     spread="other_classes",
-    reduction=keras.losses.Reduction.AUTO,
+    reduction=compat.DEFAULT_REDUCTION,
     name="smoothed_cross_entropy",
   ):
-    super().__init__(reduction=reduction, name=name)
+    super().__init__(reduction=compat.loss_reduction(reduction), name=name)
     self.label_smoothing = _validation.check_float("label_smoothing", label_smoothing, minimum=0.0)
     if self.label_smoothing >= 1.0:
       raise ValueError(

@@ -30,7 +30,7 @@ Keras losses.
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import _validation, compat
 from tfrank4class.compat import keras
 
 # class_ids: public here before issue 13 (the one label parser, re-exported).
@@ -259,9 +259,9 @@ class BlackboxRankLoss(keras.losses.Loss):
   supports_memory = False
 
   def __init__(
-    self, lambda_=1.0, margin=0.0, memory=0, reduction=keras.losses.Reduction.AUTO, name=None
+    self, lambda_=1.0, margin=0.0, memory=0, reduction=compat.DEFAULT_REDUCTION, name=None
   ):
-    super().__init__(reduction=reduction, name=name)
+    super().__init__(reduction=compat.loss_reduction(reduction), name=name)
     self.lambda_ = _validation.check_float("lambda_", lambda_, minimum=0.0, strict=True)
     self.margin = _validation.check_float("margin", margin, minimum=0.0)
     self.memory = _validation.check_int("memory", memory, minimum=0)

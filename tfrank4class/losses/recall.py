@@ -2,8 +2,7 @@
 
 import tensorflow as tf
 
-from tfrank4class import _validation
-from tfrank4class.compat import keras
+from tfrank4class import _validation, compat
 from tfrank4class.labels import class_ids
 from tfrank4class.losses import rambo
 from tfrank4class.losses.registry import register
@@ -72,7 +71,7 @@ class RecallLoss(rambo.BlackboxRankLoss):
     memory=0,
     from_embeddings=False,
     similarity="cosine",
-    reduction=keras.losses.Reduction.AUTO,
+    reduction=compat.DEFAULT_REDUCTION,
     name="recall_loss",
   ):
     self.weighting = _validation.check_choice("weighting", weighting, rambo.WEIGHTINGS)

@@ -37,7 +37,7 @@ not part of a Keras loss config, so pass pretrained sorters by name when the mod
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import _validation, compat
 from tfrank4class.compat import keras
 from tfrank4class.labels import num_items, to_relevance
 from tfrank4class.losses.registry import register
@@ -77,7 +77,7 @@ class _RankLoss(keras.losses.Loss):
   """Shared plumbing: the rank operator, its optional fine-tuning, and serialization."""
 
   def __init__(self, ranker, ranker_trainable, ranker_learning_rate, reduction, name):
-    super().__init__(reduction=reduction, name=name)
+    super().__init__(reduction=compat.loss_reduction(reduction), name=name)
     if not isinstance(ranker_trainable, bool):
       raise ValueError(f"`ranker_trainable` must be a bool, got {ranker_trainable!r}.")
     self.ranker_trainable = ranker_trainable
@@ -216,7 +216,7 @@ class SpearmanLoss(_RankLoss):
     over_batch=False,
     ranker_trainable=False,
     ranker_learning_rate=1e-4,
-    reduction=keras.losses.Reduction.AUTO,
+    reduction=compat.DEFAULT_REDUCTION,
     name="spearman_loss",
   ):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)
@@ -313,7 +313,7 @@ class SorterMAPLoss(_RankLoss):
     ranker="attention",
     ranker_trainable=False,
     ranker_learning_rate=1e-4,
-    reduction=keras.losses.Reduction.AUTO,
+    reduction=compat.DEFAULT_REDUCTION,
     name="sorter_map_loss",
   ):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)
@@ -378,7 +378,7 @@ class SorterAPLoss(_RankLoss):
     ranker="attention",
     ranker_trainable=False,
     ranker_learning_rate=1e-4,
-    reduction=keras.losses.Reduction.AUTO,
+    reduction=compat.DEFAULT_REDUCTION,
     name="sorter_ap_loss",
   ):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)
@@ -432,7 +432,7 @@ class RankTripletLoss(_RankLoss):
     alpha=0.1,
     ranker_trainable=False,
     ranker_learning_rate=1e-4,
-    reduction=keras.losses.Reduction.AUTO,
+    reduction=compat.DEFAULT_REDUCTION,
     name="rank_triplet_loss",
   ):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)

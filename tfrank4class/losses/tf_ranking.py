@@ -97,10 +97,10 @@ class RankingLoss(keras.losses.Loss):
     ...               metrics=[tfrank4class.metrics.NDCG(5)])
   """
 
-  def __init__(self, key, reduction=keras.losses.Reduction.AUTO, name=None, **loss_kwargs):
+  def __init__(self, key, reduction=compat.DEFAULT_REDUCTION, name=None, **loss_kwargs):
     _validation.check_choice("key", key, TFR_KEYS)
     name = name or key
-    super().__init__(reduction=reduction, name=name)
+    super().__init__(reduction=compat.loss_reduction(reduction), name=name)
     self.key = key
     self.loss_kwargs = dict(loss_kwargs)
     spec = SPECS[key]
@@ -175,10 +175,10 @@ class RankingLoss(keras.losses.Loss):
     with tf.name_scope(self.name):
       values = self.weighted_values(y_true, y_pred, sample_weight)
       reduction = self.reduction
-      if reduction == keras.losses.Reduction.NONE:
+      if reduction == "none":
         return values
       total = tf.reduce_sum(values)
-      if reduction == keras.losses.Reduction.SUM:
+      if reduction == "sum":
         return total
       return tf.math.divide_no_nan(total, tf.cast(tf.size(values), total.dtype))
 
