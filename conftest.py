@@ -19,7 +19,6 @@ This file is loaded before either, so:
 
 import ast
 import doctest
-import importlib.metadata
 import json
 import os
 import pathlib
