@@ -26,13 +26,35 @@ def test_too_old_tensorflow_names_the_fix():
   compat.check_tensorflow_version("2.21.0")
 
 
-def test_keras_binding_is_keras_2():
-  if CURRENT_STACK:
-    import tf_keras  # pylint: disable=g-import-not-at-top
+def test_keras_binding_follows_tf_keras():
+  # The rule TensorFlow applies to `tf.keras`: Keras 3 on 2.16+, tf-keras with
+  # TF_USE_LEGACY_KERAS=1, Keras 2.15 on TensorFlow 2.15.
+  assert compat.keras.Model is tf.keras.Model
+  import keras  # pylint: disable=g-import-not-at-top
 
-    assert compat.keras is tf_keras and tf_keras.__version__.startswith("2.")
+  if not CURRENT_STACK:
+    assert keras.__version__.startswith("2.15") and compat.KERAS_PACKAGE == "keras"
+    assert not compat.KERAS_3
+  elif compat.legacy_keras_requested():
+    assert compat.keras.__version__.startswith("2.") and compat.KERAS_PACKAGE == "tf_keras"
+    assert not compat.KERAS_3
   else:
-    assert compat.keras.layers.Layer is tf.keras.layers.Layer and tf.__version__.startswith("2.15")
+    assert compat.keras is keras and keras.__version__.startswith("3.") and compat.KERAS_3
+
+
+@pytest.mark.parametrize(
+  "value, legacy", [("1", True), ("true", True), ("True", True), ("0", False), ("yes", False)]
+)
+def test_legacy_keras_requested_reads_the_variable_as_tensorflow_does(value, legacy):
+  # TensorFlow's lazy `tf.keras` loader accepts exactly "true", "True" and "1".
+  assert compat.legacy_keras_requested({"TF_USE_LEGACY_KERAS": value}) is legacy
+  assert compat.legacy_keras_requested({}) is False
+
+
+def test_loss_reduction_maps_keras_2_auto():
+  assert compat.loss_reduction("auto") == ("sum_over_batch_size" if compat.KERAS_3 else "auto")
+  for reduction in ("sum", "none", "sum_over_batch_size"):
+    assert compat.loss_reduction(reduction) == reduction
 
 
 def test_missing_tf_ranking_gives_the_command(monkeypatch):
@@ -71,52 +93,81 @@ def _run(code, **env):
   )
 
 
-@pytest.mark.skipif(not CURRENT_STACK, reason="TensorFlow 2.15 has no Keras 3")
-def test_default_keras3_process_trains_with_tf_keras_and_refuses_mix_ups():
-  result = _run("""
-      import numpy as np, tensorflow as tf, keras
-      assert keras.__version__.startswith("3.") and tf.keras.Model is keras.Model
-      from tfrank4class import compat, heads, losses, metrics
-      from tfrank4class.compat import keras as k2
-      x = np.random.default_rng(0).normal(size=(32, 4)).astype("float32")
-      y = np.argmax(x, 1)
-      # The supported way: build the model with tf-keras.
-      inp = k2.Input((4,))
-      model = k2.Model(inp, heads.Rank4ClassHead(4, "latent_cross", hidden_units=(8,))(inp))
-      model.compile("adam", loss=losses.get("softmax_loss"), metrics=[metrics.NDCG(2)])
-      history = model.fit(x, y, epochs=1, verbose=0)
-      assert np.isfinite(history.history["loss"][0])
-      print("tf-keras ok")
-      # Keras 3 compile with our loss or metric: refused at the first step.
-      for kwargs in ({"loss": losses.get("softmax_loss")},
-                     {"loss": "sparse_categorical_crossentropy", "metrics": [metrics.MRR()]}):
-        k3 = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
-        k3.compile("adam", **kwargs)
-        try:
-          k3.fit(x, y, epochs=1, verbose=0)
-        except compat.KerasFlavourError as e:
-          print("refused:", e)
-      # Our layer on a Keras 3 tensor: refused.
+_MIX_UP = """
+    import numpy as np, tensorflow as tf
+    from tfrank4class import compat, heads, losses, metrics
+    {imports}
+    x = np.random.default_rng(0).normal(size=(32, 4)).astype("float32")
+    y = np.argmax(x, 1)
+    # The supported way: the model is built with the Keras that `tf.keras` is.
+    assert native.Model is tf.keras.Model is compat.keras.Model
+    inp = native.Input((4,))
+    model = native.Model(inp, heads.Rank4ClassHead(4, "latent_cross", hidden_units=(8,))(inp))
+    model.compile("adam", loss=losses.get("softmax_loss"), metrics=[metrics.NDCG(2)])
+    history = model.fit(x, y, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    print("native ok", native.__version__)
+    # The other Keras compiling our loss or metric: refused at compile or at the first step.
+    for kwargs in ({{"loss": losses.get("softmax_loss")}},
+                   {{"loss": "sparse_categorical_crossentropy", "metrics": [metrics.MRR()]}}):
+      m = other.Sequential([other.Input((4,)), other.layers.Dense(4)])
       try:
-        heads.Rank4ClassHead(4)(keras.Input((4,)))
+        m.compile("adam", **kwargs)
+        m.fit(x, y, epochs=1, verbose=0)
       except compat.KerasFlavourError as e:
         print("refused:", e)
-      """)
+    # Our layer on a symbolic tensor of the other Keras: refused.
+    try:
+      heads.Rank4ClassHead(4)(other.Input((4,)))
+    except compat.KerasFlavourError as e:
+      print("refused:", e)
+    """
+
+
+@pytest.mark.skipif(not CURRENT_STACK, reason="TensorFlow 2.15 has only one Keras (2.15)")
+@pytest.mark.parametrize(
+  "env, imports, native_version, fix",
+  [
+    ({}, "import keras as native, tf_keras as other", "3.", "build the model with `import keras`"),
+    (
+      {"TF_USE_LEGACY_KERAS": "1"},
+      "import tf_keras as native, keras as other",
+      "2.",
+      "build the model with `import tf_keras as keras`",
+    ),
+  ],
+  ids=["keras3", "legacy"],
+)
+def test_each_flavour_trains_and_refuses_the_other(env, imports, native_version, fix):
+  result = _run(_MIX_UP.format(imports=imports), **env)
   assert result.returncode == 0, result.stderr[-3000:]
-  assert "tf-keras ok" in result.stdout
+  assert f"native ok {native_version}" in result.stdout
   assert result.stdout.count("refused:") == 3, result.stdout
-  assert "Build the model with tf-keras: `import tf_keras as keras`" in result.stdout
-  assert "set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported" in result.stdout
+  assert fix in result.stdout
 
 
 @pytest.mark.skipif(not CURRENT_STACK, reason="TensorFlow 2.15 brings its own Keras 2")
 def test_missing_tf_keras_names_the_fix():
-  result = _run("""
+  result = _run(
+    """
       import sys
       sys.modules["tf_keras"] = None  # as if tf-keras were not installed
       import tfrank4class.compat
-      """)
+      """,
+    TF_USE_LEGACY_KERAS="1",
+  )
   assert result.returncode != 0
   assert "tf-keras package, and it is not installed. Run: python -m pip install" in result.stderr
   version = "{}.{}".format(*compat.tensorflow_version())
   assert f'"tf-keras~={version}.0"' in result.stderr
+
+
+@pytest.mark.skipif(not CURRENT_STACK, reason="TensorFlow 2.15's Keras 2 has no backends")
+def test_other_keras_backend_is_refused_with_the_fix():
+  # Refused before Keras imports the backend, so the message is ours whether or not JAX or
+  # PyTorch is installed (neither is on this machine).
+  for backend in ("jax", "torch"):
+    result = _run("import tfrank4class.losses", KERAS_BACKEND=backend)
+    assert result.returncode != 0
+    assert "tfrank4class is TensorFlow-only" in result.stderr
+    assert f"KERAS_BACKEND is {backend!r}. Set KERAS_BACKEND=tensorflow" in result.stderr

@@ -2,21 +2,22 @@
 
 Two stacks are supported (BUILD_NOTES.md, "Stacks"):
 
-* current: TensorFlow 2.16-2.21 on Python 3.12+, Keras 2 from the ``tf-keras`` package;
+* current: TensorFlow 2.16-2.21 on Python 3.12+, with Keras 3 (``keras``), or Keras 2 from the
+  ``tf-keras`` package when ``TF_USE_LEGACY_KERAS=1``;
 * compatibility: TensorFlow 2.15 on Python 3.11, whose ``tf.keras`` is Keras 2.15.
 
-**Keras.** Every Keras object of tfrank4class (losses, metrics, layers, models) is a Keras 2
-object: ``keras`` below is ``tf_keras`` on TensorFlow 2.16+ and ``tf.keras`` on 2.15. Since
-TensorFlow 2.16, ``tf.keras`` and ``import keras`` are Keras 3 unless ``TF_USE_LEGACY_KERAS=1``
-is set before TensorFlow is imported; the package never sets it (it does not change the user's
-environment). Build models that use our objects with the same Keras::
-
-    import tf_keras as keras        # or: from tfrank4class.compat import keras
-    # or set TF_USE_LEGACY_KERAS=1 before importing TensorFlow; then tf.keras is tf-keras too
-
-A Keras 3 model that is handed one of our objects fails at once with :class:`KerasFlavourError`
-(see :func:`register_serializable`), instead of training with untracked weights or averaging
-running means.
+**Keras.** Every Keras object of tfrank4class (losses, metrics, layers) is written once, against
+``keras`` below, which is the Keras that ``tf.keras`` is in the process (the rule TensorFlow
+itself follows): Keras 3 on TensorFlow 2.16+, tf-keras there when ``TF_USE_LEGACY_KERAS=1`` is
+set before TensorFlow is imported, and Keras 2.15 on TensorFlow 2.15. The package never sets the
+variable (it does not change the user's environment). So ``import keras`` code and
+``TF_USE_LEGACY_KERAS=1`` code both keep working; what cannot work is one process that mixes
+them: a model of the other Keras that is handed one of our objects fails at once with
+:class:`KerasFlavourError` naming the fix (see :func:`register_serializable`), instead of
+training with untracked weights or averaging running means. Keras 3 must run on its TensorFlow
+backend: under ``KERAS_BACKEND=jax`` or ``torch`` the import stops with an error that says so.
+Where the flavours differ in spelling, this module holds the one switch
+(:data:`DEFAULT_REDUCTION`, :func:`loss_reduction`, :data:`KERAS_3`).
 
 **TF-Ranking.** tensorflow-ranking 0.5.5, its last release, pins ``tensorflow<2.16``
 (tensorflow/ranking#365) and its package ``__init__`` imports ``tf.estimator``, which TensorFlow
@@ -51,7 +52,11 @@ TF_RANKING_INSTALL = 'python -m pip install --no-deps "tensorflow-ranking==0.5.5
 
 
 class KerasFlavourError(TypeError):
-  """A Keras 3 model or training loop was handed one of the package's Keras 2 objects."""
+  """A model or training loop of the other Keras was handed one of the package's objects."""
+
+  # AutoGraph (which tf-keras runs over the losses it wraps) re-raises what it does not know
+  # as a StagingError; this attribute makes it pass the error through unchanged.
+  ag_pass_through = True
 
 
 def tensorflow_version(version=None):
@@ -95,6 +100,16 @@ def legacy_keras_requested(environ=None):
   return environ.get("TF_USE_LEGACY_KERAS") in ("true", "True", "1")
 
 
+def _check_keras_backend(backend):
+  """Refuses a Keras 3 backend other than TensorFlow, before Keras fails to import it."""
+  if backend != "tensorflow":
+    raise ImportError(
+      f"tfrank4class is TensorFlow-only: its losses, metrics and layers run their maths in "
+      f"TensorFlow ops, which Keras 3 runs only on its TensorFlow backend, but KERAS_BACKEND is "
+      f"{backend!r}. Set KERAS_BACKEND=tensorflow (or unset it) before Keras is imported."
+    )
+
+
 def _bind_keras():
   check_tensorflow_version()
   version = tensorflow_version()
@@ -110,16 +125,10 @@ def _bind_keras():
         f'python -m pip install "tf-keras~={version[0]}.{version[1]}.0"'
       ) from None
     return tf_keras
+  _check_keras_backend(os.environ.get("KERAS_BACKEND", "tensorflow"))
   import keras  # pylint: disable=g-import-not-at-top
 
-  backend = keras.backend.backend()
-  if backend != "tensorflow":
-    raise ImportError(
-      f"tfrank4class's Keras objects run on the TensorFlow backend of Keras 3, but "
-      f"KERAS_BACKEND={backend!r}. Set KERAS_BACKEND=tensorflow (or unset it) before Keras is "
-      "imported; the pure-TensorFlow functions (tfrank4class.ranking, metrics.functional) "
-      "need no Keras."
-    )
+  _check_keras_backend(keras.backend.backend())
   return keras
 
 
@@ -130,8 +139,10 @@ keras = _bind_keras()
 #: Top-level package of the bound Keras: "keras" (Keras 3, or TF 2.15's Keras 2) or "tf_keras".
 KERAS_PACKAGE = keras.__name__.split(".")[0]
 #: Whether the bound Keras is Keras 3.
-KERAS_3 = int(keras.__version__.split(".")[0]) >= 3
+KERAS_3 = tensorflow_version() >= (2, 16) and not legacy_keras_requested()
 _FLAVOURS = ("keras", "tf_keras")
+#: How many frames above a call of our objects are searched for the other Keras.
+_STACK_DEPTH = 40
 
 #: The default ``reduction`` of every loss of the package: the mean over the batch. Keras 2 calls
 #: it ``"auto"`` (which is ``"sum_over_batch_size"`` inside ``fit``); Keras 3 has no ``"auto"``.
@@ -183,39 +194,67 @@ def _mix_up(obj, what, other):
   )
 
 
-def check_keras_flavour(obj, args=(), kwargs=None, caller_module=None):
+def check_keras_flavour(obj, args=(), kwargs=None, caller_modules=()):
   """Raises :class:`KerasFlavourError` if another Keras is calling ``obj`` or feeding it tensors.
 
   Args:
     obj: the package's loss, metric or layer being called.
     args, kwargs: its call arguments; a symbolic tensor of the other Keras is refused.
-    caller_module: ``__name__`` of the module that made the call; a module of the other Keras
-      is refused (Keras 3's ``compile`` wraps foreign losses and metrics as plain functions,
-      which would silently average a Keras 2 metric's running means, and tf-keras would not
-      track a Keras 3 layer's weights).
+    caller_modules: ``__name__`` of the modules on the call stack; a module of the other Keras
+      is refused (either Keras wraps the other's losses and metrics as plain functions, which
+      would silently average a metric's running means or misapply sample weights, and would
+      not track the other's layer weights).
   """
-  if caller_module and _is_foreign_keras(caller_module):
-    raise _mix_up(obj, "it is being called by", caller_module.split(".")[0])
+  for module in caller_modules:
+    if _is_foreign_keras(module):
+      raise _mix_up(obj, "it is being used by", module.split(".")[0])
   for leaf in tf.nest.flatten((args, kwargs or {})):
     module = type(leaf).__module__
     if _is_foreign_keras(module):
       raise _mix_up(obj, f"it was given a {type(leaf).__name__} from", module.split(".")[0])
 
 
+def _calling_modules(depth=_STACK_DEPTH):
+  """``__name__`` of the modules of the ``depth`` frames above the caller of the caller.
+
+  The whole stretch, not just the direct caller: AutoGraph converts a function before calling
+  it (tf-keras does that to the losses it wraps), which puts its own frames in between.
+  """
+  frame = sys._getframe(2)  # pylint: disable=protected-access
+  modules = []
+  while frame is not None and len(modules) < depth:
+    modules.append(frame.f_globals.get("__name__", ""))
+    frame = frame.f_back
+  return modules
+
+
 def _guard_call(cls):
-  """Wraps ``cls.__call__`` once so that it runs :func:`check_keras_flavour` first."""
+  """Makes ``cls.__call__`` and ``cls.variables`` run :func:`check_keras_flavour` first.
+
+  ``variables`` too, because tf-keras reads a metric's variables in ``compile``, before any
+  call, and fails deep inside TensorFlow on a Keras 3 variable.
+  """
   call = cls.__call__
-  if getattr(call, "_checks_keras_flavour", False):
-    return
+  if not getattr(call, "_checks_keras_flavour", False):
 
-  @functools.wraps(call)
-  def guarded(self, *args, **kwargs):
-    caller = sys._getframe(1).f_globals.get("__name__", "")  # pylint: disable=protected-access
-    check_keras_flavour(self, args, kwargs, caller_module=caller)
-    return call(self, *args, **kwargs)
+    @functools.wraps(call)
+    def guarded(self, *args, **kwargs):
+      check_keras_flavour(self, args, kwargs, caller_modules=_calling_modules())
+      return call(self, *args, **kwargs)
 
-  guarded._checks_keras_flavour = True  # pylint: disable=protected-access
-  cls.__call__ = guarded
+    guarded._checks_keras_flavour = True  # pylint: disable=protected-access
+    cls.__call__ = guarded
+  variables = getattr(cls, "variables", None)
+  if isinstance(variables, property) and not getattr(
+    variables.fget, "_checks_keras_flavour", False
+  ):
+
+    def guarded_variables(self):
+      check_keras_flavour(self, caller_modules=_calling_modules())
+      return variables.fget(self)
+
+    guarded_variables._checks_keras_flavour = True  # pylint: disable=protected-access
+    cls.variables = property(guarded_variables, variables.fset, variables.fdel, variables.__doc__)
 
 
 def in_xla_context():
