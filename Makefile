@@ -1,7 +1,8 @@
 # The two commands of the README: `make demo` (the main job on its embedded default) and
 # `make test` (the default test suite) on the default stack (Python 3.12/3.13, TensorFlow 2.21,
-# tf-keras). `make test-compat` runs the suite on the compatibility stack (Python 3.11,
-# TensorFlow 2.15) in its own virtual environment. Each creates its venv on first use.
+# Keras 3). `make test-legacy` runs the suite there with TF_USE_LEGACY_KERAS=1 (tf-keras);
+# `make test-compat` runs it on the compatibility stack (Python 3.11, TensorFlow 2.15) in its own
+# virtual environment. Each creates its venv on first use.
 # The interpreter is found on PATH or under pyenv; override with PYTHON=... / PYTHON_COMPAT=...
 ifndef PYTHON
 PYTHON := $(shell tools/find_python.sh 3.12 3.13 2>/dev/null)
@@ -20,7 +21,7 @@ export NO_GCE_CHECK := true
 export TF_CPP_MIN_LOG_LEVEL := 2
 export TFRANK4CLASS_DATA ?= $(abspath ../shared/datasets)
 
-.PHONY: demo test test-slow test-all test-compat lint bench clean
+.PHONY: demo test test-legacy test-slow test-all test-compat lint bench clean
 
 $(STAMP): setup.cfg pyproject.toml requirements/current.txt
 	@test -n "$(PYTHON)" || { echo "make: no Python 3.12 or 3.13 found on PATH or under pyenv; install one (e.g. pyenv install 3.12) or run make PYTHON=/path/to/python3.12" >&2; exit 2; }
@@ -46,6 +47,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+test-legacy: $(STAMP)
+	TF_USE_LEGACY_KERAS=1 $(PY) -m pytest -q
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
