@@ -12,11 +12,12 @@ every child times every configuration:
   * ``dense blackbox_ndcg``: the same with RaMBO's blackbox NDCG loss (custom gradient);
   * ``latent_cross approx_ndcg``: ``Input(d) -> Dense(d) -> Rank4ClassHead(C, latent_cross)``.
 
-Each other one compiles with Adam and our four ranking metrics (Top-1, Top-5, NDCG@5, MRR), fits a few
-warm-up steps (tracing), then times ``model.fit`` over ``--steps`` steps of a repeated in-memory
-batch: ms per step of process CPU time (one intra- and one inter-op thread, so it is the step
-time of a quiet machine and does not count time other processes hold the shared cores). The
-ratio is Keras 3 over tf-keras, the median over rounds of the per-round ratio.
+Each other one compiles with Adam and our four ranking metrics (Top-1, Top-5, NDCG@5, MRR).
+Every configuration fits a few warm-up steps (tracing), then times ``model.fit`` over
+``--steps`` steps of a repeated in-memory batch: ms per step of process CPU time (one intra- and
+one inter-op thread, so it is the step time of a quiet machine and does not count time other
+processes hold the shared cores). The ratio is Keras 3 over tf-keras, the median over rounds of
+the per-round ratio.
 
 Usage:
   nice -n 10 .venv/bin/python benchmarks/front_ends.py [--rounds 5] [--steps 100]
