@@ -1,0 +1,46 @@
+"""The package import: it registers every Keras object, so a .keras file loads in a new process."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+import tfrank4class
+from tfrank4class import heads, losses, metrics
+from tfrank4class.compat import keras
+
+
+def test_import_registers_the_keras_objects_for_load_model(tmp_path):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(16, 6)).astype("float32")
+  y = rng.integers(0, 5, size=16)
+  inputs = keras.Input((6,))
+  scores = heads.Rank4ClassHead(5, "latent_cross", hidden_units=(4,))(inputs)
+  model = keras.Model(inputs, scores)
+  model.compile(
+    "adam", loss=losses.get("approx_ndcg_loss"), metrics=[metrics.NDCG(5), metrics.MRR()]
+  )
+  model.fit(x, y, epochs=1, verbose=0)
+  path = tmp_path / "model.keras"
+  model.save(path)
+  np.save(tmp_path / "x.npy", x)
+  code = f"""
+    import numpy as np, tensorflow as tf
+    import tfrank4class  # nothing else of ours
+    model = tf.keras.models.load_model({str(path)!r})
+    x = np.load({str(tmp_path / "x.npy")!r})
+    np.save({str(tmp_path / "scores.npy")!r}, model(x).numpy())
+    print(type(model.loss).__name__, [type(m).__name__ for m in model.metrics])
+    """
+  result = subprocess.run(
+    [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  np.testing.assert_allclose(np.load(tmp_path / "scores.npy"), model(x).numpy(), rtol=1e-6)
+  assert "RankingLoss" in result.stdout
+
+
+def test_public_subpackages():
+  assert tfrank4class.__all__ == ["encoders", "heads", "losses", "metrics", "ranking"]
+  assert tfrank4class.losses.get is losses.get
