@@ -1,0 +1,63 @@
+"""The README's code runs as printed: the Keras 3 quick start trains, saves, reloads and serves."""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+from tfrank4class import compat
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "NO_GCE_CHECK": "true", "PYTHONPATH": str(ROOT)}
+
+
+def _blocks(section):
+  """The ```python blocks of the README section headed ``section``."""
+  text = (ROOT / "README.md").read_text(encoding="utf-8")
+  body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+  return re.findall(r"```python\n(.*?)```", body, re.DOTALL)
+
+
+def _run(code, cwd):
+  result = subprocess.run(
+    [sys.executable, "-c", code], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  return result.stdout
+
+
+def test_quick_start_trains_saves_reloads_and_serves(tmp_path):
+  # Under tf-keras and TensorFlow 2.15 the same code runs with `tf.keras` for `keras`.
+  quick_start, head = _blocks("Using the library")[:2]
+  rng = np.random.default_rng(0)
+  np.save(tmp_path / "features.npy", rng.normal(size=(128, 64)).astype("float32"))
+  np.save(tmp_path / "labels.npy", rng.integers(0, 10, size=128))
+  setup = "import numpy as np\nfeatures, labels = np.load('features.npy'), np.load('labels.npy')\n"
+  check = textwrap.dedent("""
+    np.save("scores.npy", model.predict(features[:8], verbose=0))
+    reloaded = keras.models.load_model("ranker.keras")
+    np.testing.assert_allclose(reloaded.predict(features[:8], verbose=0), np.load("scores.npy"),
+                               rtol=1e-5, atol=1e-6)
+    """)
+  if not compat.KERAS_3:  # `import keras` is Keras 3 whatever tf.keras is; tf.keras follows
+    quick_start = quick_start.replace("import keras\n", "from tensorflow import keras\n")
+  _run(setup + quick_start + check + head, tmp_path)
+  served = _run(
+    textwrap.dedent("""
+      import sys, numpy as np, tensorflow as tf
+      x = np.load("features.npy")[:8]
+      loaded = tf.saved_model.load("ranker_savedmodel")  # kept: it owns the variables
+      scores = loaded.serve(tf.constant(x)).numpy()
+      np.save("served.npy", scores)
+      print(sorted(m for m in sys.modules if m.startswith("tfrank4class")))
+      """),
+    tmp_path,
+  )
+  assert served.strip() == "[]"  # served without importing tfrank4class
+  np.testing.assert_allclose(
+    np.load(tmp_path / "served.npy"), np.load(tmp_path / "scores.npy"), rtol=1e-5, atol=1e-6
+  )
