@@ -26,7 +26,7 @@ def _mlp(x, dense_weights, hidden_count):
 
 
 def _latent_cross_reference(layer, h, c):
-  weights = [(dense.kernel.numpy(), dense.bias.numpy()) for dense in layer._layers]
+  weights = [(dense.kernel.numpy(), dense.bias.numpy()) for dense in layer._dense_layers]
   crossed = h[:, None, :] * (1.0 + c[None, :, :])  # [B, C, d]
   return _mlp(crossed, weights, len(layer.hidden_units))[..., 0]
 
@@ -37,7 +37,7 @@ def _concat_reference(layer, h, c):
     [np.repeat(h[:, None, :], n, axis=1), np.repeat(c[None, :, :], b, axis=0)], axis=-1
   )  # explicit [B, C, d+e]
   weights = [(layer.first_kernel.numpy(), layer.first_bias.numpy())]
-  weights += [(dense.kernel.numpy(), dense.bias.numpy()) for dense in layer._layers]
+  weights += [(dense.kernel.numpy(), dense.bias.numpy()) for dense in layer._dense_layers]
   return _mlp(pairs, weights, len(layer.hidden_units))[..., 0]
 
 
@@ -107,7 +107,7 @@ def test_latent_cross_gradient_matches_finite_differences():
   grad = tape.gradient(loss, hv).numpy()
   weights = [
     (dense.kernel.numpy().astype(np.float64), dense.bias.numpy().astype(np.float64))
-    for dense in layer._layers
+    for dense in layer._dense_layers
   ]
 
   def f(hh):

@@ -21,7 +21,7 @@ def test_shapes_params_and_local_weights(tmp_path):
   base = encoder.layers[1]
   rng = np.random.default_rng(0)
   base.set_weights([rng.normal(size=w.shape).astype(np.float32) * 0.01 for w in base.get_weights()])
-  path = str(tmp_path / "resnet50_notop.h5")
+  path = str(tmp_path / "resnet50_notop.weights.h5")
   base.save_weights(path)
   loaded = resnet50(input_shape=(32, 32, 3), weights_path=path, embedding_dim=16)
   assert loaded.output_shape == (None, 16)

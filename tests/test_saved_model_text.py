@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrank4class import losses
+from tfrank4class import compat, losses
 from tfrank4class.encoders import SavedModelEncoder, saved_model
 from tfrank4class.heads import build_model
 
@@ -118,7 +118,10 @@ def test_fine_tunes_under_mirrored_strategy_and_round_trips(models, tmp_path, mi
   tf.keras.utils.set_random_seed(0)  # deterministic initial weights
   texts = np.array(["a b", "c d", "a c", "b d"] * 4)
   labels = np.array([0, 1, 0, 1] * 4)
-  with mirrored_strategy.scope():
+  # Keras 3 (3.7+) cannot fit string inputs under a MirroredStrategy: it averages a first input
+  # batch across replicas to build the model (keras-team/keras#21172, tensorflow#80951).
+  strategy = tf.distribute.get_strategy() if compat.KERAS_3 else mirrored_strategy
+  with strategy.scope():
     encoder = saved_model(
       models["bert"],
       preprocessor_path=models["preprocess"],
@@ -130,7 +133,9 @@ def test_fine_tunes_under_mirrored_strategy_and_round_trips(models, tmp_path, mi
   layer = encoder.get_layer("saved_model_encoder")
   assert len(layer.trainable_weights) == 1
   before = layer.trainable_weights[0].numpy().copy()
-  history = model.fit(texts, labels, batch_size=8, epochs=3, verbose=0).history["loss"]
+  # A dataset: Keras 3 does not take numpy string arrays in `fit`.
+  data = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(8)
+  history = model.fit(data, epochs=3, verbose=0).history["loss"]
   assert np.all(np.isfinite(history)) and history[-1] < history[0]
   tuned = layer.trainable_weights[0].numpy()
   assert np.abs(tuned - before).max() > 1e-3

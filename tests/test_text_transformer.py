@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrank4class import losses
+from tfrank4class import compat, losses
 from tfrank4class.encoders import TransformerTextEncoder, transformer
 from tfrank4class.heads import build_model
 
@@ -94,10 +94,15 @@ def test_trains_under_mirrored_strategy(mirrored_strategy):
   tf.keras.utils.set_random_seed(0)  # deterministic initial weights
   texts = np.array(["good film", "bad film", "good plot", "bad plot"] * 4)
   labels = np.array([0, 1, 0, 1] * 4)
-  with mirrored_strategy.scope():
+  # Keras 3 (3.7+) cannot fit string inputs under a MirroredStrategy: it averages a first input
+  # batch across replicas to build the model (keras-team/keras#21172, tensorflow#80951).
+  strategy = tf.distribute.get_strategy() if compat.KERAS_3 else mirrored_strategy
+  with strategy.scope():
     model = build_model(transformer(vocabulary=VOCAB, **SMALL), 2, interaction="dot")
     model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss=losses.get("softmax_loss"))
-  history = model.fit(texts, labels, batch_size=8, epochs=4, verbose=0).history["loss"]
+  # A dataset: Keras 3 does not take numpy string arrays in `fit`.
+  data = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(8)
+  history = model.fit(data, epochs=4, verbose=0).history["loss"]
   assert np.all(np.isfinite(history)) and history[-1] < history[0]
 
 

@@ -36,7 +36,7 @@ def test_narrow_variant_without_bn_and_local_weights(tmp_path):
   x = np.random.default_rng(0).uniform(size=(2, 32, 32, 3)).astype(np.float32)
   out = encoder(x).numpy()
   assert out.shape == (2, 16) and np.all(out >= 0)  # ReLU embedding
-  path = str(tmp_path / "vgg.h5")
+  path = str(tmp_path / "vgg.weights.h5")
   encoder.save_weights(path)
   again = vgg16_cifar(
     width_multiplier=0.125, embedding_dim=16, batch_norm=False, dropout=0.2, weights_path=path

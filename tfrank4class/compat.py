@@ -337,3 +337,52 @@ def tf_ranking_module(name):
         del sys.modules[package]
   _TF_RANKING_MODULES[full] = module
   return module
+
+
+def track_variables(layer, trainable, non_trainable):
+  """Makes existing ``tf.Variable``\\ s (e.g. a loaded SavedModel's) weights of ``layer``.
+
+  ``trainable`` become ``layer.trainable_weights`` (while ``layer.trainable``), ``non_trainable``
+  its non-trainable weights; both are saved and loaded with the layer. Keras has no public API
+  for variables created outside ``add_weight``: Keras 2 keeps a layer's own weights in
+  ``_trainable_weights`` / ``_non_trainable_weights``, Keras 3 in ``_trainable_variables`` /
+  ``_non_trainable_variables`` (and files a variable by its own ``trainable`` flag), and reads
+  a ``regularizer`` attribute from each, which this sets to ``None`` when missing.
+
+  Example:
+    >>> layer = keras.layers.Layer()
+    >>> track_variables(layer, [tf.Variable(1.0)], [tf.Variable(2.0, trainable=False)])
+    >>> [float(w.numpy()) for w in layer.weights]
+    [1.0, 2.0]
+  """
+  if KERAS_3:
+    for variable in (*trainable, *non_trainable):
+      if not hasattr(variable, "regularizer"):
+        variable.regularizer = None  # Keras 3 reads it from every weight (add_weight sets it)
+    layer._trainable_variables.extend(trainable)  # pylint: disable=protected-access
+    layer._non_trainable_variables.extend(non_trainable)  # pylint: disable=protected-access
+  else:
+    layer._trainable_weights.extend(trainable)  # pylint: disable=protected-access
+    layer._non_trainable_weights.extend(non_trainable)  # pylint: disable=protected-access
+
+
+def build_attention(layer, query_shape, value_shape):
+  """Builds a ``keras.layers.MultiHeadAttention`` for inputs of these shapes (before any call).
+
+  A layer that holds attention layers builds them in its own ``build``, so that a model loaded
+  from a ``.keras`` file has every weight before its values are read (Keras 3 builds the loaded
+  layers from their input shapes, without calling them). Keras 3 spells this
+  ``build(query_shape, value_shape)``; Keras 2 only has ``_build_from_signature(query, value)``.
+
+  Example:
+    >>> attention = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    >>> build_attention(attention, (None, 5, 8), (None, 5, 8))
+    >>> len(attention.weights)
+    8
+  """
+  if KERAS_3:
+    layer.build(query_shape, value_shape)
+  else:
+    layer._build_from_signature(  # pylint: disable=protected-access
+      tf.TensorShape(query_shape), tf.TensorShape(value_shape)
+    )

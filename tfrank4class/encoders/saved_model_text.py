@@ -111,7 +111,8 @@ class SavedModelEncoder(keras.layers.Layer):
     **kwargs,
   ):
     super().__init__(trainable=trainable, **kwargs)
-    self.path = _check_saved_model_dir("path", path)
+    # Not ``self.path``: Keras 3 layers have a read-only ``path`` (their place in the model).
+    self.saved_model_path = _check_saved_model_dir("path", path)
     self.preprocessor_path = (
       None
       if preprocessor_path is None
@@ -125,18 +126,18 @@ class SavedModelEncoder(keras.layers.Layer):
     self.bert_inputs = bert_inputs
     self.signature = signature
     self.signature_input = signature_input
-    self._encoder = tf.saved_model.load(self.path)
+    self._encoder = tf.saved_model.load(self.saved_model_path)
     if signature is not None:
       if signature not in self._encoder.signatures:
         raise ValueError(
           f"`signature` must be one of {sorted(self._encoder.signatures)} for the "
-          f"SavedModel at {self.path!r}, got {signature!r}."
+          f"SavedModel at {self.saved_model_path!r}, got {signature!r}."
         )
       self._fn = self._encoder.signatures[signature]
     else:
       if not callable(self._encoder):
         raise ValueError(
-          f"The SavedModel at {self.path!r} has no __call__; pass `signature` (one "
+          f"The SavedModel at {self.saved_model_path!r} has no __call__; pass `signature` (one "
           f"of {sorted(self._encoder.signatures)})."
         )
       self._fn = self._encoder
@@ -146,8 +147,7 @@ class SavedModelEncoder(keras.layers.Layer):
     trainable_vars, others = _saved_model_variables(self._encoder)
     # The SavedModel's variables become this layer's weights (saved by model.save, trained when
     # the layer is trainable).
-    self._trainable_weights.extend(trainable_vars)
-    self._non_trainable_weights.extend(others)
+    compat.track_variables(self, trainable_vars, others)
 
   def _call_encoder(self, inputs):
     if self.signature is None:
@@ -201,7 +201,7 @@ class SavedModelEncoder(keras.layers.Layer):
     config = super().get_config()
     config.update(
       {
-        "path": self.path,
+        "path": self.saved_model_path,
         "preprocessor_path": self.preprocessor_path,
         "output_key": self.output_key,
         "bert_inputs": self.bert_inputs,

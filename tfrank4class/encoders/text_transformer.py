@@ -106,6 +106,7 @@ class TransformerTextEncoder(keras.layers.Layer):
     self.token_embedding.build(tf.TensorShape([None, None]))
     seq = tf.TensorShape([None, None, d])
     for i in range(self.num_layers):
+      compat.build_attention(self.attention[i], seq, seq)
       self.norm1[i].build(seq)
       self.ff1[i].build(seq)
       self.ff2[i].build(tf.TensorShape([None, None, self.ff_dim]))

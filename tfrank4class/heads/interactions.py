@@ -103,7 +103,12 @@ class Interaction(keras.layers.Layer):
     return chunk(h, c, *weights)
 
   def _dims(self, input_shape):
-    if not isinstance(input_shape, (list, tuple)) or len(input_shape) != 2:
+    # Keras 3 gives a single tensor's shape as a tuple of ints: not a pair of shapes.
+    if (
+      not isinstance(input_shape, (list, tuple))
+      or len(input_shape) != 2
+      or any(s is None or isinstance(s, int) for s in input_shape)
+    ):
       raise ValueError(
         f"{type(self).__name__} expects inputs [instance_embeddings [B, d], "
         f"class_embeddings [C, e]], got input shapes {input_shape!r}."
@@ -242,6 +247,14 @@ class _MLPInteraction(Interaction):
     self.kernel_initializer = keras.initializers.get(kernel_initializer)
     self._make_layers()
 
+  if not compat.KERAS_3:
+    # Keras 2 ``.keras`` files store sublayer weights under the attribute path: the MLP layers
+    # were written as ``interaction/_layers/<name>``. Keras 3 keeps ``_layers`` for its own
+    # tracking (and skips it when saving), so the list lives in ``_dense_layers``; under Keras 2
+    # this alias is walked first (Keras 2 walks attributes in reverse order), so old and new
+    # Keras 2 files share the old path.
+    _layers = property(lambda self: self._dense_layers)
+
   def _new_initializer(self):
     return fresh_initializer(self.kernel_initializer)
 
@@ -251,8 +264,8 @@ class _MLPInteraction(Interaction):
     )
 
   def _apply_layers(self, x, weights):
-    """Applies ``self._layers`` to ``x [B, k, w]`` with weight values ``[W_1, b_1, W_2, ...]``."""
-    for layer, kernel, bias in zip(self._layers, weights[0::2], weights[1::2]):
+    """Applies ``self._dense_layers`` to ``x [B, k, w]`` with weights ``[W_1, b_1, W_2, ...]``."""
+    for layer, kernel, bias in zip(self._dense_layers, weights[0::2], weights[1::2]):
       x = tf.einsum("bkw,wu->bku", x, kernel) + bias
       if layer.activation is not None:
         x = layer.activation(x)
@@ -295,10 +308,10 @@ class LatentCrossInteraction(_MLPInteraction):
   """
 
   def _make_layers(self):
-    self._layers = [
+    self._dense_layers = [
       self._dense(u, self.activation, f"hidden_{i}") for i, u in enumerate(self.hidden_units)
     ]
-    self._layers.append(self._dense(1, None, "output"))
+    self._dense_layers.append(self._dense(1, None, "output"))
 
   def check_dims(self, d, e):
     if e != d:
@@ -310,13 +323,13 @@ class LatentCrossInteraction(_MLPInteraction):
   def build(self, input_shape):
     d, _ = self._dims(input_shape)
     width = d
-    for layer in self._layers:
+    for layer in self._dense_layers:
       layer.build(tf.TensorShape([None, None, width]))
       width = layer.units
     super().build(input_shape)
 
   def chunk_weights(self):
-    return [w for layer in self._layers for w in (layer.kernel, layer.bias)]
+    return [w for layer in self._dense_layers for w in (layer.kernel, layer.bias)]
 
   def score_with(self, h, c, weights):
     x = h[:, tf.newaxis, :] * (1.0 + c[tf.newaxis, :, :])  # [B, k, d]
@@ -350,11 +363,11 @@ class ConcatInteraction(_MLPInteraction):
     units = self.hidden_units + (1,)
     self._first_units = units[0]
     self._first_activation = self.activation if self.hidden_units else None
-    self._layers = [
+    self._dense_layers = [
       self._dense(u, self.activation, f"hidden_{i + 1}") for i, u in enumerate(units[1:-1])
     ]
     if len(units) > 1:
-      self._layers.append(self._dense(1, None, "output"))
+      self._dense_layers.append(self._dense(1, None, "output"))
 
   def build(self, input_shape):
     d, e = self._dims(input_shape)
@@ -370,14 +383,14 @@ class ConcatInteraction(_MLPInteraction):
       name="first_bias", shape=(self._first_units,), initializer="zeros", trainable=True
     )
     width = self._first_units
-    for layer in self._layers:
+    for layer in self._dense_layers:
       layer.build(tf.TensorShape([None, None, width]))
       width = layer.units
     super().build(input_shape)
 
   def chunk_weights(self):
     return [self.first_kernel, self.first_bias] + [
-      w for layer in self._layers for w in (layer.kernel, layer.bias)
+      w for layer in self._dense_layers for w in (layer.kernel, layer.bias)
     ]
 
   def score_with(self, h, c, weights):

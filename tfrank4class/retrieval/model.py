@@ -173,7 +173,7 @@ def _input_shape(encoder, input_shape):
 def _embedding(features, feature_norm, embedding_dim, l2_normalize):
   """features -> [feature norm] -> [Dense remap] -> [unit normalisation] = the embedding."""
   x = features
-  if x.shape.rank != 2:
+  if len(x.shape) != 2:
     raise ValueError(f"`encoder` must output features [B, F], got shape {x.shape}.")
   if feature_norm == "batch":
     x = keras.layers.BatchNormalization(center=False, scale=False, name="feature_norm")(x)
