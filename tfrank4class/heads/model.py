@@ -91,7 +91,7 @@ def build_model(
       f"an unbuilt subclassed model), got encoder {encoder!r}."
     )
   embeddings = encoder(inputs)
-  if embeddings.shape.rank != 2:
+  if len(embeddings.shape) != 2:
     raise ValueError(
       f"The encoder must output instance embeddings [B, d], got shape "
       f"{embeddings.shape}; add pooling (e.g. GlobalAveragePooling2D)."
