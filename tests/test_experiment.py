@@ -297,9 +297,12 @@ def test_sigkilled_run_resumes_and_matches_an_uninterrupted_one(tmp_path):
   first = subprocess.Popen(
     _train_cmd(killed, *args), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
   )
-  backup = killed / "backup" / "chief" / "checkpoint"
   deadline = time.time() + 300
-  while not backup.exists() and first.poll() is None and time.time() < deadline:
+  while (
+    experiment.resume_position(str(killed / "backup"), 12) == (0, 0)
+    and first.poll() is None
+    and time.time() < deadline
+  ):
     time.sleep(0.05)
   assert first.poll() is None, first.stderr.read().decode()[-3000:]
   first.send_signal(signal.SIGKILL)

@@ -41,6 +41,7 @@ import dataclasses
 import datetime
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -49,7 +50,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging as absl_logging
 
-from tfrank4class import _validation
+from tfrank4class import _validation, compat
 from tfrank4class import data as data_lib
 from tfrank4class import encoders as encoders_lib
 from tfrank4class import heads as heads_lib
@@ -214,6 +215,8 @@ RESUMABLE_CHANGES = (
   "verbose",
 )
 _LOCKS_HELD = set()
+#: Keras 3's backup of the weights and the optimizer after ``S`` training steps (``S``: group 1).
+_STEP_WEIGHTS = re.compile(r"step_(\d+)\.weights\.h5")
 
 
 class ModelDirInUseError(RuntimeError):
@@ -394,9 +397,9 @@ def prepare_model_dir(config):
 class EpochMetricsBackup(keras.callbacks.Callback):
   """Carries an interrupted epoch's metrics, and the best validation value, across a resume.
 
-  ``keras.callbacks.BackupAndRestore(backup_dir, save_freq=n)`` backs up the weights, the
-  optimizer and the (epoch, step) counters every ``n`` steps, but a resumed ``fit`` starts the
-  interrupted epoch's metric accumulators from zero, so that epoch's logs, History and
+  ``keras.callbacks.BackupAndRestore(backup_dir, save_freq=n)`` of Keras 2 backs up the weights,
+  the optimizer and the (epoch, step) counters every ``n`` steps, but a resumed ``fit`` starts
+  the interrupted epoch's metric accumulators from zero, so that epoch's logs, History and
   TensorBoard scalars would cover only the steps after the restart; and a new
   ``ModelCheckpoint(save_best_only=True)`` has forgotten the best value so far.
 
@@ -411,21 +414,39 @@ class EpochMetricsBackup(keras.callbacks.Callback):
   ``best_so_far``. The chief writes; every worker reads the same values; the file is removed
   when training ends.
 
+  Keras 3 (``weights=True``). Keras 3's ``BackupAndRestore`` keeps no step counter: it restores
+  a mid-epoch backup, then trains the interrupted epoch again from its first step (a resumed run
+  is then not the uninterrupted one), and every worker of a multi-worker run writes the same
+  files. So on Keras 3 this callback is the whole backup: at each of its saves the chief also
+  writes the weights and the optimizer state (``model.save_weights``) to
+  ``step_<S>.weights.h5`` beside ``path``, ``S`` being the number of steps trained (the
+  metrics first, so a kill in between leaves a matching pair), and deletes the older one;
+  ``resume_position`` reads ``S``, ``train`` loads the file before ``fit(initial_epoch=...)``,
+  and this callback ends the resumed epoch after its remaining steps (``fit`` would run
+  ``steps_per_epoch`` more): it sets ``model.stop_training`` after the epoch's last step, which
+  ends that epoch's step loop, and clears it at the epoch's end, so the next epochs run whole.
+
   Args:
     path: the JSON file (in the backup directory).
     save_freq: ``BackupAndRestore``'s ``save_freq`` (an integer number of batches).
     resume_at: ``(epoch, step)`` at which ``fit`` resumes (``resume_position``).
     monitor: the logged value to record per epoch, e.g. ``"val_ndcg_5"``.
-    chief: whether this process writes the file.
+    chief: whether this process writes the files.
+    steps_per_epoch: the steps of an epoch (needed with ``weights``).
+    weights: also back up the weights and resume mid-epoch (Keras 3), as above.
   """
 
-  def __init__(self, path, save_freq, resume_at, monitor, chief=True):
+  def __init__(
+    self, path, save_freq, resume_at, monitor, chief=True, steps_per_epoch=None, weights=False
+  ):
     super().__init__()
     self.path = path
     self.save_freq = save_freq
     self.resume_at = tuple(resume_at)
     self.monitor = monitor
     self.chief = chief
+    self.steps_per_epoch = steps_per_epoch
+    self.weights = weights
 
   @staticmethod
   def read(path):
@@ -442,26 +463,46 @@ class EpochMetricsBackup(keras.callbacks.Callback):
         json.dump(self._state, f)
       os.replace(self.path + ".tmp", self.path)
 
+  def _save_weights(self, steps_done):
+    if not self.chief:
+      return
+    backup_dir = os.path.dirname(self.path)
+    path = os.path.join(backup_dir, f"step_{steps_done:09d}.weights.h5")
+    partial = path + ".partial.weights.h5"  # Keras names weight files *.weights.h5
+    self.model.save_weights(partial, overwrite=True)
+    os.replace(partial, path)
+    for name, _ in _step_weights(backup_dir):
+      if os.path.join(backup_dir, name) != path:
+        os.remove(os.path.join(backup_dir, name))
+
   def on_train_begin(self, logs=None):
     self._state = self.read(self.path)
     self._count = 0
     self._epoch = 0
+    self._offset = 0
     self._pending = self.resume_at if self.resume_at[1] > 0 else None
 
   def on_epoch_begin(self, epoch, logs=None):
     self._epoch = epoch
+    # Keras 3 numbers the resumed epoch's batches from 0; Keras 2 from the resumed step.
+    self._offset = self.resume_at[1] if self.weights and self._pending is not None else 0
 
   def on_train_batch_end(self, batch, logs=None):
     if self._pending is not None:
       self._restore(*self._pending)
       self._pending = None
+    step = int(batch) + self._offset
     self._count += 1
     if self._count >= self.save_freq:
       self._count = 0
       values = {m.name: [v.numpy().tolist() for v in m.variables] for m in self.model.metrics}
-      save = {"epoch": self._epoch, "batch": int(batch), "metrics": values}
+      save = {"epoch": self._epoch, "batch": step, "metrics": values}
       self._state["saves"] = (self._state["saves"] + [save])[-2:]
       self._write()
+      if self.weights:
+        self._save_weights(self._epoch * self.steps_per_epoch + step + 1)
+    if self._offset and step == self.steps_per_epoch - 1:
+      self.model.stop_training = True  # the resumed epoch's last step
 
   def _restore(self, epoch, step):
     saved = [s for s in self._state["saves"] if (s["epoch"], s["batch"]) == (epoch, step - 1)]
@@ -475,16 +516,37 @@ class EpochMetricsBackup(keras.callbacks.Callback):
       return
     for metric in self.model.metrics:
       for variable, value in zip(metric.variables, saved[0]["metrics"][metric.name]):
-        variable.assign(variable.numpy() + np.asarray(value, variable.dtype.as_numpy_dtype))
+        variable.assign(
+          variable.numpy() + np.asarray(value, tf.as_dtype(variable.dtype).as_numpy_dtype)
+        )
 
   def on_epoch_end(self, epoch, logs=None):
+    if self._offset:
+      self._offset = 0
+      self.model.stop_training = False  # the next epochs run whole
     if logs and self.monitor in logs:
       self._state["best"][str(epoch)] = float(logs[self.monitor])
       self._write()
 
   def on_train_end(self, logs=None):
-    if self.chief and os.path.exists(self.path):
+    if not self.chief:
+      return
+    if os.path.exists(self.path):
       os.remove(self.path)
+    if self.weights:
+      backup_dir = os.path.dirname(self.path)
+      for name, _ in _step_weights(backup_dir):
+        os.remove(os.path.join(backup_dir, name))
+      if os.path.isdir(backup_dir) and not os.listdir(backup_dir):
+        os.rmdir(backup_dir)
+
+
+def _step_weights(backup_dir):
+  """``[(file name, steps trained)]`` of the Keras 3 weight backups in ``backup_dir``."""
+  if not os.path.isdir(backup_dir):
+    return []
+  found = [(name, _STEP_WEIGHTS.fullmatch(name)) for name in sorted(os.listdir(backup_dir))]
+  return [(name, int(match.group(1))) for name, match in found if match]
 
 
 def best_so_far(path, epoch):
@@ -540,11 +602,15 @@ def _count_batches(dataset):
 
 
 def resume_position(backup_dir, steps_per_epoch):
-  """``(epoch, step)`` at which Keras' BackupAndRestore will resume, or ``(0, 0)``.
+  """``(epoch, step)`` at which training resumes from ``backup_dir``, or ``(0, 0)``.
 
-  Mirrors Keras 2.15's own rule for step-level backups: the counters saved with the backup name
-  the last finished batch.
+  Keras 3: from the steps trained, ``S``, of the newest ``step_<S>.weights.h5`` written by
+  ``EpochMetricsBackup``: ``divmod(S, steps_per_epoch)``. Keras 2: Keras 2.15's own rule for
+  its ``BackupAndRestore`` step-level backups, whose counters name the last finished batch.
   """
+  if compat.KERAS_3:
+    saved = _step_weights(backup_dir)
+    return divmod(saved[-1][1], steps_per_epoch) if saved else (0, 0)
   latest = tf.train.latest_checkpoint(os.path.join(backup_dir, "chief"))
   if latest is None:
     return 0, 0
@@ -608,6 +674,26 @@ def _distribute(strategy, config, make):
   return make()
 
 
+def _fit(model, strategy, data, **kwargs):
+  """``model.fit(data, **kwargs)`` in ``strategy``'s scope; returns the History.
+
+  Keras 3 (3.15) builds a model created in a strategy's scope before its first step from the
+  first input batch averaged over the replicas (``strategy.reduce("MEAN", batch)``), which fails
+  for string inputs (text models: no sum of strings). A Keras 3 model whose private
+  ``_distribute_strategy`` is unset builds while its train step is traced instead, and still
+  trains on every replica of ``strategy``, which ``fit`` then takes from the scope. Only such
+  models are changed.
+  """
+  if (
+    compat.KERAS_3
+    and strategy.num_replicas_in_sync > 1
+    and any(tf.as_dtype(x.dtype) == tf.string for x in model.inputs)
+  ):
+    model._distribute_strategy = None  # pylint: disable=protected-access
+  with strategy.scope():
+    return model.fit(data, **kwargs)
+
+
 TrainResult = collections.namedtuple("TrainResult", ["model", "history", "info", "strategy"])
 
 
@@ -651,7 +737,7 @@ def train(config):
       f"batch ({config.batch_size})."
     )
   callbacks = []
-  skip = 0
+  epoch = skip = 0
   if model_dir:
     backup_dir = os.path.join(model_dir, "backup")
     epoch, step = resume_position(backup_dir, steps_per_epoch)
@@ -659,21 +745,36 @@ def train(config):
     monitor = f"val_{config.best_metric}"
     state_path = os.path.join(backup_dir, "epoch_metrics.json")
     callbacks = [
-      EpochMetricsBackup(state_path, config.backup_every, (epoch, step), monitor, chief),
-      keras.callbacks.BackupAndRestore(backup_dir, save_freq=config.backup_every),
-      keras.callbacks.ModelCheckpoint(
-        os.path.join(model_dir, "checkpoints", "epoch_{epoch:03d}.weights.h5"),
-        save_weights_only=True,
-      ),
-      keras.callbacks.ModelCheckpoint(
-        os.path.join(model_dir, "best.keras"),
-        monitor=monitor,
-        mode="max",
-        save_best_only=True,
-        initial_value_threshold=best_so_far(state_path, epoch),
-      ),
-      keras.callbacks.TensorBoard(os.path.join(model_dir, "logs")),
+      EpochMetricsBackup(
+        state_path,
+        config.backup_every,
+        (epoch, step),
+        monitor,
+        chief,
+        steps_per_epoch=steps_per_epoch,
+        weights=compat.KERAS_3,
+      )
     ]
+    if not compat.KERAS_3:
+      callbacks.append(keras.callbacks.BackupAndRestore(backup_dir, save_freq=config.backup_every))
+    # Keras 2's file-writing callbacks give each non-chief worker a temporary directory of its
+    # own; Keras 3's do not (every worker would write the same files), so there only the chief
+    # gets them: they read the weights and need no collective op.
+    if chief or not compat.KERAS_3:
+      callbacks += [
+        keras.callbacks.ModelCheckpoint(
+          os.path.join(model_dir, "checkpoints", "epoch_{epoch:03d}.weights.h5"),
+          save_weights_only=True,
+        ),
+        keras.callbacks.ModelCheckpoint(
+          os.path.join(model_dir, "best.keras"),
+          monitor=monitor,
+          mode="max",
+          save_best_only=True,
+          initial_value_threshold=best_so_far(state_path, epoch),
+        ),
+        keras.callbacks.TensorBoard(os.path.join(model_dir, "logs")),
+      ]
     if chief:
       if skip:
         print(
@@ -695,13 +796,19 @@ def train(config):
   val_data = _distribute(strategy, config, make_val)
   with strategy.scope():
     model = build_model(config, info)
+    if compat.KERAS_3 and skip:  # Keras 2's BackupAndRestore restores its own backup
+      model.optimizer.build(model.trainable_variables)
+      model.load_weights(os.path.join(backup_dir, _step_weights(backup_dir)[-1][0]))
   # Sharded validation sets need a step count; every worker has at least this many batches.
   validation_steps = (
     max(1, _full_batches(config, val_split)) if _is_multi_worker(strategy) else None
   )
-  history = model.fit(
+  history = _fit(
+    model,
+    strategy,
     train_data,
     epochs=config.epochs,
+    initial_epoch=epoch,
     steps_per_epoch=steps_per_epoch,
     validation_data=val_data,
     validation_steps=validation_steps,

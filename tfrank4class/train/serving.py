@@ -18,8 +18,9 @@ serves it with ``tf.saved_model.load`` or ``saved_model_cli run``.
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import _validation, compat
 from tfrank4class import data as data_lib
+from tfrank4class.compat import keras
 
 INPUT_KEYS = {"image": "image_bytes", "text": "text"}
 
@@ -44,17 +45,20 @@ def export_saved_model(model, dataset, class_names, export_dir, top_k=5):
     raise ValueError(
       f"`class_names` has {len(class_names)} names for a model with {num_classes} scores."
     )
-  modality = "text" if model.inputs[0].dtype == tf.string else "image"
+  input_dtype = tf.as_dtype(model.inputs[0].dtype)  # Keras 3 names it by a string
+  input_shape = tuple(model.inputs[0].shape)  # Keras 3: a tuple; Keras 2: a TensorShape
+  modality = "text" if input_dtype == tf.string else "image"
   key = INPUT_KEYS[modality]
   preprocess = data_lib.serving_preprocess(dataset)
   names = tf.constant(class_names)
   k = min(top_k, num_classes)
-  feature_spec = tf.TensorSpec(model.inputs[0].shape, model.inputs[0].dtype, name="features")
+  feature_spec = tf.TensorSpec(input_shape, input_dtype, name="features")
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=key)])
+  raw_spec = tf.TensorSpec([None], tf.string, name=key)
+
   def serve(raw):
     features = preprocess(raw)
-    if modality == "text" and model.inputs[0].shape.rank == 2:
+    if modality == "text" and len(input_shape) == 2:
       features = features[:, None]
     scores = model(features, training=False)
     top = tf.math.top_k(scores, k=k)
@@ -65,17 +69,26 @@ def export_saved_model(model, dataset, class_names, export_dir, top_k=5):
       "scores": scores,
     }
 
-  @tf.function(input_signature=[feature_spec])
   def scores_of(features):
     return {"scores": model(features, training=False)}
 
-  module = tf.Module()
-  module.model = model
-  module.serve = serve
-  module.scores = scores_of
-  tf.saved_model.save(
-    module, export_dir, signatures={"serving_default": serve, "scores": scores_of}
-  )
+  if compat.KERAS_3:
+    # Keras 3's own SavedModel writer: it saves the model's variables and lookup tables as
+    # plain lists, which a TF1 session (`saved_model_cli run`) restores; `tf.saved_model.save`
+    # of a module holding a Keras 3 model leaves some variables uninitialised there.
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint("serving_default", serve, input_signature=[raw_spec])
+    archive.add_endpoint("scores", scores_of, input_signature=[feature_spec])
+    archive.write_out(export_dir, verbose=False)
+  else:
+    module = tf.Module()
+    module.model = model
+    module.serve = tf.function(serve, input_signature=[raw_spec])
+    module.scores = tf.function(scores_of, input_signature=[feature_spec])
+    tf.saved_model.save(
+      module, export_dir, signatures={"serving_default": module.serve, "scores": module.scores}
+    )
   return export_dir
 
 
