@@ -796,6 +796,13 @@ def train(config):
   val_data = _distribute(strategy, config, make_val)
   with strategy.scope():
     model = build_model(config, info)
+    if compat.KERAS_3 and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+      # Keras 3 averages the logged values over workers with strategy.reduce("MEAN", axis=0),
+      # which fails on scalars (tensorflow/tensorflow#72388). "first" only changes the
+      # per-step logs (one replica's running values); the epoch-end logs that checkpoints and
+      # EpochMetricsBackup read are the metrics' results read across replicas (their variables
+      # are summed on read), so they are global either way.
+      model.distribute_reduction_method = "first"
     if compat.KERAS_3 and skip:  # Keras 2's BackupAndRestore restores its own backup
       model.optimizer.build(model.trainable_variables)
       model.load_weights(os.path.join(backup_dir, _step_weights(backup_dir)[-1][0]))
