@@ -130,7 +130,7 @@ keras = _bind_keras()
 #: Top-level package of the bound Keras: "keras" (Keras 3, or TF 2.15's Keras 2) or "tf_keras".
 KERAS_PACKAGE = keras.__name__.split(".")[0]
 #: Whether the bound Keras is Keras 3.
-KERAS_3 = int(keras.__version__.split(".")[0]) >= 3
+KERAS_3 = KERAS_PACKAGE == "keras" and tensorflow_version() >= (2, 16)
 _FLAVOURS = ("keras", "tf_keras")
 
 #: The default ``reduction`` of every loss of the package: the mean over the batch. Keras 2 calls
