@@ -110,6 +110,17 @@ class ScoreMemory(tf.Module):
     with tf.control_dependencies(updates):
       return tf.identity(values_all), tf.identity(labels_all)
 
+  def remembered(self):
+    """``(values, labels)``: the rows held now, newest first (empty before the first call).
+
+    Under a ``tf.distribute`` strategy, call it per replica (``strategy.run(memory.remembered)``)
+    to read each replica's own memory; in the cross-replica context it reads the first
+    replica's.
+    """
+    if self._values is None:
+      return None, None
+    return tf.identity(self._values), tf.identity(self._labels)
+
   def reset(self):
     """Forgets every remembered batch."""
     if self._values is not None:
