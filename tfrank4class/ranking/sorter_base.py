@@ -12,7 +12,10 @@ sorters predict the *normalised* rank ``(rank - 1) / (n - 1)`` in ``[0, 1]`` int
 This module holds:
 
 * :class:`Sorter`, the base Keras layer (input checks, ``pretrained()`` loading of the weights
-  shipped in ``tfrank4class/resources/sorters/``, weight export);
+  shipped in ``tfrank4class/resources/sorters/``, weight export). A weights file is
+  ``<name>.json`` (class, config, metadata) plus ``<name>.npz`` holding one array per key of
+  :meth:`Sorter.weight_table` (``"<sub-layer>/<role>"``, e.g. ``"bn_0/moving_mean"``), so the
+  same files load under Keras 3, tf-keras and TensorFlow 2.15's Keras;
 * :func:`standardize`, the per-list standardisation used by every learned sorter;
 * :func:`pairwise_sigmoid_sum`, the memory-bounded sum ``sum_j sigmoid(k_i (s_j - s_i))`` with a
   hand-written, block-wise backward pass (the core of Sec. 4.1.2, Eq. 11-12 of the paper and of
@@ -260,9 +263,9 @@ class Sorter(keras.layers.Layer):
     :meth:`_build_sublayers`), not on the first call.
     """
     self._build_sublayers(tuple(input_shape))
-    # The sub-layers are made after `Layer.__init__` took `trainable=`, and Keras 3 passes the
-    # flag on to sub-layers only when it changes: a sorter restored with `trainable=False` would
-    # otherwise train its (frozen) sub-layers' weights.
+    # The sub-layers are made after `Layer.__init__` took `trainable=`; under Keras 3 a sorter
+    # made with `trainable=False` (e.g. restored from a .keras file) would otherwise leave them
+    # trainable, and fit would update its frozen weights.
     for layer in self._weighted_layers():
       layer.trainable = self.trainable
     super().build(input_shape)
