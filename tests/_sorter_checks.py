@@ -1,6 +1,10 @@
 """Shared checks for the learned sorter tests (imported by test_*_sorter.py; not a test module)."""
 
 import contextlib
+import os
+import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -44,9 +48,16 @@ def check_modes(sorter, n, mirrored_strategy, jit=True):
 
 
 def check_save_load(sorter, n, tmp_path, savedmodel=True):
+  """A model ``Dense -> sorter`` trains (``fit``), reloads from ``.keras`` without
+  ``custom_objects`` with the same outputs, and (``savedmodel``) its ``model.export`` SavedModel
+  serves the same outputs in a fresh process that never imports tfrank4class."""
   inputs = tf.keras.Input([n])
-  model = tf.keras.Model(inputs, sorter(inputs))
-  scores, _ = synthetic.synthetic_batch(4, n, seed=[11, n])
+  model = tf.keras.Model(inputs, sorter(tf.keras.layers.Dense(n)(inputs)))
+  scores, _ = synthetic.synthetic_batch(16, n, seed=[11, n])
+  target = np.stack([rankdata(-row, method="ordinal") for row in scores.numpy()]).astype("float32")
+  model.compile(tf.keras.optimizers.Adam(1e-3), loss="mae")
+  history = model.fit(scores, target, batch_size=8, epochs=1, verbose=0)
+  assert np.isfinite(history.history["loss"]).all()
   before = model(scores).numpy()
   path = str(tmp_path / "sorter.keras")
   model.save(path)
@@ -54,10 +65,35 @@ def check_save_load(sorter, n, tmp_path, savedmodel=True):
   np.testing.assert_allclose(loaded(scores).numpy(), before, rtol=1e-5, atol=1e-5)
   if not savedmodel:
     return
-  saved = str(tmp_path / "savedmodel")
-  tf.saved_model.save(model, saved)
-  restored = tf.saved_model.load(saved)
-  np.testing.assert_allclose(restored(scores).numpy(), before, rtol=1e-5, atol=1e-5)
+  exported = str(tmp_path / "exported")
+  model.export(exported)
+  np.testing.assert_allclose(serve_in_fresh_process(exported, scores), before, rtol=1e-5, atol=1e-5)
+
+
+_SERVE = """
+import sys
+import numpy as np
+import tensorflow as tf
+served = tf.saved_model.load(sys.argv[1])
+np.save(sys.argv[3], served.serve(tf.constant(np.load(sys.argv[2]))).numpy())
+assert not any(name.split(".")[0] == "tfrank4class" for name in sys.modules), "imported"
+"""
+
+
+def serve_in_fresh_process(exported, inputs):
+  """Outputs of the ``serve`` signature of the SavedModel at ``exported`` on ``inputs``, computed
+  by a new Python process that has only TensorFlow (tfrank4class is not on its path)."""
+  folder = pathlib.Path(exported).parent
+  np.save(folder / "serve_in.npy", np.asarray(inputs))
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  subprocess.run(
+    [sys.executable, "-c", _SERVE, exported, folder / "serve_in.npy", folder / "serve_out.npy"],
+    check=True,
+    cwd=folder,
+    env=env,
+    timeout=300,
+  )
+  return np.load(folder / "serve_out.npy")
 
 
 def check_two_item_gradient(sorter):

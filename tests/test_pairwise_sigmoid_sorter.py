@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-from _sorter_checks import check_mixed_float16, check_two_item_gradient
+from _sorter_checks import check_mixed_float16, check_save_load, check_two_item_gradient
 
 from tfrank4class.ranking.pairwise_sigmoid_sorter import PairwiseSigmoidSorter
 
@@ -76,6 +76,10 @@ def test_graph_jit_and_mirrored(mirrored_strategy):
     out = mirrored_strategy.run(tf.function(sorter), (s,))
   for value in mirrored_strategy.experimental_local_results(out):
     np.testing.assert_allclose(value.numpy(), ref, rtol=1e-5)
+
+
+def test_in_a_model_fit_save_load_and_export(tmp_path):
+  check_save_load(PairwiseSigmoidSorter(3.0, standardize_scores=True, block_size=4), 6, tmp_path)
 
 
 def test_config_round_trip_and_bad_arguments():

@@ -37,7 +37,9 @@ def test_zero_batches_is_identity_and_reset():
   v, lab = memory(tf.ones([2, 3]), tf.zeros([2, 3]))
   assert v.shape == (2, 3) and lab.shape == (2, 3)
   memory = ScoreMemory(3)
+  assert memory.remembered() == (None, None)
   memory(tf.ones([2, 3]), tf.zeros([2, 3]))
+  np.testing.assert_array_equal(memory.remembered()[0].numpy(), np.ones([2, 3]))
   memory.reset()
   v, _ = memory(tf.ones([2, 3]), tf.zeros([2, 3]))
   assert v.shape == (2, 3)
@@ -90,3 +92,31 @@ def test_config_round_trip():
   clone = ScoreMemory.from_config(memory.get_config())
   assert clone.batches == 4 and clone.name == "mem"
   assert tf.keras.utils.get_registered_object("tfrank4class>ScoreMemory") is ScoreMemory
+
+
+def test_per_replica_memory_in_keras_fit_under_mirrored_strategy(mirrored_strategy):
+  """In ``fit`` (Keras 3 and Keras 2 alike) each replica remembers the shards it trained on.
+
+  Global batches of 4 rows over 2 replicas: replica 0 gets rows 0-1 of each batch, replica 1 rows
+  2-3. With ``batches=1`` after two steps each replica holds its own shard of the second batch.
+  """
+  keras = tf.keras
+  memory = ScoreMemory(1)
+
+  class MemoryLoss(keras.losses.Loss):
+    def call(self, y_true, y_pred):
+      values, _ = memory(y_pred, y_true)
+      return tf.reduce_mean(values) + 0.0 * y_pred[:, 0]
+
+  x = np.arange(8, dtype=np.float32)[:, None]
+  with mirrored_strategy.scope():
+    inputs = keras.Input([1])
+    dense = keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")
+    model = keras.Model(inputs, dense(inputs))
+    model.compile(keras.optimizers.SGD(0.0), loss=MemoryLoss())
+  model.fit(x, x, batch_size=4, epochs=1, shuffle=False, verbose=0)
+  per_replica = mirrored_strategy.experimental_local_results(
+    mirrored_strategy.run(memory.remembered)
+  )
+  held = [values.numpy()[:, 0].tolist() for values, _ in per_replica]
+  assert held == [[4.0, 5.0], [6.0, 7.0]], held

@@ -365,6 +365,30 @@ def test_finetuning_moves_the_sorter_and_frozen_does_not(mirrored_strategy):
     SpearmanLoss(ranker="exact", ranker_trainable=True)
 
 
+@pytest.mark.parametrize("ranker_trainable", [False, True], ids=["frozen", "fine-tuned"])
+def test_fit_with_jit_compile(ranker_trainable):
+  """``compile(jit_compile=True)``: the loss, its sorter and (fine-tuned) the sorter's own Adam
+  step all compile with XLA; the first epoch's loss is the eager one's (same data, same start)."""
+  y = np.abs(np.random.default_rng(8).normal(size=(16, 10))).astype(np.float32)
+  x = np.random.default_rng(9).normal(size=(16, 4)).astype(np.float32)
+  results = []
+  for jit in (False, True):
+    tf.keras.utils.set_random_seed(0)
+    loss = SpearmanLoss(
+      ranker="attention", ranker_trainable=ranker_trainable, ranker_learning_rate=0.05
+    )
+    before = [w.numpy().copy() for w in loss.ranker.weights]
+    model = _model(10)
+    model.compile(tf.keras.optimizers.SGD(0.01), loss=loss, jit_compile=jit)
+    history = model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    moved = any(not np.allclose(a, w.numpy()) for a, w in zip(before, loss.ranker.weights))
+    assert moved == ranker_trainable
+    if ranker_trainable:
+      assert int(loss._ranker_optimizer.iterations) == 2
+    results.append(history.history["loss"][0])
+  np.testing.assert_allclose(results[1], results[0], rtol=1e-4)
+
+
 def test_bad_input():
   with pytest.raises(ValueError, match=r"`ranker` must be one of \['exact'"):
     SpearmanLoss(ranker="quicksort")

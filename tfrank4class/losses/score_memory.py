@@ -11,10 +11,18 @@ Gradients flow only through the current batch ``values_t``; the remembered rows 
 After each call the current batch is pushed and the oldest batch dropped.
 
 State lives in non-trainable ``tf.Variable`` s created on the first call (their leading dimension
-is dynamic, so batches of different sizes are fine). The variables are ``ON_READ``-synchronised:
-under ``tf.distribute.MirroredStrategy`` every replica keeps and reads its OWN memory, i.e. the
-last ``tau`` per-replica shards it saw itself (nothing is exchanged between replicas). Calls made
-during ``model.evaluate`` also push batches; reset with :meth:`ScoreMemory.reset` if that matters.
+is dynamic, so batches of different sizes are fine); they are plain TensorFlow variables, not
+Keras weights of the model.
+
+Distribution: the variables are ``ON_READ``-synchronised, so under
+``tf.distribute.MirroredStrategy`` every replica keeps and reads its OWN memory, i.e. the last
+``tau`` per-replica shards it saw itself; nothing is exchanged between replicas. In ``fit`` (Keras
+3 and Keras 2 alike) a global batch of ``B`` rows over ``R`` replicas gives each replica's loss
+its own ``B / R`` current rows followed by the ``tau`` shards of ``B / R`` rows that the same
+replica had before (so ``(tau + 1) B / R`` rows, not ``(tau + 1) B``).
+:meth:`ScoreMemory.remembered`, run per replica (``strategy.run(memory.remembered)``), reads them.
+Calls made during ``model.evaluate`` also push batches; reset with :meth:`ScoreMemory.reset` if
+that matters.
 """
 
 import tensorflow as tf
@@ -109,6 +117,18 @@ class ScoreMemory(tf.Module):
       ]
     with tf.control_dependencies(updates):
       return tf.identity(values_all), tf.identity(labels_all)
+
+  def remembered(self):
+    """``(values, labels)``: the rows held now, newest first (``(None, None)`` before the first
+    call, with ``batches=0`` always).
+
+    Under a ``tf.distribute`` strategy, call it per replica (``strategy.run(memory.remembered)``)
+    to read each replica's own memory; in the cross-replica context it reads the first
+    replica's.
+    """
+    if self._values is None:
+      return None, None
+    return tf.identity(self._values), tf.identity(self._labels)
 
   def reset(self):
     """Forgets every remembered batch."""

@@ -78,7 +78,7 @@ class AttentionSorter(sorter_base.Sorter):
 
   Example:
     >>> sorter = AttentionSorter.pretrained()
-    >>> sorter([[0.1, 0.9, 0.5]]).numpy().round(1)
+    >>> sorter(tf.constant([[0.1, 0.9, 0.5]])).numpy().round(1)
     array([[3., 1., 2.]], dtype=float32)
   """
 
@@ -115,6 +115,15 @@ class AttentionSorter(sorter_base.Sorter):
       hidden_units, activation="tanh", name="hidden2", dtype=self.dtype_policy
     )
     self.out = keras.layers.Dense(1, name="sharpness_logit", dtype=self.dtype_policy)
+
+  def _build_sublayers(self, input_shape):
+    batch = input_shape[0]
+    sorter_base.build_sublayer(self.hidden1, (batch, None, len(self.bandwidths) + 1))
+    sorter_base.build_sublayer(self.hidden2, (batch, None, self.hidden_units))
+    sorter_base.build_sublayer(self.out, (batch, None, self.hidden_units))
+
+  def _weighted_layers(self):
+    return (self.hidden1, self.hidden2, self.out)
 
   def steepness(self, z):
     """The per-item steepness ``k_i = a_i / g_i`` ``[B, n]`` for standardised lists ``z``."""

@@ -72,6 +72,18 @@ class ConvSorter(sorter_base.Sorter):
     self.flatten = keras.layers.Flatten(dtype=self.dtype_policy)
     self.head = keras.layers.Dense(list_size, name="head", dtype=self.dtype_policy)
 
+  def _build_sublayers(self, input_shape):
+    features = (input_shape[0], self.list_size, self.filters)
+    sorter_base.build_sublayer(self.stem, (input_shape[0], self.list_size, 1))
+    for conv, norm in zip(self.convs, self.norms):
+      sorter_base.build_sublayer(norm, features)
+      sorter_base.build_sublayer(conv, features)
+    sorter_base.build_sublayer(self.final_norm, features)
+    sorter_base.build_sublayer(self.head, (input_shape[0], self.list_size * self.filters))
+
+  def _weighted_layers(self):
+    return (self.stem, *self.convs, *self.norms, self.final_norm, self.head)
+
   def _check_length(self, scores):
     n = scores.shape[-1]
     if n is not None and n != self.list_size:

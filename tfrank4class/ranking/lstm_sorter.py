@@ -31,7 +31,7 @@ class LSTMSorter(sorter_base.Sorter):
 
   Example:
     >>> sorter = LSTMSorter.pretrained()
-    >>> sorter([[0.1, 0.9, 0.5]]).shape
+    >>> sorter(tf.constant([[0.1, 0.9, 0.5]])).shape
     TensorShape([1, 3])
   """
 
@@ -50,6 +50,16 @@ class LSTMSorter(sorter_base.Sorter):
       for i in range(num_layers)
     ]
     self.head = keras.layers.Dense(1, name="head", dtype=self.dtype_policy)
+
+  def _build_sublayers(self, input_shape):
+    channels = 1
+    for rnn in self.rnns:
+      sorter_base.build_sublayer(rnn, (input_shape[0], None, channels))
+      channels = 2 * self.units
+    sorter_base.build_sublayer(self.head, (input_shape[0], None, channels))
+
+  def _weighted_layers(self):
+    return (*self.rnns, self.head)
 
   def _normalised_ranks(self, scores, training=None):
     x = sorter_base.standardize(scores)[:, :, None]

@@ -36,7 +36,7 @@ class PairwiseSigmoidSorter(sorter_base.Sorter):
 
   Example:
     >>> sorter = PairwiseSigmoidSorter(steepness=100.0)
-    >>> sorter([[0.1, 0.9, 0.5]]).numpy().round(2)
+    >>> sorter(tf.constant([[0.1, 0.9, 0.5]])).numpy().round(2)
     array([[3., 1., 2.]], dtype=float32)
   """
 

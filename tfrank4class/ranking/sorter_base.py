@@ -12,7 +12,10 @@ sorters predict the *normalised* rank ``(rank - 1) / (n - 1)`` in ``[0, 1]`` int
 This module holds:
 
 * :class:`Sorter`, the base Keras layer (input checks, ``pretrained()`` loading of the weights
-  shipped in ``tfrank4class/resources/sorters/``, weight export);
+  shipped in ``tfrank4class/resources/sorters/``, weight export). A weights file is
+  ``<name>.json`` (class, config, metadata) plus ``<name>.npz`` holding one array per key of
+  :meth:`Sorter.weight_table` (``"<sub-layer>/<role>"``, e.g. ``"bn_0/moving_mean"``), so the
+  same files load under Keras 3, tf-keras and TensorFlow 2.15's Keras;
 * :func:`standardize`, the per-list standardisation used by every learned sorter;
 * :func:`pairwise_sigmoid_sum`, the memory-bounded sum ``sum_j sigmoid(k_i (s_j - s_i))`` with a
   hand-written, block-wise backward pass (the core of Sec. 4.1.2, Eq. 11-12 of the paper and of
@@ -168,6 +171,46 @@ def to_ranks(normalised, n):
   return 1.0 + tf.cast(n - 1, normalised.dtype) * normalised
 
 
+#: The attributes that hold a Keras layer's variables under both Keras 2 and Keras 3.
+_VARIABLE_ROLES = (
+  "kernel",
+  "recurrent_kernel",
+  "bias",
+  "gamma",
+  "beta",
+  "moving_mean",
+  "moving_variance",
+)
+
+
+def _layer_variables(prefix, layer):
+  """``{"<prefix>/<role>": variable}`` of one built Keras layer (see ``Sorter.weight_table``)."""
+  if isinstance(layer, keras.layers.Bidirectional):
+    return {
+      **_layer_variables(f"{prefix}/forward", layer.forward_layer),
+      **_layer_variables(f"{prefix}/backward", layer.backward_layer),
+    }
+  if isinstance(layer, keras.layers.RNN):
+    layer = layer.cell
+  found = {}
+  for role in _VARIABLE_ROLES:
+    variable = getattr(layer, role, None)
+    if variable is not None:
+      found[f"{prefix}/{role}"] = variable
+  return found
+
+
+def build_sublayer(layer, input_shape):
+  """Builds ``layer`` for inputs of ``input_shape`` inside its own name scope.
+
+  Keras 3 opens the scope itself; Keras 2 names a variable by the scopes open when it is
+  created, and only opens the layer's own scope when it is called, so this gives the variables
+  the names (``<sorter>/<layer>/kernel``) that a first call would give them.
+  """
+  with tf.name_scope(layer.name):
+    layer.build(input_shape)
+
+
 class Sorter(keras.layers.Layer):
   """Base class of the sorter layers: scores ``[B, n]`` -> estimated ranks ``[B, n]`` in [1, n].
 
@@ -212,29 +255,74 @@ class Sorter(keras.layers.Layer):
   def compute_output_shape(self, input_shape):
     return input_shape
 
+  def build(self, input_shape):
+    """Creates every weight for scores of shape ``input_shape`` (``[B, n]``).
+
+    Keras 3 restores a ``.keras`` file by calling ``build`` with the saved input shape and then
+    loading the variables, so every sub-layer with weights is built here (by
+    :meth:`_build_sublayers`), not on the first call.
+    """
+    self._build_sublayers(tuple(input_shape))
+    # The sub-layers are made after `Layer.__init__` took `trainable=`; under Keras 3 a sorter
+    # made with `trainable=False` (e.g. restored from a .keras file) would otherwise leave them
+    # trainable, and fit would update its frozen weights.
+    for layer in self._weighted_layers():
+      layer.trainable = self.trainable
+    super().build(input_shape)
+
+  def _build_sublayers(self, input_shape):
+    """Builds the sub-layers for scores of shape ``input_shape`` (default: none to build)."""
+    del input_shape
+
+  def _weighted_layers(self):
+    """The sub-layers that hold this sorter's weights (default: none)."""
+    return ()
+
   # --- shipped weights -----------------------------------------------------------------------
   def build_for_export(self):
-    """Calls the layer once (on a ``[2, n]`` batch) so that all its weights exist."""
-    n = getattr(self, "list_size", None) or 8
-    self(tf.zeros([2, n]) + tf.range(n, dtype=tf.float32)[None, :], training=False)
+    """Builds the layer (for a ``[2, n]`` batch) so that all its weights exist."""
+    if not self.built:
+      build_sublayer(self, (2, getattr(self, "list_size", None) or 8))
+
+  def weight_table(self):
+    """Every weight of the sorter by a key that is the same under every Keras flavour.
+
+    The key is ``"<sub-layer name>/<role>"``, the role being the attribute that holds the
+    variable in both Keras 2 and Keras 3 (``kernel``, ``bias``, ``gamma``, ``moving_mean``, ...;
+    a bidirectional RNN's are under ``<name>/forward/`` and ``<name>/backward/``), e.g.
+    ``"bn_0/moving_variance"``. Neither the order of :attr:`weights` (Keras 2 lists trainable
+    weights first, Keras 3 in creation order) nor variable names (Keras 2 names include the
+    enclosing scopes and auto-numbered layer names) are used. Builds the layer if needed.
+
+    Returns:
+      ``{key: variable}``.
+    """
+    self.build_for_export()
+    table = {}
+    for layer in self._weighted_layers():
+      table.update(_layer_variables(layer.name, layer))
+    held = {id(v) for v in table.values()}
+    if len(held) != len(table) or held != {id(w) for w in self.weights}:
+      raise RuntimeError(
+        f"{type(self).__name__}.weight_table() does not hold every weight exactly once "
+        f"(keys {sorted(table)}, {len(self.weights)} weights): _weighted_layers() and the roles "
+        f"{_VARIABLE_ROLES} must cover them."
+      )
+    return table
 
   def export_weights(self, path_prefix, metadata=None):
-    """Writes ``<path_prefix>.json`` (class, config, metadata) and ``<path_prefix>.npz``."""
+    """Writes ``<path_prefix>.json`` (class, config, metadata, weight keys) and
+    ``<path_prefix>.npz`` (one array per key of :meth:`weight_table`)."""
     path_prefix = str(path_prefix)
-    if not self.built or not self.weights:
-      self.build_for_export()
-    if not self.trainable:
-      raise ValueError(
-        "export_weights needs a trainable layer (the weights are stored in the "
-        "order of a trainable layer); set `layer.trainable = True` first."
-      )
+    table = self.weight_table()
     os.makedirs(os.path.dirname(os.path.abspath(path_prefix)), exist_ok=True)
-    arrays = {f"w{i:03d}": w.numpy() for i, w in enumerate(self.weights)}
-    np.savez(path_prefix + ".npz", **arrays)
+    np.savez(path_prefix + ".npz", **{key: np.asarray(v.numpy()) for key, v in table.items()})
+    config = self.get_config()
+    config.pop("trainable", None)
     record = {
       "class_name": type(self).__name__,
-      "config": self.get_config(),
-      "weight_names": [w.name for w in self.weights],
+      "config": config,
+      "weight_keys": sorted(table),
       "metadata": metadata or {},
     }
     with open(path_prefix + ".json", "w") as f:
@@ -244,9 +332,13 @@ class Sorter(keras.layers.Layer):
   def load_weights_file(cls, path_prefix, trainable=False, **overrides):
     """Builds a sorter from ``<path_prefix>.json`` / ``.npz`` written by :meth:`export_weights`.
 
+    Each array is assigned to the weight with the same key of :meth:`weight_table`, so the same
+    files load under Keras 2 and Keras 3.
+
     Raises:
       FileNotFoundError: naming the missing file.
-      ValueError: if the file holds a different sorter class or mismatching weights.
+      ValueError: if the file holds a different sorter class, or arrays whose keys or shapes do
+        not match the weights.
     """
     path_prefix = str(path_prefix)
     for suffix in (".json", ".npz"):
@@ -263,19 +355,22 @@ class Sorter(keras.layers.Layer):
       )
     config = dict(record["config"])
     config.update(overrides)
-    config["trainable"] = True  # weights are stored in the order of a trainable layer
     layer = cls.from_config(config)
-    layer.build_for_export()
+    table = layer.weight_table()
     with np.load(path_prefix + ".npz") as data:
-      arrays = [data[f"w{i:03d}"] for i in range(len(data.files))]
-    if len(arrays) != len(layer.weights) or any(
-      a.shape != tuple(w.shape) for a, w in zip(arrays, layer.weights)
-    ):
+      arrays = {key: data[key] for key in data.files}
+    wrong = sorted(
+      key
+      for key in set(arrays) | set(table)
+      if key not in arrays or key not in table or arrays[key].shape != tuple(table[key].shape)
+    )
+    if wrong:
       raise ValueError(
-        f"{path_prefix + '.npz'!r} holds {len(arrays)} arrays that do not match the "
-        f"{len(layer.weights)} weights of {cls.__name__}({config})."
+        f"{path_prefix + '.npz'!r} does not match the weights of {cls.__name__}({config}): "
+        f"missing, unexpected or differently shaped: {wrong}."
       )
-    layer.set_weights(arrays)
+    for key, variable in table.items():
+      variable.assign(arrays[key])
     layer.trainable = trainable
     layer.pretrained_metadata = record.get("metadata", {})
     layer.pretrained_kind = None
