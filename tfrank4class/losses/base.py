@@ -55,12 +55,30 @@ class Loss(keras.losses.Loss):
     super().__init__(reduction=compat.loss_reduction(reduction), name=name)
 
   def __call__(self, y_true, y_pred, sample_weight=None):
-    with tf.name_scope(re.sub(r"[^A-Za-z0-9_.\-/]", "_", self.name or type(self).__name__)):
+    with tf.name_scope(self._scope()):
       values = self.call(y_true, y_pred)
     return self.reduce(values, sample_weight)
 
+  def _scope(self):
+    """The name as a valid name scope (Keras 2 leaves ``name=None`` as it is)."""
+    return re.sub(r"[^A-Za-z0-9_.\-/]", "_", self.name or type(self).__name__)
+
   def reduce(self, values, sample_weight=None):
-    """``values`` times ``sample_weight``, reduced by the bound Keras as ``self.reduction`` says."""
+    """``values`` times ``sample_weight``, reduced by the bound Keras as ``self.reduction`` says.
+
+    A sample weight with one trailing axis of size 1 more than ``values`` (``[B, 1]`` for
+    per-list losses ``[B]``) is squeezed first, and one with an axis fewer gets that axis, as
+    Keras 2 matches them (Keras 3 would instead give ``reduction="none"`` values of shape
+    ``[B, 1]``), so that the values have the same shape under both flavours.
+    """
+    if sample_weight is not None:
+      values = tf.convert_to_tensor(values)
+      sample_weight = tf.convert_to_tensor(sample_weight)
+      rank, weight_rank = values.shape.rank, sample_weight.shape.rank
+      if rank is not None and weight_rank == rank + 1 and sample_weight.shape[-1] == 1:
+        sample_weight = tf.squeeze(sample_weight, -1)
+      elif rank is not None and weight_rank is not None and weight_rank == rank - 1 > 0:
+        sample_weight = sample_weight[..., None]
     # The pass-through loss with this loss's attributes: everything Keras reads (reduction, name,
     # dtype, Keras 2's permission to reduce "auto" under a distribution strategy, which `compile`
     # sets on the loss it is given).
