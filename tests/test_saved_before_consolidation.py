@@ -5,6 +5,12 @@ The fixture was written by ``tests/fixtures/saved_before_consolidation/make.py``
 their values on fixed inputs, and a compiled ``.keras`` model with a Rank4Class head, a TF-Ranking
 loss and ranking metrics, with its predictions. Nothing here is computed by the code under test
 first: the expected numbers are the old version's.
+
+Under Keras 3 the configs (written by Keras 2) load as they are, except that Keras 2's default
+reduction ``"auto"`` has no Keras 3 spelling: it loads as ``"sum_over_batch_size"``, which is what
+``"auto"`` means in ``fit`` (``compat.loss_reduction``). The ``.keras`` model files were written by
+Keras 2 (tf-keras, Keras 2.15), whose ``.keras`` format Keras 3 does not read, so that test runs
+under the Keras 2 flavours only.
 """
 
 import json
@@ -37,11 +43,17 @@ def _rows(kind):
   return json.loads((STACK / f"{kind}.json").read_text())
 
 
+def _as_loaded(config):
+  """A Keras 2 loss config as the bound Keras loads it: ``reduction`` in its spelling."""
+  return {**config, "reduction": compat.loss_reduction(config["reduction"])}
+
+
 @pytest.mark.parametrize("name", sorted(_rows("losses")))
 def test_old_loss_configs_load_and_give_the_old_values(name):
   row = _rows("losses")[name]
   loss = compat.keras.saving.deserialize_keras_object(row["config"])
-  assert loss.get_config() == row["config"]["config"]
+  assert loss.get_config() == _as_loaded(row["config"]["config"])
+  assert type(loss).from_config(loss.get_config()).get_config() == loss.get_config()
   if name not in STOCHASTIC:
     value = float(loss(INPUTS["labels"], INPUTS["scores"]))
     assert value == pytest.approx(row["value"], rel=1e-5, abs=1e-6)
@@ -55,6 +67,12 @@ def test_old_metric_configs_load_and_give_the_old_values(name):
   assert float(metric.result()) == pytest.approx(row["value"], rel=1e-6, abs=1e-7)
 
 
+@pytest.mark.skipif(
+  compat.KERAS_3,
+  reason="model.keras was saved by Keras 2 (tf-keras / Keras 2.15); Keras 3's load_model does not "
+  "read Keras 2 .keras files (it cannot locate their 'Functional' class), with or without "
+  "tfrank4class",
+)
 def test_old_keras_model_loads_without_custom_objects_and_predicts_the_same():
   model = compat.keras.models.load_model(STACK / "model.keras")
   want = np.load(STACK / "model_outputs.npy")

@@ -1,9 +1,10 @@
 """Our thin wrapper over TF-Ranking's loss core against TF-Ranking's own Keras losses.
 
 The reference is TF-Ranking 0.5.5's ``python/keras/losses.py`` (loaded through the compatibility
-module; the tests run with TF_USE_LEGACY_KERAS=1, so its ``tf.keras`` is tf-keras as ours is).
+module), in the Keras bound in this process as ours are (``tests/_tf_ranking_reference.py``).
 """
 
+import _tf_ranking_reference as tf_ranking_reference
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -20,7 +21,7 @@ SEEDED = ("gumbel_approx_ndcg_loss", "yeti_logistic_loss")
 
 
 def _theirs(key, **kwargs):
-  return compat.tf_ranking_module("keras.losses").get(key, **kwargs)
+  return tf_ranking_reference.loss(key, **kwargs)
 
 
 def test_keys_are_tf_rankings_in_order():

@@ -34,6 +34,7 @@ class AveragePrecisionLoss(rambo.BlackboxRankLoss):
     >>> loss([[1.0, 1.0, 0.0]], [[0.9, 0.5, 0.7]]).numpy().round(4)   # AP = (1/1 + 2/3) / 2
     array([0.1667], dtype=float32)
     >>> import tfrank4class.metrics
+    >>> from tfrank4class.compat import keras
     >>> model = keras.Sequential([keras.layers.Dense(4)])
     >>> model.compile(optimizer="adam", loss=AveragePrecisionLoss(lambda_=4.0),
     ...               metrics=[tfrank4class.metrics.MeanAveragePrecision()])
@@ -76,6 +77,7 @@ class MeanAveragePrecisionLoss(rambo.BlackboxRankLoss):
     >>> float(loss([0, 0, 1], [[0.9, 0.0], [0.5, 0.1], [0.7, 0.8]]))   # 1 - (5/6 + 1) / 2
     0.08333331346511841
     >>> import tfrank4class.metrics
+    >>> from tfrank4class.compat import keras
     >>> model = keras.Sequential([keras.layers.Dense(2)])
     >>> model.compile(optimizer="adam", loss=MeanAveragePrecisionLoss(memory=2),
     ...               metrics=[tfrank4class.metrics.TopKAccuracy(1)])
@@ -111,6 +113,7 @@ class APCLoss(rambo.BlackboxRankLoss):
     >>> float(loss([0, 1], [[0.9, 0.2], [0.4, 0.6]]))
     0.0
     >>> import tfrank4class.metrics
+    >>> from tfrank4class.compat import keras
     >>> model = keras.Sequential([keras.layers.Dense(2)])
     >>> model.compile(optimizer="adam", loss=APCLoss(memory=2),
     ...               metrics=[tfrank4class.metrics.TopKAccuracy(1)])
@@ -148,6 +151,7 @@ class MapApcLoss(rambo.BlackboxRankLoss):
     >>> round(float(loss([0, 0, 1], [[0.9, 0.0], [0.5, 0.1], [0.7, 0.8]])), 4)
     0.0833
     >>> import tfrank4class.metrics
+    >>> from tfrank4class.compat import keras
     >>> model = keras.Sequential([keras.layers.Dense(2)])
     >>> model.compile(optimizer="adam", loss=MapApcLoss(memory=2),
     ...               metrics=[tfrank4class.metrics.TopKAccuracy(1)])

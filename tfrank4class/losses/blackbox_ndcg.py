@@ -28,6 +28,7 @@ class BlackboxNDCGLoss(rambo.BlackboxRankLoss):
     >>> loss([1], [[0.9, 0.5]]).numpy().round(4)   # the true class at rank 2: 1 - 1/log2(3)
     array([0.3691], dtype=float32)
     >>> import tfrank4class.metrics
+    >>> from tfrank4class.compat import keras
     >>> model = keras.Sequential([keras.layers.Dense(2)])
     >>> model.compile(optimizer="adam", loss=BlackboxNDCGLoss(lambda_=4.0),
     ...               metrics=[tfrank4class.metrics.NDCG(5)])

@@ -23,8 +23,8 @@ Under ``tf.distribute`` each replica mines inside its own share of the global ba
 import tensorflow as tf
 
 from tfrank4class import _validation, compat
-from tfrank4class.compat import keras
 from tfrank4class.labels import check_batch_size, num_items, parse_labels, to_relevance
+from tfrank4class.losses.base import Loss
 from tfrank4class.losses.registry import register
 
 _EPS = 1e-12
@@ -72,13 +72,13 @@ def _masked_mean(values, mask, axis):
   return tf.math.divide_no_nan(tf.reduce_sum(values * mask, axis), tf.reduce_sum(mask, axis))
 
 
-class _EmbeddingLoss(keras.losses.Loss):
+class _EmbeddingLoss(Loss):
   """Shared constructor and config of the embedding losses."""
 
   _MINING = ()
 
   def __init__(self, margin, normalize, mining, reduction, name):
-    super().__init__(reduction=compat.loss_reduction(reduction), name=name)
+    super().__init__(reduction=reduction, name=name)
     self.margin = _validation.check_float("margin", margin, minimum=0.0)
     self.normalize = bool(normalize)
     self.mining = _validation.check_choice("mining", mining, self._MINING)
@@ -132,6 +132,7 @@ class ContrastiveLoss(_EmbeddingLoss):
     >>> loss = ContrastiveLoss(margin=1.0)
     >>> round(float(loss([0, 0, 1], [[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])), 4)
     0.0
+    >>> from tfrank4class.compat import keras
     >>> embedder = keras.Sequential([keras.layers.Dense(8)])
     >>> embedder.compile(optimizer="adam", loss=ContrastiveLoss(margin=0.5, mining="hard"))
   """
@@ -190,6 +191,7 @@ class TripletLoss(_EmbeddingLoss):
     >>> loss = TripletLoss(margin=0.2)
     >>> round(float(loss([0, 0, 1, 1], [[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]])), 4)
     0.0
+    >>> from tfrank4class.compat import keras
     >>> embedder = keras.Sequential([keras.layers.Dense(8)])
     >>> embedder.compile(optimizer="adam", loss=TripletLoss(margin=0.2, mining="semi_hard"))
   """
@@ -235,7 +237,7 @@ class TripletLoss(_EmbeddingLoss):
 
 
 @register("smoothed_cross_entropy")
-class SmoothedCrossEntropy(keras.losses.Loss):
+class SmoothedCrossEntropy(Loss):
   """Softmax cross-entropy with label smoothing: the classifier loss of Boudiaf et al.'s recipe.
 
   With logits ``z`` ``[B, C]``, class ids ``y`` and smoothing ``eps``, the loss of a list is
@@ -282,6 +284,7 @@ class SmoothedCrossEntropy(keras.losses.Loss):
     >>> round(float(SmoothedCrossEntropy(0.5)([0], [[0.0, 0.0, 0.0]])), 4)   # log 3, any q
     1.0986
     >>> import tfrank4class.metrics
+    >>> from tfrank4class.compat import keras
     >>> model = keras.Sequential([keras.layers.Dense(3)])
     >>> model.compile(optimizer="adam", loss=SmoothedCrossEntropy(0.1),
     ...               metrics=[tfrank4class.metrics.TopKAccuracy(1)])
@@ -296,7 +299,7 @@ class SmoothedCrossEntropy(keras.losses.Loss):
     reduction=compat.DEFAULT_REDUCTION,
     name="smoothed_cross_entropy",
   ):
-    super().__init__(reduction=compat.loss_reduction(reduction), name=name)
+    super().__init__(reduction=reduction, name=name)
     self.label_smoothing = _validation.check_float("label_smoothing", label_smoothing, minimum=0.0)
     if self.label_smoothing >= 1.0:
       raise ValueError(

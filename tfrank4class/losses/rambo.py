@@ -31,10 +31,10 @@ Keras losses.
 import tensorflow as tf
 
 from tfrank4class import _validation, compat
-from tfrank4class.compat import keras
 
 # class_ids: public here before issue 13 (the one label parser, re-exported).
 from tfrank4class.labels import class_ids, num_items, to_relevance  # noqa: F401
+from tfrank4class.losses.base import Loss
 from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.ranking.blackbox import blackbox_rank_within, margin_shift
 from tfrank4class.ranking.exact import rank_within
@@ -234,7 +234,7 @@ def similarity_lists(
   return sims, relevance
 
 
-class BlackboxRankLoss(keras.losses.Loss):
+class BlackboxRankLoss(Loss):
   """Base of the RaMBO Keras losses: validates ``lambda_``, ``margin``, ``memory``; serialises.
 
   Subclasses implement ``loss_values(scores, relevance)`` returning per-list losses ``[B]`` or a
@@ -252,6 +252,7 @@ class BlackboxRankLoss(keras.losses.Loss):
     >>> loss = RelevantRankLoss(reduction="none")
     >>> loss([2, 0], [[0.1, 0.2, 0.7], [0.1, 0.8, 0.3]]).numpy()   # the true classes rank 1, 3
     array([1., 3.], dtype=float32)
+    >>> from tfrank4class.compat import keras
     >>> model = keras.Sequential([keras.layers.Dense(3)])
     >>> model.compile(optimizer="adam", loss=RelevantRankLoss(lambda_=4.0))
   """
@@ -261,7 +262,7 @@ class BlackboxRankLoss(keras.losses.Loss):
   def __init__(
     self, lambda_=1.0, margin=0.0, memory=0, reduction=compat.DEFAULT_REDUCTION, name=None
   ):
-    super().__init__(reduction=compat.loss_reduction(reduction), name=name)
+    super().__init__(reduction=reduction, name=name)
     self.lambda_ = _validation.check_float("lambda_", lambda_, minimum=0.0, strict=True)
     self.margin = _validation.check_float("margin", margin, minimum=0.0)
     self.memory = _validation.check_int("memory", memory, minimum=0)

@@ -54,6 +54,7 @@ class RecallLoss(rambo.BlackboxRankLoss):
     >>> float(emb_loss([0, 0, 1, 1], [[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]]))
     0.0
     >>> import tfrank4class.metrics
+    >>> from tfrank4class.compat import keras
     >>> model = keras.Sequential([keras.layers.Dense(3)])
     >>> model.compile(optimizer="adam", loss=RecallLoss(lambda_=4.0),
     ...               metrics=[tfrank4class.metrics.TopKAccuracy(1)])

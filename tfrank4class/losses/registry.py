@@ -24,10 +24,12 @@ del _key
 
 
 def register(name):
-  """Class decorator: registers a ``keras.losses.Loss`` subclass under ``name``.
+  """Class decorator: registers a loss class under ``name``.
 
   The class becomes Keras-serializable as ``tfrank4class>ClassName`` and reachable through
-  :func:`get`. Its ``call(y_true, y_pred)`` receives the raw labels; use :func:`to_relevance`.
+  :func:`get`. Subclass :class:`tfrank4class.losses.base.Loss`: its ``call(y_true, y_pred)``
+  then receives the raw labels under both Keras flavours (Keras 3's own ``Loss.__call__`` casts
+  them to float first); parse them with :func:`to_relevance` or :func:`class_ids`.
 
   Raises:
     ValueError: ``name`` is already registered (a TF-Ranking key or one of ours).

@@ -26,6 +26,7 @@ import tensorflow as tf
 from tfrank4class import _validation, compat
 from tfrank4class.compat import keras
 from tfrank4class.labels import num_items, to_relevance
+from tfrank4class.losses.base import Loss
 
 # impl: the losses_impl class; shape: "item" ([B, n] per-item losses), "pair" ([B, n, n] summed
 # over the last axis) or "list" ([B] per-list losses); impl_args: constructor arguments of the
@@ -67,7 +68,7 @@ def _tfr_keras_losses():
 
 
 @compat.register_serializable
-class RankingLoss(keras.losses.Loss):
+class RankingLoss(Loss):
   """A TF-Ranking loss, by its key, that also accepts integer class ids.
 
   ``RankingLoss(key, **kw)(y, s)`` equals TF-Ranking's ``tfr.keras.losses.get(key, **kw)``
@@ -100,7 +101,7 @@ class RankingLoss(keras.losses.Loss):
   def __init__(self, key, reduction=compat.DEFAULT_REDUCTION, name=None, **loss_kwargs):
     _validation.check_choice("key", key, TFR_KEYS)
     name = name or key
-    super().__init__(reduction=compat.loss_reduction(reduction), name=name)
+    super().__init__(reduction=reduction, name=name)
     self.key = key
     self.loss_kwargs = dict(loss_kwargs)
     spec = SPECS[key]
@@ -172,15 +173,8 @@ class RankingLoss(keras.losses.Loss):
     return values * weights
 
   def __call__(self, y_true, y_pred, sample_weight=None):
-    with tf.name_scope(self.name):
-      values = self.weighted_values(y_true, y_pred, sample_weight)
-      reduction = self.reduction
-      if reduction == "none":
-        return values
-      total = tf.reduce_sum(values)
-      if reduction == "sum":
-        return total
-      return tf.math.divide_no_nan(total, tf.cast(tf.size(values), total.dtype))
+    # TF-Ranking normalises the sample weights with the labels (and samples them with the list).
+    return self.reduce(self.weighted_values(y_true, y_pred, sample_weight))
 
   def call(self, y_true, y_pred):
     return self.weighted_values(y_true, y_pred)

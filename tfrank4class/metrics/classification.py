@@ -44,8 +44,15 @@ from tfrank4class.metrics import functional
 
 
 class _PerListMean(keras.metrics.Mean):
-  """The weighted mean over lists of ``self._per_list(labels, scores)``."""
+  """The weighted mean over lists of ``self._per_list(labels, scores)``.
 
+  ``update_state`` has no tensor-dependent Python control flow and is excluded from AutoGraph
+  conversion, which tf-keras otherwise applies to it even eagerly (rewriting every error of a bad
+  label or score into an "in user code" traceback that Keras 3 does not add): the errors are the
+  label parser's and the score check's own, under both flavours.
+  """
+
+  @tf.autograph.experimental.do_not_convert
   def update_state(self, y_true, y_pred, sample_weight=None):
     values = self._per_list(y_true, y_pred)
     if sample_weight is not None:
