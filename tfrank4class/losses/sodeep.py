@@ -40,6 +40,7 @@ import tensorflow as tf
 from tfrank4class import _validation, compat
 from tfrank4class.compat import keras
 from tfrank4class.labels import num_items, to_relevance
+from tfrank4class.losses.base import Loss
 from tfrank4class.losses.registry import register
 from tfrank4class.ranking import sorter_base
 from tfrank4class.ranking.exact import rank
@@ -73,11 +74,11 @@ def resolve_ranker(ranker, trainable=False):
   )
 
 
-class _RankLoss(keras.losses.Loss):
+class _RankLoss(Loss):
   """Shared plumbing: the rank operator, its optional fine-tuning, and serialization."""
 
   def __init__(self, ranker, ranker_trainable, ranker_learning_rate, reduction, name):
-    super().__init__(reduction=compat.loss_reduction(reduction), name=name)
+    super().__init__(reduction=reduction, name=name)
     if not isinstance(ranker_trainable, bool):
       raise ValueError(f"`ranker_trainable` must be a bool, got {ranker_trainable!r}.")
     self.ranker_trainable = ranker_trainable
