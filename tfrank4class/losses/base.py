@@ -49,6 +49,8 @@ class Loss(keras.losses.Loss):
     7.0
     >>> float(loss(tf.constant([1, 2]), tf.constant([[1.0, 0.0], [3.0, 0.0]]), [[1.0], [0.0]]))
     1.0
+    >>> model = keras.Sequential([keras.layers.Dense(2)])
+    >>> model.compile(optimizer="adam", loss=FirstScore())
   """
 
   def __init__(self, reduction=compat.DEFAULT_REDUCTION, name=None):

@@ -674,6 +674,25 @@ def _distribute(strategy, config, make):
   return make()
 
 
+def _log_vectors(model):
+  """Makes a Keras 3 model's train and test steps log ``[1]`` vectors instead of scalars.
+
+  Keras 3 (3.15) averages a step's logged values over the workers of a multi-worker strategy
+  with ``strategy.reduce("MEAN", value, axis=0)``, which fails on scalars ("Invalid reduction
+  dimension 0", tensorflow/tensorflow#72388), and its ``distribute_reduction_method`` does not
+  reach that call. Over ``[1]`` vectors the same reduction is the mean over workers, a scalar.
+  This changes only the per-step logs; epoch-end logs (what checkpoints and
+  ``EpochMetricsBackup`` read) are the metrics' results read across replicas, as before.
+  """
+  for name in ("train_step", "test_step"):
+    step = getattr(model, name)
+
+    def vector_step(data, step=step):
+      return {k: tf.reshape(v, [1]) for k, v in step(data).items()}
+
+    setattr(model, name, vector_step)
+
+
 def _fit(model, strategy, data, **kwargs):
   """``model.fit(data, **kwargs)`` in ``strategy``'s scope; returns the History.
 
@@ -709,13 +728,26 @@ def train(config):
   ``model_dir`` and ``ConfigMismatchError`` when ``model_dir`` holds a run with another
   configuration, all before reading any data; then the data pipeline's ``DataNotFoundError`` for
   a missing ``data_dir`` and ``MalformedRowError`` for a malformed line (with
-  ``on_corrupt="error"``).
+  ``on_corrupt="error"``). Op determinism is on while it runs; the process's setting is restored
+  after.
   """
+  deterministic = tf.config.experimental.is_op_determinism_enabled()
+  tf.config.experimental.enable_op_determinism()
+  try:
+    return _train(config)
+  finally:
+    if not deterministic:
+      # Leave the process as it was found: Keras 3 compiles nothing with XLA while op
+      # determinism is on (its Trainer.compile turns jit_compile off), so a later
+      # `compile(jit_compile=True)` in the same process would silently not use XLA.
+      tf.config.experimental.disable_op_determinism()
+
+
+def _train(config):
   config.validate()
   strategy = strategy_lib.make_strategy(config.strategy, config.tpu, config.devices)
   chief = strategy_lib.is_chief(strategy)
   keras.utils.set_random_seed(config.seed)
-  tf.config.experimental.enable_op_determinism()
   with strategy.scope():
     losses_lib.get(config.loss, **config.loss_kwargs)  # bad loss arguments fail before any data
   model_dir = config.model_dir
@@ -797,12 +829,7 @@ def train(config):
   with strategy.scope():
     model = build_model(config, info)
     if compat.KERAS_3 and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-      # Keras 3 averages the logged values over workers with strategy.reduce("MEAN", axis=0),
-      # which fails on scalars (tensorflow/tensorflow#72388). "first" only changes the
-      # per-step logs (one replica's running values); the epoch-end logs that checkpoints and
-      # EpochMetricsBackup read are the metrics' results read across replicas (their variables
-      # are summed on read), so they are global either way.
-      model.distribute_reduction_method = "first"
+      _log_vectors(model)
     if compat.KERAS_3 and skip:  # Keras 2's BackupAndRestore restores its own backup
       model.optimizer.build(model.trainable_variables)
       model.load_weights(os.path.join(backup_dir, _step_weights(backup_dir)[-1][0]))
