@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.framework import config as tf_config  # no public query of the setting
 
 from tfrank4class import data as data_lib
 from tfrank4class.data import goemotions
@@ -143,7 +144,7 @@ def test_mirrored_matches_default_strategy_for_the_same_global_batch():
     assert result.strategy.num_replicas_in_sync == (1 if name == "default" else 2)
   np.testing.assert_allclose(losses["mirrored"], losses["default"], rtol=2e-4)
   # Op determinism is on during a run only (Keras 3 compiles nothing with XLA while it is on).
-  assert not tf.config.experimental.is_op_determinism_enabled()
+  assert not tf_config.is_op_determinism_enabled()
 
 
 def _dead_pid():

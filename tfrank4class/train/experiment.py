@@ -45,10 +45,12 @@ import re
 import shutil
 import socket
 import sys
+import tempfile
 
 import numpy as np
 import tensorflow as tf
 from absl import logging as absl_logging
+from tensorflow.python.framework import config as tf_config  # no public query or switch-off
 
 from tfrank4class import _validation, compat
 from tfrank4class import data as data_lib
@@ -420,7 +422,9 @@ class EpochMetricsBackup(keras.callbacks.Callback):
   files. So on Keras 3 this callback is the whole backup: at each of its saves the chief also
   writes the weights and the optimizer state (``model.save_weights``) to
   ``step_<S>.weights.h5`` beside ``path``, ``S`` being the number of steps trained (the
-  metrics first, so a kill in between leaves a matching pair), and deletes the older one;
+  metrics first, so a kill in between leaves a matching pair), and deletes the older one (the
+  other workers save too, to a scratch file: a Keras 3 save creates variables, which are
+  collective ops under a multi-worker strategy);
   ``resume_position`` reads ``S``, ``train`` loads the file before ``fit(initial_epoch=...)``,
   and this callback ends the resumed epoch after its remaining steps (``fit`` would run
   ``steps_per_epoch`` more): it sets ``model.stop_training`` after the epoch's last step, which
@@ -465,6 +469,10 @@ class EpochMetricsBackup(keras.callbacks.Callback):
 
   def _save_weights(self, steps_done):
     if not self.chief:
+      # Every worker saves: Keras 3 saving creates variables, which under a multi-worker
+      # strategy are collective ops that all workers must run. The others save to a scratch file.
+      with tempfile.TemporaryDirectory() as scratch:
+        self.model.save_weights(os.path.join(scratch, "step.weights.h5"))
       return
     backup_dir = os.path.dirname(self.path)
     path = os.path.join(backup_dir, f"step_{steps_done:09d}.weights.h5")
@@ -731,7 +739,7 @@ def train(config):
   ``on_corrupt="error"``). Op determinism is on while it runs; the process's setting is restored
   after.
   """
-  deterministic = tf.config.experimental.is_op_determinism_enabled()
+  deterministic = tf_config.is_op_determinism_enabled()
   tf.config.experimental.enable_op_determinism()
   try:
     return _train(config)
@@ -740,7 +748,7 @@ def train(config):
       # Leave the process as it was found: Keras 3 compiles nothing with XLA while op
       # determinism is on (its Trainer.compile turns jit_compile off), so a later
       # `compile(jit_compile=True)` in the same process would silently not use XLA.
-      tf.config.experimental.disable_op_determinism()
+      tf_config.disable_op_determinism()
 
 
 def _train(config):
@@ -770,6 +778,7 @@ def _train(config):
     )
   callbacks = []
   epoch = skip = 0
+  scratch_dir = None
   if model_dir:
     backup_dir = os.path.join(model_dir, "backup")
     epoch, step = resume_position(backup_dir, steps_per_epoch)
@@ -789,24 +798,29 @@ def _train(config):
     ]
     if not compat.KERAS_3:
       callbacks.append(keras.callbacks.BackupAndRestore(backup_dir, save_freq=config.backup_every))
-    # Keras 2's file-writing callbacks give each non-chief worker a temporary directory of its
-    # own; Keras 3's do not (every worker would write the same files), so there only the chief
-    # gets them: they read the weights and need no collective op.
-    if chief or not compat.KERAS_3:
-      callbacks += [
-        keras.callbacks.ModelCheckpoint(
-          os.path.join(model_dir, "checkpoints", "epoch_{epoch:03d}.weights.h5"),
-          save_weights_only=True,
-        ),
-        keras.callbacks.ModelCheckpoint(
-          os.path.join(model_dir, "best.keras"),
-          monitor=monitor,
-          mode="max",
-          save_best_only=True,
-          initial_value_threshold=best_so_far(state_path, epoch),
-        ),
-        keras.callbacks.TensorBoard(os.path.join(model_dir, "logs")),
-      ]
+    # Every worker runs the file-writing callbacks: a Keras 3 save creates variables (its
+    # reference `Optimizer` in `saving_lib.get_attr_skipset`), collective ops under a
+    # multi-worker strategy, so a save on the chief alone would wait for the others forever or
+    # pair with another collective. Keras 2's callbacks give each non-chief worker a
+    # temporary directory of its own; Keras 3's would write the chief's files, so here the
+    # non-chief workers write into `scratch_dir`, deleted after `fit`.
+    if not chief and compat.KERAS_3:
+      scratch_dir = tempfile.mkdtemp(prefix="tfrank4class_worker_")
+    files_dir = scratch_dir or model_dir
+    callbacks += [
+      keras.callbacks.ModelCheckpoint(
+        os.path.join(files_dir, "checkpoints", "epoch_{epoch:03d}.weights.h5"),
+        save_weights_only=True,
+      ),
+      keras.callbacks.ModelCheckpoint(
+        os.path.join(files_dir, "best.keras"),
+        monitor=monitor,
+        mode="max",
+        save_best_only=True,
+        initial_value_threshold=best_so_far(state_path, epoch),
+      ),
+      keras.callbacks.TensorBoard(os.path.join(files_dir, "logs")),
+    ]
     if chief:
       if skip:
         print(
@@ -837,18 +851,22 @@ def _train(config):
   validation_steps = (
     max(1, _full_batches(config, val_split)) if _is_multi_worker(strategy) else None
   )
-  history = _fit(
-    model,
-    strategy,
-    train_data,
-    epochs=config.epochs,
-    initial_epoch=epoch,
-    steps_per_epoch=steps_per_epoch,
-    validation_data=val_data,
-    validation_steps=validation_steps,
-    callbacks=callbacks,
-    verbose=config.verbose,
-  )
+  try:
+    history = _fit(
+      model,
+      strategy,
+      train_data,
+      epochs=config.epochs,
+      initial_epoch=epoch,
+      steps_per_epoch=steps_per_epoch,
+      validation_data=val_data,
+      validation_steps=validation_steps,
+      callbacks=callbacks,
+      verbose=config.verbose,
+    )
+  finally:
+    if scratch_dir:
+      shutil.rmtree(scratch_dir, ignore_errors=True)
   return TrainResult(model, history, info, strategy)
 
 
