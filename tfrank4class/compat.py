@@ -28,9 +28,11 @@ without running the package ``__init__``. This module is the only one in the pac
 imports tensorflow-ranking.
 
 **TensorFlow internals.** :func:`in_xla_context` (whether XLA compiles the graph being traced)
-has no public TensorFlow API; this module is the only one that imports ``tensorflow.python``.
+and :func:`op_determinism` (reading and switching off op determinism) have no public TensorFlow
+API; this module is the only one that imports ``tensorflow.python``.
 """
 
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -39,6 +41,7 @@ import sys
 import types
 
 import tensorflow as tf
+from tensorflow.python.framework import config as tf_config
 from tensorflow.python.framework import ops as tf_ops
 from tensorflow.python.ops import control_flow_util
 
@@ -270,6 +273,31 @@ def in_xla_context():
     False
   """
   return control_flow_util.GraphOrParentsInXlaContext(tf_ops.get_default_graph())
+
+
+@contextlib.contextmanager
+def op_determinism():
+  """Op determinism on inside the ``with`` block, and the process's own setting after it.
+
+  TensorFlow's public API turns it on (``tf.config.experimental.enable_op_determinism``) but can
+  neither read nor undo that; ``tensorflow.python.framework.config`` (the module Keras itself
+  reads it from) can. Keras 3 compiles nothing with XLA while it is on (``Trainer.compile``
+  turns ``jit_compile`` off), so leaving it on would silently change later models of the process.
+
+  Example:
+    >>> with op_determinism():
+    ...   tf_config.is_op_determinism_enabled()
+    True
+    >>> tf_config.is_op_determinism_enabled()
+    False
+  """
+  was_on = tf_config.is_op_determinism_enabled()
+  tf.config.experimental.enable_op_determinism()
+  try:
+    yield
+  finally:
+    if not was_on:
+      tf_config.disable_op_determinism()
 
 
 PACKAGE = "tfrank4class"

@@ -50,7 +50,6 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 from absl import logging as absl_logging
-from tensorflow.python.framework import config as tf_config  # no public query or switch-off
 
 from tfrank4class import _validation, compat
 from tfrank4class import data as data_lib
@@ -739,16 +738,8 @@ def train(config):
   ``on_corrupt="error"``). Op determinism is on while it runs; the process's setting is restored
   after.
   """
-  deterministic = tf_config.is_op_determinism_enabled()
-  tf.config.experimental.enable_op_determinism()
-  try:
+  with compat.op_determinism():
     return _train(config)
-  finally:
-    if not deterministic:
-      # Leave the process as it was found: Keras 3 compiles nothing with XLA while op
-      # determinism is on (its Trainer.compile turns jit_compile off), so a later
-      # `compile(jit_compile=True)` in the same process would silently not use XLA.
-      tf_config.disable_op_determinism()
 
 
 def _train(config):
