@@ -91,20 +91,6 @@ def test_embedding_losses_train(loss, kwargs):
     assert built.loss.from_embeddings and built.loss.weighting == "loglog"
 
 
-@pytest.fixture
-def without_op_determinism():
-  """tfrank4class.train.experiment.run enables op determinism for the whole process (and
-  tests/test_experiment.py runs before this file); XLA has no deterministic MaxPool gradient."""
-  from tensorflow.python.framework import config as tf_config  # no public way to switch it off
-
-  was = tf_config.is_op_determinism_enabled()
-  tf_config.disable_op_determinism()
-  yield
-  if was:
-    tf.config.experimental.enable_op_determinism()
-
-
-@pytest.mark.usefixtures("without_op_determinism")
 def test_fit_with_jit():
   x, y = _data()
   built = build_retrieval_model(_encoder(), "cross_entropy", num_classes=4, embedding_dim=5)
