@@ -400,13 +400,17 @@ def build_attention(layer, query_shape, value_shape):
   A layer that holds attention layers builds them in its own ``build``, so that a model loaded
   from a ``.keras`` file has every weight before its values are read (Keras 3 builds the loaded
   layers from their input shapes, without calling them). Keras 3 spells this
-  ``build(query_shape, value_shape)``; Keras 2 only has ``_build_from_signature(query, value)``.
+  ``build(query_shape, value_shape)`` and creates the weights; Keras 2 only has
+  ``_build_from_signature(query, value)``, which sets up the projections and leaves their weights
+  to the first call (its loader restores them then).
 
   Example:
     >>> attention = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
     >>> build_attention(attention, (None, 5, 8), (None, 5, 8))
-    >>> len(attention.weights)
-    8
+    >>> len(attention.weights) == (8 if KERAS_3 else 0)
+    True
+    >>> attention(tf.zeros([1, 5, 8]), tf.zeros([1, 5, 8])).shape
+    TensorShape([1, 5, 8])
   """
   if KERAS_3:
     layer.build(query_shape, value_shape)
