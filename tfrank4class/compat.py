@@ -141,8 +141,8 @@ keras = _bind_keras()
 
 #: Top-level package of the bound Keras: "keras" (Keras 3, or TF 2.15's Keras 2) or "tf_keras".
 KERAS_PACKAGE = keras.__name__.split(".")[0]
-#: Whether the bound Keras is Keras 3.
-KERAS_3 = tensorflow_version() >= (2, 16) and not legacy_keras_requested()
+#: Whether the bound Keras is Keras 3 (TF 2.15's Keras 2 is also the package "keras").
+KERAS_3 = KERAS_PACKAGE == "keras" and tensorflow_version() >= (2, 16)
 _FLAVOURS = ("keras", "tf_keras")
 #: How many frames above a call of our objects are searched for the other Keras.
 _STACK_DEPTH = 40
