@@ -620,6 +620,7 @@ def write_report(records, md_path, png_path, planned=None):
     "per-run wall time (frozen-feature encoders not included).",
     "",
   ]
+  lines += _summary_section(rows)
   lines += _setup_section(records)
   for dataset in _ordered(r["dataset"] for r in records):
     for protocol in ("frozen", "end_to_end"):
@@ -640,6 +641,46 @@ def _ordered(values):
     if v not in seen:
       seen.append(v)
   return seen
+
+
+def _summary_section(rows):
+  """One line per dataset and protocol: the baseline, the best other cell, the verdicts."""
+  from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
+
+  lines = [
+    "## Summary",
+    "",
+    "NDCG@5 of every cell against softmax + dot (paired over seeds): how many cells are "
+    "detectably higher, not detectably different, detectably lower; and the cell with the "
+    "highest mean NDCG@5 other than softmax + dot.",
+    "",
+    "| dataset | protocol | softmax + dot Top-1 | softmax + dot NDCG@5 | higher / no difference "
+    "/ lower | best other cell | its Δ Top-1 | its Δ NDCG@5 |",
+    "|---|---|---|---|---|---|---|---|",
+  ]
+  for dataset in _ordered(r["dataset"] for r in rows):
+    for protocol in ("frozen", "end_to_end"):
+      cells = [r for r in rows if (r["dataset"], r["protocol"]) == (dataset, protocol)]
+      base = [c for c in cells if (c["loss"], c["interaction"]) == grid.BASELINE]
+      others = [c for c in cells if c["paired"]]
+      if not base or not others:
+        continue
+      verdicts = [
+        "no difference"
+        if not c["paired"]["ndcg_5"].difference_detected
+        else ("higher" if c["paired"]["ndcg_5"].mean > 0 else "lower")
+        for c in others
+      ]
+      best = max(others, key=lambda c: c["intervals"]["ndcg_5"].mean)
+      lines.append(
+        f"| {dataset} | {protocol} | {_fmt(base[0]['intervals']['top_1'])} | "
+        f"{_fmt(base[0]['intervals']['ndcg_5'])} | "
+        + " / ".join(str(verdicts.count(v)) for v in ("higher", "no difference", "lower"))
+        + f" | {best['loss']} + {best['interaction']} | {_diff(best['paired']['top_1'])} | "
+        f"{_diff(best['paired']['ndcg_5'])} |"
+      )
+  lines.append("")
+  return lines
 
 
 def _setup_section(records):
@@ -902,11 +943,11 @@ def _plot(rows, png_path):
           lw=0.8,
           label=f"{c['loss']} + {c['interaction']}",
         )
-      ax.set_title(
-        f"{dataset}, {protocol.replace('_', '-')}"
-        if cells
-        else f"{dataset}, {protocol.replace('_', '-')} (not run)"
-      )
+      ax.set_title(f"{dataset}, {protocol.replace('_', '-')}")
+      if not cells:
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no runs in this protocol", ha="center", va="center", color="0.4")
+        continue
       ax.set_xlabel("Top-1 accuracy (test)")
       ax.set_ylabel("NDCG@5 (test)")
       ax.grid(alpha=0.3)

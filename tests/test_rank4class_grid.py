@@ -145,6 +145,35 @@ def test_smoke_grid_records_resumes_and_reports(tmp_path, datasets_dir):
     else:
       ref = (d.mean(), d.mean(), d.mean())
     assert (mean, low, high) == pytest.approx(ref, abs=6e-5)
+  # The summary's verdict counts and best other cell, recomputed with scipy from the records.
+  for protocol in ("frozen", "end_to_end"):
+    heads = sorted({c[3] for c in cells if c[1] == protocol})
+    losses = sorted({c[2] for c in cells if c[1] == protocol})
+    base = np.array(
+      [by_cell[("mind", protocol, "softmax_loss", "dot", s)]["ndcg_5"] for s in (0, 1)]
+    )
+    verdicts, means = [], {}
+    for loss in losses:
+      for head in heads:
+        if (loss, head) == ("softmax_loss", "dot"):
+          continue
+        v = np.array([by_cell[("mind", protocol, loss, head, s)]["ndcg_5"] for s in (0, 1)])
+        d = v - base
+        low, high = (
+          stats.ttest_rel(v, base).confidence_interval(0.95)
+          if np.std(d) > 0
+          else (d.mean(), d.mean())
+        )
+        verdicts.append("higher" if low > 0 else "lower" if high < 0 else "no difference")
+        means[f"{loss} + {head}"] = v.mean()
+    row = next(
+      line.split("|")[1:-1]
+      for line in markdown.split("## Summary\n", 1)[1].split("\n## ")[0].splitlines()
+      if line.startswith(f"| mind | {protocol} |")
+    )
+    counts = " / ".join(str(verdicts.count(v)) for v in ("higher", "no difference", "lower"))
+    assert row[4].strip() == counts
+    assert row[5].strip() == max(means, key=means.get)
   assert "## Bruch et al.'s bound" in markdown
   assert (tmp_path / "grid.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -169,3 +198,57 @@ def test_paper_numbers_are_those_of_the_paper(dataset):
     grids[m][h] for m in ("top_1", "top_5", "ndcg_5") for h in ("dot", "latent_cross", "concat")
   ]
   assert rows == expected
+
+
+README_NAMES = {
+  "GoEmotions": "goemotions",
+  "CIFAR-10": "cifar10",
+  "MIND sample": "mind",
+  "softmax": "softmax_loss",
+  "pairwise logistic": "pairwise_logistic_loss",
+  "ApproxNDCG": "approx_ndcg_loss",
+  "Gumbel-ApproxNDCG": "gumbel_approx_ndcg_loss",
+  "mean squared": "mean_squared_loss",
+  "blackbox NDCG": "blackbox_ndcg_loss",
+  "SoDeep AP": "sorter_ap_loss",
+  "dot": "dot",
+  "latent cross": "latent_cross",
+  "concat": "concat",
+}
+
+
+def test_readme_table_is_the_committed_records_recomputed_with_scipy():
+  """The README's short table, recomputed from the committed records (not from the report)."""
+  records = json.loads((ROOT / "benchmarks" / "out" / "rank4class_grid.json").read_text())
+  section = (ROOT / "README.md").read_text().split("## Which loss and which head?\n", 1)[1]
+  rows = [line for line in section.split("\n## ", 1)[0].splitlines() if line.startswith("| ")][1:]
+  assert len(rows) == 5
+  for line in rows:
+    where, base_text, counts, best = [c.strip() for c in line.strip("|").split("|")]
+    name, protocol = where.split(", ")
+    dataset = README_NAMES[name]
+    protocol = "end_to_end" if protocol == "end to end" else protocol
+    by_cell = {}
+    for r in records:
+      if (r["dataset"], r["protocol"]) == (dataset, protocol):
+        by_cell.setdefault((r["loss"], r["interaction"]), {})[r["seed"]] = r
+    base = by_cell.pop(("softmax_loss", "dot"))
+    seeds = sorted(base)
+    assert base_text == " / ".join(
+      f"{np.mean([base[s][m] for s in seeds]):.4f}" for m in ("top_1", "ndcg_5")
+    )
+    verdicts, means, intervals = [], {}, {}
+    for cell, runs in by_cell.items():
+      assert sorted(runs) == seeds
+      v = np.array([runs[s]["ndcg_5"] for s in seeds])
+      b = np.array([base[s]["ndcg_5"] for s in seeds])
+      ci = stats.ttest_rel(v, b).confidence_interval(0.95)
+      verdicts.append("higher" if ci.low > 0 else "lower" if ci.high < 0 else "none")
+      means[cell] = v.mean()
+      intervals[cell] = ((v - b).mean(), ci.low, ci.high)
+    assert counts == " / ".join(str(verdicts.count(k)) for k in ("higher", "none", "lower"))
+    label, numbers = best.split(": ")
+    loss, head = label.split(" + ")
+    cell = (README_NAMES[loss], README_NAMES[head])
+    assert cell == max(means, key=means.get)
+    assert _interval(numbers) == pytest.approx(intervals[cell], abs=6e-5)
