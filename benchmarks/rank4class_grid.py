@@ -24,6 +24,7 @@ import datetime
 import json
 import os
 import pathlib
+import statistics
 import sys
 import time
 
@@ -580,13 +581,14 @@ def _fmt(interval):
   return f"{interval.mean:.4f} [{interval.low:.4f}, {interval.high:.4f}]"
 
 
+def _verdict(interval):
+  if not interval.difference_detected:
+    return "no difference detected"
+  return "higher" if interval.mean > 0 else "lower"
+
+
 def _diff(interval):
-  verdict = (
-    "no difference detected"
-    if not interval.difference_detected
-    else ("higher" if interval.mean > 0 else "lower")
-  )
-  return f"{interval.mean:+.4f} [{interval.low:+.4f}, {interval.high:+.4f}] {verdict}"
+  return f"{interval.mean:+.4f} [{interval.low:+.4f}, {interval.high:+.4f}] {_verdict(interval)}"
 
 
 def _paper_value(dataset, metric, loss, head):
@@ -622,17 +624,23 @@ def write_report(records, md_path, png_path, planned=None):
   ]
   lines += _summary_section(rows)
   lines += _setup_section(records)
-  for dataset in _ordered(r["dataset"] for r in records):
-    for protocol in ("frozen", "end_to_end"):
-      cells = [r for r in rows if (r["dataset"], r["protocol"]) == (dataset, protocol)]
-      if cells:
-        lines += _result_section(dataset, protocol, cells)
+  for dataset, protocol, cells in _by_setting(rows):
+    lines += _result_section(dataset, protocol, cells)
   lines += _spread_section(rows)
   lines += _paper_section(rows)
   lines += _bound_section(records)
   pathlib.Path(md_path).parent.mkdir(parents=True, exist_ok=True)
   pathlib.Path(md_path).write_text("\n".join(lines) + "\n", encoding="utf-8")
   _plot(rows, png_path)
+
+
+def _by_setting(rows):
+  """Yields ``(dataset, protocol, cells)`` for every dataset and protocol that has cells."""
+  for dataset in _ordered(r["dataset"] for r in rows):
+    for protocol in ("frozen", "end_to_end"):
+      cells = [r for r in rows if (r["dataset"], r["protocol"]) == (dataset, protocol)]
+      if cells:
+        yield dataset, protocol, cells
 
 
 def _ordered(values):
@@ -658,27 +666,20 @@ def _summary_section(rows):
     "/ lower | best other cell | its Δ Top-1 | its Δ NDCG@5 |",
     "|---|---|---|---|---|---|---|---|",
   ]
-  for dataset in _ordered(r["dataset"] for r in rows):
-    for protocol in ("frozen", "end_to_end"):
-      cells = [r for r in rows if (r["dataset"], r["protocol"]) == (dataset, protocol)]
-      base = [c for c in cells if (c["loss"], c["interaction"]) == grid.BASELINE]
-      others = [c for c in cells if c["paired"]]
-      if not base or not others:
-        continue
-      verdicts = [
-        "no difference"
-        if not c["paired"]["ndcg_5"].difference_detected
-        else ("higher" if c["paired"]["ndcg_5"].mean > 0 else "lower")
-        for c in others
-      ]
-      best = max(others, key=lambda c: c["intervals"]["ndcg_5"].mean)
-      lines.append(
-        f"| {dataset} | {protocol} | {_fmt(base[0]['intervals']['top_1'])} | "
-        f"{_fmt(base[0]['intervals']['ndcg_5'])} | "
-        + " / ".join(str(verdicts.count(v)) for v in ("higher", "no difference", "lower"))
-        + f" | {best['loss']} + {best['interaction']} | {_diff(best['paired']['top_1'])} | "
-        f"{_diff(best['paired']['ndcg_5'])} |"
-      )
+  for dataset, protocol, cells in _by_setting(rows):
+    base = [c for c in cells if (c["loss"], c["interaction"]) == grid.BASELINE]
+    others = [c for c in cells if c["paired"]]
+    if not base or not others:
+      continue
+    verdicts = [_verdict(c["paired"]["ndcg_5"]) for c in others]
+    best = max(others, key=lambda c: c["intervals"]["ndcg_5"].mean)
+    lines.append(
+      f"| {dataset} | {protocol} | {_fmt(base[0]['intervals']['top_1'])} | "
+      f"{_fmt(base[0]['intervals']['ndcg_5'])} | "
+      + " / ".join(str(verdicts.count(v)) for v in ("higher", "no difference detected", "lower"))
+      + f" | {best['loss']} + {best['interaction']} | {_diff(best['paired']['top_1'])} | "
+      f"{_diff(best['paired']['ndcg_5'])} |"
+    )
   lines.append("")
   return lines
 
@@ -782,31 +783,22 @@ def _spread_section(rows):
     "(best - softmax+dot) | paper range | paper gap / our median SD |",
     "|---|---|---|---|---|---|---|---|",
   ]
-  for dataset in _ordered(r["dataset"] for r in rows):
-    for protocol in ("frozen", "end_to_end"):
-      cells = [r for r in rows if (r["dataset"], r["protocol"]) == (dataset, protocol)]
-      if not cells:
-        continue
-      for metric in ("top_1", "ndcg_5"):
-        base = [c for c in cells if (c["loss"], c["interaction"]) == ("softmax_loss", "dot")]
-        base_sd = f"{base[0]['intervals'][metric].sd:.4f}" if base else "-"
-        sds = sorted(c["intervals"][metric].sd for c in cells)
-        median = (
-          sds[len(sds) // 2]
-          if len(sds) % 2
-          else 0.5 * (sds[len(sds) // 2 - 1] + sds[len(sds) // 2])
-        )
-        gap = rng = ratio = "-"
-        if dataset in PAPER:
-          values = [v for head in PAPER[dataset][2][metric].values() for v in head]
-          paper_base = PAPER[dataset][2][metric]["dot"][0]
-          gap_v = max(values) - paper_base
-          gap, rng = f"{gap_v:+.4f}", f"{max(values) - min(values):.4f}"
-          ratio = f"{gap_v / median:.1f}" if median > 0 else "-"
-        lines.append(
-          f"| {dataset} | {protocol} | {METRIC_NAMES[metric]} | {base_sd} | "
-          f"{median:.4f} | {gap} | {rng} | {ratio} |"
-        )
+  for dataset, protocol, cells in _by_setting(rows):
+    for metric in ("top_1", "ndcg_5"):
+      base = [c for c in cells if (c["loss"], c["interaction"]) == ("softmax_loss", "dot")]
+      base_sd = f"{base[0]['intervals'][metric].sd:.4f}" if base else "-"
+      median = statistics.median(c["intervals"][metric].sd for c in cells)
+      gap = rng = ratio = "-"
+      if dataset in PAPER:
+        values = [v for head in PAPER[dataset][2][metric].values() for v in head]
+        paper_base = PAPER[dataset][2][metric]["dot"][0]
+        gap_v = max(values) - paper_base
+        gap, rng = f"{gap_v:+.4f}", f"{max(values) - min(values):.4f}"
+        ratio = f"{gap_v / median:.1f}" if median > 0 else "-"
+      lines.append(
+        f"| {dataset} | {protocol} | {METRIC_NAMES[metric]} | {base_sd} | "
+        f"{median:.4f} | {gap} | {rng} | {ratio} |"
+      )
   lines.append("")
   return lines
 
