@@ -685,6 +685,8 @@ def _summary_section(rows):
 
 
 def _setup_section(records):
+  from tfrank4class.train import experiment  # pylint: disable=g-import-not-at-top
+
   lines = [
     "## Setup",
     "",
@@ -718,7 +720,9 @@ def _setup_section(records):
     f"arguments: {json.dumps(LOSS_KWARGS)}. The frozen features come from an encoder "
     "trained with the softmax loss and a dot head, so they favour that pair: they were "
     "shaped to be linearly separable under softmax, and the heads are trained on "
-    "features of the same training examples the encoder saw.",
+    "features of the same training examples the encoder saw. Encoder `auto` is the "
+    f"training binary's text encoder: `{experiment.AUTO_ENCODERS['text']}` with "
+    f"{json.dumps(experiment.TEXT_DEFAULTS)}.",
     "",
   ]
   return lines
