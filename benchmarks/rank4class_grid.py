@@ -776,6 +776,8 @@ def _result_section(dataset, protocol, cells):
 
 
 def _spread_section(rows):
+  from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
+
   lines = [
     "## Seed spread beside the paper's gaps",
     "",
@@ -789,7 +791,7 @@ def _spread_section(rows):
   ]
   for dataset, protocol, cells in _by_setting(rows):
     for metric in ("top_1", "ndcg_5"):
-      base = [c for c in cells if (c["loss"], c["interaction"]) == ("softmax_loss", "dot")]
+      base = [c for c in cells if (c["loss"], c["interaction"]) == grid.BASELINE]
       base_sd = f"{base[0]['intervals'][metric].sd:.4f}" if base else "-"
       median = statistics.median(c["intervals"][metric].sd for c in cells)
       gap = rng = ratio = "-"
@@ -808,6 +810,8 @@ def _spread_section(rows):
 
 
 def _paper_section(rows):
+  from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
+
   lines = ["## The paper beside ours (direction of the difference to softmax + dot)", ""]
   contradictions, unconfirmed = [], []
   for dataset in _ordered(r["dataset"] for r in rows):
@@ -824,11 +828,11 @@ def _paper_section(rows):
     ]
     for loss in PAPER_LOSSES:
       for head in ("dot", "latent_cross", "concat"):
-        if (loss, head) == ("softmax_loss", "dot"):
+        if (loss, head) == grid.BASELINE:
           continue
         for metric in ("top_1", "ndcg_5"):
           paper = _paper_value(dataset, metric, loss, head)
-          paper_d = paper - _paper_value(dataset, metric, "softmax_loss", "dot")
+          paper_d = paper - _paper_value(dataset, metric, *grid.BASELINE)
           ours = []
           for protocol in ("frozen", "end_to_end"):
             match = [
