@@ -643,6 +643,13 @@ def _by_setting(rows):
         yield dataset, protocol, cells
 
 
+def _baseline(cells):
+  """The softmax + dot cell (``grid.BASELINE``) among ``cells``, or None."""
+  from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
+
+  return next((c for c in cells if (c["loss"], c["interaction"]) == grid.BASELINE), None)
+
+
 def _ordered(values):
   seen = []
   for v in values:
@@ -653,8 +660,6 @@ def _ordered(values):
 
 def _summary_section(rows):
   """One line per dataset and protocol: the baseline, the best other cell, the verdicts."""
-  from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
-
   lines = [
     "## Summary",
     "",
@@ -667,15 +672,15 @@ def _summary_section(rows):
     "|---|---|---|---|---|---|---|---|",
   ]
   for dataset, protocol, cells in _by_setting(rows):
-    base = [c for c in cells if (c["loss"], c["interaction"]) == grid.BASELINE]
+    base = _baseline(cells)
     others = [c for c in cells if c["paired"]]
-    if not base or not others:
+    if base is None or not others:
       continue
     verdicts = [_verdict(c["paired"]["ndcg_5"]) for c in others]
     best = max(others, key=lambda c: c["intervals"]["ndcg_5"].mean)
     lines.append(
-      f"| {dataset} | {protocol} | {_fmt(base[0]['intervals']['top_1'])} | "
-      f"{_fmt(base[0]['intervals']['ndcg_5'])} | "
+      f"| {dataset} | {protocol} | {_fmt(base['intervals']['top_1'])} | "
+      f"{_fmt(base['intervals']['ndcg_5'])} | "
       + " / ".join(str(verdicts.count(v)) for v in ("higher", "no difference detected", "lower"))
       + f" | {best['loss']} + {best['interaction']} | {_diff(best['paired']['top_1'])} | "
       f"{_diff(best['paired']['ndcg_5'])} |"
@@ -776,8 +781,6 @@ def _result_section(dataset, protocol, cells):
 
 
 def _spread_section(rows):
-  from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
-
   lines = [
     "## Seed spread beside the paper's gaps",
     "",
@@ -790,9 +793,9 @@ def _spread_section(rows):
     "|---|---|---|---|---|---|---|---|",
   ]
   for dataset, protocol, cells in _by_setting(rows):
+    base = _baseline(cells)
     for metric in ("top_1", "ndcg_5"):
-      base = [c for c in cells if (c["loss"], c["interaction"]) == grid.BASELINE]
-      base_sd = f"{base[0]['intervals'][metric].sd:.4f}" if base else "-"
+      base_sd = f"{base['intervals'][metric].sd:.4f}" if base else "-"
       median = statistics.median(c["intervals"][metric].sd for c in cells)
       gap = rng = ratio = "-"
       if dataset in PAPER:

@@ -76,6 +76,23 @@ def _interval(text):
   return mean, low, high
 
 
+VERDICTS = ("higher", "no difference", "lower")
+
+
+def _paired(values, base):
+  """(mean, low, high) of ``values - base``: scipy's paired t interval (a point if constant)."""
+  d = values - base
+  if np.std(d) == 0:
+    return (d.mean(), d.mean(), d.mean())
+  ci = stats.ttest_rel(values, base).confidence_interval(0.95)
+  return (d.mean(), ci.low, ci.high)
+
+
+def _verdict(interval):
+  _, low, high = interval
+  return "higher" if low > 0 else "lower" if high < 0 else "no difference"
+
+
 def test_smoke_grid_records_resumes_and_reports(tmp_path, datasets_dir):
   log = _run(tmp_path, datasets_dir)
   assert "12 runs planned, 0 recorded" in log
@@ -138,13 +155,7 @@ def test_smoke_grid_records_resumes_and_reports(tmp_path, datasets_dir):
       and ("detected" in line or "higher" in line or "lower" in line)
     ]
     mean, low, high = _interval(paired[0].split("|")[5])
-    d = values["ndcg_5"] - base
-    if np.std(d) > 0:
-      ci = stats.ttest_rel(values["ndcg_5"], base).confidence_interval(0.95)
-      ref = (d.mean(), ci.low, ci.high)
-    else:
-      ref = (d.mean(), d.mean(), d.mean())
-    assert (mean, low, high) == pytest.approx(ref, abs=6e-5)
+    assert (mean, low, high) == pytest.approx(_paired(values["ndcg_5"], base), abs=6e-5)
   # The summary's verdict counts and best other cell, recomputed with scipy from the records.
   for protocol in ("frozen", "end_to_end"):
     heads = sorted({c[3] for c in cells if c[1] == protocol})
@@ -158,20 +169,14 @@ def test_smoke_grid_records_resumes_and_reports(tmp_path, datasets_dir):
         if (loss, head) == ("softmax_loss", "dot"):
           continue
         v = np.array([by_cell[("mind", protocol, loss, head, s)]["ndcg_5"] for s in (0, 1)])
-        d = v - base
-        low, high = (
-          stats.ttest_rel(v, base).confidence_interval(0.95)
-          if np.std(d) > 0
-          else (d.mean(), d.mean())
-        )
-        verdicts.append("higher" if low > 0 else "lower" if high < 0 else "no difference")
+        verdicts.append(_verdict(_paired(v, base)))
         means[f"{loss} + {head}"] = v.mean()
     row = next(
       line.split("|")[1:-1]
       for line in markdown.split("## Summary\n", 1)[1].split("\n## ")[0].splitlines()
       if line.startswith(f"| mind | {protocol} |")
     )
-    counts = " / ".join(str(verdicts.count(v)) for v in ("higher", "no difference", "lower"))
+    counts = " / ".join(str(verdicts.count(v)) for v in VERDICTS)
     assert row[4].strip() == counts
     assert row[5].strip() == max(means, key=means.get)
   assert "## Bruch et al.'s bound" in markdown
@@ -241,12 +246,10 @@ def test_readme_table_is_the_committed_records_recomputed_with_scipy():
     for cell, runs in by_cell.items():
       assert sorted(runs) == seeds
       v = np.array([runs[s]["ndcg_5"] for s in seeds])
-      b = np.array([base[s]["ndcg_5"] for s in seeds])
-      ci = stats.ttest_rel(v, b).confidence_interval(0.95)
-      verdicts.append("higher" if ci.low > 0 else "lower" if ci.high < 0 else "none")
+      intervals[cell] = _paired(v, np.array([base[s]["ndcg_5"] for s in seeds]))
+      verdicts.append(_verdict(intervals[cell]))
       means[cell] = v.mean()
-      intervals[cell] = ((v - b).mean(), ci.low, ci.high)
-    assert counts == " / ".join(str(verdicts.count(k)) for k in ("higher", "none", "lower"))
+    assert counts == " / ".join(str(verdicts.count(k)) for k in VERDICTS)
     label, numbers = best.split(": ")
     loss, head = label.split(" + ")
     cell = (README_NAMES[loss], README_NAMES[head])
