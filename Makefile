@@ -29,7 +29,7 @@ $(STAMP): setup.cfg pyproject.toml requirements/current.txt
 	$(PY) -c "import sys; sys.exit(sys.version_info < (3, 12))" 2>/dev/null || { rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install $(PIP_QUIET) --upgrade "pip>=24" "setuptools>=68" wheel
 	$(PY) -m pip install $(PIP_QUIET) -c requirements/current.txt -e '.[test,bench,lint]'
-	# tensorflow-ranking 0.5.5 pins tensorflow<2.16 (tensorflow/ranking#365): no deps, see BUILD_NOTES.
+	# tensorflow-ranking 0.5.5 pins tensorflow<2.16 (tensorflow/ranking#365): no deps, see docs/stacks.md.
 	$(PY) -m pip install $(PIP_QUIET) --no-deps -c requirements/current.txt tensorflow-ranking
 	touch $(STAMP)
 
