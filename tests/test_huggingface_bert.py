@@ -288,6 +288,12 @@ def test_bad_checkpoints_and_arguments(tmp_path, tiny):
   lacking = write_checkpoint(tmp_path / "lacking", tensors=partial)
   with pytest.raises(ValueError, match="lacks 1 BERT weights"):
     bc.bert_checkpoint(lacking)
+  cls_pooling = write_checkpoint(tmp_path / "cls_pooling", sentence=True)
+  pathlib.Path(cls_pooling, "1_Pooling", "config.json").write_text(
+    json.dumps({"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False})
+  )
+  with pytest.raises(ValueError, match=r"pools with \['pooling_mode_cls_token'\]; only the mean"):
+    bc.bert_checkpoint(cls_pooling)
   with pytest.raises(ValueError, match="`max_length` must be at most max_position_embeddings=16"):
     bc.bert_checkpoint(tiny, max_length=17)
   with pytest.raises(ValueError, match="`output_mode` must be one of"):
