@@ -15,7 +15,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OWN_SMOKE_TEST = {"rank4class_grid.py": "tests/test_rank4class_grid.py"}
 #: Scripts whose quick mode still trains or times for long on a shared 2-core machine.
-SLOW = {"retrieval.py", "rank_ops.py", "input_pipeline.py", "front_ends.py"}
+SLOW = {"rank_ops.py", "input_pipeline.py", "front_ends.py"}
 SCRIPTS = sorted(
   p.name
   for p in (ROOT / "benchmarks").glob("*.py")
