@@ -113,7 +113,10 @@ def main():
   parser.add_argument("--batch", type=int, default=256)
   parser.add_argument("--dim", type=int, default=128)
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+  parser.add_argument("--quick", action="store_true", help="a smoke run: 1 round of 5 steps")
   args = parser.parse_args()
+  if args.quick:
+    args.rounds, args.steps = 1, 5
   if args.child:
     return _child(args)
   rounds = []

@@ -6,13 +6,11 @@ encoder is left out: the input is a fixed random [B, d] batch), this measures in
   * step ms: one training step (forward, softmax_loss from the registry, backward, Adam update)
     inside ``tf.function``, median over rounds;
   * infer ms: one forward pass inside ``tf.function``;
-  * peak MB: the peak of TensorFlow's CPU allocator during one training step (or one forward
-    pass), minus what was allocated before it, read with
-    ``tf.config.experimental.get_memory_info("CPU:0")`` after
-    ``tf.config.experimental.reset_memory_stats("CPU:0")`` (this works on CPU in TF 2.15; it counts
-    tensor buffers, not Python or the process' code, and only in coarse steps: the allocator
-    reports whole MiB regions, so transients of a few KB, e.g. the Dense(10) step, read as 0 and
-    their ratio is shown as "-");
+  * peak MB: how far the process's resident set rises during one training step (or one forward
+    pass) above its size before it, measured by ``_common.peak_rss_mb`` in a child process
+    started with ``_common.PEAK_MEMORY_ENV`` (oneDNN off, glibc returning freed buffers at once),
+    so that it counts the live tensor buffers (and any other memory the step touches) in 4 KiB
+    pages; a Dense peak below ``MIN_PEAK_FOR_RATIO_MB`` gives no ratio ("-");
   * ratios against ``Dense(C)`` at the same C, measured side by side: every round times every
     configuration once, in turn, so they share the machine's load.
 
@@ -32,7 +30,13 @@ import statistics
 import sys
 import time
 
-from _common import OUT, setup_tensorflow  # noqa: E402
+from _common import (  # noqa: E402
+  OUT,
+  PEAK_MEMORY_DESCRIPTION,
+  peak_rss_mb,
+  run_peak_memory_child,
+  setup_tensorflow,
+)
 
 from tfrank4class.compat import keras
 
@@ -92,19 +96,37 @@ class Case:
     return (time.perf_counter() - start) / steps * 1e3
 
   def peak_mb(self, train):
-    tf = self.tf
-    tf.config.experimental.reset_memory_stats("CPU:0")
-    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
+    """``_common.peak_rss_mb`` of one training step (or forward pass), after the warm-up."""
     if train:
-      float(self.train_step(self.x, self.y))
-    else:
-      self.infer(self.x).numpy()
-    peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
-    return (peak - before) / 2**20
+      return peak_rss_mb(lambda: float(self.train_step(self.x, self.y)))
+    return peak_rss_mb(lambda: self.infer(self.x).numpy())
+
+
+def _cases(tf, num_classes, args):
+  """The configurations measured at ``num_classes`` (see the module docstring)."""
+  specs = [
+    ("Dense(C)", None, None),
+    ("dot", "dot", None),
+    ("latent_cross", "latent_cross", None),
+    ("concat", "concat", None),
+  ]
+  if num_classes >= 1000:
+    specs += [
+      (f"latent_cross chunk={args.chunk}", "latent_cross", args.chunk),
+      (f"concat chunk={args.chunk}", "concat", args.chunk),
+    ]
+  return [
+    Case(tf, label, num_classes, args.dim, args.batch, kind, args.width, chunk)
+    for label, kind, chunk in specs
+  ]
+
+
+#: A Dense peak below this (a few pages) gives no ratio: page-sized noise would dominate it.
+MIN_PEAK_FOR_RATIO_MB = 0.25
 
 
 def _ratio(value):
-  return "-" if value != value else f"{value:.1f}"  # NaN: the Dense peak read 0
+  return "-" if value != value else f"{value:.1f}"  # NaN: the Dense peak is below the minimum
 
 
 def main(argv=None):
@@ -116,31 +138,27 @@ def main(argv=None):
   parser.add_argument("--dim", type=int, default=512)
   parser.add_argument("--batch", type=int, default=64)
   parser.add_argument("--classes", type=int, nargs="+", default=[10, 28, 1000])
-  parser.add_argument("--quick", action="store_true", help="2 rounds, C in {10, 28}")
+  parser.add_argument("--quick", action="store_true", help="smoke run: 1 round, 3 steps, C=10")
+  parser.add_argument("--peak_memory_child", action="store_true", help=argparse.SUPPRESS)
+  argv = sys.argv[1:] if argv is None else argv
   args = parser.parse_args(argv)
   if args.quick:
-    args.rounds, args.classes = 2, [c for c in args.classes if c <= 28] or [10]
+    args.rounds, args.classes = 1, [10]
   tf = setup_tensorflow(args.threads)
+  if args.peak_memory_child:  # started by the parent below, with PEAK_MEMORY_ENV
+    peaks = {}
+    for num_classes in args.classes:
+      cases = _cases(tf, num_classes, args)
+      peaks[num_classes] = {c.label: (c.peak_mb(True), c.peak_mb(False)) for c in cases}
+    print(json.dumps(peaks))
+    return
+  peaks_by_classes = run_peak_memory_child(__file__, [*argv, "--peak_memory_child"])
 
   rows = []
   for num_classes in args.classes:
-    specs = [
-      ("Dense(C)", None, None),
-      ("dot", "dot", None),
-      ("latent_cross", "latent_cross", None),
-      ("concat", "concat", None),
-    ]
-    if num_classes >= 1000:
-      specs += [
-        (f"latent_cross chunk={args.chunk}", "latent_cross", args.chunk),
-        (f"concat chunk={args.chunk}", "concat", args.chunk),
-      ]
-    cases = [
-      Case(tf, label, num_classes, args.dim, args.batch, kind, args.width, chunk)
-      for label, kind, chunk in specs
-    ]
-    peaks = {c.label: (c.peak_mb(True), c.peak_mb(False)) for c in cases}
-    steps = 3 if num_classes >= 1000 else 20
+    cases = _cases(tf, num_classes, args)
+    peaks = peaks_by_classes[str(num_classes)]
+    steps = 3 if num_classes >= 1000 or args.quick else 20
     train_times = {c.label: [] for c in cases}
     infer_times = {c.label: [] for c in cases}
     for _ in range(args.rounds):  # interleaved: every configuration once per round
@@ -161,15 +179,16 @@ def main(argv=None):
           "infer_ms": statistics.median(infer_times[c.label]),
           "train_peak_mb": peaks[c.label][0],
           "infer_peak_mb": peaks[c.label][1],
-          "peak_ratio": peaks[c.label][0] / base_peak if base_peak > 0 else float("nan"),
+          "peak_ratio": (
+            peaks[c.label][0] / base_peak if base_peak >= MIN_PEAK_FOR_RATIO_MB else float("nan")
+          ),
         }
       )
       print(f"  measured C={num_classes} {c.label}", file=sys.stderr, flush=True)
 
   header = (
     f"B={args.batch}, d={args.dim}, MLP 2x{args.width}, threads={args.threads}, "
-    f"median of {args.rounds} interleaved rounds; peak = TF CPU allocator peak minus "
-    f"allocated before the step"
+    f"median of {args.rounds} interleaved rounds; {PEAK_MEMORY_DESCRIPTION}"
   )
   print(header)
   print(

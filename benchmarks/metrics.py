@@ -156,7 +156,12 @@ def main():
   parser.add_argument("--classes", default="28,100,1000,10000")
   parser.add_argument("--batches", default="64,256")
   parser.add_argument("--exact_max_classes", type=int, default=1000)
+  parser.add_argument(
+    "--quick", action="store_true", help="a smoke run: C = 28, B = 64, no XLA, 1 round"
+  )
   args = parser.parse_args()
+  if args.quick:
+    args.classes, args.batches, args.rounds, args.steps = "28", "64", 1, 2
   tf = setup_tensorflow(args.threads)
   rows = []
   header = (
@@ -167,7 +172,7 @@ def main():
   )
   print(header)
   print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|", flush=True)
-  for jit in (False, True):
+  for jit in (False,) if args.quick else (False, True):
     for batch in (int(b) for b in args.batches.split(",")):
       for num_classes in (int(c) for c in args.classes.split(",")):
         row = run_cell(

@@ -10,8 +10,9 @@ run in the same subprocess.
 
 Part 2: TF-Ranking's ApproxNDCG loss (``losses.get("approx_ndcg_loss")``, TF-Ranking's own core
 through our wrapper, so that it runs on both stacks) and ``tfrank4class.losses.BlackboxNDCGLoss``,
-forward + backward time and peak resident memory (growth of the process's max RSS over its
-baseline, one fresh subprocess per measurement) at list lengths 10 .. 10,000, batch 64.
+forward + backward time and peak memory (``_common.peak_rss_mb``: growth of the resident set
+during one step, in a second subprocess started with ``_common.PEAK_MEMORY_ENV``) at list
+lengths 10 .. 10,000, batch 64.
 
 Part 3 (only with ``--baseline DIR`` and/or ``--baseline-python PY``): the RaMBO losses
 (``BlackboxNDCGLoss``, ``RecallLoss``, ``AveragePrecisionLoss``), TF-Ranking's softmax and
@@ -41,7 +42,14 @@ import subprocess
 import sys
 import time
 
-from _common import OUT, ROOT, setup_tensorflow  # noqa: E402
+from _common import (  # noqa: E402
+  OUT,
+  PEAK_MEMORY_DESCRIPTION,
+  ROOT,
+  peak_rss_mb,
+  run_peak_memory_child,
+  setup_tensorflow,
+)
 
 SHAPES = [(1, 1_000), (1, 100_000), (1, 1_000_000), (256, 1_000), (8, 320_000)]
 NDCG_LENGTHS = [10, 100, 1_000, 10_000]
@@ -128,13 +136,9 @@ def worker_rank(threads, repeats, shapes):
   return rows
 
 
-def _max_rss_bytes():
-  import resource
-
-  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def worker_ndcg(loss_name, n, repeats, batch=NDCG_BATCH):
+def worker_ndcg(loss_name, n, repeats, batch=NDCG_BATCH, peak_memory=False):
+  """Median forward + backward ms of an NDCG loss; with ``peak_memory`` (in a process started
+  with ``_common.PEAK_MEMORY_ENV``), only ``_common.peak_rss_mb`` of one step after a warm-up."""
   tf = setup_tensorflow(1)
   import numpy as np
 
@@ -155,19 +159,23 @@ def worker_ndcg(loss_name, n, repeats, batch=NDCG_BATCH):
       value = loss(labels, scores)
     return tape.gradient(value, scores)[0, 0] + value
 
-  base = _max_rss_bytes()
+  if peak_memory:
+    float(step(scores))  # trace and warm up
+    return {"peak_mb": peak_rss_mb(lambda: float(step(scores)))}
   times = []
   for i in range(repeats + 1):
     t = _time(step, scores)
     if i:
       times.append(t)
-  return {
-    "loss": loss_name,
-    "n": n,
-    "batch": batch,
-    "ms": 1e3 * float(np.median(times)),
-    "peak_mb": (_max_rss_bytes() - base) / 2**20,
-  }
+  return {"loss": loss_name, "n": n, "batch": batch, "ms": 1e3 * float(np.median(times))}
+
+
+def _ndcg_row(args):
+  """The time of an NDCG worker, and its peak memory from a second worker with
+  ``PEAK_MEMORY_ENV`` (oneDNN off there: the times come from the first, default set-up)."""
+  row = _run_worker(args)
+  row.update(run_peak_memory_child(__file__, [*args, "--peak_memory"]))
+  return row
 
 
 def worker_compare(root, repeats, shapes):
@@ -287,6 +295,7 @@ def main():
   )
   parser.add_argument("--rounds", type=int, default=4, help="alternating rounds of part 3")
   parser.add_argument("--root", help=argparse.SUPPRESS)
+  parser.add_argument("--peak_memory", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args()
   shapes = [(1, 1_000), (64, 1_000)] if args.quick else SHAPES
   repeats = 2 if args.quick else args.repeats
@@ -294,7 +303,7 @@ def main():
     print(json.dumps(worker_rank(args.threads, repeats, shapes)))
     return
   if args.worker == "ndcg":
-    print(json.dumps(worker_ndcg(args.loss, args.n, repeats, args.batch)))
+    print(json.dumps(worker_ndcg(args.loss, args.n, repeats, args.batch, args.peak_memory)))
     return
   if args.worker == "compare":
     compare_shapes = COMPARE_SHAPES[:1] if args.quick else COMPARE_SHAPES
@@ -375,22 +384,17 @@ def main():
               f"{NDCG_BATCH * n * n * 4 / 1e9:.1f} GB",
             }
           )
-          row = _run_worker(
+          row = _ndcg_row(
             ["--worker", "ndcg", "--loss", name, "--n", str(n), "--batch", "1", "--repeats", "2"]
           )
           row["note"] = "batch 1 instead of 64"
           ndcg_rows.append(row)
           continue
         ndcg_rows.append(
-          _run_worker(
-            ["--worker", "ndcg", "--loss", name, "--n", str(n), "--repeats", str(repeats)]
-          )
+          _ndcg_row(["--worker", "ndcg", "--loss", name, "--n", str(n), "--repeats", str(repeats)])
         )
     print()
-    print(
-      "NDCG losses, forward+backward, one thread (median wall ms; peak MB = growth of the "
-      "max RSS of a fresh process while running)"
-    )
+    print(f"NDCG losses, forward+backward, one thread (median wall ms; {PEAK_MEMORY_DESCRIPTION})")
     print(
       _table(
         ["list length", "batch", "loss", "time ms", "peak MB", "note"],

@@ -188,7 +188,14 @@ def main(argv=None):
   parser.add_argument("--lr", type=float, default=1e-3)
   parser.add_argument("--threads", type=int, default=1)
   parser.add_argument("--out", default=str(OUT))
+  parser.add_argument(
+    "--quick",
+    action="store_true",
+    help="a smoke run: ORL only, one seed, one loss, one epoch",
+  )
   args = parser.parse_args(argv)
+  if args.quick:
+    args.datasets, args.seeds, args.losses, args.orl_epochs = ["orl"], [0], args.losses[:1], 1
   tf.get_logger().setLevel("ERROR")
   setup_tensorflow(args.threads)
   data_dir = pathlib.Path(args.data_dir)

@@ -129,7 +129,12 @@ def main():
   parser.add_argument(
     "--only", default="", help="comma-separated substrings: run only the rows whose name has one"
   )
+  parser.add_argument(
+    "--quick", action="store_true", help="a smoke run: 50 lists of n = 10, timings at n = 10, 100"
+  )
   args = parser.parse_args()
+  if args.quick:
+    args.lists, args.lengths = 50, "10"
   setup_tensorflow(args.threads)
   OUT.mkdir(exist_ok=True)
   lengths = [int(x) for x in args.lengths.split(",")]
@@ -170,22 +175,23 @@ def main():
     "\nforward+backward time, batch of 64 lists, ms (median of 5; exact rank and argsort: "
     "forward only, no gradient)"
   )
-  print(f"{'operator':24s}{'n=100':>12s}{'n=1000':>12s}")
+  sizes = (10, 100) if args.quick else (100, 1000)
+  print(f"{'operator':24s}" + "".join(f"{'n=' + str(n):>12s}" for n in sizes))
   timings = {}
   for name, (fn, allowed) in ops.items():
     row = {}
-    for n in (100, 1000):
+    for n in sizes:
       if allowed is not None and n not in allowed:
         row[n] = None
         continue
       row[n] = 1000 * timing(fn, n, backward=name != "exact rank() (fwd)")
     timings[name] = row
-  row = {n: 1000 * timing(lambda s: tf.argsort(s, axis=-1), n, backward=False) for n in (100, 1000)}
+  row = {n: 1000 * timing(lambda s: tf.argsort(s, axis=-1), n, backward=False) for n in sizes}
   timings["tf.argsort (fwd only)"] = row
   for name, row in timings.items():
     print(
       f"{name:24s}"
-      + "".join(f"{row[n]:12.2f}" if row[n] is not None else f"{'-':>12s}" for n in (100, 1000))
+      + "".join(f"{row[n]:12.2f}" if row[n] is not None else f"{'-':>12s}" for n in sizes)
     )
   results["time_ms"] = timings
   argsort_100 = timings["tf.argsort (fwd only)"][100]

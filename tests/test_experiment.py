@@ -202,7 +202,7 @@ def test_second_run_on_a_model_dir_refuses_at_once_naming_the_holder(tmp_path):
     f"`model_dir` '{run}' is in use by another training run: pid {os.getpid()} on host "
     f"{socket.gethostname()}"
   ) in result.stderr
-  assert "DataNotFoundError" not in result.stderr  # refused before reading any data
+  assert "No GoEmotions data found" not in result.stderr  # refused before reading any data
   assert json.loads((run / "train.lock").read_text())["pid"] == os.getpid()
 
 

@@ -56,7 +56,7 @@ def test_unknown_flag_values_list_the_allowed_ones(flag, value, allowed, tmp_pat
   result = _run(f"--{flag}={value}", f"--data_dir={tmp_path / 'missing'}")
   assert result.returncode != 0
   assert f"--{flag}" in result.stderr and allowed in result.stderr
-  assert "DataNotFoundError" not in result.stderr  # refused before any data is read
+  assert "No GoEmotions data found" not in result.stderr  # refused before any data is read
 
 
 def test_bad_json_and_config_values(tmp_path):
@@ -71,11 +71,11 @@ def test_bad_json_and_config_values(tmp_path):
 def test_dot_interaction_refuses_an_explicit_hidden_units_flag(tmp_path):
   missing = f"--data_dir={tmp_path / 'missing'}"
   result = _run("--dataset=goemotions", "--interaction=dot", "--hidden_units=16", missing)
-  assert result.returncode != 0 and "DataNotFoundError" not in result.stderr
+  assert result.returncode == 2 and "No GoEmotions data found" not in result.stderr
   assert "`hidden_units` (16,) is not used by `interaction` 'dot'" in result.stderr
   # Without the flag there is no conflict: the run goes on to read the data.
   result = _run("--dataset=goemotions", "--interaction=dot", missing)
-  assert result.returncode != 0 and "DataNotFoundError" in result.stderr
+  assert result.returncode == 1 and "No GoEmotions data found" in result.stderr
 
 
 def test_malformed_line_stops_the_run_or_is_skipped_with_on_corrupt(tmp_path):
@@ -84,7 +84,9 @@ def test_malformed_line_stops_the_run_or_is_skipped_with_on_corrupt(tmp_path):
   args = ("--dataset=goemotions", f"--data_dir={tmp_path}", "--batch_size=64")
   result = _run(*args)
   assert result.returncode != 0
-  assert f"MalformedRowError: {tmp_path / 'train.tsv'}, line 2: not valid UTF-8" in result.stderr
+  assert (
+    f"tfrank4class-train: error: {tmp_path / 'train.tsv'}, line 2: not valid UTF-8"
+  ) in result.stderr
   # Skipped, the line is reported; the run then stops on the two rows left (< one batch).
   result = _run(*args, "--on_corrupt=skip")
   assert result.returncode != 0

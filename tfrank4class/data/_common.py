@@ -9,7 +9,7 @@ os.environ.setdefault("NO_GCE_CHECK", "true")
 
 import tensorflow as tf  # noqa: E402
 
-from tfrank4class import _validation  # noqa: E402
+from tfrank4class import _validation, errors  # noqa: E402
 
 # Canonical split -> accepted spellings.
 SPLIT_ALIASES = {
@@ -19,7 +19,7 @@ SPLIT_ALIASES = {
 }
 
 
-class DataNotFoundError(FileNotFoundError):
+class DataNotFoundError(errors.UserError, FileNotFoundError):
   """The data a dataset needs is not where it was asked for; the message says how to get it."""
 
 
@@ -30,7 +30,7 @@ ON_CORRUPT = ("error", "skip")
 SKIP_REPORT_LINES = 10
 
 
-class MalformedRowError(ValueError):
+class MalformedRowError(errors.UserError, ValueError):
   """A row of a data file does not parse; the message names the file and the 1-based line."""
 
 

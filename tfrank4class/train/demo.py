@@ -6,6 +6,9 @@ TF-Ranking's softmax, pairwise logistic and ApproxNDCG losses, each training a T
 encoder with a latent-cross Rank4Class head. It then prints Top-1, Top-5, NDCG@5 and MRR on the
 test split per loss, and answers one real test example through the exported SavedModel of the
 run with the best validation NDCG@5, in a fresh Python process that imports only TensorFlow.
+The stderr of each child process (TensorFlow's start-up lines, warnings) goes to ``stderr.log``
+in its run folder (``serve_stderr.log`` in the work dir for the server), so that only the progress
+bars, tables and the served answer reach the terminal.
 
     python -m tfrank4class.train.demo [--workdir runs/demo] [--epochs 2]
 """
@@ -21,6 +24,8 @@ from tfrank4class.data import goemotions
 
 LOSSES = ("softmax_loss", "pairwise_logistic_loss", "approx_ndcg_loss")
 COLUMNS = ("top_1", "top_5", "ndcg_5", "mrr")
+#: Where each child process's stderr goes, in its run folder (the serving child's: in ``workdir``).
+STDERR_LOG = "stderr.log"
 
 _SERVE = """
 import sys, tensorflow as tf
@@ -42,6 +47,29 @@ def _first_single_label_test_example():
   raise RuntimeError("The embedded GoEmotions test split has no single-label row.")
 
 
+def _run_logged(command, env, log_path, capture_stdout=False):
+  """Runs ``command`` with its stderr in the file ``log_path``; returns its stdout if captured.
+
+  TensorFlow's C++ start-up lines and Keras warnings go to a child's stderr, and would land in
+  the middle of the demo's tables in a terminal; the log keeps them. A child that fails makes
+  the demo fail with the end of that log.
+  """
+  os.makedirs(os.path.dirname(log_path), exist_ok=True)
+  with open(log_path, "w") as log:
+    result = subprocess.run(
+      command,
+      env=env,
+      stderr=log,
+      stdout=subprocess.PIPE if capture_stdout else None,
+      text=True,
+    )
+  if result.returncode:
+    with open(log_path) as log:
+      tail = log.read()[-4000:]
+    sys.exit(f"{tail}\nThe demo stopped: {command[1:3]} failed (all its stderr: {log_path}).")
+  return result.stdout
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--workdir", default=os.path.join("runs", "demo"))
@@ -53,7 +81,7 @@ def main(argv=None):
   for loss in LOSSES:
     run_dir = os.path.join(args.workdir, loss)
     print(f"\n=== Training with {loss} ===", flush=True)
-    subprocess.run(
+    _run_logged(
       [
         sys.executable,
         "-m",
@@ -63,8 +91,8 @@ def main(argv=None):
         f"--model_dir={run_dir}",
         f"--export_dir={os.path.join(run_dir, 'export')}",
       ],
-      check=True,
-      env=env,
+      env,
+      os.path.join(run_dir, STDERR_LOG),
     )
     with open(os.path.join(run_dir, "results.json")) as f:
       results[loss] = json.load(f)
@@ -80,7 +108,13 @@ def main(argv=None):
   text, emotion = _first_single_label_test_example()
   print(f"\nServing one real test example with the {best} export ({export_dir}):")
   print(f"  text: {text!r}\n  true emotion: {emotion}\n  top 5:")
-  subprocess.run([sys.executable, "-c", _SERVE, export_dir, text], check=True, env=env)
+  served = _run_logged(
+    [sys.executable, "-c", _SERVE, export_dir, text],
+    env,
+    os.path.join(args.workdir, "serve_" + STDERR_LOG),
+    capture_stdout=True,
+  )
+  print(served, end="")
   print(f"\nInspect it with: saved_model_cli show --dir {export_dir} --all")
 
 

@@ -4,6 +4,10 @@
     tfrank4class-evaluate --checkpoint=model.keras --dataset=cifar10 --data_dir=...
     tfrank4class-evaluate --saved_model=runs/demo/export --dataset=goemotions_sample
 
+``--on_corrupt=skip`` drops the malformed lines of a text split (reporting them on stderr) instead
+of stopping, as in ``tfrank4class-train``. A user error (missing data, a malformed line, an unknown
+metric) ends the program with one line, ``tfrank4class-evaluate: error: <message>``.
+
 Importing the module defines its flags without parsing any (``run()`` parses them):
 
   >>> from tfrank4class.train import evaluate
@@ -14,7 +18,8 @@ Importing the module defines its flags without parsing any (``run()`` parses the
 from absl import app, flags
 
 from tfrank4class import data as data_lib
-from tfrank4class.train import experiment, serving
+from tfrank4class import metrics as metrics_lib
+from tfrank4class.train import cli, experiment, serving
 
 flags.DEFINE_string("model_dir", None, "A training run: evaluates its best.keras on its dataset.")
 flags.DEFINE_string("checkpoint", None, "A .keras model file.")
@@ -28,7 +33,27 @@ flags.DEFINE_string(
 flags.DEFINE_list("split", ["test"], "Split(s) to evaluate.")
 flags.DEFINE_list("metrics", ["top_1", "top_5", "ndcg_5", "mrr"], "Metrics to report.")
 flags.DEFINE_integer("batch_size", 256, "Evaluation batch size.", lower_bound=1)
+flags.DEFINE_enum(
+  "on_corrupt",
+  "error",
+  list(data_lib.ON_CORRUPT),
+  "A malformed text line or undecodable image: error (stop, naming the file and "
+  "line) or skip (drop it; the dropped lines are counted and named on stderr).",
+)
 FLAGS = flags.FLAGS
+
+
+def _known_metrics(names):
+  """Flag validator of --metrics: every name is a metric of the registry."""
+  for name in names:
+    try:
+      metrics_lib.registry.parse(name)
+    except ValueError as e:
+      raise flags.ValidationError(str(e)) from None
+  return True
+
+
+flags.register_validator("metrics", _known_metrics)
 
 
 def main(argv):
@@ -53,7 +78,15 @@ def main(argv):
   rows = [
     (
       split,
-      experiment.evaluate(model, dataset, split, data_dir, FLAGS.batch_size, tuple(FLAGS.metrics)),
+      experiment.evaluate(
+        model,
+        dataset,
+        split,
+        data_dir,
+        FLAGS.batch_size,
+        tuple(FLAGS.metrics),
+        on_corrupt=FLAGS.on_corrupt,
+      ),
     )
     for split in FLAGS.split
   ]
@@ -61,7 +94,7 @@ def main(argv):
 
 
 def run():
-  app.run(main)
+  cli.run(main, "tfrank4class-evaluate")
 
 
 if __name__ == "__main__":

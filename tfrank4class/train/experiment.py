@@ -51,7 +51,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging as absl_logging
 
-from tfrank4class import _validation, compat
+from tfrank4class import _validation, compat, errors
 from tfrank4class import data as data_lib
 from tfrank4class import encoders as encoders_lib
 from tfrank4class import heads as heads_lib
@@ -178,7 +178,9 @@ class ExperimentConfig:
     """The config a run wrote to ``model_dir/config.json``."""
     path = os.path.join(model_dir, "config.json")
     if not os.path.exists(path):
-      raise FileNotFoundError(f"No training run in `model_dir` {model_dir!r}: {path} is missing.")
+      raise errors.NotFoundError(
+        f"No training run in `model_dir` {model_dir!r}: {path} is missing."
+      )
     with open(path) as f:
       return cls(**json.load(f))
 
@@ -220,11 +222,11 @@ _LOCKS_HELD = set()
 _STEP_WEIGHTS = re.compile(r"step_(\d+)\.weights\.h5")
 
 
-class ModelDirInUseError(RuntimeError):
+class ModelDirInUseError(errors.UserError, RuntimeError):
   """Another live training run holds ``model_dir``; the message names the directory and the run."""
 
 
-class ConfigMismatchError(ValueError):
+class ConfigMismatchError(errors.UserError, ValueError):
   """``model_dir`` holds a run with another configuration; the message names the differences."""
 
 
@@ -748,7 +750,10 @@ def _train(config):
   chief = strategy_lib.is_chief(strategy)
   keras.utils.set_random_seed(config.seed)
   with strategy.scope():
-    losses_lib.get(config.loss, **config.loss_kwargs)  # bad loss arguments fail before any data
+    try:  # bad loss arguments fail before any data is read
+      losses_lib.get(config.loss, **config.loss_kwargs)
+    except (TypeError, ValueError) as e:
+      raise errors.InvalidConfigError(f"`loss_kwargs` of {config.loss!r}: {e}") from e
   model_dir = config.model_dir
   if model_dir:
     os.makedirs(model_dir, exist_ok=True)
@@ -763,7 +768,7 @@ def _train(config):
 
   steps_per_epoch = config.steps or _full_batches(config, "train")
   if steps_per_epoch < 1:
-    raise ValueError(
+    raise errors.InvalidConfigError(
       f"The training split of {config.dataset!r} has fewer examples than one "
       f"batch ({config.batch_size})."
     )
@@ -876,7 +881,7 @@ def load_checkpoint(model_dir=None, checkpoint=None):
   """The Keras model of ``checkpoint`` (a ``.keras`` file), else of ``model_dir/best.keras``."""
   path = checkpoint or os.path.join(model_dir or "", "best.keras")
   if not os.path.isfile(path):
-    raise FileNotFoundError(
+    raise errors.NotFoundError(
       f"No model file at {path}: pass a .keras `checkpoint` or the "
       "`model_dir` of a finished training run."
     )

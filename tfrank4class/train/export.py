@@ -6,7 +6,7 @@ tfrank4class-export --model_dir=runs/demo --export_dir=runs/demo/export
 from absl import app, flags
 
 from tfrank4class import data as data_lib
-from tfrank4class.train import experiment, serving
+from tfrank4class.train import cli, experiment, serving
 
 flags.DEFINE_string(
   "model_dir", None, "A training run (its best.keras and config.json).", required=True
@@ -29,7 +29,7 @@ def main(argv):
 
 
 def run():
-  app.run(main)
+  cli.run(main, "tfrank4class-export")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from tfrank4class import _validation
 from tfrank4class.compat import keras
 from tfrank4class.ranking import synthetic
 from tfrank4class.ranking.sorters import SORTERS
+from tfrank4class.train import cli
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("sorter", "attention", list(SORTERS.names()), "Sorter architecture.")
@@ -264,9 +265,27 @@ def main(argv):
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   if not FLAGS.output:
     raise app.UsageError("--output (path prefix of the exported weights) is required.")
+  try:
+    eval_sizes = [int(x) for x in FLAGS.eval_list_sizes] if FLAGS.eval_list_sizes else None
+  except ValueError:
+    raise app.UsageError(
+      f"--eval_list_sizes must be integers, got {FLAGS.eval_list_sizes}."
+    ) from None
+  try:
+    _check_arguments(
+      FLAGS.sorter,
+      FLAGS.min_list_size,
+      FLAGS.max_list_size,
+      FLAGS.steps,
+      FLAGS.batch_size,
+      FLAGS.learning_rate,
+      FLAGS.halve_every,
+      FLAGS.output,
+    )
+  except ValueError as e:
+    raise app.UsageError(str(e)) from e
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
   tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
-  eval_sizes = [int(x) for x in FLAGS.eval_list_sizes] if FLAGS.eval_list_sizes else None
   _, best = train(
     FLAGS.sorter,
     FLAGS.min_list_size,
@@ -294,7 +313,7 @@ def main(argv):
 
 def run():
   """Console-script entry point ``tfrank4class-pretrain-sorter``."""
-  app.run(main)
+  cli.run(main, "tfrank4class-pretrain-sorter")
 
 
 if __name__ == "__main__":

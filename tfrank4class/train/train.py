@@ -22,7 +22,7 @@ from absl import app, flags
 from tfrank4class import data as data_lib
 from tfrank4class import encoders as encoders_lib
 from tfrank4class import losses as losses_lib
-from tfrank4class.train import experiment, serving
+from tfrank4class.train import cli, experiment, serving
 from tfrank4class.train import strategy as strategy_lib
 
 _D = experiment.ExperimentConfig()
@@ -159,10 +159,7 @@ def main(argv):
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   experiment.quiet_tensorflow_logs()
   config = config_from_flags()
-  try:
-    result = experiment.train(config)
-  except (experiment.ModelDirInUseError, experiment.ConfigMismatchError) as e:
-    raise SystemExit(f"tfrank4class-train: {e}") from None
+  result = experiment.train(config)
   if not strategy_lib.is_chief(result.strategy):
     return  # the chief evaluates and exports a non-distributed copy of the best checkpoint
   model = experiment.best_model(config, result)
@@ -183,7 +180,7 @@ def main(argv):
 
 
 def run():
-  app.run(main)
+  cli.run(main, "tfrank4class-train")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,54 @@
+"""Every script of benchmarks/ runs in its quick mode, prints its table and writes its files.
+
+The scripts are found by globbing ``benchmarks/*.py``, so a new benchmark is smoke-tested as soon
+as it exists. ``rank4class_grid.py`` has its own smoke test (tests/test_rank4class_grid.py).
+Outputs go to a temporary folder through ``TFRANK4CLASS_BENCHMARK_OUT``.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+OWN_SMOKE_TEST = {"rank4class_grid.py": "tests/test_rank4class_grid.py"}
+#: Scripts whose quick mode still trains or times for long on a shared 2-core machine.
+SLOW = {"rank_ops.py", "input_pipeline.py", "front_ends.py"}
+SCRIPTS = sorted(
+  p.name
+  for p in (ROOT / "benchmarks").glob("*.py")
+  if not p.name.startswith("_") and p.name not in OWN_SMOKE_TEST
+)
+
+
+def test_every_benchmark_is_smoke_tested():
+  assert SCRIPTS and all((ROOT / t).is_file() for t in OWN_SMOKE_TEST.values())
+  for name in SCRIPTS:
+    assert "--quick" in (ROOT / "benchmarks" / name).read_text(), f"{name} has no --quick mode"
+
+
+@pytest.mark.parametrize(
+  "script", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW else s for s in SCRIPTS]
+)
+def test_quick_mode_prints_a_table_and_writes_its_output(script, tmp_path, datasets_dir):
+  env = {
+    **os.environ,
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+    "NO_GCE_CHECK": "true",
+    "TFRANK4CLASS_BENCHMARK_OUT": str(tmp_path),
+    "TFRANK4CLASS_DATA": str(datasets_dir),
+  }
+  result = subprocess.run(
+    [sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
+    env=env,
+    capture_output=True,
+    text=True,
+    cwd=tmp_path,
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "|" in result.stdout or "  " in result.stdout, result.stdout[-2000:]
+  written = [p for p in tmp_path.rglob("*") if p.is_file()]
+  assert written, f"{script} wrote nothing to {tmp_path}"
+  assert all(p.stat().st_size > 0 for p in written)
