@@ -39,7 +39,14 @@ Networks (:func:`comparator_network`):
 * ``"bitonic"``: Batcher's bitonic sorter, ``log2(N) (log2(N) + 1) / 2`` layers for
   ``N = 2^ceil(log2 n)`` (ICML 2021, Sec. 3.1). For ``n`` not a power of two we do what diffsort
   does: the network is built for ``N`` wires, the first ``N - n`` wires are dropped, and a
-  comparator touching a dropped wire leaves its other wire unchanged.
+  comparator touching a dropped wire leaves its other wire unchanged;
+* ``"splitter_selection"``: a *selection* network for the top ``k`` only (Petersen et al.,
+  ICML 2022, Sec. 4; the splitter-based selection networks of Borgelt): cascades of "splitters"
+  are applied to the groups of wires that share the same lower bound on their rank, until that
+  bound proves each of the last ``k`` wires to hold its rank. It has far fewer comparators than
+  a full sorting network for small ``k``, but only the last ``k`` positions are sorted, so it is
+  available for :func:`sorting_network_topk` only. The layers are those of difftopk's
+  ``sparse_splitter_selection_network``.
 
 A wire that no comparator of a layer touches keeps its value; diffsort writes it as a
 "comparator" of the wire with itself, which is the identity for values and gradients alike.
@@ -63,7 +70,9 @@ import tensorflow as tf
 
 from tfrank4class import _validation
 
-NETWORKS = ("odd_even", "bitonic")
+NETWORKS = ("odd_even", "bitonic", "splitter_selection")
+#: The networks that sort every position (the others select the top ``k`` only).
+SORTING_NETWORKS = ("odd_even", "bitonic")
 DISTRIBUTIONS = ("logistic", "logistic_phi", "gaussian", "reciprocal", "cauchy", "optimal")
 
 
@@ -115,13 +124,69 @@ def _bitonic(n):
   return layers
 
 
+def _splitter(lanes):
+  """The layers of one splitter cascade on ``lanes`` (ascending wire indices): level ``l`` of
+  ``ceil(log2 m)`` compares each wire with the one ``2^(depth - l - 1)`` places further inside
+  its section of twice that size."""
+  size = len(lanes)
+  depth = math.ceil(math.log2(size))
+  cascade = []
+  for level in range(depth):
+    span = 2 ** (depth - level - 1)
+    cascade.append(
+      [
+        (lanes[j], lanes[j + span])
+        for start in range(0, size, 2 * span)
+        for j in range(start, min(start + span, size - span))
+      ]
+    )
+  return cascade
+
+
+def _splitter_selection(n, k):
+  # After a splitter on m wires, the wire at place j of the group has at least 2^popcount(j) - 1
+  # wires on its side of the split: its lower bound on the rank grows by that much.
+  gain = [2 ** bin(j).count("1") - 1 for j in range(n)]
+  bound = [0] * n  # lower bound on each wire's rank (0 = first place)
+  free = [0] * n  # the first layer each wire may join again
+  layers = []
+  settled = -1
+  grew = True
+  while grew:
+    grew = False
+    for rank in range(k - 1, settled, -1):
+      lanes = [w for w in range(n) if bound[w] == rank]
+      if len(lanes) < 2:
+        continue
+      cascade = _splitter(lanes)
+      start = max(free[w] for w in lanes)
+      layers.extend([] for _ in range(start + len(cascade) - len(layers)))
+      for offset, pairs in enumerate(cascade):
+        layers[start + offset].extend(pairs)
+      for j, w in enumerate(lanes):
+        bound[w] += gain[j]
+        free[w] = start + len(cascade)
+      grew = True
+    settled += 1
+  # The construction moves the selected items to the first wires; mirror the wires so that they
+  # end on the last ones (ascending, as the sorting networks), minimum on the lower wire.
+  return [
+    _layer([(n - 1 - b, n - 1 - a, n - 1 - b, n - 1 - a) for a, b in pairs])
+    for pairs in layers
+    if pairs
+  ]
+
+
 @functools.lru_cache(maxsize=64)
-def comparator_network(network, n):
-  """The comparator layers of the sorting network ``network`` for ``n`` wires.
+def comparator_network(network, n, k=None):
+  """The comparator layers of the sorting (or selection) network ``network`` for ``n`` wires.
 
   Args:
-    network: ``"odd_even"`` or ``"bitonic"`` (see the module docstring).
+    network: ``"odd_even"``, ``"bitonic"`` or ``"splitter_selection"`` (see the module
+      docstring).
     n: the number of wires, an integer ``>= 1``.
+    k: for ``"splitter_selection"`` only (required there): how many top wires it selects,
+      ``1 <= k <= n``.
 
   Returns:
     A tuple of :class:`ComparatorLayer` (layers without a comparator are left out).
@@ -134,7 +199,18 @@ def comparator_network(network, n):
   """
   _validation.check_choice("network", network, NETWORKS)
   _validation.check_int("n", n, minimum=1)
+  if network == "splitter_selection":
+    _check_k(k, n)
+    return tuple(_splitter_selection(n, k))
+  if k is not None:
+    raise ValueError(f"`k` is for network='splitter_selection' only, got k={k!r} for {network!r}.")
   return tuple(_odd_even(n) if network == "odd_even" else _bitonic(n))
+
+
+def _check_k(k, n):
+  if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
+    raise ValueError(f"`k` must be an integer in [1, n={n}], got {k!r}.")
+  return k
 
 
 def swap_probability(difference, distribution="cauchy", steepness=10.0, art_lambda=0.25):
@@ -185,8 +261,8 @@ def _inputs(layer, n):
   return src
 
 
-def _check(network, distribution, steepness, art_lambda):
-  _validation.check_choice("network", network, NETWORKS)
+def _check(network, distribution, steepness, art_lambda, networks=NETWORKS):
+  _validation.check_choice("network", network, networks)
   _validation.check_choice("distribution", distribution, DISTRIBUTIONS)
   steepness = _validation.check_float("steepness", steepness, minimum=0.0, strict=True)
   art_lambda = _validation.check_float("art_lambda", art_lambda, minimum=0.0)
@@ -230,7 +306,7 @@ def sorting_network_sort(
   Args:
     scores: ``[B, n]`` real scores (``n`` known when traced); float16 / bfloat16 / integers are
       computed in float32, float64 stays float64.
-    network: ``"odd_even"`` or ``"bitonic"``.
+    network: ``"odd_even"`` or ``"bitonic"`` (a selection network does not sort).
     distribution: the sigmoid, one of ``DISTRIBUTIONS``.
     steepness: the inverse temperature ``beta > 0``.
     art_lambda: the ART exponent ``lambda >= 0`` (used by ``"logistic_phi"`` only).
@@ -249,7 +325,7 @@ def sorting_network_sort(
            [1., 0., 0.],
            [0., 1., 0.]], dtype=float32)
   """
-  steepness, art_lambda = _check(network, distribution, steepness, art_lambda)
+  steepness, art_lambda = _check(network, distribution, steepness, art_lambda, SORTING_NETWORKS)
   x = _scores(scores)
   n = x.shape[-1]
   layers = comparator_network(network, n)
@@ -278,7 +354,8 @@ def sorting_network_topk(
   ``sorting_network_sort(...)[1][:, :, -k:]`` up to rounding.
 
   Args:
-    scores, network, distribution, steepness, art_lambda: as :func:`sorting_network_sort`.
+    scores, distribution, steepness, art_lambda: as :func:`sorting_network_sort`.
+    network: ``"odd_even"``, ``"bitonic"`` or ``"splitter_selection"``.
     k: how many top positions, ``1 <= k <= n``.
 
   Returns:
@@ -294,10 +371,8 @@ def sorting_network_topk(
   steepness, art_lambda = _check(network, distribution, steepness, art_lambda)
   x = _scores(scores)
   n = x.shape[-1]
-  _validation.check_int("k", k, minimum=1)
-  if k > n:
-    raise ValueError(f"`k` must be an integer in [1, n={n}], got {k!r}.")
-  layers = comparator_network(network, n)
+  _check_k(k, n)
+  layers = comparator_network(network, n, k if network == "splitter_selection" else None)
   _, alphas = _forward(x, layers, distribution, steepness, art_lambda)
   q = tf.eye(n, batch_shape=tf.shape(x)[:1], dtype=x.dtype)[:, :, n - k :]
   for layer, alpha in zip(reversed(layers), reversed(alphas)):
