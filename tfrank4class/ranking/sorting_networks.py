@@ -29,8 +29,9 @@ and ``d = x_b - x_a``:
 * ``"optimal"``: the optimal monotonic sigmoid of ICLR 2022 (Sec. 4.2), ``1/2 + v`` for
   ``|v| <= 1/4`` and ``1 - 1/(16 v)`` (``-1/(16 v)`` for ``v < 0``) outside.
 
-The reciprocal, Cauchy, optimal and Gaussian sigmoids make the network monotonic (ICLR 2022,
-Thm. 5): every sorted value is non-decreasing in every input.
+The reciprocal, Cauchy and optimal sigmoids make the network monotonic (ICLR 2022, Sec. 4:
+their derivatives decay no faster than ``1 / v^2``): every sorted value is non-decreasing in
+every input. The logistic and Gaussian sigmoids decay faster and are not monotonic.
 
 Networks (:func:`comparator_network`):
 
