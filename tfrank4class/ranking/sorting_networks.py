@@ -375,7 +375,8 @@ def sorting_network_topk(
   _check_k(k, n)
   layers = comparator_network(network, n, k if network == "splitter_selection" else None)
   _, alphas = _forward(x, layers, distribution, steepness, art_lambda)
-  q = tf.eye(n, batch_shape=tf.shape(x)[:1], dtype=x.dtype)[:, :, n - k :]
+  last = tf.one_hot(tf.range(n - k, n), n, axis=0, dtype=x.dtype)  # [n, k], no n x n eye
+  q = tf.broadcast_to(last, tf.concat([tf.shape(x)[:1], [n, k]], axis=0))
   for layer, alpha in zip(reversed(layers), reversed(alphas)):
     alpha = alpha[:, :, None]
     q_low = tf.gather(q, layer.lo, axis=1)
