@@ -524,12 +524,12 @@ def other_head(store, dataset, resolve=True):
 
 def run_grid():
   from tfrank4class.train import (
-    experiment,  # pylint: disable=g-import-not-at-top
     grid,  # pylint: disable=g-import-not-at-top
+    run_dir,  # pylint: disable=g-import-not-at-top
   )
 
   os.makedirs(FLAGS.work_dir, exist_ok=True)
-  experiment.lock_model_dir(FLAGS.work_dir)  # one grid per work dir
+  run_dir.lock_model_dir(FLAGS.work_dir)  # one grid per work dir
   store = grid.RecordStore(FLAGS.output)
   cells = plan(store)
   todo = [c for c in cells if c.interaction is None or c not in store]
@@ -690,7 +690,7 @@ def _summary_section(rows):
 
 
 def _setup_section(records):
-  from tfrank4class.train import experiment  # pylint: disable=g-import-not-at-top
+  from tfrank4class.train import config as config_lib  # pylint: disable=g-import-not-at-top
 
   lines = [
     "## Setup",
@@ -726,8 +726,8 @@ def _setup_section(records):
     "trained with the softmax loss and a dot head, so they favour that pair: they were "
     "shaped to be linearly separable under softmax, and the heads are trained on "
     "features of the same training examples the encoder saw. Encoder `auto` is the "
-    f"training binary's text encoder: `{experiment.AUTO_ENCODERS['text']}` with "
-    f"{json.dumps(experiment.TEXT_DEFAULTS)}.",
+    f"training binary's text encoder: `{config_lib.AUTO_ENCODERS['text']}` with "
+    f"{json.dumps(config_lib.TEXT_DEFAULTS)}.",
     "",
   ]
   return lines
