@@ -166,6 +166,68 @@ def loss_reduction(reduction):
   return reduction
 
 
+def reduce_loss(loss, values):
+  """Reduces a loss's (already weighted) values as the bound Keras's ``Loss.__call__`` does.
+
+  With ``v`` the values (any shape) and ``n`` their number of elements:
+
+      "none":                                  v
+      "sum":                                   sum(v)
+      "sum_over_batch_size" (Keras 2 "auto",   sum(v) / n            (0 if n = 0)
+        Keras 3 also "mean")
+      "mean_with_sample_weight" (Keras 3):     sum(v) / n            (the weights are already in v)
+
+  then, as each flavour does it under a ``tf.distribute`` strategy:
+
+  * Keras 3 divides a mean (not a sum) by the number of replicas in sync, since it sums the
+    replicas' gradients; it returns a scalar ``v`` unreduced and unscaled, as its
+    ``reduce_values`` does;
+  * Keras 2 refuses ``"auto"`` and ``"sum_over_batch_size"`` under a strategy unless ``compile``
+    allowed it (``Model.compile`` sets that permission on the loss it is given, and scales the
+    replicas' losses itself), with its own message.
+
+  Values are computed in the loss's dtype under Keras 3 (``loss.dtype``), in their own under
+  Keras 2, as the flavours' ``Loss.__call__`` do.
+
+  Example:
+    >>> class Halves(keras.losses.Loss):
+    ...   def call(self, y_true, y_pred):
+    ...     return y_pred / 2.0
+    >>> float(reduce_loss(Halves(reduction="sum"), tf.constant([1.0, 2.0, 3.0])))
+    6.0
+    >>> float(reduce_loss(Halves(), tf.constant([[1.0, 2.0], [3.0, 6.0]])))
+    3.0
+  """
+  reduction = loss.reduction
+  values = tf.convert_to_tensor(values)
+  if KERAS_3:
+    values = tf.cast(values, loss.dtype)
+    if reduction in (None, "none") or values.shape.rank == 0 or tuple(values.shape) == (0,):
+      return values
+  else:
+    if (
+      reduction in ("auto", "sum_over_batch_size")
+      and tf.distribute.has_strategy()
+      and not getattr(loss, "_allow_sum_over_batch_size", False)
+    ):
+      raise ValueError(
+        "Please use `tf.keras.losses.Reduction.SUM` or `tf.keras.losses.Reduction.NONE` for loss "
+        "reduction when losses are used with `tf.distribute.Strategy`, except for specifying "
+        "losses in `Model.compile()` for use by the built-in training loop `Model.fit()`."
+      )
+    if reduction == "none":
+      return values
+  total = tf.reduce_sum(values)
+  if reduction == "sum":
+    return total
+  mean = tf.math.divide_no_nan(total, tf.cast(tf.size(values), total.dtype))
+  if KERAS_3:
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    if replicas > 1:
+      mean = mean * tf.cast(1.0 / replicas, mean.dtype)
+  return mean
+
+
 def _is_foreign_keras(module_name):
   """Whether ``module_name`` belongs to a Keras other than the bound one."""
   top = module_name.split(".")[0]

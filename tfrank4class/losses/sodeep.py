@@ -287,11 +287,13 @@ class SorterMAPLoss(_RankLoss):
   :class:`SorterAPLoss`.
 
   The loss is one value per batch (shape ``[1]``): it is not a sum over independent rows. Padded
-  entries (relevance < 0) are excluded from their class's list. A sorter tied to one length
-  (``ConvSorter``) needs batches of exactly its ``list_size``. Adding a constant to all scores
-  of one class leaves the loss unchanged, so it learns per-class rankings (mAP), not which class
-  wins for an input (top-1); the paper (Sec. 4.2.2) adds it to a per-example loss (the
-  multi-label soft margin loss). Its gradient per rank is ``1 / (|C+| |P_c| |N_c|)``, so with
+  entries (relevance < 0) are excluded from their class's list. Sample weights
+  (``coupling = "batch"``, see :mod:`tfrank4class.losses.base`): an example of weight 0 is left
+  out of every class's list; the loss of the others is scaled by the mean weight. A sorter tied
+  to one length (``ConvSorter``) needs batches of exactly its ``list_size``. Adding a constant
+  to all scores of one class leaves the loss unchanged, so it learns per-class rankings (mAP),
+  not which class wins for an input (top-1); the paper (Sec. 4.2.2) adds it to a per-example loss
+  (the multi-label soft margin loss). Its gradient per rank is ``1 / (|C+| |P_c| |N_c|)``, so with
   the blackbox ranker choose a larger interpolation ``lambda`` than for per-list losses.
 
   Args:
@@ -308,6 +310,8 @@ class SorterMAPLoss(_RankLoss):
     >>> model.compile(optimizer="adam", loss=SorterMAPLoss(ranker="attention"),
     ...               metrics=[tfrank4class.metrics.MeanAveragePrecision()])
   """
+
+  coupling = "batch"
 
   def __init__(
     self,

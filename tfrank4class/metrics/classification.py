@@ -56,7 +56,9 @@ class _PerListMean(keras.metrics.Mean):
   def update_state(self, y_true, y_pred, sample_weight=None):
     values = self._per_list(y_true, y_pred)
     if sample_weight is not None:
-      sample_weight = tf.reshape(tf.cast(sample_weight, values.dtype), [-1])
+      sample_weight = _validation.check_sample_weight(
+        sample_weight, tf.shape(values)[0], dtype=values.dtype
+      )
     return super().update_state(values, sample_weight=sample_weight)
 
 
