@@ -168,9 +168,13 @@ def check_sample_weight(sample_weight, batch_size, list_size=None, dtype=tf.floa
 
   Allowed shapes: ``[B]`` and ``[B, 1]`` (one weight per example, as ``fit(sample_weight=...)``,
   ``fit(class_weight=...)`` and a dataset of ``(x, y, w)`` give them), and ``[B, C]`` (one weight
-  per item of each list) where ``list_size`` is given. Any real value is allowed, as Keras allows
-  it (a weight of 0 removes an example); NaN and +-inf raise (eagerly and inside
-  ``tf.function``; XLA drops the assertion), so that no NaN reaches the loss silently.
+  per item of each list) where ``list_size`` is given. Weights must be finite and ``>= 0`` (a
+  weight of 0 removes an example); a NaN, an infinity or a negative weight raises, eagerly and
+  inside ``tf.function`` (XLA drops the assertion), so that no NaN reaches a loss silently.
+  Keras itself multiplies by any weight; negative ones are refused here on purpose: TF-Ranking's
+  listwise losses multiply the labels by the weights and renormalise them, so a negative weight
+  would not negate a loss but invert which items are relevant, and a batch-level loss (see
+  :mod:`tfrank4class.losses.base`) keeps the examples of non-zero weight.
 
   Args:
     sample_weight: array-like or tensor.
@@ -185,7 +189,8 @@ def check_sample_weight(sample_weight, batch_size, list_size=None, dtype=tf.floa
   Raises:
     TypeError: non-numeric weights.
     ValueError: a shape other than the allowed ones (known when traced).
-    InvalidArgumentError: NaN or +-inf weights, or a batch size that differs at run time.
+    InvalidArgumentError: NaN, +-inf or negative weights, or a batch size that differs at run
+      time.
 
   Example:
     >>> check_sample_weight([[2.0], [0.5]], batch_size=2).numpy()
@@ -236,6 +241,7 @@ with batch_size 2, got shape (2, 2).
     [f"{message}; got a batch of", tf.shape(weights)[0], "weights for", batch_size, "examples."],
   )
   tf.debugging.Assert(
-    tf.reduce_all(tf.math.is_finite(weights)), ["`sample_weight` must be finite (no NaN or Inf)."]
+    tf.reduce_all(tf.logical_and(tf.math.is_finite(weights), weights >= 0)),
+    ["`sample_weight` must be finite and >= 0 (no NaN, Inf or negative weight)."],
   )
   return weights
