@@ -88,6 +88,7 @@ _WEIGHT_IDS = np.array([0, 0, 1, 1, 2, 3], np.int64)  # two of a class: embeddin
 _WEIGHT_SCORES = np.random.default_rng(11).normal(size=(B, C)).astype(np.float32)
 _WEIGHTS = np.array([0.5, 2.0, 0.0, 1.0, 1.5, 0.25], np.float32)
 _REDUCTIONS = ("sum_over_batch_size", "sum", "none")
+_FINITE_AND_NOT_NEGATIVE = "`sample_weight` must be finite and >= 0"
 
 
 def _values(loss, y, s, w=None, seed=0):
