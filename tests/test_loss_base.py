@@ -206,3 +206,74 @@ def test_negative_sample_weights_raise(name):
     tf.errors.InvalidArgumentError, match="`sample_weight` must be finite and >= 0"
   ):
     losses.get(name)(_WEIGHT_IDS, _WEIGHT_SCORES, weights)
+
+
+# A representative set for Keras's own weighting paths: TF-Ranking per-list, per-item and
+# pairwise losses, a RaMBO per-list loss, a batch-level loss and an anchor (embedding) loss.
+_FIT_LOSSES = [
+  "softmax_loss",
+  "mean_average_precision_loss",
+  *(
+    pytest.param(name, marks=pytest.mark.slow)
+    for name in [
+      "sigmoid_cross_entropy_loss",
+      "pairwise_logistic_loss",
+      "recall_loss",
+      "triplet_loss",
+    ]
+  ),
+]
+
+
+@pytest.mark.parametrize("name", _FIT_LOSSES)
+def test_fit_and_evaluate_with_weights_class_weights_and_a_weighted_dataset(name):
+  from tfrank4class import metrics
+
+  x = np.random.default_rng(2).normal(size=(B, 3)).astype(np.float32)
+  model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(C)])
+  model.compile(
+    optimizer="sgd",
+    loss=losses.get(name),
+    weighted_metrics=[metrics.NDCG(), metrics.TopKAccuracy(1)],
+  )
+  fit = dict(batch_size=B, epochs=1, verbose=0)
+  histories = [
+    model.fit(x, _WEIGHT_IDS, sample_weight=_WEIGHTS, **fit),
+    model.fit(x, _WEIGHT_IDS, class_weight={0: 1.0, 1: 0.0, 2: 2.0, 3: 0.5}, **fit),
+    model.fit(
+      tf.data.Dataset.from_tensor_slices((x, _WEIGHT_IDS, _WEIGHTS)).batch(B),
+      epochs=1,
+      shuffle=False,
+      verbose=0,
+    ),
+  ]
+  assert all(np.isfinite(h.history["loss"][0]) for h in histories)
+  results = model.evaluate(
+    x, _WEIGHT_IDS, sample_weight=_WEIGHTS, batch_size=B, return_dict=True, verbose=0
+  )
+  scores = model.predict(x, verbose=0)
+  # The weighted loss Keras reports is the loss called with the weights (checked above against
+  # the unweighted values), and the weighted metrics are weighted means over the lists.
+  want = float(losses.get(name)(_WEIGHT_IDS, scores, _WEIGHTS))
+  assert results["loss"] == pytest.approx(want, rel=1e-5, abs=1e-6)
+  ranks = 1 + np.sum(scores > scores[np.arange(B), _WEIGHT_IDS][:, None], axis=1)
+  ndcg = 1.0 / np.log2(1.0 + ranks)
+  assert results["ndcg"] == pytest.approx(np.sum(_WEIGHTS * ndcg) / np.sum(_WEIGHTS), abs=1e-6)
+  top1 = (ranks == 1).astype(np.float32)
+  assert results["top_1_accuracy"] == pytest.approx(
+    np.sum(_WEIGHTS * top1) / np.sum(_WEIGHTS), abs=1e-6
+  )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["softmax_loss", "mean_average_precision_loss"])
+def test_weighted_fit_under_a_mirrored_strategy(name, mirrored_strategy):
+  x = np.random.default_rng(3).normal(size=(2 * B, 3)).astype(np.float32)
+  y = np.concatenate([_WEIGHT_IDS, _WEIGHT_IDS])
+  with mirrored_strategy.scope():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(C)])
+    model.compile(optimizer="sgd", loss=losses.get(name))
+  history = model.fit(
+    x, y, sample_weight=np.concatenate([_WEIGHTS, _WEIGHTS]), batch_size=2 * B, verbose=0
+  )
+  assert np.isfinite(history.history["loss"][0])

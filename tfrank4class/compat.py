@@ -39,6 +39,7 @@ import importlib.util
 import os
 import sys
 import types
+import weakref
 
 import tensorflow as tf
 from tensorflow.python.framework import config as tf_config
@@ -293,6 +294,27 @@ def _calling_modules(depth=_STACK_DEPTH):
   return modules
 
 
+def _check_caller(obj, args=(), kwargs=None):
+  """:func:`check_keras_flavour` for a call of ``obj``, walking the call stack only when needed.
+
+  The arguments are checked on every call (a ``tf.nest.flatten``). The callers' modules are read
+  from the stack once per trace (a call inside a ``tf.function`` being traced: Keras's train,
+  test and predict steps) and, eagerly, on the object's first call only, not on every step.
+  """
+  check_keras_flavour(obj, args, kwargs)
+  if tf.executing_eagerly():
+    if obj in _CHECKED_EAGERLY:
+      return
+    check_keras_flavour(obj, caller_modules=_calling_modules(depth=_STACK_DEPTH + 1))
+    _CHECKED_EAGERLY.add(obj)
+  else:
+    check_keras_flavour(obj, caller_modules=_calling_modules(depth=_STACK_DEPTH + 1))
+
+
+#: The objects whose eager callers were checked (see :func:`_check_caller`).
+_CHECKED_EAGERLY = weakref.WeakSet()
+
+
 def _guard_call(cls):
   """Makes ``cls.__call__`` and ``cls.variables`` run :func:`check_keras_flavour` first.
 
@@ -304,7 +326,7 @@ def _guard_call(cls):
 
     @functools.wraps(call)
     def guarded(self, *args, **kwargs):
-      check_keras_flavour(self, args, kwargs, caller_modules=_calling_modules())
+      _check_caller(self, args, kwargs)
       return call(self, *args, **kwargs)
 
     guarded._checks_keras_flavour = True  # pylint: disable=protected-access
@@ -315,7 +337,7 @@ def _guard_call(cls):
   ):
 
     def guarded_variables(self):
-      check_keras_flavour(self, caller_modules=_calling_modules())
+      _check_caller(self)
       return variables.fget(self)
 
     guarded_variables._checks_keras_flavour = True  # pylint: disable=protected-access

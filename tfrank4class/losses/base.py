@@ -118,3 +118,56 @@ class Loss(keras.losses.Loss):
       )
       values = values * weights
     return compat.reduce_loss(self, values)
+
+
+class ListwiseLoss(Loss):
+  """The base of a ranking loss over lists: implement ``loss_values(scores, relevance)``.
+
+  ``scores`` ``[B, C]`` are ``y_pred`` after the package's score check (a real tensor, at least
+  ``float32``, each row a list of at least :attr:`min_list_size` items); ``relevance`` ``[B, C]``
+  are the labels parsed by :func:`tfrank4class.losses.to_relevance` in the scores' dtype: integer
+  class ids ``[B]`` / ``[B, 1]`` become one-hot rows, dense relevance passes through, and a
+  value ``< 0`` marks a padded item, which the loss must leave out (its score may be anything).
+  ``loss_values`` returns one loss per list ``[B]``:
+
+      loss(y, s, w) = reduce_K(loss_values(s, to_relevance(y)) * w)
+
+  with the bound Keras's reduction ``reduce_K`` and sample weights ``w`` ``[B]`` / ``[B, 1]``
+  checked as :class:`Loss` does. Losses that rank down the batch return one batch-level value
+  and declare ``coupling = "batch"`` (see the module docstring). Register a subclass with
+  :func:`tfrank4class.losses.register` to make it reachable by name and loadable from ``.keras``
+  files.
+
+  Example (the softmax cross-entropy of the relevant items, ListNet's top-one loss for one-hot
+  labels):
+    >>> class TopOneLoss(ListwiseLoss):
+    ...   def loss_values(self, scores, relevance):
+    ...     valid = relevance >= 0
+    ...     log_p = tf.nn.log_softmax(tf.where(valid, scores, -1e9))
+    ...     target = tf.where(valid, relevance, 0.0)
+    ...     target /= tf.reduce_sum(target, -1, keepdims=True)
+    ...     return -tf.reduce_sum(tf.where(valid, target * log_p, 0.0), -1)
+    >>> loss = TopOneLoss(reduction="none")
+    >>> loss([0, 1], [[0.0, 0.0], [1.0, 1.0]]).numpy().round(4)   # log 2 each
+    array([0.6931, 0.6931], dtype=float32)
+    >>> model = keras.Sequential([keras.layers.Dense(2)])
+    >>> model.compile(optimizer="adam", loss=TopOneLoss())
+  """
+
+  #: The shortest list the loss ranks (checked when the graph is traced, or at run time).
+  min_list_size = 1
+
+  def lists(self, y_true, y_pred):
+    """``(scores, relevance)`` from the raw labels and scores: the score check and the parser."""
+    scores = _validation.check_scores("y_pred", y_pred, min_length=self.min_list_size, finite=False)
+    return scores, to_relevance(y_true, num_items(scores), dtype=scores.dtype)
+
+  def loss_values(self, scores, relevance):
+    """One loss per list ``[B]`` from scores and relevance ``[B, C]``; subclasses implement it."""
+    raise NotImplementedError(
+      f"{type(self).__name__} must implement loss_values(scores, relevance)."
+    )
+
+  @tf.autograph.experimental.do_not_convert
+  def call(self, y_true, y_pred):
+    return self.loss_values(*self.lists(y_true, y_pred))
