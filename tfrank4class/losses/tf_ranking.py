@@ -84,6 +84,10 @@ class RankingLoss(Loss):
       weights are TF-Ranking's Keras lambda-weight classes, e.g.
       ``compat.tf_ranking_module("keras.losses").NDCGLambdaWeightV2()``.
 
+  Sample weights: ``[B]`` or ``[B, 1]`` weigh each list, ``[B, C]`` each item (TF-Ranking's
+  item weights, which its listwise losses fold into a per-list weight with the labels); all are
+  checked by :func:`tfrank4class._validation.check_sample_weight` (finite, ``>= 0``).
+
   Raises:
     ValueError: an unknown key or keyword argument, naming the allowed ones.
     ImportError: tensorflow-ranking is not installed (the message gives the command).
