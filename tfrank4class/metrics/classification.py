@@ -74,6 +74,10 @@ class PerListMetric(keras.metrics.Mean):
     >>> _ = m.update_state([1, 0], tf.constant([[0.2, 0.8], [0.4, 0.6]]), sample_weight=[1, 3])
     >>> round(float(m.result()), 4)   # (1 * 0.8 + 3 * 0.4) / 4
     0.5
+    >>> import tfrank4class.losses
+    >>> model = keras.Sequential([keras.layers.Dense(2)])
+    >>> model.compile(optimizer="adam", loss=tfrank4class.losses.get("softmax_loss"),
+    ...               weighted_metrics=[FirstRelevantScore(name="first_relevant_score")])
   """
 
   def list_values(self, y_true, y_pred):
