@@ -272,3 +272,47 @@ def test_metric_names_are_one_registry():
       r"precision_K \(K a positive integer",
     ):
       registry.parse(bad)
+
+
+def _registry_names():
+  """One name per entry of the metric registry (``K`` = 2), read at collection time."""
+  from tfrank4class.metrics import registry
+
+  return [pattern.replace("K", "2") for pattern in registry.PATTERNS]
+
+
+@pytest.mark.parametrize("name", _registry_names())
+def test_every_registered_metric_is_the_weighted_mean_of_its_per_list_values(name):
+  """Weights ``[B]`` / ``[B, 1]``, over two updates: ``sum_i w_i v_i / sum_i w_i``, with ``v_i``
+  the unweighted metric of list ``i`` alone; a weight of 0 removes the list."""
+  labels, scores = _case(10)
+  dense = RNG.integers(-1, 3, (10, C)).astype(np.float32)
+  weights = RNG.uniform(0.0, 2.0, 10).astype(np.float32)
+  weights[3] = 0.0
+  for y in (labels, dense):
+    alone = []
+    for i in range(len(y)):
+      metric = metrics.get(name)
+      metric.update_state(y[i : i + 1], scores[i : i + 1])
+      alone.append(float(metric.result()))
+    want = np.sum(weights * np.array(alone)) / np.sum(weights)
+    for w in (weights, weights[:, None]):
+      metric = metrics.get(name)
+      metric.update_state(y[:6], scores[:6], sample_weight=w[:6])
+      metric.update_state(y[6:], scores[6:], sample_weight=w[6:])
+      assert float(metric.result()) == pytest.approx(want, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+  "weights, error, message",
+  [
+    (np.ones([4, C], np.float32), ValueError, r"\[batch_size\] or \[batch_size, 1\].*\(4, 6\)"),
+    (np.ones([5], np.float32), ValueError, r"with batch_size 4, got shape \(5,\)"),
+    (np.array([1.0, np.nan, 1.0, 1.0], np.float32), tf.errors.InvalidArgumentError, "finite"),
+    (np.array([1.0, -1.0, 1.0, 1.0], np.float32), tf.errors.InvalidArgumentError, ">= 0"),
+  ],
+)
+def test_bad_metric_weights_name_sample_weight(weights, error, message):
+  labels, scores = _case(4)
+  with pytest.raises(error, match="`sample_weight` must .*" + message):
+    metrics.NDCG().update_state(labels, scores, sample_weight=weights)

@@ -6,10 +6,12 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrank4class import compat
+from tfrank4class import compat, losses, metrics
+from tfrank4class.compat import keras
 
 CURRENT_STACK = compat.tensorflow_version() >= (2, 16)
 
@@ -171,3 +173,75 @@ def test_other_keras_backend_is_refused_with_the_fix():
     assert result.returncode != 0
     assert "tfrank4class is TensorFlow-only" in result.stderr
     assert f"KERAS_BACKEND is {backend!r}. Set KERAS_BACKEND=tensorflow" in result.stderr
+
+
+def test_the_callers_are_read_once_per_object_eagerly_and_once_per_trace(monkeypatch):
+  walks = []
+  check = compat.check_keras_flavour
+
+  def counting(obj, args=(), kwargs=None, caller_modules=()):
+    if caller_modules:
+      walks.append(caller_modules)
+    return check(obj, args, kwargs, caller_modules)
+
+  monkeypatch.setattr(compat, "check_keras_flavour", counting)
+  loss, metric = losses.get("softmax_loss"), metrics.MRR()
+  y, s = np.array([0, 1]), np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)
+  for _ in range(3):
+    loss(y, s)
+  assert len(walks) == 1
+  _ = metric.variables, metric.variables
+  assert len(walks) == 2
+  step = tf.function(lambda y, s: loss(y, s))
+  for _ in range(3):
+    step(y, s)
+  assert len(walks) == 3  # traced once
+
+
+class _Identity(keras.losses.Loss):
+  """Keras's own ``Loss.__call__`` on values that are already losses: the reference reduction."""
+
+  def call(self, y_true, y_pred):
+    del y_true
+    return y_pred
+
+
+_VALUES = [
+  np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], np.float32),
+  np.array([1.0, 3.0, 5.0], np.float32),
+  np.float32(2.5),
+]
+_KERAS_REDUCTIONS = ["sum", "none", "sum_over_batch_size"] + (
+  ["mean", "mean_with_sample_weight"] if compat.KERAS_3 else ["auto"]
+)
+
+
+@pytest.mark.parametrize("reduction", _KERAS_REDUCTIONS)
+def test_reduce_loss_is_the_bound_keras_reduction(reduction):
+  loss = _Identity(reduction=reduction)
+  for values in _VALUES:
+    want = loss(values, values)
+    np.testing.assert_allclose(compat.reduce_loss(loss, values), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "sum_over_batch_size", compat.DEFAULT_REDUCTION])
+def test_reduce_loss_under_a_strategy_is_the_bound_keras_rule(reduction, mirrored_strategy):
+  """Keras 3 divides a mean by the replicas; Keras 2 refuses a mean outside ``compile``."""
+  loss = _Identity(reduction=reduction)
+  values = _VALUES[1]
+  with mirrored_strategy.scope():
+    try:
+      want = loss(values, values)
+    except ValueError as e:
+      with pytest.raises(ValueError, match=r"Reduction.SUM"):
+        compat.reduce_loss(loss, values)
+      assert "Reduction.SUM" in str(e)
+    else:
+      np.testing.assert_allclose(compat.reduce_loss(loss, values), want, rtol=1e-6)
+      per_replica = mirrored_strategy.run(lambda: compat.reduce_loss(loss, tf.constant(values)))
+      reference = mirrored_strategy.run(lambda: loss(tf.constant(values), tf.constant(values)))
+      np.testing.assert_allclose(
+        mirrored_strategy.experimental_local_results(per_replica),
+        mirrored_strategy.experimental_local_results(reference),
+        rtol=1e-6,
+      )

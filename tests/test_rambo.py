@@ -263,5 +263,3 @@ def test_bad_weighting_and_similarity():
     rambo.recall_loss_values([[0.1]], [[1.0]], 1.0, weighting="sqrt")
   with pytest.raises(ValueError, match="`similarity` must be one of"):
     rambo.similarity_lists(np.ones((2, 2)), np.zeros(2), similarity="l1")
-  with pytest.raises(ValueError, match=r"`y_true` must be class ids of shape \[B\] or \[B, 1\]"):
-    rambo.class_ids(np.zeros((2, 3)), name="y_true")

@@ -61,3 +61,36 @@ def test_quick_start_trains_saves_reloads_and_serves(tmp_path):
   np.testing.assert_allclose(
     np.load(tmp_path / "served.npy"), np.load(tmp_path / "scores.npy"), rtol=1e-5, atol=1e-6
   )
+
+
+def test_own_loss_and_metric_train_save_and_reload(tmp_path):
+  """The README's own loss and metric: weighted fit, ``.keras`` round trip, values by hand."""
+  definitions, usage = _blocks("Writing your own loss or metric")
+  rng = np.random.default_rng(1)
+  np.save(tmp_path / "features.npy", rng.normal(size=(64, 16)).astype("float32"))
+  np.save(tmp_path / "labels.npy", rng.integers(0, 5, size=64))
+  np.save(tmp_path / "weights.npy", rng.uniform(0.0, 2.0, size=64).astype("float32"))
+  setup = textwrap.dedent("""
+    import numpy as np
+    features, labels = np.load("features.npy"), np.load("labels.npy")
+    weights = np.load("weights.npy")
+    """)
+  check = textwrap.dedent("""
+    scores = model.predict(features, verbose=0)
+    np.testing.assert_allclose(reloaded.predict(features, verbose=0), scores, rtol=1e-6)
+    results = reloaded.evaluate(features, labels, sample_weight=weights, batch_size=64,
+                                verbose=0, return_dict=True)
+    np.save("scores.npy", scores)
+    np.save("results.npy", [results["loss"], results["hit_3"]])
+    """)
+  _run(setup + definitions + usage + check, tmp_path)
+  scores = np.load(tmp_path / "scores.npy")
+  labels, weights = np.load(tmp_path / "labels.npy"), np.load(tmp_path / "weights.npy")
+  # By hand: softmax cross-entropy of the true class, weighted mean over the 64 examples; hit@3
+  # = the true class among the three highest scores, weighted mean over the lists.
+  log_p = scores - np.log(np.exp(scores).sum(1, keepdims=True))
+  cross_entropy = -log_p[np.arange(64), labels]
+  hits = (np.argsort(-scores, 1)[:, :3] == labels[:, None]).any(1)
+  loss, hit_3 = np.load(tmp_path / "results.npy")
+  np.testing.assert_allclose(loss, np.sum(weights * cross_entropy) / 64, rtol=1e-5)
+  np.testing.assert_allclose(hit_3, np.sum(weights * hits) / np.sum(weights), rtol=1e-5)

@@ -48,12 +48,11 @@ def test_public_subpackages():
 
 def test_re_exported_names_are_the_one_implementation():
   from tfrank4class import labels, retrieval
-  from tfrank4class.losses import rambo
   from tfrank4class.metrics import functional
   from tfrank4class.ranking import precision
   from tfrank4class.retrieval import evaluation, model
 
-  assert losses.class_ids is labels.class_ids and rambo.class_ids is labels.class_ids
+  assert losses.class_ids is labels.class_ids
   assert losses.to_relevance is labels.to_relevance
   assert functional.harmonic_difference is precision.harmonic_difference
   assert retrieval.retrieval_recall_at_k is evaluation.retrieval_recall_at_k

@@ -161,3 +161,87 @@ def _check_list_length(name, scores, min_length):
     tf.shape(scores)[-1] >= min_length,
     [f"`{name}` must hold {allowed}, got lists of", tf.shape(scores)[-1], "items"],
   )
+
+
+def check_sample_weight(sample_weight, batch_size, list_size=None, dtype=tf.float32):
+  """The one sample-weight check of the losses and metrics: per-example (or per-item) weights.
+
+  Allowed shapes: ``[B]`` and ``[B, 1]`` (one weight per example, as ``fit(sample_weight=...)``,
+  ``fit(class_weight=...)`` and a dataset of ``(x, y, w)`` give them), and ``[B, C]`` (one weight
+  per item of each list) where ``list_size`` is given. Weights must be finite and ``>= 0`` (a
+  weight of 0 removes an example); a NaN, an infinity or a negative weight raises, eagerly and
+  inside ``tf.function`` (XLA drops the assertion), so that no NaN reaches a loss silently.
+  Keras itself multiplies by any weight; negative ones are refused here on purpose: TF-Ranking's
+  listwise losses multiply the labels by the weights and renormalise them, so a negative weight
+  would not negate a loss but invert which items are relevant, and a batch-level loss (see
+  :mod:`tfrank4class.losses.base`) keeps the examples of non-zero weight.
+
+  Args:
+    sample_weight: array-like or tensor.
+    batch_size: ``B``, an int or a scalar tensor (the static size is checked when known, the
+      dynamic one by an assertion).
+    list_size: ``C`` if per-item weights ``[B, C]`` are allowed, else ``None``.
+    dtype: the dtype of the returned weights.
+
+  Returns:
+    The weights as a ``dtype`` tensor, ``[B]`` per example or ``[B, C]`` per item.
+
+  Raises:
+    TypeError: non-numeric weights.
+    ValueError: a shape other than the allowed ones (known when traced).
+    InvalidArgumentError: NaN, +-inf or negative weights, or a batch size that differs at run
+      time.
+
+  Example:
+    >>> check_sample_weight([[2.0], [0.5]], batch_size=2).numpy()
+    array([2. , 0.5], dtype=float32)
+    >>> try:
+    ...   check_sample_weight([[1.0, 2.0], [3.0, 4.0]], batch_size=2)
+    ... except ValueError as e:
+    ...   print(e)
+    `sample_weight` must have shape [batch_size] or [batch_size, 1] (one weight per example) \
+with batch_size 2, got shape (2, 2).
+  """
+  try:
+    weights = tf.convert_to_tensor(sample_weight)
+  except (TypeError, ValueError) as e:
+    raise TypeError(
+      f"`sample_weight` must be a numeric tensor, got {sample_weight!r}: {e}"
+    ) from None
+  if not (weights.dtype.is_floating or weights.dtype.is_integer or weights.dtype == tf.bool):
+    raise TypeError(f"`sample_weight` must be a numeric tensor, got dtype {weights.dtype.name}.")
+  static_batch = tf.get_static_value(batch_size)
+  static_list = tf.get_static_value(list_size) if list_size is not None else None
+  allowed = "[batch_size] or [batch_size, 1] (one weight per example)"
+  if list_size is not None:
+    allowed = (
+      "[batch_size], [batch_size, 1] (one weight per example) or [batch_size, list_size] "
+      "(one weight per item)"
+    )
+  sizes = f"batch_size {static_batch}" if static_batch is not None else ""
+  if static_list is not None:
+    sizes += f" and list_size {static_list}"
+  message = f"`sample_weight` must have shape {allowed}" + (f" with {sizes}" if sizes else "")
+  shape = weights.shape
+  if shape.rank is not None:
+    per_item = shape.rank == 2 and shape[1] is not None and shape[1] != 1
+    bad = (
+      shape.rank not in (1, 2)
+      or (static_batch is not None and shape[0] is not None and shape[0] != static_batch)
+      or (per_item and list_size is None)
+      or (per_item and None not in (shape[1], static_list) and shape[1] != static_list)
+    )
+    if bad:
+      raise ValueError(f"{message}, got shape {tuple(shape)}.")
+    if shape.rank == 2 and (shape[1] == 1 or (shape[1] is None and list_size is None)):
+      weights = tf.reshape(weights, [-1])  # [B, 1]; a batch of any other size fails below
+  weights = tf.cast(weights, dtype)
+  tf.debugging.Assert(
+    tf.equal(tf.shape(weights)[0], tf.cast(batch_size, tf.int32)),
+    [f"{message}; got a batch of", tf.shape(weights)[0], "weights for", batch_size, "examples."],
+  )
+  tf.debugging.Assert(
+    tf.reduce_all(tf.logical_and(tf.math.is_finite(weights), weights >= 0)),
+    ["`sample_weight` must be finite and >= 0 (no NaN, Inf or negative weight)."],
+  )
+  return weights

@@ -39,6 +39,7 @@ import importlib.util
 import os
 import sys
 import types
+import weakref
 
 import tensorflow as tf
 from tensorflow.python.framework import config as tf_config
@@ -166,6 +167,68 @@ def loss_reduction(reduction):
   return reduction
 
 
+def reduce_loss(loss, values):
+  """Reduces a loss's (already weighted) values as the bound Keras's ``Loss.__call__`` does.
+
+  With ``v`` the values (any shape) and ``n`` their number of elements:
+
+      "none":                                  v
+      "sum":                                   sum(v)
+      "sum_over_batch_size" (Keras 2 "auto",   sum(v) / n            (0 if n = 0)
+        Keras 3 also "mean")
+      "mean_with_sample_weight" (Keras 3):     sum(v) / n            (the weights are already in v)
+
+  then, as each flavour does it under a ``tf.distribute`` strategy:
+
+  * Keras 3 divides a mean (not a sum) by the number of replicas in sync, since it sums the
+    replicas' gradients; it returns a scalar ``v`` unreduced and unscaled, as its
+    ``reduce_values`` does;
+  * Keras 2 refuses ``"auto"`` and ``"sum_over_batch_size"`` under a strategy unless ``compile``
+    allowed it (``Model.compile`` sets that permission on the loss it is given, and scales the
+    replicas' losses itself), with its own message.
+
+  Values are computed in the loss's dtype under Keras 3 (``loss.dtype``), in their own under
+  Keras 2, as the flavours' ``Loss.__call__`` do.
+
+  Example:
+    >>> class Halves(keras.losses.Loss):
+    ...   def call(self, y_true, y_pred):
+    ...     return y_pred / 2.0
+    >>> float(reduce_loss(Halves(reduction="sum"), tf.constant([1.0, 2.0, 3.0])))
+    6.0
+    >>> float(reduce_loss(Halves(), tf.constant([[1.0, 2.0], [3.0, 6.0]])))
+    3.0
+  """
+  reduction = loss.reduction
+  values = tf.convert_to_tensor(values)
+  if KERAS_3:
+    values = tf.cast(values, loss.dtype)
+    if reduction in (None, "none") or values.shape.rank == 0 or tuple(values.shape) == (0,):
+      return values
+  else:
+    if (
+      reduction in ("auto", "sum_over_batch_size")
+      and tf.distribute.has_strategy()
+      and not getattr(loss, "_allow_sum_over_batch_size", False)
+    ):
+      raise ValueError(
+        "Please use `tf.keras.losses.Reduction.SUM` or `tf.keras.losses.Reduction.NONE` for loss "
+        "reduction when losses are used with `tf.distribute.Strategy`, except for specifying "
+        "losses in `Model.compile()` for use by the built-in training loop `Model.fit()`."
+      )
+    if reduction == "none":
+      return values
+  total = tf.reduce_sum(values)
+  if reduction == "sum":
+    return total
+  mean = tf.math.divide_no_nan(total, tf.cast(tf.size(values), total.dtype))
+  if KERAS_3:
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    if replicas > 1:
+      mean = mean * tf.cast(1.0 / replicas, mean.dtype)
+  return mean
+
+
 def _is_foreign_keras(module_name):
   """Whether ``module_name`` belongs to a Keras other than the bound one."""
   top = module_name.split(".")[0]
@@ -231,6 +294,27 @@ def _calling_modules(depth=_STACK_DEPTH):
   return modules
 
 
+def _check_caller(obj, args=(), kwargs=None):
+  """:func:`check_keras_flavour` for a call of ``obj``, walking the call stack only when needed.
+
+  The arguments are checked on every call (a ``tf.nest.flatten``). The callers' modules are read
+  from the stack once per trace (a call inside a ``tf.function`` being traced: Keras's train,
+  test and predict steps) and, eagerly, on the object's first call only, not on every step.
+  """
+  check_keras_flavour(obj, args, kwargs)
+  if tf.executing_eagerly():
+    if obj in _CHECKED_EAGERLY:
+      return
+    check_keras_flavour(obj, caller_modules=_calling_modules(depth=_STACK_DEPTH + 1))
+    _CHECKED_EAGERLY.add(obj)
+  else:
+    check_keras_flavour(obj, caller_modules=_calling_modules(depth=_STACK_DEPTH + 1))
+
+
+#: The objects whose eager callers were checked (see :func:`_check_caller`).
+_CHECKED_EAGERLY = weakref.WeakSet()
+
+
 def _guard_call(cls):
   """Makes ``cls.__call__`` and ``cls.variables`` run :func:`check_keras_flavour` first.
 
@@ -242,7 +326,7 @@ def _guard_call(cls):
 
     @functools.wraps(call)
     def guarded(self, *args, **kwargs):
-      check_keras_flavour(self, args, kwargs, caller_modules=_calling_modules())
+      _check_caller(self, args, kwargs)
       return call(self, *args, **kwargs)
 
     guarded._checks_keras_flavour = True  # pylint: disable=protected-access
@@ -253,7 +337,7 @@ def _guard_call(cls):
   ):
 
     def guarded_variables(self):
-      check_keras_flavour(self, caller_modules=_calling_modules())
+      _check_caller(self)
       return variables.fget(self)
 
     guarded_variables._checks_keras_flavour = True  # pylint: disable=protected-access

@@ -11,6 +11,7 @@ from tfrank4class.losses.average_precision import (
   MapApcLoss,
   MeanAveragePrecisionLoss,
 )
+from tfrank4class.losses.base import ListwiseLoss, Loss
 from tfrank4class.losses.blackbox_ndcg import BlackboxNDCGLoss
 from tfrank4class.losses.metric_learning import ContrastiveLoss, SmoothedCrossEntropy, TripletLoss
 from tfrank4class.losses.rambo import BlackboxRankLoss
@@ -28,6 +29,8 @@ __all__ = [
   "class_ids",
   "ContrastiveLoss",
   "get",
+  "ListwiseLoss",
+  "Loss",
   "MapApcLoss",
   "MeanAveragePrecisionLoss",
   "names",

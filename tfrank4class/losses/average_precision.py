@@ -66,6 +66,9 @@ class MeanAveragePrecisionLoss(rambo.BlackboxRankLoss):
   batches, Sec. 4.3); its loss is Eq. 22 and ``L_mAP`` their mean over the classes; classes
   without a relevant example are left out of the mean. A batch-level loss: returns a scalar.
 
+  Sample weights (``coupling = "batch"``, see :mod:`tfrank4class.losses.base`): an example of
+  weight 0 is left out of every list; the loss of the others is scaled by the mean weight.
+
   Args:
     lambda_: blackbox interpolation strength ``> 0``.
     margin: ``alpha >= 0`` (Eq. 14-15).
@@ -84,6 +87,7 @@ class MeanAveragePrecisionLoss(rambo.BlackboxRankLoss):
   """
 
   supports_memory = True
+  coupling = "batch"
 
   def __init__(
     self,
@@ -107,6 +111,9 @@ class APCLoss(rambo.BlackboxRankLoss):
   are the (example, true class) pairs, which favours scores comparable across classes.
   A batch-level loss: returns a scalar.
 
+  Sample weights (``coupling = "batch"``, see :mod:`tfrank4class.losses.base`): an example of
+  weight 0 is left out of every list; the loss of the others is scaled by the mean weight.
+
   Example:
     >>> loss = APCLoss()
     >>> # one list [0.9, 0.2, 0.4, 0.6], relevant 0.9 (rank 1) and 0.6 (rank 2): AP = 1
@@ -120,6 +127,7 @@ class APCLoss(rambo.BlackboxRankLoss):
   """
 
   supports_memory = True
+  coupling = "batch"
 
   def __init__(
     self, lambda_=1.0, margin=0.0, memory=0, reduction=compat.DEFAULT_REDUCTION, name="apc_loss"
@@ -140,6 +148,9 @@ class MapApcLoss(rambo.BlackboxRankLoss):
   the memory for the loss as a whole; the authors' code computes its APC term on the current batch
   only.
 
+  Sample weights (``coupling = "batch"``, see :mod:`tfrank4class.losses.base`): an example of
+  weight 0 is left out of every list; the loss of the others is scaled by the mean weight.
+
   Args:
     map_weight, apc_weight: non-negative weights, not both 0.
     lambda_, margin, memory: as in :class:`MeanAveragePrecisionLoss`.
@@ -158,6 +169,7 @@ class MapApcLoss(rambo.BlackboxRankLoss):
   """
 
   supports_memory = True
+  coupling = "batch"
 
   def __init__(
     self,

@@ -1,4 +1,4 @@
-"""The base class of every loss of the package: labels reach ``call`` as the caller gave them.
+"""The base class of every loss of the package: raw labels reach ``call``, weights are Keras's.
 
 Keras 2's ``Loss.__call__`` hands ``y_true`` to ``call`` unchanged; Keras 3's converts it (and
 ``y_pred``) to the loss dtype, a float, first. Our losses take integer class ids ``[B]`` /
@@ -9,36 +9,49 @@ non-numeric labels raise the parser's ``TypeError``, and ``y_pred`` keeps its dt
 check, :func:`tfrank4class._validation.check_scores`, decides the computation dtype).
 
 :class:`Loss` therefore computes the values itself, ``values = call(y_true, y_pred)`` on the raw
-arguments, and only then hands them to the bound Keras's own ``Loss.__call__`` through a
-pass-through loss with the same attributes, so that sample weights, the reduction and (Keras 3)
-the scaling by the number of replicas under a distribution strategy are the flavour's own:
+arguments, checks the sample weights (:func:`tfrank4class._validation.check_sample_weight`) and
+reduces with :func:`tfrank4class.compat.reduce_loss`, which applies the bound Keras's reduction
+rules (including its rules under a distribution strategy):
 
-    loss(y, s, w) = reduce_K(call(y, s) * w)      reduce_K: Keras's "sum", "sum_over_batch_size"
+    loss(y, s, w) = reduce_K(call(y, s) * w)      reduce_K: "sum", "sum_over_batch_size"
                                                   (Keras 2: also "auto") or "none"
+
+What a per-example weight ``w_i`` means depends on how the loss couples the examples of a batch,
+declared by the class attribute :attr:`Loss.coupling`:
+
+* ``"example"``: example ``i``'s loss depends on example ``i`` alone; ``w_i`` multiplies it, and
+  the weighted value is ``reduce_K(w_i * l_i)``, the weighted mean under ``reduce_K``.
+* ``"anchor"``: one loss per example (the anchor), computed against the whole batch (metric
+  learning); ``w_i`` multiplies anchor ``i``'s loss as above, and example ``i`` still takes part
+  in the other anchors' pairs and triplets (a weight of 0 removes it as an anchor only).
+* ``"batch"``: one loss per batch (lists that run down the batch, as RaMBO's mAP and APC). The
+  examples with ``w_i = 0`` are left out of every list (their labels become padding, so they are
+  ranked neither as queries nor as items), and the batch loss of the others is scaled by the mean
+  weight: ``L_w = L(batch without the w = 0 examples) * sum_i w_i / B``, whatever the reduction.
+  Unit weights give the unweighted loss.
 """
 
 import re
 
 import tensorflow as tf
 
-from tfrank4class import compat
+from tfrank4class import _validation, compat
 from tfrank4class.compat import keras
+from tfrank4class.labels import num_items, to_relevance
 
-
-class _PassThrough(keras.losses.Loss):
-  """The identity loss: Keras's own weighting and reduction of values that are already losses."""
-
-  def call(self, y_true, y_pred):
-    del y_true
-    return y_pred
+#: The values of :attr:`Loss.coupling`.
+COUPLINGS = ("example", "anchor", "batch")
 
 
 class Loss(keras.losses.Loss):
   """A ``keras.losses.Loss`` whose ``call(y_true, y_pred)`` receives the raw labels and scores.
 
-  Subclass it and implement ``call`` (per-example losses, or a batch-level scalar); construct
-  it with ``reduction`` in either flavour's spelling (Keras 2's ``"auto"`` is Keras 3's
-  ``"sum_over_batch_size"``, see :func:`tfrank4class.compat.loss_reduction`).
+  Subclass it and implement ``call`` (per-example losses ``[B]``, or a batch-level loss of shape
+  ``[]`` or ``[1]``); construct it with ``reduction`` in either flavour's spelling (Keras 2's
+  ``"auto"`` is Keras 3's ``"sum_over_batch_size"``, see
+  :func:`tfrank4class.compat.loss_reduction`).
+  Sample weights ``[B]`` or ``[B, 1]`` weigh the examples as the module docstring describes for
+  the class's :attr:`coupling`; other shapes raise a ``ValueError`` naming ``sample_weight``.
 
   Example:
     >>> class FirstScore(Loss):
@@ -47,43 +60,114 @@ class Loss(keras.losses.Loss):
     >>> loss = FirstScore(reduction="sum")
     >>> float(loss(tf.constant([1, 2]), tf.constant([[1.0, 0.0], [3.0, 0.0]])))
     7.0
-    >>> float(loss(tf.constant([1, 2]), tf.constant([[1.0, 0.0], [3.0, 0.0]]), [[1.0], [0.0]]))
+    >>> float(loss(tf.constant([1, 2]), tf.constant([[1.0, 0.0], [3.0, 0.0]]), [1.0, 0.0]))
     1.0
     >>> model = keras.Sequential([keras.layers.Dense(2)])
     >>> model.compile(optimizer="adam", loss=FirstScore())
   """
+
+  #: How the loss couples the examples of a batch: ``"example"`` (each example's loss depends on
+  #: it alone), ``"anchor"`` (one loss per example, against the whole batch) or ``"batch"`` (one
+  #: loss per batch; ``call`` must then accept dense relevance ``[B, C]`` with ``-1`` as padding).
+  #: It decides what a per-example sample weight means (see the module docstring).
+  coupling = "example"
+  #: Whether the loss also defines per-item sample weights ``[B, C]`` (TF-Ranking's losses).
+  item_weights = False
 
   def __init__(self, reduction=compat.DEFAULT_REDUCTION, name=None):
     super().__init__(reduction=compat.loss_reduction(reduction), name=name)
 
   def __call__(self, y_true, y_pred, sample_weight=None):
     with tf.name_scope(self._scope()):
+      if sample_weight is not None and self.coupling == "batch":
+        return self._batch_weighted(y_true, y_pred, sample_weight)
       values = self.call(y_true, y_pred)
-    return self.reduce(values, sample_weight)
+      return self.reduce(values, sample_weight)
 
   def _scope(self):
     """The name as a valid name scope (Keras 2 leaves ``name=None`` as it is)."""
     return re.sub(r"[^A-Za-z0-9_.\-/]", "_", self.name or type(self).__name__)
 
-  def reduce(self, values, sample_weight=None):
-    """``values`` times ``sample_weight``, reduced by the bound Keras as ``self.reduction`` says.
+  def _batch_weighted(self, y_true, y_pred, sample_weight):
+    """A batch-level loss without the zero-weight examples, scaled by the mean weight."""
+    scores = _validation.check_scores("y_pred", y_pred, finite=False)
+    batch = tf.shape(scores)[0]
+    weights = _validation.check_sample_weight(sample_weight, batch, dtype=scores.dtype)
+    relevance = to_relevance(y_true, num_items(scores), dtype=scores.dtype)
+    relevance = tf.where(weights[:, None] != 0, relevance, -tf.ones_like(relevance))
+    mean_weight = tf.reduce_sum(weights) / tf.cast(batch, weights.dtype)
+    return self.reduce(self.call(relevance, scores) * mean_weight)
 
-    A sample weight with one trailing axis of size 1 more than ``values`` (``[B, 1]`` for
-    per-list losses ``[B]``) is squeezed first, and one with an axis fewer gets that axis, as
-    Keras 2 matches them (Keras 3 would instead give ``reduction="none"`` values of shape
-    ``[B, 1]``), so that the values have the same shape under both flavours.
+  def reduce(self, values, sample_weight=None):
+    """``values`` times ``sample_weight``, reduced as the bound Keras reduces ``self.reduction``.
+
+    ``values`` are per-example losses ``[B]`` (the weights, ``[B]`` or ``[B, 1]``, multiply
+    them) or a batch-level loss (no weights). With ``reduction="none"`` the result has the shape
+    of ``values`` under both flavours.
     """
+    values = tf.convert_to_tensor(values)
     if sample_weight is not None:
-      values = tf.convert_to_tensor(values)
-      sample_weight = tf.convert_to_tensor(sample_weight)
-      rank, weight_rank = values.shape.rank, sample_weight.shape.rank
-      if rank is not None and weight_rank == rank + 1 and sample_weight.shape[-1] == 1:
-        sample_weight = tf.squeeze(sample_weight, -1)
-      elif rank is not None and weight_rank is not None and weight_rank == rank - 1 > 0:
-        sample_weight = sample_weight[..., None]
-    # The pass-through loss with this loss's attributes: everything Keras reads (reduction, name,
-    # dtype, Keras 2's permission to reduce "auto" under a distribution strategy, which `compile`
-    # sets on the loss it is given).
-    view = _PassThrough.__new__(_PassThrough)
-    view.__dict__.update(vars(self))
-    return view(values, values, sample_weight)
+      if values.shape.rank is not None and values.shape.rank != 1:
+        raise ValueError(
+          f"{type(self).__name__} returned values of shape {values.shape} from `call`; "
+          "per-example `sample_weight` needs one loss per example, shape [batch_size] (a "
+          'batch-level loss declares coupling = "batch").'
+        )
+      weights = _validation.check_sample_weight(
+        sample_weight, tf.shape(values)[0], dtype=values.dtype
+      )
+      values = values * weights
+    return compat.reduce_loss(self, values)
+
+
+class ListwiseLoss(Loss):
+  """The base of a ranking loss over lists: implement ``loss_values(scores, relevance)``.
+
+  ``scores`` ``[B, C]`` are ``y_pred`` after the package's score check (a real tensor, at least
+  ``float32``, each row a list of at least :attr:`min_list_size` items); ``relevance`` ``[B, C]``
+  are the labels parsed by :func:`tfrank4class.losses.to_relevance` in the scores' dtype: integer
+  class ids ``[B]`` / ``[B, 1]`` become one-hot rows, dense relevance passes through, and a
+  value ``< 0`` marks a padded item, which the loss must leave out (its score may be anything).
+  ``loss_values`` returns one loss per list ``[B]``:
+
+      loss(y, s, w) = reduce_K(loss_values(s, to_relevance(y)) * w)
+
+  with the bound Keras's reduction ``reduce_K`` and sample weights ``w`` ``[B]`` / ``[B, 1]``
+  checked as :class:`Loss` does. Losses that rank down the batch return one batch-level value
+  and declare ``coupling = "batch"`` (see the module docstring). Register a subclass with
+  :func:`tfrank4class.losses.register` to make it reachable by name and loadable from ``.keras``
+  files.
+
+  Example (the softmax cross-entropy of the relevant items, ListNet's top-one loss for one-hot
+  labels):
+    >>> class TopOneLoss(ListwiseLoss):
+    ...   def loss_values(self, scores, relevance):
+    ...     valid = relevance >= 0
+    ...     log_p = tf.nn.log_softmax(tf.where(valid, scores, -1e9))
+    ...     target = tf.where(valid, relevance, 0.0)
+    ...     target /= tf.reduce_sum(target, -1, keepdims=True)
+    ...     return -tf.reduce_sum(tf.where(valid, target * log_p, 0.0), -1)
+    >>> loss = TopOneLoss(reduction="none")
+    >>> loss([0, 1], [[0.0, 0.0], [1.0, 1.0]]).numpy().round(4)   # log 2 each
+    array([0.6931, 0.6931], dtype=float32)
+    >>> model = keras.Sequential([keras.layers.Dense(2)])
+    >>> model.compile(optimizer="adam", loss=TopOneLoss())
+  """
+
+  #: The shortest list the loss ranks (checked when the graph is traced, or at run time).
+  min_list_size = 1
+
+  def lists(self, y_true, y_pred):
+    """``(scores, relevance)`` from the raw labels and scores: the score check and the parser."""
+    scores = _validation.check_scores("y_pred", y_pred, min_length=self.min_list_size, finite=False)
+    return scores, to_relevance(y_true, num_items(scores), dtype=scores.dtype)
+
+  def loss_values(self, scores, relevance):
+    """One loss per list ``[B]`` from scores and relevance ``[B, C]``; subclasses implement it."""
+    raise NotImplementedError(
+      f"{type(self).__name__} must implement loss_values(scores, relevance)."
+    )
+
+  @tf.autograph.experimental.do_not_convert
+  def call(self, y_true, y_pred):
+    return self.loss_values(*self.lists(y_true, y_pred))

@@ -15,8 +15,11 @@ Distances are Euclidean, by default between L2-normalised embeddings (``normaliz
 ``d(a, b)^2 = 2 - 2 cos(a, b)`` lies in ``[0, 4]``. ``P(i)`` are the other items of ``i``'s class
 in the batch, ``N(i)`` the items of other classes, ``[x]_+ = max(x, 0)``.
 
-Each loss returns one value per anchor ``[B]`` and lets Keras reduce them (so ``sample_weight``
-weighs anchors). An anchor without a positive or without a negative in the batch contributes 0.
+Each loss returns one value per anchor ``[B]`` and lets Keras reduce them: ``sample_weight``
+``[B]`` / ``[B, 1]`` weighs the anchors (``coupling = "anchor"``, see
+:mod:`tfrank4class.losses.base`); an item of weight 0 is no anchor but still a positive or
+negative of the others. An anchor without a positive or without a negative in the batch
+contributes 0.
 Under ``tf.distribute`` each replica mines inside its own share of the global batch.
 """
 
@@ -76,6 +79,7 @@ class _EmbeddingLoss(Loss):
   """Shared constructor and config of the embedding losses."""
 
   _MINING = ()
+  coupling = "anchor"
 
   def __init__(self, margin, normalize, mining, reduction, name):
     super().__init__(reduction=reduction, name=name)

@@ -32,9 +32,7 @@ import tensorflow as tf
 
 from tfrank4class import _validation, compat
 
-# class_ids: public here before the one label parser existed; re-exported from it.
-from tfrank4class.labels import class_ids, num_items, to_relevance  # noqa: F401
-from tfrank4class.losses.base import Loss
+from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.ranking.blackbox import blackbox_rank_within, margin_shift
 from tfrank4class.ranking.exact import rank_within
@@ -234,15 +232,13 @@ def similarity_lists(
   return sims, relevance
 
 
-class BlackboxRankLoss(Loss):
+class BlackboxRankLoss(ListwiseLoss):
   """Base of the RaMBO Keras losses: validates ``lambda_``, ``margin``, ``memory``; serialises.
 
-  Subclasses implement ``loss_values(scores, relevance)`` returning per-list losses ``[B]`` or a
-  batch-level scalar. ``call`` has no tensor-dependent Python control flow and is excluded from
-  AutoGraph conversion (which otherwise slows down every first trace). ``call(y_true, y_pred)``
-  turns labels into relevance with :func:`tfrank4class.losses.to_relevance`, prepends the score
-  memory (Sec. 4.3) if one is configured (``memory`` batches, concatenated down the batch axis)
-  and calls it.
+  A :class:`~tfrank4class.losses.base.ListwiseLoss`: subclasses implement
+  ``loss_values(scores, relevance)`` returning per-list losses ``[B]`` or a batch-level scalar.
+  The lists are the parsed labels and checked scores, with the score memory (Sec. 4.3) prepended
+  if one is configured (``memory`` batches, concatenated down the batch axis).
 
   Example (a loss on the mean blackbox rank of the relevant items):
     >>> class RelevantRankLoss(BlackboxRankLoss):
@@ -274,16 +270,11 @@ class BlackboxRankLoss(Loss):
       )
     self._memory = ScoreMemory(self.memory) if self.memory else None
 
-  def loss_values(self, scores, relevance):
-    raise NotImplementedError
-
-  @tf.autograph.experimental.do_not_convert
-  def call(self, y_true, y_pred):
-    scores = _validation.check_scores("y_pred", y_pred, finite=False)
-    relevance = to_relevance(y_true, num_items(scores), dtype=scores.dtype)
+  def lists(self, y_true, y_pred):
+    scores, relevance = super().lists(y_true, y_pred)
     if self._memory is not None:
       scores, relevance = self._memory(scores, relevance)
-    return self.loss_values(scores, relevance)
+    return scores, relevance
 
   def get_config(self):
     config = super().get_config()

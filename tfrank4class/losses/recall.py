@@ -33,7 +33,9 @@ class RecallLoss(rambo.BlackboxRankLoss):
     ``[B]`` / ``[B, 1]``. Each row ``i`` of the batch is a query; the gallery is the batch (plus
     the ``memory`` past batches); the list of query ``i`` holds its similarities
     (``similarity="cosine"`` or ``"dot"``) to every gallery item except itself, and the relevant
-    items are those with the same class id. Returns one loss per query.
+    items are those with the same class id. Returns one loss per query; a sample weight weighs
+    the queries, and a query of weight 0 stays in the others' galleries (``coupling`` is
+    ``"anchor"``, see :mod:`tfrank4class.losses.base`).
 
   Args:
     weighting: ``"log"`` or ``"loglog"``.
@@ -87,6 +89,11 @@ class RecallLoss(rambo.BlackboxRankLoss):
         "matrix are independent lists that past batches do not lengthen."
       )
     super().__init__(lambda_=lambda_, margin=margin, memory=memory, reduction=reduction, name=name)
+
+  @property
+  def coupling(self):
+    """``"anchor"`` with ``from_embeddings=True`` (the batch is the gallery), else ``"example"``."""
+    return "anchor" if self.from_embeddings else "example"
 
   def loss_values(self, scores, relevance):
     return rambo.recall_loss_values(scores, relevance, self.lambda_, self.margin, self.weighting)

@@ -27,9 +27,11 @@ def register(name):
   """Class decorator: registers a loss class under ``name``.
 
   The class becomes Keras-serializable as ``tfrank4class>ClassName`` and reachable through
-  :func:`get`. Subclass :class:`tfrank4class.losses.base.Loss`: its ``call(y_true, y_pred)``
-  then receives the raw labels under both Keras flavours (Keras 3's own ``Loss.__call__`` casts
-  them to float first); parse them with :func:`to_relevance` or :func:`class_ids`.
+  :func:`get`. Subclass :class:`tfrank4class.losses.ListwiseLoss` and implement
+  ``loss_values(scores, relevance)``, or :class:`tfrank4class.losses.Loss`, whose
+  ``call(y_true, y_pred)`` receives the raw labels under both Keras flavours (Keras 3's own
+  ``Loss.__call__`` casts them to float first); parse them with :func:`to_relevance` or
+  :func:`class_ids`.
 
   Raises:
     ValueError: ``name`` is already registered (a TF-Ranking key or one of ours).

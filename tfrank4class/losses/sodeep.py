@@ -39,8 +39,7 @@ import tensorflow as tf
 
 from tfrank4class import _validation, compat
 from tfrank4class.compat import keras
-from tfrank4class.labels import num_items, to_relevance
-from tfrank4class.losses.base import Loss
+from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.registry import register
 from tfrank4class.ranking import sorter_base
 from tfrank4class.ranking.exact import rank
@@ -74,8 +73,10 @@ def resolve_ranker(ranker, trainable=False):
   )
 
 
-class _RankLoss(Loss):
+class _RankLoss(ListwiseLoss):
   """Shared plumbing: the rank operator, its optional fine-tuning, and serialization."""
+
+  min_list_size = 2
 
   def __init__(self, ranker, ranker_trainable, ranker_learning_rate, reduction, name):
     super().__init__(reduction=reduction, name=name)
@@ -148,10 +149,6 @@ class _RankLoss(Loss):
       }
     )
     return config
-
-
-def _scores(y_pred, min_length=2):
-  return _validation.check_scores("y_pred", y_pred, min_length=min_length, finite=False)
 
 
 def _sink(scores, keep):
@@ -227,19 +224,23 @@ class SpearmanLoss(_RankLoss):
     self.over_batch = over_batch
 
   def call(self, y_true, y_pred):
-    if self.over_batch:
-      y_pred = tf.convert_to_tensor(y_pred)
-      if y_pred.shape.rank not in (1, 2) or (y_pred.shape.rank == 2 and y_pred.shape[-1] != 1):
-        raise ValueError(
-          f"With over_batch=True `y_pred` must have shape [B] or [B, 1], got shape {y_pred.shape}."
-        )
-      scores = _scores(tf.reshape(y_pred, [1, -1]))
-      target = tf.reshape(tf.cast(y_true, scores.dtype), [1, -1])
-      valid = tf.ones_like(scores, tf.bool)
-    else:
-      scores = _scores(y_pred)
-      target = to_relevance(y_true, num_items(scores), dtype=scores.dtype)
-      valid = target >= 0
+    if not self.over_batch:
+      return super().call(y_true, y_pred)
+    y_pred = tf.convert_to_tensor(y_pred)
+    if y_pred.shape.rank not in (1, 2) or (y_pred.shape.rank == 2 and y_pred.shape[-1] != 1):
+      raise ValueError(
+        f"With over_batch=True `y_pred` must have shape [B] or [B, 1], got shape {y_pred.shape}."
+      )
+    scores = _validation.check_scores(
+      "y_pred", tf.reshape(y_pred, [1, -1]), min_length=2, finite=False
+    )
+    target = tf.reshape(tf.cast(y_true, scores.dtype), [1, -1])
+    return self._loss(scores, target, tf.ones_like(scores, tf.bool))
+
+  def loss_values(self, scores, relevance):
+    return self._loss(scores, relevance, relevance >= 0)
+
+  def _loss(self, scores, target, valid):
     stats = tie_statistics(target, mask=valid)
     target_ranks = stats["above"] + (stats["tied"] + 1.0) / 2.0
     m = tf.reduce_sum(tf.cast(valid, scores.dtype), axis=-1)
@@ -287,11 +288,13 @@ class SorterMAPLoss(_RankLoss):
   :class:`SorterAPLoss`.
 
   The loss is one value per batch (shape ``[1]``): it is not a sum over independent rows. Padded
-  entries (relevance < 0) are excluded from their class's list. A sorter tied to one length
-  (``ConvSorter``) needs batches of exactly its ``list_size``. Adding a constant to all scores
-  of one class leaves the loss unchanged, so it learns per-class rankings (mAP), not which class
-  wins for an input (top-1); the paper (Sec. 4.2.2) adds it to a per-example loss (the
-  multi-label soft margin loss). Its gradient per rank is ``1 / (|C+| |P_c| |N_c|)``, so with
+  entries (relevance < 0) are excluded from their class's list. Sample weights
+  (``coupling = "batch"``, see :mod:`tfrank4class.losses.base`): an example of weight 0 is left
+  out of every class's list; the loss of the others is scaled by the mean weight. A sorter tied
+  to one length (``ConvSorter``) needs batches of exactly its ``list_size``. Adding a constant
+  to all scores of one class leaves the loss unchanged, so it learns per-class rankings (mAP),
+  not which class wins for an input (top-1); the paper (Sec. 4.2.2) adds it to a per-example loss
+  (the multi-label soft margin loss). Its gradient per rank is ``1 / (|C+| |P_c| |N_c|)``, so with
   the blackbox ranker choose a larger interpolation ``lambda`` than for per-list losses.
 
   Args:
@@ -309,6 +312,9 @@ class SorterMAPLoss(_RankLoss):
     ...               metrics=[tfrank4class.metrics.MeanAveragePrecision()])
   """
 
+  coupling = "batch"
+  min_list_size = 1
+
   def __init__(
     self,
     ranker="attention",
@@ -319,9 +325,7 @@ class SorterMAPLoss(_RankLoss):
   ):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)
 
-  def call(self, y_true, y_pred):
-    scores = _scores(y_pred, min_length=1)
-    relevance = to_relevance(y_true, num_items(scores), dtype=scores.dtype)
+  def loss_values(self, scores, relevance):
     batch = scores.shape[0]
     if batch is not None and batch < 2:
       raise ValueError(
@@ -384,9 +388,7 @@ class SorterAPLoss(_RankLoss):
   ):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)
 
-  def call(self, y_true, y_pred):
-    scores = _scores(y_pred)
-    relevance = to_relevance(y_true, num_items(scores), dtype=scores.dtype)
+  def loss_values(self, scores, relevance):
     positive = relevance > 0
     lists = _sink(scores, relevance >= 0)
     relevant_ranks = self._rank(_sink(scores, positive))
@@ -439,9 +441,7 @@ class RankTripletLoss(_RankLoss):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)
     self.alpha = _validation.check_float("alpha", alpha, minimum=0.0)
 
-  def call(self, y_true, y_pred):
-    scores = _scores(y_pred)
-    relevance = to_relevance(y_true, num_items(scores), dtype=scores.dtype)
+  def loss_values(self, scores, relevance):
     valid = relevance >= 0
     positive = relevance > 0
     negative = tf.logical_and(valid, tf.logical_not(positive))

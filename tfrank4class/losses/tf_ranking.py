@@ -84,6 +84,10 @@ class RankingLoss(Loss):
       weights are TF-Ranking's Keras lambda-weight classes, e.g.
       ``compat.tf_ranking_module("keras.losses").NDCGLambdaWeightV2()``.
 
+  Sample weights: ``[B]`` or ``[B, 1]`` weigh each list, ``[B, C]`` each item (TF-Ranking's
+  item weights, which its listwise losses fold into a per-list weight with the labels); all are
+  checked by :func:`tfrank4class._validation.check_sample_weight` (finite, ``>= 0``).
+
   Raises:
     ValueError: an unknown key or keyword argument, naming the allowed ones.
     ImportError: tensorflow-ranking is not installed (the message gives the command).
@@ -97,6 +101,8 @@ class RankingLoss(Loss):
     >>> model.compile(optimizer="adam", loss=RankingLoss("approx_ndcg_loss"),
     ...               metrics=[tfrank4class.metrics.NDCG(5)])
   """
+
+  item_weights = True
 
   def __init__(self, key, reduction=compat.DEFAULT_REDUCTION, name=None, **loss_kwargs):
     _validation.check_choice("key", key, TFR_KEYS)
@@ -134,7 +140,11 @@ class RankingLoss(Loss):
     y_pred = _validation.check_scores("y_pred", y_pred, finite=False)
     relevance = to_relevance(y_true, num_items(y_pred), dtype=y_pred.dtype)
     if sample_weight is not None:
-      sample_weight = tf.cast(sample_weight, y_pred.dtype)
+      sample_weight = _validation.check_sample_weight(
+        sample_weight, tf.shape(y_pred)[0], num_items(y_pred), dtype=y_pred.dtype
+      )
+      if sample_weight.shape.rank == 1:
+        sample_weight = sample_weight[:, None]  # TF-Ranking's per-list weights are [B, 1]
     if self._virtual_label is not None:
       batch = tf.shape(relevance)[0]
       relevance = tf.concat(

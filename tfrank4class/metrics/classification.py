@@ -43,25 +43,59 @@ from tfrank4class.compat import keras
 from tfrank4class.metrics import functional
 
 
-class _PerListMean(keras.metrics.Mean):
-  """The weighted mean over lists of ``self._per_list(labels, scores)``.
+class PerListMetric(keras.metrics.Mean):
+  """The base of a per-list metric: implement ``list_values(y_true, y_pred)``.
+
+  ``list_values`` maps the raw labels (class ids ``[B]`` / ``[B, 1]`` or dense relevance
+  ``[B, C]``; parse them with :func:`tfrank4class.losses.to_relevance`) and scores ``[B, C]`` to
+  one value per list ``[B]``. The metric is their weighted mean over every list seen since the
+  last reset, across batches and replicas (a ``keras.metrics.Mean``):
+
+      result = sum_i w_i v_i / sum_i w_i
+
+  with ``w`` the sample weights ``[B]`` or ``[B, 1]`` (one per list; 1 when not given), checked
+  by :func:`tfrank4class._validation.check_sample_weight` (finite, ``>= 0``; other shapes
+  raise a ``ValueError`` naming ``sample_weight``). Decorate a subclass with
+  ``keras.utils.register_keras_serializable`` (and give it a ``get_config`` for its own
+  arguments) to load it from ``.keras`` files.
 
   ``update_state`` has no tensor-dependent Python control flow and is excluded from AutoGraph
   conversion, which tf-keras otherwise applies to it even eagerly (rewriting every error of a bad
   label or score into an "in user code" traceback that Keras 3 does not add): the errors are the
   label parser's and the score check's own, under both flavours.
+
+  Example (the score of the first relevant item, a made-up metric):
+    >>> from tfrank4class.losses import to_relevance
+    >>> class FirstRelevantScore(PerListMetric):
+    ...   def list_values(self, y_true, y_pred):
+    ...     relevance = to_relevance(y_true, y_pred.shape[-1])
+    ...     return tf.gather(y_pred, tf.argmax(relevance, -1), batch_dims=1)
+    >>> m = FirstRelevantScore(name="first_relevant_score")
+    >>> _ = m.update_state([1, 0], tf.constant([[0.2, 0.8], [0.4, 0.6]]), sample_weight=[1, 3])
+    >>> round(float(m.result()), 4)   # (1 * 0.8 + 3 * 0.4) / 4
+    0.5
+    >>> import tfrank4class.losses
+    >>> model = keras.Sequential([keras.layers.Dense(2)])
+    >>> model.compile(optimizer="adam", loss=tfrank4class.losses.get("softmax_loss"),
+    ...               weighted_metrics=[FirstRelevantScore(name="first_relevant_score")])
   """
+
+  def list_values(self, y_true, y_pred):
+    """One value per list ``[B]``; subclasses implement it."""
+    raise NotImplementedError(f"{type(self).__name__} must implement list_values(y_true, y_pred).")
 
   @tf.autograph.experimental.do_not_convert
   def update_state(self, y_true, y_pred, sample_weight=None):
-    values = self._per_list(y_true, y_pred)
+    values = self.list_values(y_true, y_pred)
     if sample_weight is not None:
-      sample_weight = tf.reshape(tf.cast(sample_weight, values.dtype), [-1])
+      sample_weight = _validation.check_sample_weight(
+        sample_weight, tf.shape(values)[0], dtype=values.dtype
+      )
     return super().update_state(values, sample_weight=sample_weight)
 
 
 @compat.register_serializable
-class TopKAccuracy(_PerListMean):
+class TopKAccuracy(PerListMetric):
   """Top-K accuracy: the fraction of lists with a relevant item among the ``k`` highest scores.
 
       Top-K = mean over lists of 1[min_{i in P} rk_i <= K]
@@ -89,7 +123,7 @@ class TopKAccuracy(_PerListMean):
     self.k = _validation.check_int("k", k, minimum=1)
     super().__init__(name=name or f"top_{self.k}_accuracy", dtype=dtype)
 
-  def _per_list(self, y_true, y_pred):
+  def list_values(self, y_true, y_pred):
     return functional.top_k_accuracy(y_true, y_pred, k=self.k)
 
   def get_config(self):
@@ -97,7 +131,7 @@ class TopKAccuracy(_PerListMean):
 
 
 @compat.register_serializable
-class NDCG(_PerListMean):
+class NDCG(PerListMetric):
   """Mean NDCG@K over lists (Rank4Class Sec. 2.2, Eq. 1); ``k=None``: the whole list.
 
       DCG@K = sum_{p=1}^{K} gain(rel at position p) / log2(1 + p),   NDCG@K = DCG@K / IDCG@K
@@ -132,7 +166,7 @@ class NDCG(_PerListMean):
     self.gain = _validation.check_choice("gain", gain, functional.GAINS)
     super().__init__(name=name or ("ndcg" if self.k is None else f"ndcg_{self.k}"), dtype=dtype)
 
-  def _per_list(self, y_true, y_pred):
+  def list_values(self, y_true, y_pred):
     return functional.ndcg(y_true, y_pred, k=self.k, gain=self.gain)
 
   def get_config(self):
@@ -140,7 +174,7 @@ class NDCG(_PerListMean):
 
 
 @compat.register_serializable
-class MRR(_PerListMean):
+class MRR(PerListMetric):
   """Mean reciprocal rank of the first relevant item (Rank4Class Sec. 2.2).
 
       RR = 1 / min_{i in P} rk_i   (0 if that rank is past ``k``, or ``P`` is empty),
@@ -167,7 +201,7 @@ class MRR(_PerListMean):
     self.k = _validation.check_int("k", k, minimum=1, allow_none=True)
     super().__init__(name=name or ("mrr" if self.k is None else f"mrr_{self.k}"), dtype=dtype)
 
-  def _per_list(self, y_true, y_pred):
+  def list_values(self, y_true, y_pred):
     return functional.reciprocal_rank(y_true, y_pred, k=self.k)
 
   def get_config(self):
@@ -175,7 +209,7 @@ class MRR(_PerListMean):
 
 
 @compat.register_serializable
-class MeanAveragePrecision(_PerListMean):
+class MeanAveragePrecision(PerListMetric):
   """Mean over lists of the average precision, relevant = relevance ``> 0``.
 
       AP = 1/|P| sum_{i in P} Prec(i),   Prec(i) = #{j in P : rk_j <= rk_i} / rk_i
@@ -199,12 +233,12 @@ class MeanAveragePrecision(_PerListMean):
   def __init__(self, name="map", dtype=None):
     super().__init__(name=name, dtype=dtype)
 
-  def _per_list(self, y_true, y_pred):
+  def list_values(self, y_true, y_pred):
     return functional.average_precision(y_true, y_pred)
 
 
 @compat.register_serializable
-class Spearman(_PerListMean):
+class Spearman(PerListMetric):
   """Mean over lists of Spearman's rank correlation between graded labels and scores.
 
       rho = 1 - 6 sum_i (rk(y)_i - rk(s)_i)^2 / (n (n^2 - 1))   (SoDeep Sec. 3.2.1, Eq. 2)
@@ -227,12 +261,12 @@ class Spearman(_PerListMean):
   def __init__(self, name="spearman", dtype=None):
     super().__init__(name=name, dtype=dtype)
 
-  def _per_list(self, y_true, y_pred):
+  def list_values(self, y_true, y_pred):
     return functional.spearman(y_true, y_pred)
 
 
 @compat.register_serializable
-class RecallAtK(_PerListMean):
+class RecallAtK(PerListMetric):
   """Mean over lists of the fraction of the relevant items ranked among the top ``k``.
 
       Recall@K = #{i in P : rk_i <= K} / |P|
@@ -260,7 +294,7 @@ class RecallAtK(_PerListMean):
     self.k = _validation.check_int("k", k, minimum=1)
     super().__init__(name=name or f"recall_{self.k}", dtype=dtype)
 
-  def _per_list(self, y_true, y_pred):
+  def list_values(self, y_true, y_pred):
     return functional.recall_at_k(y_true, y_pred, k=self.k)
 
   def get_config(self):
@@ -268,7 +302,7 @@ class RecallAtK(_PerListMean):
 
 
 @compat.register_serializable
-class PrecisionAtK(_PerListMean):
+class PrecisionAtK(PerListMetric):
   """Mean over lists of the fraction of relevant items among the top ``k`` scores.
 
       Precision@K = #{i in P : rk_i <= K} / min(K, n)
@@ -299,7 +333,7 @@ class PrecisionAtK(_PerListMean):
     self.k = _validation.check_int("k", k, minimum=1)
     super().__init__(name=name or f"precision_{self.k}", dtype=dtype)
 
-  def _per_list(self, y_true, y_pred):
+  def list_values(self, y_true, y_pred):
     return functional.precision_at_k(y_true, y_pred, k=self.k)
 
   def get_config(self):
