@@ -31,7 +31,6 @@ Keras losses.
 import tensorflow as tf
 
 from tfrank4class import _validation, compat
-
 from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.ranking.blackbox import blackbox_rank_within, margin_shift
