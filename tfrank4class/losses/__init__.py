@@ -18,6 +18,7 @@ from tfrank4class.losses.recall import RecallLoss
 from tfrank4class.losses.registry import RankingLoss, get, names, register
 from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.losses.sodeep import RankTripletLoss, SorterAPLoss, SorterMAPLoss, SpearmanLoss
+from tfrank4class.losses.topk.smooth_svm import SmoothTopKSVMLoss
 
 __all__ = [
   "APCLoss",
@@ -36,6 +37,7 @@ __all__ = [
   "register",
   "ScoreMemory",
   "SmoothedCrossEntropy",
+  "SmoothTopKSVMLoss",
   "SorterAPLoss",
   "SorterMAPLoss",
   "SpearmanLoss",
