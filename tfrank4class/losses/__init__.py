@@ -19,6 +19,7 @@ from tfrank4class.losses.registry import RankingLoss, get, names, register
 from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.losses.sodeep import RankTripletLoss, SorterAPLoss, SorterMAPLoss, SpearmanLoss
 from tfrank4class.losses.topk.smooth_svm import SmoothTopKSVMLoss
+from tfrank4class.losses.topk.soft_rank import SoftRankTopKLoss
 
 __all__ = [
   "APCLoss",
@@ -38,6 +39,7 @@ __all__ = [
   "ScoreMemory",
   "SmoothedCrossEntropy",
   "SmoothTopKSVMLoss",
+  "SoftRankTopKLoss",
   "SorterAPLoss",
   "SorterMAPLoss",
   "SpearmanLoss",

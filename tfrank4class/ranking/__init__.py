@@ -16,6 +16,7 @@ from tfrank4class.ranking.precision import (
   expected_precision,
   harmonic_difference,
 )
+from tfrank4class.ranking.soft_sort import isotonic_regression, soft_rank, soft_sort
 from tfrank4class.ranking.sorter_base import Sorter
 from tfrank4class.ranking.sorters import PRETRAINED_SORTERS, SORTERS
 from tfrank4class.ranking.synthetic import synthetic_batch, synthetic_dataset
@@ -30,6 +31,7 @@ __all__ = [
   "ConvSorter",
   "expected_precision",
   "harmonic_difference",
+  "isotonic_regression",
   "log_binomial",
   "LSTMSorter",
   "margin_shift",
@@ -37,6 +39,8 @@ __all__ = [
   "PRETRAINED_SORTERS",
   "rank",
   "rank_within",
+  "soft_rank",
+  "soft_sort",
   "Sorter",
   "SORTERS",
   "synthetic_batch",
