@@ -7,7 +7,7 @@ NumPy and SciPy alone (numba only speeds it up). This script runs its ``SoftRank
 directions, several strengths, lists with ties) and stores the values and the vector-Jacobian
 products with a fixed random vector (``vjp``: the reference's own ``vjp``; ``numeric_vjp``:
 central finite differences of its ``compute``, for the lists of up to 100 items), for
-``tests/test_soft_sort.py``. The two differ where the reference's ``vjp`` is not the derivative
+``tests/test_permutahedron.py``. The two differ where the reference's ``vjp`` is not the derivative
 of its ``compute``: at ties (where neither exists; its ``np.argsort`` orders tied values
 arbitrarily) and for ``SoftSort`` with ``"kl"``, whose ``vjp`` weighs each block by the softmax
 of ``rho / eps`` rather than of the sorted values. Run:

@@ -5,7 +5,7 @@ The top-k error of one example is ``1[rank(s)_y > k]`` (rank 1 = highest score).
 place too low, so the hinge on the rank is an upper bound of the top-k error that is tight near
 the decision. Replacing the rank by the soft rank ``r_eps`` of Blondel, Teboul, Berthet and
 Djolonga, "Fast Differentiable Sorting and Ranking" (ICML 2020, Sec. 3, Eq. 9; computed by
-:func:`tfrank4class.ranking.soft_sort.soft_rank`, rank 1 = highest) makes it differentiable:
+:func:`tfrank4class.ranking.permutahedron.soft_rank`, rank 1 = highest) makes it differentiable:
 
     loss(s, y) = max(r_eps(s)_y - k, 0)
 
@@ -29,7 +29,7 @@ from tfrank4class.labels import num_items
 from tfrank4class.losses.base import Loss
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.topk.single_label import single_label
-from tfrank4class.ranking.soft_sort import REGULARIZATIONS, soft_rank
+from tfrank4class.ranking.permutahedron import REGULARIZATIONS, soft_rank
 
 
 def soft_rank_topk_loss(labels, scores, k=5, regularization_strength=1.0, regularization="l2"):

@@ -1,6 +1,7 @@
 """Soft sort and soft rank by projection onto the permutahedron (Blondel et al., ICML 2020).
 
-Blondel, Teboul, Berthet, Djolonga, "Fast Differentiable Sorting and Ranking", ICML 2020. With
+Blondel, Teboul, Berthet, Djolonga, "Fast Differentiable Sorting and Ranking", ICML 2020 (not
+the SoftSort of Prillo and Eisenschlos, :mod:`tfrank4class.ranking.softsort`). With
 ``rho = (n, n - 1, ..., 1)``, the permutahedron ``P(w)`` (the convex hull of the permutations of
 ``w``) and a regularisation ``Psi``: ``Q = 1/2 ||.||^2`` ("l2") or the entropy ``E`` ("kl"), the
 regularised projection (Sec. 3, Eq. 6-7)

@@ -1,4 +1,4 @@
-"""Tests of tfrank4class.ranking.soft_sort: the authors' NumPy code (committed fixtures of
+"""Tests of tfrank4class.ranking.permutahedron: the authors' NumPy code (committed fixtures of
 ``tools/soft_sort_reference.py``), exact limits against scipy, closed forms, finite differences,
 graph modes and bad input."""
 
@@ -9,7 +9,7 @@ import pytest
 import scipy.stats
 import tensorflow as tf
 
-from tfrank4class.ranking.soft_sort import isotonic_regression, soft_rank, soft_sort
+from tfrank4class.ranking.permutahedron import isotonic_regression, soft_rank, soft_sort
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "soft_sort.npz"
 DATA = np.load(FIXTURES)
