@@ -26,6 +26,7 @@ Usage:
   nice python benchmarks/topk.py                       # C = 10, 100, 1000; 1 and 2 threads
   python benchmarks/topk.py --quick                    # C = 10, one thread, no PyTorch
   python benchmarks/topk.py --torch_python /work/venv-torch/bin/python
+  python benchmarks/topk.py --isotonic                 # soft rank: eager / function / XLA
 Writes benchmarks/out/topk.json and benchmarks/out/topk.png.
 """
 
@@ -114,7 +115,7 @@ def tf_worker(threads, sizes, repeats, memory):
       scores, labels = inputs(c)
       s, y = tf.constant(scores), tf.constant(labels)
 
-      @tf.function
+      @tf.function(autograph=False)  # no tensor-dependent Python control flow to convert
       def step(s, y, loss=loss, c=c):
         with tf.GradientTape() as tape:
           tape.watch(s)
@@ -157,11 +158,40 @@ def torch_worker(threads, sizes, repeats, memory):
         return s.grad
 
       row = {"framework": "torch", "loss": name, "C": c, "threads": threads}
-      row["ms"] = timed(call, repeats)
+      try:
+        row["ms"] = timed(call, repeats)
+      except (AssertionError, ImportError) as e:  # e.g. difftopk's sparse top-m needs torch-sparse
+        row["error"] = f"{type(e).__name__}: {e}"
+        results.append(row)
+        continue
       if memory:
         row["peak_mb"] = peak_mb(call)
       results.append(row)
   return results
+
+
+def isotonic_table(threads, repeats):
+  """Soft rank (parallel PAV, :mod:`tfrank4class.ranking.permutahedron`) forward + backward,
+  B = 64, eps = 1, "l2", eagerly, in ``tf.function`` and with ``jit_compile=True``."""
+  tf = _common.setup_tensorflow(threads)
+  from tfrank4class.ranking import soft_rank  # pylint: disable=g-import-not-at-top
+
+  def step(x):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      value = tf.reduce_sum(tf.square(soft_rank(x, 1.0)))
+    return tape.gradient(value, x)
+
+  modes = {"eager": step, "function": tf.function(step), "xla": tf.function(step, jit_compile=True)}
+  lines = [
+    f"soft rank + gradient, B = {B}, {threads} thread(s), median ms",
+    f"{'n':>6}" + "".join(f"{m:>10}" for m in modes),
+  ]
+  for n in (10, 100, 1000):
+    x = tf.constant(inputs(n)[0])
+    times = [timed(lambda f=f, x=x: f(x).numpy(), repeats) for f in modes.values()]
+    lines.append(f"{n:>6}" + "".join(f"{t:>10.2f}" for t in times))
+  return "\n".join(lines)
 
 
 def run_worker(python, framework, threads, args, env=None):
@@ -191,11 +221,15 @@ def table(rows, sizes, thread_counts, torch_available):
     f"{'loss':<20}{'C':>6}{'thr':>4}{'TF ms':>10}{'torch ms':>10}{'torch/TF':>9}"
     f"{'TF MB':>8}{'torch MB':>9}",
   ]
+  errors = set()
   for name in names:
     for c in sizes:
       for t in thread_counts:
         tf_row = index.get(("tf", name, c, t))
         torch_row = index.get(("torch", name, c, t))
+        if torch_row and "error" in torch_row:
+          errors.add(f"torch {name} at C = {c}: {torch_row['error']}")
+          torch_row = None
         torch_ms = f"{torch_row['ms']:.2f}" if torch_row else "n/a"
         ratio = f"{torch_row['ms'] / tf_row['ms']:.2f}" if torch_row else "n/a"
         tf_mb = f"{tf_row['peak_mb']:.1f}" if "peak_mb" in tf_row else ""
@@ -204,6 +238,7 @@ def table(rows, sizes, thread_counts, torch_available):
           f"{name:<20}{c:>6}{t:>4}{tf_row['ms']:>10.2f}{torch_ms:>10}{ratio:>9}{tf_mb:>8}"
           f"{torch_mb:>9}"
         )
+  lines += [f"n/a: {error}" for error in sorted(errors)]
   if not torch_available:
     lines.append("PyTorch column not available: pass --torch_python (torch + difftopk).")
   return "\n".join(lines)
@@ -221,7 +256,7 @@ def plot(rows, sizes, path):
     points = sorted(
       (r["C"], r["ms"])
       for r in rows
-      if r["threads"] == 1 and r["framework"] == framework and r["loss"] == name
+      if r["threads"] == 1 and r["framework"] == framework and r["loss"] == name and "ms" in r
     )
     ax.plot(
       *zip(*points), marker="o", ls="-" if framework == "tf" else "--", label=f"{framework} {name}"
@@ -238,6 +273,9 @@ def main(argv):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true", help="small shapes, 1 thread, no PyTorch")
   parser.add_argument("--torch_python", help="an interpreter with torch and difftopk")
+  parser.add_argument(
+    "--isotonic", action="store_true", help="only: soft rank eager / tf.function / XLA times"
+  )
   parser.add_argument("--worker", choices=["tf", "torch"], help=argparse.SUPPRESS)
   parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
   parser.add_argument("--sizes", help=argparse.SUPPRESS)
@@ -248,6 +286,9 @@ def main(argv):
     sizes = [int(c) for c in args.sizes.split(",")]
     worker = tf_worker if args.worker == "tf" else torch_worker
     print(json.dumps(worker(args.threads, sizes, args.repeats, args.memory)))
+    return
+  if args.isotonic:
+    print(isotonic_table(1, 3 if args.quick else args.repeats))
     return
   args.sizes = (10,) if args.quick else (10, 100, 1000)
   args.repeats = 2 if args.quick else args.repeats
