@@ -10,7 +10,8 @@ Losses (B = 64 examples, C classes, k = 5):
 * ``topk_cross_entropy`` (when the package has it): Petersen et al.'s top-k cross-entropy,
   ``P_K = (.5, 0, 0, 0, .5)``, bitonic network, Cauchy, inverse temperature 2, and ``m = 16``
   ranked classes at ``C = 1000`` (all classes below); PyTorch: difftopk's
-  ``TopKCrossEntropyLoss`` with the same arguments.
+  ``TopKCrossEntropyLoss`` with the same arguments and its dense bitonic network
+  (``"bitonic__non_sparse"``: its sparse one needs the compiled ``torch-sparse``).
 
 Each thread count runs in its own subprocess per framework (TensorFlow and PyTorch fix their
 thread pools at start-up); both draw the same inputs from the same seed. TensorFlow times a
@@ -144,7 +145,7 @@ def torch_worker(threads, sizes, repeats, memory):
       "smooth_topk_svm": smooth_topk.Topk_Smooth_SVM(classes, K, 1.0),
       "topk_svm": smooth_topk.Topk_Hard_SVM(classes, K),
       "topk_cross_entropy": TopKCrossEntropyLoss(
-        "bitonic", 2.0, list(P_K), n=c, m=m, distribution="cauchy"
+        "bitonic__non_sparse", 2.0, list(P_K), n=c, m=m, distribution="cauchy"
       ),
     }
     scores, labels = inputs(c)
