@@ -20,6 +20,8 @@ from tfrank4class.losses.registry import RankingLoss, get, names, register
 from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.losses.sodeep import RankTripletLoss, SorterAPLoss, SorterMAPLoss, SpearmanLoss
 from tfrank4class.losses.topk.cross_entropy import TopKCrossEntropyLoss, topk_cross_entropy
+from tfrank4class.losses.topk.smooth_svm import SmoothTopKSVMLoss
+from tfrank4class.losses.topk.soft_rank import SoftRankTopKLoss
 
 __all__ = [
   "APCLoss",
@@ -40,6 +42,8 @@ __all__ = [
   "register",
   "ScoreMemory",
   "SmoothedCrossEntropy",
+  "SmoothTopKSVMLoss",
+  "SoftRankTopKLoss",
   "SorterAPLoss",
   "SorterMAPLoss",
   "SpearmanLoss",
