@@ -17,7 +17,7 @@ Each thread count runs in its own subprocess per framework (TensorFlow and PyTor
 thread pools at start-up); both draw the same inputs from the same seed. TensorFlow times a
 ``tf.function`` (graph) of loss + gradient, PyTorch its eager loss + ``backward``; both report the
 median wall-clock ms over the repeats after one warm-up call. Peak memory (one thread): the
-growth of the worker's resident set during one call (see ``peak_mb`` below), after the warm-up.
+growth of the worker's resident set during one call (``_common.peak_rss_mb``), after the warm-up.
 
 The PyTorch column needs an interpreter with torch and difftopk: ``--torch_python PY``, else the
 side venv ``../venv-torch`` beside the checkout when it exists (``tools/side_venv.py`` builds
@@ -45,10 +45,7 @@ import _common  # noqa: E402
 
 B, K, M_AT_1000 = 64, 5, 16
 P_K = (0.5, 0.0, 0.0, 0.0, 0.5)
-MEMORY = (
-  "peak MB = growth of the worker's resident set (Linux VmHWM after a reset through "
-  "/proc/self/clear_refs, minus VmRSS before) during one loss + gradient call"
-)
+MEMORY = _common.PEAK_MEMORY_DESCRIPTION
 
 
 def inputs(c):
@@ -57,26 +54,6 @@ def inputs(c):
 
   rng = np.random.default_rng(c)
   return rng.normal(size=(B, c)).astype(np.float32), rng.integers(0, c, size=B)
-
-
-def _status_bytes(key):
-  with open("/proc/self/status") as f:
-    for line in f:
-      if line.startswith(key + ":"):
-        return int(line.split()[1]) * 1024
-  raise RuntimeError(f"/proc/self/status has no {key} line.")
-
-
-def peak_mb(fn):
-  """``benchmarks/_common.peak_rss_mb`` when the checkout has it, else the same measurement:
-  MiB by which the resident set peaked above its size before ``fn()`` (Linux only)."""
-  if hasattr(_common, "peak_rss_mb"):
-    return _common.peak_rss_mb(fn)
-  with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")
-  before = _status_bytes("VmRSS")
-  fn()
-  return (_status_bytes("VmHWM") - before) / 2**20
 
 
 def timed(fn, repeats):
@@ -127,7 +104,7 @@ def tf_worker(threads, sizes, repeats, memory):
       row = {"framework": "tf", "loss": name, "C": c, "threads": threads}
       row["ms"] = timed(call, repeats)
       if memory:
-        row["peak_mb"] = peak_mb(call)
+        row["peak_mb"] = _common.peak_rss_mb(call)
       results.append(row)
   return results
 
@@ -166,7 +143,7 @@ def torch_worker(threads, sizes, repeats, memory):
         results.append(row)
         continue
       if memory:
-        row["peak_mb"] = peak_mb(call)
+        row["peak_mb"] = _common.peak_rss_mb(call)
       results.append(row)
   return results
 
@@ -295,9 +272,7 @@ def main(argv):
   args.repeats = 2 if args.quick else args.repeats
   thread_counts = (1,) if args.quick else (1, 2)
   torch_python = None if args.quick else find_torch_python(args.torch_python)
-  # glibc returns every freed block above 64 KiB to the kernel at once, so that a buffer counts
-  # in the resident set exactly while it is live (``_common.PEAK_MEMORY_ENV`` where it exists).
-  memory_env = getattr(_common, "PEAK_MEMORY_ENV", {"MALLOC_MMAP_THRESHOLD_": "65536"})
+  memory_env = _common.PEAK_MEMORY_ENV  # see _common.peak_rss_mb
   rows = []
   for threads in thread_counts:
     rows += run_worker(sys.executable, "tf", threads, args, memory_env)
