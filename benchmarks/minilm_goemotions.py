@@ -11,16 +11,18 @@ count of a batch (the work is cut to it), and both extrapolated to the whole set
 
 Usage:
   nice .venv/bin/python benchmarks/minilm_goemotions.py [--threads 2] [--batches 20]
-    [--batch_size 64] [--max_length 128] [--data DIR]
-``--data`` defaults to $TFRANK4CLASS_DATA or ../shared/datasets.
+    [--batch_size 64] [--max_length 128] [--data DIR] [--quick]
+``--data`` defaults to $TFRANK4CLASS_DATA or ../shared/datasets; ``--quick`` times 2 batches of 8.
+The table also goes to ``minilm_goemotions.json`` in the output folder.
 """
 
 import argparse
+import json
 import math
 import os
 import time
 
-from _common import ROOT, setup_tensorflow  # noqa: E402
+from _common import OUT, ROOT, setup_tensorflow  # noqa: E402
 
 
 def main():
@@ -30,7 +32,10 @@ def main():
   parser.add_argument("--batch_size", type=int, default=64)
   parser.add_argument("--max_length", type=int, default=None, help="default: the checkpoint's")
   parser.add_argument("--data", default=os.environ.get("TFRANK4CLASS_DATA"))
+  parser.add_argument("--quick", action="store_true", help="2 batches of 8, for the smoke test")
   args = parser.parse_args()
+  if args.quick:
+    args.batches, args.batch_size = 2, 8
   tf = setup_tensorflow(args.threads)
   import numpy as np  # pylint: disable=g-import-not-at-top
 
@@ -68,16 +73,20 @@ def main():
     f"max_length {vectorize.output_sequence_length}, build {build:.1f} s"
   )
   cpu = float(np.mean(cpu_seconds))
-  print(
-    "| comments | batches timed | wall s/batch mean (min-max) | CPU s/batch | longest tokens/batch "
-    "| est. wall total | est. CPU total |"
+  table = "\n".join(
+    [
+      "| comments | batches timed | wall s/batch mean (min-max) | CPU s/batch "
+      "| longest tokens/batch | est. wall total | est. CPU total |",
+      "|---|---|---|---|---|---|---|",
+      f"| {len(texts)} | {len(seconds)} | {mean:.3f} ({min(seconds):.3f}-{max(seconds):.3f}) | "
+      f"{cpu:.3f} | {np.mean(longest):.1f} | {mean * total_batches / 60:.1f} min "
+      f"({total_batches} batches) | {cpu * total_batches / 60:.1f} min |",
+    ]
   )
-  print("|---|---|---|---|---|---|---|")
-  print(
-    f"| {len(texts)} | {len(seconds)} | {mean:.3f} ({min(seconds):.3f}-{max(seconds):.3f}) | "
-    f"{cpu:.3f} | {np.mean(longest):.1f} | {mean * total_batches / 60:.1f} min "
-    f"({total_batches} batches) | {cpu * total_batches / 60:.1f} min |"
-  )
+  print(table)
+  OUT.mkdir(parents=True, exist_ok=True)
+  with open(OUT / "minilm_goemotions.json", "w") as f:
+    json.dump({"args": vars(args), "seconds": seconds, "cpu_seconds": cpu_seconds}, f, indent=1)
 
 
 if __name__ == "__main__":
