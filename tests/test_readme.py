@@ -94,3 +94,15 @@ def test_own_loss_and_metric_train_save_and_reload(tmp_path):
   loss, hit_3 = np.load(tmp_path / "results.npy")
   np.testing.assert_allclose(loss, np.sum(weights * cross_entropy) / 64, rtol=1e-5)
   np.testing.assert_allclose(hit_3, np.sum(weights * hits) / np.sum(weights), rtol=1e-5)
+
+
+def test_learning_top_k_trains(tmp_path):
+  (code,) = _blocks("Learning Top-K")
+  rng = np.random.default_rng(0)
+  setup = (
+    "import numpy as np\n"
+    "features = np.random.default_rng(0).normal(size=(64, 64)).astype('float32')\n"
+    f"labels = np.array({rng.integers(0, 100, size=64).tolist()})\n"
+  )
+  check = "assert np.isfinite(model.evaluate(features, labels, verbose=0)).all()\n"
+  _run(setup + code + check, tmp_path)

@@ -1,10 +1,13 @@
 """The absl binaries: flags, bad values refused before any data is read, and the demo."""
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
+from _training import env as train_env
+from _training import train_cmd
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "NO_GCE_CHECK": "true", "PYTHONPATH": ROOT}
@@ -124,3 +127,31 @@ def test_demo_runs_end_to_end(tmp_path):
   for loss in ("softmax_loss", "pairwise_logistic_loss", "approx_ndcg_loss"):
     assert any(line.startswith(loss) for line in out.splitlines())
   assert "true emotion:" in out and "(tfrank4class imported by the server: False)" in out
+
+
+@pytest.mark.parametrize(
+  "loss, kwargs",
+  [
+    ("topk_cross_entropy_loss", {"p_k": [0.5, 0, 0, 0, 0.5], "m": 8}),
+    ("smooth_topk_svm_loss", {"k": 5}),
+    ("soft_rank_topk_loss", {"k": 5}),
+  ],
+)
+def test_top_k_losses_train_from_the_command_line(loss, kwargs, tmp_path):
+  result = subprocess.run(
+    train_cmd(
+      tmp_path / "run",
+      f"--loss={loss}",
+      f"--loss_kwargs={json.dumps(kwargs)}",
+      "--epochs=1",
+      "--steps=2",
+      f"--export_dir={tmp_path / 'export'}",
+    ),
+    env=train_env(),
+    capture_output=True,
+    text=True,
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  results = json.loads((tmp_path / "run" / "results.json").read_text())
+  assert results  # evaluated on validation and test
+  assert (tmp_path / "export" / "saved_model.pb").is_file()  # the loss is not in the export
