@@ -18,6 +18,7 @@ from tfrank4class.losses.recall import RecallLoss
 from tfrank4class.losses.registry import RankingLoss, get, names, register
 from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.losses.sodeep import RankTripletLoss, SorterAPLoss, SorterMAPLoss, SpearmanLoss
+from tfrank4class.losses.topk.cross_entropy import TopKCrossEntropyLoss, topk_cross_entropy
 
 __all__ = [
   "APCLoss",
@@ -40,5 +41,7 @@ __all__ = [
   "SorterMAPLoss",
   "SpearmanLoss",
   "to_relevance",
+  "topk_cross_entropy",
+  "TopKCrossEntropyLoss",
   "TripletLoss",
 ]

@@ -1,4 +1,5 @@
-"""Rank operators: exact ranks, tie statistics, the blackbox ranker and learned sorters."""
+"""Rank operators: exact ranks, tie statistics, the blackbox ranker, learned sorters and the relaxed
+sorting operators (NeuralSort, SoftSort, differentiable sorting networks and their top-k form)."""
 
 from tfrank4class.ranking.attention_sorter import AttentionSorter
 from tfrank4class.ranking.blackbox import (
@@ -10,14 +11,22 @@ from tfrank4class.ranking.blackbox import (
 from tfrank4class.ranking.conv_sorter import ConvSorter
 from tfrank4class.ranking.exact import rank, rank_within
 from tfrank4class.ranking.lstm_sorter import LSTMSorter
+from tfrank4class.ranking.neuralsort import neuralsort
 from tfrank4class.ranking.pairwise_sigmoid_sorter import PairwiseSigmoidSorter
 from tfrank4class.ranking.precision import (
   average_precision_from_ranks,
   expected_precision,
   harmonic_difference,
 )
+from tfrank4class.ranking.softsort import softsort
 from tfrank4class.ranking.sorter_base import Sorter
 from tfrank4class.ranking.sorters import PRETRAINED_SORTERS, SORTERS
+from tfrank4class.ranking.sorting_networks import (
+  comparator_network,
+  sorting_network_sort,
+  sorting_network_topk,
+  swap_probability,
+)
 from tfrank4class.ranking.synthetic import synthetic_batch, synthetic_dataset
 from tfrank4class.ranking.ties import log_binomial, tie_statistics
 
@@ -27,18 +36,24 @@ __all__ = [
   "blackbox_rank",
   "blackbox_rank_within",
   "BlackboxRanker",
+  "comparator_network",
   "ConvSorter",
   "expected_precision",
   "harmonic_difference",
   "log_binomial",
   "LSTMSorter",
   "margin_shift",
+  "neuralsort",
   "PairwiseSigmoidSorter",
   "PRETRAINED_SORTERS",
   "rank",
   "rank_within",
+  "softsort",
   "Sorter",
   "SORTERS",
+  "sorting_network_sort",
+  "sorting_network_topk",
+  "swap_probability",
   "synthetic_batch",
   "synthetic_dataset",
   "tie_statistics",

@@ -1,0 +1,303 @@
+"""The top-k cross-entropy of Petersen et al., "Differentiable Top-k Classification Learning"
+(ICML 2022, Sec. 3 and Fig. 1).
+
+Given a relaxed permutation ``P`` of the ``n`` class scores (an operator of
+:mod:`tfrank4class.ranking`: a differentiable sorting network, NeuralSort or SoftSort), the
+probability that class ``c`` is among the top ``k`` is the sum of its weights at the ``k`` highest
+positions, ``p_k(c) = sum_{j >= n - k} P[c, j]`` (0-based ascending positions). A distribution
+``P_K`` over ``k = 1..K`` mixes them into one (Fig. 1: the weights of the ranks are a cumulative
+sum of ``P_K``), and the loss is the cross-entropy of the true class ``y`` (Sec. 3):
+
+    q(c) = sum_{k=1..K} P_K(k) * p_k(c)
+    L    = -log( q(y) (1 - 2e-7) + 1e-7 )
+
+(the small constants are those of the authors' code: they keep the log finite when a relaxed
+probability underflows to 0). ``top1_mode`` chooses how the ``k = 1`` term is formed, as
+difftopk 0.2.0's ``TopKCrossEntropyLoss`` does:
+
+* ``"sm"`` (default): ``p_1(c)`` is the softmax of the scores instead of the sorting relaxation;
+* ``"smce"``: the ``k = 1`` term is a separate softmax cross-entropy,
+  ``L = P_K(1) * CE(s, y) - sum_{k >= 2} P_K(k) * log(q'(y) (1 - 2e-7) + 1e-7)`` with
+  ``q'(c) = sum_{k >= 2} P_K(k) p_k(c)``;
+* ``"sort"``: every ``p_k`` from the relaxed permutation.
+
+Top-``m`` pre-selection (the paper's way to scale to 1,000+ classes): with ``m`` set, only
+the true class and the ``m - 1`` highest-scoring other classes of each example are ranked (a
+hard selection; the gradient reaches the selected scores only), so the operator runs on ``m``
+instead of ``n`` items; for ``"sm"`` / ``"smce"`` the softmax is over those ``m`` scores too,
+as in difftopk.
+
+The sorting networks here run in their top-``k`` form
+(:func:`~tfrank4class.ranking.sorting_network_topk`, ``O(n k)`` per layer); NeuralSort and
+SoftSort build the full ``n x n`` matrix, which is inherent to them.
+
+Labels. Class ids ``[B]`` / ``[B, 1]`` as in the paper. Dense labels ``[B, C]`` (parsed by
+:func:`tfrank4class.labels.parse_labels`) are read as a target distribution over the classes,
+``t(c) = max(r_c, 0) / sum_c' max(r_c', 0)``, and the loss is ``-sum_c t(c) log(...)`` with the
+same term per class as above: one-hot rows give exactly the class-id loss, multi-hot rows the
+mean over their relevant classes (an extension of ours; the paper has one true class). A row
+without a positive entry has loss 0. Entries below 0 mark padded classes: they are not targets,
+they are left out of the softmax of ``"sm"`` / ``"smce"``, and before ranking their scores are
+moved below every valid score of the row (to ``lo - (hi - lo) - 1``, ``lo`` / ``hi`` the
+smallest / largest valid score, a constant for the gradient), so they occupy the lowest
+positions; with the heavy-tailed sigmoids (Cauchy, reciprocal, optimal) a sorting network still
+mixes a little of their weight into the others, as it does for any low-scoring class. With ``m``
+set, every row must have exactly one positive entry (one-hot; checked at run time, not under
+XLA), which is taken as the class id.
+
+Deviations from difftopk 0.2.0: per-example values (Keras reduces them; the mean equals
+difftopk's value); ``distribution`` defaults to ``"cauchy"`` (difftopk's ``None`` fails for the
+sorting networks) and is ignored by NeuralSort / SoftSort; every argument has a default so that
+the loss can be built by name; ``"bitonic"`` always runs the top-``k`` form (difftopk's
+``"bitonic"`` and ``"bitonic__non_sparse"`` compute the same numbers).
+"""
+
+import tensorflow as tf
+
+from tfrank4class import _validation, compat
+from tfrank4class.labels import check_batch_size, parse_labels
+from tfrank4class.losses.base import Loss
+from tfrank4class.losses.registry import register
+from tfrank4class.ranking import neuralsort, softsort, sorting_network_topk
+from tfrank4class.ranking.sorting_networks import DISTRIBUTIONS
+
+#: The relaxed sorting methods: the sorting (selection) networks and the two softmax relaxations.
+METHODS = ("odd_even", "bitonic", "splitter_selection", "neuralsort", "softsort")
+TOP1_MODES = ("sm", "smce", "sort")
+_EPSILON = 1e-7
+
+
+def check_p_k(p_k):
+  """``p_k`` as a tuple of floats: a non-empty list of numbers ``>= 0`` summing to 1 (within
+  ``1e-4``, difftopk's tolerance).
+
+  Example:
+    >>> check_p_k([0.5, 0.0, 0.5])
+    (0.5, 0.0, 0.5)
+  """
+  allowed = "a non-empty list of numbers >= 0 summing to 1 (P_K(k) for k = 1..K)"
+  if isinstance(p_k, (str, bytes)) or not hasattr(p_k, "__len__") or len(p_k) == 0:
+    raise ValueError(f"`p_k` must be {allowed}, got {p_k!r}.")
+  values = tuple(_validation.check_float(f"p_k[{i}]", v, minimum=0.0) for i, v in enumerate(p_k))
+  total = sum(values)
+  if not 0.9999 < total < 1.0001:
+    raise ValueError(f"`p_k` must be {allowed}, got {list(p_k)!r}, which sums to {total!r}.")
+  return values
+
+
+def _check_arguments(p_k, method, distribution, inverse_temperature, art_lambda, m, top1_mode):
+  p_k = check_p_k(p_k)
+  _validation.check_choice("method", method, METHODS)
+  _validation.check_choice("distribution", distribution, DISTRIBUTIONS)
+  inverse_temperature = _validation.check_float(
+    "inverse_temperature", inverse_temperature, minimum=0.0, strict=True
+  )
+  art_lambda = _validation.check_float("art_lambda", art_lambda, minimum=0.0)
+  m = _validation.check_int("m", m, minimum=2, allow_none=True)
+  if m is not None and m <= len(p_k):
+    raise ValueError(f"`m` must be greater than K = len(p_k) = {len(p_k)}, got m={m!r}.")
+  _validation.check_choice("top1_mode", top1_mode, TOP1_MODES)
+  return p_k, inverse_temperature, art_lambda, m
+
+
+def _sink(scores, keep):
+  """Scores where ``keep`` is False moved below every kept score of the row (a constant)."""
+  big = tf.reduce_max(tf.abs(scores), axis=-1, keepdims=True) + 1.0
+  lo = tf.reduce_min(tf.where(keep, scores, big), axis=-1, keepdims=True)
+  hi = tf.reduce_max(tf.where(keep, scores, -big), axis=-1, keepdims=True)
+  floor = tf.stop_gradient(lo - (hi - lo) - 1.0)
+  return tf.where(keep, scores, floor)
+
+
+def _top_m(scores, ids, m):
+  """The true class's score followed by the ``m - 1`` highest other scores, ``[B, m]``."""
+  is_true = tf.one_hot(ids, tf.shape(scores)[-1], on_value=True, off_value=False)
+  others = tf.where(is_true, tf.constant(float("-inf"), scores.dtype), scores)
+  top = tf.math.top_k(others, k=m - 1).values
+  true = tf.gather(scores, ids, axis=-1, batch_dims=1)[:, None]
+  return tf.concat([true, top], axis=-1)
+
+
+def _top_k_columns(scores, k, method, distribution, inverse_temperature, art_lambda):
+  """``[B, n, k]``: each class's weight at the ``k`` highest (ascending) positions."""
+  if method == "neuralsort":
+    return neuralsort(scores, temperature=1.0 / inverse_temperature)[:, :, -k:]
+  if method == "softsort":
+    return softsort(scores, temperature=1.0 / inverse_temperature)[:, :, -k:]
+  return sorting_network_topk(
+    scores, k, method, distribution, steepness=inverse_temperature, art_lambda=art_lambda
+  )
+
+
+def _nll(q):
+  return -tf.math.log(q * (1.0 - 2.0 * _EPSILON) + _EPSILON)
+
+
+def topk_cross_entropy(
+  scores,
+  labels,
+  p_k=(0.5, 0.0, 0.0, 0.0, 0.5),
+  method="bitonic",
+  distribution="cauchy",
+  inverse_temperature=2.0,
+  art_lambda=0.25,
+  m=None,
+  top1_mode="sm",
+):
+  """Per-example top-k cross-entropy (Petersen et al., ICML 2022, Sec. 3), see the module
+  docstring for the formula, the labels and the deviations from difftopk.
+
+  Args:
+    scores: ``[B, n]`` class scores, ``n >= K`` known when traced (float16 / bfloat16 are
+      computed in float32).
+    labels: class ids ``[B]`` / ``[B, 1]`` or dense labels ``[B, n]`` (``< 0``: padding).
+    p_k: ``P_K``, the weights of top-1 .. top-K, numbers ``>= 0`` summing to 1.
+    method: the relaxed sorting operator, one of ``METHODS``.
+    distribution: the sigmoid of a sorting network, one of
+      :data:`tfrank4class.ranking.sorting_networks.DISTRIBUTIONS`.
+    inverse_temperature: ``> 0``; the steepness of a sorting network, ``1 / tau`` for NeuralSort
+      and SoftSort.
+    art_lambda: the ART exponent of ``distribution="logistic_phi"``.
+    m: ``None`` (rank all ``n`` classes) or the number of classes to rank,
+      ``K < m < n`` (see the module docstring).
+    top1_mode: ``"sm"``, ``"smce"`` or ``"sort"``.
+
+  Returns:
+    ``[B]`` losses.
+
+  Example:
+    >>> loss = topk_cross_entropy([[2.0, 1.0, 0.0]], [1], p_k=[0.5, 0.5], method="odd_even",
+    ...                           distribution="logistic", inverse_temperature=1e3)
+    >>> # top-1: softmax; the top-2 probability of class 1 is 1: -log(0.5 * 0.24473 + 0.5)
+    >>> loss.numpy().round(4)
+    array([0.4742], dtype=float32)
+  """
+  p_k, inverse_temperature, art_lambda, m = _check_arguments(
+    p_k, method, distribution, inverse_temperature, art_lambda, m, top1_mode
+  )
+  scores = _validation.check_scores("scores", scores, rank=2, min_length=2)
+  n = scores.shape[-1]
+  if n is None:
+    raise ValueError(
+      f"`scores` must have a number of classes known when traced, got {scores.shape}"
+    )
+  k = len(p_k)
+  if m is not None and m >= n:
+    raise ValueError(f"`m` must be smaller than the number of classes n={n}, got m={m!r}.")
+  if k > n:
+    raise ValueError(f"`p_k` has K={k} entries, more than the n={n} classes of `scores`.")
+  parsed = parse_labels(labels, n, dtype=scores.dtype)
+  check_batch_size(parsed, scores)
+  if parsed.is_class_ids:
+    target = tf.one_hot(parsed.ids, n, dtype=scores.dtype)
+    valid = tf.ones_like(scores, tf.bool)
+  else:
+    valid = parsed.relevance >= 0
+    target = tf.where(valid, tf.maximum(parsed.relevance, 0.0), 0.0)
+  mass = tf.reduce_sum(target, axis=-1, keepdims=True)
+  target = tf.math.divide_no_nan(target, mass)
+  scores = _sink(scores, valid)
+  logits = tf.where(valid, scores, scores.dtype.min)  # padded classes: no softmax mass
+  if m is not None:
+    ids = parsed.ids
+    if ids is None:
+      positives = tf.reduce_sum(tf.cast(parsed.relevance > 0, tf.int32), axis=-1)
+      tf.debugging.Assert(
+        tf.reduce_all(positives == 1),
+        ["With `m` set, dense labels must have one positive entry per row (one-hot)."],
+      )
+      ids = tf.argmax(parsed.relevance, axis=-1)
+    scores = _top_m(scores, ids, m)
+    logits = _top_m(logits, ids, m)
+    target = tf.one_hot(tf.zeros_like(ids), m, dtype=scores.dtype) * tf.cast(mass > 0, scores.dtype)
+  weights = tf.constant(p_k[::-1], scores.dtype)  # weights[j]: P_K(K - j) of ascending column j
+  if top1_mode != "sort":
+    weights = tf.concat([weights[:-1], tf.zeros([1], scores.dtype)], axis=0)
+  if any(p_k[1:]) or top1_mode == "sort":
+    columns = _top_k_columns(scores, k, method, distribution, inverse_temperature, art_lambda)
+    in_top = tf.cumsum(columns, axis=-1, reverse=True)  # [..., j]: weight in the top K - j
+    q = tf.linalg.matvec(in_top, weights)
+  else:
+    q = tf.zeros_like(scores)
+  if top1_mode == "sm":
+    q += p_k[0] * tf.nn.softmax(logits, axis=-1)
+  per_class = _nll(q)
+  if top1_mode == "smce":
+    per_class = sum(p_k[1:]) * per_class - p_k[0] * tf.nn.log_softmax(logits, axis=-1)
+  return tf.reduce_sum(tf.where(target > 0, target * per_class, 0.0), axis=-1)
+
+
+@register("topk_cross_entropy_loss")
+class TopKCrossEntropyLoss(Loss):
+  """The top-k cross-entropy of Petersen et al. (ICML 2022, Sec. 3) as a Keras loss.
+
+  A thin wrapper over :func:`topk_cross_entropy` (see the module docstring for the formula,
+  the labels and the deviations from difftopk's ``TopKCrossEntropyLoss``); the arguments are
+  checked here, at construction.
+
+  Args:
+    p_k, method, distribution, inverse_temperature, art_lambda, m, top1_mode: see
+      :func:`topk_cross_entropy`.
+    reduction, name: as for every Keras loss.
+
+  Example:
+    >>> loss = TopKCrossEntropyLoss(p_k=[0.5, 0.5], method="odd_even", distribution="logistic",
+    ...                             inverse_temperature=1e3, reduction="none")
+    >>> loss([1], [[2.0, 1.0, 0.0]]).numpy().round(4)
+    array([0.4742], dtype=float32)
+    >>> from tfrank4class.compat import keras
+    >>> model = keras.Sequential([keras.layers.Dense(10)])
+    >>> model.compile(optimizer="adam", loss=TopKCrossEntropyLoss(m=6))
+  """
+
+  def __init__(
+    self,
+    p_k=(0.5, 0.0, 0.0, 0.0, 0.5),
+    method="bitonic",
+    distribution="cauchy",
+    inverse_temperature=2.0,
+    art_lambda=0.25,
+    m=None,
+    top1_mode="sm",
+    reduction=compat.DEFAULT_REDUCTION,
+    name="topk_cross_entropy_loss",
+  ):
+    super().__init__(reduction=reduction, name=name)
+    p_k, inverse_temperature, art_lambda, m = _check_arguments(
+      p_k, method, distribution, inverse_temperature, art_lambda, m, top1_mode
+    )
+    self.p_k = list(p_k)
+    self.method = method
+    self.distribution = distribution
+    self.inverse_temperature = inverse_temperature
+    self.art_lambda = art_lambda
+    self.m = m
+    self.top1_mode = top1_mode
+
+  def call(self, y_true, y_pred):
+    return topk_cross_entropy(
+      _validation.check_scores("y_pred", y_pred, min_length=2),
+      y_true,
+      p_k=self.p_k,
+      method=self.method,
+      distribution=self.distribution,
+      inverse_temperature=self.inverse_temperature,
+      art_lambda=self.art_lambda,
+      m=self.m,
+      top1_mode=self.top1_mode,
+    )
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+      {
+        "p_k": list(self.p_k),
+        "method": self.method,
+        "distribution": self.distribution,
+        "inverse_temperature": self.inverse_temperature,
+        "art_lambda": self.art_lambda,
+        "m": self.m,
+        "top1_mode": self.top1_mode,
+      }
+    )
+    return config

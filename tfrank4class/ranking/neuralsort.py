@@ -1,0 +1,68 @@
+"""NeuralSort: the continuous relaxation of sorting of Grover et al., "Stochastic Optimization of
+Sorting Networks via Continuous Relaxations", ICLR 2019 (Sec. 3, Thm. 4 and Eq. 5).
+
+For scores ``s`` of ``n`` items and ``A_s[i, j] = |s_i - s_j|``, Theorem 4 writes the ``r``-th
+row (``r = 1..n``) of the permutation matrix that sorts ``s`` in *descending* order as the argmax
+of ``(n + 1 - 2 r) s - A_s 1``; NeuralSort replaces the argmax by a softmax with temperature
+``tau > 0`` (Eq. 5):
+
+    P_hat[r, :] = softmax( ((n + 1 - 2 r) s - A_s 1) / tau )
+
+Each row is a distribution over the items (row-stochastic; columns need not sum to 1) and
+``P_hat`` tends to the sorting permutation as ``tau -> 0`` (Thm. 4, Cor. 3).
+
+Convention. Like every operator of :mod:`tfrank4class.ranking` that returns a relaxed permutation
+(and like difftopk, which calls NeuralSort on ``-s`` and transposes), :func:`neuralsort` returns
+``P[b, i, j]``: the weight of item ``i`` at *ascending* position ``j`` (``j = n - 1`` is the
+largest score), i.e. ``P[i, j] = P_hat[n - j, i]`` in the paper's 1-based rows. Its columns sum
+to 1.
+
+``hard=True`` is the straight-through estimator of Sec. 3.1 ("deterministic forward pass"): the
+forward value is the one-hot matrix that puts, at each position, the item with the largest weight
+there; the gradient is that of ``P``. Deviation from difftopk 0.2.0 on purpose: difftopk takes
+the argmax over positions for each item of the transposed matrix, which need not be a permutation
+(two items can pick one position); we take it per position over items, as Grover et al. do.
+"""
+
+import tensorflow as tf
+
+from tfrank4class import _validation
+
+
+def neuralsort(scores, temperature=1.0, hard=False):
+  """NeuralSort (Grover et al., ICLR 2019, Eq. 5): relaxed ascending permutation ``[B, n, n]``.
+
+      logits[b, j, i] = (2 j + 1 - n) s_i - sum_k |s_i - s_k|       (j = 0..n-1, ascending)
+      P[b, i, j]      = softmax_i(logits[b, j, :] / temperature)
+
+  (Eq. 5 with ``s -> -s``; see the module docstring for the convention.)
+
+  Args:
+    scores: ``[B, n]`` real scores; float16 / bfloat16 / integers are computed in float32,
+      float64 stays float64.
+    temperature: ``tau > 0``.
+    hard: straight-through: one-hot forward value, relaxed gradient.
+
+  Returns:
+    ``[B, n, n]``, entry ``[b, i, j]`` the weight of item ``i`` at ascending position ``j``;
+    every column sums to 1.
+
+  Example:
+    >>> neuralsort([[2.0, 0.0, 1.0]], temperature=0.01).numpy().round(2)[0]
+    array([[0., 0., 1.],
+           [1., 0., 0.],
+           [0., 1., 0.]], dtype=float32)
+  """
+  temperature = _validation.check_float("temperature", temperature, minimum=0.0, strict=True)
+  if not isinstance(hard, bool):
+    raise ValueError(f"`hard` must be a bool, got {hard!r}.")
+  s = _validation.check_scores("scores", scores, rank=2, min_length=1)
+  n = tf.shape(s)[-1]
+  spread = tf.reduce_sum(tf.abs(s[:, :, None] - s[:, None, :]), axis=-1)  # [B, n]
+  position = tf.cast(2 * tf.range(n) + 1 - n, s.dtype)  # [n]
+  logits = position[None, :, None] * s[:, None, :] - spread[:, None, :]  # [B, j, i]
+  p = tf.transpose(tf.nn.softmax(logits / temperature, axis=-1), [0, 2, 1])
+  if hard:
+    one_hot = tf.one_hot(tf.argmax(p, axis=1), n, axis=1, dtype=p.dtype)
+    p = p + tf.stop_gradient(one_hot - p)
+  return p

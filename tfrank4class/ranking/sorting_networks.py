@@ -1,0 +1,386 @@
+"""Differentiable sorting networks (Petersen et al., ICML 2021; ICLR 2022) and their top-k form
+(Petersen et al., ICML 2022).
+
+A sorting network is a fixed sequence of layers of comparators ("conditional swaps"). A
+comparator on the wires ``a`` and ``b`` with values ``x_a``, ``x_b`` writes ``min`` to one output
+wire and ``max`` to the other. Differentiable sorting networks relax the swap with a sigmoid
+``f`` of the difference (ICML 2021, Sec. 3, Eq. 2-3):
+
+    alpha = f(beta * (x_b - x_a))
+    min'  = alpha * x_a + (1 - alpha) * x_b
+    max'  = (1 - alpha) * x_a + alpha * x_b
+
+``beta`` is the inverse temperature (``steepness``). Chaining the layers gives relaxed sorted
+values and, by applying the same convex combinations to the columns of the identity, a relaxed
+permutation matrix ``P`` (Sec. 3, Eq. 4): ``P[b, i, j]`` is the weight with which input ``i``
+arrives at sorted position ``j``, so that ``sorted_values = einsum("bi,bij->bj", x, P)``. Sorting
+is ascending, as in diffsort: position ``n - 1`` holds the largest value, so the top-``k`` are the
+last ``k`` columns. Every layer is a doubly stochastic matrix, so ``P`` is doubly stochastic.
+
+The sigmoids ``f`` (argument ``distribution``, the names diffsort uses), with ``v = beta * d``
+and ``d = x_b - x_a``:
+
+* ``"logistic"``: ``sigma(v) = 1 / (1 + exp(-v))`` (ICML 2021, Eq. 2);
+* ``"logistic_phi"``: the logistic sigmoid with activation replacement trick (ART, ICML 2021,
+  Sec. 3.2): ``sigma(v / (|d| + 1e-10) ** art_lambda)``;
+* ``"gaussian"``: the standard normal CDF ``Phi(v)`` (ICLR 2022, Sec. 4);
+* ``"reciprocal"``: ``(v / (2 + |v|) + 1) / 2`` (ICLR 2022, Sec. 4);
+* ``"cauchy"``: ``arctan(v) / pi + 1/2`` (ICLR 2022, Sec. 4);
+* ``"optimal"``: the optimal monotonic sigmoid of ICLR 2022 (Sec. 4.2), ``1/2 + v`` for
+  ``|v| <= 1/4`` and ``1 - 1/(16 v)`` (``-1/(16 v)`` for ``v < 0``) outside.
+
+The reciprocal, Cauchy and optimal sigmoids make the network monotonic (ICLR 2022, Sec. 4:
+their derivatives decay no faster than ``1 / v^2``): every sorted value is non-decreasing in
+every input. The logistic and Gaussian sigmoids decay faster and are not monotonic.
+
+Networks (:func:`comparator_network`):
+
+* ``"odd_even"``: odd-even transposition sort, ``n`` layers alternately comparing the pairs
+  ``(0, 1), (2, 3), ...`` and ``(1, 2), (3, 4), ...`` (ICML 2021, Sec. 3.1); any ``n``;
+* ``"bitonic"``: Batcher's bitonic sorter, ``log2(N) (log2(N) + 1) / 2`` layers for
+  ``N = 2^ceil(log2 n)`` (ICML 2021, Sec. 3.1). For ``n`` not a power of two we do what diffsort
+  does: the network is built for ``N`` wires, the first ``N - n`` wires are dropped, and a
+  comparator touching a dropped wire leaves its other wire unchanged;
+* ``"splitter_selection"``: a *selection* network for the top ``k`` only (Petersen et al.,
+  ICML 2022, Sec. 4; the splitter-based selection networks of Borgelt): cascades of "splitters"
+  are applied to the groups of wires that share the same lower bound on their rank, until that
+  bound proves each of the last ``k`` wires to hold its rank. It has far fewer comparators than
+  a full sorting network for small ``k``, but only the last ``k`` positions are sorted, so it is
+  available for :func:`sorting_network_topk` only. The layers are those of difftopk's
+  ``sparse_splitter_selection_network``.
+
+A wire that no comparator of a layer touches keeps its value; diffsort writes it as a
+"comparator" of the wire with itself, which is the identity for values and gradients alike.
+
+Cost. Each layer gathers the two inputs of its comparators and writes the outputs back with one
+gather (no ``n x n`` layer matrix, unlike diffsort, which multiplies by dense split and combine
+matrices): ``O(n)`` per layer for the values. The full permutation (:func:`sorting_network_sort`)
+carries an ``[n, n]`` matrix per example through the layers, ``O(n^2)`` per layer; the top-``k``
+form (:func:`sorting_network_topk`, Petersen et al. ICML 2022, Sec. 3) goes backwards from the
+last ``k`` wires only and carries ``[n, k]``, ``O(n k)`` per layer, which is what makes
+``n = 1,000`` classes affordable (difftopk's "sparse" execution; its dense execution computes the
+same numbers).
+"""
+
+import functools
+import math
+import typing
+
+import numpy as np
+import tensorflow as tf
+
+from tfrank4class import _validation
+
+NETWORKS = ("odd_even", "bitonic", "splitter_selection")
+#: The networks that sort every position (the others select the top ``k`` only).
+SORTING_NETWORKS = ("odd_even", "bitonic")
+DISTRIBUTIONS = ("logistic", "logistic_phi", "gaussian", "reciprocal", "cauchy", "optimal")
+
+
+class ComparatorLayer(typing.NamedTuple):
+  """One layer of a sorting network: comparator ``c`` reads wires ``a[c]`` and ``b[c]`` and
+  writes the relaxed minimum to wire ``lo[c]`` and the maximum to wire ``hi[c]``
+  (``{lo[c], hi[c]} == {a[c], b[c]}``); other wires keep their values."""
+
+  a: np.ndarray
+  b: np.ndarray
+  lo: np.ndarray
+  hi: np.ndarray
+
+
+def _layer(pairs):
+  a, b, lo, hi = (np.array([p[i] for p in pairs], np.int32) for i in range(4))
+  return ComparatorLayer(a, b, lo, hi)
+
+
+def _odd_even(n):
+  layers = []
+  for layer in range(n):
+    pairs = [(i, i + 1, i, i + 1) for i in range(layer % 2, n - 1, 2)]
+    if pairs:
+      layers.append(_layer(pairs))
+  return layers
+
+
+def _bitonic(n):
+  blocks = math.ceil(math.log2(n)) if n > 1 else 0
+  size = 2**blocks
+  dropped = size - n
+  layers = []
+  for block in range(blocks):
+    for step in range(block + 1):
+      half = 2 ** (block - step)
+      pairs = []
+      for start in range(0, size, 2 * half):
+        for offset in range(half):
+          a = start + offset
+          b = a + half
+          if a < dropped or b < dropped:
+            continue  # a comparator on a dropped wire leaves the other wire as it is
+          descending = (a // 2 ** (block + 1)) % 2 == 1
+          lo, hi = (b, a) if descending else (a, b)
+          pairs.append((a - dropped, b - dropped, lo - dropped, hi - dropped))
+      if pairs:
+        layers.append(_layer(pairs))
+  return layers
+
+
+def _splitter(lanes):
+  """The layers of one splitter cascade on ``lanes`` (ascending wire indices): level ``l`` of
+  ``ceil(log2 m)`` compares each wire with the one ``2^(depth - l - 1)`` places further inside
+  its section of twice that size."""
+  size = len(lanes)
+  depth = math.ceil(math.log2(size))
+  cascade = []
+  for level in range(depth):
+    span = 2 ** (depth - level - 1)
+    cascade.append(
+      [
+        (lanes[j], lanes[j + span])
+        for start in range(0, size, 2 * span)
+        for j in range(start, min(start + span, size - span))
+      ]
+    )
+  return cascade
+
+
+def _splitter_selection(n, k):
+  # After a splitter on m wires, the wire at place j of the group has at least 2^popcount(j) - 1
+  # wires on its side of the split: its lower bound on the rank grows by that much.
+  gain = [2 ** bin(j).count("1") - 1 for j in range(n)]
+  bound = [0] * n  # lower bound on each wire's rank (0 = first place)
+  free = [0] * n  # the first layer each wire may join again
+  layers = []
+  settled = -1
+  grew = True
+  while grew:
+    grew = False
+    for rank in range(k - 1, settled, -1):
+      lanes = [w for w in range(n) if bound[w] == rank]
+      if len(lanes) < 2:
+        continue
+      cascade = _splitter(lanes)
+      start = max(free[w] for w in lanes)
+      layers.extend([] for _ in range(start + len(cascade) - len(layers)))
+      for offset, pairs in enumerate(cascade):
+        layers[start + offset].extend(pairs)
+      for j, w in enumerate(lanes):
+        bound[w] += gain[j]
+        free[w] = start + len(cascade)
+      grew = True
+    settled += 1
+  # The construction moves the selected items to the first wires; mirror the wires so that they
+  # end on the last ones (ascending, as the sorting networks), minimum on the lower wire.
+  return [
+    _layer([(n - 1 - b, n - 1 - a, n - 1 - b, n - 1 - a) for a, b in pairs])
+    for pairs in layers
+    if pairs
+  ]
+
+
+@functools.lru_cache(maxsize=64)
+def comparator_network(network, n, k=None):
+  """The comparator layers of the sorting (or selection) network ``network`` for ``n`` wires.
+
+  Args:
+    network: ``"odd_even"``, ``"bitonic"`` or ``"splitter_selection"`` (see the module
+      docstring).
+    n: the number of wires, an integer ``>= 1``.
+    k: for ``"splitter_selection"`` only (required there): how many top wires it selects,
+      ``1 <= k <= n``.
+
+  Returns:
+    A tuple of :class:`ComparatorLayer` (layers without a comparator are left out).
+
+  Example:
+    >>> [layer.a.tolist() for layer in comparator_network("odd_even", 4)]
+    [[0, 2], [1], [0, 2], [1]]
+    >>> len(comparator_network("bitonic", 8))
+    6
+  """
+  _validation.check_choice("network", network, NETWORKS)
+  _validation.check_int("n", n, minimum=1)
+  if network == "splitter_selection":
+    _check_k(k, n)
+    return tuple(_splitter_selection(n, k))
+  if k is not None:
+    raise ValueError(f"`k` is for network='splitter_selection' only, got k={k!r} for {network!r}.")
+  return tuple(_odd_even(n) if network == "odd_even" else _bitonic(n))
+
+
+def _check_k(k, n):
+  if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
+    raise ValueError(f"`k` must be an integer in [1, n={n}], got {k!r}.")
+  return k
+
+
+def swap_probability(difference, distribution="cauchy", steepness=10.0, art_lambda=0.25):
+  """The relaxed swap weight ``alpha = f(steepness * difference)`` of the module docstring.
+
+  ``difference`` is ``x_b - x_a``; ``alpha`` is the weight of ``x_a`` in the minimum. All the
+  sigmoids give ``1/2`` at 0 and tend to 1 (0) as ``difference -> +inf`` (``-inf``).
+
+  Example:
+    >>> swap_probability(tf.constant([0.0, 0.1]), "logistic", steepness=10.0).numpy()
+    array([0.5      , 0.7310586], dtype=float32)
+  """
+  d = difference
+  if distribution == "logistic":
+    return tf.sigmoid(steepness * d)
+  if distribution == "logistic_phi":
+    return tf.sigmoid(steepness * d / tf.pow(tf.abs(d) + 1e-10, art_lambda))
+  v = steepness * d
+  if distribution == "gaussian":
+    return 0.5 + 0.5 * tf.math.erf(v / math.sqrt(2.0))
+  if distribution == "reciprocal":
+    return 0.5 * (v / (2.0 + tf.abs(v)) + 1.0)
+  if distribution == "cauchy":
+    return tf.atan(v) / math.pi + 0.5
+  if distribution == "optimal":
+    outside = tf.cast(v > 0.25, v.dtype) - tf.cast(v < -0.25, v.dtype)
+    tail = 0.25 - 1.0 / 16.0 / (tf.abs(v) + 1e-10)
+    return tf.clip_by_value(v, -0.25, 0.25) + 0.5 + outside * tail
+  raise ValueError(f"`distribution` must be one of {sorted(DISTRIBUTIONS)}, got {distribution!r}.")
+
+
+def _sources(layer, n):
+  """For each wire, where its new value comes from in ``concat([old, minima, maxima])``."""
+  c = len(layer.a)
+  src = np.arange(n, dtype=np.int32)
+  src[layer.lo] = n + np.arange(c, dtype=np.int32)
+  src[layer.hi] = n + c + np.arange(c, dtype=np.int32)
+  return src
+
+
+def _inputs(layer, n):
+  """For each wire, where its weight comes from in ``concat([old, from_a, from_b])`` when going
+  backwards through the layer (wire ``a[c]`` is an input of comparator ``c``)."""
+  c = len(layer.a)
+  src = np.arange(n, dtype=np.int32)
+  src[layer.a] = n + np.arange(c, dtype=np.int32)
+  src[layer.b] = n + c + np.arange(c, dtype=np.int32)
+  return src
+
+
+def _check(network, distribution, steepness, art_lambda, networks=NETWORKS):
+  _validation.check_choice("network", network, networks)
+  _validation.check_choice("distribution", distribution, DISTRIBUTIONS)
+  steepness = _validation.check_float("steepness", steepness, minimum=0.0, strict=True)
+  art_lambda = _validation.check_float("art_lambda", art_lambda, minimum=0.0)
+  return steepness, art_lambda
+
+
+def _forward(x, layers, distribution, steepness, art_lambda):
+  """Relaxed sorted values and the swap weights ``alpha`` ``[B, c]`` of every layer."""
+  n = x.shape[-1]
+  alphas = []
+  for layer in layers:
+    xa = tf.gather(x, layer.a, axis=-1)
+    xb = tf.gather(x, layer.b, axis=-1)
+    alpha = swap_probability(xb - xa, distribution, steepness, art_lambda)
+    low = alpha * xa + (1.0 - alpha) * xb
+    high = (1.0 - alpha) * xa + alpha * xb
+    x = tf.gather(tf.concat([x, low, high], axis=-1), _sources(layer, n), axis=-1)
+    alphas.append(alpha)
+  return x, alphas
+
+
+def _scores(scores):
+  scores = _validation.check_scores("scores", scores, rank=2, min_length=1)
+  if scores.shape[-1] is None:
+    raise ValueError(
+      f"`scores` must have a list size known when traced (the network depends on it), got shape "
+      f"{scores.shape}."
+    )
+  return scores
+
+
+def sorting_network_sort(
+  scores, network="odd_even", distribution="cauchy", steepness=10.0, art_lambda=0.25
+):
+  """Relaxed sorted values and permutation matrix of a differentiable sorting network.
+
+  Petersen et al., ICML 2021 (Sec. 3, Eq. 2-4) and ICLR 2022 (the monotonic sigmoids, Sec. 4);
+  the same computation as diffsort's ``DiffSortNet(network, n, steepness, art_lambda,
+  distribution=...)``, ascending. See the module docstring for the formulas.
+
+  Args:
+    scores: ``[B, n]`` real scores (``n`` known when traced); float16 / bfloat16 / integers are
+      computed in float32, float64 stays float64.
+    network: ``"odd_even"`` or ``"bitonic"`` (a selection network does not sort).
+    distribution: the sigmoid, one of ``DISTRIBUTIONS``.
+    steepness: the inverse temperature ``beta > 0``.
+    art_lambda: the ART exponent ``lambda >= 0`` (used by ``"logistic_phi"`` only).
+
+  Returns:
+    ``(sorted_values [B, n], permutation [B, n, n])`` with ``permutation[b, i, j]`` the weight
+    of input ``i`` at ascending position ``j``; rows and columns sum to 1.
+
+  Example:
+    >>> x = [[3.0, 1.0, 2.0]]
+    >>> values, p = sorting_network_sort(x, distribution="logistic", steepness=100.0)
+    >>> values.numpy().round(2)
+    array([[1., 2., 3.]], dtype=float32)
+    >>> p.numpy().round(2)[0]
+    array([[0., 0., 1.],
+           [1., 0., 0.],
+           [0., 1., 0.]], dtype=float32)
+  """
+  steepness, art_lambda = _check(network, distribution, steepness, art_lambda, SORTING_NETWORKS)
+  x = _scores(scores)
+  n = x.shape[-1]
+  layers = comparator_network(network, n)
+  values, alphas = _forward(x, layers, distribution, steepness, art_lambda)
+  p = tf.eye(n, batch_shape=tf.shape(x)[:1], dtype=x.dtype)
+  for layer, alpha in zip(layers, alphas):
+    alpha = alpha[:, None, :]
+    pa = tf.gather(p, layer.a, axis=-1)
+    pb = tf.gather(p, layer.b, axis=-1)
+    low = alpha * pa + (1.0 - alpha) * pb
+    high = (1.0 - alpha) * pa + alpha * pb
+    p = tf.gather(tf.concat([p, low, high], axis=-1), _sources(layer, n), axis=-1)
+  return values, p
+
+
+def sorting_network_topk(
+  scores, k, network="odd_even", distribution="cauchy", steepness=10.0, art_lambda=0.25
+):
+  """The last ``k`` columns of the relaxed permutation: each input's weight at the top ``k``.
+
+  Petersen et al., "Differentiable Top-k Classification Learning", ICML 2022, Sec. 3: only the
+  top-``k`` part ``P[:, :, n-k:]`` of the permutation enters the top-``k`` loss, so it is
+  computed backwards from the last ``k`` wires, ``P_topk = L_1 L_2 ... L_T E_k`` with ``L_t``
+  the layer matrices and ``E_k`` the last ``k`` columns of the identity, carrying ``[n, k]``
+  per example (``O(n k)`` per layer) instead of ``[n, n]``. Equal to
+  ``sorting_network_sort(...)[1][:, :, -k:]`` up to rounding.
+
+  Args:
+    scores, distribution, steepness, art_lambda: as :func:`sorting_network_sort`.
+    network: ``"odd_even"``, ``"bitonic"`` or ``"splitter_selection"``.
+    k: how many top positions, ``1 <= k <= n``.
+
+  Returns:
+    ``[B, n, k]``: entry ``[b, i, j]`` is the weight of input ``i`` at ascending position
+    ``n - k + j`` (the last column is the top-1). Rows sum to at most 1, columns to 1.
+
+  Example:
+    >>> sorting_network_topk([[3.0, 1.0, 2.0]], k=2, steepness=1e3).numpy().round(2)[0]
+    array([[0., 1.],
+           [0., 0.],
+           [1., 0.]], dtype=float32)
+  """
+  steepness, art_lambda = _check(network, distribution, steepness, art_lambda)
+  x = _scores(scores)
+  n = x.shape[-1]
+  _check_k(k, n)
+  layers = comparator_network(network, n, k if network == "splitter_selection" else None)
+  _, alphas = _forward(x, layers, distribution, steepness, art_lambda)
+  q = tf.eye(n, batch_shape=tf.shape(x)[:1], dtype=x.dtype)[:, :, n - k :]
+  for layer, alpha in zip(reversed(layers), reversed(alphas)):
+    alpha = alpha[:, :, None]
+    q_low = tf.gather(q, layer.lo, axis=1)
+    q_high = tf.gather(q, layer.hi, axis=1)
+    from_a = alpha * q_low + (1.0 - alpha) * q_high
+    from_b = (1.0 - alpha) * q_low + alpha * q_high
+    q = tf.gather(tf.concat([q, from_a, from_b], axis=1), _inputs(layer, n), axis=1)
+  return q
