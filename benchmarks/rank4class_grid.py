@@ -1,6 +1,6 @@
 """Which loss and which head? A grid over losses x heads x seeds on GoEmotions, CIFAR-10 and MIND.
 
-Issue 18. Two protocols (``tfrank4class.train.grid``):
+Issue 18. Two protocols (``benchmarks/grid_store.py``):
 
 * ``frozen``: per dataset one encoder is trained once with the softmax loss and a dot head (a
   classical classifier), its instance embeddings are cached under ``--work_dir``, and every
@@ -277,9 +277,9 @@ _SPLITS = {}
 def load_splits(dataset, smoke):
   """``{split: (features, labels)}`` for train / validation / test, and the dataset's info."""
   import numpy as np  # pylint: disable=g-import-not-at-top
+  import split_arrays as arrays  # pylint: disable=g-import-not-at-top
 
   from tfrank4class import data  # pylint: disable=g-import-not-at-top
-  from tfrank4class.data import arrays  # pylint: disable=g-import-not-at-top
 
   if (dataset, smoke) in _SPLITS:
     return _SPLITS[(dataset, smoke)]
@@ -329,9 +329,10 @@ def build_model(dataset, path, info, settings, loss, interaction, encoder_kwargs
 
 def frozen_features(dataset, settings):
   """``(arrays, info)``: cached embeddings of the softmax + dot encoder for every split."""
+  import feature_cache as features_lib  # pylint: disable=g-import-not-at-top
+  import grid_store as grid  # pylint: disable=g-import-not-at-top
+
   from tfrank4class.compat import keras  # pylint: disable=g-import-not-at-top
-  from tfrank4class.train import features as features_lib  # pylint: disable=g-import-not-at-top
-  from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
 
   spec = {
     "dataset": dataset,
@@ -406,10 +407,10 @@ def frozen_features(dataset, settings):
 
 def run_cell(cell, settings):
   """Trains the run ``cell``; returns its record."""
+  import grid_store as grid  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   from tfrank4class.compat import keras  # pylint: disable=g-import-not-at-top
-  from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
 
   extra = {}
   if cell.protocol == "frozen":
@@ -467,7 +468,7 @@ def run_cell(cell, settings):
 def plan(store):
   """The ordered cells; an end-to-end cell whose head is ``None`` is the best other head, decided
   when the grid reaches it (after the frozen runs of its dataset)."""
-  from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
+  import grid_store as grid  # pylint: disable=g-import-not-at-top
 
   seeds_f = range(2 if FLAGS.smoke else FLAGS.frozen_seeds)
   seeds_e = range(2 if FLAGS.smoke else FLAGS.e2e_seeds)
@@ -492,7 +493,7 @@ def plan(store):
 def other_head(store, dataset, resolve=True):
   """The end-to-end head besides dot (``None`` while it cannot be decided yet, unless
   ``resolve``, which then raises)."""
-  from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
+  import grid_store as grid  # pylint: disable=g-import-not-at-top
 
   if FLAGS.e2e_other_head != "auto":
     return FLAGS.e2e_other_head
@@ -523,13 +524,12 @@ def other_head(store, dataset, resolve=True):
 
 
 def run_grid():
-  from tfrank4class.train import (
-    experiment,  # pylint: disable=g-import-not-at-top
-    grid,  # pylint: disable=g-import-not-at-top
-  )
+  import grid_store as grid  # pylint: disable=g-import-not-at-top
+
+  from tfrank4class.train import run_dir  # pylint: disable=g-import-not-at-top
 
   os.makedirs(FLAGS.work_dir, exist_ok=True)
-  experiment.lock_model_dir(FLAGS.work_dir)  # one grid per work dir
+  run_dir.lock_model_dir(FLAGS.work_dir)  # one grid per work dir
   store = grid.RecordStore(FLAGS.output)
   cells = plan(store)
   todo = [c for c in cells if c.interaction is None or c not in store]
@@ -599,7 +599,7 @@ def _paper_value(dataset, metric, loss, head):
 
 def write_report(records, md_path, png_path, planned=None):
   """Writes the markdown summary and the figure of ``records``."""
-  from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
+  import grid_store as grid  # pylint: disable=g-import-not-at-top
 
   rows = grid.summarize(records)
   lines = [
@@ -645,7 +645,7 @@ def _by_setting(rows):
 
 def _baseline(cells):
   """The softmax + dot cell (``grid.BASELINE``) among ``cells``, or None."""
-  from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
+  import grid_store as grid  # pylint: disable=g-import-not-at-top
 
   return next((c for c in cells if (c["loss"], c["interaction"]) == grid.BASELINE), None)
 
@@ -690,7 +690,7 @@ def _summary_section(rows):
 
 
 def _setup_section(records):
-  from tfrank4class.train import experiment  # pylint: disable=g-import-not-at-top
+  from tfrank4class.train import config as config_lib  # pylint: disable=g-import-not-at-top
 
   lines = [
     "## Setup",
@@ -726,8 +726,8 @@ def _setup_section(records):
     "trained with the softmax loss and a dot head, so they favour that pair: they were "
     "shaped to be linearly separable under softmax, and the heads are trained on "
     "features of the same training examples the encoder saw. Encoder `auto` is the "
-    f"training binary's text encoder: `{experiment.AUTO_ENCODERS['text']}` with "
-    f"{json.dumps(experiment.TEXT_DEFAULTS)}.",
+    f"training binary's text encoder: `{config_lib.AUTO_ENCODERS['text']}` with "
+    f"{json.dumps(config_lib.TEXT_DEFAULTS)}.",
     "",
   ]
   return lines
@@ -813,7 +813,7 @@ def _spread_section(rows):
 
 
 def _paper_section(rows):
-  from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
+  import grid_store as grid  # pylint: disable=g-import-not-at-top
 
   lines = ["## The paper beside ours (direction of the difference to softmax + dot)", ""]
   contradictions, unconfirmed = [], []
@@ -986,10 +986,9 @@ def main(argv):
       f"--e2e_other_head must be auto, latent_cross or concat, got {FLAGS.e2e_other_head!r}."
     )
   tf = setup_tensorflow(FLAGS.threads)
-  from tfrank4class.train import (
-    experiment,  # pylint: disable=g-import-not-at-top
-    grid,  # pylint: disable=g-import-not-at-top
-  )
+  import grid_store as grid  # pylint: disable=g-import-not-at-top
+
+  from tfrank4class.train import experiment  # pylint: disable=g-import-not-at-top
 
   experiment.quiet_tensorflow_logs()
   tf.get_logger().setLevel("ERROR")  # retracing notices: every run builds a new model

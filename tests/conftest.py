@@ -1,14 +1,22 @@
 """Test fixtures. The environment (no network, quiet TensorFlow, ``tf.keras`` = tf-keras on
 TensorFlow 2.16+, two logical CPUs for MirroredStrategy tests) is set by the repository's root
 ``conftest.py``, before TensorFlow is imported, for the tests and the doctests alike.
+
+The benchmarks' own modules (``benchmarks/grid_store.py``, ...) are not part of the package; they
+import each other by bare name, as when a benchmark script runs. ``benchmarks/`` goes at the end
+of ``sys.path`` so that their tests import them the same way (``import grid_store``), and no
+installed package is shadowed by a benchmark script's name.
 """
 
 import os
 import pathlib
+import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+if str(ROOT / "benchmarks") not in sys.path:
+  sys.path.append(str(ROOT / "benchmarks"))
 
 
 @pytest.fixture(scope="session")

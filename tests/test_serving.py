@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from tfrank4class import data as data_lib
-from tfrank4class.train import experiment, serving
+from tfrank4class.train import config as config_lib
+from tfrank4class.train import experiment, results, serving
 
 TEXTS = ["Thank you so much, this is wonderful!", "I am so angry about this."]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -19,7 +20,7 @@ ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 @pytest.fixture(scope="module")
 def text_export(tmp_path_factory):
   root = tmp_path_factory.mktemp("serving")
-  config = experiment.ExperimentConfig(
+  config = config_lib.ExperimentConfig(
     encoder_kwargs={
       "max_tokens": 2000,
       "sequence_length": 16,
@@ -115,7 +116,7 @@ def test_scores_signature_evaluates_like_the_model(text_export):
 def test_image_export_takes_encoded_bytes(datasets_dir, tmp_path):
   data_dir = str(datasets_dir / "cifar10_jpeg")
   info = data_lib.info("cifar10", data_dir)
-  config = experiment.ExperimentConfig(
+  config = config_lib.ExperimentConfig(
     dataset="cifar10",
     data_dir=data_dir,
     hidden_units=(8,),
@@ -185,7 +186,7 @@ def test_export_and_evaluate_binaries(text_export, tmp_path):
     text=True,
   ).stdout
   row = [line for line in out.splitlines() if line.startswith("test")][0].split()
-  want = experiment.evaluate(model, "goemotions_sample", "test")
+  want = results.evaluate(model, "goemotions_sample", "test")
   assert [float(v) for v in row[1:]] == pytest.approx(
     [want[m] for m in ("top_1", "top_5", "ndcg_5", "mrr")], abs=1e-4
   )

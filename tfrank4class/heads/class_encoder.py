@@ -136,19 +136,7 @@ class ClassEncoder(keras.layers.Layer):
     self.class_feature_dim = _validation.check_int(
       "class_feature_dim", class_feature_dim, minimum=1, allow_none=True
     )
-    self.bias_initializer = None
-    if bias_initializer is not None:
-      if self.class_feature_dim is not None:
-        raise ValueError(
-          f"`bias_initializer` applies to the class table only, got "
-          f"{bias_initializer!r} together with class features."
-        )
-      if self.embedding_dim < 2:
-        raise ValueError(
-          f"`bias_initializer` needs embedding_dim >= 2 (kernel rows plus the "
-          f"bias), got embedding_dim={self.embedding_dim}."
-        )
-      self.bias_initializer = keras.initializers.get(bias_initializer)
+    self.bias_initializer = self._checked_bias_initializer(bias_initializer)
     self._mlp = []
     if self.class_feature_dim is not None:
       for i, units in enumerate(self.hidden_units):
@@ -165,6 +153,23 @@ class ClassEncoder(keras.layers.Layer):
           self.embedding_dim, kernel_initializer=self._new_initializer(), name="feature_projection"
         )
       )
+
+  def _checked_bias_initializer(self, bias_initializer):
+    """``bias_initializer`` as a Keras initializer (``None`` stays ``None``), refused where the
+    layer has no bias row: with class features, or with ``embedding_dim < 2``."""
+    if bias_initializer is None:
+      return None
+    if self.class_feature_dim is not None:
+      raise ValueError(
+        f"`bias_initializer` applies to the class table only, got "
+        f"{bias_initializer!r} together with class features."
+      )
+    if self.embedding_dim < 2:
+      raise ValueError(
+        f"`bias_initializer` needs embedding_dim >= 2 (kernel rows plus the "
+        f"bias), got embedding_dim={self.embedding_dim}."
+      )
+    return keras.initializers.get(bias_initializer)
 
   def _new_initializer(self):
     return fresh_initializer(self.embeddings_initializer)

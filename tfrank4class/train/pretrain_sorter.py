@@ -174,6 +174,25 @@ def _evaluate(predict, eval_sets):
   return {n: float(normalised_l1(predict(s), r)) for n, (s, r) in eval_sets.items()}
 
 
+def _record_evaluation(sorter, output, writer, best_var, errors, step, run_metadata, start):
+  """Writes the held-out ``errors`` at ``step`` to TensorBoard and the log, and exports
+  ``sorter``'s weights to ``output`` if their mean beats ``best_var``."""
+  _write_scalars(writer, step, {f"eval/l1_normalised_rank_n{n}": e for n, e in errors.items()})
+  mean_error = sum(errors.values()) / len(errors)
+  if mean_error < float(best_var):
+    best_var.assign(mean_error)
+    sorter.export_weights(
+      output,
+      metadata={
+        "step": step,
+        "eval_l1_normalised_rank": {str(k): v for k, v in errors.items()},
+        **run_metadata,
+        "train_minutes_this_run": round((time.time() - start) / 60, 2),
+      },
+    )
+  logging.info("step %d eval %s (best %.5f)", step, json.dumps(errors), float(best_var))
+
+
 def train(
   kind,
   min_list_size,
@@ -193,6 +212,7 @@ def train(
   **hparams,
 ):
   """Trains a sorter; returns ``(sorter, best_eval)``. See the module docstring."""
+  # Over 60 lines only by its signature: one argument per flag of the binary.
   _check_arguments(
     kind, min_list_size, max_list_size, steps, batch_size, learning_rate, halve_every, output
   )
@@ -233,23 +253,10 @@ def train(
     out_of_time = max_minutes is not None and (time.time() - start) > 60 * max_minutes
     if step % eval_every == 0 or step == steps or out_of_time:
       errors = _evaluate(predict, eval_sets)
-      _write_scalars(writer, step, {f"eval/l1_normalised_rank_n{n}": e for n, e in errors.items()})
-      mean_error = sum(errors.values()) / len(errors)
-      values.append(("eval", mean_error))
+      values.append(("eval", sum(errors.values()) / len(errors)))
       history.append({"step": step, "eval": errors, "minutes": (time.time() - start) / 60})
-      if mean_error < float(best_var):
-        best_var.assign(mean_error)
-        sorter.export_weights(
-          output,
-          metadata={
-            "step": step,
-            "eval_l1_normalised_rank": {str(k): v for k, v in errors.items()},
-            **run_metadata,
-            "train_minutes_this_run": round((time.time() - start) / 60, 2),
-          },
-        )
+      _record_evaluation(sorter, output, writer, best_var, errors, step, run_metadata, start)
       manager.save(checkpoint_number=step)
-      logging.info("step %d eval %s (best %.5f)", step, json.dumps(errors), float(best_var))
     progbar.update(step, values)
     if out_of_time:
       logging.info("Stopping after %.1f minutes (--max_minutes).", max_minutes)

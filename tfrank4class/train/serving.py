@@ -18,9 +18,9 @@ serves it with ``tf.saved_model.load`` or ``saved_model_cli run``.
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import _validation
 from tfrank4class import data as data_lib
-from tfrank4class.compat import keras
+from tfrank4class.train import flavour
 
 INPUT_KEYS = {"image": "image_bytes", "text": "text"}
 
@@ -72,29 +72,17 @@ def export_saved_model(model, dataset, class_names, export_dir, top_k=5):
   def scores_of(features):
     return {"scores": model(features, training=False)}
 
-  if compat.KERAS_3:
-    # Keras 3's own SavedModel writer: it saves the model's variables and lookup tables as
-    # plain lists, which a TF1 session (`saved_model_cli run`) restores; `tf.saved_model.save`
-    # of a module holding a Keras 3 model leaves some variables uninitialised there.
-    archive = keras.export.ExportArchive()
-    archive.track(model)
-    archive.add_endpoint("serving_default", serve, input_signature=[raw_spec])
-    archive.add_endpoint("scores", scores_of, input_signature=[feature_spec])
-    archive.write_out(export_dir, verbose=False)
-  else:
-    module = tf.Module()
-    module.model = model
-    module.serve = tf.function(serve, input_signature=[raw_spec])
-    module.scores = tf.function(scores_of, input_signature=[feature_spec])
-    tf.saved_model.save(
-      module, export_dir, signatures={"serving_default": module.serve, "scores": module.scores}
-    )
+  flavour.TRAINING.write_saved_model(
+    model,
+    export_dir,
+    {"serving_default": (serve, raw_spec), "scores": (scores_of, feature_spec)},
+  )
   return export_dir
 
 
 def saved_model_scorer(export_dir):
   """A callable ``scorer(features, training=False) -> scores`` over an export's ``scores``
-  signature, to evaluate an exported model with :func:`tfrank4class.train.experiment.evaluate`."""
+  signature, to evaluate an exported model with :func:`tfrank4class.train.results.evaluate`."""
   loaded = tf.saved_model.load(export_dir)
   if "scores" not in loaded.signatures:
     raise ValueError(

@@ -3,7 +3,7 @@
     tfrank4class-train --dataset=goemotions_sample --loss=approx_ndcg_loss \\
         --model_dir=runs/demo --export_dir=runs/demo/export
 
-Every flag maps onto a field of ``tfrank4class.train.experiment.ExperimentConfig``; unknown
+Every flag maps onto a field of ``tfrank4class.train.config.ExperimentConfig``; unknown
 values are refused with the allowed ones before any data is read. After training, the best
 checkpoint (by ``--best_metric`` on the validation split) is evaluated on the validation and test
 splits, the table is printed and written to ``model_dir/results.json``, and the model is exported
@@ -22,10 +22,11 @@ from absl import app, flags
 from tfrank4class import data as data_lib
 from tfrank4class import encoders as encoders_lib
 from tfrank4class import losses as losses_lib
+from tfrank4class.train import config as config_lib
 from tfrank4class.train import experiment, serving
 from tfrank4class.train import strategy as strategy_lib
 
-_D = experiment.ExperimentConfig()
+_D = config_lib.ExperimentConfig()
 flags.DEFINE_enum("dataset", _D.dataset, data_lib.names(), "Dataset to train on.")
 flags.DEFINE_string(
   "data_dir",
@@ -51,12 +52,12 @@ flags.DEFINE_string("encoder_kwargs", "{}", "JSON object of encoder arguments.")
 flags.DEFINE_enum(
   "interaction",
   _D.interaction,
-  list(experiment.INTERACTIONS),
+  list(config_lib.INTERACTIONS),
   "Instance-class interaction of the Rank4Class head.",
 )
 flags.DEFINE_list(
   "hidden_units",
-  [str(u) for u in experiment.DEFAULT_HIDDEN_UNITS],
+  [str(u) for u in config_lib.DEFAULT_HIDDEN_UNITS],
   "MLP widths of the latent_cross / concat interactions (refused with "
   "--interaction=dot, which has no MLP).",
 )
@@ -76,7 +77,7 @@ flags.DEFINE_integer(
   "Training steps per epoch (default: one pass over the training split).",
   lower_bound=1,
 )
-flags.DEFINE_enum("optimizer", _D.optimizer, sorted(experiment.OPTIMIZERS), "Optimizer.")
+flags.DEFINE_enum("optimizer", _D.optimizer, sorted(config_lib.OPTIMIZERS), "Optimizer.")
 flags.DEFINE_float("learning_rate", _D.learning_rate, "Learning rate.", lower_bound=0.0)
 flags.DEFINE_enum(
   "strategy",

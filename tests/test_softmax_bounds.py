@@ -1,16 +1,16 @@
-"""tfrank4class.metrics.bounds: Bruch et al.'s bounds, by hand and on a trained softmax model."""
+"""benchmarks/softmax_bounds.py: Bruch et al.'s bounds, by hand and on a trained softmax model."""
 
 import doctest
 import math
 
 import numpy as np
 import pytest
+import softmax_bounds as bounds
 import tensorflow as tf
 from scipy import special
 from sklearn.metrics import log_loss
 
 from tfrank4class import losses
-from tfrank4class.metrics import bounds
 
 
 def _pessimistic_ranks(labels, scores):

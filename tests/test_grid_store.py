@@ -1,14 +1,13 @@
-"""tfrank4class.train.grid: records, resumable store, training helpers, statistics."""
+"""benchmarks/grid_store.py: records, resumable store, training helpers, statistics."""
 
 import json
 import os
 
+import grid_store as grid
 import numpy as np
 import pytest
 import tensorflow as tf
 from scipy import stats
-
-from tfrank4class.train import grid
 
 
 def _record(

@@ -1,4 +1,4 @@
-"""tfrank4class.data.arrays: whole splits in memory, stratified hold-out."""
+"""benchmarks/split_arrays.py: whole splits in memory, stratified hold-out."""
 
 import collections
 import doctest
@@ -6,8 +6,7 @@ import hashlib
 
 import numpy as np
 import pytest
-
-from tfrank4class.data import arrays
+import split_arrays as arrays
 
 
 def _reference_mind(path, split):

@@ -4,7 +4,7 @@ The library behind ``benchmarks/rank4class_grid.py``. One *run* trains one model
 identified by its :class:`Cell` ``(dataset, protocol, loss, interaction, seed)``:
 
 * ``protocol="frozen"``: a head (:func:`head_model`) trained on cached instance embeddings
-  (:mod:`tfrank4class.train.features`);
+  (``benchmarks/feature_cache.py``);
 * ``protocol="end_to_end"``: the whole encoder + head model trained.
 
 Every finished run becomes one JSON object (a *record*, :func:`check_record` lists its required
@@ -21,7 +21,7 @@ scoring included).
 
 Statistics (:func:`summarize`): per cell, the mean of each metric over its seeds with a 95 %
 t interval, and the paired difference against the baseline cell (softmax loss, dot head) over the
-seeds both have (:mod:`tfrank4class.metrics.intervals`).
+seeds both have (``benchmarks/confidence_intervals.py``).
 """
 
 import collections
@@ -30,7 +30,9 @@ import math
 import os
 import time
 
+import confidence_intervals as intervals_lib
 import numpy as np
+import softmax_bounds as bounds_lib
 import tensorflow as tf
 
 from tfrank4class import _validation
@@ -38,8 +40,6 @@ from tfrank4class import heads as heads_lib
 from tfrank4class import losses as losses_lib
 from tfrank4class import metrics as metrics_lib
 from tfrank4class.compat import keras
-from tfrank4class.metrics import bounds as bounds_lib
-from tfrank4class.metrics import intervals as intervals_lib
 
 #: Test-split metrics every record holds (``tfrank4class.metrics.get`` names), each in [0, 1].
 METRICS = ("top_1", "top_5", "ndcg_5", "mrr")
@@ -310,7 +310,7 @@ def fit_and_evaluate(model, train, validation, test, *, epochs, batch_size, seed
 
 def make_record(cell, result, test_labels, test_scores, **extra):
   """The JSON record of a finished run: the cell, ``result`` (:func:`fit_and_evaluate`), the
-  Bruch et al. bound check of the test scores (``bound``, :mod:`tfrank4class.metrics.bounds`)
+  Bruch et al. bound check of the test scores (``bound``, ``benchmarks/softmax_bounds.py``)
   and ``extra`` fields."""
   record = dict(Cell(*cell)._asdict())
   record.update(result)

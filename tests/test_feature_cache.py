@@ -1,15 +1,15 @@
-"""tfrank4class.train.features: embeddings of a trained model and the on-disk feature cache."""
+"""benchmarks/feature_cache.py: embeddings of a trained model and the on-disk feature cache."""
 
 import doctest
 import json
 import os
 
+import feature_cache as features
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from tfrank4class import encoders, heads
-from tfrank4class.train import features
 
 
 def _model():

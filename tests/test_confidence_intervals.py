@@ -1,12 +1,11 @@
-"""tfrank4class.metrics.intervals against scipy.stats."""
+"""benchmarks/confidence_intervals.py against scipy.stats."""
 
 import doctest
 
+import confidence_intervals as intervals
 import numpy as np
 import pytest
 from scipy import stats
-
-from tfrank4class.metrics import intervals
 
 
 @pytest.mark.parametrize("df", list(range(1, 31)) + [47, 100, 250])

@@ -1,0 +1,68 @@
+"""The Keras flavour's training: chosen once, and a multi-worker run on two local workers."""
+
+import json
+import socket
+import subprocess
+
+from _training import env, train_cmd
+
+from tfrank4class import compat
+from tfrank4class.train import flavour
+
+
+def test_the_flavour_is_the_one_of_the_keras_in_use(tmp_path):
+  expected = flavour.Keras3Training if compat.KERAS_3 else flavour.Keras2Training
+  assert type(flavour.TRAINING) is expected
+  # No backup yet: training starts at the first step of the first epoch.
+  assert flavour.TRAINING.resume_position(str(tmp_path / "backup"), 10) == (0, 0)
+
+
+def test_keras3_resumes_after_the_steps_its_newest_weight_backup_names(tmp_path):
+  # Written by EpochMetricsBackup(weights=True): 23 steps trained, 10 steps an epoch.
+  for steps in (13, 23):
+    (tmp_path / f"step_{steps:09d}.weights.h5").write_bytes(b"")
+  (tmp_path / "epoch_metrics.json").write_text("{}")
+  assert flavour.Keras3Training().resume_position(str(tmp_path), 10) == (2, 3)
+
+
+def _free_ports(n):
+  sockets = [socket.socket() for _ in range(n)]
+  for s in sockets:
+    s.bind(("127.0.0.1", 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports
+
+
+def test_multi_worker_mirrored_two_local_workers(tmp_path):
+  workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+  model_dir, export_dir = tmp_path / "run", tmp_path / "export"
+  procs = []
+  for index in range(2):
+    tf_config = json.dumps(
+      {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+    )
+    procs.append(
+      subprocess.Popen(
+        train_cmd(
+          model_dir,
+          "--strategy=multi_worker_mirrored",
+          "--epochs=1",
+          "--steps=3",
+          "--backup_every=2",
+          f"--export_dir={export_dir}",
+        ),
+        env=env(TF_CONFIG=tf_config),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+      )
+    )
+  outputs = [p.communicate(timeout=600)[0] for p in procs]
+  assert [p.returncode for p in procs] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+  assert (export_dir / "saved_model.pb").exists()
+  assert sum("Exported the serving SavedModel" in out for out in outputs) == 1
+  assert json.loads((model_dir / "results.json").read_text())["test"]["top_5"] > 0
+  # No stray export from the second worker beside the chief's.
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "run"]

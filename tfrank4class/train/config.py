@@ -1,0 +1,145 @@
+"""The configuration of a training run: ``ExperimentConfig`` and the choices it names.
+
+``ExperimentConfig`` holds every choice of a run (the training binary's flags map onto it one to
+one) and is validated before any data is read; a run stores it as ``model_dir/config.json``
+(``tfrank4class.train.run_dir``), where evaluate and export read it back.
+
+Example:
+  >>> ExperimentConfig(interaction="dot").validate().hidden_units
+  ()
+"""
+
+import dataclasses
+import json
+import os
+
+from tfrank4class import _validation
+from tfrank4class import data as data_lib
+from tfrank4class import encoders as encoders_lib
+from tfrank4class import heads as heads_lib
+from tfrank4class import losses as losses_lib
+from tfrank4class import metrics as metrics_lib
+from tfrank4class.compat import keras
+from tfrank4class.registry import Registry
+from tfrank4class.train import strategy as strategy_lib
+
+#: The optimizers by name: ``OPTIMIZERS.get(name, learning_rate=...)``.
+OPTIMIZERS = Registry("optimizer", argument="optimizer")
+OPTIMIZERS.add("adam", keras.optimizers.Adam)
+OPTIMIZERS.add("adagrad", keras.optimizers.Adagrad)
+#: The interaction names (of the one interaction registry, ``heads.INTERACTIONS``).
+INTERACTIONS = heads_lib.INTERACTIONS.names()
+#: MLP widths of the latent_cross and concat interactions when ``hidden_units`` is not given.
+DEFAULT_HIDDEN_UNITS = (128, 128)
+#: Encoders chosen by ``encoder="auto"``, per modality.
+AUTO_ENCODERS = {"text": "transformer", "image": "small_cnn"}
+#: Defaults of the auto text encoder: small enough to train from scratch on a CPU in minutes.
+TEXT_DEFAULTS = {
+  "max_tokens": 20_000,
+  "sequence_length": 48,
+  "embedding_dim": 64,
+  "num_heads": 2,
+  "num_layers": 1,
+  "ff_dim": 128,
+  "dropout": 0.0,
+}
+
+
+@dataclasses.dataclass
+class ExperimentConfig:
+  """Everything a training run needs; see ``tfrank4class-train --helpfull`` for each field.
+
+  ``hidden_units=None`` means ``DEFAULT_HIDDEN_UNITS`` for the MLP interactions (latent_cross,
+  concat) and ``()`` for ``dot``, which has no MLP (explicit units with ``dot`` are refused).
+  """
+
+  dataset: str = "goemotions_sample"
+  data_dir: str = None
+  on_corrupt: str = "error"
+  encoder: str = "auto"
+  encoder_kwargs: dict = dataclasses.field(default_factory=dict)
+  interaction: str = "latent_cross"
+  hidden_units: tuple = None
+  loss: str = "softmax_loss"
+  loss_kwargs: dict = dataclasses.field(default_factory=dict)
+  metrics: tuple = ("top_1", "top_5", "ndcg_5", "mrr")
+  batch_size: int = 64
+  epochs: int = 3
+  steps: int = None
+  optimizer: str = "adam"
+  learning_rate: float = 1e-3
+  strategy: str = "default"
+  tpu: str = None
+  devices: tuple = None
+  model_dir: str = None
+  export_dir: str = None
+  seed: int = 0
+  best_metric: str = "ndcg_5"
+  backup_every: int = 100
+  start_over: bool = False
+  verbose: int = 1
+
+  def __post_init__(self):
+    if self.hidden_units is None:
+      self.hidden_units = () if self.interaction == "dot" else DEFAULT_HIDDEN_UNITS
+
+  def validate(self):
+    """Checks every field; raises ``ValueError`` naming the field, the value and what is allowed.
+
+    Pure Python: it creates no TensorFlow object, so it may run before a multi-worker strategy
+    (which must be created before TensorFlow's runtime starts). Loss arguments are checked when
+    ``train`` first builds the loss, right after the strategy and still before any data is read.
+    """
+    _validation.check_choice("dataset", self.dataset, data_lib.names())
+    _validation.check_choice("on_corrupt", self.on_corrupt, data_lib.ON_CORRUPT)
+    if self.encoder != "auto":
+      _validation.check_choice("encoder", self.encoder, ["auto"] + list(encoders_lib.names()))
+    _validation.check_choice("interaction", self.interaction, INTERACTIONS)
+    _validation.check_choice("loss", self.loss, losses_lib.names())
+    for name in self.metrics:
+      metrics_lib.registry.parse(name)
+    metrics_lib.registry.parse(self.best_metric)
+    if self.best_metric not in self.metrics:
+      raise ValueError(
+        f"`best_metric` {self.best_metric!r} must be one of `metrics` {list(self.metrics)}."
+      )
+    for units in self.hidden_units:
+      _validation.check_int("hidden_units", units, minimum=1)
+    if self.interaction == "dot" and len(self.hidden_units):
+      raise ValueError(
+        f"`hidden_units` {tuple(self.hidden_units)} is not used by `interaction` "
+        "'dot' (a dot product has no MLP); only 'latent_cross' and 'concat' take "
+        "it. Leave `hidden_units` unset with 'dot'."
+      )
+    _validation.check_int("batch_size", self.batch_size, minimum=1)
+    _validation.check_int("epochs", self.epochs, minimum=1)
+    _validation.check_int("steps", self.steps, minimum=1, allow_none=True)
+    _validation.check_choice("optimizer", self.optimizer, OPTIMIZERS)
+    _validation.check_float("learning_rate", self.learning_rate, minimum=0.0, strict=True)
+    _validation.check_choice("strategy", self.strategy, strategy_lib.STRATEGIES)
+    if self.strategy == "tpu" and not self.tpu:
+      raise ValueError(
+        "`tpu` must name a TPU (a name, or grpc://host:port) when `strategy` is 'tpu'."
+      )
+    if self.strategy == "multi_worker_mirrored" and not self.model_dir:
+      raise ValueError(
+        "`model_dir` is required when `strategy` is 'multi_worker_mirrored': the "
+        "chief evaluates and exports the best.keras it writes there."
+      )
+    _validation.check_int("seed", self.seed, minimum=0)
+    _validation.check_int("backup_every", self.backup_every, minimum=1)
+    if not isinstance(self.start_over, bool):
+      raise ValueError(f"`start_over` must be True or False, got {self.start_over!r}.")
+    return self
+
+  def to_json(self):
+    return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+  @classmethod
+  def from_model_dir(cls, model_dir):
+    """The config a run wrote to ``model_dir/config.json``."""
+    path = os.path.join(model_dir, "config.json")
+    if not os.path.exists(path):
+      raise FileNotFoundError(f"No training run in `model_dir` {model_dir!r}: {path} is missing.")
+    with open(path) as f:
+      return cls(**json.load(f))

@@ -1,0 +1,59 @@
+"""The result tables of a trained model: its ranking metrics per split, as a table.
+
+Example:
+  >>> print(format_table([("test", {"top_1": 0.5, "mrr": 0.625})], ["top_1", "mrr"]))
+  run      top_1       mrr
+  ------------------------
+  test    0.5000    0.6250
+"""
+
+from tfrank4class import data as data_lib
+from tfrank4class import metrics as metrics_lib
+
+
+def validation_split(dataset):
+  """The split used to pick the best checkpoint: ``validation`` where the dataset has one."""
+  return "test" if dataset.startswith("cifar") else "validation"
+
+
+def evaluate_splits(model, config):
+  """``[(split, {metric: value})]`` on the validation split and the test split."""
+  splits = dict.fromkeys([validation_split(config.dataset), "test"])
+  return [
+    (split, evaluate(model, config.dataset, split, config.data_dir, on_corrupt=config.on_corrupt))
+    for split in splits
+  ]
+
+
+def evaluate(
+  model, dataset, split, data_dir=None, batch_size=256, metric_names=None, on_corrupt="error"
+):
+  """``{metric name: value}`` of a scores model on a split (Top-1, Top-5, NDCG@5, MRR by default).
+
+  ``on_corrupt`` (``"error"`` or ``"skip"``) is passed to ``tfrank4class.data.load``.
+  """
+  metric_names = metric_names or ("top_1", "top_5", "ndcg_5", "mrr")
+  metric_objects = [metrics_lib.get(m) for m in metric_names]
+  for features, labels in data_lib.load(
+    dataset,
+    split,
+    data_dir,
+    batch_size=batch_size,
+    training=False,
+    shuffle=False,
+    on_corrupt=on_corrupt,
+  ):
+    scores = model(features, training=False)
+    for metric in metric_objects:
+      metric.update_state(labels, scores)
+  return {name: float(m.result()) for name, m in zip(metric_names, metric_objects)}
+
+
+def format_table(rows, columns):
+  """A plain-text table: ``rows`` is a list of (label, {column: value})."""
+  width = max([len("run")] + [len(label) for label, _ in rows])
+  head = f"{'run':<{width}}  " + "  ".join(f"{c:>8}" for c in columns)
+  lines = [head, "-" * len(head)]
+  for label, values in rows:
+    lines.append(f"{label:<{width}}  " + "  ".join(f"{values[c]:>8.4f}" for c in columns))
+  return "\n".join(lines)

@@ -1,0 +1,248 @@
+"""A run's directory, ``model_dir``: its lock, its stored configuration and its files.
+
+    checkpoints/epoch_NNN.weights.h5   the weights after every epoch
+    best.keras                         the whole model at the best validation ``best_metric``
+    logs/                              TensorBoard
+    backup/                            the backup a killed run resumes from (removed when
+                                       training ends; ``tfrank4class.train.backup``)
+    config.json, class_names.txt       what the run was, for evaluate and export
+    results.json                       the training binary's final table
+    train.lock                         the process training there (``lock_model_dir``)
+
+One run per directory. ``train`` takes ``model_dir`` for its process (``lock_model_dir``): a
+second run on the same directory refuses at once, naming the run that holds it; a lock left by a
+killed run is taken over. A directory that holds a run (its ``config.json``) is only reused with
+the same configuration, but for the fields in ``RESUMABLE_CHANGES`` (how the run executes, not
+what it trains): anything else is refused with the differing fields named, unless ``start_over``
+deletes the old run's files (``RUN_FILES``) first.
+"""
+
+import atexit
+import datetime
+import json
+import os
+import shutil
+import socket
+import sys
+
+from tfrank4class.compat import keras
+from tfrank4class.train.config import ExperimentConfig
+
+#: The lock file of a run in ``model_dir``.
+LOCK_FILE = "train.lock"
+#: What a run writes in ``model_dir`` (``start_over`` deletes them; ``export_dir`` is left alone).
+RUN_FILES = (
+  "backup",
+  "checkpoints",
+  "logs",
+  "best.keras",
+  "config.json",
+  "class_names.txt",
+  "results.json",
+)
+#: Config fields that say how a run executes, not what it trains: a resumed run may change them.
+RESUMABLE_CHANGES = (
+  "model_dir",
+  "export_dir",
+  "strategy",
+  "tpu",
+  "devices",
+  "backup_every",
+  "start_over",
+  "verbose",
+)
+_LOCKS_HELD = set()
+
+
+class ModelDirInUseError(RuntimeError):
+  """Another live training run holds ``model_dir``; the message names the directory and the run."""
+
+
+class ConfigMismatchError(ValueError):
+  """``model_dir`` holds a run with another configuration; the message names the differences."""
+
+
+def _pid_runs(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    pass  # it runs, as another user
+  return True
+
+
+def _read_lock(path):
+  """The holder recorded in a lock file, or ``None`` if it cannot be read as one."""
+  try:
+    with open(path) as f:
+      holder = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if isinstance(holder, dict) and isinstance(holder.get("pid"), int) and "host" in holder:
+    return holder
+  return None
+
+
+def _create_lock(path, holder):
+  """Writes ``holder`` to a new file ``path``; raises ``FileExistsError`` if it exists."""
+  fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+  with os.fdopen(fd, "w") as f:
+    json.dump(holder, f)
+
+
+def _release_lock(path, holder):
+  if _read_lock(path) == holder:
+    os.remove(path)
+
+
+def lock_model_dir(model_dir):
+  """Takes ``model_dir`` for this process until it exits; returns the lock file's path.
+
+  The lock is the file ``model_dir/train.lock`` holding the pid, host name, start time and
+  command of the process; it is removed when the process exits. Another process that finds it
+  raises ``ModelDirInUseError`` naming the directory and the holder, unless the holder is gone: a
+  lock written on this host by a process that no longer runs (a killed run) is taken over, with
+  a message on stderr. A lock from another host cannot be checked from here and is refused (the
+  message says to delete it if that run is gone). Calling this again in the holding process
+  does nothing. Under multi-worker training only the chief calls it: one lock per run.
+
+  Raises:
+    ModelDirInUseError: a live run (or one this host cannot check) holds ``model_dir``.
+
+  Example:
+    >>> import tempfile
+    >>> path = lock_model_dir(tempfile.mkdtemp())
+    >>> lock_model_dir(os.path.dirname(path)) == path  # the holder may take it again
+    True
+  """
+  path = os.path.join(model_dir, LOCK_FILE)
+  if os.path.realpath(path) in _LOCKS_HELD:
+    return path
+  mine = {
+    "pid": os.getpid(),
+    "host": socket.gethostname(),
+    "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    "command": " ".join(sys.argv),
+  }
+  try:
+    _create_lock(path, mine)
+  except FileExistsError:
+    holder = _read_lock(path)
+    # A lock of this host whose pid is gone, or is this process's although it never took it (a
+    # pid reused after a restart), was left by a killed run.
+    stale = (
+      holder is not None
+      and holder["host"] == mine["host"]
+      and (holder["pid"] == mine["pid"] or not _pid_runs(holder["pid"]))
+    )
+    if not stale:
+      raise _in_use(model_dir, path, holder) from None
+    print(
+      f"Taking over the lock {path} of a run that no longer runs (pid {holder['pid']} on "
+      f"{holder['host']}, started {holder.get('started')}).",
+      file=sys.stderr,
+      flush=True,
+    )
+    # Move it aside first: if another process took it over in between, put its lock back.
+    aside = f"{path}.{mine['pid']}"
+    try:
+      os.rename(path, aside)
+    except FileNotFoundError:
+      pass
+    else:
+      if _read_lock(aside) != holder:
+        os.replace(aside, path)
+      else:
+        os.remove(aside)
+    try:
+      _create_lock(path, mine)
+    except FileExistsError:
+      raise _in_use(model_dir, path, _read_lock(path)) from None
+  _LOCKS_HELD.add(os.path.realpath(path))
+  atexit.register(_release_lock, path, mine)
+  return path
+
+
+def _in_use(model_dir, path, holder):
+  if holder is None:
+    return ModelDirInUseError(
+      f"`model_dir` {model_dir!r} is locked by {path}, which does not name its run. If no run "
+      "uses the directory, delete that file; else pick another `model_dir`."
+    )
+  return ModelDirInUseError(
+    f"`model_dir` {model_dir!r} is in use by another training run: pid {holder['pid']} on "
+    f"host {holder['host']}, started {holder.get('started')} ({holder.get('command')}). Wait "
+    f"for it to end or pick another `model_dir`; if that run is gone, delete {path}."
+  )
+
+
+def config_differences(saved, config):
+  """``{field: (saved value, new value)}`` for the fields, but ``RESUMABLE_CHANGES``, that differ.
+
+  Example:
+    >>> config_differences(ExperimentConfig(), ExperimentConfig(loss="approx_ndcg_loss", verbose=0))
+    {'loss': ('softmax_loss', 'approx_ndcg_loss')}
+  """
+  old, new = json.loads(saved.to_json()), json.loads(config.to_json())
+  return {
+    k: (old[k], new[k]) for k in sorted(new) if k not in RESUMABLE_CHANGES and old[k] != new[k]
+  }
+
+
+def prepare_model_dir(config):
+  """Makes ``config.model_dir`` ready for ``config``'s run (the chief calls it, holding the lock).
+
+  With ``start_over`` it deletes the ``RUN_FILES`` of a previous run there (and says so).
+  Otherwise a previous run's ``config.json`` must match ``config`` but for
+  ``RESUMABLE_CHANGES``: the same run resumes (or, finished, trains again from scratch).
+
+  Raises:
+    ConfigMismatchError: ``model_dir`` holds a run with another configuration; the message
+      names each differing field with both values.
+  """
+  model_dir = config.model_dir
+  if config.start_over:
+    removed = [name for name in RUN_FILES if os.path.lexists(os.path.join(model_dir, name))]
+    for name in removed:
+      path = os.path.join(model_dir, name)
+      if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+      else:
+        os.remove(path)
+    if removed:
+      print(
+        f"Starting over in {model_dir}: removed {', '.join(removed)} of the previous run.",
+        flush=True,
+      )
+    return
+  if not os.path.exists(os.path.join(model_dir, "config.json")):
+    return
+  differences = config_differences(ExperimentConfig.from_model_dir(model_dir), config)
+  if differences:
+    listed = "; ".join(f"{k}: {old!r} there, {new!r} now" for k, (old, new) in differences.items())
+    raise ConfigMismatchError(
+      f"`model_dir` {model_dir!r} holds a run with another configuration (its config.json): "
+      f"{listed}. Resume it with its own values, pick another `model_dir`, or set "
+      f"`start_over` (--start_over) to delete that run's {', '.join(RUN_FILES)} and train "
+      "from scratch."
+    )
+
+
+def write_run_files(config, class_names):
+  """Writes ``config.json`` and ``class_names.txt`` of ``config``'s run into its ``model_dir``."""
+  with open(os.path.join(config.model_dir, "config.json"), "w") as f:
+    f.write(config.to_json())
+  with open(os.path.join(config.model_dir, "class_names.txt"), "w", encoding="utf-8") as f:
+    f.write("\n".join(class_names) + "\n")
+
+
+def load_checkpoint(model_dir=None, checkpoint=None):
+  """The Keras model of ``checkpoint`` (a ``.keras`` file), else of ``model_dir/best.keras``."""
+  path = checkpoint or os.path.join(model_dir or "", "best.keras")
+  if not os.path.isfile(path):
+    raise FileNotFoundError(
+      f"No model file at {path}: pass a .keras `checkpoint` or the "
+      "`model_dir` of a finished training run."
+    )
+  return keras.models.load_model(path)
