@@ -23,8 +23,9 @@ Example:
 
 import math
 
+import confidence_intervals as intervals
+
 from tfrank4class import _validation
-from tfrank4class.metrics import intervals
 
 
 def paired_t_test(values, baseline, confidence=0.95):

@@ -170,11 +170,11 @@ class Records:
 
 def minilm_features(work_dir, data_dir):
   """``(arrays, info)``: all-MiniLM-L6-v2 embeddings of every GoEmotions split, cached."""
+  import feature_cache as features_lib  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
+  import split_arrays as arrays_lib  # pylint: disable=g-import-not-at-top
 
   from tfrank4class import data  # pylint: disable=g-import-not-at-top
-  from tfrank4class.data import arrays as arrays_lib  # pylint: disable=g-import-not-at-top
-  from tfrank4class.train import features as features_lib  # pylint: disable=g-import-not-at-top
 
   # the module, not the function of the same name that tfrank4class.encoders exports
   bert = importlib.import_module("tfrank4class.encoders.bert_checkpoint")
@@ -248,12 +248,12 @@ def noisy_labels(labels, fraction, num_classes, seed=protocol.NOISE_SEED):
 def train_run(splits, num_classes, loss, head, learning_rate, seed, settings):
   """Trains one head with early stopping; returns the run's result fields (test metrics, best
   epoch, epochs run, validation curve, the loss's config, the Bruch et al. slack)."""
+  import grid_store as grid  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
+  import softmax_bounds as bounds  # pylint: disable=g-import-not-at-top
 
   from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
   from tfrank4class.compat import keras  # pylint: disable=g-import-not-at-top
-  from tfrank4class.metrics import bounds  # pylint: disable=g-import-not-at-top
-  from tfrank4class.train import grid  # pylint: disable=g-import-not-at-top
 
   class KeepBestWithPatience(grid.KeepBest):
     """``KeepBest`` that also stops ``patience`` epochs after the best one."""
