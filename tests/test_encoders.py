@@ -6,7 +6,14 @@ from tfrank4class import encoders
 
 
 def test_names_and_get():
-  assert encoders.names() == ["resnet50", "saved_model", "small_cnn", "transformer", "vgg16_cifar"]
+  assert encoders.names() == [
+    "bert_checkpoint",
+    "resnet50",
+    "saved_model",
+    "small_cnn",
+    "transformer",
+    "vgg16_cifar",
+  ]
   encoder = encoders.get("small_cnn", input_shape=(8, 8, 3), filters=(2,), embedding_dim=3)
   assert encoder.output_shape == (None, 3)
   text = encoders.get(
@@ -24,7 +31,7 @@ def test_names_and_get():
 def test_unknown_name():
   with pytest.raises(
     ValueError,
-    match=r"`name` must be one of \['resnet50', 'saved_model', "
+    match=r"`name` must be one of \['bert_checkpoint', 'resnet50', 'saved_model', "
     r"'small_cnn', 'transformer', 'vgg16_cifar'\], got 'bert'",
   ):
     encoders.get("bert")

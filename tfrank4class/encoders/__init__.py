@@ -7,7 +7,7 @@ Hugging Face BERT checkpoint folder, e.g. all-MiniLM-L6-v2). Every encoder is a 
 ``keras.Model`` that round-trips through ``model.save`` / ``keras.models.load_model``.
 """
 
-from tfrank4class.encoders.bert_checkpoint import BertEncoder, bert_checkpoint
+from tfrank4class.encoders.huggingface_bert import BertEncoder, bert_checkpoint
 from tfrank4class.encoders.resnet import resnet50
 from tfrank4class.encoders.saved_model_text import SavedModelEncoder, saved_model
 from tfrank4class.encoders.small_cnn import small_cnn

