@@ -1,0 +1,219 @@
+"""The top-k cross-entropy: difftopk fixtures, hand cases, labels, padding, m, Keras, modes."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from _topk_reference import case_id, cases, finite_difference, value_and_grad
+from scipy import special
+
+from tfrank4class import losses
+from tfrank4class.losses.topk.cross_entropy import TopKCrossEntropyLoss, topk_cross_entropy
+
+CASES = cases("loss")
+EPS = 1e-7  # the constant of the authors' log
+
+
+def _loss(config, x, labels):
+  return topk_cross_entropy(
+    x,
+    labels,
+    p_k=config["p_k"],
+    method=config["method"],
+    distribution=config["distribution"] or "cauchy",
+    inverse_temperature=config["inverse_temperature"],
+    art_lambda=config["art_lambda"],
+    m=config["m"],
+    top1_mode=config["top1_mode"],
+  )
+
+
+@pytest.mark.parametrize("config,arrays", CASES, ids=[case_id(c) for c, _ in CASES])
+def test_matches_difftopk(config, arrays):
+  """difftopk's TopKCrossEntropyLoss is the batch mean of our per-example values."""
+  (loss,), grad = value_and_grad(
+    lambda x: tf.reduce_mean(_loss(config, x, arrays["labels"])), arrays["x"], [1.0]
+  )
+  np.testing.assert_allclose(loss, arrays["out0"], atol=1e-10)
+  np.testing.assert_allclose(grad, arrays["grad"], atol=1e-10)
+
+
+def _nll(q):
+  return -np.log(q * (1 - 2 * EPS) + EPS)
+
+
+def test_two_classes_hand_computed():
+  """n = 2, P_K = [p, 1 - p], "sort": class 0 is in the top-1 with weight 1 - alpha,
+  alpha = sigmoid(beta (s_1 - s_0)) (the one comparator), and always in the top-2."""
+  s, beta, p = np.array([[0.3, 0.8]]), 2.0, 0.6
+  alpha = special.expit(beta * (s[0, 1] - s[0, 0]))
+  expected = _nll(p * (1 - alpha) + (1 - p) * 1.0)
+  got = topk_cross_entropy(
+    s,
+    [0],
+    p_k=[p, 1 - p],
+    method="odd_even",
+    distribution="logistic",
+    inverse_temperature=beta,
+    top1_mode="sort",
+  )
+  np.testing.assert_allclose(got, [expected], rtol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["bitonic", "neuralsort"])
+def test_top1_softmax_modes_reduce_to_cross_entropy(method):
+  """P_K = [1]: "sm" is the softmax cross-entropy through the authors' log, "smce" exactly it."""
+  s = np.random.default_rng(0).normal(size=(3, 6))
+  y = np.array([0, 4, 5])
+  log_softmax = s - special.logsumexp(s, axis=-1, keepdims=True)
+  sm = topk_cross_entropy(s, y, p_k=[1.0], method=method, top1_mode="sm")
+  smce = topk_cross_entropy(s, y, p_k=[1.0], method=method, top1_mode="smce")
+  np.testing.assert_allclose(sm, _nll(np.exp(log_softmax[np.arange(3), y])), rtol=1e-12)
+  np.testing.assert_allclose(smce, -log_softmax[np.arange(3), y], rtol=1e-12)
+
+
+def test_label_formats_agree():
+  s = np.random.default_rng(1).normal(size=(4, 7)).astype(np.float32)
+  y = np.array([1, 0, 6, 3])
+  ids = topk_cross_entropy(s, y, p_k=[0.5, 0.5])
+  np.testing.assert_allclose(topk_cross_entropy(s, y[:, None], p_k=[0.5, 0.5]), ids)
+  np.testing.assert_allclose(topk_cross_entropy(s, np.eye(7)[y], p_k=[0.5, 0.5]), ids)
+  np.testing.assert_allclose(topk_cross_entropy(s, np.eye(7)[y] * 3.0, p_k=[0.5, 0.5]), ids)
+
+
+def test_multi_hot_labels_average_the_relevant_classes():
+  s = np.random.default_rng(2).normal(size=(1, 6))
+  per_class = [float(topk_cross_entropy(s, [c], p_k=[0.5, 0.5])[0]) for c in (1, 4)]
+  got = topk_cross_entropy(s, [[0, 1, 0, 0, 1, 0]], p_k=[0.5, 0.5])
+  np.testing.assert_allclose(got, [np.mean(per_class)], rtol=1e-12)
+  assert float(topk_cross_entropy(s, [[0, 0, 0, 0, 0, -1]], p_k=[0.5, 0.5])[0]) == 0.0
+
+
+def test_padded_classes_take_no_part():
+  s = np.random.default_rng(3).normal(size=(2, 6))
+  labels = np.array([[0, 1, 0, -1, 0, -1], [1, 0, -1, 0, 0, 0]], np.float64)
+  kwargs = dict(p_k=[0.5, 0.0, 0.5], method="neuralsort", inverse_temperature=50.0)
+  (loss,), grad = value_and_grad(lambda v: topk_cross_entropy(v, labels, **kwargs), s, [1.0])
+  assert np.all(grad[labels < 0] == 0.0)
+  moved = np.where(labels < 0, 100.0, s)  # the scores of padded classes do not matter
+  np.testing.assert_allclose(topk_cross_entropy(moved, labels, **kwargs), loss, rtol=1e-12)
+  # With a sharp relaxation the loss is that of the valid classes alone.
+  for b in range(2):
+    keep = labels[b] >= 0
+    alone = topk_cross_entropy(s[b : b + 1, keep], labels[b : b + 1, keep], **kwargs)
+    np.testing.assert_allclose(alone, loss[b : b + 1], rtol=1e-6)
+
+
+def test_padding_in_the_softmax_top1_term_is_exact():
+  s = np.random.default_rng(4).normal(size=(1, 5))
+  got = topk_cross_entropy(s, [[0, 0, 1, -1, 0]], p_k=[1.0], top1_mode="smce")
+  keep = [0, 1, 2, 4]
+  expected = -(s[0, 2] - special.logsumexp(s[0, keep]))
+  np.testing.assert_allclose(got, [expected], rtol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["bitonic", "splitter_selection", "softsort"])
+def test_top_m_ranks_the_true_class_and_the_best_others(method):
+  """With m, the loss is the loss of [true score, m - 1 highest other scores] with label 0."""
+  rng = np.random.default_rng(5)
+  s, y, m = rng.normal(size=(3, 20)), np.array([3, 0, 19]), 6
+  kwargs = dict(p_k=[0.5, 0.0, 0.5], method=method, top1_mode="sm")
+  selected = []
+  for b in range(3):
+    others = np.delete(s[b], y[b])
+    selected.append(np.concatenate([[s[b, y[b]]], np.sort(others)[::-1][: m - 1]]))
+  expected = topk_cross_entropy(np.array(selected), np.zeros(3, int), **kwargs)
+  np.testing.assert_allclose(topk_cross_entropy(s, y, m=m, **kwargs), expected, rtol=1e-12)
+  np.testing.assert_allclose(topk_cross_entropy(s, np.eye(20)[y], m=m, **kwargs), expected)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="one positive entry per row"):
+    topk_cross_entropy(s, np.ones((3, 20)), m=m, **kwargs)
+
+
+@pytest.mark.parametrize("method", ["odd_even", "splitter_selection", "softsort"])
+def test_gradient_matches_finite_differences(method):
+  s = np.random.default_rng(6).normal(size=(2, 5))
+  kwargs = dict(p_k=[0.3, 0.3, 0.4], method=method, top1_mode="sort")
+  _, grad = value_and_grad(lambda v: topk_cross_entropy(v, [1, 3], **kwargs), s, [np.ones(2)])
+  numeric = finite_difference(lambda v: topk_cross_entropy(v, [1, 3], **kwargs).numpy(), s, [1.0])
+  np.testing.assert_allclose(grad, numeric, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["function", "xla"])
+def test_modes_agree(mode):
+  s = np.random.default_rng(7).normal(size=(4, 12)).astype(np.float32)
+  y = np.array([0, 5, 11, 2])
+  loss = TopKCrossEntropyLoss(p_k=[0.5, 0.25, 0.25], m=8, reduction="none")
+  np.testing.assert_allclose(
+    tf.function(loss, jit_compile=mode == "xla")(y, s), loss(y, s), rtol=1e-5
+  )
+
+
+def _model(n=8):
+  inputs = tf.keras.Input([4])
+  return tf.keras.Model(inputs, tf.keras.layers.Dense(n)(inputs))
+
+
+def test_compile_fit_save_load(tmp_path):
+  x = np.random.default_rng(8).normal(size=(16, 4)).astype(np.float32)
+  y = np.random.default_rng(9).integers(0, 8, size=(16,))
+  model = _model()
+  loss = losses.get("topk_cross_entropy_loss", p_k=[0.5, 0.0, 0.5], method="odd_even", m=5)
+  model.compile("adam", loss=loss)
+  history = model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+  assert np.isfinite(history.history["loss"]).all()
+  path = str(tmp_path / "m.keras")
+  model.save(path)
+  loaded = tf.keras.models.load_model(path)
+  assert isinstance(loaded.loss, TopKCrossEntropyLoss)
+  assert loaded.loss.get_config() == model.loss.get_config()
+  np.testing.assert_allclose(
+    loaded.evaluate(x, y, verbose=0), model.evaluate(x, y, verbose=0), rtol=1e-5
+  )
+
+
+def test_fit_under_mirrored_strategy(mirrored_strategy):
+  x = np.random.default_rng(10).normal(size=(16, 4)).astype(np.float32)
+  y = np.random.default_rng(11).integers(0, 8, size=(16,))
+  with mirrored_strategy.scope():
+    model = _model()
+    model.compile("adam", loss=TopKCrossEntropyLoss(p_k=[0.5, 0.5], method="softsort"))
+  history = model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+  assert np.isfinite(history.history["loss"]).all()
+
+
+def test_half_precision_scores_give_the_float32_value():
+  s = np.random.default_rng(12).normal(size=(3, 6))
+  half = tf.constant(s, tf.float16)
+  got = topk_cross_entropy(half, [0, 1, 2], p_k=[0.5, 0.5])
+  assert got.dtype == tf.float32
+  expected = topk_cross_entropy(s.astype(np.float16).astype(np.float32), [0, 1, 2], p_k=[0.5, 0.5])
+  np.testing.assert_allclose(got, expected)
+
+
+def test_bad_arguments():
+  s = np.zeros((2, 6), np.float32)
+  with pytest.raises(ValueError, match="`p_k` must be .* summing to 1 .* sums to 0.9"):
+    TopKCrossEntropyLoss(p_k=[0.5, 0.4])
+  with pytest.raises(ValueError, match="`p_k` must be a non-empty list"):
+    TopKCrossEntropyLoss(p_k=[])
+  with pytest.raises(ValueError, match="`p_k\\[1\\]` must be a finite number >= 0.0, got -0.5"):
+    TopKCrossEntropyLoss(p_k=[1.5, -0.5])
+  with pytest.raises(ValueError, match="`method` must be one of .*got 'sinkhorn'"):
+    TopKCrossEntropyLoss(method="sinkhorn")
+  with pytest.raises(ValueError, match="`distribution` must be one of .*got 'normal'"):
+    TopKCrossEntropyLoss(distribution="normal")
+  with pytest.raises(ValueError, match="`inverse_temperature` must be a finite number > 0.0"):
+    TopKCrossEntropyLoss(inverse_temperature=0.0)
+  with pytest.raises(ValueError, match="`art_lambda` must be a finite number >= 0.0"):
+    TopKCrossEntropyLoss(art_lambda=-0.1)
+  with pytest.raises(ValueError, match="`m` must be greater than K = len\\(p_k\\) = 5, got m=5"):
+    TopKCrossEntropyLoss(m=5)
+  with pytest.raises(ValueError, match="`top1_mode` must be one of .*got 'uniform_sm'"):
+    TopKCrossEntropyLoss(top1_mode="uniform_sm")
+  with pytest.raises(ValueError, match="`m` must be smaller than the number of classes n=6"):
+    topk_cross_entropy(s, [0, 1], p_k=[0.5, 0.5], m=6)
+  with pytest.raises(ValueError, match="`p_k` has K=5 entries, more than the n=4 classes"):
+    topk_cross_entropy(s[:, :4], [0, 1])
+  with pytest.raises(tf.errors.InvalidArgumentError, match="class ids in \\[0, num_classes=6\\)"):
+    topk_cross_entropy(s, [0, 6])
+  with pytest.raises(ValueError, match="same batch size"):
+    topk_cross_entropy(s, [0, 1, 2])
