@@ -19,6 +19,7 @@ from tfrank4class.losses.registry import RankingLoss, get, names, register
 from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.losses.sodeep import RankTripletLoss, SorterAPLoss, SorterMAPLoss, SpearmanLoss
 from tfrank4class.losses.topk.cross_entropy import TopKCrossEntropyLoss, topk_cross_entropy
+from tfrank4class.losses.topk.smooth_svm import SmoothTopKSVMLoss
 
 __all__ = [
   "APCLoss",
@@ -37,6 +38,7 @@ __all__ = [
   "register",
   "ScoreMemory",
   "SmoothedCrossEntropy",
+  "SmoothTopKSVMLoss",
   "SorterAPLoss",
   "SorterMAPLoss",
   "SpearmanLoss",

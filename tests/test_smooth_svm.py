@@ -1,0 +1,275 @@
+"""Tests of tfrank4class.losses.topk.smooth_svm: the authors' PyTorch code (committed fixtures of
+``tools/smooth_topk_reference.py``), brute force over all k-subsets, closed forms, finite
+differences, graph modes, Keras integration and bad input."""
+
+import itertools
+import pathlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from scipy.special import logsumexp
+
+from tfrank4class import losses
+from tfrank4class.losses.topk.smooth_svm import (
+  SmoothTopKSVMLoss,
+  log_elementary_symmetric,
+  smooth_topk_svm_loss,
+)
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "smooth_topk_svm.npz"
+
+
+def brute_force(s, y, k, tau, alpha):
+  """L_{k,tau} by its definition (Sec. 2.2): log-sum-exp over every k-subset of classes."""
+  every, with_true = [], []
+  for subset in itertools.combinations(range(len(s)), k):
+    mean = sum(s[j] for j in subset) / k
+    every.append((alpha * (y not in subset) + mean) / tau)
+    if y in subset:
+      with_true.append(mean / tau)
+  return tau * (logsumexp(every) - logsumexp(with_true))
+
+
+def hard(s, y, k, alpha):
+  rivals = np.sort(np.delete(s, y))[::-1]
+  return max(alpha + (rivals[k - 1] - s[y]) / k, 0.0)
+
+
+def fixture_cases():
+  data = np.load(FIXTURES)
+  names = sorted({key.split("_")[0] for key in data.files})
+  return [
+    (name, {key.split("_", 1)[1]: data[key] for key in data.files if key.startswith(name + "_")})
+    for name in names
+  ]
+
+
+@pytest.mark.parametrize(
+  "name,case", fixture_cases(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_agrees_with_the_authors_code(name, case):
+  c, k, tau, alpha = case["params"]
+  scores = tf.constant(case["scores"])
+  with tf.GradientTape() as tape:
+    tape.watch(scores)
+    loss = smooth_topk_svm_loss(case["labels"], scores, int(k), tau, alpha)
+    weighted = tf.reduce_sum(loss * case["weights"])
+  np.testing.assert_allclose(loss.numpy(), case["loss"], atol=1e-5, rtol=0)
+  np.testing.assert_allclose(
+    tape.gradient(weighted, scores).numpy(), case["grad"], atol=1e-5, rtol=0
+  )
+
+
+def test_float32_at_1000_classes_and_small_tau_agrees_with_the_reference():
+  case = dict(fixture_cases())["case8"]  # C = 1000, k = 5, tau = 0.01
+  scores = tf.constant(case["scores"], tf.float32)
+  with tf.GradientTape() as tape:
+    tape.watch(scores)
+    loss = smooth_topk_svm_loss(case["labels"], scores, 5, 0.01, 1.0)
+    weighted = tf.reduce_sum(loss * case["weights"].astype(np.float32))
+  grad = tape.gradient(weighted, scores)
+  np.testing.assert_allclose(loss.numpy(), case["loss"], atol=1e-4, rtol=1e-5)
+  np.testing.assert_allclose(grad.numpy(), case["grad"], atol=1e-4)
+
+
+@pytest.mark.parametrize(
+  "c,k,tau,alpha", [(6, 1, 1.0, 1.0), (7, 3, 0.5, 1.0), (8, 5, 0.1, 0.5), (9, 2, 2.0, 0.0)]
+)
+def test_brute_force_over_subsets(c, k, tau, alpha):
+  rng = np.random.default_rng(c)
+  s, y = rng.normal(size=(3, c)), rng.integers(0, c, 3)
+  expected = [brute_force(s[i], y[i], k, tau, alpha) for i in range(3)]
+  np.testing.assert_allclose(
+    smooth_topk_svm_loss(y, s, k, tau, alpha).numpy(), expected, atol=1e-12
+  )
+
+
+def test_k1_is_the_smooth_multiclass_svm_and_the_cross_entropy():
+  rng = np.random.default_rng(1)
+  s, y = rng.normal(size=(4, 7)), rng.integers(0, 7, 4)
+  tau, alpha = 0.7, 1.0
+  margins = (s + alpha * (np.arange(7)[None] != y[:, None]) - s[np.arange(4), y][:, None]) / tau
+  np.testing.assert_allclose(
+    smooth_topk_svm_loss(y, s, 1, tau, alpha).numpy(), tau * logsumexp(margins, axis=1), atol=1e-12
+  )
+  cross_entropy = logsumexp(s, axis=1) - s[np.arange(4), y]
+  np.testing.assert_allclose(
+    smooth_topk_svm_loss(y, s, 1, 1.0, 0.0).numpy(), cross_entropy, atol=1e-12
+  )
+
+
+def test_small_tau_tends_to_the_hard_loss_and_tau_zero_is_it():
+  rng = np.random.default_rng(2)
+  s, y = rng.normal(size=(5, 20)), rng.integers(0, 20, 5)
+  expected = [hard(s[i], y[i], 5, 1.0) for i in range(5)]
+  np.testing.assert_allclose(smooth_topk_svm_loss(y, s, 5, 0.0).numpy(), expected, atol=1e-12)
+  np.testing.assert_allclose(smooth_topk_svm_loss(y, s, 5, 1e-4).numpy(), expected, atol=1e-2)
+  # The smooth loss upper-bounds the hard one.
+  assert np.all(smooth_topk_svm_loss(y, s, 5, 0.3).numpy() >= np.array(expected) - 1e-12)
+
+
+def test_stable_for_large_scores_and_tiny_tau():
+  rng = np.random.default_rng(3)
+  s = tf.constant(rng.normal(size=(4, 1000)) * 100, tf.float32)
+  y = rng.integers(0, 1000, 4)
+  with tf.GradientTape() as tape:
+    tape.watch(s)
+    loss = smooth_topk_svm_loss(y, s, 5, 1e-3)
+  grad = tape.gradient(loss, s).numpy()
+  assert np.all(np.isfinite(loss.numpy())) and np.all(np.isfinite(grad))
+  expected = [hard(s.numpy()[i].astype(np.float64), y[i], 5, 1.0) for i in range(4)]
+  np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-4, atol=1e-2)
+
+
+def test_finite_differences_float64():
+  rng = np.random.default_rng(4)
+  s, y = rng.normal(size=(3, 9)), rng.integers(0, 9, 3)
+  w = rng.normal(size=3)
+  f = lambda v: float(np.sum(smooth_topk_svm_loss(y, v, 3, 0.3, 1.0).numpy() * w))
+  x = tf.constant(s)
+  with tf.GradientTape() as tape:
+    tape.watch(x)
+    value = tf.reduce_sum(smooth_topk_svm_loss(y, x, 3, 0.3, 1.0) * w)
+  grad = tape.gradient(value, x).numpy()
+  eps, numeric = 1e-6, np.zeros_like(s)
+  for i, j in np.ndindex(*s.shape):
+    d = np.zeros_like(s)
+    d[i, j] = eps
+    numeric[i, j] = (f(s + d) - f(s - d)) / (2 * eps)
+  np.testing.assert_allclose(grad, numeric, atol=1e-7)
+
+
+def test_log_elementary_symmetric_against_numpy_polynomials():
+  rng = np.random.default_rng(5)
+  v = rng.uniform(0.1, 2.0, size=(2, 11))
+  # prod (t + v_i) has coefficient of t^(n - j) equal to e_j: reverse numpy's ascending order.
+  expected = np.log([np.poly(-row)[:5] for row in v])
+  got = log_elementary_symmetric(np.log(v), 4).numpy()
+  np.testing.assert_allclose(got, expected, rtol=1e-12)
+  padded = np.concatenate([np.log(v[:, :2]), np.full((2, 3), -np.inf)], axis=1)
+  got = log_elementary_symmetric(padded, 3).numpy()
+  np.testing.assert_allclose(got[:, :3], np.log([np.poly(-row[:2]) for row in v]), rtol=1e-12)
+  assert np.all(got[:, 3] == -np.inf)
+
+
+def test_label_forms_and_padding():
+  rng = np.random.default_rng(6)
+  s = rng.normal(size=(3, 8))
+  y = np.array([2, 0, 7])
+  ids = smooth_topk_svm_loss(y, s, 2, 0.5).numpy()
+  np.testing.assert_allclose(smooth_topk_svm_loss(y[:, None], s, 2, 0.5).numpy(), ids)
+  np.testing.assert_allclose(smooth_topk_svm_loss(np.eye(8)[y], s, 2, 0.5).numpy(), ids)
+  # Padded classes (relevance -1) are left out: the loss of the remaining classes.
+  dense = np.eye(8)[y]
+  dense[:, 5:] = np.where(dense[:, 5:] > 0, 1.0, -1.0)
+  got = smooth_topk_svm_loss(dense, s, 2, 0.5).numpy()
+  for i in range(3):
+    keep = [j for j in range(8) if dense[i, j] >= 0]
+    expected = brute_force(s[i, keep], keep.index(y[i]), 2, 0.5, 1.0)
+    np.testing.assert_allclose(got[i], expected, atol=1e-12)
+  # A row without a true class, or with fewer than k rivals left, has loss 0 and gradient 0.
+  dense = np.array([[0.0, 0.0, 0.0, 0.0], [1.0, 0.0, -1.0, -1.0]])
+  x = tf.constant(rng.normal(size=(2, 4)))
+  with tf.GradientTape() as tape:
+    tape.watch(x)
+    loss = smooth_topk_svm_loss(dense, x, 2, 0.5)
+  np.testing.assert_array_equal(loss.numpy(), [0.0, 0.0])
+  np.testing.assert_array_equal(tape.gradient(loss, x).numpy(), np.zeros((2, 4)))
+  np.testing.assert_array_equal(smooth_topk_svm_loss(dense, x, 2, 0.0).numpy(), [0.0, 0.0])
+
+
+def test_padded_scores_may_hold_anything():
+  s = np.array([[2.0, 1.0, 0.5, np.nan, np.inf]])
+  dense = np.array([[0.0, 1.0, 0.0, -1.0, -1.0]])
+  np.testing.assert_allclose(
+    smooth_topk_svm_loss(dense, s, 1, 0.5).numpy(), [brute_force(s[0, :3], 1, 1, 0.5, 1.0)]
+  )
+
+
+@pytest.mark.parametrize("mode", ["function", "xla"])
+def test_graph_modes(mode):
+  rng = np.random.default_rng(7)
+  s = tf.constant(rng.normal(size=(4, 30)), tf.float32)
+  y = tf.constant(rng.integers(0, 30, 4))
+  for tau in (0.0, 0.2):
+    loss = SmoothTopKSVMLoss(k=5, tau=tau, reduction="none")
+
+    def grad(y, s, loss=loss):
+      with tf.GradientTape() as tape:
+        tape.watch(s)
+        value = tf.reduce_sum(loss(y, s))
+      return loss(y, s), tape.gradient(value, s)
+
+    eager = grad(y, s)
+    traced = tf.function(grad, jit_compile=(mode == "xla"))(y, s)
+    for a, b in zip(eager, traced):
+      np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_fit_under_mirrored_strategy(mirrored_strategy):
+  rng = np.random.default_rng(8)
+  x = rng.standard_normal((64, 6)).astype(np.float32)
+  y = rng.integers(0, 10, 64)
+  with mirrored_strategy.scope():
+    model = tf.keras.Sequential([tf.keras.Input([6]), tf.keras.layers.Dense(10)])
+    model.compile("adam", loss=SmoothTopKSVMLoss(k=3, tau=0.5))
+  history = model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+  assert np.all(np.isfinite(history.history["loss"]))
+
+
+def test_fit_lowers_the_loss():
+  rng = np.random.default_rng(9)
+  x = rng.standard_normal((128, 8)).astype(np.float32)
+  y = np.argmax(x[:, :6] @ rng.standard_normal((6, 12)), axis=1)
+  tf.keras.utils.set_random_seed(0)
+  model = tf.keras.Sequential([tf.keras.Input([8]), tf.keras.layers.Dense(12)])
+  model.compile(
+    tf.keras.optimizers.Adam(0.05), loss=losses.get("smooth_topk_svm_loss", k=2, tau=0.5)
+  )
+  history = model.fit(x, y, batch_size=32, epochs=5, verbose=0)
+  assert history.history["loss"][-1] < history.history["loss"][0]
+
+
+def test_registry_config_and_save(tmp_path):
+  loss = losses.get("smooth_topk_svm_loss", k=3, tau=0.0, alpha=0.5)
+  assert isinstance(loss, SmoothTopKSVMLoss)
+  config = loss.get_config()
+  assert (config["k"], config["tau"], config["alpha"]) == (3, 0.0, 0.5)
+  assert SmoothTopKSVMLoss.from_config(config).k == 3
+  model = tf.keras.Sequential([tf.keras.Input([4]), tf.keras.layers.Dense(5)])
+  model.compile("sgd", loss=loss)
+  model.save(tmp_path / "m.keras")
+  loaded = tf.keras.models.load_model(tmp_path / "m.keras")
+  assert isinstance(loaded.loss, SmoothTopKSVMLoss) and loaded.loss.alpha == 0.5
+  assert tf.keras.losses.deserialize(tf.keras.losses.serialize(loss)).k == 3
+
+
+def test_sample_weight_and_reduction():
+  s, y = [[2.0, 0.0, 0.0], [0.0, 2.0, 0.0]], [1, 1]
+  values = smooth_topk_svm_loss(y, s, 1, 1.0).numpy()
+  got = SmoothTopKSVMLoss(k=1, reduction="sum")(y, s, [[1.0], [0.0]])
+  np.testing.assert_allclose(float(got), values[0], rtol=1e-6)
+
+
+def test_bad_arguments():
+  with pytest.raises(ValueError, match=r"`k` must be an integer >= 1, got 0"):
+    SmoothTopKSVMLoss(k=0)
+  with pytest.raises(ValueError, match=r"`tau` must be a finite number >= 0\.0, got -0\.1"):
+    SmoothTopKSVMLoss(tau=-0.1)
+  with pytest.raises(ValueError, match=r"`alpha` must be a finite number >= 0\.0, got nan"):
+    SmoothTopKSVMLoss(alpha=float("nan"))
+  with pytest.raises(
+    ValueError, match=r"`k` must be smaller than the number of classes, got k=5 for 5"
+  ):
+    SmoothTopKSVMLoss(k=5)([0], [[1.0, 2.0, 3.0, 4.0, 5.0]])
+  with pytest.raises(tf.errors.InvalidArgumentError, match="at most one entry > 0 per row"):
+    smooth_topk_svm_loss([[1.0, 1.0, 0.0]], [[1.0, 2.0, 3.0]], k=1)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r"must be finite"):
+    smooth_topk_svm_loss([0], [[1.0, np.nan, 3.0]], k=1)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r"class ids in \[0, num_classes=3\)"):
+    smooth_topk_svm_loss([3], [[1.0, 2.0, 3.0]], k=1)
+  with pytest.raises(ValueError, match="number of classes known when traced"):
+    tf.function(
+      lambda s: smooth_topk_svm_loss([0], s, 1), input_signature=[tf.TensorSpec([1, None])]
+    ).get_concrete_function()

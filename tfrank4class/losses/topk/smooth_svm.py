@@ -1,0 +1,237 @@
+"""The smooth top-k SVM loss of Berrada, Zisserman and Kumar (ICLR 2018) and its hard limit.
+
+"Smooth Loss Functions for Deep Top-k Classification", Sec. 2 (the losses) and Sec. 3 (their
+computation). With ``s`` the scores of one example, ``y`` its true class, ``Y^(k)`` the sets of
+``k`` distinct classes, ``Y_y^(k)`` those that contain ``y`` and ``Delta_k(Y, y) = alpha *
+1[y not in Y]``, the top-k SVM loss (Sec. 2.1, in its rewritten form) is
+
+    l_k(s, y) = max_{Y in Y^(k)} [Delta_k(Y, y) + (1/k) sum_{j in Y} s_j]
+                - max_{Y in Y_y^(k)} [(1/k) sum_{j in Y} s_j]
+              = max(alpha + ((s_{\\y})_[k] - s_y) / k, 0)
+
+(``(s_{\\y})_[k]``: the k-th largest score of another class), and its smoothing with temperature
+``tau > 0`` (Sec. 2.2) replaces each max by ``tau * log sum exp(. / tau)``:
+
+    L_{k,tau}(s, y) = tau log sum_{Y in Y^(k)} exp([Delta_k(Y, y) + (1/k) sum_{j in Y} s_j] / tau)
+                      - tau log sum_{Y in Y_y^(k)} exp([(1/k) sum_{j in Y} s_j] / tau).
+
+With ``x_j = s_j / (k tau)`` and ``e_j`` the elementary symmetric polynomials of
+``exp(x_{\\y})`` (the other classes), both sums are polynomials (Sec. 3):
+
+    L_{k,tau}(s, y) = tau * softplus(log e_k + alpha / tau - log e_{k-1} - x_y).
+
+``L_{k,tau} -> l_k`` as ``tau -> 0``; ``k = 1``, ``alpha = 0``, ``tau = 1`` is the cross-entropy.
+The margin ``alpha`` of the rewritten form is the margin of Sec. 2.1's ``max((s_{\\y} + 1)_[k] -
+s_y, 0)`` divided by ``k`` (and the loss is that one divided by ``k``), as in the authors' code.
+
+Computation (Sec. 3.1): ``log e_0 .. log e_k`` come from the coefficients of
+``prod_j (1 + exp(x_j) t)``, multiplied pairwise, divide and conquer, in log space
+(:func:`log_elementary_symmetric`): ``ceil(log2 C)`` rounds of batched products of polynomials
+truncated to degree ``k``, each coefficient a log-sum-exp of ``<= k + 1`` terms. Every step is a
+log-sum-exp, so the values are finite and accurate for any scores and small ``tau`` (the scores
+are shifted by their row maximum first, which cancels exactly). Deviation from the authors'
+code on purpose: the gradient is TensorFlow's autodiff through that log-space recursion (a
+softmax-weighted sum at every step, stable by construction), not their custom backward with
+its instability threshold and its series approximation for large values (Sec. 3.2), and there is
+no switch to the hard loss for large score gaps; ``tau = 0`` selects the hard loss explicitly.
+"""
+
+import tensorflow as tf
+
+from tfrank4class import _validation, compat
+from tfrank4class.labels import num_items
+from tfrank4class.losses.base import Loss
+from tfrank4class.losses.registry import register
+from tfrank4class.losses.topk.single_label import single_label
+
+
+def _minus_infinity(shape, dtype):
+  return tf.fill(shape, tf.constant(-float("inf"), dtype))
+
+
+def _log_sum_exp(terms):
+  """``log sum exp`` over the last axis; ``-inf`` (and a zero gradient) when every term is."""
+  top = tf.stop_gradient(tf.reduce_max(terms, axis=-1, keepdims=True))
+  top = tf.where(tf.math.is_finite(top), top, tf.zeros_like(top))
+  total = tf.reduce_sum(tf.exp(terms - top), axis=-1)
+  positive = total > 0
+  safe = tf.where(positive, total, tf.ones_like(total))
+  return tf.where(
+    positive, tf.math.log(safe) + tf.squeeze(top, -1), _minus_infinity(tf.shape(total), total.dtype)
+  )
+
+
+def _multiply(left, right, k):
+  """Log coefficients of the products of polynomials ``left * right`` truncated to degree ``k``.
+
+  ``left`` ``[..., a + 1]`` and ``right`` ``[..., b + 1]`` hold log coefficients (degree 0 first);
+  the product has degree ``min(k, a + b)``, coefficient ``c`` the log-sum-exp over ``i + j = c``
+  of ``left_i + right_j``: one gather of ``right`` into a ``[degree + 1, a + 1]`` grid per
+  product (``-inf`` where ``j = c - i`` lies outside ``0 .. b``).
+  """
+  a, b = left.shape[-1] - 1, right.shape[-1] - 1
+  degree = min(k, a + b)
+  index = [[c - i if 0 <= c - i <= b else b + 1 for i in range(a + 1)] for c in range(degree + 1)]
+  padded = tf.concat([right, _minus_infinity(tf.shape(right[..., :1]), right.dtype)], axis=-1)
+  terms = left[..., None, :] + tf.gather(padded, index, axis=-1)
+  return _log_sum_exp(terms)
+
+
+def log_elementary_symmetric(log_values, k):
+  """``log e_j(exp(log_values))`` for ``j = 0 .. k``, along the last axis (divide and conquer).
+
+  The elementary symmetric polynomial ``e_j(v) = sum_{|J| = j} prod_{i in J} v_i`` is the
+  coefficient of ``t^j`` in ``prod_i (1 + v_i t)`` (Berrada et al., ICLR 2018, Sec. 3.1). The
+  product is taken pairwise in ``ceil(log2 n)`` rounds, in log space, truncated to degree ``k``.
+  An entry ``-inf`` is a value ``0`` (a padded item); ``log e_j = -inf`` when fewer than ``j``
+  entries are finite.
+
+  Args:
+    log_values: ``[..., n]`` float tensor with a static last dimension.
+    k: the highest degree, an integer ``>= 1``.
+
+  Returns:
+    ``[..., k + 1]``: ``log e_0 = 0``, ``log e_1 = logsumexp(log_values)``, ... ``log e_k``.
+
+  Example:
+    >>> out = log_elementary_symmetric(tf.math.log([[1.0, 2.0, 3.0]]), 3)
+    >>> [round(float(v), 4) for v in tf.exp(out[0])]  # 1, 1+2+3, 2+3+6, 6
+    [1.0, 6.0, 11.0, 6.0]
+  """
+  k = _validation.check_int("k", k, minimum=1)
+  log_values = tf.convert_to_tensor(log_values)
+  n = log_values.shape[-1]
+  if n is None:
+    raise ValueError(
+      f"`log_values` must have a static last dimension, got shape {log_values.shape}."
+    )
+  polys = tf.stack([tf.zeros_like(log_values), log_values], axis=-1)  # [..., n, 2]
+  while polys.shape[-2] > 1:
+    if polys.shape[-2] % 2:  # an odd one out waits for the next round, times the polynomial 1
+      one = tf.concat(
+        [
+          tf.zeros_like(polys[..., :1, :1]),
+          _minus_infinity(tf.shape(polys[..., :1, 1:]), polys.dtype),
+        ],
+        axis=-1,
+      )
+      polys = tf.concat([polys, one], axis=-2)
+    polys = _multiply(polys[..., 0::2, :], polys[..., 1::2, :], k)
+  polys = polys[..., 0, :]
+  missing = k + 1 - polys.shape[-1]
+  if missing:
+    pad = _minus_infinity(tf.concat([tf.shape(polys)[:-1], [missing]], 0), polys.dtype)
+    polys = tf.concat([polys, pad], axis=-1)
+  return polys
+
+
+def smooth_topk_svm_loss(labels, scores, k=5, tau=1.0, alpha=1.0):
+  """Per-example smooth top-k SVM loss ``L_{k,tau}`` (``tau > 0``) or hard ``l_k`` (``tau = 0``).
+
+  Berrada et al., ICLR 2018, Sec. 2.1-2.2 (formulas in the module docstring):
+
+      L_{k,tau}(s, y) = tau * softplus(log e_k(exp(x_{\\y})) + alpha / tau
+                                       - log e_{k-1}(exp(x_{\\y})) - x_y),   x = s / (k tau)
+      l_k(s, y)       = max(alpha + ((s_{\\y})_[k] - s_y) / k, 0)
+
+  Padded classes (dense relevance ``< 0``) are left out. A row without a true class, or with
+  fewer than ``k`` other non-padded classes (the true class is then always in the top k), has
+  loss 0.
+
+  Args:
+    labels: class ids ``[B]`` / ``[B, 1]`` or single-label dense relevance ``[B, C]`` (see
+      :mod:`tfrank4class.losses.topk.single_label`).
+    scores: ``[B, C]`` class scores, ``C > k`` known when traced.
+    k: the ``k`` of top-k, an integer ``>= 1``.
+    tau: the temperature ``>= 0``; ``0`` gives the hard loss ``l_k``.
+    alpha: the margin ``>= 0``.
+
+  Returns:
+    ``[B]`` losses in the scores' float dtype (at least float32).
+
+  Example:
+    >>> s = [[3.0, 1.0, 0.0]]
+    >>> round(float(smooth_topk_svm_loss([1], s, k=1, tau=0.0)[0]), 4)  # max(1 + 3 - 1, 0)
+    3.0
+    >>> round(float(smooth_topk_svm_loss([1], s, k=2, tau=0.0)[0]), 4)  # max(1 + (0-1)/2, 0)
+    0.5
+    >>> round(float(smooth_topk_svm_loss([1], s, k=2, tau=1e-3)[0]), 4)
+    0.5
+  """
+  k = _validation.check_int("k", k, minimum=1)
+  tau = _validation.check_float("tau", tau, minimum=0.0)
+  alpha = _validation.check_float("alpha", alpha, minimum=0.0)
+  scores = _validation.check_scores("y_pred", scores, finite=False)
+  num_classes = num_items(scores)
+  if not isinstance(num_classes, int):
+    raise ValueError(
+      f"`y_pred` must have a number of classes known when traced, got shape {scores.shape}."
+    )
+  if num_classes <= k:
+    raise ValueError(
+      f"`k` must be smaller than the number of classes, got k={k} for {num_classes} classes "
+      f"(`y_pred` of shape {scores.shape})."
+    )
+  parsed = single_label(labels, scores)
+  classes = tf.range(num_classes, dtype=tf.int32)
+  rivals = parsed.valid & tf.not_equal(classes[None, :], parsed.ids[:, None])
+  _validation.check_scores("y_pred", tf.where(parsed.valid, scores, tf.zeros_like(scores)))
+  enough = parsed.has_true & (tf.reduce_sum(tf.cast(rivals, tf.int32), axis=-1) >= k)
+  true_score = tf.gather(scores, parsed.ids, batch_dims=1)
+  lowest = _minus_infinity(tf.shape(scores), scores.dtype)
+  if tau == 0.0:
+    kth = tf.math.top_k(tf.where(rivals, scores, lowest), k=k, sorted=True).values[:, k - 1]
+    kth = tf.where(enough, kth, true_score)
+    loss = tf.nn.relu(alpha + (kth - true_score) / k)
+  else:
+    x = scores / (k * tau)
+    shift = tf.stop_gradient(tf.reduce_max(tf.where(parsed.valid, x, lowest), -1, keepdims=True))
+    x = x - tf.where(tf.math.is_finite(shift), shift, tf.zeros_like(shift))
+    log_e = log_elementary_symmetric(tf.where(rivals, x, lowest), k)
+    x_true = tf.gather(x, parsed.ids, batch_dims=1)
+    margin = log_e[:, k] + alpha / tau - log_e[:, k - 1] - x_true
+    loss = tau * tf.nn.softplus(tf.where(enough, margin, tf.zeros_like(margin)))
+  return tf.where(enough, loss, tf.zeros_like(loss))
+
+
+@register("smooth_topk_svm_loss")
+class SmoothTopKSVMLoss(Loss):
+  """The smooth top-k SVM loss ``L_{k,tau}`` (Berrada et al., ICLR 2018, Sec. 2.2) as a Keras loss.
+
+  ``tau = 0`` gives the hard top-k SVM loss ``l_k`` (Sec. 2.1). See
+  :func:`smooth_topk_svm_loss` for the formula, the labels and padding.
+
+  Args:
+    k: the ``k`` of top-k (the paper's experiments use 5).
+    tau: the temperature ``>= 0`` (``0``: the hard loss).
+    alpha: the margin ``>= 0``.
+
+  Example:
+    >>> loss = SmoothTopKSVMLoss(k=1, tau=1.0, alpha=0.0, reduction="none")
+    >>> [round(float(v), 4) for v in loss([0], [[2.0, 0.0, 0.0]])]  # cross-entropy
+    [0.2395]
+    >>> from tfrank4class.compat import keras
+    >>> model = keras.Sequential([keras.layers.Dense(10)])
+    >>> model.compile(optimizer="adam", loss=SmoothTopKSVMLoss(k=5, tau=1.0))
+  """
+
+  def __init__(
+    self,
+    k=5,
+    tau=1.0,
+    alpha=1.0,
+    reduction=compat.DEFAULT_REDUCTION,
+    name="smooth_topk_svm_loss",
+  ):
+    self.k = _validation.check_int("k", k, minimum=1)
+    self.tau = _validation.check_float("tau", tau, minimum=0.0)
+    self.alpha = _validation.check_float("alpha", alpha, minimum=0.0)
+    super().__init__(reduction=reduction, name=name)
+
+  def call(self, y_true, y_pred):
+    return smooth_topk_svm_loss(y_true, y_pred, self.k, self.tau, self.alpha)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({"k": self.k, "tau": self.tau, "alpha": self.alpha})
+    return config
