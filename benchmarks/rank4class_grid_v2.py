@@ -22,7 +22,6 @@ Usage (from the repository root; the full grid is long, see docs/evidence-grid.m
   .venv/bin/python benchmarks/rank4class_grid_v2.py --smoke --output=/tmp/g.json --work_dir=/tmp/w
 """
 
-import importlib
 import json
 import math
 import os
@@ -175,9 +174,8 @@ def minilm_features(work_dir, data_dir):
   import split_arrays as arrays_lib  # pylint: disable=g-import-not-at-top
 
   from tfrank4class import data  # pylint: disable=g-import-not-at-top
+  from tfrank4class.encoders import huggingface_bert as bert  # pylint: disable=g-import-not-at-top
 
-  # the module, not the function of the same name that tfrank4class.encoders exports
-  bert = importlib.import_module("tfrank4class.encoders.bert_checkpoint")
   spec = {"dataset": protocol.DATASET, "encoder": protocol.ENCODER, "version": 1}
 
   def build():
