@@ -115,52 +115,43 @@ def record_key(record):
   return tuple(record[k] for k in KEY_FIELDS)
 
 
-class Records:
-  """The grid's records: a JSON list in ``path`` (need not exist), one object per run.
+def check_record(record):
+  """Returns ``record`` if it is a valid second-edition record, else raises ``ValueError``
+  naming the key, the value and what is allowed."""
+  from tfrank4class import _validation  # pylint: disable=g-import-not-at-top
 
-  Loading checks that every record has ``RECORD_FIELDS`` and that no run is there twice;
-  :meth:`add` appends one and rewrites the file atomically.
-  """
+  if not isinstance(record, dict):
+    raise ValueError(f"A grid record must be a JSON object (dict), got {record!r}.")
+  missing = [k for k in RECORD_FIELDS if k not in record]
+  if missing:
+    raise ValueError(f"The grid record {record!r} lacks {missing}; every record needs them.")
+  _validation.check_choice("edition", record["edition"], (protocol.EDITION,))
+  _validation.check_choice("experiment", record["experiment"], tuple(EXPERIMENTS))
+  _validation.check_choice("stage", record["stage"], STAGES)
+  _validation.check_float("learning_rate", record["learning_rate"], minimum=0.0, strict=True)
+  _validation.check_int("seed", record["seed"], minimum=0)
+  epochs = _validation.check_int("epochs_run", record["epochs_run"], minimum=1)
+  best = _validation.check_int("best_epoch", record["best_epoch"], minimum=1)
+  if best > epochs:
+    raise ValueError(f"Record key `best_epoch` ({best}) must be at most `epochs_run` ({epochs}).")
+  for k in METRICS:
+    value = _validation.check_float(k, record[k])
+    if not 0.0 <= value <= 1.0:
+      raise ValueError(f"Record key `{k}` must be a test-split metric in [0, 1], got {value!r}.")
+  return record
 
-  def __init__(self, path):
-    self.path = str(path)
-    self.records, self._keys = [], set()
-    if os.path.exists(self.path):
-      with open(self.path, encoding="utf-8") as f:
-        loaded = json.load(f)
-      if not isinstance(loaded, list):
-        raise ValueError(f"The records file {self.path} must hold a JSON list.")
-      for record in loaded:
-        self._append(record)
 
-  def _append(self, record):
-    missing = [k for k in RECORD_FIELDS if k not in record]
-    if missing:
-      raise ValueError(f"A record in {self.path} lacks {missing}: {record!r}.")
-    key = record_key(record)
-    if key in self._keys:
-      raise ValueError(f"{self.path} holds the run {dict(zip(KEY_FIELDS, key))} twice.")
-    self.records.append(record)
-    self._keys.add(key)
+def open_records(path):
+  """The second edition's records in ``path`` (a ``grid_store.RecordStore`` keyed by
+  ``KEY_FIELDS``, each record checked by :func:`check_record`)."""
+  import grid_store  # pylint: disable=g-import-not-at-top
 
-  def __contains__(self, key):
-    return tuple(key) in self._keys
+  return grid_store.RecordStore(path, KEY_FIELDS, check_record)
 
-  def add(self, record):
-    """Appends ``record`` and rewrites the file through a temporary file and ``os.replace``."""
-    self._append(record)
-    os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-    tmp = f"{self.path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-      json.dump(self.records, f, indent=1, sort_keys=True)
-      f.write("\n")
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(tmp, self.path)
 
-  def select(self, **fields):
-    """The records whose ``fields`` have the given values."""
-    return [r for r in self.records if all(r[k] == v for k, v in fields.items())]
+def select(records, **fields):
+  """The records whose ``fields`` have the given values."""
+  return [r for r in records if all(r[k] == v for k, v in fields.items())]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,7 +300,7 @@ def sweep_choice(records, experiment, loss, head, settings):
   """
   rates = sorted(settings["learning_rates"])
   monitor = settings["monitor"]
-  cell = records.select(experiment=experiment, stage="sweep", loss=loss, interaction=head)
+  cell = select(records.records, experiment=experiment, stage="sweep", loss=loss, interaction=head)
   widenings = 0
   while True:
     means = []
@@ -358,7 +349,7 @@ def planned_runs(records, experiments, stages, settings):
 def run_grid(
   output, work_dir, data_dir, experiments=("clean",), stages=STAGES, smoke=False, **options
 ):
-  """Runs every missing run (see the module doc) and returns the :class:`Records`.
+  """Runs every missing run (see the module doc) and returns the records (:func:`open_records`).
 
   ``options``: ``max_epochs`` (overrides the protocol's budget), ``max_runs`` (stop after that
   many new runs), ``registered_losses`` (default ``tfrank4class.losses.names()``).
@@ -370,7 +361,7 @@ def run_grid(
       raise ValueError(f"`experiments`: unknown {experiment!r}; allowed: {list(EXPERIMENTS)}.")
   registered = options.get("registered_losses") or losses_lib.names()
   settings = grid_settings(registered, smoke, options.get("max_epochs"))
-  records = Records(output)
+  records = open_records(output)
   for record in records.records:
     if record["settings"] != settings:
       raise ValueError(
@@ -633,7 +624,7 @@ def main(argv):
       max_epochs=FLAGS.max_epochs,
       max_runs=FLAGS.max_runs,
     )
-  write_report(Records(FLAGS.output).records, FLAGS.report_md, FLAGS.report_png)
+  write_report(open_records(FLAGS.output).records, FLAGS.report_md, FLAGS.report_png)
 
 
 if __name__ == "__main__":

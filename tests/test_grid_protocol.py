@@ -3,15 +3,11 @@
 import doctest
 import pathlib
 import re
-import sys
 
+import grid_protocol
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import grid_protocol  # noqa: E402
-
 PAPER_TEXT = ROOT.parent / "shared" / "papers" / "003_b86680b28be9a065.txt"
 
 

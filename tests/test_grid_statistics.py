@@ -1,16 +1,11 @@
 """benchmarks/grid_statistics.py against scipy and hand-computed cases."""
 
 import math
-import pathlib
-import sys
 
+import grid_statistics
 import numpy as np
 import pytest
 from scipy import stats
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
-
-import grid_statistics  # noqa: E402
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

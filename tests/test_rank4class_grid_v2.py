@@ -4,17 +4,12 @@ against scipy, label noise."""
 
 import doctest
 import json
-import pathlib
-import sys
 
+import grid_protocol
 import numpy as np
 import pytest
+import rank4class_grid_v2 as grid_v2
 from scipy import stats
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
-
-import grid_protocol  # noqa: E402
-import rank4class_grid_v2 as grid_v2  # noqa: E402
 
 SMOKE = grid_v2.SMOKE
 
@@ -120,6 +115,23 @@ def test_report_statistics_against_scipy(smoke_grid, tmp_path):
   text = md.read_text()
   assert "Holm family: 1 cells" in text and "Convergence, sweep" in text and "slack" in text
   assert png.stat().st_size > 1000
+
+
+def test_check_record_names_the_bad_key(smoke_grid):
+  _, records = smoke_grid
+  record = records.records[0]
+  assert grid_v2.check_record(record) is record
+  for change, match in [
+    ({"stage": "final"}, "`stage` must be one of"),
+    ({"learning_rate": 0.0}, "`learning_rate`"),
+    ({"best_epoch": record["epochs_run"] + 1}, "`best_epoch`"),
+    ({"ndcg_5": 1.5}, "`ndcg_5` must be a test-split metric"),
+    ({"edition": 1}, "`edition` must be one of"),
+  ]:
+    with pytest.raises(ValueError, match=match):
+      grid_v2.check_record({**record, **change})
+  with pytest.raises(ValueError, match="lacks"):
+    grid_v2.check_record({k: v for k, v in record.items() if k != "epochs_run"})
 
 
 def test_noisy_labels():
