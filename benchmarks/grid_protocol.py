@@ -77,8 +77,9 @@ MAX_WIDENINGS = 2
 MONITOR = "ndcg_5"
 PATIENCE = 8
 MAX_EPOCHS = 150
-#: Convergence rule: in at least this fraction of the runs of a stage the best epoch comes before
-#: the last epoch run; otherwise the stage is rerun with MAX_EPOCHS doubled.
+#: Convergence rule: in at least this fraction of the seeds stage's runs, and of the sweep's runs
+#: at the chosen rates, the best epoch comes before the last epoch run; otherwise that stage is
+#: rerun with MAX_EPOCHS doubled.
 CONVERGED_FRACTION = 0.8
 
 # --- Seeds --------------------------------------------------------------------------------------

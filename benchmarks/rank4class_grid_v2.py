@@ -485,15 +485,38 @@ def write_report(records, md_path, png_path):
   for experiment in experiments:
     rows, family = summarize(records, experiment)
     lines += [f"## {experiment}", ""]
-    for stage in STAGES:
-      runs = [r for r in records if r["experiment"] == experiment and r["stage"] == stage]
+    chosen = _chosen_rates(records, experiment)
+    checked = {
+      "seeds": [r for r in records if r["experiment"] == experiment and r["stage"] == "seeds"],
+      "sweep at the chosen rates": [
+        r
+        for r in records
+        if r["experiment"] == experiment
+        and r["stage"] == "sweep"
+        and chosen[(r["loss"], r["interaction"])] == r["learning_rate"]
+      ],
+    }
+    for name, runs in checked.items():
       if runs:
         fraction = statistics_lib.converged_fraction(runs)
         ok = "met" if fraction >= protocol.CONVERGED_FRACTION else "NOT met: train longer"
         lines.append(
-          f"- Convergence, {stage}: best epoch before the last in {fraction:.0%} of "
+          f"- Convergence, {name}: best epoch before the last in {fraction:.0%} of "
           f"{len(runs)} runs (rule: >= {protocol.CONVERGED_FRACTION:.0%}, {ok})."
         )
+    at_budget = [
+      r
+      for r in records
+      if r["experiment"] == experiment
+      and r["stage"] == "sweep"
+      and r["best_epoch"] == r["epochs_run"]
+    ]
+    lines.append(
+      f"- Sweep runs stopped by the epoch budget while still improving (their rate may be "
+      f"under-rated): {len(at_budget)}"
+      + "".join(f"; {r['loss']} + {r['interaction']} at {r['learning_rate']:g}" for r in at_budget)
+      + "."
+    )
     base = [
       r
       for r in records
@@ -540,19 +563,33 @@ def write_report(records, md_path, png_path):
   _forest_plot(plots, png_path)
 
 
-def _sweep_section(records, experiment):
-  runs = [r for r in records if r["experiment"] == experiment and r["stage"] == "sweep"]
+def _sweep_means(records, experiment):
+  """``{(loss, head): {rate: mean validation monitor over the tuning seeds}}``."""
   cells = {}
-  for r in runs:
-    cells.setdefault((r["loss"], r["interaction"]), {}).setdefault(r["learning_rate"], []).append(
-      r["validation"][protocol.MONITOR]
-    )
+  for r in records:
+    if r["experiment"] == experiment and r["stage"] == "sweep":
+      by_rate = cells.setdefault((r["loss"], r["interaction"]), {})
+      by_rate.setdefault(r["learning_rate"], []).append(r["validation"][protocol.MONITOR])
+  return {
+    cell: {rate: sum(v) / len(v) for rate, v in sorted(by_rate.items())}
+    for cell, by_rate in cells.items()
+  }
+
+
+def _chosen_rates(records, experiment):
+  """``{(loss, head): the swept rate with the best mean (the smaller one on a tie)}``."""
+  return {
+    cell: max(means, key=lambda rate: (means[rate], -rate))
+    for cell, means in _sweep_means(records, experiment).items()
+  }
+
+
+def _sweep_section(records, experiment):
+  chosen = _chosen_rates(records, experiment)
   lines = ["### Learning-rate sweep (mean validation NDCG@5 over the tuning seeds)", ""]
-  for (loss, head), by_rate in cells.items():
-    means = {rate: sum(v) / len(v) for rate, v in sorted(by_rate.items())}
-    best = max(means, key=lambda rate: (means[rate], -rate))
+  for (loss, head), means in _sweep_means(records, experiment).items():
     text = ", ".join(f"{rate:g}: {m:.4f}" for rate, m in means.items())
-    lines.append(f"- {loss} + {head}: {text}; best {best:g}")
+    lines.append(f"- {loss} + {head}: {text}; chosen {chosen[(loss, head)]:g}")
   return lines + [""]
 
 

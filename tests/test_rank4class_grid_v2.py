@@ -113,7 +113,13 @@ def test_report_statistics_against_scipy(smoke_grid, tmp_path):
   md, png = tmp_path / "r.md", tmp_path / "r.png"
   grid_v2.write_report(records.records, str(md), str(png))
   text = md.read_text()
-  assert "Holm family: 1 cells" in text and "Convergence, sweep" in text and "slack" in text
+  assert "Holm family: 1 cells" in text and "slack" in text
+  assert "Convergence, seeds" in text and "Convergence, sweep at the chosen rates" in text
+  for loss in SMOKE["losses"]:
+    rate = next(
+      r["learning_rate"] for r in records.records if r["stage"] == "seeds" and r["loss"] == loss
+    )
+    assert f"- {loss} + dot: " in text and f"chosen {rate:g}" in text
   assert png.stat().st_size > 1000
 
 
