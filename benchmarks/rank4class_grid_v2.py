@@ -437,7 +437,11 @@ def summarize(records, experiment, settings=None):
       row["metrics"][metric] = {
         "interval": interval,
         "p": p,
-        "paper": protocol.paper_difference(metric, loss, head),
+        "paper": (
+          protocol.paper_difference(metric, loss, head)
+          if by_seed[shared[0]]["dataset"] == protocol.DATASET
+          else None
+        ),
         "mean": sum(by_seed[s][metric] for s in shared) / len(shared),
       }
     rows.append(row)

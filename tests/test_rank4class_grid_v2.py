@@ -110,6 +110,7 @@ def test_report_statistics_against_scipy(smoke_grid, tmp_path):
       if np.std(d) > 0:
         np.testing.assert_allclose(entry["p"], stats.ttest_rel(a, b).pvalue, rtol=1e-8)
       assert entry["holm_p"] == pytest.approx(min(1.0, entry["p"] * family))  # one comparison
+      assert entry["paper"] is None  # the paper's GoEmotions gaps are not shown for smoke data
   md, png = tmp_path / "r.md", tmp_path / "r.png"
   grid_v2.write_report(records.records, str(md), str(png))
   text = md.read_text()
