@@ -10,9 +10,9 @@ different metric sets updated in the same step, as ``model.compile(metrics=...)`
   * ``keras top5``: ``SparseTopKCategoricalAccuracy(5)`` alone;
   * ``top1`` / ``top5`` / ``ndcg5`` / ``mrr``: one of ours alone;
   * ``exact 4``: the four computed by the exact float64 reference (the implementation before
-    issue 15), wrapped in ``keras.metrics.Mean``; only up to ``--exact_max_classes`` (it grows
-    slow with C, and under XLA its searchsorted needs more memory than a machine has:
-    BUILD_NOTES.md, "Ranking metrics at Keras speed (issue 15)").
+    the metrics were made fast), wrapped in ``keras.metrics.Mean``; only up to
+    ``--exact_max_classes`` (it grows slow with C, and under XLA its searchsorted needs more
+    memory than a machine has: BUILD_NOTES.md, "Ranking metrics at Keras speed").
 
 Every round times every configuration once, in turn, so they share the machine's load; a ratio
 is the median over rounds of the per-round ratio (``ours 4`` and ``exact 4`` over ``keras 1+5``,

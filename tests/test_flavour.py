@@ -1,6 +1,7 @@
 """The Keras flavour's training: chosen once, and a multi-worker run on two local workers."""
 
 import json
+import pathlib
 import socket
 import subprocess
 
@@ -15,6 +16,21 @@ def test_the_flavour_is_the_one_of_the_keras_in_use(tmp_path):
   assert type(flavour.TRAINING) is expected
   # No backup yet: training starts at the first step of the first epoch.
   assert flavour.TRAINING.resume_position(str(tmp_path / "backup"), 10) == (0, 0)
+
+
+def test_the_keras_flavour_is_tested_in_one_place_for_training():
+  """Training code reads the flavour from ``flavour.TRAINING``, never from ``compat.KERAS_3``.
+
+  ``heads/interactions.py`` keeps its own: an attribute alias that only Keras 2 ``.keras`` files
+  need, part of that layer's saved format (the heads cannot import ``train/``).
+  """
+  package = pathlib.Path(flavour.__file__).resolve().parents[1]
+  testing = sorted(
+    p.relative_to(package).as_posix()
+    for p in package.rglob("*.py")
+    if "KERAS_3" in p.read_text(encoding="utf-8")
+  )
+  assert testing == ["compat.py", "heads/interactions.py", "train/flavour.py"]
 
 
 def test_keras3_resumes_after_the_steps_its_newest_weight_backup_names(tmp_path):

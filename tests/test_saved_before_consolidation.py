@@ -1,4 +1,4 @@
-"""What the version before the consolidation (issue 16) saved still loads and computes the same.
+"""What the version before the consolidation saved still loads and computes the same.
 
 The fixture was written by ``tests/fixtures/saved_before_consolidation/make.py`` on commit
 7724dc6, under each stack: every registered loss and five metrics as Keras serializations with

@@ -44,3 +44,17 @@ def test_import_registers_the_keras_objects_for_load_model(tmp_path):
 def test_public_subpackages():
   assert tfrank4class.__all__ == ["encoders", "heads", "losses", "metrics", "ranking"]
   assert tfrank4class.losses.get is losses.get
+
+
+def test_re_exported_names_are_the_one_implementation():
+  from tfrank4class import labels, retrieval
+  from tfrank4class.losses import rambo
+  from tfrank4class.metrics import functional
+  from tfrank4class.ranking import precision
+  from tfrank4class.retrieval import evaluation, model
+
+  assert losses.class_ids is labels.class_ids and rambo.class_ids is labels.class_ids
+  assert losses.to_relevance is labels.to_relevance
+  assert functional.harmonic_difference is precision.harmonic_difference
+  assert retrieval.retrieval_recall_at_k is evaluation.retrieval_recall_at_k
+  assert retrieval.build_retrieval_model is model.build_retrieval_model

@@ -30,7 +30,7 @@ class Rank4ClassHead(keras.layers.Layer):
   activations for ``"latent_cross"`` and ``4 B C sum(hidden_units)`` for ``"concat"``;
   ``class_chunk_size=k`` bounds that to ``k`` classes at a time for some extra step time
   (``benchmarks/heads.py`` measures both; figures in BUILD_NOTES.md, "Rank4Class heads and
-  encoders (issue 5)").
+  encoders").
 
   Args:
     num_classes: number of classes ``C >= 2``.

@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from tfrank4class import _validation, compat
 
-# class_ids: public here before issue 13 (the one label parser, re-exported).
+# class_ids: public here before the one label parser existed; re-exported from it.
 from tfrank4class.labels import class_ids, num_items, to_relevance  # noqa: F401
 from tfrank4class.losses.base import Loss
 from tfrank4class.losses.score_memory import ScoreMemory

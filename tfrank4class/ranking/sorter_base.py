@@ -53,7 +53,7 @@ def standardize(scores, epsilon=1e-12):
   kept: holding the scale there too adds a component along the list's spread, which the learned
   sorters never saw in pretraining (their inputs always have unit variance), and it made
   training worse (BUILD_NOTES.md, "SoDeep (learned sorters and their losses)" under "Correctness
-  fixes (issue 13)").
+  fixes").
 
   Example:
     >>> standardize([[1.0, 3.0]]).numpy().round(3)

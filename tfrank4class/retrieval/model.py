@@ -24,8 +24,7 @@ its layers) to evaluate and export; :func:`export_embedding_model` writes a Save
 
 The recipe composes an encoder, Keras layers and a loss, so it sits above the losses in the
 package's one-way flow (data -> encoder -> head -> scores -> rank op -> loss / metrics); nothing
-below imports it. (It lived in ``tfrank4class.heads.embedding`` before, which made the heads
-depend on the losses; that path still works and warns.)
+below imports it.
 """
 
 import typing
