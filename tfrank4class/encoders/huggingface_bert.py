@@ -169,7 +169,7 @@ def _checkpoint_file(path, name):
   return file
 
 
-def check_checkpoint_dir(path):
+def _check_checkpoint_dir(path):
   """Returns ``path`` as a string if it is a folder with the three checkpoint files, else raises."""
   if not isinstance(path, (str, os.PathLike)):
     raise ValueError(f"`path` must be a checkpoint folder path, got {path!r}.")
@@ -197,7 +197,7 @@ _CONFIG_KEYS = {
 }
 
 
-def read_bert_config(path):
+def _read_bert_config(path):
   """:class:`BertEncoder` arguments from the ``config.json`` of the checkpoint folder ``path``.
 
   Checks that it describes the model built here: ``hidden_act`` ``"gelu"`` (exact GELU) and
@@ -225,7 +225,7 @@ def read_bert_config(path):
   return args
 
 
-def read_tokenizer_options(path):
+def _read_tokenizer_options(path):
   """WordPiece options of the checkpoint ``path``: lower-casing, accent stripping, cleaning.
 
   Read from ``tokenizer.json``'s ``BertNormalizer`` when present, else from
@@ -252,7 +252,7 @@ def read_tokenizer_options(path):
   return {k: bool(v) for k, v in options.items()}
 
 
-def read_sentence_options(path):
+def _read_sentence_options(path):
   """``(max_length, normalize)`` of a sentence-transformers folder, ``(None, False)`` otherwise.
 
   ``max_length`` is ``sentence_bert_config.json``'s ``max_seq_length``; ``normalize`` is whether
@@ -288,16 +288,18 @@ def _layer_norm(x, gamma, beta, eps):
 class BertEncoder(keras.layers.Layer):
   """BERT over WordPiece ids ``[B, L]``: token states or mean-pooled embedding (module doc).
 
-  The weights are named as in a Hugging Face ``BertModel`` checkpoint
-  (:func:`load_bert_weights` fills them); the dense kernels are stored ``[in, out]``. Padding
-  (``pad_id``) is masked out of the attention and the pooling, so it does not change the
+  The weights are named as in a Hugging Face ``BertModel`` checkpoint (:func:`bert_checkpoint`
+  fills them from one); the dense kernels are stored ``[in, out]``. Padding (``pad_id``) is
+  masked out of the attention and the pooling, so it does not change the
   outputs; with ``trim_padding`` the ids are also cut to the longest sequence of the batch
   before the Transformer, which saves the work on padding positions.
 
   Args:
     vocab_size, hidden_size, num_layers, num_heads, intermediate_size, max_positions,
-      type_vocab_size, layer_norm_eps: the architecture (``config.json``; see
-      :func:`read_bert_config`). ``hidden_size`` must be divisible by ``num_heads``.
+      type_vocab_size, layer_norm_eps: the architecture (``config.json``'s ``vocab_size``,
+      ``hidden_size``, ``num_hidden_layers``, ``num_attention_heads``, ``intermediate_size``,
+      ``max_position_embeddings``, ``type_vocab_size``, ``layer_norm_eps``). ``hidden_size`` must
+      be divisible by ``num_heads``.
     output_mode: ``"mean"`` (``[B, hidden_size]``, the mean of the non-padding token states) or
       ``"tokens"`` (``[B, L, hidden_size]``, zero at padding positions).
     normalize: divide the mean embedding by its L2 norm (sentence-transformers' Normalize).
@@ -489,7 +491,7 @@ class BertEncoder(keras.layers.Layer):
     return config
 
 
-def load_bert_weights(encoder, path):
+def _load_bert_weights(encoder, path):
   """Sets the weights of a built :class:`BertEncoder` from ``path/model.safetensors``.
 
   Names may carry a ``bert.`` prefix (``BertForPreTraining`` checkpoints) and layer norms may be
@@ -530,9 +532,13 @@ def bert_checkpoint(
 ):
   """Builds a raw-string BERT encoder ``tf.string [B, 1] -> [B, d]`` from a checkpoint folder.
 
-  Reads ``config.json`` (:func:`read_bert_config`), the tokenizer options
-  (:func:`read_tokenizer_options`), ``vocab.txt`` and ``model.safetensors`` of ``path`` (see the
-  module doc). The returned model holds the vocabulary and the weights: ``model.save`` /
+  Reads ``config.json`` (the architecture; ``hidden_act`` must be ``"gelu"`` and the position
+  embeddings absolute), the tokenizer options (``tokenizer.json``'s ``BertNormalizer``, else
+  ``tokenizer_config.json``'s ``do_lower_case`` / ``strip_accents`` /
+  ``tokenize_chinese_chars``, else lower-casing; accents are stripped when ``strip_accents`` is
+  null and the text is lower-cased, as in BERT), ``vocab.txt`` and ``model.safetensors`` of
+  ``path``, and the sentence-transformers files when present (see the module doc). The
+  returned model holds the vocabulary and the weights: ``model.save`` /
   ``keras.models.load_model`` round-trip it without the folder.
 
   Args:
@@ -556,9 +562,9 @@ def bert_checkpoint(
     >>> enc(tf.constant(["So happy for you!"])).shape                  # doctest: +SKIP
     TensorShape([1, 384])
   """
-  path = check_checkpoint_dir(path)
-  architecture = read_bert_config(path)
-  default_length, default_normalize = read_sentence_options(path)
+  path = _check_checkpoint_dir(path)
+  architecture = _read_bert_config(path)
+  default_length, default_normalize = _read_sentence_options(path)
   if max_length is None:
     max_length = min(default_length or architecture["max_positions"], architecture["max_positions"])
   max_length = _validation.check_int("max_length", max_length, minimum=2)
@@ -575,7 +581,7 @@ def bert_checkpoint(
       f"`path` {path!r}: vocab.txt has {len(vocabulary)} tokens, config.json's vocab_size is "
       f"{architecture['vocab_size']}."
     )
-  options = read_tokenizer_options(path)
+  options = _read_tokenizer_options(path)
   vectorizer = WordPieceVectorizer(
     vocabulary,
     output_sequence_length=max_length,
@@ -594,7 +600,7 @@ def bert_checkpoint(
     **architecture,
   )
   encoder.build(tf.TensorShape([None, max_length]))
-  load_bert_weights(encoder, path)
+  _load_bert_weights(encoder, path)
   encoder.trainable = bool(trainable)
   texts = keras.Input(shape=(1,), dtype=tf.string, name="text")
   return keras.Model(texts, encoder(vectorizer(texts)), name=name)
