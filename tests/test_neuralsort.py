@@ -21,7 +21,7 @@ def test_matches_difftopk(config, arrays):
 
 
 def test_two_items_closed_form():
-  """n = 2: the top position is softmax(s / tau), the bottom one softmax(-s / tau) (Eq. 5)."""
+  """n = 2: the top position is softmax(s / tau), the bottom one softmax(-s / tau) (Sec. 3)."""
   a, b, tau = 0.4, -0.3, 0.5
   perm = ranking.neuralsort(np.array([[a, b]]), tau).numpy()[0]
   top = special.expit((a - b) / tau)

@@ -24,7 +24,7 @@ def test_matches_difftopk(config, arrays):
 
 @pytest.mark.parametrize("power", [1.0, 2.0])
 def test_two_items_closed_form(power):
-  """n = 2, a > b: position 0 holds b with weight 1 / (1 + exp(-|a - b|^p / tau)) (Def. 1)."""
+  """n = 2, a > b: position 0 holds b with weight 1 / (1 + exp(-|a - b|^p / tau)) (Sec. 3)."""
   a, b, tau = 0.4, -0.3, 0.5
   perm = ranking.softsort(np.array([[a, b]]), tau, power).numpy()[0]
   w = special.expit(abs(a - b) ** power / tau)

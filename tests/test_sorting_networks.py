@@ -236,3 +236,21 @@ def test_bad_arguments():
     ranking.sorting_network_sort([[1.0, float("nan")]])
   with pytest.raises(ValueError, match="`k` is for network='splitter_selection' only"):
     ranking.comparator_network("bitonic", 4, 2)
+
+
+@pytest.mark.parametrize("network", ["bitonic", "splitter_selection"])
+def test_topk_form_never_builds_an_n_by_n_tensor(network):
+  """The top-k form carries [B, n, k] (forward and backward): no tensor of the traced graph has
+  two axes of size n."""
+  n = 64
+
+  @tf.function
+  def forward_backward(x):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      top = ranking.sorting_network_topk(x, 3, network, "cauchy", 2.0)
+    return tape.gradient(tf.reduce_sum(top * top), x)
+
+  graph = forward_backward.get_concrete_function(tf.TensorSpec([2, n], tf.float32)).graph
+  shapes = [out.shape for op in graph.get_operations() for out in op.outputs]
+  assert shapes and not [s for s in shapes if s.rank and list(s).count(n) >= 2]

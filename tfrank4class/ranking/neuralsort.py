@@ -1,15 +1,16 @@
 """NeuralSort: the continuous relaxation of sorting of Grover et al., "Stochastic Optimization of
-Sorting Networks via Continuous Relaxations", ICLR 2019 (Sec. 3, Thm. 4 and Eq. 5).
+Sorting Networks via Continuous Relaxations", ICLR 2019 (Sec. 3: Thm. 4 and the relaxation that
+follows it).
 
 For scores ``s`` of ``n`` items and ``A_s[i, j] = |s_i - s_j|``, Theorem 4 writes the ``r``-th
 row (``r = 1..n``) of the permutation matrix that sorts ``s`` in *descending* order as the argmax
 of ``(n + 1 - 2 r) s - A_s 1``; NeuralSort replaces the argmax by a softmax with temperature
-``tau > 0`` (Eq. 5):
+``tau > 0`` (Sec. 3):
 
     P_hat[r, :] = softmax( ((n + 1 - 2 r) s - A_s 1) / tau )
 
 Each row is a distribution over the items (row-stochastic; columns need not sum to 1) and
-``P_hat`` tends to the sorting permutation as ``tau -> 0`` (Thm. 4, Cor. 3).
+``P_hat`` tends to the sorting permutation as ``tau -> 0`` (Sec. 3).
 
 Convention. Like every operator of :mod:`tfrank4class.ranking` that returns a relaxed permutation
 (and like difftopk, which calls NeuralSort on ``-s`` and transposes), :func:`neuralsort` returns
@@ -17,7 +18,7 @@ Convention. Like every operator of :mod:`tfrank4class.ranking` that returns a re
 largest score), i.e. ``P[i, j] = P_hat[n - j, i]`` in the paper's 1-based rows. Its columns sum
 to 1.
 
-``hard=True`` is the straight-through estimator of Sec. 3.1 ("deterministic forward pass"): the
+``hard=True`` is the straight-through estimator of Grover et al. (Sec. 3): the
 forward value is the one-hot matrix that puts, at each position, the item with the largest weight
 there; the gradient is that of ``P``. Deviation from difftopk 0.2.0 on purpose: difftopk takes
 the argmax over positions for each item of the transposed matrix, which need not be a permutation
@@ -30,12 +31,12 @@ from tfrank4class import _validation
 
 
 def neuralsort(scores, temperature=1.0, hard=False):
-  """NeuralSort (Grover et al., ICLR 2019, Eq. 5): relaxed ascending permutation ``[B, n, n]``.
+  """NeuralSort (Grover et al., ICLR 2019, Sec. 3): relaxed ascending permutation ``[B, n, n]``.
 
       logits[b, j, i] = (2 j + 1 - n) s_i - sum_k |s_i - s_k|       (j = 0..n-1, ascending)
       P[b, i, j]      = softmax_i(logits[b, j, :] / temperature)
 
-  (Eq. 5 with ``s -> -s``; see the module docstring for the convention.)
+  (the relaxation of Sec. 3 with ``s -> -s``; see the module docstring for the convention.)
 
   Args:
     scores: ``[B, n]`` real scores; float16 / bfloat16 / integers are computed in float32,

@@ -1,5 +1,5 @@
 """SoftSort: the continuous relaxation of argsort of Prillo & Eisenschlos, "SoftSort: A
-Continuous Relaxation for the argsort Operator", ICML 2020 (Sec. 3, Eq. 1 / Def. 1).
+Continuous Relaxation for the argsort Operator", ICML 2020 (Sec. 3, the definition of SoftSort).
 
 For scores ``s`` and ``sort(s)`` the scores sorted in decreasing order,
 
@@ -24,7 +24,7 @@ from tfrank4class import _validation
 
 
 def softsort(scores, temperature=1.0, power=1.0, hard=False):
-  """SoftSort (Prillo & Eisenschlos, ICML 2020, Def. 1): relaxed ascending permutation.
+  """SoftSort (Prillo & Eisenschlos, ICML 2020, Sec. 3): relaxed ascending permutation.
 
       P[b, i, j] = softmax_i( -|sort_asc(s)_j - s_i| ** power / temperature )
 

@@ -4,7 +4,7 @@
 A sorting network is a fixed sequence of layers of comparators ("conditional swaps"). A
 comparator on the wires ``a`` and ``b`` with values ``x_a``, ``x_b`` writes ``min`` to one output
 wire and ``max`` to the other. Differentiable sorting networks relax the swap with a sigmoid
-``f`` of the difference (ICML 2021, Sec. 3, Eq. 2-3):
+``f`` of the difference (ICML 2021, Sec. 3):
 
     alpha = f(beta * (x_b - x_a))
     min'  = alpha * x_a + (1 - alpha) * x_b
@@ -12,7 +12,7 @@ wire and ``max`` to the other. Differentiable sorting networks relax the swap wi
 
 ``beta`` is the inverse temperature (``steepness``). Chaining the layers gives relaxed sorted
 values and, by applying the same convex combinations to the columns of the identity, a relaxed
-permutation matrix ``P`` (Sec. 3, Eq. 4): ``P[b, i, j]`` is the weight with which input ``i``
+permutation matrix ``P`` (Sec. 3): ``P[b, i, j]`` is the weight with which input ``i``
 arrives at sorted position ``j``, so that ``sorted_values = einsum("bi,bij->bj", x, P)``. Sorting
 is ascending, as in diffsort: position ``n - 1`` holds the largest value, so the top-``k`` are the
 last ``k`` columns. Every layer is a doubly stochastic matrix, so ``P`` is doubly stochastic.
@@ -20,13 +20,13 @@ last ``k`` columns. Every layer is a doubly stochastic matrix, so ``P`` is doubl
 The sigmoids ``f`` (argument ``distribution``, the names diffsort uses), with ``v = beta * d``
 and ``d = x_b - x_a``:
 
-* ``"logistic"``: ``sigma(v) = 1 / (1 + exp(-v))`` (ICML 2021, Eq. 2);
+* ``"logistic"``: ``sigma(v) = 1 / (1 + exp(-v))`` (ICML 2021, Sec. 3);
 * ``"logistic_phi"``: the logistic sigmoid with activation replacement trick (ART, ICML 2021,
-  Sec. 3.2): ``sigma(v / (|d| + 1e-10) ** art_lambda)``;
+  Sec. 3): ``sigma(v / (|d| + 1e-10) ** art_lambda)``;
 * ``"gaussian"``: the standard normal CDF ``Phi(v)`` (ICLR 2022, Sec. 4);
 * ``"reciprocal"``: ``(v / (2 + |v|) + 1) / 2`` (ICLR 2022, Sec. 4);
 * ``"cauchy"``: ``arctan(v) / pi + 1/2`` (ICLR 2022, Sec. 4);
-* ``"optimal"``: the optimal monotonic sigmoid of ICLR 2022 (Sec. 4.2), ``1/2 + v`` for
+* ``"optimal"``: the optimal monotonic sigmoid of ICLR 2022 (Sec. 4), ``1/2 + v`` for
   ``|v| <= 1/4`` and ``1 - 1/(16 v)`` (``-1/(16 v)`` for ``v < 0``) outside.
 
 The reciprocal, Cauchy and optimal sigmoids make the network monotonic (ICLR 2022, Sec. 4:
@@ -36,13 +36,13 @@ every input. The logistic and Gaussian sigmoids decay faster and are not monoton
 Networks (:func:`comparator_network`):
 
 * ``"odd_even"``: odd-even transposition sort, ``n`` layers alternately comparing the pairs
-  ``(0, 1), (2, 3), ...`` and ``(1, 2), (3, 4), ...`` (ICML 2021, Sec. 3.1); any ``n``;
+  ``(0, 1), (2, 3), ...`` and ``(1, 2), (3, 4), ...`` (ICML 2021, Sec. 3); any ``n``;
 * ``"bitonic"``: Batcher's bitonic sorter, ``log2(N) (log2(N) + 1) / 2`` layers for
-  ``N = 2^ceil(log2 n)`` (ICML 2021, Sec. 3.1). For ``n`` not a power of two we do what diffsort
+  ``N = 2^ceil(log2 n)`` (ICML 2021, Sec. 3). For ``n`` not a power of two we do what diffsort
   does: the network is built for ``N`` wires, the first ``N - n`` wires are dropped, and a
   comparator touching a dropped wire leaves its other wire unchanged;
 * ``"splitter_selection"``: a *selection* network for the top ``k`` only (Petersen et al.,
-  ICML 2022, Sec. 4; the splitter-based selection networks of Borgelt): cascades of "splitters"
+  ICML 2022; the splitter-based selection networks of Borgelt): cascades of "splitters"
   are applied to the groups of wires that share the same lower bound on their rank, until that
   bound proves each of the last ``k`` wires to hold its rank. It has far fewer comparators than
   a full sorting network for small ``k``, but only the last ``k`` positions are sorted, so it is
@@ -300,7 +300,7 @@ def sorting_network_sort(
 ):
   """Relaxed sorted values and permutation matrix of a differentiable sorting network.
 
-  Petersen et al., ICML 2021 (Sec. 3, Eq. 2-4) and ICLR 2022 (the monotonic sigmoids, Sec. 4);
+  Petersen et al., ICML 2021 (Sec. 3) and ICLR 2022 (the monotonic sigmoids, Sec. 4);
   the same computation as diffsort's ``DiffSortNet(network, n, steepness, art_lambda,
   distribution=...)``, ascending. See the module docstring for the formulas.
 
@@ -375,7 +375,8 @@ def sorting_network_topk(
   _check_k(k, n)
   layers = comparator_network(network, n, k if network == "splitter_selection" else None)
   _, alphas = _forward(x, layers, distribution, steepness, art_lambda)
-  q = tf.eye(n, batch_shape=tf.shape(x)[:1], dtype=x.dtype)[:, :, n - k :]
+  last = tf.one_hot(tf.range(n - k, n), n, axis=0, dtype=x.dtype)  # [n, k], no n x n eye
+  q = tf.broadcast_to(last, tf.concat([tf.shape(x)[:1], [n, k]], axis=0))
   for layer, alpha in zip(reversed(layers), reversed(alphas)):
     alpha = alpha[:, :, None]
     q_low = tf.gather(q, layer.lo, axis=1)
