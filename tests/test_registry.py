@@ -144,7 +144,7 @@ def test_register_rejects_duplicates():
 
 OWN = [n for n in losses.names() if n not in losses.registry.TFR_KEYS]
 #: Arguments a loss needs on the C = 5 classes of `_model` (its default k = 5 needs C > 5).
-NEEDS = {"smooth_topk_svm_loss": {"k": 2}}
+NEEDS = {"smooth_topk_svm_loss": {"k": 2}, "soft_rank_topk_loss": {"k": 2}}
 
 
 @pytest.mark.parametrize("name", OWN)

@@ -20,6 +20,7 @@ from tfrank4class.losses.score_memory import ScoreMemory
 from tfrank4class.losses.sodeep import RankTripletLoss, SorterAPLoss, SorterMAPLoss, SpearmanLoss
 from tfrank4class.losses.topk.cross_entropy import TopKCrossEntropyLoss, topk_cross_entropy
 from tfrank4class.losses.topk.smooth_svm import SmoothTopKSVMLoss
+from tfrank4class.losses.topk.soft_rank import SoftRankTopKLoss
 
 __all__ = [
   "APCLoss",
@@ -39,6 +40,7 @@ __all__ = [
   "ScoreMemory",
   "SmoothedCrossEntropy",
   "SmoothTopKSVMLoss",
+  "SoftRankTopKLoss",
   "SorterAPLoss",
   "SorterMAPLoss",
   "SpearmanLoss",

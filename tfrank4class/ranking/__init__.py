@@ -1,5 +1,6 @@
 """Rank operators: exact ranks, tie statistics, the blackbox ranker, learned sorters and the relaxed
-sorting operators (NeuralSort, SoftSort, differentiable sorting networks and their top-k form)."""
+sorting operators (NeuralSort, SoftSort, differentiable sorting networks and their top-k form, soft
+rank and soft sort by projection onto the permutahedron)."""
 
 from tfrank4class.ranking.attention_sorter import AttentionSorter
 from tfrank4class.ranking.blackbox import (
@@ -13,6 +14,7 @@ from tfrank4class.ranking.exact import rank, rank_within
 from tfrank4class.ranking.lstm_sorter import LSTMSorter
 from tfrank4class.ranking.neuralsort import neuralsort
 from tfrank4class.ranking.pairwise_sigmoid_sorter import PairwiseSigmoidSorter
+from tfrank4class.ranking.permutahedron import isotonic_regression, soft_rank, soft_sort
 from tfrank4class.ranking.precision import (
   average_precision_from_ranks,
   expected_precision,
@@ -40,6 +42,7 @@ __all__ = [
   "ConvSorter",
   "expected_precision",
   "harmonic_difference",
+  "isotonic_regression",
   "log_binomial",
   "LSTMSorter",
   "margin_shift",
@@ -48,6 +51,8 @@ __all__ = [
   "PRETRAINED_SORTERS",
   "rank",
   "rank_within",
+  "soft_rank",
+  "soft_sort",
   "softsort",
   "Sorter",
   "SORTERS",

@@ -1,0 +1,149 @@
+"""Tests of tfrank4class.losses.topk.soft_rank: the soft ranks of the authors' NumPy code
+(committed fixtures of ``tools/soft_sort_reference.py``), the hard limit against scipy, padding,
+finite differences, graph modes, Keras integration and bad input."""
+
+import pathlib
+
+import numpy as np
+import pytest
+import scipy.stats
+import tensorflow as tf
+
+from tfrank4class import losses
+from tfrank4class.losses.topk.soft_rank import SoftRankTopKLoss, soft_rank_topk_loss
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "soft_sort.npz"
+
+
+def test_soft_ranks_of_the_authors_code():
+  """The fixture cases ranked highest-first ("DESCENDING") without ties: loss from their ranks."""
+  data = np.load(FIXTURES)
+  checked = 0
+  for case in sorted({key.split("_")[0] for key in data.files}):
+    n, eps, kl, descending = data[f"{case}_params"]
+    scores = data[f"{case}_scores"]
+    if not descending:
+      continue
+    labels = np.arange(len(scores)) % int(n)
+    for k in (1, 3):
+      expected = np.maximum(data[f"{case}_rank"][np.arange(len(scores)), labels] - k, 0)
+      got = soft_rank_topk_loss(labels, scores, k, eps, "kl" if kl else "l2").numpy()
+      np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
+      checked += 1
+  assert checked >= 6
+
+
+def test_tiny_regularization_is_the_hinge_on_the_exact_rank():
+  rng = np.random.default_rng(0)
+  s = np.array([rng.permutation(20) * 0.1 for _ in range(6)])
+  y = rng.integers(0, 20, 6)
+  ranks = np.array([scipy.stats.rankdata(-row)[label] for row, label in zip(s, y)])
+  for k in (1, 5):
+    for regularization in ("l2", "kl"):
+      got = soft_rank_topk_loss(y, s, k, 1e-3, regularization).numpy()
+      np.testing.assert_allclose(got, np.maximum(ranks - k, 0), atol=1e-6)
+
+
+def test_two_classes_closed_form():
+  """C = 2, l2: the true class's soft rank is 1.5 - clip((s_y - s_o) / (2 eps), -1/2, 1/2)."""
+  for sy, so, eps in [(0.2, 0.5, 1.0), (0.2, 0.5, 0.1), (1.0, 0.0, 4.0)]:
+    r = 1.5 - np.clip((sy - so) / (2 * eps), -0.5, 0.5)
+    got = soft_rank_topk_loss([0], np.array([[sy, so]]), 1, eps).numpy()
+    np.testing.assert_allclose(got, [max(r - 1, 0)], rtol=1e-12)
+
+
+def test_padding_is_the_loss_of_the_valid_classes():
+  rng = np.random.default_rng(1)
+  s = rng.normal(size=(3, 9))
+  dense = np.zeros((3, 9))
+  dense[np.arange(3), [0, 4, 6]] = 1.0
+  dense[:, 7:] = -1.0
+  s_padded = s.copy()
+  s_padded[:, 7:] = [[50.0, -3.0], [np.nan, 0.0], [np.inf, 1.0]]
+  got = soft_rank_topk_loss(dense, s_padded, 2, 0.5).numpy()
+  expected = soft_rank_topk_loss([0, 4, 6], s[:, :7], 2, 0.5).numpy()
+  np.testing.assert_allclose(got, expected, atol=1e-12)
+  empty = soft_rank_topk_loss([[0.0, 0.0, -1.0]], [[1.0, 2.0, 3.0]], 1).numpy()
+  np.testing.assert_array_equal(empty, [0.0])
+
+
+def test_finite_differences_float64():
+  rng = np.random.default_rng(2)
+  s, y = rng.normal(size=(3, 8)), np.array([0, 3, 7])
+  for regularization in ("l2", "kl"):
+    f = lambda v, r=regularization: float(np.sum(soft_rank_topk_loss(y, v, 2, 2.0, r).numpy()))
+    x = tf.constant(s)
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      value = tf.reduce_sum(soft_rank_topk_loss(y, x, 2, 2.0, regularization))
+    grad = tape.gradient(value, x).numpy()
+    numeric = np.zeros_like(s)
+    for i, j in np.ndindex(*s.shape):
+      d = np.zeros_like(s)
+      d[i, j] = 1e-6
+      numeric[i, j] = (f(s + d) - f(s - d)) / 2e-6
+    np.testing.assert_allclose(grad, numeric, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["function", "xla"])
+def test_graph_modes(mode):
+  rng = np.random.default_rng(3)
+  s = tf.constant(rng.normal(size=(4, 12)))
+  y = tf.constant([0, 5, 11, 2])
+  loss = SoftRankTopKLoss(k=3, regularization_strength=0.5, reduction="none")
+
+  def grad(y, s):
+    with tf.GradientTape() as tape:
+      tape.watch(s)
+      value = loss(y, s)
+      total = tf.reduce_sum(value)
+    return value, tape.gradient(total, s)
+
+  eager = grad(y, s)
+  traced = tf.function(grad, jit_compile=(mode == "xla"))(y, s)
+  for a, b in zip(eager, traced):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-9)
+
+
+def test_fit_under_mirrored_strategy(mirrored_strategy):
+  rng = np.random.default_rng(4)
+  x = rng.standard_normal((64, 6)).astype(np.float32)
+  y = rng.integers(0, 10, 64)
+  with mirrored_strategy.scope():
+    model = tf.keras.Sequential([tf.keras.Input([6]), tf.keras.layers.Dense(10)])
+    model.compile("adam", loss=SoftRankTopKLoss(k=3, regularization="kl"))
+  history = model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+  assert np.all(np.isfinite(history.history["loss"]))
+
+
+def test_registry_config_and_save(tmp_path):
+  loss = losses.get("soft_rank_topk_loss", k=3, regularization_strength=0.25, regularization="kl")
+  assert isinstance(loss, SoftRankTopKLoss)
+  config = loss.get_config()
+  assert (config["k"], config["regularization_strength"], config["regularization"]) == (
+    3,
+    0.25,
+    "kl",
+  )
+  model = tf.keras.Sequential([tf.keras.Input([4]), tf.keras.layers.Dense(5)])
+  model.compile("sgd", loss=loss)
+  model.fit(np.ones((8, 4), np.float32), np.arange(8) % 5, verbose=0)
+  model.save(tmp_path / "m.keras")
+  loaded = tf.keras.models.load_model(tmp_path / "m.keras")
+  assert isinstance(loaded.loss, SoftRankTopKLoss) and loaded.loss.regularization == "kl"
+  assert tf.keras.losses.deserialize(tf.keras.losses.serialize(loss)).k == 3
+
+
+def test_bad_arguments():
+  with pytest.raises(ValueError, match=r"`k` must be an integer >= 1, got 0"):
+    SoftRankTopKLoss(k=0)
+  with pytest.raises(ValueError, match=r"`regularization_strength` must be a finite number > 0"):
+    SoftRankTopKLoss(regularization_strength=0)
+  with pytest.raises(ValueError, match=r"`regularization` must be one of \['kl', 'l2'\]"):
+    SoftRankTopKLoss(regularization="l1")
+  with pytest.raises(ValueError, match=r"`k` must be smaller than the number of classes, got k=3"):
+    SoftRankTopKLoss(k=3)([0], [[1.0, 2.0, 3.0]])
+  with pytest.raises(tf.errors.InvalidArgumentError, match="at most one entry > 0 per row"):
+    soft_rank_topk_loss([[1.0, 1.0, 0.0]], [[1.0, 2.0, 3.0]], k=1)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="must be finite"):
+    soft_rank_topk_loss([0], [[1.0, np.inf, 3.0]], k=1)

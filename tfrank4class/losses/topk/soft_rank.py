@@ -1,0 +1,134 @@
+"""A top-k loss on the soft rank of the true class (soft ranks of Blondel et al., ICML 2020).
+
+The top-k error of one example is ``1[rank(s)_y > k]`` (rank 1 = highest score). On integer ranks
+``max(rank_y - k, 0) >= 1[rank_y > k]``, with equality whenever the true class is at most one
+place too low, so the hinge on the rank is an upper bound of the top-k error that is tight near
+the decision. Replacing the rank by the soft rank ``r_eps`` of Blondel, Teboul, Berthet and
+Djolonga, "Fast Differentiable Sorting and Ranking" (ICML 2020, Sec. 3, Eq. 9; computed by
+:func:`tfrank4class.ranking.permutahedron.soft_rank`, rank 1 = highest) makes it differentiable:
+
+    loss(s, y) = max(r_eps(s)_y - k, 0)
+
+Blondel et al. (Sec. 6) train top-k classifiers on their soft ranks with the top-k loss of
+Cuturi, Teboul and Vert (NeurIPS 2019); this module uses the hinge above, whose hard limit
+(``eps -> 0``) is exactly ``max(rank_y - k, 0)`` and whose gradient is the soft rank's (its
+Jacobian is block-wise, Sec. 4: the loss moves the true class only against the classes whose
+scores lie within about ``eps`` of it in the sorted order; pick ``regularization_strength`` on
+the scale of the score gaps).
+
+Padded classes (dense relevance ``< 0``) are moved below every valid class by more than
+``(C + 1) * eps`` before ranking (a constant for the gradient), which keeps them in isotonic
+blocks of their own, so the soft ranks of the valid classes are their soft ranks among the valid
+classes alone.
+"""
+
+import tensorflow as tf
+
+from tfrank4class import _validation, compat
+from tfrank4class.labels import num_items
+from tfrank4class.losses.base import Loss
+from tfrank4class.losses.registry import register
+from tfrank4class.losses.topk.single_label import single_label
+from tfrank4class.ranking.permutahedron import REGULARIZATIONS, soft_rank
+
+
+def soft_rank_topk_loss(labels, scores, k=5, regularization_strength=1.0, regularization="l2"):
+  """Per-example ``max(r_eps(s)_y - k, 0)`` on the soft rank (Blondel et al., ICML 2020, Eq. 9).
+
+  Args:
+    labels: class ids ``[B]`` / ``[B, 1]`` or single-label dense relevance ``[B, C]`` (see
+      :mod:`tfrank4class.losses.topk.single_label`; a row without a true class has loss 0).
+    scores: ``[B, C]`` class scores, ``C > k``.
+    k: the ``k`` of top-k, an integer ``>= 1``.
+    regularization_strength: ``eps > 0`` of the soft rank.
+    regularization: ``"l2"`` or ``"kl"``.
+
+  Returns:
+    ``[B]`` losses in the scores' float dtype (at least float32).
+
+  Example:
+    >>> s = [[0.1, 2.0, 1.0, 0.5]]  # the true class 0 has rank 4
+    >>> round(float(soft_rank_topk_loss([0], s, k=2, regularization_strength=0.01)[0]), 4)
+    2.0
+    >>> round(float(soft_rank_topk_loss([0], s, k=2, regularization_strength=1.0)[0]), 4)
+    1.3
+  """
+  k = _validation.check_int("k", k, minimum=1)
+  eps = _validation.check_float(
+    "regularization_strength", regularization_strength, minimum=0.0, strict=True
+  )
+  _validation.check_choice("regularization", regularization, REGULARIZATIONS)
+  scores = _validation.check_scores("y_pred", scores, finite=False)
+  num_classes = num_items(scores)
+  if isinstance(num_classes, int) and num_classes <= k:
+    raise ValueError(
+      f"`k` must be smaller than the number of classes, got k={k} for {num_classes} classes "
+      f"(`y_pred` of shape {scores.shape})."
+    )
+  parsed = single_label(labels, scores)
+  valid_scores = tf.where(parsed.valid, scores, tf.zeros_like(scores))
+  _validation.check_scores("y_pred", valid_scores)
+  infinity = tf.fill(tf.shape(scores), tf.constant(float("inf"), scores.dtype))
+  lowest = tf.reduce_min(tf.where(parsed.valid, scores, infinity), -1, keepdims=True)
+  lowest = tf.where(tf.math.is_finite(lowest), lowest, tf.zeros_like(lowest))  # all padded
+  sink = tf.stop_gradient(lowest - (tf.cast(tf.shape(scores)[-1], scores.dtype) + 1) * eps)
+  lists = tf.where(parsed.valid, scores, tf.broadcast_to(sink, tf.shape(scores)))
+  ranks = soft_rank(lists, eps, regularization)
+  true_rank = tf.gather(ranks, parsed.ids, batch_dims=1)
+  loss = tf.nn.relu(true_rank - k)
+  return tf.where(parsed.has_true, loss, tf.zeros_like(loss))
+
+
+@register("soft_rank_topk_loss")
+class SoftRankTopKLoss(Loss):
+  """``max(r_eps(s)_y - k, 0)`` on the soft rank of the true class, as a Keras loss.
+
+  See :func:`soft_rank_topk_loss` and the module docstring (Blondel et al., ICML 2020, Sec. 3,
+  Eq. 9 for the soft rank).
+
+  Args:
+    k: the ``k`` of top-k.
+    regularization_strength: ``eps > 0`` of the soft rank.
+    regularization: ``"l2"`` or ``"kl"``.
+
+  Example:
+    >>> loss = SoftRankTopKLoss(k=1, regularization_strength=0.01, reduction="none")
+    >>> [round(float(v), 4) for v in loss([2, 0], [[0.0, 1.0, 2.0], [0.0, 1.0, 2.0]])]
+    [0.0, 2.0]
+    >>> from tfrank4class.compat import keras
+    >>> model = keras.Sequential([keras.layers.Dense(10)])
+    >>> model.compile(optimizer="adam", loss=SoftRankTopKLoss(k=5))
+  """
+
+  def __init__(
+    self,
+    k=5,
+    regularization_strength=1.0,
+    regularization="l2",
+    reduction=compat.DEFAULT_REDUCTION,
+    name="soft_rank_topk_loss",
+  ):
+    self.k = _validation.check_int("k", k, minimum=1)
+    self.regularization_strength = _validation.check_float(
+      "regularization_strength", regularization_strength, minimum=0.0, strict=True
+    )
+    self.regularization = _validation.check_choice(
+      "regularization", regularization, REGULARIZATIONS
+    )
+    super().__init__(reduction=reduction, name=name)
+
+  def call(self, y_true, y_pred):
+    return soft_rank_topk_loss(
+      y_true, y_pred, self.k, self.regularization_strength, self.regularization
+    )
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+      {
+        "k": self.k,
+        "regularization_strength": self.regularization_strength,
+        "regularization": self.regularization,
+      }
+    )
+    return config
