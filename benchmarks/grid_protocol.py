@@ -58,7 +58,8 @@ RANKING_LOSSES = (
 #: ``topk_cross_entropy_loss`` (Petersen et al., ICML 2022): ``p_k = (0.5, 0, 0, 0, 0.5)``,
 #: bitonic sorting network, Cauchy sigmoid, inverse temperature 2;
 #: ``smooth_topk_svm_loss`` (Berrada et al., ICLR 2018): ``k = 5``, ``tau = 1``, ``alpha = 1``;
-#: the soft-rank top-k loss: its registered name and defaults once it has landed.
+#: ``soft_rank_topk_loss`` (a hinge on the soft rank of Blondel et al., ICML 2020): ``k = 5``,
+#: ``regularization_strength = 1``, ``regularization = "l2"`` (the library's defaults).
 #: The grid takes every loss of ``tfrank4class.losses.names()`` whose name holds ``"topk"``
 #: (:func:`topk_losses`) when the sweep stage starts, and records each loss's ``get_config()``.
 TOPK_NAME_PART = "topk"
