@@ -93,19 +93,22 @@ def check_record(record):
 class RecordStore:
   """The grid's records: a JSON list in ``path``, one object per finished run.
 
-  Loading checks every record (:func:`check_record`) and refuses two records of the same cell.
-  :meth:`add` appends one record and rewrites the file atomically.
+  Loading checks every record (``check``) and refuses two records of the same run (the same
+  values of ``key_fields``). :meth:`add` appends one record and rewrites the file atomically.
 
   Args:
     path: the JSON file; it need not exist yet.
+    key_fields: the record keys that identify a run (default: a :class:`Cell`).
+    check: returns a valid record or raises ``ValueError`` (default :func:`check_record`).
 
   Raises:
     ValueError: the file is not a JSON list of valid records, or holds a cell twice (naming
       the file and the cell).
   """
 
-  def __init__(self, path):
+  def __init__(self, path, key_fields=KEY_FIELDS, check=check_record):
     self.path = str(path)
+    self.key_fields, self._check = tuple(key_fields), check
     self._records = []
     self._keys = set()
     if os.path.exists(self.path):
@@ -125,11 +128,12 @@ class RecordStore:
         self._append(record)
 
   def _append(self, record):
-    check_record(record)
-    key = record_key(record)
+    self._check(record)
+    key = tuple(record[k] for k in self.key_fields)
     if key in self._keys:
       raise ValueError(
-        f"{self.path} already holds a record of {dict(key._asdict())}: a run is recorded once."
+        f"{self.path} already holds a record of {dict(zip(self.key_fields, key))}: a run is "
+        "recorded once."
       )
     self._records.append(record)
     self._keys.add(key)
@@ -142,8 +146,8 @@ class RecordStore:
   def __len__(self):
     return len(self._records)
 
-  def __contains__(self, cell):
-    return Cell(*cell) in self._keys
+  def __contains__(self, key):
+    return tuple(key) in self._keys
 
   def add(self, record):
     """Appends ``record`` (checked) and rewrites the file atomically."""

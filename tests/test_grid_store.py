@@ -235,3 +235,22 @@ def test_keep_best_refuses_an_unknown_monitor():
 def test_compile_model_checks_the_learning_rate():
   with pytest.raises(ValueError, match="`learning_rate` must be a finite number > 0.0"):
     grid.compile_model(grid.head_model(3, 2), "softmax_loss", learning_rate=0.0)
+
+
+def test_store_with_other_key_fields_and_check(tmp_path):
+  # The second edition keys a run by more fields (learning rate, stage); the store takes them.
+  def check(record):
+    if record.get("lr", 0) <= 0:
+      raise ValueError(f"`lr` must be > 0, got {record.get('lr')!r}.")
+    return record
+
+  path = tmp_path / "grid.json"
+  store = grid.RecordStore(path, key_fields=("loss", "lr", "seed"), check=check)
+  store.add({"loss": "a", "lr": 1e-3, "seed": 0})
+  store.add({"loss": "a", "lr": 1e-2, "seed": 0})  # same seed, other rate: another run
+  assert ("a", 1e-2, 0) in store and ("a", 1e-4, 0) not in store
+  with pytest.raises(ValueError, match="already holds a record of \\{'loss': 'a', 'lr': 0.001"):
+    store.add({"loss": "a", "lr": 1e-3, "seed": 0})
+  with pytest.raises(ValueError, match="`lr` must be > 0"):
+    store.add({"loss": "a", "lr": 0.0, "seed": 1})
+  assert len(grid.RecordStore(path, key_fields=("loss", "lr", "seed"), check=check)) == 2

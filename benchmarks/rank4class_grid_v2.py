@@ -1,0 +1,672 @@
+"""Which loss and which head? The evidence grid's second edition (docs/evidence-grid.md).
+
+Runs the pre-registered protocol of ``benchmarks/grid_protocol.py`` on frozen all-MiniLM-L6-v2
+sentence embeddings of GoEmotions, in two stages:
+
+1. ``sweep``: every loss x head at every learning rate of the sweep (tuning seeds), with early
+   stopping on validation NDCG@5; a cell whose best rate sits at an edge of the grid gets one
+   more rate beyond it (at most ``MAX_WIDENINGS`` times);
+2. ``seeds``: every loss x head at its chosen rate with every evaluation seed.
+
+Every finished run is one JSON record (:data:`KEY_FIELDS` identify it) in ``--output``, rewritten
+atomically (temporary file, ``fsync``, ``os.replace``) after each run; a restarted grid skips the
+runs it finds there and refuses to continue with other settings. The embeddings are computed
+once, batch-wise, and cached under ``--work_dir`` keyed by the SHA-1 of their spec. The report
+(``--report_md``, ``--report_png``) has the paired differences against softmax + dot with Holm
+over the pre-declared family, the minimum detectable effect, the convergence check, the chosen
+learning rates and the Bruch et al. slack.
+
+Usage (from the repository root; the full grid is long, see docs/evidence-grid.md):
+  nice -n 15 .venv/bin/python benchmarks/rank4class_grid_v2.py --experiments=clean
+  .venv/bin/python benchmarks/rank4class_grid_v2.py --report_only
+  .venv/bin/python benchmarks/rank4class_grid_v2.py --smoke --output=/tmp/g.json --work_dir=/tmp/w
+"""
+
+import json
+import math
+import os
+import sys
+import time
+
+import grid_protocol as protocol
+import grid_statistics as statistics_lib
+from _common import OUT, ROOT, setup_tensorflow  # noqa: E402  (puts the repository on sys.path)
+from absl import app, flags
+
+KEY_FIELDS = ("edition", "experiment", "stage", "loss", "interaction", "learning_rate", "seed")
+METRICS = ("top_1", "top_5", "ndcg_5", "mrr")
+RECORD_FIELDS = KEY_FIELDS + METRICS + ("best_epoch", "epochs_run", "validation", "settings")
+STAGES = ("sweep", "seeds")
+#: Experiment name -> fraction of noisy training labels (``grid_protocol.LABEL_NOISE``).
+EXPERIMENTS = {"clean": 0.0, **{f"noise{round(100 * p)}": p for p in protocol.LABEL_NOISE}}
+METRIC_NAMES = {"top_1": "Top-1", "top_5": "Top-5", "ndcg_5": "NDCG@5", "mrr": "MRR"}
+#: --smoke: random features, 2 losses, 1 head, 2 seeds, 2 learning rates, 2 epochs.
+SMOKE = dict(
+  sizes={"train": 256, "validation": 96, "test": 96},
+  feature_dim=16,
+  num_classes=10,
+  losses=("softmax_loss", "approx_ndcg_loss"),
+  heads=("dot",),
+  learning_rates=(1e-3, 1e-2),
+  max_widenings=0,
+  tuning_seeds=(1000,),
+  evaluation_seeds=(0, 1),
+  max_epochs=2,
+  patience=1,
+  batch_size=64,
+)
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("experiments", ["clean"], f"Experiments, in order: {list(EXPERIMENTS)}.")
+flags.DEFINE_list("stages", list(STAGES), "Stages to run (the seeds stage needs the sweep).")
+flags.DEFINE_string(
+  "data_dir",
+  os.environ.get("TFRANK4CLASS_DATA", str(ROOT.parent / "shared" / "datasets")),
+  "Folder holding goemotions/.",
+)
+flags.DEFINE_string(
+  "work_dir", str(ROOT / "runs" / "rank4class_grid_v2"), "Feature cache (not committed)."
+)
+flags.DEFINE_string("output", str(OUT / "rank4class_grid_v2.json"), "The records (JSON list).")
+flags.DEFINE_string("report_md", str(OUT / "rank4class_grid_v2.md"), "The report.")
+flags.DEFINE_string("report_png", str(OUT / "rank4class_grid_v2.png"), "The forest plot.")
+flags.DEFINE_bool("report_only", False, "Only write the report from the records.")
+flags.DEFINE_bool("smoke", False, "Random features and tiny sizes, for tests.")
+flags.DEFINE_integer("max_epochs", None, "Epoch budget (default: the protocol's).")
+flags.DEFINE_integer("max_runs", None, "Stop after this many new runs (for timing).")
+flags.DEFINE_integer("threads", 0, "TensorFlow intra/inter-op threads (0: TensorFlow's default).")
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings and records.
+
+
+def grid_settings(registered_losses, smoke=False, max_epochs=None):
+  """The settings every run records (checked on resume): the protocol's, or ``SMOKE``'s."""
+  if smoke:
+    settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in SMOKE.items()}
+  else:
+    settings = {
+      "losses": protocol.losses(registered_losses),
+      "heads": list(protocol.HEADS),
+      "learning_rates": protocol.learning_rate_grid(),
+      "max_widenings": protocol.MAX_WIDENINGS,
+      "tuning_seeds": list(protocol.TUNING_SEEDS),
+      "evaluation_seeds": list(protocol.EVALUATION_SEEDS),
+      "max_epochs": protocol.MAX_EPOCHS,
+      "patience": protocol.PATIENCE,
+      "batch_size": protocol.BATCH_SIZE,
+      "encoder": protocol.ENCODER,
+    }
+  settings.update(
+    smoke=smoke,
+    hidden_units=list(protocol.HIDDEN_UNITS),
+    loss_kwargs=protocol.LOSS_KWARGS,
+    monitor=protocol.MONITOR,
+    optimizer=protocol.OPTIMIZER,
+  )
+  if max_epochs is not None:
+    settings["max_epochs"] = max_epochs
+  return json.loads(json.dumps(settings))
+
+
+def record_key(record):
+  """The tuple of ``KEY_FIELDS`` of a record."""
+  return tuple(record[k] for k in KEY_FIELDS)
+
+
+def check_record(record):
+  """Returns ``record`` if it is a valid second-edition record, else raises ``ValueError``
+  naming the key, the value and what is allowed."""
+  from tfrank4class import _validation  # pylint: disable=g-import-not-at-top
+
+  if not isinstance(record, dict):
+    raise ValueError(f"A grid record must be a JSON object (dict), got {record!r}.")
+  missing = [k for k in RECORD_FIELDS if k not in record]
+  if missing:
+    raise ValueError(f"The grid record {record!r} lacks {missing}; every record needs them.")
+  _validation.check_choice("edition", record["edition"], (protocol.EDITION,))
+  _validation.check_choice("experiment", record["experiment"], tuple(EXPERIMENTS))
+  _validation.check_choice("stage", record["stage"], STAGES)
+  _validation.check_float("learning_rate", record["learning_rate"], minimum=0.0, strict=True)
+  _validation.check_int("seed", record["seed"], minimum=0)
+  epochs = _validation.check_int("epochs_run", record["epochs_run"], minimum=1)
+  best = _validation.check_int("best_epoch", record["best_epoch"], minimum=1)
+  if best > epochs:
+    raise ValueError(f"Record key `best_epoch` ({best}) must be at most `epochs_run` ({epochs}).")
+  for k in METRICS:
+    value = _validation.check_float(k, record[k])
+    if not 0.0 <= value <= 1.0:
+      raise ValueError(f"Record key `{k}` must be a test-split metric in [0, 1], got {value!r}.")
+  return record
+
+
+def open_records(path):
+  """The second edition's records in ``path`` (a ``grid_store.RecordStore`` keyed by
+  ``KEY_FIELDS``, each record checked by :func:`check_record`)."""
+  import grid_store  # pylint: disable=g-import-not-at-top
+
+  return grid_store.RecordStore(path, KEY_FIELDS, check_record)
+
+
+def select(records, **fields):
+  """The records whose ``fields`` have the given values."""
+  return [r for r in records if all(r[k] == v for k, v in fields.items())]
+
+
+# ---------------------------------------------------------------------------------------------
+# Features.
+
+
+def minilm_features(work_dir, data_dir):
+  """``(arrays, info)``: all-MiniLM-L6-v2 embeddings of every GoEmotions split, cached."""
+  import feature_cache as features_lib  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import split_arrays as arrays_lib  # pylint: disable=g-import-not-at-top
+
+  from tfrank4class import data  # pylint: disable=g-import-not-at-top
+  from tfrank4class.encoders import huggingface_bert as bert  # pylint: disable=g-import-not-at-top
+
+  spec = {"dataset": protocol.DATASET, "encoder": protocol.ENCODER, "version": 1}
+
+  def build():
+    path = os.path.join(data_dir, protocol.DATASET)
+    encoder = bert.bert_checkpoint(
+      bert.installed_minilm_path(),
+      max_length=protocol.ENCODER["max_length"],
+      output_mode=protocol.ENCODER["output_mode"],
+      normalize=protocol.ENCODER["normalize"],
+    )
+    arrays, seconds = {}, {}
+    for split in protocol.SPLITS:
+      texts, labels = arrays_lib.to_numpy(protocol.DATASET, protocol.SPLITS[split], path)
+      start = time.perf_counter()
+      arrays[f"{split}_x"] = features_lib.extract(
+        encoder, texts.reshape(-1, 1), batch_size=protocol.EMBED_BATCH_SIZE
+      )
+      seconds[split] = time.perf_counter() - start
+      arrays[f"{split}_y"] = np.asarray(labels, np.int64)
+      print(f"[features] {split}: {len(labels)} texts, {seconds[split]:.0f}s", file=sys.stderr)
+    info = data.info(protocol.DATASET, path)
+    return arrays, {"embed_seconds": seconds, "num_classes": len(info.class_names)}
+
+  arrays, info = features_lib.FeatureCache(work_dir).get_or_build(spec, build)
+  return arrays, {**info, "feature_key": features_lib.spec_key(spec)}
+
+
+def smoke_features():
+  """``(arrays, info)``: Gaussian features around one random mean per class (``SMOKE`` sizes)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  rng = np.random.default_rng(0)
+  means = rng.normal(size=(SMOKE["num_classes"], SMOKE["feature_dim"]))
+  arrays = {}
+  for split, n in SMOKE["sizes"].items():
+    y = rng.integers(0, SMOKE["num_classes"], size=n)
+    arrays[f"{split}_x"] = (means[y] + rng.normal(size=(n, SMOKE["feature_dim"]))).astype("float32")
+    arrays[f"{split}_y"] = y
+  return arrays, {"num_classes": SMOKE["num_classes"], "feature_key": "smoke"}
+
+
+def noisy_labels(labels, fraction, num_classes, seed=protocol.NOISE_SEED):
+  """``labels`` with ``round(fraction * N)`` rows (drawn with ``seed``) moved to another class,
+  drawn uniformly from the other ``num_classes - 1``; the same rows and classes on every call.
+
+  Example:
+    >>> import numpy as np
+    >>> y = np.zeros(10, np.int64)
+    >>> int((noisy_labels(y, 0.2, 5) != y).sum())
+    2
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  labels = np.asarray(labels)
+  if not 0.0 <= fraction < 1.0:
+    raise ValueError(f"`fraction` must be in [0, 1), got {fraction!r}.")
+  rng = np.random.default_rng(seed)
+  rows = rng.choice(len(labels), size=int(round(fraction * len(labels))), replace=False)
+  noisy = labels.copy()
+  noisy[rows] = (labels[rows] + rng.integers(1, num_classes, size=len(rows))) % num_classes
+  return noisy
+
+
+# ---------------------------------------------------------------------------------------------
+# One run.
+
+
+def train_run(splits, num_classes, loss, head, learning_rate, seed, settings):
+  """Trains one head with early stopping; returns the run's result fields (test metrics, best
+  epoch, epochs run, validation curve, the loss's config, the Bruch et al. slack)."""
+  import grid_store as grid  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import softmax_bounds as bounds  # pylint: disable=g-import-not-at-top
+
+  from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
+  from tfrank4class.compat import keras  # pylint: disable=g-import-not-at-top
+
+  class KeepBestWithPatience(grid.KeepBest):
+    """``KeepBest`` that also stops ``patience`` epochs after the best one."""
+
+    def on_epoch_end(self, epoch, logs=None):
+      super().on_epoch_end(epoch, logs)
+      if epoch - self.best_epoch >= settings["patience"]:
+        self.model.stop_training = True
+
+  keras.utils.set_random_seed(seed)
+  x, y = splits["train"]
+  model = grid.head_model(
+    x.shape[1], num_classes, head, () if head == "dot" else settings["hidden_units"]
+  )
+  kwargs = settings["loss_kwargs"].get(loss, {})
+  grid.compile_model(model, loss, kwargs, learning_rate)
+  keep = KeepBestWithPatience(*splits["validation"], monitor=settings["monitor"])
+  start = time.perf_counter()
+  model.fit(
+    grid.arrays_dataset(x, y, settings["batch_size"], shuffle_seed=seed),
+    epochs=settings["max_epochs"],
+    callbacks=[keep],
+    verbose=0,
+  )
+  train_seconds = time.perf_counter() - start
+  scores = grid.predict(model, splits["test"][0])
+  result = grid.evaluate_scores(splits["test"][1], scores, METRICS)
+  slack = bounds.softmax_rank_bound(splits["test"][1], scores).summary()
+  config = losses_lib.get(loss, **kwargs).get_config()
+  result.update(
+    best_epoch=keep.best_epoch + 1,
+    epochs_run=len(keep.curve),
+    validation={settings["monitor"]: keep.best},
+    validation_curve=[round(v, 6) for v in keep.curve],
+    train_seconds=train_seconds,
+    loss_config=json.loads(json.dumps(config, default=str)),
+    bruch_slack=slack["ce_gap"],
+    cross_entropy=slack["cross_entropy"],
+    test_scores_finite=bool(np.isfinite(scores).all()),
+  )
+  return result
+
+
+# ---------------------------------------------------------------------------------------------
+# The stages.
+
+
+def sweep_choice(records, experiment, loss, head, settings):
+  """``(chosen rate or None, rates to run)`` of one cell from its sweep records so far.
+
+  The rates start at ``settings["learning_rates"]``; while the best (highest mean validation
+  monitor over the tuning seeds, the smaller rate on a tie) sits at an edge and fewer than
+  ``max_widenings`` rates were added, the grid is :func:`grid_protocol.widened`. ``None`` while
+  some rate of the current grid has no record for every tuning seed.
+  """
+  rates = sorted(settings["learning_rates"])
+  monitor = settings["monitor"]
+  cell = select(records.records, experiment=experiment, stage="sweep", loss=loss, interaction=head)
+  widenings = 0
+  while True:
+    means = []
+    for rate in rates:
+      found = [
+        r["validation"][monitor]
+        for r in cell
+        if math.isclose(r["learning_rate"], rate, rel_tol=1e-9)
+        and r["seed"] in settings["tuning_seeds"]
+      ]
+      if len(found) < len(settings["tuning_seeds"]):
+        return None, rates
+      means.append(sum(found) / len(found))
+    best = max(range(len(rates)), key=lambda i: (means[i], -i))
+    wider = protocol.widened(rates, best)
+    if wider == rates or widenings == settings["max_widenings"]:
+      return rates[best], rates
+    rates, widenings = wider, widenings + 1
+
+
+def planned_runs(records, experiments, stages, settings):
+  """The runs still to do, in order, as ``(experiment, stage, loss, head, rate, seed)``; the
+  seeds stage of a cell waits for its sweep (its rate is ``None`` until then)."""
+  todo = []
+  for experiment in experiments:
+    if "sweep" in stages:
+      for loss in settings["losses"]:
+        for head in settings["heads"]:
+          _, rates = sweep_choice(records, experiment, loss, head, settings)
+          for rate in rates:
+            for seed in settings["tuning_seeds"]:
+              key = (protocol.EDITION, experiment, "sweep", loss, head, rate, seed)
+              if key not in records:
+                todo.append(key[1:])
+    if "seeds" in stages:
+      for seed in settings["evaluation_seeds"]:
+        for loss in settings["losses"]:
+          for head in settings["heads"]:
+            rate, _ = sweep_choice(records, experiment, loss, head, settings)
+            key = (protocol.EDITION, experiment, "seeds", loss, head, rate, seed)
+            if rate is None or key not in records:
+              todo.append(key[1:])
+  return todo
+
+
+def run_grid(
+  output, work_dir, data_dir, experiments=("clean",), stages=STAGES, smoke=False, **options
+):
+  """Runs every missing run (see the module doc) and returns the records (:func:`open_records`).
+
+  ``options``: ``max_epochs`` (overrides the protocol's budget), ``max_runs`` (stop after that
+  many new runs), ``registered_losses`` (default ``tfrank4class.losses.names()``).
+  """
+  from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
+
+  for experiment in experiments:
+    if experiment not in EXPERIMENTS:
+      raise ValueError(f"`experiments`: unknown {experiment!r}; allowed: {list(EXPERIMENTS)}.")
+  registered = options.get("registered_losses") or losses_lib.names()
+  settings = grid_settings(registered, smoke, options.get("max_epochs"))
+  records = open_records(output)
+  for record in records.records:
+    if record["settings"] != settings:
+      raise ValueError(
+        f"{output} holds runs with other settings ({record['settings']!r}) than now "
+        f"({settings!r}); use another --output or move that file away."
+      )
+  arrays, info = smoke_features() if smoke else minilm_features(work_dir, data_dir)
+  splits = {s: (arrays[f"{s}_x"], arrays[f"{s}_y"]) for s in ("train", "validation", "test")}
+  ran, start = 0, time.perf_counter()
+  max_runs = options.get("max_runs")
+  while True:
+    todo = planned_runs(records, experiments, stages, settings)
+    todo = [t for t in todo if t[4] is not None]
+    if not todo or (max_runs is not None and ran >= max_runs):
+      break
+    experiment, stage, loss, head, rate, seed = todo[0]
+    x, y = splits["train"]
+    if EXPERIMENTS[experiment]:
+      y = noisy_labels(y, EXPERIMENTS[experiment], info["num_classes"])
+    run_splits = {**splits, "train": (x, y)}
+    result = train_run(run_splits, info["num_classes"], loss, head, rate, seed, settings)
+    record = {
+      "edition": protocol.EDITION,
+      "experiment": experiment,
+      "stage": stage,
+      "loss": loss,
+      "interaction": head,
+      "learning_rate": rate,
+      "seed": seed,
+      "dataset": protocol.DATASET if not smoke else "smoke",
+      "feature_key": info["feature_key"],
+      "settings": settings,
+      **result,
+    }
+    records.add(record)
+    ran += 1
+    print(
+      f"[{ran} new, {len(todo) - 1} known to do, {time.perf_counter() - start:.0f}s] "
+      f"{experiment} {stage} {loss} {head} lr {rate:g} seed {seed}: ndcg_5 "
+      f"{record['ndcg_5']:.4f}, best epoch {record['best_epoch']}/{record['epochs_run']}",
+      file=sys.stderr,
+      flush=True,
+    )
+  return records
+
+
+# ---------------------------------------------------------------------------------------------
+# The report.
+
+
+def summarize(records, experiment, settings=None):
+  """Per cell of the seeds stage of ``experiment``: the paired comparison with softmax + dot on
+  the primary and secondary endpoints, with Holm over the cells and the minimum detectable
+  effect. Returns ``(rows, family_size)``."""
+  seeds = [r for r in records if r["experiment"] == experiment and r["stage"] == "seeds"]
+  cells = {}
+  for r in seeds:
+    cells.setdefault((r["loss"], r["interaction"]), {})[r["seed"]] = r
+  base = cells.get(protocol.BASELINE, {})
+  rows = []
+  for (loss, head), by_seed in cells.items():
+    if (loss, head) == protocol.BASELINE:
+      continue
+    shared = sorted(set(by_seed) & set(base))
+    if len(shared) < 2:
+      continue
+    row = {"loss": loss, "interaction": head, "seeds": shared, "metrics": {}}
+    row["learning_rate"] = by_seed[shared[0]]["learning_rate"]
+    for metric in (protocol.PRIMARY_ENDPOINT,) + protocol.SECONDARY_ENDPOINTS:
+      interval, p = statistics_lib.paired_t_test(
+        [by_seed[s][metric] for s in shared], [base[s][metric] for s in shared]
+      )
+      row["metrics"][metric] = {
+        "interval": interval,
+        "p": p,
+        "paper": (
+          protocol.paper_difference(metric, loss, head)
+          if by_seed[shared[0]]["dataset"] == protocol.DATASET
+          else None
+        ),
+        "mean": sum(by_seed[s][metric] for s in shared) / len(shared),
+      }
+    rows.append(row)
+  family = len(rows)
+  for metric in (protocol.PRIMARY_ENDPOINT,) + protocol.SECONDARY_ENDPOINTS:
+    adjusted = statistics_lib.holm([row["metrics"][metric]["p"] for row in rows])
+    for row, p in zip(rows, adjusted):
+      entry = row["metrics"][metric]
+      entry["holm_p"] = p
+      n = entry["interval"].n
+      entry["mde"] = statistics_lib.minimum_detectable_effect(
+        entry["interval"].sd, n, protocol.ALPHA, protocol.POWER
+      )
+      entry["mde_first_step"] = statistics_lib.minimum_detectable_effect(
+        entry["interval"].sd, n, protocol.ALPHA / max(family, 1), protocol.POWER
+      )
+  return rows, family
+
+
+def _verdict(entry):
+  if entry["holm_p"] >= protocol.ALPHA:
+    return "no difference detected"
+  return "higher" if entry["interval"].mean > 0 else "lower"
+
+
+def _signed(value):
+  return "-" if value is None else f"{value:+.4f}"
+
+
+def write_report(records, md_path, png_path):
+  """Writes the markdown report and the forest plot of ``records`` (a list of dicts)."""
+  lines = [
+    "# Which loss and which head? Evidence grid, second edition",
+    "",
+    'Protocol: docs/evidence-grid.md, "Second edition: protocol" (pre-registered). Records: '
+    f"{len(records)} runs. Every cell is compared with softmax + dot over the same evaluation "
+    "seeds (paired 95 % t interval); verdicts use Holm-adjusted p-values over the cells of each "
+    "experiment and endpoint (alpha 0.05). MDE: the difference detectable with power 0.8 at "
+    "that cell's seed count and SD of paired differences (alpha 0.05; in brackets at the "
+    "first Holm step, alpha / family size). Paper: Rank4Class Table 7 (BERT, single runs).",
+    "",
+  ]
+  experiments = [e for e in EXPERIMENTS if any(r["experiment"] == e for r in records)]
+  plots = []
+  for experiment in experiments:
+    rows, family = summarize(records, experiment)
+    lines += [f"## {experiment}", ""]
+    chosen = _chosen_rates(records, experiment)
+    checked = {
+      "seeds": [r for r in records if r["experiment"] == experiment and r["stage"] == "seeds"],
+      "sweep at the chosen rates": [
+        r
+        for r in records
+        if r["experiment"] == experiment
+        and r["stage"] == "sweep"
+        and chosen[(r["loss"], r["interaction"])] == r["learning_rate"]
+      ],
+    }
+    for name, runs in checked.items():
+      if runs:
+        fraction = statistics_lib.converged_fraction(runs)
+        ok = "met" if fraction >= protocol.CONVERGED_FRACTION else "NOT met: train longer"
+        lines.append(
+          f"- Convergence, {name}: best epoch before the last in {fraction:.0%} of "
+          f"{len(runs)} runs (rule: >= {protocol.CONVERGED_FRACTION:.0%}, {ok})."
+        )
+    at_budget = [
+      r
+      for r in records
+      if r["experiment"] == experiment
+      and r["stage"] == "sweep"
+      and r["best_epoch"] == r["epochs_run"]
+    ]
+    lines.append(
+      f"- Sweep runs stopped by the epoch budget while still improving (their rate may be "
+      f"under-rated): {len(at_budget)}"
+      + "".join(f"; {r['loss']} + {r['interaction']} at {r['learning_rate']:g}" for r in at_budget)
+      + "."
+    )
+    base = [
+      r
+      for r in records
+      if r["experiment"] == experiment
+      and r["stage"] == "seeds"
+      and (r["loss"], r["interaction"]) == protocol.BASELINE
+    ]
+    if base:
+      means = ", ".join(
+        f"{METRIC_NAMES[m]} {sum(r[m] for r in base) / len(base):.4f}" for m in METRICS
+      )
+      lines += ["", f"softmax + dot (lr {base[0]['learning_rate']:g}, {len(base)} seeds): {means}."]
+    lines += ["", f"Holm family: {family} cells per endpoint.", ""]
+    for metric in (protocol.PRIMARY_ENDPOINT,) + protocol.SECONDARY_ENDPOINTS:
+      lines += [
+        f"### Δ {METRIC_NAMES[metric]} against softmax + dot",
+        "",
+        "| loss | head | lr | seeds | mean | Δ [95 % CI] | p | Holm p | verdict | MDE | paper Δ |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+      ]
+      for row in rows:
+        e = row["metrics"][metric]
+        i = e["interval"]
+        lines.append(
+          f"| {row['loss']} | {row['interaction']} | {row['learning_rate']:g} | "
+          f"{len(row['seeds'])} | {e['mean']:.4f} | {i.mean:+.4f} [{i.low:+.4f}, {i.high:+.4f}] "
+          f"| {e['p']:.3g} | {e['holm_p']:.3g} | {_verdict(e)} | {e['mde']:.4f} "
+          f"({e['mde_first_step']:.4f}) | {_signed(e['paper'])} |"
+        )
+      lines.append("")
+    lines += _sweep_section(records, experiment) + _slack_section(records, experiment)
+    plots.append((experiment, rows))
+  lines += [
+    "## Appendix: first edition",
+    "",
+    "The first edition's cells (frozen features of a softmax-trained encoder on GoEmotions, "
+    "CIFAR-10 and MIND; end to end on GoEmotions and CIFAR-10) are in "
+    "`benchmarks/out/rank4class_grid.md`, with their known limits in docs/evidence-grid.md.",
+    "",
+  ]
+  os.makedirs(os.path.dirname(os.path.abspath(md_path)), exist_ok=True)
+  with open(md_path, "w", encoding="utf-8") as f:
+    f.write("\n".join(lines))
+  _forest_plot(plots, png_path)
+
+
+def _sweep_means(records, experiment):
+  """``{(loss, head): {rate: mean validation monitor over the tuning seeds}}``."""
+  cells = {}
+  for r in records:
+    if r["experiment"] == experiment and r["stage"] == "sweep":
+      by_rate = cells.setdefault((r["loss"], r["interaction"]), {})
+      by_rate.setdefault(r["learning_rate"], []).append(r["validation"][protocol.MONITOR])
+  return {
+    cell: {rate: sum(v) / len(v) for rate, v in sorted(by_rate.items())}
+    for cell, by_rate in cells.items()
+  }
+
+
+def _chosen_rates(records, experiment):
+  """``{(loss, head): the swept rate with the best mean (the smaller one on a tie)}``."""
+  return {
+    cell: max(means, key=lambda rate: (means[rate], -rate))
+    for cell, means in _sweep_means(records, experiment).items()
+  }
+
+
+def _sweep_section(records, experiment):
+  chosen = _chosen_rates(records, experiment)
+  lines = ["### Learning-rate sweep (mean validation NDCG@5 over the tuning seeds)", ""]
+  for (loss, head), means in _sweep_means(records, experiment).items():
+    text = ", ".join(f"{rate:g}: {m:.4f}" for rate, m in means.items())
+    lines.append(f"- {loss} + {head}: {text}; chosen {chosen[(loss, head)]:g}")
+  return lines + [""]
+
+
+def _slack_section(records, experiment):
+  runs = [r for r in records if r["experiment"] == experiment and r["stage"] == "seeds"]
+  cells = {}
+  for r in runs:
+    cells.setdefault((r["loss"], r["interaction"]), []).append(r["bruch_slack"])
+  lines = [
+    "### Bruch et al.: the slack CE - (-log MRR) of the test scores",
+    "",
+    "`p_y <= 1/rank_y` and `CE >= -log MRR` hold for any scores, so they are not evidence; the "
+    "slack says how far a loss's scores, read as a softmax, are from the tightest "
+    "cross-entropy its ranking allows (mean over seeds).",
+    "",
+    "| loss | head | slack |",
+    "|---|---|---|",
+  ]
+  for (loss, head), values in cells.items():
+    lines.append(f"| {loss} | {head} | {sum(values) / len(values):.3f} |")
+  return lines + [""]
+
+
+def _forest_plot(plots, png_path):
+  import matplotlib  # pylint: disable=g-import-not-at-top
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  panels = [(e, rows, m) for e, rows in plots for m in ("ndcg_5", "top_1")]
+  if not panels:
+    return
+  height = max(3.0, 0.3 * max(len(rows) for _, rows, _ in panels) + 1.5)
+  fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), height), squeeze=False)
+  for ax, (experiment, rows, metric) in zip(axes[0], panels):
+    for y, row in enumerate(rows):
+      e = row["metrics"][metric]
+      i = e["interval"]
+      color = (
+        "tab:gray" if e["holm_p"] >= protocol.ALPHA else ("tab:blue" if i.mean > 0 else "tab:red")
+      )
+      ax.errorbar(i.mean, y, xerr=[[i.mean - i.low], [i.high - i.mean]], fmt="o", color=color)
+      if e["paper"] is not None:
+        ax.plot(e["paper"], y, "x", color="black")
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([f"{r['loss']} + {r['interaction']}" for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"Δ {METRIC_NAMES[metric]} vs softmax + dot (95 % CI; x: paper)")
+    ax.set_title(experiment)
+  fig.tight_layout()
+  os.makedirs(os.path.dirname(os.path.abspath(png_path)), exist_ok=True)
+  fig.savefig(png_path, dpi=110)
+  plt.close(fig)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  setup_tensorflow(FLAGS.threads)
+  if not FLAGS.report_only:
+    run_grid(
+      FLAGS.output,
+      FLAGS.work_dir,
+      FLAGS.data_dir,
+      experiments=FLAGS.experiments,
+      stages=FLAGS.stages,
+      smoke=FLAGS.smoke,
+      max_epochs=FLAGS.max_epochs,
+      max_runs=FLAGS.max_runs,
+    )
+  write_report(open_records(FLAGS.output).records, FLAGS.report_md, FLAGS.report_png)
+
+
+if __name__ == "__main__":
+  app.run(main)
