@@ -9,12 +9,14 @@ run. CPU time is the better guide on a shared machine.
 Usage (from the repository root):
   nice .venv/bin/python benchmarks/grid_epoch_time.py --heads=dot
   .venv/bin/python benchmarks/grid_epoch_time.py --losses=softmax_loss --heads=dot,concat
+  .venv/bin/python benchmarks/grid_epoch_time.py --quick   # two losses, dot, tiny sizes
+The table also goes to ``grid_epoch_time.md`` in the output folder.
 """
 
 import time
 
 import grid_protocol as protocol
-from _common import setup_tensorflow  # noqa: E402  (puts the repository on sys.path)
+from _common import OUT, setup_tensorflow  # noqa: E402  (puts the repository on sys.path)
 from absl import app, flags
 
 FLAGS = flags.FLAGS
@@ -23,6 +25,7 @@ flags.DEFINE_list("heads", list(protocol.HEADS), "Heads.")
 flags.DEFINE_integer("epochs", 2, "Epochs per configuration (the first one includes tracing).")
 flags.DEFINE_integer("train_size", 36308, "Training rows.")
 flags.DEFINE_integer("validation_size", 4548, "Validation rows.")
+flags.DEFINE_bool("quick", False, "softmax and mean squared, dot head, 64/32 rows, 1 epoch.")
 flags.DEFINE_integer("threads", 0, "TensorFlow intra/inter-op threads (0: TensorFlow's default).")
 
 FEATURE_DIM, NUM_CLASSES = 384, 28
@@ -59,12 +62,19 @@ def main(argv):
   setup_tensorflow(FLAGS.threads)
   from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
 
+  if FLAGS.quick:
+    FLAGS.losses, FLAGS.heads = ["softmax_loss", "mean_squared_loss"], ["dot"]
+    FLAGS.epochs, FLAGS.train_size, FLAGS.validation_size = 1, 64, 32
   losses = FLAGS.losses or protocol.losses(losses_lib.names())
-  print("| loss | head | wall s / epoch | CPU s / epoch |\n|---|---|---|---|")
+  lines = ["| loss | head | wall s / epoch | CPU s / epoch |", "|---|---|---|---|"]
+  print("\n".join(lines))
   for loss in losses:
     for head in FLAGS.heads:
       wall, cpu = epoch_seconds(loss, head, FLAGS.epochs, FLAGS.train_size, FLAGS.validation_size)
-      print(f"| {loss} | {head} | {wall:.2f} | {cpu:.2f} |", flush=True)
+      lines.append(f"| {loss} | {head} | {wall:.2f} | {cpu:.2f} |")
+      print(lines[-1], flush=True)
+  OUT.mkdir(parents=True, exist_ok=True)
+  (OUT / "grid_epoch_time.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 The scripts are found by globbing ``benchmarks/*.py`` for files with a ``__main__`` block (the
 others are the modules the scripts share), so a new benchmark is smoke-tested as soon as it
-exists. ``rank4class_grid.py`` has its own smoke test (tests/test_rank4class_grid.py).
+exists. The two editions of the evidence grid have smoke tests of their own (``OWN_SMOKE_TEST``).
 Outputs go to a temporary folder through ``TFRANK4CLASS_BENCHMARK_OUT``.
 """
 
@@ -14,7 +14,10 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-OWN_SMOKE_TEST = {"rank4class_grid.py": "tests/test_rank4class_grid.py"}
+OWN_SMOKE_TEST = {
+  "rank4class_grid.py": "tests/test_rank4class_grid.py",
+  "rank4class_grid_v2.py": "tests/test_rank4class_grid_v2.py",
+}
 #: Scripts that need the optional all-MiniLM-L6-v2 checkpoint (``make minilm``).
 NEEDS_MINILM = {"minilm_goemotions.py"}
 #: Scripts whose quick mode still trains or times for long on a shared 2-core machine.
