@@ -40,14 +40,17 @@ def main():
   import numpy as np  # pylint: disable=g-import-not-at-top
 
   from tfrank4class.data import goemotions  # pylint: disable=g-import-not-at-top
-  from tfrank4class.encoders import huggingface_bert  # pylint: disable=g-import-not-at-top
+  from tfrank4class.encoders import (  # pylint: disable=g-import-not-at-top
+    huggingface_bert,
+    huggingface_checkpoint,
+  )
 
   data = args.data or str(ROOT.parent / "shared" / "datasets")
   texts, labels, _ = goemotions.read_tsv(os.path.join(data, "goemotions", "train.tsv"), 28)
   texts = np.array([t for t, ids in zip(texts, labels) if len(ids) == 1], dtype=object)
   start = time.perf_counter()
   model = huggingface_bert.bert_checkpoint(
-    huggingface_bert.installed_minilm_path(), max_length=args.max_length
+    huggingface_checkpoint.installed_minilm_path(), max_length=args.max_length
   )
   build = time.perf_counter() - start
   embed = tf.function(lambda x: model(x))

