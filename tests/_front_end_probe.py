@@ -25,6 +25,7 @@ import sys
 
 import numpy as np
 import tensorflow as tf
+from _loss_arguments import loss as short_list_loss
 
 from tfrank4class import compat, losses, metrics
 
@@ -44,7 +45,7 @@ def _inputs():
 
 
 def _loss(name):
-  return losses.get(name, seed=3) if name in SEEDED else losses.get(name)
+  return short_list_loss(name, seed=3) if name in SEEDED else short_list_loss(name)
 
 
 def _record_error(errors, key, fn):
@@ -83,7 +84,7 @@ def _losses(out, errors):
     def unreduced(name=name):
       tf.random.set_seed(0)
       kwargs = {"seed": 3} if name in SEEDED else {}
-      loss = losses.get(name, reduction="none", **kwargs)
+      loss = short_list_loss(name, reduction="none", **kwargs)
       out[f"none/{name}"] = loss(labels["ids"], scores, weights).numpy()
 
     _record_error(errors, f"compute/none/{name}", unreduced)

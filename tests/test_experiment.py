@@ -14,7 +14,7 @@ from tfrank4class.train import experiment
   "field, value, allowed",
   [
     ("dataset", "mnist", r"\['cifar10', 'cifar100', 'goemotions'"),
-    ("encoder", "bert", r"\['auto', 'resnet50', 'saved_model', 'small_cnn'"),
+    ("encoder", "bert", r"\['auto', 'bert_checkpoint', 'resnet50', 'saved_model', 'small_cnn'"),
     ("interaction", "mlp", r"\['concat', 'dot', 'latent_cross'\]"),
     ("loss", "softmax", r"\[.*'softmax_loss'"),
     ("optimizer", "sgd", r"\['adagrad', 'adam'\]"),

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from _loss_arguments import loss as short_list_loss
 
 from tfrank4class import compat, losses
 from tfrank4class.compat import keras
@@ -110,7 +111,7 @@ def _reduced(weighted, reduction):
 def _per_example_values(name):
   """Unweighted ``reduction="none"`` values ``[B, ...]``: each example alone where the loss
   depends on it alone and draws no random numbers, else the whole batch's."""
-  loss = losses.get(name, reduction="none")
+  loss = short_list_loss(name, reduction="none")
   batch = _values(loss, _WEIGHT_IDS, _WEIGHT_SCORES)
   if loss.coupling == "example" and not _draws_random_numbers(loss, _WEIGHT_IDS, _WEIGHT_SCORES):
     alone = [_values(loss, _WEIGHT_IDS[i : i + 1], _WEIGHT_SCORES[i : i + 1]) for i in range(B)]
@@ -120,14 +121,14 @@ def _per_example_values(name):
 
 @pytest.mark.parametrize("name", losses.names())
 def test_every_loss_weights_examples_as_keras_defines_it(name):
-  coupling = losses.get(name).coupling
+  coupling = short_list_loss(name).coupling
   assert coupling in base.COUPLINGS
   if coupling == "batch":
     # Unit weights: the unweighted loss. Weight 0: the example is not in the batch; the loss of
     # the others is scaled by the mean weight (see the module docstring of losses.base).
     keep = _WEIGHTS != 0
     for reduction in _REDUCTIONS:
-      loss = losses.get(name, reduction=reduction)
+      loss = short_list_loss(name, reduction=reduction)
       unweighted = _values(loss, _WEIGHT_IDS, _WEIGHT_SCORES)
       ones = _values(loss, _WEIGHT_IDS, _WEIGHT_SCORES, np.ones([B], np.float32))
       np.testing.assert_allclose(ones, unweighted, rtol=1e-6)
@@ -143,7 +144,7 @@ def test_every_loss_weights_examples_as_keras_defines_it(name):
   values = values.reshape((B, -1) + values.shape[1:])
   weights = _WEIGHTS.reshape([B] + [1] * (values.ndim - 1))
   for reduction in _REDUCTIONS:
-    loss = losses.get(name, reduction=reduction)
+    loss = short_list_loss(name, reduction=reduction)
     want = _reduced(values * weights, reduction)
     want = np.reshape(want, (-1,) + values.shape[2:]) if reduction == "none" else want
     for w in (_WEIGHTS, _WEIGHTS[:, None], tf.constant(_WEIGHTS)):
@@ -152,11 +153,11 @@ def test_every_loss_weights_examples_as_keras_defines_it(name):
       np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=reduction)
 
 
-@pytest.mark.parametrize("name", [n for n in losses.names() if losses.get(n).item_weights])
+@pytest.mark.parametrize("name", [n for n in losses.names() if short_list_loss(n).item_weights])
 def test_per_item_weights_compose_over_examples(name):
   """Item weights ``[B, C]``: the loss's own per-list meaning, reduced over examples by Keras."""
   item_weights = np.random.default_rng(5).uniform(0.0, 2.0, size=(B, C)).astype(np.float32)
-  none = losses.get(name, reduction="none")
+  none = short_list_loss(name, reduction="none")
   if _draws_random_numbers(none, _WEIGHT_IDS, _WEIGHT_SCORES, item_weights):
     pytest.skip(f"{name} samples the list; its item weights are TF-Ranking's (test_tf_ranking)")
   per_example = np.concatenate(
@@ -166,7 +167,9 @@ def test_per_item_weights_compose_over_examples(name):
     ]
   )
   for reduction in _REDUCTIONS:
-    got = _values(losses.get(name, reduction=reduction), _WEIGHT_IDS, _WEIGHT_SCORES, item_weights)
+    got = _values(
+      short_list_loss(name, reduction=reduction), _WEIGHT_IDS, _WEIGHT_SCORES, item_weights
+    )
     np.testing.assert_allclose(got, _reduced(per_example, reduction), rtol=1e-5, atol=1e-6)
 
 
@@ -183,14 +186,14 @@ def test_bad_sample_weights_name_the_argument_and_the_allowed_shapes(name, weigh
   with pytest.raises(
     ValueError, match=r"`sample_weight` must have shape \[batch_size\].*" + message
   ):
-    losses.get(name)(_WEIGHT_IDS, _WEIGHT_SCORES, weights)
+    short_list_loss(name)(_WEIGHT_IDS, _WEIGHT_SCORES, weights)
 
 
 @pytest.mark.parametrize("name", ["softmax_loss", "recall_loss", "mean_average_precision_loss"])
 def test_nan_sample_weights_raise_eagerly_and_in_a_function(name):
   weights = _WEIGHTS.copy()
   weights[1] = np.nan
-  loss = losses.get(name)
+  loss = short_list_loss(name)
   for call in (loss, tf.function(loss)):
     with pytest.raises(
       tf.errors.InvalidArgumentError, match="`sample_weight` must be finite and >= 0"
@@ -205,7 +208,7 @@ def test_negative_sample_weights_raise(name):
   with pytest.raises(
     tf.errors.InvalidArgumentError, match="`sample_weight` must be finite and >= 0"
   ):
-    losses.get(name)(_WEIGHT_IDS, _WEIGHT_SCORES, weights)
+    short_list_loss(name)(_WEIGHT_IDS, _WEIGHT_SCORES, weights)
 
 
 # A representative set for Keras's own weighting paths: TF-Ranking per-list, per-item and
@@ -233,7 +236,7 @@ def test_fit_and_evaluate_with_weights_class_weights_and_a_weighted_dataset(name
   model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(C)])
   model.compile(
     optimizer="sgd",
-    loss=losses.get(name),
+    loss=short_list_loss(name),
     weighted_metrics=[metrics.NDCG(), metrics.TopKAccuracy(1)],
   )
   fit = dict(batch_size=B, epochs=1, verbose=0)
@@ -254,7 +257,7 @@ def test_fit_and_evaluate_with_weights_class_weights_and_a_weighted_dataset(name
   scores = model.predict(x, verbose=0)
   # The weighted loss Keras reports is the loss called with the weights (checked above against
   # the unweighted values), and the weighted metrics are weighted means over the lists.
-  want = float(losses.get(name)(_WEIGHT_IDS, scores, _WEIGHTS))
+  want = float(short_list_loss(name)(_WEIGHT_IDS, scores, _WEIGHTS))
   assert results["loss"] == pytest.approx(want, rel=1e-5, abs=1e-6)
   ranks = 1 + np.sum(scores > scores[np.arange(B), _WEIGHT_IDS][:, None], axis=1)
   ndcg = 1.0 / np.log2(1.0 + ranks)
@@ -272,7 +275,7 @@ def test_weighted_fit_under_a_mirrored_strategy(name, mirrored_strategy):
   y = np.concatenate([_WEIGHT_IDS, _WEIGHT_IDS])
   with mirrored_strategy.scope():
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(C)])
-    model.compile(optimizer="sgd", loss=losses.get(name))
+    model.compile(optimizer="sgd", loss=short_list_loss(name))
   history = model.fit(
     x, y, sample_weight=np.concatenate([_WEIGHTS, _WEIGHTS]), batch_size=2 * B, verbose=0
   )

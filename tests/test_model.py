@@ -72,7 +72,7 @@ def test_bad_input():
     build_model(_tiny_encoder(), 3, interaction="mlp")
   with pytest.raises(
     ValueError,
-    match=r"`name` must be one of \['resnet50', 'saved_model', "
+    match=r"`name` must be one of \['bert_checkpoint', 'resnet50', 'saved_model', "
     r"'small_cnn', 'transformer', 'vgg16_cifar'\], got 'vit'",
   ):
     build_model("vit", 3)

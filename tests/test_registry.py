@@ -11,6 +11,7 @@ import _tf_ranking_reference as tf_ranking_reference
 import numpy as np
 import pytest
 import tensorflow as tf
+from _loss_arguments import loss as short_list_loss
 
 from tfrank4class import compat, losses
 from tfrank4class import registry as registry_lib
@@ -143,8 +144,6 @@ def test_register_rejects_duplicates():
 
 
 OWN = [n for n in losses.names() if n not in losses.registry.TFR_KEYS]
-#: Arguments a loss needs on the C = 5 classes of `_model` (its default k = 5 needs C > 5).
-NEEDS = {"smooth_topk_svm_loss": {"k": 2}, "soft_rank_topk_loss": {"k": 2}}
 
 
 @pytest.mark.parametrize("name", OWN)
@@ -152,9 +151,7 @@ def test_own_losses_train_with_integer_labels_and_round_trip(name, tmp_path):
   """Every loss of ours in the registry, with its defaults, in compile/fit/save/load."""
   x, y = _data()
   model = _model()  # [B, 5] outputs: scores over 5 classes, or 5-d embeddings for pairwise losses
-  model.compile(
-    optimizer=tf.keras.optimizers.Adam(0.01), loss=losses.get(name, **NEEDS.get(name, {}))
-  )
+  model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss=short_list_loss(name))
   history = model.fit(x, y, batch_size=16, epochs=2, verbose=0, shuffle=False)
   assert np.all(np.isfinite(history.history["loss"]))
   path = str(tmp_path / "m.keras")
@@ -172,9 +169,7 @@ def test_every_loss_trains_under_mixed_float16(name, mixed_float16):
   x, y = _data(16)
   model = _model()
   assert model(x[:1]).dtype == tf.float16  # the scores reach the loss in float16
-  model.compile(
-    optimizer=tf.keras.optimizers.Adam(0.01), loss=losses.get(name, **NEEDS.get(name, {}))
-  )
+  model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss=short_list_loss(name))
   loss = model.train_on_batch(x, y)
   assert np.isfinite(loss)
 
