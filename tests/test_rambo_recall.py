@@ -1,6 +1,6 @@
-"""Tests of tfrank4class.losses.recall.RecallLoss: values against numpy, gradients against the numpy
-Algorithm 1 of ``_rambo_reference``, Keras integration, bad input, and a small metric-learning
-model on the real ORL faces whose Recall@1 rises."""
+"""Tests of tfrank4class.losses.rambo.recall.RecallLoss: values against numpy, gradients against
+the numpy Algorithm 1 of ``_rambo_reference``, Keras integration, bad input, and a small
+metric-learning model on the real ORL faces whose Recall@1 rises."""
 
 import pathlib
 
