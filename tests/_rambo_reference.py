@@ -1,5 +1,5 @@
-"""A numpy reference for the gradients of the RaMBO losses (imported by test_rambo.py,
-test_recall.py and test_average_precision.py; not a test module).
+"""A numpy reference for the gradients of the RaMBO losses (imported by test_rambo_base.py,
+test_rambo_recall.py and test_rambo_average_precision.py; not a test module).
 
 Written from Rolinek et al. (CVPR 2020), not from the package: the margin of Eq. 14-15, Algorithm 1
 (one blackbox ranker: ``y_lambda = y + lambda * dL/drk``, ``dL/dy = -(rk(y) - rk(y_lambda)) /

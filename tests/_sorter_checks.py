@@ -1,4 +1,5 @@
-"""Shared checks for the learned sorter tests (imported by test_*_sorter.py; not a test module)."""
+"""Shared checks for the learned sorter tests (imported by test_*_sorter.py and test_sodeep_*.py;
+not a test module)."""
 
 import contextlib
 import os
@@ -142,3 +143,11 @@ def check_mixed_float16(make_sorter, n):
     )
     assert np.isfinite(history.history["loss"]).all()
     assert not np.allclose(before, dense.get_weights()[0])
+
+
+def separable_blobs(num_classes, n=512, seed=0):
+  """Features ``[n, 4]`` of ``num_classes`` well-separated Gaussian blobs and their class ids."""
+  rng = np.random.default_rng(seed)
+  centres = rng.normal(size=(num_classes, 4)) * 2.0
+  y = rng.integers(0, num_classes, size=n)
+  return (centres[y] + 0.5 * rng.normal(size=(n, 4))).astype(np.float32), y

@@ -1,4 +1,4 @@
-"""Tests of tfrank4class.losses.score_memory.ScoreMemory (RaMBO Sec. 4.3)."""
+"""Tests of tfrank4class.losses.rambo.score_memory.ScoreMemory (RaMBO Sec. 4.3)."""
 
 import numpy as np
 import pytest

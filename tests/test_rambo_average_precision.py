@@ -1,5 +1,5 @@
-"""Tests of tfrank4class.losses.average_precision: AP, mAP, APC and mAP+APC Keras losses against
-scikit-learn's average_precision_score, hand-computed cases and the numpy Algorithm 1 of
+"""Tests of tfrank4class.losses.rambo.average_precision: AP, mAP, APC and mAP+APC Keras losses
+against scikit-learn's average_precision_score, hand-computed cases and the numpy Algorithm 1 of
 ``_rambo_reference`` (gradients, with score memory)."""
 
 import _rambo_reference as ref

@@ -1,6 +1,6 @@
-"""Tests of tfrank4class.losses.recall.RecallLoss: values against numpy, gradients against the numpy
-Algorithm 1 of ``_rambo_reference``, Keras integration, bad input, and a small metric-learning
-model on the real ORL faces whose Recall@1 rises."""
+"""Tests of tfrank4class.losses.rambo.recall.RecallLoss: values against numpy, gradients against
+the numpy Algorithm 1 of ``_rambo_reference``, Keras integration, bad input, and a small
+metric-learning model on the real ORL faces whose Recall@1 rises."""
 
 import pathlib
 
@@ -196,7 +196,7 @@ def test_non_finite_scores_raise():
 
 
 def test_degenerate_inputs_finite():
-  # (Single-item lists are covered in test_rambo.py: to_relevance needs >= 2 classes.)
+  # (Single-item lists are covered in test_rambo_base.py: to_relevance needs >= 2 classes.)
   for labels, scores in [([[0.0, 0.0]], [[0.2, 0.1]]), ([1], [[0.5, 0.5, 0.5]])]:
     y = tf.constant(scores)
     with tf.GradientTape() as tape:

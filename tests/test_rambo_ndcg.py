@@ -1,4 +1,4 @@
-"""Tests of tfrank4class.losses.blackbox_ndcg.BlackboxNDCGLoss against scikit-learn's ndcg_score
+"""Tests of tfrank4class.losses.rambo.ndcg.BlackboxNDCGLoss against scikit-learn's ndcg_score
 and TF-Ranking's NDCG metric, with hand-computed cases and bad input."""
 
 import numpy as np

@@ -1,6 +1,7 @@
-"""Tests of tfrank4class.losses.rambo (the RaMBO loss functions) against independent references:
-hand-computed cases, scikit-learn's average_precision_score / ndcg_score, numpy implementations
-of the closed forms, and the numpy Algorithm 1 of ``_rambo_reference`` (rk+ a constant)."""
+"""Tests of tfrank4class.losses.rambo.base (the RaMBO loss functions) against independent
+references: hand-computed cases, scikit-learn's average_precision_score / ndcg_score, numpy
+implementations of the closed forms, and the numpy Algorithm 1 of ``_rambo_reference``
+(rk+ a constant)."""
 
 import _rambo_reference as ref
 import numpy as np
@@ -8,7 +9,7 @@ import pytest
 import tensorflow as tf
 from sklearn.metrics import average_precision_score, ndcg_score
 
-from tfrank4class.losses import rambo
+from tfrank4class.losses.rambo import base as rambo
 
 
 def np_negatives_above(scores, relevance):

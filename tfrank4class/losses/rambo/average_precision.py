@@ -7,16 +7,16 @@
 * :class:`MapApcLoss`: the weighted combination of the last two (the paper used 2:1, Sec. 5.2).
 
 In all of them ``rk+`` (the rank among the relevant items) is a constant and only ``rk`` gets the
-blackbox gradient (see :func:`tfrank4class.losses.rambo.list_ranks`).
+blackbox gradient (see :func:`tfrank4class.losses.rambo.base.list_ranks`).
 """
 
 from tfrank4class import _validation, compat
-from tfrank4class.losses import rambo
+from tfrank4class.losses.rambo import base
 from tfrank4class.losses.registry import register
 
 
 @register("average_precision_loss")
-class AveragePrecisionLoss(rambo.BlackboxRankLoss):
+class AveragePrecisionLoss(base.BlackboxRankLoss):
   """``1 - AP`` of each row of ``y_pred`` on blackbox ranks (Rolinek et al., Sec. 4.6, Eq. 21-22).
 
       L_AP = 1 - 1/|P| sum_{i in P} rk+_i / rk_i
@@ -50,7 +50,7 @@ class AveragePrecisionLoss(rambo.BlackboxRankLoss):
     super().__init__(lambda_=lambda_, margin=margin, memory=0, reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):
-    return rambo.average_precision_loss_values(scores, relevance, self.lambda_, self.margin)
+    return base.average_precision_loss_values(scores, relevance, self.lambda_, self.margin)
 
   def get_config(self):
     config = super().get_config()
@@ -59,7 +59,7 @@ class AveragePrecisionLoss(rambo.BlackboxRankLoss):
 
 
 @register("mean_average_precision_loss")
-class MeanAveragePrecisionLoss(rambo.BlackboxRankLoss):
+class MeanAveragePrecisionLoss(base.BlackboxRankLoss):
   """``1 - mAP`` with the classes as queries and the batch as the list (Rolinek et al., Sec. 4.6).
 
   Column ``c`` of ``y_pred`` ``[B, C]`` is ranked down the batch (plus the ``memory`` past
@@ -100,11 +100,11 @@ class MeanAveragePrecisionLoss(rambo.BlackboxRankLoss):
     super().__init__(lambda_=lambda_, margin=margin, memory=memory, reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):
-    return rambo.mean_average_precision_loss_value(scores, relevance, self.lambda_, self.margin)
+    return base.mean_average_precision_loss_value(scores, relevance, self.lambda_, self.margin)
 
 
 @register("apc_loss")
-class APCLoss(rambo.BlackboxRankLoss):
+class APCLoss(base.BlackboxRankLoss):
   """``1 - AP`` of all classes of all examples as one list (Rolinek et al., Sec. 4.6, Eq. 23).
 
   The ``B x C`` scores (plus the ``memory`` past batches) form a single list whose relevant items
@@ -135,11 +135,11 @@ class APCLoss(rambo.BlackboxRankLoss):
     super().__init__(lambda_=lambda_, margin=margin, memory=memory, reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):
-    return rambo.apc_loss_value(scores, relevance, self.lambda_, self.margin)
+    return base.apc_loss_value(scores, relevance, self.lambda_, self.margin)
 
 
 @register("map_apc_loss")
-class MapApcLoss(rambo.BlackboxRankLoss):
+class MapApcLoss(base.BlackboxRankLoss):
   """Weighted mAP + APC loss (Rolinek et al., Sec. 5.2; the paper weighted them 2:1).
 
       L = (map_weight * L_mAP + apc_weight * L_APC) / (map_weight + apc_weight)
@@ -189,8 +189,8 @@ class MapApcLoss(rambo.BlackboxRankLoss):
 
   def loss_values(self, scores, relevance):
     total = self.map_weight + self.apc_weight
-    loss_map = rambo.mean_average_precision_loss_value(scores, relevance, self.lambda_, self.margin)
-    loss_apc = rambo.apc_loss_value(scores, relevance, self.lambda_, self.margin)
+    loss_map = base.mean_average_precision_loss_value(scores, relevance, self.lambda_, self.margin)
+    loss_apc = base.apc_loss_value(scores, relevance, self.lambda_, self.margin)
     return (self.map_weight * loss_map + self.apc_weight * loss_apc) / total
 
   def get_config(self):

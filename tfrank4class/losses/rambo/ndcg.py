@@ -1,12 +1,12 @@
 """1 - NDCG on blackbox ranks: an O(n log n) alternative to ApproxNDCG for long lists."""
 
 from tfrank4class import compat
-from tfrank4class.losses import rambo
+from tfrank4class.losses.rambo import base
 from tfrank4class.losses.registry import register
 
 
 @register("blackbox_ndcg_loss")
-class BlackboxNDCGLoss(rambo.BlackboxRankLoss):
+class BlackboxNDCGLoss(base.BlackboxRankLoss):
   """``1 - NDCG`` with exact ranks in the forward pass and the RaMBO blackbox gradient.
 
       DCG = sum_i (2^{rel_i} - 1) / log2(1 + rk_i),   L = 1 - DCG / IDCG
@@ -40,7 +40,7 @@ class BlackboxNDCGLoss(rambo.BlackboxRankLoss):
     super().__init__(lambda_=lambda_, margin=margin, memory=0, reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):
-    return rambo.ndcg_loss_values(scores, relevance, self.lambda_, self.margin)
+    return base.ndcg_loss_values(scores, relevance, self.lambda_, self.margin)
 
   def get_config(self):
     config = super().get_config()

@@ -24,15 +24,15 @@ normalises ranks by the row length and de-normalises them by the number of rows,
 right for square score matrices; here the tests cover non-square matrices and lists lengthened by
 a :class:`~tfrank4class.losses.ScoreMemory`.
 
-The classes in ``recall.py``, ``average_precision.py`` and ``blackbox_ndcg.py`` wrap these as
-Keras losses.
+The classes in ``recall.py``, ``average_precision.py`` and ``ndcg.py`` of this package wrap
+these as Keras losses.
 """
 
 import tensorflow as tf
 
 from tfrank4class import _validation, compat
 from tfrank4class.losses.base import ListwiseLoss
-from tfrank4class.losses.score_memory import ScoreMemory
+from tfrank4class.losses.rambo.score_memory import ScoreMemory
 from tfrank4class.ranking.blackbox import blackbox_rank_within, margin_shift
 from tfrank4class.ranking.exact import rank_within
 from tfrank4class.ranking.precision import average_precision_from_ranks

@@ -4,17 +4,17 @@ import tensorflow as tf
 
 from tfrank4class import _validation, compat
 from tfrank4class.labels import class_ids
-from tfrank4class.losses import rambo
+from tfrank4class.losses.rambo import base
 from tfrank4class.losses.registry import register
 
 
 @register("recall_loss")
-class RecallLoss(rambo.BlackboxRankLoss):
+class RecallLoss(base.BlackboxRankLoss):
   """Recall loss on blackbox ranks (Rolinek et al., CVPR 2020, Sec. 4.5, Eq. 16-20).
 
   For each list, with ``r_i = rk_i - rk+_i`` the number of irrelevant items ranked above relevant
   item ``i`` (Eq. 17; ``rk+`` is a constant, only ``rk`` gets the blackbox gradient, see
-  :func:`tfrank4class.losses.rambo.list_ranks`):
+  :func:`tfrank4class.losses.rambo.base.list_ranks`):
 
       weighting="log":     L = E_{i relevant} [ log(1 + r_i) ]          (Eq. 20, w_K ~ 1/K)
       weighting="loglog":  L = E_{i relevant} [ log(1 + log(1 + r_i)) ] (Eq. 20, w_K ~ 1/(K log K))
@@ -40,7 +40,7 @@ class RecallLoss(rambo.BlackboxRankLoss):
   Args:
     weighting: ``"log"`` or ``"loglog"``.
     lambda_: blackbox interpolation strength ``> 0`` (Eq. 10), for ranks normalised by the list
-      length (see :mod:`tfrank4class.losses.rambo`).
+      length (see :mod:`tfrank4class.losses.rambo.base`).
     margin: ``alpha >= 0``, the margin of Sec. 4.4, Eq. 14-15 (applied inside the loss, i.e. in
       training).
     memory: number of past batches kept as extra gallery (score memory, Sec. 4.3);
@@ -77,7 +77,7 @@ class RecallLoss(rambo.BlackboxRankLoss):
     reduction=compat.DEFAULT_REDUCTION,
     name="recall_loss",
   ):
-    self.weighting = _validation.check_choice("weighting", weighting, rambo.WEIGHTINGS)
+    self.weighting = _validation.check_choice("weighting", weighting, base.WEIGHTINGS)
     if not isinstance(from_embeddings, bool):
       raise ValueError(f"`from_embeddings` must be True or False, got {from_embeddings!r}.")
     self.from_embeddings = from_embeddings
@@ -96,7 +96,7 @@ class RecallLoss(rambo.BlackboxRankLoss):
     return "anchor" if self.from_embeddings else "example"
 
   def loss_values(self, scores, relevance):
-    return rambo.recall_loss_values(scores, relevance, self.lambda_, self.margin, self.weighting)
+    return base.recall_loss_values(scores, relevance, self.lambda_, self.margin, self.weighting)
 
   @tf.autograph.experimental.do_not_convert
   def call(self, y_true, y_pred):
@@ -107,7 +107,7 @@ class RecallLoss(rambo.BlackboxRankLoss):
     gallery, gallery_labels = embeddings, labels
     if self._memory is not None:
       gallery, gallery_labels = self._memory(embeddings, labels)
-    sims, relevance = rambo.similarity_lists(
+    sims, relevance = base.similarity_lists(
       embeddings, labels, gallery, gallery_labels, self.similarity
     )
     return self.loss_values(sims, relevance)
