@@ -144,3 +144,15 @@ def test_nan_check_is_dropped_under_xla_but_finite_ranks_are_unchanged():
   jitted = tf.function(exact.rank, jit_compile=True)
   np.testing.assert_array_equal(jitted(scores).numpy(), np_rank(scores))
   assert jitted(tf.constant([[0.1, np.nan, 0.5]])).shape == (1, 3)  # no error under XLA
+
+
+def test_sink_moves_excluded_items_below_every_kept_one():
+  # Kept 0.5 and 0.2 (lo = 0.2, hi = 0.5): excluded items go to 0.2 - 0.3 - 1 = -1.1, whatever
+  # their own score, and pass no gradient.
+  s = tf.constant([[0.5, 9.0, 0.2, -7.0]])
+  keep = tf.constant([[True, False, True, False]])
+  with tf.GradientTape() as tape:
+    tape.watch(s)
+    sunk = exact.sink(s, keep)
+  np.testing.assert_allclose(sunk.numpy(), [[0.5, -1.1, 0.2, -1.1]], rtol=1e-6)
+  np.testing.assert_array_equal(tape.gradient(sunk, s).numpy(), [[1.0, 0.0, 1.0, 0.0]])

@@ -11,7 +11,6 @@ from _sorter_checks import mixed_float16, separable_blobs
 
 from tfrank4class import losses
 from tfrank4class.losses.sodeep import RankTripletLoss, SorterAPLoss, SorterMAPLoss, SpearmanLoss
-from tfrank4class.losses.sodeep.base import sink
 from tfrank4class.ranking import BlackboxRanker, PairwiseSigmoidSorter
 
 NONE = tf.keras.losses.Reduction.NONE
@@ -22,18 +21,6 @@ def test_registered_names():
   assert isinstance(losses.get("sorter_map_loss", ranker="exact"), SorterMAPLoss)
   assert isinstance(losses.get("sorter_ap_loss", ranker="exact"), SorterAPLoss)
   assert isinstance(losses.get("rank_triplet_loss", ranker="exact"), RankTripletLoss)
-
-
-def test_sink_moves_excluded_items_below_every_kept_one():
-  # Kept 0.5 and 0.2 (lo = 0.2, hi = 0.5): excluded items go to 0.2 - 0.3 - 1 = -1.1, whatever
-  # their own score, and pass no gradient.
-  s = tf.constant([[0.5, 9.0, 0.2, -7.0]])
-  keep = tf.constant([[True, False, True, False]])
-  with tf.GradientTape() as tape:
-    tape.watch(s)
-    sunk = sink(s, keep)
-  np.testing.assert_allclose(sunk.numpy(), [[0.5, -1.1, 0.2, -1.1]], rtol=1e-6)
-  np.testing.assert_array_equal(tape.gradient(sunk, s).numpy(), [[1.0, 0.0, 1.0, 0.0]])
 
 
 @pytest.mark.parametrize(

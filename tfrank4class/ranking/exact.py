@@ -12,7 +12,8 @@ Cost: one stable ``tf.argsort`` (O(n log n)) and an O(n) inversion of the result
 pass; the inversion does not need a second argsort.
 
 :func:`rank_within` ranks every item among the items of its own group (two groups given by a
-boolean mask), again with one sort and a linear pass.
+boolean mask), again with one sort and a linear pass. :func:`sink` moves padded items below every
+other item of their list, the one way the losses keep padding out of a ranking.
 """
 
 import tensorflow as tf
@@ -189,3 +190,22 @@ def rank_within(scores, mask, axis=-1):
   if perm is not None:
     ranks = tf.transpose(ranks, perm)
   return ranks
+
+
+def sink(scores, keep):
+  """``scores`` with every entry where ``keep`` is False moved below all entries of its list.
+
+  The new value ``lo - (hi - lo) - 1``, with ``lo`` / ``hi`` the smallest / largest kept score,
+  is a constant for the gradient, so those items rank last (after every kept item) and pass no
+  gradient; their own scores, however large, do not matter.
+
+  Example:
+    >>> sink([[0.5, 9.0, 0.2]], [[True, False, True]]).numpy()   # 0.2 - (0.5 - 0.2) - 1 = -1.1
+    array([[ 0.5, -1.1,  0.2]], dtype=float32)
+  """
+  all_lo = tf.reduce_min(scores, axis=-1, keepdims=True)
+  all_hi = tf.reduce_max(scores, axis=-1, keepdims=True)
+  lo = tf.reduce_min(tf.where(keep, scores, tf.broadcast_to(all_hi, tf.shape(scores))), -1, True)
+  hi = tf.reduce_max(tf.where(keep, scores, tf.broadcast_to(all_lo, tf.shape(scores))), -1, True)
+  floor = tf.stop_gradient(lo - (hi - lo) - 1.0)
+  return tf.where(keep, scores, tf.broadcast_to(floor, tf.shape(scores)))

@@ -15,9 +15,9 @@ ranker are interchangeable with them. On these ranks the paper builds three loss
 Each module holds one part:
 
 * ``base``: the rank operator by name or layer (``resolve_ranker``, ``RANKER_NAMES``), the
-  fine-tuning of a learned sorter inside the loss, the exclusion of padded items (``sink``) and
-  serialization, in :class:`RankOperatorLoss`, the base of the losses; its docstring states
-  these conventions.
+  fine-tuning of a learned sorter inside the loss and serialization, in
+  :class:`RankOperatorLoss`, the base of the losses; its docstring states these conventions.
+  Padded items are kept out of the ranking by ``tfrank4class.ranking.exact.sink``.
 * ``spearman``: :class:`SpearmanLoss` (Eq. 2-4).
 * ``average_precision``: :class:`SorterMAPLoss` (Eq. 7) and :class:`SorterAPLoss` (Eq. 5-6;
   the AP of ranks is :func:`tfrank4class.ranking.precision.average_precision_from_ranks`, shared

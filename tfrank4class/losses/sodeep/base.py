@@ -75,11 +75,13 @@ class RankOperatorLoss(ListwiseLoss):
   """Base of the SoDeep losses: the rank operator, its optional fine-tuning, and serialization.
 
   A :class:`~tfrank4class.losses.base.ListwiseLoss`: subclasses implement
-  ``loss_values(scores, relevance)``, rank with :meth:`ranks` the lists prepared by :func:`sink`,
+  ``loss_values(scores, relevance)``, rank with :meth:`ranks` the lists prepared by
+  :func:`tfrank4class.ranking.exact.sink`,
   and pass the loss through :meth:`with_finetune` (one fine-tuning step of the sorter when
   ``ranker_trainable=True``, see the module docstring).
 
   Example (a loss on the summed ranks of the relevant items):
+    >>> from tfrank4class.ranking.exact import sink
     >>> class RelevantRankLoss(RankOperatorLoss):
     ...   def loss_values(self, scores, relevance):
     ...     lists = sink(scores, relevance >= 0)
@@ -174,22 +176,3 @@ class RankOperatorLoss(ListwiseLoss):
       }
     )
     return config
-
-
-def sink(scores, keep):
-  """``scores`` with every entry where ``keep`` is False moved below all entries of its list.
-
-  The new value ``lo - (hi - lo) - 1``, with ``lo`` / ``hi`` the smallest / largest kept score,
-  is a constant for the gradient, so those items rank last (after every kept item) and pass no
-  gradient; their own scores, however large, do not matter.
-
-  Example:
-    >>> sink([[0.5, 9.0, 0.2]], [[True, False, True]]).numpy()   # 0.2 - (0.5 - 0.2) - 1 = -1.1
-    array([[ 0.5, -1.1,  0.2]], dtype=float32)
-  """
-  all_lo = tf.reduce_min(scores, axis=-1, keepdims=True)
-  all_hi = tf.reduce_max(scores, axis=-1, keepdims=True)
-  lo = tf.reduce_min(tf.where(keep, scores, tf.broadcast_to(all_hi, tf.shape(scores))), -1, True)
-  hi = tf.reduce_max(tf.where(keep, scores, tf.broadcast_to(all_lo, tf.shape(scores))), -1, True)
-  floor = tf.stop_gradient(lo - (hi - lo) - 1.0)
-  return tf.where(keep, scores, tf.broadcast_to(floor, tf.shape(scores)))

@@ -5,7 +5,8 @@ import tensorflow as tf
 
 from tfrank4class import _validation, compat
 from tfrank4class.losses.registry import register
-from tfrank4class.losses.sodeep.base import RankOperatorLoss, sink
+from tfrank4class.losses.sodeep.base import RankOperatorLoss
+from tfrank4class.ranking.exact import sink
 from tfrank4class.ranking.ties import tie_statistics
 
 

@@ -59,6 +59,7 @@ from tfrank4class.labels import check_batch_size, parse_labels
 from tfrank4class.losses.base import Loss
 from tfrank4class.losses.registry import register
 from tfrank4class.ranking import neuralsort, softsort, sorting_network_topk
+from tfrank4class.ranking.exact import sink
 from tfrank4class.ranking.sorting_networks import DISTRIBUTIONS
 
 #: The relaxed sorting methods: the sorting (selection) networks and the two softmax relaxations.
@@ -98,15 +99,6 @@ def _check_arguments(p_k, method, distribution, inverse_temperature, art_lambda,
     raise ValueError(f"`m` must be greater than K = len(p_k) = {len(p_k)}, got m={m!r}.")
   _validation.check_choice("top1_mode", top1_mode, TOP1_MODES)
   return p_k, inverse_temperature, art_lambda, m
-
-
-def _sink(scores, keep):
-  """Scores where ``keep`` is False moved below every kept score of the row (a constant)."""
-  big = tf.reduce_max(tf.abs(scores), axis=-1, keepdims=True) + 1.0
-  lo = tf.reduce_min(tf.where(keep, scores, big), axis=-1, keepdims=True)
-  hi = tf.reduce_max(tf.where(keep, scores, -big), axis=-1, keepdims=True)
-  floor = tf.stop_gradient(lo - (hi - lo) - 1.0)
-  return tf.where(keep, scores, floor)
 
 
 def _top_m(scores, ids, m):
@@ -196,7 +188,7 @@ def topk_cross_entropy(
     target = tf.where(valid, tf.maximum(parsed.relevance, 0.0), 0.0)
   mass = tf.reduce_sum(target, axis=-1, keepdims=True)
   target = tf.math.divide_no_nan(target, mass)
-  scores = _sink(scores, valid)
+  scores = sink(scores, valid)
   logits = tf.where(valid, scores, scores.dtype.min)  # padded classes: no softmax mass
   if m is not None:
     ids = parsed.ids
