@@ -12,7 +12,7 @@ different metric sets updated in the same step, as ``model.compile(metrics=...)`
   * ``exact 4``: the four computed by the exact float64 reference (the implementation before
     the metrics were made fast), wrapped in ``keras.metrics.Mean``; only up to
     ``--exact_max_classes`` (it grows slow with C, and under XLA its searchsorted needs more
-    memory than a machine has: BUILD_NOTES.md, "Ranking metrics at Keras speed").
+    memory than a machine has: docs/metrics.md, "Benchmark").
 
 Every round times every configuration once, in turn, so they share the machine's load; a ratio
 is the median over rounds of the per-round ratio (``ours 4`` and ``exact 4`` over ``keras 1+5``,

@@ -40,7 +40,7 @@ LOSSES = (
   "blackbox_ndcg_loss",
   "sorter_ap_loss",
 )
-#: Constructor arguments of the losses that are not used with their defaults (BUILD_NOTES).
+#: Constructor arguments of the losses not used with their defaults (docs/evidence-grid.md).
 LOSS_KWARGS = {"sorter_ap_loss": {"ranker": "lstm"}, "blackbox_ndcg_loss": {"lambda_": 4.0}}
 HIDDEN_UNITS = (64, 64)
 

@@ -18,8 +18,7 @@ retrieval.json.
 
     nice -n 10 .venv/bin/python benchmarks/retrieval.py
 
-The slowest of the benchmarks; a run's figures and time are in BUILD_NOTES.md, "Metric learning
-and retrieval".
+The slowest of the benchmarks; a run's figures and time are in docs/retrieval.md, "Benchmark".
 """
 
 import argparse

@@ -14,7 +14,7 @@ from _sorter_checks import (
 from tfrank4class.ranking.conv_sorter import ConvSorter
 
 # A little above what the shipped weights reach, far below an untrained sorter (both in
-# BUILD_NOTES.md, "Learned sorters (SoDeep)").
+# docs/sodeep.md, "Shipped weights").
 BOUND_100 = 0.013
 
 

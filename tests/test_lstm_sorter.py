@@ -15,7 +15,7 @@ from _sorter_checks import (
 from tfrank4class.ranking.lstm_sorter import LSTMSorter
 
 # Bounds a little above what the shipped weights reach, far below an untrained sorter (both in
-# BUILD_NOTES.md, "Learned sorters (SoDeep)").
+# docs/sodeep.md, "Shipped weights").
 BOUNDS = {10: 0.03, 100: 0.013}
 
 

@@ -282,7 +282,7 @@ def test_smoothed_cross_entropy_config_saved_before_spread_loads_as_all_classes(
 
 
 def test_smoothed_cross_entropy_excludes_padding():
-  """The issue's case: a padded list was scored -1.237 (a negative cross-entropy)."""
+  """A padded list is not scored -1.237 (a negative cross-entropy), as it once was."""
   logits = np.array([[2.0, 0.5, -1.0], [0.1, 0.2, 0.3]], np.float32)
   labels = np.array([[1, 0, 0], [-1, -1, -1]], np.float32)
   got = SmoothedCrossEntropy(0.1, reduction=NONE)(labels, logits).numpy()

@@ -1,6 +1,6 @@
 """The one place that decides which TensorFlow, Keras and TF-Ranking the package runs on.
 
-Two stacks are supported (BUILD_NOTES.md, "Stacks"):
+Two stacks are supported (docs/stacks.md):
 
 * current: TensorFlow 2.16-2.21 on Python 3.12+, with Keras 3 (``keras``), or Keras 2 from the
   ``tf-keras`` package when ``TF_USE_LEGACY_KERAS=1``;

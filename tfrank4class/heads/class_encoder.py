@@ -264,7 +264,7 @@ def fresh_initializer(initializer):
   One instance per weight: Keras warns when one unseeded initializer is reused. Layers keep the
   initializer object itself as an attribute and serialize it in ``get_config`` (the Keras
   convention); keeping its serialized dict instead lets Keras' saving code write into that tracked
-  dict, which breaks SavedModel export on Python 3.13 (BUILD_NOTES.md, "Stacks").
+  dict, which breaks SavedModel export on Python 3.13 (docs/stacks.md, "Python 3.13").
   """
   return keras.initializers.get(keras.initializers.serialize(initializer))
 

@@ -29,8 +29,8 @@ class Rank4ClassHead(keras.layers.Layer):
   ``B x C`` pairs: a training step holds about ``4 B C (d + sum(hidden_units))`` bytes of
   activations for ``"latent_cross"`` and ``4 B C sum(hidden_units)`` for ``"concat"``;
   ``class_chunk_size=k`` bounds that to ``k`` classes at a time for some extra step time
-  (``benchmarks/heads.py`` measures both; figures in BUILD_NOTES.md, "Rank4Class heads and
-  encoders").
+  (``benchmarks/heads.py`` measures both; figures in docs/heads-and-encoders.md,
+  "Benchmark").
 
   Args:
     num_classes: number of classes ``C >= 2``.

@@ -14,7 +14,7 @@ of work as Keras' ``SparseTopKCategoricalAccuracy``; every metric compiles with
 ``jit_compile=True`` and builds no float64 op, so it runs inside a TPU step. Each metric computes
 its own rank statistics: inside one compiled train step TensorFlow's graph optimiser (and XLA)
 merge the identical comparisons of several metrics on the same batch, so sharing them by hand
-does not pay (BUILD_NOTES.md, "Ranking metrics at Keras speed").
+does not pay (docs/metrics.md, "Sharing work between metrics: left to the graph optimiser").
 
 Example (the model returns its inputs as scores, so the values can be checked by hand):
 

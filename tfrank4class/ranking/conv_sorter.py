@@ -14,7 +14,7 @@ layer over the flattened features output the ``n`` normalised ranks,
 The paper's sorter stacks plain Conv-BN-ReLU blocks; the identity skips (with 64 channels
 and width-3 kernels where our first plain version had 32 and 5) are our change: they pretrain
 much faster, to a lower held-out error (the learning curves of both, and the shipped weights'
-error beside the paper's: BUILD_NOTES.md, "Learned sorters (SoDeep)").
+error beside the paper's: docs/sodeep.md, "Shipped weights" and "Benchmark").
 
 The dense layer ties the sorter to one list length ``list_size`` (the paper's sorter was built for
 n = 100); calling it on another length raises a ``ValueError`` naming both lengths.

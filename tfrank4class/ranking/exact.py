@@ -85,7 +85,7 @@ def _invert_permutation(perm):
   """Inverse of the 1-D permutation ``perm`` in O(n).
 
   ``tf.math.invert_permutation`` is the fast CPU kernel (``tf.scatter_nd`` is much slower outside
-  XLA: BUILD_NOTES.md, "Blackbox ranker and RaMBO losses"); under XLA its lowering
+  XLA: docs/rambo.md, "Inversion under XLA"); under XLA its lowering
   fails when the permutation comes from a gathered tensor, so inside ``jit_compile`` we scatter
   instead (XLA fuses that well).
   """

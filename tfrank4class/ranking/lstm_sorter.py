@@ -10,7 +10,7 @@ projection of the whole sequence, tied to its list length (n = 100 in Sec. 4.1.3
 authors' code projects the ``n x 2 units`` outputs to ``n`` ranks); our output is per position,
 so one trained sorter runs at any length. The paper does not give the LSTM's size (the
 authors' code: 2 layers of 128 units per direction); our defaults are 2 layers of 64, and the
-shipped weights use 2 of 32 (BUILD_NOTES.md).
+shipped weights use 2 of 32 (docs/sodeep.md, "Shipped weights").
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
 

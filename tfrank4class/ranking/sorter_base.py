@@ -52,8 +52,7 @@ def standardize(scores, epsilon=1e-12):
   the gradient moves the two scores apart or together. For ``n >= 3`` the exact derivative is
   kept: holding the scale there too adds a component along the list's spread, which the learned
   sorters never saw in pretraining (their inputs always have unit variance), and it made
-  training worse (BUILD_NOTES.md, "SoDeep (learned sorters and their losses)" under "Correctness
-  fixes").
+  training worse (docs/sodeep.md, "2-class lists train").
 
   Example:
     >>> standardize([[1.0, 3.0]]).numpy().round(3)

@@ -12,7 +12,7 @@ minimised with Adam whose learning rate halves every ``--halve_every`` steps. Th
 (Sec. 4.1.1) uses Adam at 1e-3, halved every 100 epochs of 100,000 lists, batches of 512 lists
 of length 100; our defaults (1e-3, halved every 2,000 steps of 128 lists of length 10-100) are
 shorter so that a sorter pretrains in minutes on a CPU; the flags used for the shipped weights
-are in BUILD_NOTES.md. Checkpoints and
+are in docs/sodeep.md, "Shipped weights". Checkpoints and
 TensorBoard summaries go to ``--model_dir`` (training resumes from its latest checkpoint); every
 ``--eval_every`` steps the sorter is scored on a fixed held-out synthetic set and, when it
 improves, exported to ``--output`` (``.json`` + ``.npz``, loadable with
