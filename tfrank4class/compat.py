@@ -32,6 +32,9 @@ and :func:`op_determinism` (reading and switching off op determinism) have no pu
 API; this module is the only one that imports ``tensorflow.python``.
 """
 
+# Longer than the 500 lines the house allows a module, on purpose: this is the one place that
+# knows which Keras is bound, and splitting it would make two.
+
 import contextlib
 import functools
 import importlib
