@@ -21,6 +21,8 @@ Example:
 
 import math
 
+import rank4class_paper
+
 #: The second edition of the grid (records carry it in ``edition``).
 EDITION = 2
 
@@ -101,25 +103,9 @@ NOISE_SEED = 0
 
 #: The Rank4Class paper's GoEmotions grid with BERT (Table 7): {metric: {head: [5 losses]}},
 #: losses in the order PAPER_LOSSES; single runs.
-PAPER_TABLE = "Table 7 (BERT)"
-PAPER_LOSSES = RANKING_LOSSES[:5]
-PAPER = {
-  "top_1": {
-    "dot": [0.5900, 0.5821, 0.5858, 0.5889, 0.5880],
-    "latent_cross": [0.5865, 0.5802, 0.5935, 0.5930, 0.5869],
-    "concat": [0.5898, 0.5845, 0.5908, 0.5841, 0.5837],
-  },
-  "top_5": {
-    "dot": [0.8665, 0.8800, 0.8700, 0.8620, 0.8500],
-    "latent_cross": [0.8715, 0.8775, 0.8760, 0.8715, 0.8570],
-    "concat": [0.8760, 0.8815, 0.8780, 0.8710, 0.8615],
-  },
-  "ndcg_5": {
-    "dot": [0.7390, 0.7427, 0.7402, 0.7371, 0.7300],
-    "latent_cross": [0.7411, 0.7422, 0.7462, 0.7453, 0.7350],
-    "concat": [0.7436, 0.7419, 0.7461, 0.7405, 0.7355],
-  },
-}
+PAPER_TABLE = "{} ({})".format(*rank4class_paper.PAPER["goemotions"][:2])
+PAPER_LOSSES = rank4class_paper.PAPER_LOSSES
+PAPER = rank4class_paper.PAPER["goemotions"][2]
 
 
 def paper_difference(metric, loss, head):

@@ -184,7 +184,7 @@ def test_smoke_grid_records_resumes_and_reports(tmp_path, datasets_dir):
 
 
 def _paper_literal():
-  tree = ast.parse(SCRIPT.read_text())
+  tree = ast.parse((ROOT / "benchmarks" / "rank4class_paper.py").read_text())
   for node in tree.body:
     if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["PAPER"]:
       return ast.literal_eval(node.value)
