@@ -133,8 +133,9 @@ def test_demo_runs_end_to_end(tmp_path):
   "loss, kwargs",
   [
     ("topk_cross_entropy_loss", {"p_k": [0.5, 0, 0, 0, 0.5], "m": 8}),
-    ("smooth_topk_svm_loss", {"k": 5}),
-    ("soft_rank_topk_loss", {"k": 5}),
+    # The other two train in-process in their own tests; from the command line they are slow.
+    pytest.param("smooth_topk_svm_loss", {"k": 5}, marks=pytest.mark.slow),
+    pytest.param("soft_rank_topk_loss", {"k": 5}, marks=pytest.mark.slow),
   ],
 )
 def test_top_k_losses_train_from_the_command_line(loss, kwargs, tmp_path):
