@@ -30,19 +30,12 @@ import time
 
 from _common import OUT, ROOT, setup_tensorflow  # noqa: E402  (puts the repository on sys.path)
 from absl import app, flags
+from grid_protocol import LOSS_KWARGS, RANKING_LOSSES
 from rank4class_paper import PAPER, PAPER_LOSSES
 
-LOSSES = (
-  "softmax_loss",
-  "pairwise_logistic_loss",
-  "approx_ndcg_loss",
-  "gumbel_approx_ndcg_loss",
-  "mean_squared_loss",
-  "blackbox_ndcg_loss",
-  "sorter_ap_loss",
-)
-#: Constructor arguments of the losses not used with their defaults (docs/evidence-grid.md).
-LOSS_KWARGS = {"sorter_ap_loss": {"ranker": "lstm"}, "blackbox_ndcg_loss": {"lambda_": 4.0}}
+#: The seven losses and the arguments they do not take with their defaults, as the second
+#: edition's protocol names them (docs/evidence-grid.md).
+LOSSES = RANKING_LOSSES
 HIDDEN_UNITS = (64, 64)
 
 #: Per dataset: where it is under --data_dir, how validation is made, the encoder and the sizes.

@@ -22,6 +22,19 @@ from tfrank4class.compat import keras
 from tfrank4class.train import backup
 
 
+def _metrics_backup(backup_dir, save_freq, resume_at, monitor, chief, steps_per_epoch, **kwargs):
+  """The ``EpochMetricsBackup`` of a run, writing its state file into ``backup_dir``."""
+  return backup.EpochMetricsBackup(
+    os.path.join(backup_dir, backup.STATE_FILE),
+    save_freq,
+    resume_at,
+    monitor,
+    chief,
+    steps_per_epoch=steps_per_epoch,
+    **kwargs,
+  )
+
+
 def _fit_in_scope(model, strategy, data, **kwargs):
   with strategy.scope():
     return model.fit(data, **kwargs)
@@ -57,14 +70,7 @@ class Keras2Training:
   def backup_callbacks(self, backup_dir, save_freq, resume_at, monitor, chief, steps_per_epoch):
     """The callbacks that back up a run every ``save_freq`` steps into ``backup_dir``."""
     return [
-      backup.EpochMetricsBackup(
-        os.path.join(backup_dir, backup.STATE_FILE),
-        save_freq,
-        resume_at,
-        monitor,
-        chief,
-        steps_per_epoch=steps_per_epoch,
-      ),
+      _metrics_backup(backup_dir, save_freq, resume_at, monitor, chief, steps_per_epoch),
       keras.callbacks.BackupAndRestore(backup_dir, save_freq=save_freq),
     ]
 
@@ -118,14 +124,8 @@ class Keras3Training:
   def backup_callbacks(self, backup_dir, save_freq, resume_at, monitor, chief, steps_per_epoch):
     """The callbacks that back up a run every ``save_freq`` steps into ``backup_dir``."""
     return [
-      backup.EpochMetricsBackup(
-        os.path.join(backup_dir, backup.STATE_FILE),
-        save_freq,
-        resume_at,
-        monitor,
-        chief,
-        steps_per_epoch=steps_per_epoch,
-        weights=True,
+      _metrics_backup(
+        backup_dir, save_freq, resume_at, monitor, chief, steps_per_epoch, weights=True
       )
     ]
 
