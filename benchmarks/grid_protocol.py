@@ -101,6 +101,13 @@ POWER = 0.8
 LABEL_NOISE = (0.2, 0.4)
 NOISE_SEED = 0
 
+# --- Deviations ---------------------------------------------------------------------------------
+#: Changes to this protocol made after the first run of the second edition, declared by hand, oldest
+#: first: ``(date "YYYY-MM-DD", experiment or "all", what changed, why)``. The report lists them
+#: under "Deviations from the protocol", after the ones it finds in the records themselves
+#: (settings, learning rates, loss configurations, missing runs). Empty: none declared.
+DEVIATIONS = ()
+
 #: The Rank4Class paper's GoEmotions grid with BERT (Table 7): {metric: {head: [5 losses]}},
 #: losses in the order PAPER_LOSSES; single runs.
 PAPER_TABLE = "{} ({})".format(*rank4class_paper.PAPER["goemotions"][:2])

@@ -297,7 +297,8 @@ def train_run(splits, num_classes, loss, head, learning_rate, seed, settings):
 
 
 def sweep_choice(records, experiment, loss, head, settings):
-  """``(chosen rate or None, rates to run)`` of one cell from its sweep records so far.
+  """``(chosen rate or None, rates to run)`` of one cell from its sweep ``records`` so far (a
+  list of records).
 
   The rates start at ``settings["learning_rates"]``; while the best (highest mean validation
   monitor over the tuning seeds, the smaller rate on a tie) sits at an edge and fewer than
@@ -306,7 +307,7 @@ def sweep_choice(records, experiment, loss, head, settings):
   """
   rates = sorted(settings["learning_rates"])
   monitor = settings["monitor"]
-  cell = select(records.records, experiment=experiment, stage="sweep", loss=loss, interaction=head)
+  cell = select(records, experiment=experiment, stage="sweep", loss=loss, interaction=head)
   widenings = 0
   while True:
     means = []
@@ -335,7 +336,7 @@ def planned_runs(records, experiments, stages, settings):
     if "sweep" in stages:
       for loss in settings["losses"]:
         for head in settings["heads"]:
-          _, rates = sweep_choice(records, experiment, loss, head, settings)
+          _, rates = sweep_choice(records.records, experiment, loss, head, settings)
           for rate in rates:
             for seed in settings["tuning_seeds"]:
               key = (protocol.EDITION, experiment, "sweep", loss, head, rate, seed)
@@ -345,7 +346,7 @@ def planned_runs(records, experiments, stages, settings):
       for seed in settings["evaluation_seeds"]:
         for loss in settings["losses"]:
           for head in settings["heads"]:
-            rate, _ = sweep_choice(records, experiment, loss, head, settings)
+            rate, _ = sweep_choice(records.records, experiment, loss, head, settings)
             key = (protocol.EDITION, experiment, "seeds", loss, head, rate, seed)
             if rate is None or key not in records:
               todo.append(key[1:])
@@ -467,6 +468,286 @@ def summarize(records, experiment, settings=None):
   return rows, family
 
 
+def completeness(records, experiment, settings):
+  """Per cell of ``experiment`` (``settings``: the one its runs follow), what is done: a list of
+  dicts with ``loss``, ``interaction``, ``sweep_done`` and ``sweep_planned`` (runs at the rates
+  of the sweep's grid so far, times the tuning seeds), ``sweep_final`` (``False`` while a rate is
+  missing, so a widening may still add rates), ``chosen`` (the sweep's rate or ``None``),
+  ``seeds_done`` and ``seeds_planned`` (the evaluation seeds)."""
+  rows = []
+  for loss in settings["losses"]:
+    for head in settings["heads"]:
+      chosen, rates = sweep_choice(records, experiment, loss, head, settings)
+      cell = select(records, experiment=experiment, loss=loss, interaction=head)
+      sweep_done = sum(
+        r["stage"] == "sweep"
+        and r["seed"] in settings["tuning_seeds"]
+        and any(math.isclose(r["learning_rate"], rate, rel_tol=1e-9) for rate in rates)
+        for r in cell
+      )
+      seeds_done = len(
+        {
+          r["seed"]
+          for r in cell
+          if r["stage"] == "seeds" and r["seed"] in settings["evaluation_seeds"]
+        }
+      )
+      rows.append(
+        {
+          "loss": loss,
+          "interaction": head,
+          "sweep_done": sweep_done,
+          "sweep_planned": len(rates) * len(settings["tuning_seeds"]),
+          "sweep_final": chosen is not None,
+          "chosen": chosen,
+          "seeds_done": seeds_done,
+          "seeds_planned": len(settings["evaluation_seeds"]),
+        }
+      )
+  return rows
+
+
+def _experiment_settings(records, experiment):
+  """The settings of the first record of ``experiment`` (a grid file holds one per experiment)."""
+  return next(r["settings"] for r in records if r["experiment"] == experiment)
+
+
+def _completeness_section(records, experiments):
+  lines, done, planned, final = [], 0, 0, True
+  table = ["| experiment | stage | runs done | runs planned |", "|---|---|---|---|"]
+  cells = []
+  for experiment in experiments:
+    rows = completeness(records, experiment, _experiment_settings(records, experiment))
+    sweep = (sum(r["sweep_done"] for r in rows), sum(r["sweep_planned"] for r in rows))
+    seeds = (sum(r["seeds_done"] for r in rows), sum(r["seeds_planned"] for r in rows))
+    open_sweep = not all(r["sweep_final"] for r in rows)
+    final = final and not open_sweep
+    table.append(f"| {experiment} | sweep | {sweep[0]} | {'>= ' if open_sweep else ''}{sweep[1]} |")
+    table.append(f"| {experiment} | seeds | {seeds[0]} | {seeds[1]} |")
+    done, planned = done + sweep[0] + seeds[0], planned + sweep[1] + seeds[1]
+    cells += [f"#### {experiment}, per cell", ""]
+    cells += ["| loss | head | sweep runs | chosen lr | seeds |", "|---|---|---|---|---|"]
+    for r in rows:
+      rate = "-" if r["chosen"] is None else f"{r['chosen']:g}"
+      cells.append(
+        f"| {r['loss']} | {r['interaction']} | {r['sweep_done']} / "
+        f"{'' if r['sweep_final'] else '>= '}{r['sweep_planned']} | {rate} | "
+        f"{r['seeds_done']} / {r['seeds_planned']} |"
+      )
+    cells.append("")
+  if done >= planned and final:
+    status = f"**Complete**: all {planned} planned runs of {', '.join(experiments)} are recorded."
+  else:
+    status = (
+      f"**INCOMPLETE: {done} of {'at least ' if not final else ''}{planned} planned runs "
+      f"recorded ({done / max(planned, 1):.0%}). Every figure below is provisional: cells with "
+      "fewer seeds than planned, or with no seeds yet, are not the protocol's comparisons.**"
+    )
+  not_run = [e for e in EXPERIMENTS if e not in experiments]
+  lines += ["## Completeness", "", status, ""] + table + [""]
+  if not_run:
+    lines += [f"Experiments of the protocol with no record: {', '.join(not_run)}.", ""]
+  return lines + cells
+
+
+def expected_loss_configs(losses):
+  """``{loss: get_config()}`` (JSON-normalised, as runs record it) of every loss of ``losses``,
+  built with the protocol's ``LOSS_KWARGS``: the pre-declared configurations."""
+  from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
+
+  return {
+    loss: json.loads(
+      json.dumps(
+        losses_lib.get(loss, **protocol.LOSS_KWARGS.get(loss, {})).get_config(), default=str
+      )
+    )
+    for loss in losses
+  }
+
+
+def reachable_rates(settings):
+  """The rates a sweep following ``settings`` can run: its grid and up to ``max_widenings``
+  rates beyond each edge (:func:`grid_protocol.widened`)."""
+  rates = set(settings["learning_rates"])
+  for edge in ("low", "high"):
+    grid = sorted(settings["learning_rates"])
+    for _ in range(settings["max_widenings"]):
+      grid = protocol.widened(grid, 0 if edge == "low" else len(grid) - 1)
+      rates.update(grid)
+  return sorted(rates)
+
+
+def _describe_setting(field, declared, recorded):
+  if field == "max_epochs" and recorded > declared and recorded % declared == 0:
+    return (
+      f"epoch budget {recorded} instead of {declared} (x{recorded // declared}, the convergence "
+      "rule's 'train longer')"
+    )
+  if isinstance(declared, list) and isinstance(recorded, list):
+    missing = [v for v in declared if v not in recorded]
+    added = [v for v in recorded if v not in declared]
+    parts = ([f"without {missing}"] if missing else []) + ([f"with {added} added"] if added else [])
+    return f"`{field}` {recorded}, pre-registered {declared}" + (
+      f" ({'; '.join(parts)})" if parts else " (other order)"
+    )
+  return f"`{field}` {recorded!r}, pre-registered {declared!r}"
+
+
+def protocol_deviations(records, registered_losses=None, loss_configs=None, declared=None):
+  """The report's "Deviations from the protocol", as lines of text (empty: none).
+
+  Found in the records, per experiment: settings that differ from what the protocol declares
+  (:func:`grid_settings`; smoke records are compared with ``SMOKE``), sweep rates outside
+  :func:`reachable_rates`, seeds-stage runs at another rate than the sweep chose, seeds outside
+  the declared ones, loss configurations other than ``loss_configs`` (default
+  :func:`expected_loss_configs`), the convergence rule unmet on a finished stage, and planned
+  runs without a record; then the hand-declared ``declared`` (default
+  ``grid_protocol.DEVIATIONS``), each ``(date, experiment, what, why)``.
+
+  Args:
+    records: the records (a list of dicts).
+    registered_losses: loss names the protocol's Top-K rule reads (default
+      ``tfrank4class.losses.names()``).
+    loss_configs: ``{loss: config}`` the runs should have recorded.
+    declared: the hand-declared deviations.
+  """
+  if registered_losses is None:
+    from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
+
+    registered_losses = losses_lib.names()
+  declared = protocol.DEVIATIONS if declared is None else declared
+  lines = []
+  experiments = [e for e in EXPERIMENTS if any(r["experiment"] == e for r in records)]
+  if "clean" not in experiments and records:
+    lines.append("clean: the primary experiment has no record.")
+  for experiment in experiments:
+    runs = [r for r in records if r["experiment"] == experiment]
+    variants = {json.dumps(r["settings"], sort_keys=True) for r in runs}
+    if len(variants) > 1:
+      lines.append(f"{experiment}: the runs follow {len(variants)} different settings.")
+    settings = runs[0]["settings"]
+    expected = grid_settings(registered_losses, smoke=bool(settings.get("smoke")))
+    for field in sorted(set(expected) | set(settings)):
+      if settings.get(field) != expected.get(field):
+        lines.append(
+          f"{experiment}: " + _describe_setting(field, expected.get(field), settings.get(field))
+        )
+    allowed = reachable_rates(expected)
+    outside = sorted(
+      {
+        (r["loss"], r["interaction"], r["learning_rate"])
+        for r in runs
+        if r["stage"] == "sweep"
+        and not any(math.isclose(r["learning_rate"], a, rel_tol=1e-9) for a in allowed)
+      }
+    )
+    for loss, head, rate in outside:
+      lines.append(
+        f"{experiment}: sweep of {loss} + {head} at lr {rate:g}, outside the pre-registered "
+        f"rates {[f'{a:g}' for a in allowed]}."
+      )
+    for stage, seeds in (("sweep", "tuning_seeds"), ("seeds", "evaluation_seeds")):
+      extra = sorted({r["seed"] for r in runs if r["stage"] == stage} - set(expected[seeds]))
+      if extra:
+        lines.append(
+          f"{experiment}: {stage} runs with seeds {extra}, not among the declared "
+          f"{expected[seeds]}."
+        )
+    rows = completeness(records, experiment, settings)
+    chosen = {(r["loss"], r["interaction"]): r["chosen"] for r in rows}
+    for r in runs:
+      rate = chosen.get((r["loss"], r["interaction"]))
+      if (
+        r["stage"] == "seeds"
+        and rate is not None
+        and not math.isclose(r["learning_rate"], rate, rel_tol=1e-9)
+      ):
+        lines.append(
+          f"{experiment}: {r['loss']} + {r['interaction']} seed {r['seed']} ran at lr "
+          f"{r['learning_rate']:g}; its sweep chose {rate:g}."
+        )
+    configs = (
+      loss_configs
+      if loss_configs is not None
+      else expected_loss_configs(sorted({r["loss"] for r in runs}))
+    )
+    seen = set()
+    for r in runs:
+      recorded = r.get("loss_config")
+      if r["loss"] in configs and recorded is not None and r["loss"] not in seen:
+        if recorded != configs[r["loss"]]:
+          seen.add(r["loss"])
+          changed = sorted(
+            k
+            for k in set(recorded) | set(configs[r["loss"]])
+            if recorded.get(k) != configs[r["loss"]].get(k)
+          )
+          lines.append(
+            f"{experiment}: {r['loss']} ran with another configuration than the pre-declared "
+            "one ("
+            + ", ".join(
+              f"{k}: {recorded.get(k)!r} instead of {configs[r['loss']].get(k)!r}" for k in changed
+            )
+            + ")."
+          )
+    for stage in STAGES:
+      stage_done = all(
+        (r["sweep_final"] and r["sweep_done"] >= r["sweep_planned"])
+        if stage == "sweep"
+        else r["seeds_done"] >= r["seeds_planned"]
+        for r in rows
+      )
+      stage_runs = [r for r in runs if r["stage"] == stage]
+      if stage == "sweep":
+        stage_runs = [
+          r
+          for r in stage_runs
+          if chosen.get((r["loss"], r["interaction"])) is not None
+          and math.isclose(r["learning_rate"], chosen[(r["loss"], r["interaction"])], rel_tol=1e-9)
+        ]
+      if stage_done and stage_runs:
+        fraction = statistics_lib.converged_fraction(stage_runs)
+        if fraction < protocol.CONVERGED_FRACTION:
+          lines.append(
+            f"{experiment}: the convergence rule is not met on the {stage} stage (best epoch "
+            f"before the last in {fraction:.0%} of its runs, rule >= "
+            f"{protocol.CONVERGED_FRACTION:.0%}) and the stage has not been rerun with the "
+            "budget doubled."
+          )
+    missing_sweep = sum(max(0, r["sweep_planned"] - r["sweep_done"]) for r in rows)
+    missing_seeds = sum(r["seeds_planned"] - r["seeds_done"] for r in rows)
+    short = [r for r in rows if 0 < r["seeds_done"] < r["seeds_planned"]]
+    if missing_sweep or missing_seeds:
+      lines.append(
+        f"{experiment}: runs missing: {missing_sweep} sweep run(s) and {missing_seeds} seeds "
+        f"run(s) of the planned ones have no record"
+        + (
+          "; cells with fewer seeds than the "
+          f"{rows[0]['seeds_planned']} declared: "
+          + ", ".join(f"{r['loss']} + {r['interaction']} ({r['seeds_done']})" for r in short)
+          if short
+          else ""
+        )
+        + "."
+      )
+  for entry in declared:
+    if len(entry) != 4:
+      raise ValueError(
+        f"A declared deviation must be (date, experiment, what, why), got {entry!r}."
+      )
+    date, experiment, what, why = entry
+    lines.append(f"{experiment} ({date}, declared): {what}. Why: {why}")
+  return lines
+
+
+def _deviations_section(records, registered_losses=None, loss_configs=None, declared=None):
+  found = protocol_deviations(records, registered_losses, loss_configs, declared)
+  lines = ["## Deviations from the protocol", ""]
+  if not found:
+    return lines + ["None.", ""]
+  return lines + [f"- {line}" for line in found] + [""]
+
+
 def _verdict(entry):
   if entry["holm_p"] >= protocol.ALPHA:
     return "no difference detected"
@@ -477,8 +758,16 @@ def _signed(value):
   return "-" if value is None else f"{value:+.4f}"
 
 
-def write_report(records, md_path, png_path):
-  """Writes the markdown report and the forest plot of ``records`` (a list of dicts)."""
+def write_report(
+  records, md_path, png_path, registered_losses=None, loss_configs=None, declared=None
+):
+  """Writes the markdown report and the forest plot of ``records`` (a list of dicts).
+
+  The report opens with how complete the grid is and with its deviations from the protocol
+  (:func:`protocol_deviations`, which takes ``registered_losses``, ``loss_configs`` and
+  ``declared``), then one section per experiment.
+  """
+  experiments = [e for e in EXPERIMENTS if any(r["experiment"] == e for r in records)]
   lines = [
     "# Which loss and which head? Evidence grid, second edition",
     "",
@@ -490,7 +779,8 @@ def write_report(records, md_path, png_path):
     "first Holm step, alpha / family size). Paper: Rank4Class Table 7 (BERT, single runs).",
     "",
   ]
-  experiments = [e for e in EXPERIMENTS if any(r["experiment"] == e for r in records)]
+  lines += _completeness_section(records, experiments)
+  lines += _deviations_section(records, registered_losses, loss_configs, declared)
   plots = []
   for experiment in experiments:
     rows, family = summarize(records, experiment)

@@ -153,3 +153,184 @@ def test_noisy_labels():
 
 def test_examples():  # benchmarks/ is outside the suite's doctest collection
   assert doctest.testmod(grid_v2).failed == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Completeness and deviations, on synthetic records that follow the protocol's settings.
+
+REGISTERED = list(grid_protocol.RANKING_LOSSES) + ["smooth_topk_svm_loss"]
+PEAK = 1e-3  # every synthetic cell's validation score peaks at this rate
+
+
+def _record(experiment, stage, loss, head, rate, seed, settings, rng, **changes):
+  validation = 0.7 - 0.01 * (np.log10(rate) - np.log10(PEAK)) ** 2
+  record = {
+    "edition": 2,
+    "experiment": experiment,
+    "stage": stage,
+    "loss": loss,
+    "interaction": head,
+    "learning_rate": rate,
+    "seed": seed,
+    "top_1": float(rng.uniform(0.5, 0.6)),
+    "top_5": float(rng.uniform(0.8, 0.9)),
+    "ndcg_5": float(rng.uniform(0.7, 0.75)),
+    "mrr": float(rng.uniform(0.65, 0.7)),
+    "best_epoch": 5,
+    "epochs_run": 13,
+    "validation": {"ndcg_5": validation},
+    "settings": settings,
+    "dataset": "goemotions",
+    "bruch_slack": 1.0,
+    "loss_config": {"name": loss},
+  }
+  record.update(changes)
+  return grid_v2.check_record(record)
+
+
+def _synthetic_grid(experiment="clean", **setting_changes):
+  """Every run of ``experiment`` under the protocol's settings: the sweep at the 5 rates (seed
+  1000, best at 1e-3, so no widening), then the 6 seeds at 1e-3."""
+  settings = {**grid_v2.grid_settings(REGISTERED), **setting_changes}
+  rng = np.random.default_rng(0)
+  records = []
+  for loss in settings["losses"]:
+    for head in settings["heads"]:
+      for rate in settings["learning_rates"]:
+        records.append(_record(experiment, "sweep", loss, head, rate, 1000, settings, rng))
+      for seed in settings["evaluation_seeds"]:
+        records.append(_record(experiment, "seeds", loss, head, PEAK, seed, settings, rng))
+  return records
+
+
+def _configs(records):
+  return {r["loss"]: {"name": r["loss"]} for r in records}
+
+
+def _deviations(records, declared=()):
+  return grid_v2.protocol_deviations(records, REGISTERED, _configs(records), declared)
+
+
+@pytest.fixture
+def quick_mde(monkeypatch):
+  """The report's minimum detectable effect (tested in tests/test_grid_statistics.py) as a stub:
+  it integrates numerically, which takes seconds per cell of a full synthetic grid."""
+  monkeypatch.setattr(grid_v2.statistics_lib, "minimum_detectable_effect", lambda *a: 0.0)
+
+
+def test_a_complete_grid_on_protocol_has_no_deviation(tmp_path, quick_mde):
+  records = _synthetic_grid()
+  cells = 8 * 3  # 7 ranking losses + 1 Top-K loss, 3 heads
+  assert len(records) == cells * (5 + 6)
+  assert _deviations(records) == []
+  md = tmp_path / "r.md"
+  grid_v2.write_report(records, str(md), str(tmp_path / "r.png"), REGISTERED, _configs(records))
+  text = md.read_text()
+  assert "## Deviations from the protocol\n\nNone." in text
+  assert f"**Complete**: all {cells * 11} planned runs of clean are recorded." in text
+  assert f"| clean | sweep | {cells * 5} | {cells * 5} |" in text
+  assert f"| clean | seeds | {cells * 6} | {cells * 6} |" in text
+  assert "Experiments of the protocol with no record: noise20, noise40" in text
+  assert "INCOMPLETE" not in text
+
+
+def test_a_partial_grid_says_so_with_counts(tmp_path, quick_mde):
+  records = _synthetic_grid()
+  # drop seeds 4 and 5 of softmax (3 cells); the last loss's dot cell loses its two largest
+  # rates (its sweep is unfinished) and all its seeds
+  last = grid_protocol.losses(REGISTERED)[-1]
+  kept = [
+    r
+    for r in records
+    if not (r["stage"] == "seeds" and r["loss"] == "softmax_loss" and r["seed"] >= 4)
+    and not (
+      r["stage"] == "sweep"
+      and r["loss"] == last
+      and r["interaction"] == "dot"
+      and r["learning_rate"] > PEAK
+    )
+    and not (r["stage"] == "seeds" and r["loss"] == last and r["interaction"] == "dot")
+  ]
+  assert len(records) - len(kept) == 3 * 2 + 2 + 6
+  rows = {
+    (r["loss"], r["interaction"]): r
+    for r in grid_v2.completeness(kept, "clean", kept[0]["settings"])
+  }
+  assert rows[("softmax_loss", "concat")]["seeds_done"] == 4
+  assert rows[(last, "dot")] == {
+    "loss": last,
+    "interaction": "dot",
+    "sweep_done": 3,
+    "sweep_planned": 5,
+    "sweep_final": False,
+    "chosen": None,
+    "seeds_done": 0,
+    "seeds_planned": 6,
+  }
+  found = _deviations(kept)
+  assert found == [
+    "clean: runs missing: 2 sweep run(s) and 12 seeds run(s) of the planned ones have no record; "
+    "cells with fewer seeds than the 6 declared: softmax_loss + dot (4), softmax_loss + "
+    "latent_cross (4), softmax_loss + concat (4)."
+  ]
+  md = tmp_path / "r.md"
+  grid_v2.write_report(kept, str(md), str(tmp_path / "r.png"), REGISTERED, _configs(kept), ())
+  text = md.read_text()
+  assert f"**INCOMPLETE: {len(kept)} of at least {len(records)} planned runs recorded" in text
+  assert f"| clean | sweep | {24 * 5 - 2} | >= {24 * 5} |" in text
+  assert f"| clean | seeds | {24 * 6 - 12} | {24 * 6} |" in text
+  assert f"| {last} | dot | 3 / >= 5 | - | 0 / 6 |" in text
+  assert "| softmax_loss | dot | 5 / 5 | 0.001 | 4 / 6 |" in text
+
+
+def test_settings_changed_after_the_first_run_are_deviations():
+  records = _synthetic_grid(max_epochs=300, patience=5)
+  assert _deviations(records) == [
+    "clean: epoch budget 300 instead of 150 (x2, the convergence rule's 'train longer')",
+    "clean: `patience` 5, pre-registered 8",
+  ]
+  fewer = grid_protocol.EVALUATION_SEEDS[:3]
+  records = _synthetic_grid(evaluation_seeds=list(fewer))
+  assert _deviations(records) == [
+    "clean: `evaluation_seeds` [0, 1, 2], pre-registered [0, 1, 2, 3, 4, 5] (without [3, 4, 5])"
+  ]
+
+
+def test_rates_seeds_and_loss_configs_off_the_protocol_are_deviations():
+  records = _synthetic_grid()
+  settings, rng = records[0]["settings"], np.random.default_rng(1)
+  # 0.316 is three factor-sqrt(10) steps above 1e-2: more than the two widenings allowed
+  records.append(_record("clean", "sweep", "softmax_loss", "dot", 0.316, 1000, settings, rng))
+  records.append(_record("clean", "seeds", "softmax_loss", "dot", 0.01, 6, settings, rng))
+  records[0] = {**records[0], "loss_config": {"name": "softmax_loss", "temperature": 2.0}}
+  assert _deviations(records) == [
+    "clean: sweep of softmax_loss + dot at lr 0.316, outside the pre-registered rates "
+    "['9.99e-06', '3.16e-05', '0.0001', '0.000316', '0.001', '0.00316', '0.01', '0.0316', "
+    "'0.0999'].",  # a second widening steps from the rounded 3.16e-05 / 0.0316
+    "clean: seeds runs with seeds [6], not among the declared [0, 1, 2, 3, 4, 5].",
+    "clean: softmax_loss + dot seed 6 ran at lr 0.01; its sweep chose 0.001.",
+    "clean: softmax_loss ran with another configuration than the pre-declared one "
+    "(temperature: 2.0 instead of None).",
+  ]
+
+
+def test_unmet_convergence_and_declared_deviations():
+  records = [
+    {**r, "best_epoch": r["epochs_run"]} if r["stage"] == "seeds" and r["seed"] < 2 else r
+    for r in _synthetic_grid()
+  ]  # 2 of 6 seeds end at the budget: 67 % < 80 %
+  declared = [("2026-11-25", "clean", "patience 8 -> 5", "the budget ran out")]
+  assert _deviations(records, declared) == [
+    "clean: the convergence rule is not met on the seeds stage (best epoch before the last in "
+    "67% of its runs, rule >= 80%) and the stage has not been rerun with the budget doubled.",
+    "clean (2026-11-25, declared): patience 8 -> 5. Why: the budget ran out",
+  ]
+  with pytest.raises(ValueError, match="date, experiment, what, why"):
+    _deviations(records, [("2026-11-25", "patience")])
+  assert grid_protocol.DEVIATIONS == ()  # none declared before the first run
+
+
+def test_smoke_records_are_compared_with_the_smoke_settings(smoke_grid):
+  _, records = smoke_grid
+  found = grid_v2.protocol_deviations(records.records, REGISTERED, declared=())
+  assert not [line for line in found if "pre-registered" in line or "missing" in line]
