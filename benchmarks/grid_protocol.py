@@ -101,6 +101,30 @@ POWER = 0.8
 LABEL_NOISE = (0.2, 0.4)
 NOISE_SEED = 0
 
+# --- Secondary experiment 2: CIFAR-10 end to end ---------------------------------------------
+#: The whole model trained per run on the CIFAR-10 JPEG folder (20,000 training images): 10 % of
+#: each class of train held out for validation (``split_arrays.stratified_holdout``, seed 0:
+#: 18,000 / 2,000), the 10,000 test images as test. Training images are augmented by
+#: ``tfrank4class.data.cifar.preprocess_for_train`` (pad 4, random 32x32 crop, random horizontal
+#: flip, then the per-channel normalisation), with the run's seed; validation and test get the
+#: evaluation preprocessing (the normalisation only). The encoder: the CIFAR VGG16 with batch
+#: normalisation (``tfrank4class.encoders.vgg16_cifar``, the paper's architecture family) at a
+#: quarter of its widths (16 .. 128 filters), a 128-d embedding.
+CIFAR = {
+  "dataset": "cifar10",
+  "folder": "cifar10_jpeg",
+  "validation_fraction": 0.1,
+  "holdout_seed": 0,
+  "encoder": "vgg16_cifar",
+  "encoder_kwargs": {"width_multiplier": 0.25, "embedding_dim": 128},
+  "augmentation": "tfrank4class.data.cifar.preprocess_for_train (pad 4, crop 32, flip)",
+}
+CIFAR_HEADS = ("dot", "latent_cross")
+#: At least 3 seeds, as the protocol asks; the same sweep, tuning seed, patience and budget as
+#: the primary experiment.
+CIFAR_EVALUATION_SEEDS = (0, 1, 2)
+CIFAR_BATCH_SIZE = 128
+
 # --- Deviations ---------------------------------------------------------------------------------
 #: Changes to this protocol made after the first run of the second edition, declared by hand, oldest
 #: first: ``(date "YYYY-MM-DD", experiment or "all", what changed, why)``. The report lists them

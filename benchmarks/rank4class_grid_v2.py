@@ -37,8 +37,14 @@ KEY_FIELDS = ("edition", "experiment", "stage", "loss", "interaction", "learning
 METRICS = ("top_1", "top_5", "ndcg_5", "mrr")
 RECORD_FIELDS = KEY_FIELDS + METRICS + ("best_epoch", "epochs_run", "validation", "settings")
 STAGES = ("sweep", "seeds")
-#: Experiment name -> fraction of noisy training labels (``grid_protocol.LABEL_NOISE``).
-EXPERIMENTS = {"clean": 0.0, **{f"noise{round(100 * p)}": p for p in protocol.LABEL_NOISE}}
+#: Experiment name -> fraction of noisy training labels (``grid_protocol.LABEL_NOISE``); the
+#: experiments of ``IMAGE_EXPERIMENTS`` train the whole image model (``grid_protocol.CIFAR``).
+EXPERIMENTS = {
+  "clean": 0.0,
+  **{f"noise{round(100 * p)}": p for p in protocol.LABEL_NOISE},
+  "cifar10_e2e": 0.0,
+}
+IMAGE_EXPERIMENTS = ("cifar10_e2e",)
 METRIC_NAMES = {"top_1": "Top-1", "top_5": "Top-5", "ndcg_5": "NDCG@5", "mrr": "MRR"}
 #: --smoke: random features, 2 losses, 1 head, 2 seeds, 2 learning rates, 2 epochs.
 SMOKE = dict(
@@ -55,6 +61,26 @@ SMOKE = dict(
   patience=1,
   batch_size=64,
 )
+#: --smoke of ``cifar10_e2e``: a few real images per class (or random ones without a data
+#: folder), a one-layer ``small_cnn`` in place of the VGG16 (building and tracing a 13-layer
+#: model costs seconds per run), 2 losses, 1 head, 2 seeds, 2 learning rates, 2 epochs.
+CIFAR_SMOKE = dict(
+  per_class={"train": 10, "test": 4},
+  losses=("softmax_loss", "approx_ndcg_loss"),
+  heads=("dot",),
+  learning_rates=(1e-3, 1e-2),
+  max_widenings=0,
+  tuning_seeds=(1000,),
+  evaluation_seeds=(0, 1),
+  max_epochs=2,
+  patience=1,
+  batch_size=32,
+  model={
+    **protocol.CIFAR,
+    "encoder": "small_cnn",
+    "encoder_kwargs": {"filters": (4,), "embedding_dim": 8},
+  },
+)
 
 FLAGS = flags.FLAGS
 
@@ -67,7 +93,7 @@ def define_flags():
   flags.DEFINE_string(
     "data_dir",
     os.environ.get("TFRANK4CLASS_DATA", str(ROOT.parent / "shared" / "datasets")),
-    "Folder holding goemotions/.",
+    "Folder holding goemotions/ and cifar10_jpeg/.",
   )
   flags.DEFINE_string(
     "work_dir", str(ROOT / "runs" / "rank4class_grid_v2"), "Feature cache (not committed)."
@@ -86,9 +112,12 @@ def define_flags():
 # Settings and records.
 
 
-def grid_settings(registered_losses, smoke=False, max_epochs=None):
-  """The settings every run records (checked on resume): the protocol's, or ``SMOKE``'s."""
-  if smoke:
+def grid_settings(registered_losses, smoke=False, max_epochs=None, experiment="clean"):
+  """The settings every run of ``experiment`` records (checked on resume): the protocol's, or
+  ``SMOKE``'s (``CIFAR_SMOKE``'s for ``cifar10_e2e``)."""
+  if experiment in IMAGE_EXPERIMENTS:
+    settings = _cifar_settings(registered_losses, smoke)
+  elif smoke:
     settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in SMOKE.items()}
   else:
     settings = {
@@ -113,6 +142,23 @@ def grid_settings(registered_losses, smoke=False, max_epochs=None):
   if max_epochs is not None:
     settings["max_epochs"] = max_epochs
   return json.loads(json.dumps(settings))
+
+
+def _cifar_settings(registered_losses, smoke):
+  if smoke:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in CIFAR_SMOKE.items()}
+  return {
+    "losses": protocol.losses(registered_losses),
+    "heads": list(protocol.CIFAR_HEADS),
+    "learning_rates": protocol.learning_rate_grid(),
+    "max_widenings": protocol.MAX_WIDENINGS,
+    "tuning_seeds": list(protocol.TUNING_SEEDS),
+    "evaluation_seeds": list(protocol.CIFAR_EVALUATION_SEEDS),
+    "max_epochs": protocol.MAX_EPOCHS,
+    "patience": protocol.PATIENCE,
+    "batch_size": protocol.CIFAR_BATCH_SIZE,
+    "model": protocol.CIFAR,
+  }
 
 
 def record_key(record):
@@ -214,6 +260,94 @@ def smoke_features():
   return arrays, {"num_classes": SMOKE["num_classes"], "feature_key": "smoke"}
 
 
+def cifar_splits(data_dir, per_class=None, smoke=False):
+  """``(splits, info)`` of the CIFAR-10 end-to-end experiment (``grid_protocol.CIFAR``).
+
+  ``splits["train"]`` holds uint8 images ``[N, 32, 32, 3]`` (augmented per epoch by
+  :func:`train_input`); ``validation`` (10 % of each class of the training folder,
+  ``split_arrays.stratified_holdout`` with seed 0) and ``test`` hold float32 images with the
+  evaluation preprocessing (``tfrank4class.data.cifar.normalize``). ``per_class``: ``{"train": n,
+  "test": n}`` keeps the first ``n`` files of each class (the smoke configuration). With
+  ``smoke`` and no ``data_dir``: random images of ``CIFAR_SMOKE``'s sizes.
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import split_arrays as arrays_lib  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  from tfrank4class.data import cifar, image_folder  # pylint: disable=g-import-not-at-top
+
+  settings = CIFAR_SMOKE if smoke else {"model": protocol.CIFAR}
+  model = settings["model"]
+  raw = {}
+  if data_dir is None:
+    if not smoke:
+      raise ValueError("`data_dir` must hold cifar10_jpeg/ for the cifar10_e2e experiment.")
+    rng = np.random.default_rng(0)
+    for split, n in CIFAR_SMOKE["per_class"].items():
+      raw[split] = (
+        rng.integers(0, 256, (10 * n, 32, 32, 3), dtype=np.uint8),
+        np.repeat(np.arange(10), n),
+      )
+    names, path = [f"class{i}" for i in range(10)], None
+  else:
+    path = os.path.join(data_dir, model["folder"])
+    for split in ("train", "test"):
+      paths, labels, names = image_folder.list_split(path, split)
+      if per_class:
+        keep = [i for i, y in enumerate(labels) if labels[: i + 1].count(y) <= per_class[split]]
+        paths, labels = [paths[i] for i in keep], [labels[i] for i in keep]
+      decode = image_folder.read_decoder("error")
+      files = tf.data.Dataset.from_tensor_slices((paths, tf.constant(labels, tf.int64)))
+      images = [x.numpy() for x, _ in files.map(decode).batch(1024)]
+      raw[split] = (np.concatenate(images), np.asarray(labels, np.int64))
+  kept, held = arrays_lib.stratified_holdout(
+    raw["train"][1], model["validation_fraction"], seed=model["holdout_seed"]
+  )
+
+  def evaluation(images):
+    return np.concatenate(
+      [
+        cifar.normalize(images[i : i + 1024], model["dataset"]).numpy()
+        for i in range(0, len(images), 1024)
+      ]
+    )
+
+  x, y = raw["train"]
+  splits = {
+    "train": (x[kept], y[kept]),
+    "validation": (evaluation(x[held]), y[held]),
+    "test": (evaluation(raw["test"][0]), raw["test"][1]),
+  }
+  data_key = (
+    "random"
+    if path is None
+    else f"{model['folder']}" + (f" first {per_class} per class" if per_class else "")
+  )
+  return splits, {"num_classes": len(names), "feature_key": data_key}
+
+
+def train_input(images, labels, batch_size, seed, dataset="cifar10"):
+  """The augmented training input of ``cifar10_e2e``: uint8 ``images`` in memory, shuffled and
+  augmented with ``seed`` (reshuffled, and newly augmented, every epoch) through
+  ``tfrank4class.data.options.build_pipeline`` and ``cifar.preprocess_for_train``."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  from tfrank4class.data import cifar  # pylint: disable=g-import-not-at-top
+  from tfrank4class.data import options as options_lib  # pylint: disable=g-import-not-at-top
+
+  options = options_lib.InputOptions(
+    batch_size=batch_size, shuffle_buffer=len(labels), shuffle_seed=seed, deterministic=True
+  )
+  records = tf.data.Dataset.from_tensor_slices((images, tf.constant(labels, tf.int64)))
+  return options_lib.build_pipeline(
+    records,
+    None,
+    lambda image, label, s: (cifar.preprocess_for_train(image, s, dataset), label),
+    options,
+    training=True,
+  )
+
+
 def noisy_labels(labels, fraction, num_classes, seed=protocol.NOISE_SEED):
   """``labels`` with ``round(fraction * N)`` rows (drawn with ``seed``) moved to another class,
   drawn uniformly from the other ``num_classes - 1``; the same rows and classes on every call.
@@ -260,15 +394,23 @@ def train_run(splits, num_classes, loss, head, learning_rate, seed, settings):
 
   keras.utils.set_random_seed(seed)
   x, y = splits["train"]
-  model = grid.head_model(
-    x.shape[1], num_classes, head, () if head == "dot" else settings["hidden_units"]
-  )
+  hidden = () if head == "dot" else settings["hidden_units"]
+  if "model" in settings:  # end to end: the image encoder + head, augmented input
+    from tfrank4class import encoders, heads  # pylint: disable=g-import-not-at-top
+
+    spec = settings["model"]
+    encoder = encoders.get(spec["encoder"], **spec["encoder_kwargs"])
+    model = heads.build_model(encoder, num_classes, interaction=head, hidden_units=hidden)
+    inputs = train_input(x, y, settings["batch_size"], seed, spec["dataset"])
+  else:
+    model = grid.head_model(x.shape[1], num_classes, head, hidden)
+    inputs = grid.arrays_dataset(x, y, settings["batch_size"], shuffle_seed=seed)
   kwargs = settings["loss_kwargs"].get(loss, {})
   grid.compile_model(model, loss, kwargs, learning_rate)
   keep = KeepBestWithPatience(*splits["validation"], monitor=settings["monitor"])
   start = time.perf_counter()
   model.fit(
-    grid.arrays_dataset(x, y, settings["batch_size"], shuffle_seed=seed),
+    inputs,
     epochs=settings["max_epochs"],
     callbacks=[keep],
     verbose=0,
@@ -367,29 +509,54 @@ def run_grid(
     if experiment not in EXPERIMENTS:
       raise ValueError(f"`experiments`: unknown {experiment!r}; allowed: {list(EXPERIMENTS)}.")
   registered = options.get("registered_losses") or losses_lib.names()
-  settings = grid_settings(registered, smoke, options.get("max_epochs"))
+  settings = {
+    e: grid_settings(registered, smoke, options.get("max_epochs"), e) for e in EXPERIMENTS
+  }
   records = open_records(output)
   for record in records.records:
-    if record["settings"] != settings:
+    if record["settings"] != settings[record["experiment"]]:
       raise ValueError(
-        f"{output} holds runs with other settings ({record['settings']!r}) than now "
-        f"({settings!r}); use another --output or move that file away."
+        f"{output} holds runs of {record['experiment']} with other settings "
+        f"({record['settings']!r}) than now ({settings[record['experiment']]!r}); use another "
+        "--output or move that file away."
       )
-  arrays, info = smoke_features() if smoke else minilm_features(work_dir, data_dir)
-  splits = {s: (arrays[f"{s}_x"], arrays[f"{s}_y"]) for s in ("train", "validation", "test")}
+  data = {}
+
+  def experiment_data(experiment):
+    """``(splits, info)`` of ``experiment``, loaded once."""
+    kind = "image" if experiment in IMAGE_EXPERIMENTS else "features"
+    if kind not in data:
+      if kind == "image":
+        per_class = CIFAR_SMOKE["per_class"] if smoke else None
+        data[kind] = cifar_splits(data_dir, per_class, smoke)
+      else:
+        arrays, info = smoke_features() if smoke else minilm_features(work_dir, data_dir)
+        splits = {s: (arrays[f"{s}_x"], arrays[f"{s}_y"]) for s in ("train", "validation", "test")}
+        data[kind] = splits, info
+    return data[kind]
+
   ran, start = 0, time.perf_counter()
   max_runs = options.get("max_runs")
   while True:
-    todo = planned_runs(records, experiments, stages, settings)
+    todo = []
+    for experiment in experiments:
+      todo += planned_runs(records, [experiment], stages, settings[experiment])
     todo = [t for t in todo if t[4] is not None]
     if not todo or (max_runs is not None and ran >= max_runs):
       break
     experiment, stage, loss, head, rate, seed = todo[0]
+    splits, info = experiment_data(experiment)
     x, y = splits["train"]
     if EXPERIMENTS[experiment]:
       y = noisy_labels(y, EXPERIMENTS[experiment], info["num_classes"])
     run_splits = {**splits, "train": (x, y)}
-    result = train_run(run_splits, info["num_classes"], loss, head, rate, seed, settings)
+    result = train_run(
+      run_splits, info["num_classes"], loss, head, rate, seed, settings[experiment]
+    )
+    if experiment in IMAGE_EXPERIMENTS:
+      dataset = protocol.CIFAR["dataset"] if not smoke else "smoke"
+    else:
+      dataset = protocol.DATASET if not smoke else "smoke"
     record = {
       "edition": protocol.EDITION,
       "experiment": experiment,
@@ -398,11 +565,13 @@ def run_grid(
       "interaction": head,
       "learning_rate": rate,
       "seed": seed,
-      "dataset": protocol.DATASET if not smoke else "smoke",
+      "dataset": dataset,
       "feature_key": info["feature_key"],
-      "settings": settings,
+      "settings": settings[experiment],
       **result,
     }
+    if experiment in IMAGE_EXPERIMENTS:
+      record.update({f"n_{s}": int(len(splits[s][1])) for s in splits})
     records.add(record)
     ran += 1
     print(
@@ -619,14 +788,16 @@ def protocol_deviations(records, registered_losses=None, loss_configs=None, decl
   lines = []
   experiments = [e for e in EXPERIMENTS if any(r["experiment"] == e for r in records)]
   if "clean" not in experiments and records:
-    lines.append("clean: the primary experiment has no record.")
+    lines.append("clean: the primary experiment has no record in these records.")
   for experiment in experiments:
     runs = [r for r in records if r["experiment"] == experiment]
     variants = {json.dumps(r["settings"], sort_keys=True) for r in runs}
     if len(variants) > 1:
       lines.append(f"{experiment}: the runs follow {len(variants)} different settings.")
     settings = runs[0]["settings"]
-    expected = grid_settings(registered_losses, smoke=bool(settings.get("smoke")))
+    expected = grid_settings(
+      registered_losses, smoke=bool(settings.get("smoke")), experiment=experiment
+    )
     for field in sorted(set(expected) | set(settings)):
       if settings.get(field) != expected.get(field):
         lines.append(

@@ -334,3 +334,134 @@ def test_smoke_records_are_compared_with_the_smoke_settings(smoke_grid):
   _, records = smoke_grid
   found = grid_v2.protocol_deviations(records.records, REGISTERED, declared=())
   assert not [line for line in found if "pre-registered" in line or "missing" in line]
+
+
+# ---------------------------------------------------------------------------------------------
+# CIFAR-10 end to end (smoke: a few real images per class, a tiny CNN).
+
+CIFAR_SMOKE = grid_v2.CIFAR_SMOKE
+
+
+@pytest.fixture(scope="module")
+def cifar_grid(tmp_path_factory, datasets_dir):
+  tmp = tmp_path_factory.mktemp("grid_v2_cifar")
+  output = tmp / "grid.json"
+  records = grid_v2.run_grid(
+    str(output), str(tmp / "work"), str(datasets_dir), experiments=("cifar10_e2e",), smoke=True
+  )
+  return output, records
+
+
+def test_cifar_records_and_report(cifar_grid, tmp_path):
+  _, records = cifar_grid
+  runs = records.records
+  cells = len(CIFAR_SMOKE["losses"]) * len(CIFAR_SMOKE["heads"])
+  per_cell = len(CIFAR_SMOKE["learning_rates"]) + len(CIFAR_SMOKE["evaluation_seeds"])
+  assert len(runs) == cells * per_cell
+  train, test = CIFAR_SMOKE["per_class"]["train"], CIFAR_SMOKE["per_class"]["test"]
+  for r in runs:
+    assert r["experiment"] == "cifar10_e2e" and r["dataset"] == "smoke"
+    assert r["settings"]["model"]["encoder"] == "small_cnn"
+    assert r["settings"]["model"]["validation_fraction"] == 0.1
+    # round(0.1 * 10) = 1 image of each of the 10 classes is held out for validation
+    assert (r["n_train"], r["n_validation"], r["n_test"]) == (10 * (train - 1), 10, 10 * test)
+    assert 1 <= r["best_epoch"] <= r["epochs_run"] <= CIFAR_SMOKE["max_epochs"]
+    assert r["test_scores_finite"]
+  for loss in CIFAR_SMOKE["losses"]:
+    sweep = {
+      r["learning_rate"]: r["validation"]["ndcg_5"]
+      for r in runs
+      if r["stage"] == "sweep" and r["loss"] == loss
+    }
+    best = max(sorted(sweep), key=lambda rate: sweep[rate])
+    assert {r["learning_rate"] for r in runs if r["stage"] == "seeds" and r["loss"] == loss} == {
+      best
+    }
+  md = tmp_path / "r.md"
+  grid_v2.write_report(runs, str(md), str(tmp_path / "r.png"))
+  text = md.read_text()
+  assert "## cifar10_e2e" in text and "Holm family: 1 cells" in text
+  assert f"**Complete**: all {len(runs)} planned runs of cifar10_e2e are recorded." in text
+  assert "clean: the primary experiment has no record" in text
+  assert "`" not in text.split("## Deviations from the protocol")[1].split("## cifar10_e2e")[0]
+
+
+def test_cifar_protocol_settings():
+  settings = grid_v2.grid_settings(REGISTERED, experiment="cifar10_e2e")
+  assert settings["heads"] == ["dot", "latent_cross"]
+  assert settings["evaluation_seeds"] == [0, 1, 2]
+  assert settings["learning_rates"] == grid_protocol.learning_rate_grid()
+  assert (settings["patience"], settings["max_epochs"]) == (8, 150)
+  assert settings["losses"] == grid_protocol.losses(REGISTERED)
+  assert settings["model"]["encoder"] == "vgg16_cifar"
+  # the primary experiment's settings are unchanged by the CIFAR experiment
+  assert grid_v2.grid_settings(REGISTERED) == grid_v2.grid_settings(REGISTERED, experiment="clean")
+  assert "model" not in grid_v2.grid_settings(REGISTERED, experiment="noise20")
+
+
+def test_cifar_splits_hold_out_a_tenth_of_each_class(datasets_dir):
+  from PIL import Image
+
+  per_class = {"train": 10, "test": 2}
+  splits, info = grid_v2.cifar_splits(str(datasets_dir), per_class)
+  assert info["num_classes"] == 10
+  (x, y), (vx, vy), (tx, ty) = splits["train"], splits["validation"], splits["test"]
+  assert x.dtype == np.uint8 and x.shape == (90, 32, 32, 3)
+  assert np.bincount(vy).tolist() == [1] * 10 and np.bincount(y).tolist() == [9] * 10
+  assert tx.shape == (20, 32, 32, 3) and np.bincount(ty).tolist() == [2] * 10
+  # the evaluation preprocessing, written out: (pixel / 255 - mean) / std, CIFAR-10's statistics
+  mean = np.array([0.4914, 0.4822, 0.4465])
+  std = np.array([0.2470, 0.2435, 0.2616])
+  root = datasets_dir / "cifar10_jpeg" / "test"
+  first = sorted((root / sorted(p.name for p in root.iterdir())[0]).iterdir())[0]
+  pixels = np.asarray(Image.open(first).convert("RGB"), np.float64)
+  expected = (pixels / 255.0 - mean) / std
+  # PIL's and TensorFlow's JPEG decoders differ by a few levels (1 level ~ 0.016 here)
+  assert np.abs(tx[0] - expected).max() < 0.1 and np.abs(tx[0] - expected).mean() < 0.02
+  # train and validation partition the first 10 training images of each class
+  everything = np.concatenate([x, np.round((vx * std + mean) * 255.0).astype(np.uint8)])
+  assert len({im.tobytes() for im in everything}) == 100
+
+
+def test_train_input_augments_with_the_seed():
+  rng = np.random.default_rng(0)
+  images = rng.integers(0, 256, (6, 32, 32, 3), dtype=np.uint8)
+  labels = np.arange(6)
+  mean = np.array([0.4914, 0.4822, 0.4465])
+  std = np.array([0.2470, 0.2435, 0.2616])
+  padded = np.pad(images, [(0, 0), (4, 4), (4, 4), (0, 0)])
+
+  def epochs(seed):
+    dataset = grid_v2.train_input(images, labels, batch_size=6, seed=seed)
+    return [tuple(t.numpy() for t in next(iter(dataset))) for _ in range(2)]
+
+  first = epochs(7)
+  for batch, label in first:
+    for image, y in zip(batch, label):
+      pixels = np.round((image * std + mean) * 255.0)
+      crops = [
+        c
+        for i in range(9)
+        for j in range(9)
+        for c in (
+          padded[y, i : i + 32, j : j + 32],
+          padded[y, i : i + 32, j : j + 32, ::-1][:, ::-1],
+        )
+      ]
+      # a pad-4 crop of its own image, flipped or not
+      assert any(np.array_equal(pixels, c) for c in crops) or any(
+        np.array_equal(pixels, c[:, ::-1]) for c in crops
+      )
+  assert not np.array_equal(first[0][0], first[1][0])  # each epoch is augmented anew
+  again = epochs(7)
+  np.testing.assert_array_equal(first[0][0], again[0][0])  # and the seed fixes it
+
+
+def test_one_file_holds_every_experiment(smoke_grid, cifar_grid, tmp_path):
+  path = tmp_path / "grid.json"
+  both = json.loads(smoke_grid[0].read_text()) + json.loads(cifar_grid[0].read_text())
+  path.write_text(json.dumps(both))
+  resumed = grid_v2.run_grid(
+    str(path), str(tmp_path / "work"), None, experiments=("clean", "cifar10_e2e"), smoke=True
+  )
+  assert resumed.records == both  # nothing to rerun, and no settings clash between experiments
