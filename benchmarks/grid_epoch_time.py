@@ -10,13 +10,22 @@ Usage (from the repository root):
   nice .venv/bin/python benchmarks/grid_epoch_time.py --heads=dot
   .venv/bin/python benchmarks/grid_epoch_time.py --losses=softmax_loss --heads=dot,concat
   .venv/bin/python benchmarks/grid_epoch_time.py --quick   # two losses, dot, tiny sizes
+  nice .venv/bin/python benchmarks/grid_epoch_time.py --experiment=cifar10_e2e \
+    --losses=softmax_loss --heads=dot --epochs=3
 The table also goes to ``grid_epoch_time.md`` in the output folder.
+
+``--experiment=cifar10_e2e`` times the CIFAR-10 end-to-end experiment instead, on the real
+images under ``--data_dir`` (the whole training folder and test split, as the grid reads them):
+each configuration trains ``--epochs`` epochs through the grid's own run
+(``rank4class_grid_v2.train_run``, patience off) and the table adds the test Top-1 and the best
+validation NDCG@5 reached, a first sign of where the model is heading (not its converged value).
 """
 
+import os
 import time
 
 import grid_protocol as protocol
-from _common import OUT, setup_tensorflow  # noqa: E402  (puts the repository on sys.path)
+from _common import OUT, ROOT, setup_tensorflow  # noqa: E402  (puts the repository on sys.path)
 from absl import app, flags
 
 FLAGS = flags.FLAGS
@@ -27,6 +36,12 @@ flags.DEFINE_integer("train_size", 36308, "Training rows.")
 flags.DEFINE_integer("validation_size", 4548, "Validation rows.")
 flags.DEFINE_bool("quick", False, "softmax and mean squared, dot head, 64/32 rows, 1 epoch.")
 flags.DEFINE_integer("threads", 0, "TensorFlow intra/inter-op threads (0: TensorFlow's default).")
+flags.DEFINE_enum("experiment", "clean", ["clean", "cifar10_e2e"], "Which experiment's runs.")
+flags.DEFINE_string(
+  "data_dir",
+  os.environ.get("TFRANK4CLASS_DATA", str(ROOT.parent / "shared" / "datasets")),
+  "Folder holding cifar10_jpeg/ (--experiment=cifar10_e2e).",
+)
 
 FEATURE_DIM, NUM_CLASSES = 384, 28
 
@@ -56,10 +71,50 @@ def epoch_seconds(loss, head, epochs, train_size, validation_size):
   return (time.perf_counter() - wall) / epochs, (time.process_time() - cpu) / epochs
 
 
+def cifar_epoch_seconds(splits, num_classes, loss, head, epochs, settings):
+  """``(wall, cpu, result)`` per epoch of ``loss`` + ``head`` in the CIFAR-10 end-to-end run."""
+  import rank4class_grid_v2 as grid_v2  # pylint: disable=g-import-not-at-top
+
+  settings = dict(settings, max_epochs=epochs, patience=epochs)
+  wall, cpu = time.perf_counter(), time.process_time()
+  result = grid_v2.train_run(splits, num_classes, loss, head, 1e-3, 0, settings)
+  return (time.perf_counter() - wall) / epochs, (time.process_time() - cpu) / epochs, result
+
+
+def main_cifar(heads):
+  import rank4class_grid_v2 as grid_v2  # pylint: disable=g-import-not-at-top
+
+  from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
+
+  start = time.perf_counter()
+  splits, info = grid_v2.cifar_splits(FLAGS.data_dir)
+  print(f"loading: {time.perf_counter() - start:.0f}s wall", flush=True)
+  settings = grid_v2.grid_settings(losses_lib.names(), experiment="cifar10_e2e")
+  lines = [
+    "| loss | head | wall s / epoch | CPU s / epoch | epochs | test Top-1 | best val NDCG@5 |",
+    "|---|---|---|---|---|---|---|",
+  ]
+  print("\n".join(lines))
+  for loss in FLAGS.losses or ["softmax_loss"]:
+    for head in heads:
+      wall, cpu, r = cifar_epoch_seconds(
+        splits, info["num_classes"], loss, head, FLAGS.epochs, settings
+      )
+      lines.append(
+        f"| {loss} | {head} | {wall:.1f} | {cpu:.1f} | {FLAGS.epochs} | {r['top_1']:.4f} | "
+        f"{r['validation']['ndcg_5']:.4f} |"
+      )
+      print(lines[-1], flush=True)
+  OUT.mkdir(parents=True, exist_ok=True)
+  (OUT / "grid_epoch_time_cifar10.md").write_text("\n".join(lines) + "\n")
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   setup_tensorflow(FLAGS.threads)
+  if FLAGS.experiment == "cifar10_e2e":
+    return main_cifar(FLAGS.heads)
   from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
 
   if FLAGS.quick:

@@ -925,6 +925,86 @@ def _verdict(entry):
   return "higher" if entry["interval"].mean > 0 else "lower"
 
 
+README_HEADER = (
+  "| experiment | runs | softmax + dot: Top-1 / NDCG@5 | other cells on NDCG@5 (Holm): higher "
+  "/ no difference / lower | best other cell: Δ NDCG@5 [95 % CI], Holm p | use |",
+  "|---|---|---|---|---|---|",
+)
+
+
+def recommendation(records, experiment):
+  """The README's summary of ``experiment``, recomputed from its records, or ``None`` before its
+  baseline has seeds.
+
+  Returns a dict: ``baseline`` (mean Top-1 and NDCG@5 of softmax + dot over its seeds),
+  ``counts`` (cells other than the baseline by their Holm verdict on NDCG@5: ``higher``,
+  ``no difference detected``, ``lower``), ``best`` (the cell with the highest mean NDCG@5, with
+  its paired interval and Holm p), ``use`` (softmax + dot unless some cell is detectably higher
+  on NDCG@5 after Holm; then the one of those with the largest mean difference), ``done`` and
+  ``planned`` runs (:func:`completeness`) and ``train_hours`` (the records' ``train_seconds``).
+  """
+  rows, _ = summarize(records, experiment)
+  base = select(
+    records,
+    experiment=experiment,
+    stage="seeds",
+    loss=protocol.BASELINE[0],
+    interaction=protocol.BASELINE[1],
+  )
+  if not base or not rows:
+    return None
+  verdicts = [_verdict(row["metrics"][protocol.PRIMARY_ENDPOINT]) for row in rows]
+  best = max(rows, key=lambda row: row["metrics"][protocol.PRIMARY_ENDPOINT]["mean"])
+  higher = [row for row, v in zip(rows, verdicts) if v == "higher"]
+  use = protocol.BASELINE
+  if higher:
+    top = max(higher, key=lambda row: row["metrics"][protocol.PRIMARY_ENDPOINT]["interval"].mean)
+    use = (top["loss"], top["interaction"])
+  cells = completeness(records, experiment, _experiment_settings(records, experiment))
+  runs = [r for r in records if r["experiment"] == experiment]
+  return {
+    "experiment": experiment,
+    "baseline": {m: sum(r[m] for r in base) / len(base) for m in ("top_1", "ndcg_5")},
+    "counts": {v: verdicts.count(v) for v in ("higher", "no difference detected", "lower")},
+    "best": {
+      "cell": (best["loss"], best["interaction"]),
+      "interval": best["metrics"][protocol.PRIMARY_ENDPOINT]["interval"],
+      "holm_p": best["metrics"][protocol.PRIMARY_ENDPOINT]["holm_p"],
+    },
+    "use": use,
+    "done": len(runs),
+    "planned": sum(c["sweep_planned"] + c["seeds_planned"] for c in cells),
+    "complete": all(
+      c["sweep_final"]
+      and c["sweep_done"] >= c["sweep_planned"]
+      and c["seeds_done"] >= c["seeds_planned"]
+      for c in cells
+    ),
+    "train_hours": sum(r.get("train_seconds", 0.0) for r in runs) / 3600.0,
+  }
+
+
+def readme_table(records):
+  """The README's table of the second edition (``README_HEADER`` and one row per experiment with
+  a :func:`recommendation`), as lines of markdown."""
+  lines = list(README_HEADER)
+  for experiment in EXPERIMENTS:
+    summary = recommendation(records, experiment)
+    if summary is None:
+      continue
+    i = summary["best"]["interval"]
+    status = "complete" if summary["complete"] else "INCOMPLETE"
+    lines.append(
+      f"| {experiment} | {summary['done']} of {summary['planned']} ({status}), "
+      f"{summary['train_hours']:.1f} h of training | {summary['baseline']['top_1']:.4f} / "
+      f"{summary['baseline']['ndcg_5']:.4f} | "
+      + " / ".join(str(n) for n in summary["counts"].values())
+      + f" | {' + '.join(summary['best']['cell'])}: {i.mean:+.4f} [{i.low:+.4f}, {i.high:+.4f}]"
+      f", Holm p {summary['best']['holm_p']:.3g} | {' + '.join(summary['use'])} |"
+    )
+  return lines
+
+
 def _signed(value):
   return "-" if value is None else f"{value:+.4f}"
 
@@ -952,6 +1032,8 @@ def write_report(
   ]
   lines += _completeness_section(records, experiments)
   lines += _deviations_section(records, registered_losses, loss_configs, declared)
+  lines += ["## Summary (the README's table, recomputed from these records)", ""]
+  lines += readme_table(records) + [""]
   plots = []
   for experiment in experiments:
     rows, family = summarize(records, experiment)

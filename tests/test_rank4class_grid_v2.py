@@ -4,6 +4,7 @@ against scipy, label noise."""
 
 import doctest
 import json
+import pathlib
 
 import grid_protocol
 import numpy as np
@@ -465,3 +466,99 @@ def test_one_file_holds_every_experiment(smoke_grid, cifar_grid, tmp_path):
     str(path), str(tmp_path / "work"), None, experiments=("clean", "cifar10_e2e"), smoke=True
   )
   assert resumed.records == both  # nothing to rerun, and no settings clash between experiments
+
+
+# ---------------------------------------------------------------------------------------------
+# The README's recommendation, recomputed from the records.
+
+EFFECTS = {  # (loss, head): (true mean difference in NDCG@5, noise SD of a seed)
+  ("approx_ndcg_loss", "latent_cross"): (0.02, 0.001),
+  ("gumbel_approx_ndcg_loss", "dot"): (0.01, 0.001),
+  ("mean_squared_loss", "dot"): (-0.02, 0.001),
+  ("pairwise_logistic_loss", "dot"): (0.03, 0.05),
+}
+
+
+def _grid_with_effects():
+  rng = np.random.default_rng(3)
+  records = []
+  for r in _synthetic_grid():
+    if r["stage"] == "seeds":
+      cell = (r["loss"], r["interaction"])
+      effect, sd = EFFECTS.get(cell, (0.0, 0.002))
+      noise = 0.0 if cell == grid_protocol.BASELINE else rng.normal(0.0, sd)
+      r = {**r, "ndcg_5": 0.7 + 0.01 * r["seed"] + effect + noise, "train_seconds": 360.0}
+    records.append(r)
+  return records
+
+
+def _holm(p):
+  order, m = np.argsort(p), len(p)
+  adjusted, running = np.empty(m), 0.0
+  for rank, i in enumerate(order):
+    running = max(running, min(1.0, (m - rank) * p[i]))
+    adjusted[i] = running
+  return adjusted
+
+
+def test_recommendation_against_scipy_and_holm_by_hand(quick_mde):
+  records = _grid_with_effects()
+  seeds = [r for r in records if r["stage"] == "seeds"]
+  by_cell = {}
+  for r in seeds:
+    by_cell.setdefault((r["loss"], r["interaction"]), {})[r["seed"]] = r["ndcg_5"]
+  base = by_cell.pop(grid_protocol.BASELINE)
+  cells = list(by_cell)
+  a = {c: np.array([by_cell[c][s] for s in range(6)]) for c in cells}
+  b = np.array([base[s] for s in range(6)])
+  p = np.array([stats.ttest_rel(a[c], b).pvalue for c in cells])
+  holm = _holm(p)
+  diff = {c: (a[c] - b).mean() for c in cells}
+  verdict = {
+    c: "no difference detected" if h >= 0.05 else ("higher" if diff[c] > 0 else "lower")
+    for c, h in zip(cells, holm)
+  }
+  summary = grid_v2.recommendation(records, "clean")
+  assert summary["counts"] == {
+    v: list(verdict.values()).count(v) for v in ("higher", "no difference detected", "lower")
+  }
+  assert verdict[("approx_ndcg_loss", "latent_cross")] == "higher"
+  assert verdict[("mean_squared_loss", "dot")] == "lower"
+  assert verdict[("pairwise_logistic_loss", "dot")] == "no difference detected"
+  best = max(cells, key=lambda c: a[c].mean())
+  assert summary["best"]["cell"] == best
+  assert summary["best"]["interval"].mean == pytest.approx(diff[best], abs=1e-12)
+  assert summary["best"]["holm_p"] == pytest.approx(holm[cells.index(best)], rel=1e-8)
+  higher = [c for c in cells if verdict[c] == "higher"]
+  assert summary["use"] == max(higher, key=diff.get) == ("approx_ndcg_loss", "latent_cross")
+  assert summary["baseline"]["ndcg_5"] == pytest.approx(b.mean())
+  assert (summary["done"], summary["planned"], summary["complete"]) == (264, 264, True)
+  assert summary["train_hours"] == pytest.approx(len(seeds) * 0.1)
+  row = grid_v2.readme_table(records)[2]
+  assert row.startswith("| clean | 264 of 264 (complete), 14.4 h of training | ")
+  assert row.endswith(" | approx_ndcg_loss + latent_cross |")
+
+
+def test_recommendation_is_softmax_dot_when_nothing_is_higher(quick_mde):
+  records = [
+    {**r, "ndcg_5": r["ndcg_5"] - 0.05}
+    if r["stage"] == "seeds" and r["loss"] in ("approx_ndcg_loss", "gumbel_approx_ndcg_loss")
+    else r
+    for r in _grid_with_effects()
+  ]
+  summary = grid_v2.recommendation(records, "clean")
+  assert summary["use"] == grid_protocol.BASELINE
+  partial = [r for r in records if not (r["stage"] == "seeds" and r["seed"] == 5)]
+  assert "(INCOMPLETE)" in grid_v2.readme_table(partial)[2]
+  assert grid_v2.recommendation([r for r in records if r["stage"] == "sweep"], "clean") is None
+
+
+def test_readme_second_edition_table_is_the_records_recomputed():
+  """The README's second-edition table, once it has one, is ``readme_table`` of the committed
+  records; until the grid has results the README has none."""
+  readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+  if grid_v2.README_HEADER[0] not in readme:
+    pytest.skip("README.md has no second-edition table yet (the grid has no results).")
+  path = pathlib.Path(__file__).parents[1] / "benchmarks" / "out" / "rank4class_grid_v2.json"
+  table = grid_v2.readme_table(json.loads(path.read_text()))
+  assert "\n".join(table) in readme
