@@ -34,7 +34,12 @@ flags.DEFINE_list("heads", list(protocol.HEADS), "Heads.")
 flags.DEFINE_integer("epochs", 2, "Epochs per configuration (the first one includes tracing).")
 flags.DEFINE_integer("train_size", 36308, "Training rows.")
 flags.DEFINE_integer("validation_size", 4548, "Validation rows.")
-flags.DEFINE_bool("quick", False, "softmax and mean squared, dot head, 64/32 rows, 1 epoch.")
+flags.DEFINE_bool(
+  "quick",
+  False,
+  "softmax and mean squared, dot head, 64/32 rows, 1 epoch (cifar10_e2e: softmax, dot, the "
+  "grid's smoke images and CNN, 1 epoch).",
+)
 flags.DEFINE_integer("threads", 0, "TensorFlow intra/inter-op threads (0: TensorFlow's default).")
 flags.DEFINE_enum("experiment", "clean", ["clean", "cifar10_e2e"], "Which experiment's runs.")
 flags.DEFINE_string(
@@ -87,9 +92,10 @@ def main_cifar(heads):
   from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
 
   start = time.perf_counter()
-  splits, info = grid_v2.cifar_splits(FLAGS.data_dir)
+  per_class = grid_v2.CIFAR_SMOKE["per_class"] if FLAGS.quick else None
+  splits, info = grid_v2.cifar_splits(FLAGS.data_dir, per_class, smoke=FLAGS.quick)
   print(f"loading: {time.perf_counter() - start:.0f}s wall", flush=True)
-  settings = grid_v2.grid_settings(losses_lib.names(), experiment="cifar10_e2e")
+  settings = grid_v2.grid_settings(losses_lib.names(), smoke=FLAGS.quick, experiment="cifar10_e2e")
   lines = [
     "| loss | head | wall s / epoch | CPU s / epoch | epochs | test Top-1 | best val NDCG@5 |",
     "|---|---|---|---|---|---|---|",
@@ -114,7 +120,9 @@ def main(argv):
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   setup_tensorflow(FLAGS.threads)
   if FLAGS.experiment == "cifar10_e2e":
-    return main_cifar(FLAGS.heads)
+    if FLAGS.quick:  # the grid's CIFAR smoke configuration: a few real images, a tiny CNN
+      FLAGS.losses, FLAGS.epochs = ["softmax_loss"], 1
+    return main_cifar(["dot"] if FLAGS.quick else FLAGS.heads)
   from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
 
   if FLAGS.quick:

@@ -60,3 +60,30 @@ def test_quick_mode_prints_a_table_and_writes_its_output(script, tmp_path, datas
   written = [p for p in tmp_path.rglob("*") if p.is_file()]
   assert written, f"{script} wrote nothing to {tmp_path}"
   assert all(p.stat().st_size > 0 for p in written)
+
+
+@pytest.mark.slow  # a subprocess importing TensorFlow; the grid's own CIFAR smoke test is fast
+def test_grid_epoch_time_quick_mode_of_the_cifar_experiment(tmp_path, datasets_dir):
+  env = {
+    **os.environ,
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+    "NO_GCE_CHECK": "true",
+    "TFRANK4CLASS_BENCHMARK_OUT": str(tmp_path),
+  }
+  script = ROOT / "benchmarks" / "grid_epoch_time.py"
+  result = subprocess.run(
+    [
+      sys.executable,
+      str(script),
+      "--quick",
+      "--experiment=cifar10_e2e",
+      f"--data_dir={datasets_dir}",
+    ],
+    env=env,
+    capture_output=True,
+    text=True,
+    cwd=tmp_path,
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "| softmax_loss | dot |" in result.stdout, result.stdout[-2000:]
+  assert (tmp_path / "grid_epoch_time_cifar10.md").is_file()
