@@ -10,7 +10,9 @@ embeddings computed once and frozen, every loss of ``LOSSES`` x every head of ``
 trained at the learning rate its sweep picked (:func:`learning_rate_grid`, :func:`widened`) with
 early stopping, then ``len(EVALUATION_SEEDS)`` evaluation seeds per cell, compared with
 softmax + dot (``BASELINE``) on ``PRIMARY_ENDPOINT``, Holm-adjusted over the cells of the primary
-experiment.
+experiment. Secondary experiments: label noise (``LABEL_NOISE``) and CIFAR-10 end to end
+(``CIFAR``, ``CIFAR_HEADS``, ``CIFAR_EVALUATION_SEEDS``, ``CIFAR_BATCH_SIZE``). Changes after the
+first run are declared in ``DEVIATIONS``.
 
 Example:
   >>> [f"{lr:.2g}" for lr in learning_rate_grid()]

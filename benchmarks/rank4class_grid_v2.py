@@ -1,7 +1,9 @@
 """Which loss and which head? The evidence grid's second edition (docs/evidence-grid.md).
 
-Runs the pre-registered protocol of ``benchmarks/grid_protocol.py`` on frozen all-MiniLM-L6-v2
-sentence embeddings of GoEmotions, in two stages:
+Runs the pre-registered protocol of ``benchmarks/grid_protocol.py``: on frozen all-MiniLM-L6-v2
+sentence embeddings of GoEmotions (experiments ``clean``, ``noise20``, ``noise40``) and end to end
+on CIFAR-10 images with augmentation (``cifar10_e2e``: ``grid_protocol.CIFAR``, the image encoder
+and head trained per run), each in two stages:
 
 1. ``sweep``: every loss x head at every learning rate of the sweep (tuning seeds), with early
    stopping on validation NDCG@5; a cell whose best rate sits at an edge of the grid gets one
@@ -12,12 +14,15 @@ Every finished run is one JSON record (:data:`KEY_FIELDS` identify it) in ``--ou
 atomically (temporary file, ``fsync``, ``os.replace``) after each run; a restarted grid skips the
 runs it finds there and refuses to continue with other settings. The embeddings are computed
 once, batch-wise, and cached under ``--work_dir`` keyed by the SHA-1 of their spec. The report
-(``--report_md``, ``--report_png``) has the paired differences against softmax + dot with Holm
-over the pre-declared family, the minimum detectable effect, the convergence check, the chosen
-learning rates and the Bruch et al. slack.
+(``--report_md``, ``--report_png``) opens with how complete the grid is (:func:`completeness`),
+its deviations from the protocol (:func:`protocol_deviations`) and the README's summary
+(:func:`readme_table`), then per experiment the paired differences against softmax + dot with
+Holm over that experiment's family, the minimum detectable effect, the convergence check, the
+chosen learning rates and the Bruch et al. slack.
 
 Usage (from the repository root; the full grid is long, see docs/evidence-grid.md):
   nice -n 15 .venv/bin/python benchmarks/rank4class_grid_v2.py --experiments=clean
+  nice -n 15 .venv/bin/python benchmarks/rank4class_grid_v2.py --experiments=clean,cifar10_e2e
   .venv/bin/python benchmarks/rank4class_grid_v2.py --report_only
   .venv/bin/python benchmarks/rank4class_grid_v2.py --smoke --output=/tmp/g.json --work_dir=/tmp/w
 """
