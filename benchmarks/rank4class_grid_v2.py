@@ -27,6 +27,7 @@ Usage (from the repository root; the full grid is long, see docs/evidence-grid.m
   .venv/bin/python benchmarks/rank4class_grid_v2.py --smoke --output=/tmp/g.json --work_dir=/tmp/w
 """
 
+import collections
 import json
 import math
 import os
@@ -299,7 +300,12 @@ def cifar_splits(data_dir, per_class=None, smoke=False):
     for split in ("train", "test"):
       paths, labels, names = image_folder.list_split(path, split)
       if per_class:
-        keep = [i for i, y in enumerate(labels) if labels[: i + 1].count(y) <= per_class[split]]
+        seen = collections.Counter()
+        keep = []
+        for i, y in enumerate(labels):
+          seen[y] += 1
+          if seen[y] <= per_class[split]:
+            keep.append(i)
         paths, labels = [paths[i] for i in keep], [labels[i] for i in keep]
       decode = image_folder.read_decoder("error")
       files = tf.data.Dataset.from_tensor_slices((paths, tf.constant(labels, tf.int64)))
