@@ -943,7 +943,7 @@ README_HEADER = (
 )
 
 
-def recommendation(records, experiment):
+def recommendation(records, experiment, rows=None):
   """The README's summary of ``experiment``, recomputed from its records, or ``None`` before its
   baseline has seeds.
 
@@ -953,8 +953,10 @@ def recommendation(records, experiment):
   its paired interval and Holm p), ``use`` (softmax + dot unless some cell is detectably higher
   on NDCG@5 after Holm; then the one of those with the largest mean difference), ``done`` and
   ``planned`` runs (:func:`completeness`) and ``train_hours`` (the records' ``train_seconds``).
+  ``rows``: :func:`summarize`'s rows of ``experiment`` when the caller has them already.
   """
-  rows, _ = summarize(records, experiment)
+  if rows is None:
+    rows, _ = summarize(records, experiment)
   base = select(
     records,
     experiment=experiment,
@@ -995,12 +997,13 @@ def recommendation(records, experiment):
   }
 
 
-def readme_table(records):
+def readme_table(records, summaries=None):
   """The README's table of the second edition (``README_HEADER`` and one row per experiment with
-  a :func:`recommendation`), as lines of markdown."""
+  a :func:`recommendation`), as lines of markdown. ``summaries``: ``{experiment: rows of
+  summarize}`` already computed."""
   lines = list(README_HEADER)
   for experiment in EXPERIMENTS:
-    summary = recommendation(records, experiment)
+    summary = recommendation(records, experiment, (summaries or {}).get(experiment))
     if summary is None:
       continue
     i = summary["best"]["interval"]
@@ -1043,11 +1046,12 @@ def write_report(
   ]
   lines += _completeness_section(records, experiments)
   lines += _deviations_section(records, registered_losses, loss_configs, declared)
+  summaries = {experiment: summarize(records, experiment) for experiment in experiments}
   lines += ["## Summary (the README's table, recomputed from these records)", ""]
-  lines += readme_table(records) + [""]
+  lines += readme_table(records, {e: rows for e, (rows, _) in summaries.items()}) + [""]
   plots = []
   for experiment in experiments:
-    rows, family = summarize(records, experiment)
+    rows, family = summaries[experiment]
     lines += [f"## {experiment}", ""]
     chosen = _chosen_rates(records, experiment)
     checked = {
