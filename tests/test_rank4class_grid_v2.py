@@ -5,6 +5,7 @@ against scipy, label noise."""
 import doctest
 import json
 import pathlib
+import re
 
 import grid_protocol
 import numpy as np
@@ -219,7 +220,8 @@ def quick_mde(monkeypatch):
   monkeypatch.setattr(grid_v2.statistics_lib, "minimum_detectable_effect", lambda *a: 0.0)
 
 
-def test_a_complete_grid_on_protocol_has_no_deviation(tmp_path, quick_mde):
+def test_a_complete_grid_on_protocol_has_no_deviation(tmp_path, quick_mde, monkeypatch):
+  monkeypatch.setattr(grid_protocol, "DEVIATIONS", ())  # the report's declared ones: none here
   records = _synthetic_grid()
   cells = 8 * 3  # 7 ranking losses + 1 Top-K loss, 3 heads
   assert len(records) == cells * (5 + 6)
@@ -328,7 +330,8 @@ def test_unmet_convergence_and_declared_deviations():
   ]
   with pytest.raises(ValueError, match="date, experiment, what, why"):
     _deviations(records, [("2026-11-25", "patience")])
-  assert grid_protocol.DEVIATIONS == ()  # none declared before the first run
+  for entry in grid_protocol.DEVIATIONS:  # the declared ones are well formed and dated
+    assert len(entry) == 4 and re.fullmatch(r"\d{4}-\d{2}-\d{2}", entry[0])
 
 
 def test_smoke_records_are_compared_with_the_smoke_settings(smoke_grid):
