@@ -19,6 +19,9 @@ one inter-op thread, so it is the step time of a quiet machine and does not coun
 processes hold the shared cores). The ratio is Keras 3 over tf-keras, the median over rounds of
 the per-round ratio.
 
+``--quick`` is a smoke run of every code path, not a measurement: one round of two steps at
+B = 32, of two configurations (``QUICK_CONFIGS``).
+
 Usage:
   nice -n 10 .venv/bin/python benchmarks/front_ends.py [--rounds 5] [--steps 100]
       [--classes 100] [--batch 256] [--dim 128]
@@ -42,6 +45,9 @@ CONFIGS = (
   "dense blackbox_ndcg",
   "latent_cross approx_ndcg",
 )
+#: ``--quick``: a smoke run of both bodies and both ways of compiling (Keras's loss; ours with
+#: our metrics).
+QUICK_CONFIGS = ("dense keras_ce", "latent_cross approx_ndcg")
 FLAVOURS = {"keras 3": {}, "tf-keras": {"TF_USE_LEGACY_KERAS": "1"}}
 
 
@@ -58,7 +64,7 @@ def _child(args):
   y = rng.integers(0, args.classes, size=args.batch)
   data = tf.data.Dataset.from_tensors((x, y)).repeat()
   times = {}
-  for config in CONFIGS:
+  for config in QUICK_CONFIGS if args.quick else CONFIGS:
     body, loss = config.split()
     keras.utils.set_random_seed(0)
     inputs = keras.Input((args.dim,))
@@ -84,7 +90,7 @@ def _child(args):
           metrics.MRR(),
         ],
       )
-    model.fit(data, steps_per_epoch=5, epochs=1, verbose=0)
+    model.fit(data, steps_per_epoch=1 if args.quick else 5, epochs=1, verbose=0)
     start = time.process_time()
     model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
     times[config] = (time.process_time() - start) / args.steps * 1e3
@@ -94,9 +100,11 @@ def _child(args):
 def _run_child(flavour, args):
   env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
   env.update(FLAVOURS[flavour], TF_CPP_MIN_LOG_LEVEL="3", NO_GCE_CHECK="true")
-  command = [sys.executable, __file__, "--child"] + [
-    f"--{k}={getattr(args, k)}" for k in ("steps", "classes", "batch", "dim")
-  ]
+  command = (
+    [sys.executable, __file__, "--child"]
+    + [f"--{k}={getattr(args, k)}" for k in ("steps", "classes", "batch", "dim")]
+    + (["--quick"] if args.quick else [])
+  )
   result = subprocess.run(
     command, env=env, cwd=ROOT, capture_output=True, text=True, check=False, timeout=1800
   )
@@ -113,10 +121,12 @@ def main():
   parser.add_argument("--batch", type=int, default=256)
   parser.add_argument("--dim", type=int, default=128)
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-  parser.add_argument("--quick", action="store_true", help="a smoke run: 1 round of 5 steps")
+  parser.add_argument(
+    "--quick", action="store_true", help="a smoke run: 1 round of 2 steps, B=32, two configurations"
+  )
   args = parser.parse_args()
   if args.quick:
-    args.rounds, args.steps = 1, 5
+    args.rounds, args.steps, args.batch = 1, 2, 32
   if args.child:
     return _child(args)
   rounds = []
@@ -125,7 +135,7 @@ def main():
     print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
   versions = {f: (rounds[0][f]["keras"], rounds[0][f]["tensorflow"]) for f in FLAVOURS}
   rows = []
-  for config in CONFIGS:
+  for config in QUICK_CONFIGS if args.quick else CONFIGS:
     k3 = [r["keras 3"]["ms"][config] for r in rounds]
     k2 = [r["tf-keras"]["ms"][config] for r in rounds]
     ratio = statistics.median(a / b for a, b in zip(k3, k2))
