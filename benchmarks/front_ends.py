@@ -1,5 +1,8 @@
 """One train step under each Keras front end: Keras 3 against tf-keras, same model, same loss.
 
+On a stack without the ``tf_keras`` package (TensorFlow before 2.16, whose ``tf.keras`` is its own
+Keras 2) only the default front end runs, and the table has no ratio.
+
 The two flavours cannot share a process (``tf.keras`` is one or the other, fixed when TensorFlow
 is imported; ``tfrank4class.compat``), so each round starts one child process per flavour, in
 turn (Keras 3 with no ``TF_USE_LEGACY_KERAS``, then tf-keras with ``TF_USE_LEGACY_KERAS=1``), and
@@ -29,6 +32,8 @@ Writes benchmarks/out/front_ends.json.
 """
 
 import argparse
+import importlib.metadata
+import importlib.util
 import json
 import os
 import statistics
@@ -94,7 +99,9 @@ def _child(args):
     start = time.process_time()
     model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
     times[config] = (time.process_time() - start) / args.steps * 1e3
-  print(json.dumps({"keras": keras.__version__, "tensorflow": tf.__version__, "ms": times}))
+  # TensorFlow 2.15's tf.keras has no __version__: the installed package's version then.
+  version = getattr(keras, "__version__", None) or importlib.metadata.version(compat.KERAS_PACKAGE)
+  print(json.dumps({"keras": version, "tensorflow": tf.__version__, "ms": times}))
 
 
 def _run_child(flavour, args):
@@ -129,37 +136,45 @@ def main():
     args.rounds, args.steps, args.batch = 1, 2, 32
   if args.child:
     return _child(args)
+  # tf-keras needs the tf_keras package (TensorFlow 2.16+); before, there is one front end.
+  flavours = [f for f in FLAVOURS if f != "tf-keras" or importlib.util.find_spec("tf_keras")]
   rounds = []
   for r in range(args.rounds):
-    rounds.append({flavour: _run_child(flavour, args) for flavour in FLAVOURS})
+    rounds.append({flavour: _run_child(flavour, args) for flavour in flavours})
     print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
-  versions = {f: (rounds[0][f]["keras"], rounds[0][f]["tensorflow"]) for f in FLAVOURS}
+  versions = {f: (rounds[0][f]["keras"], rounds[0][f]["tensorflow"]) for f in flavours}
   rows = []
   for config in QUICK_CONFIGS if args.quick else CONFIGS:
     k3 = [r["keras 3"]["ms"][config] for r in rounds]
-    k2 = [r["tf-keras"]["ms"][config] for r in rounds]
-    ratio = statistics.median(a / b for a, b in zip(k3, k2))
-    rows.append(
-      {
-        "config": config,
-        "keras3_ms": statistics.median(k3),
-        "tf_keras_ms": statistics.median(k2),
-        "ratio": ratio,
-      }
-    )
-  print(
+    rows.append({"config": config, "keras3_ms": statistics.median(k3)})
+    if "tf-keras" in flavours:
+      k2 = [r["tf-keras"]["ms"][config] for r in rounds]
+      rows[-1]["tf_keras_ms"] = statistics.median(k2)
+      rows[-1]["ratio"] = statistics.median(a / b for a, b in zip(k3, k2))
+  setting = (
     f"One train step, ms of process CPU time (median of {args.rounds} rounds, {args.steps} "
-    f"steps each; C={args.classes}, B={args.batch}, d={args.dim}, 1 thread); Keras "
-    f"{versions['keras 3'][0]} vs tf-keras {versions['tf-keras'][0]}, TensorFlow "
-    f"{versions['keras 3'][1]}"
+    f"steps each; C={args.classes}, B={args.batch}, d={args.dim}, 1 thread)"
   )
-  print(f"| {'configuration':<26} | Keras 3 | tf-keras | Keras 3 / tf-keras |")
-  print(f"|{'-' * 28}|---------|----------|--------------------|")
-  for row in rows:
+  if "tf-keras" not in flavours:
+    keras_version, tf_version = versions["keras 3"]
+    print(f"{setting}; Keras {keras_version}, TensorFlow {tf_version} (no tf_keras package: one")
+    print("front end on this stack, nothing to compare)")
+    print(f"| {'configuration':<26} | Keras {keras_version} |")
+    print(f"|{'-' * 28}|{'-' * (len(keras_version) + 8)}|")
+    for row in rows:
+      print(f"| {row['config']:<26} | {row['keras3_ms']:{len(keras_version) + 6}.2f} |")
+  else:
     print(
-      f"| {row['config']:<26} | {row['keras3_ms']:7.2f} | {row['tf_keras_ms']:8.2f} | "
-      f"{row['ratio']:18.2f} |"
+      f"{setting}; Keras {versions['keras 3'][0]} vs tf-keras {versions['tf-keras'][0]}, "
+      f"TensorFlow {versions['keras 3'][1]}"
     )
+    print(f"| {'configuration':<26} | Keras 3 | tf-keras | Keras 3 / tf-keras |")
+    print(f"|{'-' * 28}|---------|----------|--------------------|")
+    for row in rows:
+      print(
+        f"| {row['config']:<26} | {row['keras3_ms']:7.2f} | {row['tf_keras_ms']:8.2f} | "
+        f"{row['ratio']:18.2f} |"
+      )
   OUT.mkdir(parents=True, exist_ok=True)
   with open(OUT / "front_ends.json", "w", encoding="utf-8") as f:
     json.dump(
