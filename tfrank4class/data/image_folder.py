@@ -10,9 +10,8 @@ pipeline with an ``InvalidArgumentError`` whose message is ``Could not decode im
 by the file's path, marked as an ``UndecodableImageError`` (a user error that the command-line
 programs report on one line, ``tfrank4class.errors.user_error_message``). ``on_corrupt="skip"``
 drops such files instead, printing ``Skipping undecodable image file <path>`` to stderr for each
-one (so the log holds the count);
-``on_corrupt="unchecked"`` decodes with no check, about twice as fast on 32x32 images but
-TensorFlow's own error does not name the file.
+one (so the log holds the count); ``on_corrupt="unchecked"`` decodes with no check, about twice
+as fast on 32x32 images but TensorFlow's own error does not name the file.
 
 Example:
   >>> root = image_folder_root("/data/cifar10_jpeg")  # doctest: +SKIP
