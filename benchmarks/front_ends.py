@@ -1,5 +1,8 @@
 """One train step under each Keras front end: Keras 3 against tf-keras, same model, same loss.
 
+On a stack without the ``tf_keras`` package (TensorFlow before 2.16, whose ``tf.keras`` is its own
+Keras 2) only the default front end runs, and the table has no ratio.
+
 The two flavours cannot share a process (``tf.keras`` is one or the other, fixed when TensorFlow
 is imported; ``tfrank4class.compat``), so each round starts one child process per flavour, in
 turn (Keras 3 with no ``TF_USE_LEGACY_KERAS``, then tf-keras with ``TF_USE_LEGACY_KERAS=1``), and
@@ -19,6 +22,9 @@ one inter-op thread, so it is the step time of a quiet machine and does not coun
 processes hold the shared cores). The ratio is Keras 3 over tf-keras, the median over rounds of
 the per-round ratio.
 
+``--quick`` is a smoke run of every code path, not a measurement: one round of two steps at
+B = 32, of two configurations (``QUICK_CONFIGS``).
+
 Usage:
   nice -n 10 .venv/bin/python benchmarks/front_ends.py [--rounds 5] [--steps 100]
       [--classes 100] [--batch 256] [--dim 128]
@@ -26,6 +32,8 @@ Writes benchmarks/out/front_ends.json.
 """
 
 import argparse
+import importlib.metadata
+import importlib.util
 import json
 import os
 import statistics
@@ -42,6 +50,9 @@ CONFIGS = (
   "dense blackbox_ndcg",
   "latent_cross approx_ndcg",
 )
+#: ``--quick``: a smoke run of both bodies and both ways of compiling (Keras's loss; ours with
+#: our metrics).
+QUICK_CONFIGS = ("dense keras_ce", "latent_cross approx_ndcg")
 FLAVOURS = {"keras 3": {}, "tf-keras": {"TF_USE_LEGACY_KERAS": "1"}}
 
 
@@ -58,7 +69,7 @@ def _child(args):
   y = rng.integers(0, args.classes, size=args.batch)
   data = tf.data.Dataset.from_tensors((x, y)).repeat()
   times = {}
-  for config in CONFIGS:
+  for config in QUICK_CONFIGS if args.quick else CONFIGS:
     body, loss = config.split()
     keras.utils.set_random_seed(0)
     inputs = keras.Input((args.dim,))
@@ -84,19 +95,23 @@ def _child(args):
           metrics.MRR(),
         ],
       )
-    model.fit(data, steps_per_epoch=5, epochs=1, verbose=0)
+    model.fit(data, steps_per_epoch=1 if args.quick else 5, epochs=1, verbose=0)
     start = time.process_time()
     model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
     times[config] = (time.process_time() - start) / args.steps * 1e3
-  print(json.dumps({"keras": keras.__version__, "tensorflow": tf.__version__, "ms": times}))
+  # TensorFlow 2.15's tf.keras has no __version__: the installed package's version then.
+  version = getattr(keras, "__version__", None) or importlib.metadata.version(compat.KERAS_PACKAGE)
+  print(json.dumps({"keras": version, "tensorflow": tf.__version__, "ms": times}))
 
 
 def _run_child(flavour, args):
   env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
   env.update(FLAVOURS[flavour], TF_CPP_MIN_LOG_LEVEL="3", NO_GCE_CHECK="true")
-  command = [sys.executable, __file__, "--child"] + [
-    f"--{k}={getattr(args, k)}" for k in ("steps", "classes", "batch", "dim")
-  ]
+  command = (
+    [sys.executable, __file__, "--child"]
+    + [f"--{k}={getattr(args, k)}" for k in ("steps", "classes", "batch", "dim")]
+    + (["--quick"] if args.quick else [])
+  )
   result = subprocess.run(
     command, env=env, cwd=ROOT, capture_output=True, text=True, check=False, timeout=1800
   )
@@ -113,43 +128,53 @@ def main():
   parser.add_argument("--batch", type=int, default=256)
   parser.add_argument("--dim", type=int, default=128)
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-  parser.add_argument("--quick", action="store_true", help="a smoke run: 1 round of 5 steps")
+  parser.add_argument(
+    "--quick", action="store_true", help="a smoke run: 1 round of 2 steps, B=32, two configurations"
+  )
   args = parser.parse_args()
   if args.quick:
-    args.rounds, args.steps = 1, 5
+    args.rounds, args.steps, args.batch = 1, 2, 32
   if args.child:
     return _child(args)
+  # tf-keras needs the tf_keras package (TensorFlow 2.16+); before, there is one front end.
+  flavours = [f for f in FLAVOURS if f != "tf-keras" or importlib.util.find_spec("tf_keras")]
   rounds = []
   for r in range(args.rounds):
-    rounds.append({flavour: _run_child(flavour, args) for flavour in FLAVOURS})
+    rounds.append({flavour: _run_child(flavour, args) for flavour in flavours})
     print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
-  versions = {f: (rounds[0][f]["keras"], rounds[0][f]["tensorflow"]) for f in FLAVOURS}
+  versions = {f: (rounds[0][f]["keras"], rounds[0][f]["tensorflow"]) for f in flavours}
   rows = []
-  for config in CONFIGS:
+  for config in QUICK_CONFIGS if args.quick else CONFIGS:
     k3 = [r["keras 3"]["ms"][config] for r in rounds]
-    k2 = [r["tf-keras"]["ms"][config] for r in rounds]
-    ratio = statistics.median(a / b for a, b in zip(k3, k2))
-    rows.append(
-      {
-        "config": config,
-        "keras3_ms": statistics.median(k3),
-        "tf_keras_ms": statistics.median(k2),
-        "ratio": ratio,
-      }
-    )
-  print(
+    rows.append({"config": config, "keras3_ms": statistics.median(k3)})
+    if "tf-keras" in flavours:
+      k2 = [r["tf-keras"]["ms"][config] for r in rounds]
+      rows[-1]["tf_keras_ms"] = statistics.median(k2)
+      rows[-1]["ratio"] = statistics.median(a / b for a, b in zip(k3, k2))
+  setting = (
     f"One train step, ms of process CPU time (median of {args.rounds} rounds, {args.steps} "
-    f"steps each; C={args.classes}, B={args.batch}, d={args.dim}, 1 thread); Keras "
-    f"{versions['keras 3'][0]} vs tf-keras {versions['tf-keras'][0]}, TensorFlow "
-    f"{versions['keras 3'][1]}"
+    f"steps each; C={args.classes}, B={args.batch}, d={args.dim}, 1 thread)"
   )
-  print(f"| {'configuration':<26} | Keras 3 | tf-keras | Keras 3 / tf-keras |")
-  print(f"|{'-' * 28}|---------|----------|--------------------|")
-  for row in rows:
+  if "tf-keras" not in flavours:
+    keras_version, tf_version = versions["keras 3"]
+    print(f"{setting}; Keras {keras_version}, TensorFlow {tf_version} (no tf_keras package: one")
+    print("front end on this stack, nothing to compare)")
+    print(f"| {'configuration':<26} | Keras {keras_version} |")
+    print(f"|{'-' * 28}|{'-' * (len(keras_version) + 8)}|")
+    for row in rows:
+      print(f"| {row['config']:<26} | {row['keras3_ms']:{len(keras_version) + 6}.2f} |")
+  else:
     print(
-      f"| {row['config']:<26} | {row['keras3_ms']:7.2f} | {row['tf_keras_ms']:8.2f} | "
-      f"{row['ratio']:18.2f} |"
+      f"{setting}; Keras {versions['keras 3'][0]} vs tf-keras {versions['tf-keras'][0]}, "
+      f"TensorFlow {versions['keras 3'][1]}"
     )
+    print(f"| {'configuration':<26} | Keras 3 | tf-keras | Keras 3 / tf-keras |")
+    print(f"|{'-' * 28}|---------|----------|--------------------|")
+    for row in rows:
+      print(
+        f"| {row['config']:<26} | {row['keras3_ms']:7.2f} | {row['tf_keras_ms']:8.2f} | "
+        f"{row['ratio']:18.2f} |"
+      )
   OUT.mkdir(parents=True, exist_ok=True)
   with open(OUT / "front_ends.json", "w", encoding="utf-8") as f:
     json.dump(

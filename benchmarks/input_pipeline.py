@@ -17,6 +17,11 @@ of 375x500 JPEGs (random pixels; there is no ImageNet on this machine). Models: 
 CIFAR, a 2-conv strided CNN at 224x224 for ImageNet, TextVectorization + embedding bag + Dense for
 text.
 
+``--quick`` is a smoke run of every code path, not a measurement: one pipeline per model (CIFAR-10
+training, its cached second epoch, GoEmotions, ImageNet-style training) on a small copy of the data
+(8 images per CIFAR-10 class, the first 200 rows of each GoEmotions file), batches of 32 and one
+round.
+
 Usage:
   nice -n 10 .venv/bin/python benchmarks/input_pipeline.py [--threads 1] [--data DIR] [--quick]
 ``--data`` defaults to $TFRANK4CLASS_DATA or ../shared/datasets. Writes
@@ -148,27 +153,33 @@ def synthetic_imagenet(tf, root, per_class, classes=4):
         (folder / f"{i:04d}.JPEG").write_bytes(tf.io.encode_jpeg(img, quality=90).numpy())
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--threads", type=int, default=1)
-  parser.add_argument(
-    "--data", default=os.environ.get("TFRANK4CLASS_DATA", str(ROOT.parent / "shared" / "datasets"))
-  )
-  parser.add_argument("--quick", action="store_true")
-  args = parser.parse_args()
-  tf = setup_tensorflow(args.threads)
-  import tfrank4class.data as data  # pylint: disable=g-import-not-at-top
+def small_copy(data_dir, root, images_per_class=8, rows=200):
+  """A small copy of the CIFAR-10 folder and the GoEmotions files of ``data_dir`` in ``root``."""
+  data_dir, root = pathlib.Path(data_dir), pathlib.Path(root)
+  for class_dir in sorted((data_dir / "cifar10_jpeg").glob("*/*")):
+    target = root / "cifar10_jpeg" / class_dir.relative_to(data_dir / "cifar10_jpeg")
+    target.mkdir(parents=True)
+    for image in sorted(class_dir.iterdir())[:images_per_class]:
+      (target / image.name).write_bytes(image.read_bytes())
+  (root / "goemotions").mkdir()
+  for path in (data_dir / "goemotions").iterdir():
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    keep = lines if path.suffix == ".txt" else lines[:rows]
+    (root / "goemotions" / path.name).write_text("".join(keep), encoding="utf-8")
 
-  scale = 0.25 if args.quick else 1.0
-  n_img, n_text, n_big = int(4096 * scale), int(16384 * scale), int(256 * scale)
-  steps = max(6, int(30 * scale))
-  d = pathlib.Path(args.data)
+
+def pipeline_rows(tf, data, d, imagenet_dir, threads, quick):
+  """Measures every pipeline (``--quick``: one per model, small batches, one round) and prints a
+  line per pipeline; the rows of the JSON output."""
+  batch_size, rounds = (32, 1) if quick else (128, 3)
+  n_img, n_text, n_big = (64, 64, 32) if quick else (4096, 16384, 256)
+  steps = 2 if quick else 30
   cifar_dir, ge_dir, mind_dir = d / "cifar10_jpeg", d / "goemotions", d / "mind_sample"
   rows = []
 
   def row(label, ds, model, max_examples, note="", skip_first_epoch=False):
     rate_in, rate_c, n, batch = measure(
-      tf, ds, model, max_examples, steps, args.threads, skip_first_epoch=skip_first_epoch
+      tf, ds, model, max_examples, steps, threads, rounds, skip_first_epoch=skip_first_epoch
     )
     rows.append(
       {
@@ -188,7 +199,7 @@ def main():
       flush=True,
     )
 
-  print(f"threads={args.threads}  data={d}")
+  print(f"threads={threads}  data={d}")
   print(
     f"{'pipeline':<34} {'batch':>5} {'input ex/s':>12} {'train ex/s':>12} {'in/train':>8}  "
     "bottleneck"
@@ -196,56 +207,86 @@ def main():
   cm = cifar_model(tf)
   row(
     "cifar10 folder train (augment)",
-    data.load("cifar10", "train", cifar_dir, batch_size=128, shuffle_buffer=2048),
+    data.load("cifar10", "train", cifar_dir, batch_size=batch_size, shuffle_buffer=2048),
     cm,
     n_img,
   )
-  row(
-    "cifar10 folder train unchecked",
-    data.load(
-      "cifar10", "train", cifar_dir, batch_size=128, shuffle_buffer=2048, on_corrupt="unchecked"
-    ),
-    cm,
-    n_img,
-  )
-  row("cifar10 test eval", data.load("cifar10", "test", cifar_dir, batch_size=128), cm, n_img)
+  if not quick:
+    row(
+      "cifar10 folder train unchecked",
+      data.load(
+        "cifar10", "train", cifar_dir, batch_size=128, shuffle_buffer=2048, on_corrupt="unchecked"
+      ),
+      cm,
+      n_img,
+    )
+    row("cifar10 test eval", data.load("cifar10", "test", cifar_dir, batch_size=128), cm, n_img)
   cached = data.load(
-    "cifar10", "test", cifar_dir, batch_size=128, cache=True, training=True, shuffle_buffer=2048
+    "cifar10",
+    "test",
+    cifar_dir,
+    batch_size=batch_size,
+    cache=True,
+    training=True,
+    shuffle_buffer=2048,
   )
   row("cifar10 test, epoch 2 from cache", cached, cm, n_img, skip_first_epoch=True)
 
   info_ge = data.info("goemotions", ge_dir)
   row(
     "goemotions train (tsv)",
-    data.load("goemotions", "train", ge_dir, batch_size=128),
+    data.load("goemotions", "train", ge_dir, batch_size=batch_size),
     text_model(tf, data, "goemotions", ge_dir, info_ge.num_classes),
     n_text,
   )
-  info_mind = data.info("mind", mind_dir)
-  row(
-    "mind train (tsv)",
-    data.load("mind", "train", mind_dir, batch_size=128),
-    text_model(tf, data, "mind", mind_dir, info_mind.num_classes),
-    n_text,
-  )
-
-  with tempfile.TemporaryDirectory() as tmp:
-    synthetic_imagenet(tf, tmp, per_class=max(8, n_big // 4))
-    im = imagenet_model(tf)
+  if not quick:
+    info_mind = data.info("mind", mind_dir)
     row(
-      "imagenet-style train (synthetic)",
-      data.load("imagenet2012", "train", tmp, batch_size=32),
-      im,
-      n_big,
-      note="synthetic 375x500 JPEGs",
+      "mind train (tsv)",
+      data.load("mind", "train", mind_dir, batch_size=128),
+      text_model(tf, data, "mind", mind_dir, info_mind.num_classes),
+      n_text,
     )
+
+  synthetic_imagenet(tf, imagenet_dir, per_class=max(8, n_big // 4))
+  im = imagenet_model(tf)
+  row(
+    "imagenet-style train (synthetic)",
+    data.load("imagenet2012", "train", imagenet_dir, batch_size=32),
+    im,
+    n_big,
+    note="synthetic 375x500 JPEGs",
+  )
+  if not quick:
     row(
       "imagenet-style eval (synthetic)",
-      data.load("imagenet2012", "val", tmp, batch_size=32, training=False),
+      data.load("imagenet2012", "val", imagenet_dir, batch_size=32, training=False),
       im,
       n_big,
       note="synthetic 375x500 JPEGs",
     )
+  return rows
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--threads", type=int, default=1)
+  parser.add_argument(
+    "--data", default=os.environ.get("TFRANK4CLASS_DATA", str(ROOT.parent / "shared" / "datasets"))
+  )
+  parser.add_argument(
+    "--quick", action="store_true", help="a smoke run on a small copy of the data"
+  )
+  args = parser.parse_args()
+  tf = setup_tensorflow(args.threads)
+  import tfrank4class.data as data  # pylint: disable=g-import-not-at-top
+
+  with tempfile.TemporaryDirectory() as tmp:
+    d = pathlib.Path(args.data)
+    if args.quick:
+      small_copy(d, pathlib.Path(tmp) / "data")
+      d = pathlib.Path(tmp) / "data"
+    rows = pipeline_rows(tf, data, d, pathlib.Path(tmp) / "imagenet", args.threads, args.quick)
 
   OUT.mkdir(parents=True, exist_ok=True)
   (OUT / "input_pipeline.json").write_text(

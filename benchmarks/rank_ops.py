@@ -28,10 +28,13 @@ this / base.
 
 Usage:
   nice -n 10 .venv/bin/python benchmarks/rank_ops.py            # parts 1-2
-  .venv/bin/python benchmarks/rank_ops.py --quick                # fewer repeats, small shapes
+  .venv/bin/python benchmarks/rank_ops.py --quick                # a smoke run, see below
   .venv/bin/python benchmarks/rank_ops.py --skip-rank --skip-ndcg --baseline /tmp/base  # part 3
   .venv/bin/python benchmarks/rank_ops.py --skip-rank --skip-ndcg \
       --baseline-python .venv-compat/bin/python     # part 3: TF 2.21 vs TF 2.15, same checkout
+``--quick`` is a smoke run of every code path, not a measurement: part 1 at one shape with one
+thread, part 2 at list length 10 with both losses timed in one worker, part 3 at one shape, one
+repeat each.
 Writes benchmarks/out/rank_ops.png (part 1 and 2) and benchmarks/out/rank_ops.json.
 """
 
@@ -136,17 +139,28 @@ def worker_rank(threads, repeats, shapes):
   return rows
 
 
-def worker_ndcg(loss_name, n, repeats, batch=NDCG_BATCH, peak_memory=False):
-  """Median forward + backward ms of an NDCG loss; with ``peak_memory`` (in a process started
-  with ``_common.PEAK_MEMORY_ENV``), only ``_common.peak_rss_mb`` of one step after a warm-up."""
+def worker_ndcg(loss_names, n, repeats, batch=NDCG_BATCH, peak_memory=False):
+  """One row per NDCG loss of ``loss_names``, in turn: median forward + backward ms; with
+  ``peak_memory`` (in a process started with ``_common.PEAK_MEMORY_ENV``), only
+  ``_common.peak_rss_mb`` of one step after a warm-up."""
   tf = setup_tensorflow(1)
   import numpy as np
-
-  from tfrank4class import losses
 
   rng = np.random.default_rng(0)
   scores = tf.constant(rng.standard_normal((batch, n)), tf.float32)
   labels = tf.constant((rng.random((batch, n)) < 0.1).astype(np.float32))
+  return [
+    _ndcg_case(tf, name, labels, scores, repeats, peak_memory) for name in loss_names.split(",")
+  ]
+
+
+def _ndcg_case(tf, loss_name, labels, scores, repeats, peak_memory):
+  """One row of ``worker_ndcg``: the loss ``loss_name`` on ``(labels, scores)``."""
+  import numpy as np
+
+  from tfrank4class import losses
+
+  batch, n = scores.shape
   if loss_name == "ApproxNDCGLoss":
     loss = losses.get("approx_ndcg_loss")  # TF-Ranking's ApproxNDCG core (tests/test_tf_ranking.py)
   else:
@@ -170,12 +184,14 @@ def worker_ndcg(loss_name, n, repeats, batch=NDCG_BATCH, peak_memory=False):
   return {"loss": loss_name, "n": n, "batch": batch, "ms": 1e3 * float(np.median(times))}
 
 
-def _ndcg_row(args):
-  """The time of an NDCG worker, and its peak memory from a second worker with
-  ``PEAK_MEMORY_ENV`` (oneDNN off there: the times come from the first, default set-up)."""
-  row = _run_worker(args)
-  row.update(run_peak_memory_child(__file__, [*args, "--peak_memory"]))
-  return row
+def _ndcg_rows(args):
+  """The times of an NDCG worker (one row per loss of its ``--loss``), and their peak memory from
+  a second worker with ``PEAK_MEMORY_ENV`` (oneDNN off there: the times come from the first,
+  default set-up)."""
+  rows = _run_worker(args)
+  for row, peak in zip(rows, run_peak_memory_child(__file__, [*args, "--peak_memory"])):
+    row.update(peak)
+  return rows
 
 
 def worker_compare(root, repeats, shapes):
@@ -283,7 +299,7 @@ def main():
   parser.add_argument("--repeats", type=int, default=7)
   parser.add_argument("--worker", choices=["rank", "ndcg", "compare"])
   parser.add_argument("--threads", type=int, default=0)
-  parser.add_argument("--loss")
+  parser.add_argument("--loss", help="worker ndcg: loss names, comma-separated")
   parser.add_argument("--n", type=int)
   parser.add_argument("--batch", type=int, default=NDCG_BATCH)
   parser.add_argument("--skip-ndcg", action="store_true", help="skip part 2")
@@ -297,8 +313,8 @@ def main():
   parser.add_argument("--root", help=argparse.SUPPRESS)
   parser.add_argument("--peak_memory", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args()
-  shapes = [(1, 1_000), (64, 1_000)] if args.quick else SHAPES
-  repeats = 2 if args.quick else args.repeats
+  shapes = [(1, 1_000)] if args.quick else SHAPES
+  repeats = 1 if args.quick else args.repeats
   if args.worker == "rank":
     print(json.dumps(worker_rank(args.threads, repeats, shapes)))
     return
@@ -313,8 +329,9 @@ def main():
   OUT.mkdir(parents=True, exist_ok=True)
   cpu_count = os.cpu_count()
   rank_rows = []
+  thread_settings = (1,) if args.quick else (1, 0)
   if not args.skip_rank:
-    for threads in (1, 0):
+    for threads in thread_settings:
       extra = ["--quick"] if args.quick else []
       rank_rows += _run_worker(
         ["--worker", "rank", "--threads", str(threads), "--repeats", str(repeats)] + extra
@@ -322,7 +339,7 @@ def main():
     by_key = {(tuple(r["shape"]), r["threads"], r["xla"]): r for r in rank_rows}
     table = []
     for shape in shapes:
-      for threads in (1, "all"):
+      for threads in (t or "all" for t in thread_settings):
         plain, xla = by_key[(shape, threads, False)], by_key[(shape, threads, True)]
         paper = PAPER_MS.get(shape)
         table.append(
@@ -369,8 +386,14 @@ def main():
 
   ndcg_rows = []
   if not args.skip_ndcg:
-    lengths = NDCG_LENGTHS[:2] if args.quick else NDCG_LENGTHS
+    lengths = NDCG_LENGTHS[:1] if args.quick else NDCG_LENGTHS
     for n in lengths:
+      if args.quick:  # both losses in one worker
+        loss_arg = "ApproxNDCGLoss,BlackboxNDCGLoss"
+        ndcg_rows += _ndcg_rows(
+          ["--worker", "ndcg", "--loss", loss_arg, "--n", str(n), "--repeats", "1"]
+        )
+        continue
       for name in ("ApproxNDCGLoss", "BlackboxNDCGLoss"):
         if name == "ApproxNDCGLoss" and NDCG_BATCH * n * n * 4 > APPROX_MAX_BYTES:
           ndcg_rows.append(
@@ -384,14 +407,14 @@ def main():
               f"{NDCG_BATCH * n * n * 4 / 1e9:.1f} GB",
             }
           )
-          row = _ndcg_row(
+          (row,) = _ndcg_rows(
             ["--worker", "ndcg", "--loss", name, "--n", str(n), "--batch", "1", "--repeats", "2"]
           )
           row["note"] = "batch 1 instead of 64"
           ndcg_rows.append(row)
           continue
-        ndcg_rows.append(
-          _ndcg_row(["--worker", "ndcg", "--loss", name, "--n", str(n), "--repeats", str(repeats)])
+        ndcg_rows += _ndcg_rows(
+          ["--worker", "ndcg", "--loss", name, "--n", str(n), "--repeats", str(repeats)]
         )
     print()
     print(f"NDCG losses, forward+backward, one thread (median wall ms; {PEAK_MEMORY_DESCRIPTION})")
@@ -459,12 +482,12 @@ def main():
   axes = list(axes) if ndcg_rows else [axes]
   ax = axes[0]
   labels = [f"[{s[0]},{s[1]}]" for s in shapes]
-  configs = [(1, False), (1, True), ("all", False), ("all", True)]
+  configs = [(t or "all", xla) for t in thread_settings for xla in (False, True)]
   width = 0.2
   for k, (threads, xla) in enumerate(configs):
     ratios = [by_key[(s, threads, xla)]["ratio"] for s in shapes]
     ax.bar(
-      [i + (k - 1.5) * width for i in range(len(shapes))],
+      [i + (k - (len(configs) - 1) / 2) * width for i in range(len(shapes))],
       ratios,
       width,
       label=f"threads={threads}{', XLA' if xla else ''}",

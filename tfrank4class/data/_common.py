@@ -46,17 +46,18 @@ def canonical_split(split, allowed=("train", "validation", "test")):
     ``(base, slice_suffix)``, e.g. ``("validation", "[:50]")`` for ``"dev[:50]"``.
 
   Raises:
-    ValueError: the split is not a string or not one of ``allowed`` (or their aliases).
+    tfrank4class.errors.InvalidConfigError (a ``ValueError``): the split is not a string or not
+      one of ``allowed`` (or their aliases).
   """
   if not isinstance(split, str) or not split:
-    raise ValueError(f"`split` must be a split name such as 'train', got {split!r}.")
+    raise errors.InvalidConfigError(f"`split` must be a split name such as 'train', got {split!r}.")
   base, bracket, rest = split.partition("[")
   suffix = bracket + rest
   for canonical, aliases in SPLIT_ALIASES.items():
     if base in aliases and canonical in allowed:
       return canonical, suffix
   spellings = sorted(a for c in allowed for a in SPLIT_ALIASES.get(c, (c,)))
-  raise ValueError(f"`split` must be one of {spellings}, got {split!r}.")
+  raise errors.InvalidConfigError(f"`split` must be one of {spellings}, got {split!r}.")
 
 
 def require_dir(data_dir, what, how):

@@ -7,10 +7,11 @@ depend on the file system.
 
 Corrupt images: by default (``on_corrupt="error"``) a file that cannot be decoded stops the
 pipeline with an ``InvalidArgumentError`` whose message is ``Could not decode image file`` followed
-by the file's path. ``on_corrupt="skip"`` drops such files instead, printing
-``Skipping undecodable image file <path>`` to stderr for each one (so the log holds the count);
-``on_corrupt="unchecked"`` decodes with no check, about twice as fast on 32x32 images but
-TensorFlow's own error does not name the file.
+by the file's path, marked as an ``UndecodableImageError`` (a user error that the command-line
+programs report on one line, ``tfrank4class.errors.user_error_message``). ``on_corrupt="skip"``
+drops such files instead, printing ``Skipping undecodable image file <path>`` to stderr for each
+one (so the log holds the count); ``on_corrupt="unchecked"`` decodes with no check, about twice
+as fast on 32x32 images but TensorFlow's own error does not name the file.
 
 Example:
   >>> root = image_folder_root("/data/cifar10_jpeg")  # doctest: +SKIP
@@ -23,17 +24,24 @@ import sys
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import _validation, errors
 from tfrank4class.data import _common
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 ON_CORRUPT = ("error", "skip", "unchecked")
+#: The end of the message of an undecodable image (no quotes: TensorFlow escapes them).
+UNDECODABLE_HINT = "(on_corrupt=skip drops undecodable images instead of stopping)"
 # Folder names accepted for each canonical split.
 FOLDER_SPLITS = {
   "train": ("train",),
   "validation": ("validation", "val", "dev", "valid"),
   "test": ("test",),
 }
+
+
+class UndecodableImageError(errors.UserError, ValueError):
+  """An image file does not decode. Raised in the graph by ``decode_image``, so TensorFlow reports
+  it as an ``InvalidArgumentError`` whose message names this class, the file and the fix."""
 
 
 def _subdirs(path):
@@ -61,7 +69,7 @@ def split_dir(root, split):
   root = pathlib.Path(root)
   base, suffix = _common.canonical_split(split)
   if suffix:
-    raise ValueError(
+    raise errors.InvalidConfigError(
       f"`split` slices such as {split!r} are only supported for TFDS sources; "
       "an image folder takes 'train', 'validation' or 'test'."
     )
@@ -149,7 +157,12 @@ def decode_image(contents, path=None, on_corrupt="error", channels=3):
   if on_corrupt == "skip":
     return image, ok
   name = path if path is not None else "<bytes>"
-  with tf.control_dependencies([tf.debugging.Assert(ok, ["Could not decode image file", name])]):
+  message = [
+    f"{UndecodableImageError.__name__}: Could not decode image file",
+    name,
+    UNDECODABLE_HINT,
+  ]
+  with tf.control_dependencies([tf.debugging.Assert(ok, message)]):
     return tf.identity(image)
 
 

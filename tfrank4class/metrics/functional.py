@@ -81,6 +81,8 @@ def _clipped_ids(ids, num_classes):
   assertion of :func:`tfrank4class.labels.parse_labels` fails (under XLA, which drops it, a bad
   id is scored as the nearest class). The int32 cast is the node the parser's assertion shows,
   which the graph optimiser merges with this one."""
+  if isinstance(num_classes, int):  # a static C: the bound is a constant of the graph
+    return tf.clip_by_value(tf.cast(ids, tf.int32), 0, num_classes - 1)
   return tf.clip_by_value(tf.cast(ids, tf.int32), 0, tf.cast(num_classes, tf.int32) - 1)
 
 
@@ -129,15 +131,15 @@ def rank_range(labels, scores):
 # --- closed forms ---------------------------------------------------------------------------------
 
 
-def _cumulative_tables(position_value, length):
+def _cumulative_table(position_value, length):
   """``F(m) = sum_{p=1}^{m} position_value(p)``, ``m = 0 .. length``, summed in float64 with numpy
-  when the graph is built and stored as float32 (high, low) pairs, so that ``F(x1) - F(x0)``
-  keeps float32 relative accuracy however large ``F`` grows."""
+  when the graph is built and stored as float32 (high, low) pairs, a ``[length + 1, 2]`` table,
+  so that ``F(x1) - F(x0)`` keeps float32 relative accuracy however large ``F`` grows."""
   positions = np.arange(1, length + 1, dtype=np.float64)
   cumulative = np.concatenate([[0.0], np.cumsum(position_value(positions))])
   high = cumulative.astype(np.float32)
   low = (cumulative - high.astype(np.float64)).astype(np.float32)
-  return tf.constant(high), tf.constant(low)
+  return tf.constant(np.stack([high, low], axis=-1))
 
 
 def _reciprocal_log2(p):
@@ -146,11 +148,12 @@ def _reciprocal_log2(p):
 
 def _mean_over_rank_range(position_value, g, e, length):
   """``E[1[r <= length] f(r)]`` for ``r`` uniform on ``g + 1 .. g + e + 1``:
-  ``(F(min(g + e + 1, length)) - F(min(g, length))) / (e + 1)`` from :func:`_cumulative_tables`."""
-  high, low = _cumulative_tables(position_value, length)
+  ``(F(min(g + e + 1, length)) - F(min(g, length))) / (e + 1)`` from :func:`_cumulative_table`,
+  the differences of the high and of the low parts added."""
+  table = _cumulative_table(position_value, length)
   i0 = tf.cast(tf.minimum(g, float(length)), tf.int32)
   i1 = tf.cast(tf.minimum(g + e + 1.0, float(length)), tf.int32)
-  total = (tf.gather(high, i1) - tf.gather(high, i0)) + (tf.gather(low, i1) - tf.gather(low, i0))
+  total = tf.reduce_sum(tf.gather(table, i1) - tf.gather(table, i0), axis=-1)
   return total / (e + 1.0)
 
 
@@ -289,13 +292,13 @@ def _single(labels, scores):
   against 4.8 ms for ``[256, 10000]`` without XLA, one thread). Two scores whose difference is
   below the smallest normal float32 (``1.2e-38``, flushed to zero on CPU) count as tied.
   """
-  ids = _clipped_ids(labels.ids, num_items(scores))
+  n = num_items(scores)
+  ids = _clipped_ids(labels.ids, n)
   true = tf.gather(scores, ids[:, None], batch_dims=1)
   q = tf.sign(scores - true)
   ahead_minus_below = tf.reduce_sum(q, axis=-1)
   untied = tf.reduce_sum(tf.abs(q), axis=-1)
-  n = tf.cast(tf.shape(scores)[-1], tf.float32)
-  return (ahead_minus_below + untied) / 2.0, n - 1.0 - untied
+  return (ahead_minus_below + untied) / 2.0, tf.cast(n - 1, tf.float32) - untied
 
 
 def top_k_accuracy(labels, scores, k=5):

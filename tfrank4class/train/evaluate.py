@@ -4,9 +4,10 @@
     tfrank4class-evaluate --checkpoint=model.keras --dataset=cifar10 --data_dir=...
     tfrank4class-evaluate --saved_model=runs/demo/export --dataset=goemotions_sample
 
-``--on_corrupt=skip`` drops the malformed lines of a text split (reporting them on stderr) instead
-of stopping, as in ``tfrank4class-train``. A user error (missing data, a malformed line, an unknown
-metric) ends the program with one line, ``tfrank4class-evaluate: error: <message>``.
+``--on_corrupt=skip`` drops the malformed lines of a text split and the undecodable files of an
+image split (reporting them on stderr) instead of stopping, as in ``tfrank4class-train``. A user
+error (missing data, a malformed line, an undecodable image, a split the dataset does not have, an
+unknown metric) ends the program with one line, ``tfrank4class-evaluate: error: <message>``.
 
 Importing the module defines its flags without parsing any (``run()`` parses them):
 
