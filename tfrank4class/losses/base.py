@@ -37,7 +37,7 @@ import tensorflow as tf
 
 from tfrank4class import _validation, compat
 from tfrank4class.compat import keras
-from tfrank4class.labels import num_items, to_relevance
+from tfrank4class.labels import check_batch_size, num_items, parse_labels, to_relevance
 
 #: The values of :attr:`Loss.coupling`.
 COUPLINGS = ("example", "anchor", "batch")
@@ -85,8 +85,11 @@ class Loss(keras.losses.Loss):
       return self.reduce(values, sample_weight)
 
   def _scope(self):
-    """The name as a valid name scope (Keras 2 leaves ``name=None`` as it is)."""
-    return re.sub(r"[^A-Za-z0-9_.\-/]", "_", self.name or type(self).__name__)
+    """The name as a valid root name scope (Keras 2 leaves ``name=None`` as it is): other
+    characters become ``_``, and a leading ``_``, ``-`` or ``/`` (Keras names a class ``_Mine``
+    ``_mine``) is dropped."""
+    name = re.sub(r"[^A-Za-z0-9_.\-/]", "_", self.name or type(self).__name__)
+    return name.lstrip("_-/") or "loss"
 
   def _batch_weighted(self, y_true, y_pred, sample_weight):
     """A batch-level loss without the zero-weight examples, scaled by the mean weight."""
@@ -134,9 +137,11 @@ class ListwiseLoss(Loss):
 
   with the bound Keras's reduction ``reduce_K`` and sample weights ``w`` ``[B]`` / ``[B, 1]``
   checked as :class:`Loss` does. Losses that rank down the batch return one batch-level value
-  and declare ``coupling = "batch"`` (see the module docstring). Register a subclass with
-  :func:`tfrank4class.losses.register` to make it reachable by name and loadable from ``.keras``
-  files.
+  and declare ``coupling = "batch"`` (see the module docstring). TF-Ranking's
+  :class:`~tfrank4class.losses.RankingLoss` returns per-item values ``[B, C]`` for most keys and
+  weighs them in its own ``__call__``, to keep TF-Ranking's numbers (its docstring says why).
+  Register a subclass with :func:`tfrank4class.losses.register` to make it reachable by name and
+  loadable from ``.keras`` files.
 
   Example (the softmax cross-entropy of the relevant items, ListNet's top-one loss for one-hot
   labels):
@@ -158,9 +163,13 @@ class ListwiseLoss(Loss):
   min_list_size = 1
 
   def lists(self, y_true, y_pred):
-    """``(scores, relevance)`` from the raw labels and scores: the score check and the parser."""
+    """``(scores, relevance)`` from the raw labels and scores: the score check and the parser
+    (whose messages name ``y_true`` and ``y_pred``)."""
     scores = _validation.check_scores("y_pred", y_pred, min_length=self.min_list_size, finite=False)
-    return scores, to_relevance(y_true, num_items(scores), dtype=scores.dtype)
+    size = num_items(scores)
+    labels = parse_labels(y_true, size, name="y_true", dtype=scores.dtype)
+    check_batch_size(labels, scores, name="y_true", other_name="y_pred")
+    return scores, labels.to_relevance(size, scores.dtype)
 
   def loss_values(self, scores, relevance):
     """One loss per list ``[B]`` from scores and relevance ``[B, C]``; subclasses implement it."""

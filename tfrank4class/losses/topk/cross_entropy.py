@@ -56,7 +56,7 @@ import tensorflow as tf
 
 from tfrank4class import _validation, compat
 from tfrank4class.labels import check_batch_size, parse_labels
-from tfrank4class.losses.base import Loss
+from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.registry import register
 from tfrank4class.ranking import neuralsort, softsort, sorting_network_topk
 from tfrank4class.ranking.exact import sink
@@ -220,12 +220,14 @@ def topk_cross_entropy(
 
 
 @register("topk_cross_entropy_loss")
-class TopKCrossEntropyLoss(Loss):
+class TopKCrossEntropyLoss(ListwiseLoss):
   """The top-k cross-entropy of Petersen et al. (ICML 2022, Sec. 3) as a Keras loss.
 
   A thin wrapper over :func:`topk_cross_entropy` (see the module docstring for the formula,
   the labels and the deviations from difftopk's ``TopKCrossEntropyLoss``); the arguments are
-  checked here, at construction.
+  checked here, at construction. A :class:`~tfrank4class.losses.ListwiseLoss`:
+  ``loss_values(scores, relevance)`` takes class ids as one-hot rows, which give exactly the
+  class-id loss.
 
   Args:
     p_k, method, distribution, inverse_temperature, art_lambda, m, top1_mode: see
@@ -266,10 +268,12 @@ class TopKCrossEntropyLoss(Loss):
     self.m = m
     self.top1_mode = top1_mode
 
-  def call(self, y_true, y_pred):
+  min_list_size = 2
+
+  def loss_values(self, scores, relevance):
     return topk_cross_entropy(
-      _validation.check_scores("y_pred", y_pred, min_length=2),
-      y_true,
+      _validation.check_scores("y_pred", scores, min_length=2),
+      relevance,
       p_k=self.p_k,
       method=self.method,
       distribution=self.distribution,

@@ -40,7 +40,7 @@ import tensorflow as tf
 
 from tfrank4class import _validation, compat
 from tfrank4class.labels import num_items
-from tfrank4class.losses.base import Loss
+from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.topk.single_label import single_label
 
@@ -195,11 +195,14 @@ def smooth_topk_svm_loss(labels, scores, k=5, tau=1.0, alpha=1.0):
 
 
 @register("smooth_topk_svm_loss")
-class SmoothTopKSVMLoss(Loss):
+class SmoothTopKSVMLoss(ListwiseLoss):
   """The smooth top-k SVM loss ``L_{k,tau}`` (Berrada et al., ICLR 2018, Sec. 2.2) as a Keras loss.
 
   ``tau = 0`` gives the hard top-k SVM loss ``l_k`` (Sec. 2.1). See
-  :func:`smooth_topk_svm_loss` for the formula, the labels and padding.
+  :func:`smooth_topk_svm_loss` for the formula, the labels and padding. A
+  :class:`~tfrank4class.losses.ListwiseLoss`: ``loss_values(scores, relevance)`` reads the one
+  true class of each list from the relevance (class ids arrive as one-hot rows; a dense row with
+  several entries ``> 0`` raises, see :mod:`tfrank4class.losses.topk.single_label`).
 
   Args:
     k: the ``k`` of top-k (the paper's experiments use 5).
@@ -228,8 +231,8 @@ class SmoothTopKSVMLoss(Loss):
     self.alpha = _validation.check_float("alpha", alpha, minimum=0.0)
     super().__init__(reduction=reduction, name=name)
 
-  def call(self, y_true, y_pred):
-    return smooth_topk_svm_loss(y_true, y_pred, self.k, self.tau, self.alpha)
+  def loss_values(self, scores, relevance):
+    return smooth_topk_svm_loss(relevance, scores, self.k, self.tau, self.alpha)
 
   def get_config(self):
     config = super().get_config()

@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from tfrank4class import _validation, compat
 from tfrank4class.labels import num_items
-from tfrank4class.losses.base import Loss
+from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.topk.single_label import single_label
 from tfrank4class.ranking.permutahedron import REGULARIZATIONS, soft_rank
@@ -80,11 +80,14 @@ def soft_rank_topk_loss(labels, scores, k=5, regularization_strength=1.0, regula
 
 
 @register("soft_rank_topk_loss")
-class SoftRankTopKLoss(Loss):
+class SoftRankTopKLoss(ListwiseLoss):
   """``max(r_eps(s)_y - k, 0)`` on the soft rank of the true class, as a Keras loss.
 
   See :func:`soft_rank_topk_loss` and the module docstring (Blondel et al., ICML 2020, Sec. 3,
-  Eq. 9 for the soft rank).
+  Eq. 9 for the soft rank). A :class:`~tfrank4class.losses.ListwiseLoss`:
+  ``loss_values(scores, relevance)`` reads the one true class of each list from the relevance
+  (class ids arrive as one-hot rows; a dense row with several entries ``> 0`` raises, see
+  :mod:`tfrank4class.losses.topk.single_label`).
 
   Args:
     k: the ``k`` of top-k.
@@ -117,9 +120,9 @@ class SoftRankTopKLoss(Loss):
     )
     super().__init__(reduction=reduction, name=name)
 
-  def call(self, y_true, y_pred):
+  def loss_values(self, scores, relevance):
     return soft_rank_topk_loss(
-      y_true, y_pred, self.k, self.regularization_strength, self.regularization
+      relevance, scores, self.k, self.regularization_strength, self.regularization
     )
 
   def get_config(self):
