@@ -138,6 +138,7 @@ def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype=tf.f
     >>> parse_labels([[1.0, 0.0, -1.0]], 3).relevance.numpy()
     array([[ 1.,  0., -1.]], dtype=float32)
   """
+  # Over 60 lines by its docstring, which states the parsing rules in order.
   if isinstance(num_classes, int):
     _validation.check_int("num_classes", num_classes, minimum=2)
   labels = _numeric(name, labels)

@@ -279,6 +279,55 @@ def _load_bert_weights(encoder, path):
     variable.assign(array.astype(np.float32))
 
 
+def _bert_layers(path, architecture, vocabulary, max_length, output_mode, normalize, dropout):
+  """The folder's WordPiece vectorizer and its BERT encoder, built, with the checkpoint's
+  weights."""
+  vectorizer = WordPieceVectorizer(
+    vocabulary,
+    output_sequence_length=max_length,
+    cls_token="[CLS]",
+    sep_token="[SEP]",
+    clean_text=True,
+    name="wordpiece",
+    **checkpoint_lib.read_tokenizer_options(path),
+  )
+  encoder = BertEncoder(
+    output_mode=output_mode,
+    normalize=bool(normalize),
+    pad_id=vocabulary.index("[PAD]"),
+    dropout=dropout,
+    name="bert",
+    **architecture,
+  )
+  encoder.build(tf.TensorShape([None, max_length]))
+  _load_bert_weights(encoder, path)
+  return vectorizer, encoder
+
+
+def _checked_max_length(path, max_length, default_length, max_positions):
+  """``max_length``, or the folder's default when ``None``: an int in ``[2, max_positions]``."""
+  if max_length is None:
+    max_length = min(default_length or max_positions, max_positions)
+  max_length = _validation.check_int("max_length", max_length, minimum=2)
+  if max_length > max_positions:
+    raise ValueError(
+      f"`max_length` must be at most max_position_embeddings={max_positions} "
+      f"of {path!r}, got {max_length}."
+    )
+  return max_length
+
+
+def _checked_vocabulary(path, vocab_size):
+  """The tokens of the folder's ``vocab.txt``, which must be ``config.json``'s ``vocab_size``."""
+  vocabulary = read_vocabulary(checkpoint_lib.checkpoint_file(path, "vocab.txt"))
+  if len(vocabulary) != vocab_size:
+    raise ValueError(
+      f"`path` {path!r}: vocab.txt has {len(vocabulary)} tokens, config.json's vocab_size is "
+      f"{vocab_size}."
+    )
+  return vocabulary
+
+
 def bert_checkpoint(
   path,
   max_length=None,
@@ -325,42 +374,13 @@ def bert_checkpoint(
   path = checkpoint_lib.check_checkpoint_dir(path)
   architecture = checkpoint_lib.read_bert_config(path)
   default_length, default_normalize = checkpoint_lib.read_sentence_options(path)
-  if max_length is None:
-    max_length = min(default_length or architecture["max_positions"], architecture["max_positions"])
-  max_length = _validation.check_int("max_length", max_length, minimum=2)
-  if max_length > architecture["max_positions"]:
-    raise ValueError(
-      f"`max_length` must be at most max_position_embeddings={architecture['max_positions']} "
-      f"of {path!r}, got {max_length}."
-    )
+  max_length = _checked_max_length(path, max_length, default_length, architecture["max_positions"])
   if normalize is None:
     normalize = default_normalize
-  vocabulary = read_vocabulary(checkpoint_lib.checkpoint_file(path, "vocab.txt"))
-  if len(vocabulary) != architecture["vocab_size"]:
-    raise ValueError(
-      f"`path` {path!r}: vocab.txt has {len(vocabulary)} tokens, config.json's vocab_size is "
-      f"{architecture['vocab_size']}."
-    )
-  options = checkpoint_lib.read_tokenizer_options(path)
-  vectorizer = WordPieceVectorizer(
-    vocabulary,
-    output_sequence_length=max_length,
-    cls_token="[CLS]",
-    sep_token="[SEP]",
-    clean_text=True,
-    name="wordpiece",
-    **options,
+  vocabulary = _checked_vocabulary(path, architecture["vocab_size"])
+  vectorizer, encoder = _bert_layers(
+    path, architecture, vocabulary, max_length, output_mode, normalize, dropout
   )
-  encoder = BertEncoder(
-    output_mode=output_mode,
-    normalize=bool(normalize),
-    pad_id=vocabulary.index("[PAD]"),
-    dropout=dropout,
-    name="bert",
-    **architecture,
-  )
-  encoder.build(tf.TensorShape([None, max_length]))
-  _load_bert_weights(encoder, path)
   encoder.trainable = bool(trainable)
   texts = keras.Input(shape=(1,), dtype=tf.string, name="text")
   return keras.Model(texts, encoder(vectorizer(texts)), name=name)

@@ -90,6 +90,7 @@ def blackbox_rank(scores, lambda_, axis=-1, normalized=False):
     >>> r.numpy(), tape.gradient(loss, y).numpy()
     (array([[1., 3., 2.]], dtype=float32), array([[ 1., -2.,  1.]], dtype=float32))
   """
+  # Over 60 lines by its docstring: the forward and backward formulas and an example.
   lambda_ = _check_lambda(lambda_)
   scores = _as_scores(scores, finite=True)
   moved, perm = exact.move_axis_last(scores, axis)  # also validates axis

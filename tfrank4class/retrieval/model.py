@@ -133,6 +133,7 @@ def build_retrieval_model(
     >>> built.model.output_shape, built.embedding_model.output_shape
     ((None, 5), (None, 6))
   """
+  # Over 60 lines by its signature and docstring: one documented argument per option.
   _validation.check_choice("feature_norm", feature_norm, FEATURE_NORMS)
   dropout = _validation.check_float("dropout", dropout, minimum=0.0)
   if dropout >= 1.0:

@@ -177,21 +177,32 @@ def smooth_topk_svm_loss(labels, scores, k=5, tau=1.0, alpha=1.0):
   rivals = parsed.valid & tf.not_equal(classes[None, :], parsed.ids[:, None])
   _validation.check_scores("y_pred", tf.where(parsed.valid, scores, tf.zeros_like(scores)))
   enough = parsed.has_true & (tf.reduce_sum(tf.cast(rivals, tf.int32), axis=-1) >= k)
+  if tau == 0.0:
+    loss = _hard_loss(scores, parsed, rivals, enough, k, alpha)
+  else:
+    loss = _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha)
+  return tf.where(enough, loss, tf.zeros_like(loss))
+
+
+def _hard_loss(scores, parsed, rivals, enough, k, alpha):
+  """``l_k = max(alpha + ((s_{\\y})_[k] - s_y) / k, 0)`` per row (0 where not ``enough``)."""
   true_score = tf.gather(scores, parsed.ids, batch_dims=1)
   lowest = _minus_infinity(tf.shape(scores), scores.dtype)
-  if tau == 0.0:
-    kth = tf.math.top_k(tf.where(rivals, scores, lowest), k=k, sorted=True).values[:, k - 1]
-    kth = tf.where(enough, kth, true_score)
-    loss = tf.nn.relu(alpha + (kth - true_score) / k)
-  else:
-    x = scores / (k * tau)
-    shift = tf.stop_gradient(tf.reduce_max(tf.where(parsed.valid, x, lowest), -1, keepdims=True))
-    x = x - tf.where(tf.math.is_finite(shift), shift, tf.zeros_like(shift))
-    log_e = log_elementary_symmetric(tf.where(rivals, x, lowest), k)
-    x_true = tf.gather(x, parsed.ids, batch_dims=1)
-    margin = log_e[:, k] + alpha / tau - log_e[:, k - 1] - x_true
-    loss = tau * tf.nn.softplus(tf.where(enough, margin, tf.zeros_like(margin)))
-  return tf.where(enough, loss, tf.zeros_like(loss))
+  kth = tf.math.top_k(tf.where(rivals, scores, lowest), k=k, sorted=True).values[:, k - 1]
+  kth = tf.where(enough, kth, true_score)
+  return tf.nn.relu(alpha + (kth - true_score) / k)
+
+
+def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
+  """``L_{k,tau}`` per row through the log elementary symmetric polynomials (Sec. 3)."""
+  lowest = _minus_infinity(tf.shape(scores), scores.dtype)
+  x = scores / (k * tau)
+  shift = tf.stop_gradient(tf.reduce_max(tf.where(parsed.valid, x, lowest), -1, keepdims=True))
+  x = x - tf.where(tf.math.is_finite(shift), shift, tf.zeros_like(shift))
+  log_e = log_elementary_symmetric(tf.where(rivals, x, lowest), k)
+  x_true = tf.gather(x, parsed.ids, batch_dims=1)
+  margin = log_e[:, k] + alpha / tau - log_e[:, k - 1] - x_true
+  return tau * tf.nn.softplus(tf.where(enough, margin, tf.zeros_like(margin)))
 
 
 @register("smooth_topk_svm_loss")
