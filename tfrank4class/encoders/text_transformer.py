@@ -165,6 +165,41 @@ def _strip_reserved(vocabulary):
   return vocabulary
 
 
+def _new_vectorizer(vocabulary, sequence_length, standardize):
+  """A ``TextVectorization`` over the tokens of ``vocabulary`` (see :func:`transformer`)."""
+  if isinstance(vocabulary, str):
+    raise ValueError(f"`vocabulary` must be a list of tokens, got the string {vocabulary!r}.")
+  tokens = _strip_reserved(vocabulary)
+  if not tokens:
+    raise ValueError("`vocabulary` must hold at least one token besides '' and '[UNK]'.")
+  return keras.layers.TextVectorization(
+    vocabulary=tokens,
+    output_sequence_length=sequence_length,
+    standardize=standardize,
+    name="text_vectorization",
+  )
+
+
+def _checked_vectorizer(text_vectorization):
+  """``text_vectorization`` after checking it is an adapted ``TextVectorization`` of ints."""
+  if not isinstance(text_vectorization, keras.layers.TextVectorization):
+    raise ValueError(
+      f"`text_vectorization` must be a keras.layers.TextVectorization, got "
+      f"{type(text_vectorization).__name__}."
+    )
+  config = text_vectorization.get_config()
+  if config.get("output_mode") != "int":
+    raise ValueError(
+      f"`text_vectorization` must have output_mode='int', got {config.get('output_mode')!r}."
+    )
+  if text_vectorization.vocabulary_size() < 3:
+    raise ValueError(
+      "`text_vectorization` has an empty vocabulary; adapt it on the training "
+      "texts (or set its vocabulary) first."
+    )
+  return text_vectorization
+
+
 def transformer(
   vocabulary=None,
   text_vectorization=None,
@@ -209,34 +244,9 @@ def transformer(
     )
   sequence_length = _validation.check_int("sequence_length", sequence_length, minimum=1)
   if vocabulary is not None:
-    if isinstance(vocabulary, str):
-      raise ValueError(f"`vocabulary` must be a list of tokens, got the string {vocabulary!r}.")
-    tokens = _strip_reserved(vocabulary)
-    if not tokens:
-      raise ValueError("`vocabulary` must hold at least one token besides '' and '[UNK]'.")
-    vectorizer = keras.layers.TextVectorization(
-      vocabulary=tokens,
-      output_sequence_length=sequence_length,
-      standardize=standardize,
-      name="text_vectorization",
-    )
+    vectorizer = _new_vectorizer(vocabulary, sequence_length, standardize)
   else:
-    if not isinstance(text_vectorization, keras.layers.TextVectorization):
-      raise ValueError(
-        f"`text_vectorization` must be a keras.layers.TextVectorization, got "
-        f"{type(text_vectorization).__name__}."
-      )
-    config = text_vectorization.get_config()
-    if config.get("output_mode") != "int":
-      raise ValueError(
-        f"`text_vectorization` must have output_mode='int', got {config.get('output_mode')!r}."
-      )
-    if text_vectorization.vocabulary_size() < 3:
-      raise ValueError(
-        "`text_vectorization` has an empty vocabulary; adapt it on the training "
-        "texts (or set its vocabulary) first."
-      )
-    vectorizer = text_vectorization
+    vectorizer = _checked_vectorizer(text_vectorization)
   texts = keras.Input(shape=(1,), dtype=tf.string, name="text")
   ids = vectorizer(texts)
   pooled = TransformerTextEncoder(

@@ -36,6 +36,25 @@ VGG16_LAYERS = (
 )
 
 
+def _conv_blocks(x, batch_norm, width_multiplier):
+  """VGG16's thirteen 3x3 convolutions (each with batch norm and ReLU) and five 2x2 poolings."""
+  block, conv = 1, 1
+  for spec in VGG16_LAYERS:
+    if spec == "M":
+      x = keras.layers.MaxPooling2D(2, name=f"block{block}_pool")(x)
+      block, conv = block + 1, 1
+      continue
+    filters = max(1, int(round(spec * width_multiplier)))
+    x = keras.layers.Conv2D(
+      filters, 3, padding="same", use_bias=not batch_norm, name=f"block{block}_conv{conv}"
+    )(x)
+    if batch_norm:
+      x = keras.layers.BatchNormalization(name=f"block{block}_bn{conv}")(x)
+    x = keras.layers.ReLU(name=f"block{block}_relu{conv}")(x)
+    conv += 1
+  return x
+
+
 def vgg16_cifar(
   input_shape=(32, 32, 3),
   embedding_dim=512,
@@ -77,21 +96,7 @@ def vgg16_cifar(
     "width_multiplier", width_multiplier, minimum=0.0, strict=True
   )
   images = keras.Input(shape=input_shape, dtype=tf.float32, name="images")
-  x = images
-  block, conv = 1, 1
-  for spec in VGG16_LAYERS:
-    if spec == "M":
-      x = keras.layers.MaxPooling2D(2, name=f"block{block}_pool")(x)
-      block, conv = block + 1, 1
-      continue
-    filters = max(1, int(round(spec * width_multiplier)))
-    x = keras.layers.Conv2D(
-      filters, 3, padding="same", use_bias=not batch_norm, name=f"block{block}_conv{conv}"
-    )(x)
-    if batch_norm:
-      x = keras.layers.BatchNormalization(name=f"block{block}_bn{conv}")(x)
-    x = keras.layers.ReLU(name=f"block{block}_relu{conv}")(x)
-    conv += 1
+  x = _conv_blocks(images, batch_norm, width_multiplier)
   x = keras.layers.GlobalAveragePooling2D(name="pool")(x)  # 1x1 at 32x32: a flatten
   if dropout:
     x = keras.layers.Dropout(dropout, name="dropout")(x)
