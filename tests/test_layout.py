@@ -19,9 +19,9 @@ MAX_MODULE_LINES = 500
 #: ``(module path under tfrank4class/, qualified name)``: why the function is better whole.
 LONG_FUNCTIONS = {
   # The one score check: its docstring documents every option and what the value check costs.
-  ("_validation.py", "check_scores"): "docstring",
+  ("checks.py", "check_scores"): "docstring",
   # The one sample-weight check: its docstring gives the shapes and rules of every flavour.
-  ("_validation.py", "check_sample_weight"): "docstring",
+  ("checks.py", "check_sample_weight"): "docstring",
   # The one label parser: its docstring states the parsing rules in order.
   ("labels.py", "parse_labels"): "docstring",
   # The blackbox ranker's docstring carries the forward and backward formulas and an example.

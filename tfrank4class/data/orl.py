@@ -22,7 +22,7 @@ import pathlib
 
 import numpy as np
 
-from tfrank4class import _validation
+from tfrank4class import checks
 
 NUM_SUBJECTS = 40
 IMAGES_PER_SUBJECT = 10
@@ -57,7 +57,7 @@ def _checked_subjects(subjects):
   if not subjects:
     raise ValueError("`subjects` must name at least one subject in 1..40, got an empty list.")
   for s in subjects:
-    _validation.check_int("subjects", s, minimum=1)
+    checks.check_int("subjects", s, minimum=1)
     if s > NUM_SUBJECTS:
       raise ValueError(f"`subjects` must be numbers in 1..{NUM_SUBJECTS}, got {s!r}.")
   if len(set(subjects)) != len(subjects):
@@ -72,7 +72,7 @@ def _checked_image_size(image_size):
   if len(tuple(image_size)) != 2:
     raise ValueError(f"`image_size` must be (height, width), got {image_size!r}.")
   for v in image_size:
-    _validation.check_int("image_size", v, minimum=1)
+    checks.check_int("image_size", v, minimum=1)
   return tuple(int(v) for v in image_size)
 
 
@@ -129,7 +129,7 @@ def load_orl(data_dir, subjects=None, image_size=None, resample="box"):
     "bilinear": Image.Resampling.BILINEAR,
     "nearest": Image.Resampling.NEAREST,
   }
-  _validation.check_choice("resample", resample, filters)
+  checks.check_choice("resample", resample, filters)
   subjects = _checked_subjects(subjects)
   image_size = _checked_image_size(image_size)
   root = orl_dir(data_dir)

@@ -28,7 +28,7 @@ package is not needed either.
 import numpy as np
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
 from tfrank4class.data.text import WordPieceVectorizer, read_vocabulary
 from tfrank4class.encoders import huggingface_checkpoint as checkpoint_lib
@@ -91,7 +91,7 @@ class BertEncoder(keras.layers.Layer):
     **kwargs,
   ):
     super().__init__(**kwargs)
-    check = _validation.check_int
+    check = checks.check_int
     self.vocab_size = check("vocab_size", vocab_size, minimum=1)
     self.hidden_size = check("hidden_size", hidden_size, minimum=1)
     self.num_layers = check("num_layers", num_layers, minimum=0)
@@ -103,7 +103,7 @@ class BertEncoder(keras.layers.Layer):
     self.intermediate_size = check("intermediate_size", intermediate_size, minimum=1)
     self.max_positions = check("max_positions", max_positions, minimum=1)
     self.type_vocab_size = check("type_vocab_size", type_vocab_size, minimum=1)
-    self.layer_norm_eps = _validation.check_float("layer_norm_eps", layer_norm_eps, minimum=0.0)
+    self.layer_norm_eps = checks.check_float("layer_norm_eps", layer_norm_eps, minimum=0.0)
     if output_mode not in _OUTPUTS:
       raise ValueError(f"`output_mode` must be one of {list(_OUTPUTS)}, got {output_mode!r}.")
     self.output_mode = output_mode
@@ -111,7 +111,7 @@ class BertEncoder(keras.layers.Layer):
       raise ValueError(f"`normalize` must be True or False, got {normalize!r}.")
     self.normalize = normalize
     self.pad_id = check("pad_id", pad_id, minimum=0)
-    self.dropout = _validation.check_float("dropout", dropout, minimum=0.0)
+    self.dropout = checks.check_float("dropout", dropout, minimum=0.0)
     if self.dropout >= 1.0:
       raise ValueError(f"`dropout` must be in [0, 1), got {dropout!r}.")
     self.dropout_layer = keras.layers.Dropout(self.dropout)
@@ -308,7 +308,7 @@ def _checked_max_length(path, max_length, default_length, max_positions):
   """``max_length``, or the folder's default when ``None``: an int in ``[2, max_positions]``."""
   if max_length is None:
     max_length = min(default_length or max_positions, max_positions)
-  max_length = _validation.check_int("max_length", max_length, minimum=2)
+  max_length = checks.check_int("max_length", max_length, minimum=2)
   if max_length > max_positions:
     raise ValueError(
       f"`max_length` must be at most max_position_embeddings={max_positions} "

@@ -9,7 +9,7 @@ Float images ``[B, 32, 32, 3]`` in, ``[B, embedding_dim]`` out.
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.compat import keras
 from tfrank4class.encoders import _common
 
@@ -88,11 +88,11 @@ def vgg16_cifar(
       f"`input_shape` must have height and width divisible by 32, got {input_shape!r}."
     )
   path = _common.check_weights(weights, weights_path)
-  embedding_dim = _validation.check_int("embedding_dim", embedding_dim, minimum=1)
-  dropout = _validation.check_float("dropout", dropout, minimum=0.0)
+  embedding_dim = checks.check_int("embedding_dim", embedding_dim, minimum=1)
+  dropout = checks.check_float("dropout", dropout, minimum=0.0)
   if dropout >= 1.0:
     raise ValueError(f"`dropout` must be in [0, 1), got {dropout!r}.")
-  width_multiplier = _validation.check_float(
+  width_multiplier = checks.check_float(
     "width_multiplier", width_multiplier, minimum=0.0, strict=True
   )
   images = keras.Input(shape=input_shape, dtype=tf.float32, name="images")

@@ -28,7 +28,7 @@ Under ``tf.distribute`` each replica mines inside its own share of the global ba
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.labels import check_batch_size, num_items, parse_labels, to_relevance
 from tfrank4class.losses.base import Loss
 from tfrank4class.losses.registry import register
@@ -38,7 +38,7 @@ _EPS = 1e-12
 
 def _labels_and_embeddings(y_true, y_pred):
   """Validated int64 class ids ``[B]`` and float embeddings ``[B, D]``."""
-  y_pred = _validation.check_scores("y_pred", y_pred)
+  y_pred = checks.check_scores("y_pred", y_pred)
   try:
     y_true = parse_labels(y_true, name="y_true", dense=False).ids
   except ValueError as e:
@@ -151,8 +151,8 @@ class EmbeddingLoss(Loss):
 def _margin_and_mining(margin, mining, choices):
   """The checked margin (``>= 0``) and mining (one of ``choices``) of the pairwise losses."""
   return (
-    _validation.check_float("margin", margin, minimum=0.0),
-    _validation.check_choice("mining", mining, choices),
+    checks.check_float("margin", margin, minimum=0.0),
+    checks.check_choice("mining", mining, choices),
   )
 
 
@@ -371,15 +371,15 @@ class SmoothedCrossEntropy(Loss):
     name="smoothed_cross_entropy",
   ):
     super().__init__(reduction=reduction, name=name)
-    self.label_smoothing = _validation.check_float("label_smoothing", label_smoothing, minimum=0.0)
+    self.label_smoothing = checks.check_float("label_smoothing", label_smoothing, minimum=0.0)
     if self.label_smoothing >= 1.0:
       raise ValueError(
         f"`label_smoothing` must be a finite number in [0, 1), got {label_smoothing!r}."
       )
-    self.spread = _validation.check_choice("spread", spread, self.SPREADS)
+    self.spread = checks.check_choice("spread", spread, self.SPREADS)
 
   def call(self, y_true, y_pred):
-    logits = _validation.check_scores("y_pred", y_pred)
+    logits = checks.check_scores("y_pred", y_pred)
     relevance = to_relevance(y_true, num_items(logits), dtype=logits.dtype)
     valid = relevance >= 0
     gains = tf.where(valid, relevance, tf.zeros_like(relevance))

@@ -23,7 +23,7 @@ import collections
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
 from tfrank4class.labels import num_items
 from tfrank4class.losses.base import ListwiseLoss
@@ -86,7 +86,7 @@ class RankingLoss(ListwiseLoss):
 
   Sample weights: ``[B]`` or ``[B, 1]`` weigh each list, ``[B, C]`` each item (TF-Ranking's
   item weights, which its listwise losses fold into a per-list weight with the labels); all are
-  checked by :func:`tfrank4class._validation.check_sample_weight` (finite, ``>= 0``).
+  checked by :func:`tfrank4class.checks.check_sample_weight` (finite, ``>= 0``).
 
   On :class:`~tfrank4class.losses.ListwiseLoss`, with two differences that keep TF-Ranking's
   numbers: ``loss_values(scores, relevance)`` returns TF-Ranking's unreduced losses, one per list
@@ -114,7 +114,7 @@ class RankingLoss(ListwiseLoss):
   item_weights = True
 
   def __init__(self, key, reduction=compat.DEFAULT_REDUCTION, name=None, **loss_kwargs):
-    _validation.check_choice("key", key, TFR_KEYS)
+    checks.check_choice("key", key, TFR_KEYS)
     name = name or key
     super().__init__(reduction=reduction, name=name)
     self.key = key
@@ -131,7 +131,7 @@ class RankingLoss(ListwiseLoss):
     if key == "yeti_logistic_loss" and args["lambda_weight"] is None:
       args["lambda_weight"] = _tfr_keras_losses().YetiDCGLambdaWeight()
     if "virtual_label" in args:
-      _validation.check_float("virtual_label", args["virtual_label"], minimum=0.0)
+      checks.check_float("virtual_label", args["virtual_label"], minimum=0.0)
     self._virtual_label = args.get("virtual_label")
     impl = getattr(compat.tf_ranking_module("losses_impl"), spec.impl)
     self._impl = impl(name=f"{name}_impl", **{k: args[k] for k in spec.impl_args})
@@ -147,7 +147,7 @@ class RankingLoss(ListwiseLoss):
   def _inputs(self, scores, relevance, sample_weight):
     """Relevance, logits and sample weights as TF-Ranking's loss core takes them."""
     if sample_weight is not None:
-      sample_weight = _validation.check_sample_weight(
+      sample_weight = checks.check_sample_weight(
         sample_weight, tf.shape(scores)[0], num_items(scores), dtype=scores.dtype
       )
       if sample_weight.shape.rank == 1:

@@ -29,7 +29,7 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.compat import keras
 
 #: Directory of the shipped sorter weights (``<kind>.json`` + ``<kind>.npz``).
@@ -98,7 +98,7 @@ def pairwise_sigmoid_sum(z, k, block_size=DEFAULT_BLOCK_SIZE):
     float ``[B, n]``. ``1 + sum_{j != i} sigmoid(k_i (z_j - z_i)) = S_i + 0.5`` is the soft rank of
     Eq. 11-12 (Sec. 4.1.2) of the SoDeep paper.
   """
-  block_size = _validation.check_int("block_size", block_size, minimum=1)
+  block_size = checks.check_int("block_size", block_size, minimum=1)
 
   @tf.custom_gradient
   def _op(z, k):
@@ -156,7 +156,7 @@ def _pairwise_sigmoid_sum_grad(z, k, upstream, block_size):
 def check_scores(scores, min_length=2):
   """Validates sorter input: a float ``[B, n]`` tensor with ``n >= min_length``.
 
-  The package's one score check, :func:`tfrank4class._validation.check_scores`, with the
+  The package's one score check, :func:`tfrank4class.checks.check_scores`, with the
   sorters' settings: integer, float16 and bfloat16 scores (e.g. under the ``mixed_float16``
   policy) become float32 (the rank arithmetic needs its precision: float16 holds whole numbers
   exactly only up to 2,048); the values are not checked here (a loss sinks padded items to a
@@ -166,7 +166,7 @@ def check_scores(scores, min_length=2):
     >>> check_scores(tf.constant([[0.5, 1.5]], tf.float16)).dtype
     tf.float32
   """
-  return _validation.check_scores("scores", scores, min_length=min_length, finite=False)
+  return checks.check_scores("scores", scores, min_length=min_length, finite=False)
 
 
 def to_ranks(normalised, n):

@@ -28,7 +28,7 @@ import typing
 import tensorflow as tf
 from absl import app, flags, logging
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.compat import keras
 from tfrank4class.ranking import synthetic
 from tfrank4class.ranking.sorters import SORTERS
@@ -94,12 +94,12 @@ def _check_arguments(
   kind, min_list_size, max_list_size, steps, batch_size, learning_rate, halve_every, output
 ):
   """Raises a ``ValueError`` naming the first bad argument of :func:`train`."""
-  _validation.check_int("min_list_size", min_list_size, minimum=2)
-  _validation.check_int("max_list_size", max_list_size, minimum=min_list_size)
-  _validation.check_int("steps", steps, minimum=1)
-  _validation.check_int("batch_size", batch_size, minimum=1)
-  _validation.check_float("learning_rate", learning_rate, minimum=0.0, strict=True)
-  _validation.check_int("halve_every", halve_every, minimum=1)
+  checks.check_int("min_list_size", min_list_size, minimum=2)
+  checks.check_int("max_list_size", max_list_size, minimum=min_list_size)
+  checks.check_int("steps", steps, minimum=1)
+  checks.check_int("batch_size", batch_size, minimum=1)
+  checks.check_float("learning_rate", learning_rate, minimum=0.0, strict=True)
+  checks.check_int("halve_every", halve_every, minimum=1)
   if not output:
     raise ValueError("`output` (the path prefix of the exported weights) must be given.")
   if kind == "conv" and min_list_size != max_list_size:

@@ -54,7 +54,7 @@ the loss can be built by name; ``"bitonic"`` always runs the top-``k`` form (dif
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.labels import check_batch_size, parse_labels
 from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.registry import register
@@ -79,7 +79,7 @@ def check_p_k(p_k):
   allowed = "a non-empty list of numbers >= 0 summing to 1 (P_K(k) for k = 1..K)"
   if isinstance(p_k, (str, bytes)) or not hasattr(p_k, "__len__") or len(p_k) == 0:
     raise ValueError(f"`p_k` must be {allowed}, got {p_k!r}.")
-  values = tuple(_validation.check_float(f"p_k[{i}]", v, minimum=0.0) for i, v in enumerate(p_k))
+  values = tuple(checks.check_float(f"p_k[{i}]", v, minimum=0.0) for i, v in enumerate(p_k))
   total = sum(values)
   if not 0.9999 < total < 1.0001:
     raise ValueError(f"`p_k` must be {allowed}, got {list(p_k)!r}, which sums to {total!r}.")
@@ -88,16 +88,16 @@ def check_p_k(p_k):
 
 def _check_arguments(p_k, method, distribution, inverse_temperature, art_lambda, m, top1_mode):
   p_k = check_p_k(p_k)
-  _validation.check_choice("method", method, METHODS)
-  _validation.check_choice("distribution", distribution, DISTRIBUTIONS)
-  inverse_temperature = _validation.check_float(
+  checks.check_choice("method", method, METHODS)
+  checks.check_choice("distribution", distribution, DISTRIBUTIONS)
+  inverse_temperature = checks.check_float(
     "inverse_temperature", inverse_temperature, minimum=0.0, strict=True
   )
-  art_lambda = _validation.check_float("art_lambda", art_lambda, minimum=0.0)
-  m = _validation.check_int("m", m, minimum=2, allow_none=True)
+  art_lambda = checks.check_float("art_lambda", art_lambda, minimum=0.0)
+  m = checks.check_int("m", m, minimum=2, allow_none=True)
   if m is not None and m <= len(p_k):
     raise ValueError(f"`m` must be greater than K = len(p_k) = {len(p_k)}, got m={m!r}.")
-  _validation.check_choice("top1_mode", top1_mode, TOP1_MODES)
+  checks.check_choice("top1_mode", top1_mode, TOP1_MODES)
   return p_k, inverse_temperature, art_lambda, m
 
 
@@ -123,7 +123,7 @@ def _top_k_columns(scores, k, method, distribution, inverse_temperature, art_lam
 
 def _checked_scores(scores, k, m):
   """The checked scores ``[B, n]``: ``n`` known when traced, ``n >= K`` and ``n > m``."""
-  scores = _validation.check_scores("scores", scores, rank=2, min_length=2)
+  scores = checks.check_scores("scores", scores, rank=2, min_length=2)
   n = scores.shape[-1]
   if n is None:
     raise ValueError(
@@ -297,7 +297,7 @@ class TopKCrossEntropyLoss(ListwiseLoss):
 
   def loss_values(self, scores, relevance):
     return topk_cross_entropy(
-      _validation.check_scores("y_pred", scores, min_length=2),
+      checks.check_scores("y_pred", scores, min_length=2),
       relevance,
       p_k=self.p_k,
       method=self.method,

@@ -38,7 +38,7 @@ no switch to the hard loss for large score gaps; ``tau = 0`` selects the hard lo
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.labels import num_items
 from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.registry import register
@@ -98,7 +98,7 @@ def log_elementary_symmetric(log_values, k):
     >>> [round(float(v), 4) for v in tf.exp(out[0])]  # 1, 1+2+3, 2+3+6, 6
     [1.0, 6.0, 11.0, 6.0]
   """
-  k = _validation.check_int("k", k, minimum=1)
+  k = checks.check_int("k", k, minimum=1)
   log_values = tf.convert_to_tensor(log_values)
   n = log_values.shape[-1]
   if n is None:
@@ -158,10 +158,10 @@ def smooth_topk_svm_loss(labels, scores, k=5, tau=1.0, alpha=1.0):
     >>> round(float(smooth_topk_svm_loss([1], s, k=2, tau=1e-3)[0]), 4)
     0.5
   """
-  k = _validation.check_int("k", k, minimum=1)
-  tau = _validation.check_float("tau", tau, minimum=0.0)
-  alpha = _validation.check_float("alpha", alpha, minimum=0.0)
-  scores = _validation.check_scores("y_pred", scores, finite=False)
+  k = checks.check_int("k", k, minimum=1)
+  tau = checks.check_float("tau", tau, minimum=0.0)
+  alpha = checks.check_float("alpha", alpha, minimum=0.0)
+  scores = checks.check_scores("y_pred", scores, finite=False)
   num_classes = num_items(scores)
   if not isinstance(num_classes, int):
     raise ValueError(
@@ -175,7 +175,7 @@ def smooth_topk_svm_loss(labels, scores, k=5, tau=1.0, alpha=1.0):
   parsed = single_label(labels, scores)
   classes = tf.range(num_classes, dtype=tf.int32)
   rivals = parsed.valid & tf.not_equal(classes[None, :], parsed.ids[:, None])
-  _validation.check_scores("y_pred", tf.where(parsed.valid, scores, tf.zeros_like(scores)))
+  checks.check_scores("y_pred", tf.where(parsed.valid, scores, tf.zeros_like(scores)))
   enough = parsed.has_true & (tf.reduce_sum(tf.cast(rivals, tf.int32), axis=-1) >= k)
   if tau == 0.0:
     loss = _hard_loss(scores, parsed, rivals, enough, k, alpha)
@@ -237,9 +237,9 @@ class SmoothTopKSVMLoss(ListwiseLoss):
     reduction=compat.DEFAULT_REDUCTION,
     name="smooth_topk_svm_loss",
   ):
-    self.k = _validation.check_int("k", k, minimum=1)
-    self.tau = _validation.check_float("tau", tau, minimum=0.0)
-    self.alpha = _validation.check_float("alpha", alpha, minimum=0.0)
+    self.k = checks.check_int("k", k, minimum=1)
+    self.tau = checks.check_float("tau", tau, minimum=0.0)
+    self.alpha = checks.check_float("alpha", alpha, minimum=0.0)
     super().__init__(reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):

@@ -24,7 +24,7 @@ classes alone.
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.labels import num_items
 from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.registry import register
@@ -53,12 +53,12 @@ def soft_rank_topk_loss(labels, scores, k=5, regularization_strength=1.0, regula
     >>> round(float(soft_rank_topk_loss([0], s, k=2, regularization_strength=1.0)[0]), 4)
     1.3
   """
-  k = _validation.check_int("k", k, minimum=1)
-  eps = _validation.check_float(
+  k = checks.check_int("k", k, minimum=1)
+  eps = checks.check_float(
     "regularization_strength", regularization_strength, minimum=0.0, strict=True
   )
-  _validation.check_choice("regularization", regularization, REGULARIZATIONS)
-  scores = _validation.check_scores("y_pred", scores, finite=False)
+  checks.check_choice("regularization", regularization, REGULARIZATIONS)
+  scores = checks.check_scores("y_pred", scores, finite=False)
   num_classes = num_items(scores)
   if isinstance(num_classes, int) and num_classes <= k:
     raise ValueError(
@@ -67,7 +67,7 @@ def soft_rank_topk_loss(labels, scores, k=5, regularization_strength=1.0, regula
     )
   parsed = single_label(labels, scores)
   valid_scores = tf.where(parsed.valid, scores, tf.zeros_like(scores))
-  _validation.check_scores("y_pred", valid_scores)
+  checks.check_scores("y_pred", valid_scores)
   infinity = tf.fill(tf.shape(scores), tf.constant(float("inf"), scores.dtype))
   lowest = tf.reduce_min(tf.where(parsed.valid, scores, infinity), -1, keepdims=True)
   lowest = tf.where(tf.math.is_finite(lowest), lowest, tf.zeros_like(lowest))  # all padded
@@ -111,13 +111,11 @@ class SoftRankTopKLoss(ListwiseLoss):
     reduction=compat.DEFAULT_REDUCTION,
     name="soft_rank_topk_loss",
   ):
-    self.k = _validation.check_int("k", k, minimum=1)
-    self.regularization_strength = _validation.check_float(
+    self.k = checks.check_int("k", k, minimum=1)
+    self.regularization_strength = checks.check_float(
       "regularization_strength", regularization_strength, minimum=0.0, strict=True
     )
-    self.regularization = _validation.check_choice(
-      "regularization", regularization, REGULARIZATIONS
-    )
+    self.regularization = checks.check_choice("regularization", regularization, REGULARIZATIONS)
     super().__init__(reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):

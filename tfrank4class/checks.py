@@ -1,4 +1,5 @@
-"""Argument checks shared by every module.
+"""Argument checks shared by every module, and public: the benchmarks, the tools and a user's own
+loss or metric check their arguments with the same functions and messages.
 
 Each check raises a ``ValueError`` (or ``TypeError``) whose message names the argument, the value
 received and what is allowed, so that a bad call fails at construction time with a readable error.
