@@ -29,8 +29,8 @@ Under ``tf.distribute`` each replica mines inside its own share of the global ba
 import tensorflow as tf
 
 from tfrank4class import checks, compat
-from tfrank4class.labels import check_batch_size, num_items, parse_labels, to_relevance
-from tfrank4class.losses.base import Loss
+from tfrank4class.labels import check_batch_size, parse_labels
+from tfrank4class.losses.base import ListwiseLoss, Loss
 from tfrank4class.losses.registry import register
 
 _EPS = 1e-12
@@ -308,7 +308,7 @@ class TripletLoss(EmbeddingLoss):
 
 
 @register("smoothed_cross_entropy")
-class SmoothedCrossEntropy(Loss):
+class SmoothedCrossEntropy(ListwiseLoss):
   """Softmax cross-entropy with label smoothing: the classifier loss of Boudiaf et al.'s recipe.
 
   With logits ``z`` ``[B, C]``, class ids ``y`` and smoothing ``eps``, the loss of a list is
@@ -342,6 +342,9 @@ class SmoothedCrossEntropy(Loss):
   loss. Class ids outside ``[0, C)`` raise ``InvalidArgumentError``, except under
   ``jit_compile=True``, where XLA drops the check and such an id gives an all-zero row, so the
   list contributes 0.
+
+  A :class:`~tfrank4class.losses.ListwiseLoss`: ``loss_values(scores, relevance)`` is the loss of
+  each list.
 
   Args:
     label_smoothing: ``eps`` in ``[0, 1)``.
@@ -378,9 +381,8 @@ class SmoothedCrossEntropy(Loss):
       )
     self.spread = checks.check_choice("spread", spread, self.SPREADS)
 
-  def call(self, y_true, y_pred):
-    logits = checks.check_scores("y_pred", y_pred)
-    relevance = to_relevance(y_true, num_items(logits), dtype=logits.dtype)
+  def loss_values(self, scores, relevance):
+    logits = checks.check_scores("y_pred", scores)
     valid = relevance >= 0
     gains = tf.where(valid, relevance, tf.zeros_like(relevance))
     mass = tf.reduce_sum(gains, axis=-1, keepdims=True)
