@@ -30,7 +30,7 @@ Example:
 import collections
 import math
 
-from tfrank4class import _validation
+from tfrank4class import checks
 
 
 def t_cdf(t, df):
@@ -50,8 +50,8 @@ def t_cdf(t, df):
     t: a finite real number.
     df: degrees of freedom, a whole number ``>= 1``.
   """
-  df = _validation.check_int("df", df, minimum=1)
-  t = _validation.check_float("t", t)
+  df = checks.check_int("df", df, minimum=1)
+  t = checks.check_float("t", t)
   theta = math.atan(abs(t) / math.sqrt(df))
   cos2 = math.cos(theta) ** 2
   if df % 2:
@@ -80,8 +80,8 @@ def t_ppf(q, df):
     q: a probability in ``(0, 1)``.
     df: degrees of freedom, a whole number ``>= 1``.
   """
-  df = _validation.check_int("df", df, minimum=1)
-  q = _validation.check_float("q", q)
+  df = checks.check_int("df", df, minimum=1)
+  q = checks.check_float("q", q)
   if not 0.0 < q < 1.0:
     raise ValueError(f"`q` must be a probability in (0, 1), got {q!r}.")
   if q == 0.5:
@@ -135,7 +135,7 @@ def _values(name, values):
 
 
 def _confidence(confidence):
-  confidence = _validation.check_float("confidence", confidence)
+  confidence = checks.check_float("confidence", confidence)
   if not 0.0 < confidence < 1.0:
     raise ValueError(f"`confidence` must be in (0, 1), got {confidence!r}.")
   return confidence

@@ -28,7 +28,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.compat import keras
 
 #: The layer name ``tfrank4class.heads.build_model`` gives the head.
@@ -57,7 +57,7 @@ def embedding_model(model, head_name=HEAD_NAME):
 
 def extract(model, features, batch_size=512):
   """``model(features)`` in batches, without training behaviour, as a float32 numpy array."""
-  batch_size = _validation.check_int("batch_size", batch_size, minimum=1)
+  batch_size = checks.check_int("batch_size", batch_size, minimum=1)
   outputs = []
   for batch in tf.data.Dataset.from_tensor_slices(features).batch(batch_size):
     outputs.append(np.asarray(model(batch, training=False), np.float32))

@@ -25,7 +25,7 @@ import math
 
 import confidence_intervals as intervals
 
-from tfrank4class import _validation
+from tfrank4class import checks
 
 
 def paired_t_test(values, baseline, confidence=0.95):
@@ -56,7 +56,7 @@ def holm(p_values):
   Returns:
     A list of adjusted p-values, ``>=`` the raw ones and at most 1.
   """
-  p_values = [_validation.check_float(f"p_values[{i}]", p) for i, p in enumerate(p_values)]
+  p_values = [checks.check_float(f"p_values[{i}]", p) for i, p in enumerate(p_values)]
   for i, p in enumerate(p_values):
     if not 0.0 <= p <= 1.0:
       raise ValueError(f"`p_values[{i}]` must be a probability in [0, 1], got {p!r}.")
@@ -93,10 +93,10 @@ def paired_t_power(noncentrality, n, alpha=0.05, intervals_count=4000):
     >>> round(paired_t_power(0.0, 6), 4)  # no effect: the level
     0.05
   """
-  noncentrality = _validation.check_float("noncentrality", noncentrality)
-  n = _validation.check_int("n", n, minimum=2)
+  noncentrality = checks.check_float("noncentrality", noncentrality)
+  n = checks.check_int("n", n, minimum=2)
   alpha = _check_probability("alpha", alpha)
-  intervals_count = _validation.check_int("intervals_count", intervals_count, minimum=2)
+  intervals_count = checks.check_int("intervals_count", intervals_count, minimum=2)
   if intervals_count % 2:
     raise ValueError(f"`intervals_count` must be even (Simpson's rule), got {intervals_count}.")
   df = n - 1
@@ -128,8 +128,8 @@ def minimum_detectable_effect(sd, n, alpha=0.05, power=0.8):
     alpha: two-sided level, in ``(0, 1)``.
     power: in ``(alpha, 1)``.
   """
-  sd = _validation.check_float("sd", sd, minimum=0.0)
-  n = _validation.check_int("n", n, minimum=2)
+  sd = checks.check_float("sd", sd, minimum=0.0)
+  n = checks.check_int("n", n, minimum=2)
   alpha = _check_probability("alpha", alpha)
   power = _check_probability("power", power)
   if power <= alpha:
@@ -162,7 +162,7 @@ def converged_fraction(records):
 
 
 def _check_probability(name, value):
-  value = _validation.check_float(name, value)
+  value = checks.check_float(name, value)
   if not 0.0 < value < 1.0:
     raise ValueError(f"`{name}` must be in (0, 1), got {value!r}.")
   return value

@@ -35,7 +35,7 @@ import numpy as np
 import softmax_bounds as bounds_lib
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class import heads as heads_lib
 from tfrank4class import losses as losses_lib
 from tfrank4class import metrics as metrics_lib
@@ -79,14 +79,14 @@ def check_record(record):
   for k in ("dataset", "loss"):
     if not isinstance(record[k], str) or not record[k]:
       raise ValueError(f"Record key `{k}` must be a non-empty string, got {record[k]!r}.")
-  _validation.check_choice("protocol", record["protocol"], PROTOCOLS)
-  _validation.check_choice("interaction", record["interaction"], INTERACTIONS)
-  _validation.check_int("seed", record["seed"], minimum=0)
+  checks.check_choice("protocol", record["protocol"], PROTOCOLS)
+  checks.check_choice("interaction", record["interaction"], INTERACTIONS)
+  checks.check_int("seed", record["seed"], minimum=0)
   for k in METRICS:
-    value = _validation.check_float(k, record[k])
+    value = checks.check_float(k, record[k])
     if not 0.0 <= value <= 1.0:
       raise ValueError(f"Record key `{k}` must be a test-split metric in [0, 1], got {value!r}.")
-  _validation.check_float("train_seconds", record["train_seconds"], minimum=0.0)
+  checks.check_float("train_seconds", record["train_seconds"], minimum=0.0)
   return record
 
 
@@ -173,9 +173,9 @@ def grid_cells(datasets, protocol, losses, interactions, seeds):
   Seeds vary slower than losses and heads, so a grid stopped part-way has the same seeds for
   every configuration of a dataset, which is what the paired comparison needs.
   """
-  _validation.check_choice("protocol", protocol, PROTOCOLS)
+  checks.check_choice("protocol", protocol, PROTOCOLS)
   for interaction in interactions:
-    _validation.check_choice("interactions", interaction, INTERACTIONS)
+    checks.check_choice("interactions", interaction, INTERACTIONS)
   return [
     Cell(d, protocol, loss, inter, int(seed))
     for d in datasets
@@ -188,7 +188,7 @@ def grid_cells(datasets, protocol, losses, interactions, seeds):
 def arrays_dataset(features, labels, batch_size, shuffle_seed=None):
   """A batched ``tf.data.Dataset`` of in-memory ``(features, labels)``, reshuffled every epoch
   with ``shuffle_seed`` (not shuffled when ``None``)."""
-  batch_size = _validation.check_int("batch_size", batch_size, minimum=1)
+  batch_size = checks.check_int("batch_size", batch_size, minimum=1)
   dataset = tf.data.Dataset.from_tensor_slices((features, labels))
   if shuffle_seed is not None:
     dataset = dataset.shuffle(len(labels), seed=shuffle_seed, reshuffle_each_iteration=True)
@@ -197,7 +197,7 @@ def arrays_dataset(features, labels, batch_size, shuffle_seed=None):
 
 def predict(model, features, batch_size=512):
   """``model(features, training=False)`` in batches, as a float32 numpy array ``[N, C]``."""
-  batch_size = _validation.check_int("batch_size", batch_size, minimum=1)
+  batch_size = checks.check_int("batch_size", batch_size, minimum=1)
   outputs = [
     np.asarray(model(x, training=False), np.float32)
     for x in tf.data.Dataset.from_tensor_slices(features).batch(batch_size)
@@ -255,7 +255,7 @@ class KeepBest(keras.callbacks.Callback):
 def head_model(feature_dim, num_classes, interaction="dot", hidden_units=()):
   """A model from instance embeddings ``[B, feature_dim]`` to scores ``[B, C]``: one
   :class:`tfrank4class.heads.Rank4ClassHead` (for the frozen-features protocol)."""
-  feature_dim = _validation.check_int("feature_dim", feature_dim, minimum=1)
+  feature_dim = checks.check_int("feature_dim", feature_dim, minimum=1)
   inputs = keras.Input(shape=(feature_dim,), dtype=tf.float32, name="embeddings")
   head = heads_lib.Rank4ClassHead(
     num_classes, interaction=interaction, hidden_units=tuple(hidden_units), name="rank4class_head"
@@ -265,7 +265,7 @@ def head_model(feature_dim, num_classes, interaction="dot", hidden_units=()):
 
 def compile_model(model, loss, loss_kwargs=None, learning_rate=1e-3):
   """Compiles ``model`` with Adam(``learning_rate``) and the registry loss ``loss``."""
-  learning_rate = _validation.check_float("learning_rate", learning_rate, minimum=0.0, strict=True)
+  learning_rate = checks.check_float("learning_rate", learning_rate, minimum=0.0, strict=True)
   model.compile(
     optimizer=keras.optimizers.Adam(learning_rate), loss=losses_lib.get(loss, **(loss_kwargs or {}))
   )
@@ -288,7 +288,7 @@ def fit_and_evaluate(model, train, validation, test, *, epochs, batch_size, seed
     (``{monitor: best value}``), ``best_epoch`` (1-based), ``epochs``, ``validation_curve`` and
     ``train_seconds``; ``test_scores`` is the float32 ``[N, C]`` numpy array.
   """
-  epochs = _validation.check_int("epochs", epochs, minimum=1)
+  epochs = checks.check_int("epochs", epochs, minimum=1)
   keep = KeepBest(*validation, monitor=monitor)
   start = time.perf_counter()
   model.fit(

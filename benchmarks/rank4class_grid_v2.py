@@ -175,24 +175,24 @@ def record_key(record):
 def check_record(record):
   """Returns ``record`` if it is a valid second-edition record, else raises ``ValueError``
   naming the key, the value and what is allowed."""
-  from tfrank4class import _validation  # pylint: disable=g-import-not-at-top
+  from tfrank4class import checks  # pylint: disable=g-import-not-at-top
 
   if not isinstance(record, dict):
     raise ValueError(f"A grid record must be a JSON object (dict), got {record!r}.")
   missing = [k for k in RECORD_FIELDS if k not in record]
   if missing:
     raise ValueError(f"The grid record {record!r} lacks {missing}; every record needs them.")
-  _validation.check_choice("edition", record["edition"], (protocol.EDITION,))
-  _validation.check_choice("experiment", record["experiment"], tuple(EXPERIMENTS))
-  _validation.check_choice("stage", record["stage"], STAGES)
-  _validation.check_float("learning_rate", record["learning_rate"], minimum=0.0, strict=True)
-  _validation.check_int("seed", record["seed"], minimum=0)
-  epochs = _validation.check_int("epochs_run", record["epochs_run"], minimum=1)
-  best = _validation.check_int("best_epoch", record["best_epoch"], minimum=1)
+  checks.check_choice("edition", record["edition"], (protocol.EDITION,))
+  checks.check_choice("experiment", record["experiment"], tuple(EXPERIMENTS))
+  checks.check_choice("stage", record["stage"], STAGES)
+  checks.check_float("learning_rate", record["learning_rate"], minimum=0.0, strict=True)
+  checks.check_int("seed", record["seed"], minimum=0)
+  epochs = checks.check_int("epochs_run", record["epochs_run"], minimum=1)
+  best = checks.check_int("best_epoch", record["best_epoch"], minimum=1)
   if best > epochs:
     raise ValueError(f"Record key `best_epoch` ({best}) must be at most `epochs_run` ({epochs}).")
   for k in METRICS:
-    value = _validation.check_float(k, record[k])
+    value = checks.check_float(k, record[k])
     if not 0.0 <= value <= 1.0:
       raise ValueError(f"Record key `{k}` must be a test-split metric in [0, 1], got {value!r}.")
   return record

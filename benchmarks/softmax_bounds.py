@@ -39,7 +39,7 @@ import math
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.labels import class_ids
 
 
@@ -108,8 +108,8 @@ def softmax_rank_bound(labels, scores, atol=1e-9):
       ``N``, an empty batch, or a negative ``atol``; ``InvalidArgumentError`` for non-finite
       scores or ids outside ``[0, C)``.
   """
-  atol = _validation.check_float("atol", atol, minimum=0.0)
-  scores = tf.cast(_validation.check_scores("scores", scores), tf.float64)
+  atol = checks.check_float("atol", atol, minimum=0.0)
+  scores = tf.cast(checks.check_scores("scores", scores), tf.float64)
   num_classes = int(scores.shape[-1])
   ids = class_ids(labels, num_classes)
   if int(ids.shape[0]) != int(scores.shape[0]):

@@ -15,7 +15,7 @@ every call.
 
 import numpy as np
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class import data as data_lib
 
 
@@ -31,7 +31,7 @@ def to_numpy(name, split, data_dir=None, batch_size=1024, limit=None, **kwargs):
     limit: keep only the first ``limit`` examples (``None``: all).
     **kwargs: further arguments of :func:`tfrank4class.data.load` (e.g. ``on_corrupt``).
   """
-  _validation.check_int("limit", limit, minimum=1, allow_none=True)
+  checks.check_int("limit", limit, minimum=1, allow_none=True)
   features, labels, count = [], [], 0
   dataset = data_lib.load(
     name,
@@ -72,10 +72,10 @@ def stratified_holdout(labels, fraction, seed=0):
     >>> len(kept), len(held), sorted(int(c) for c in set(np.asarray([0, 0, 0, 0, 1, 1])[held]))
     (3, 3, [0, 1])
   """
-  fraction = _validation.check_float("fraction", fraction)
+  fraction = checks.check_float("fraction", fraction)
   if not 0.0 < fraction < 1.0:
     raise ValueError(f"`fraction` must be in (0, 1), got {fraction!r}.")
-  seed = _validation.check_int("seed", seed, minimum=0)
+  seed = checks.check_int("seed", seed, minimum=0)
   labels = np.asarray(labels)
   if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
     raise ValueError(

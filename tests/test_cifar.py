@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from tfrank4class.data import _common, cifar, image_folder
+from tfrank4class.data import DataNotFoundError, cifar, image_folder
 from tfrank4class.data import options as options_lib
 
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -143,15 +143,15 @@ def test_tfds_source_with_mock_data(tmp_path):
 
 def test_tfds_not_prepared_names_path_and_how(tmp_path):
   (tmp_path / "cifar10").mkdir()
-  with pytest.raises(_common.DataNotFoundError) as e:
+  with pytest.raises(DataNotFoundError) as e:
     cifar.load("cifar10", "train", tmp_path, _opts())
   assert str(tmp_path) in str(e.value) and "download_and_prepare" in str(e.value)
 
 
 def test_missing_and_empty_dirs_name_the_path(tmp_path):
-  with pytest.raises(_common.DataNotFoundError, match="nowhere.*image folder"):
+  with pytest.raises(DataNotFoundError, match="nowhere.*image folder"):
     cifar.load("cifar10", "train", tmp_path / "nowhere", _opts())
-  with pytest.raises(_common.DataNotFoundError, match="empty"):
+  with pytest.raises(DataNotFoundError, match="empty"):
     cifar.load("cifar10", "train", tmp_path, _opts())
 
 

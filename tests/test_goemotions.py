@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from tfrank4class.data import _common, goemotions
+from tfrank4class.data import DataNotFoundError, goemotions
 from tfrank4class.data import options as options_lib
 
 
@@ -157,12 +157,12 @@ def test_quoted_fields_parse(tmp_path):
 
 
 def test_missing_data_errors(tmp_path):
-  with pytest.raises(_common.DataNotFoundError, match=r"nope.*google-research"):
+  with pytest.raises(DataNotFoundError, match=r"nope.*google-research"):
     goemotions.load("train", tmp_path / "nope", _opts())
-  with pytest.raises(_common.DataNotFoundError, match="empty"):
+  with pytest.raises(DataNotFoundError, match="empty"):
     goemotions.load("train", tmp_path, _opts())
   _write(tmp_path, ["a\t1\tid"])
-  with pytest.raises(_common.DataNotFoundError, match="test.tsv"):
+  with pytest.raises(DataNotFoundError, match="test.tsv"):
     goemotions.load("test", tmp_path, _opts())
   with pytest.raises(ValueError, match="`multi_label` must be True or False"):
     goemotions.load("train", tmp_path, _opts(), multi_label="yes")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrank4class.data import _common, image_folder
+from tfrank4class.data import DataNotFoundError, image_folder
 from tfrank4class.data import options as options_lib
 
 
@@ -48,9 +48,7 @@ def test_list_split_sorted_with_consistent_ids(folder):
 
 
 def test_missing_split_names_path_and_present_folders(folder):
-  with pytest.raises(
-    _common.DataNotFoundError, match=r"test.*split folders present: \['train', 'val'\]"
-  ):
+  with pytest.raises(DataNotFoundError, match=r"test.*split folders present: \['train', 'val'\]"):
     image_folder.list_split(folder, "test")
   with pytest.raises(ValueError, match="`split` must be one of"):
     image_folder.list_split(folder, "holdout")
@@ -60,7 +58,7 @@ def test_missing_split_names_path_and_present_folders(folder):
 
 def test_empty_class_folders_are_an_error(tmp_path):
   (tmp_path / "train" / "a").mkdir(parents=True)
-  with pytest.raises(_common.DataNotFoundError, match="image files"):
+  with pytest.raises(DataNotFoundError, match="image files"):
     image_folder.list_split(tmp_path, "train")
 
 

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from tfrank4class.data import _common, imagenet
+from tfrank4class.data import DataNotFoundError, imagenet
 from tfrank4class.data import options as options_lib
 
 MEAN = np.array([0.485, 0.456, 0.406])
@@ -121,14 +121,14 @@ def test_tfds_source_with_mock_data(tmp_path):
 
 
 def test_missing_data_says_how_to_get_imagenet(tmp_path):
-  with pytest.raises(_common.DataNotFoundError, match="ILSVRC2012_img_train.tar") as e:
+  with pytest.raises(DataNotFoundError, match="ILSVRC2012_img_train.tar") as e:
     imagenet.load("train", tmp_path / "absent", _opts())
   assert str(tmp_path / "absent") in str(e.value)
   (tmp_path / "readme.txt").write_text("x")
-  with pytest.raises(_common.DataNotFoundError, match="image folder or prepared TFDS"):
+  with pytest.raises(DataNotFoundError, match="image folder or prepared TFDS"):
     imagenet.load("train", tmp_path, _opts())
   with pytest.raises(ValueError, match="`split` must be one of"):
     imagenet.load("test", tmp_path, _opts(), source="folder")
   (tmp_path / "ILSVRC2012_img_val.tar").write_bytes(b"")
-  with pytest.raises(_common.DataNotFoundError, match=r"No ILSVRC2012_img_train.tar found at"):
+  with pytest.raises(DataNotFoundError, match=r"No ILSVRC2012_img_train.tar found at"):
     imagenet.prepare(tmp_path, tmp_path / "out")

@@ -81,6 +81,18 @@ def test_unnamed_loss_gets_a_name_scope():
   assert float(tf.function(Unnamed(name="first_score"))([0], scores)) == 2.0
 
 
+def test_private_class_or_odd_name_gets_a_valid_root_name_scope():
+  """Keras names a class ``_First`` ``_first``; a root name scope may not start with ``_``."""
+
+  class _First(Loss):
+    def call(self, y_true, y_pred):
+      return y_pred[:, 0]
+
+  scores = np.array([[2.0, 0.0]], np.float32)
+  for name in (None, "_first", "-first", "__"):
+    assert float(tf.function(_First(name=name))([0], scores)) == 2.0, name
+
+
 # Sample weights over the whole loss registry. A loss declares how its examples are coupled
 # (`Loss.coupling`) and whether it defines per-item weights (`Loss.item_weights`); the references
 # are composed here from unweighted values, independently of the weighting code under test.

@@ -5,8 +5,10 @@ import pytest
 import tensorflow as tf
 
 import tfrank4class.losses as losses
+from tfrank4class.compat import keras
 from tfrank4class.losses.metric_learning import (
   ContrastiveLoss,
+  EmbeddingLoss,
   SmoothedCrossEntropy,
   TripletLoss,
   pairwise_distances,
@@ -167,6 +169,67 @@ def test_registry_config_and_keras_save(tmp_path):
   )
 
 
+@keras.utils.register_keras_serializable("tfrank4class_tests")
+class _PullPush(EmbeddingLoss):
+  """A user's embedding loss: ``mean_P d^2 + mean_N [m - d]_+`` per anchor."""
+
+  def __init__(self, margin=1.0, **kwargs):
+    super().__init__(**kwargs)
+    self.margin = margin
+
+  def anchor_values(self, distances, positives, negatives):
+    pos, neg = tf.cast(positives, distances.dtype), tf.cast(negatives, distances.dtype)
+    pull = tf.math.divide_no_nan(tf.reduce_sum(pos * distances**2, 1), tf.reduce_sum(pos, 1))
+    push = tf.nn.relu(self.margin - distances)
+    return pull + tf.math.divide_no_nan(tf.reduce_sum(neg * push, 1), tf.reduce_sum(neg, 1))
+
+  def get_config(self):
+    return {**super().get_config(), "margin": self.margin}
+
+
+def _ref_pull_push(y, e, m, normalize):
+  d = _dist(e, normalize)
+  out = []
+  for i in range(len(y)):
+    p = [d[i, j] ** 2 for j in range(len(y)) if j != i and y[j] == y[i]]
+    n = [max(m - d[i, j], 0.0) for j in range(len(y)) if y[j] != y[i]]
+    out.append((np.mean(p) if p else 0.0) + (np.mean(n) if n else 0.0))
+  return np.array(out)
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_user_embedding_loss_matches_its_formula_eagerly_and_in_a_function(normalize):
+  y, x = _batch(7, b=8, dim=3)
+  loss = _PullPush(margin=0.8, normalize=normalize, reduction="none")
+  want = _ref_pull_push(y, x, 0.8, normalize)
+  for call in (loss, tf.function(loss), tf.function(loss, jit_compile=True)):
+    np.testing.assert_allclose(call(y, x), want, rtol=1e-5, atol=1e-6)
+  weights = np.linspace(0.0, 2.0, 8).astype(np.float32)
+  summed = _PullPush(margin=0.8, normalize=normalize, reduction="sum")(y, x, weights)
+  np.testing.assert_allclose(float(summed), np.sum(weights * want), rtol=1e-5)
+
+
+def test_user_embedding_loss_trains_saves_and_loads(tmp_path):
+  y, x = _batch(3, b=16, dim=4)
+  inputs = keras.Input((4,))
+  model = keras.Model(inputs, keras.layers.Dense(3)(inputs))
+  model.compile(loss=_PullPush(margin=0.6), optimizer="sgd")
+  before = model.get_weights()[0].copy()
+  history = model.fit(x, y, batch_size=16, epochs=3, verbose=0).history["loss"]
+  assert np.all(np.isfinite(history)) and not np.allclose(model.get_weights()[0], before)
+  model.save(tmp_path / "user.keras")
+  loaded = keras.models.load_model(tmp_path / "user.keras")
+  assert isinstance(loaded.loss, _PullPush) and loaded.loss.margin == 0.6
+  embeddings = model.predict(x, verbose=0)
+  want = _ref_pull_push(y, embeddings, 0.6, True).mean()
+  assert loaded.evaluate(x, y, batch_size=16, verbose=0) == pytest.approx(want, rel=1e-5)
+
+
+def test_embedding_loss_without_anchor_values_says_what_to_implement():
+  with pytest.raises(NotImplementedError, match=r"must implement anchor_values\(distances, "):
+    EmbeddingLoss()([0, 0, 1], np.eye(3, dtype=np.float32))
+
+
 def test_bad_input():
   with pytest.raises(ValueError, match=r"`margin` must be a finite number >= 0.0, got -1"):
     TripletLoss(margin=-1)
@@ -306,7 +369,9 @@ def test_smoothed_cross_entropy_excludes_padding():
 
 def test_smoothed_cross_entropy_bad_class_ids_do_not_train_under_xla():
   """Eagerly an id outside [0, C) raises; under XLA (asserts dropped) the list contributes 0."""
-  with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels.*\[0, num_classes=3\)"):
+  with pytest.raises(
+    tf.errors.InvalidArgumentError, match=r"`y_true` must be class ids in \[0, num_classes=3\)"
+  ):
     SmoothedCrossEntropy()([-1], np.zeros((1, 3), np.float32))
   tf.keras.utils.set_random_seed(0)
   model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(3)])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrank4class.data import _common, mind
+from tfrank4class.data import DataNotFoundError, mind
 from tfrank4class.data import options as options_lib
 
 README_COUNTS = {
@@ -184,14 +184,14 @@ def test_on_corrupt_skip_drops_counts_and_names_the_lines(tmp_path, capsys):
 
 
 def test_missing_data_errors(tmp_path):
-  with pytest.raises(_common.DataNotFoundError, match=r"absent.*msnews"):
+  with pytest.raises(DataNotFoundError, match=r"absent.*msnews"):
     mind.load("train", tmp_path / "absent", _opts())
   (tmp_path / "other.txt").write_text("x")
-  with pytest.raises(_common.DataNotFoundError, match="news.tsv"):
+  with pytest.raises(DataNotFoundError, match="news.tsv"):
     mind.load("train", tmp_path, _opts())
-  with pytest.raises(_common.DataNotFoundError, match="news.tsv"):
+  with pytest.raises(DataNotFoundError, match="news.tsv"):
     mind.prepare(tmp_path, tmp_path / "out")
-  with pytest.raises(_common.DataNotFoundError, match="prepared TFDS 'mind'"):
+  with pytest.raises(DataNotFoundError, match="prepared TFDS 'mind'"):
     mind.load("train", tmp_path, _opts(), source="tfds")
 
 

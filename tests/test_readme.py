@@ -65,7 +65,7 @@ def test_quick_start_trains_saves_reloads_and_serves(tmp_path):
 
 def test_own_loss_and_metric_train_save_and_reload(tmp_path):
   """The README's own loss and metric: weighted fit, ``.keras`` round trip, values by hand."""
-  definitions, usage = _blocks("Writing your own loss or metric")
+  definitions, usage, _ = _blocks("Writing your own loss or metric")
   rng = np.random.default_rng(1)
   np.save(tmp_path / "features.npy", rng.normal(size=(64, 16)).astype("float32"))
   np.save(tmp_path / "labels.npy", rng.integers(0, 5, size=64))
@@ -94,6 +94,34 @@ def test_own_loss_and_metric_train_save_and_reload(tmp_path):
   loss, hit_3 = np.load(tmp_path / "results.npy")
   np.testing.assert_allclose(loss, np.sum(weights * cross_entropy) / 64, rtol=1e-5)
   np.testing.assert_allclose(hit_3, np.sum(weights * hits) / np.sum(weights), rtol=1e-5)
+
+
+def test_own_embedding_loss_trains_saves_and_reloads(tmp_path):
+  """The README's own embedding loss: fit, ``.keras`` round trip, the loss by hand."""
+  definitions, _, embedding = _blocks("Writing your own loss or metric")
+  rng = np.random.default_rng(2)
+  np.save(tmp_path / "features.npy", rng.normal(size=(32, 16)).astype("float32"))
+  np.save(tmp_path / "labels.npy", rng.integers(0, 4, size=32))
+  setup = "import numpy as np\nfeatures, labels = np.load('features.npy'), np.load('labels.npy')\n"
+  check = textwrap.dedent("""
+    embeddings = embedder.predict(features, verbose=0)
+    np.testing.assert_allclose(reloaded_embedder.predict(features, verbose=0), embeddings,
+                               rtol=1e-6)
+    np.save("embeddings.npy", embeddings)
+    np.save("loss.npy", reloaded_embedder.evaluate(features, labels, batch_size=32, verbose=0))
+    """)
+  _run(setup + definitions + embedding + check, tmp_path)
+  e, labels = np.load(tmp_path / "embeddings.npy"), np.load(tmp_path / "labels.npy")
+  e = e / np.linalg.norm(e, axis=1, keepdims=True)
+  d = np.sqrt(np.maximum(((e[:, None] - e[None]) ** 2).sum(-1), 1e-12))
+  same = labels[:, None] == labels[None]
+  want = []
+  for i in range(32):
+    pos = same[i] & (np.arange(32) != i)
+    pull = (d[i, pos] ** 2).mean() if pos.any() else 0.0
+    push = np.maximum(1.0 - d[i, ~same[i]], 0.0).mean() if (~same[i]).any() else 0.0
+    want.append(pull + push)
+  np.testing.assert_allclose(np.load(tmp_path / "loss.npy"), np.mean(want), rtol=1e-5)
 
 
 def test_learning_top_k_trains(tmp_path):

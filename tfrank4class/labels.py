@@ -32,7 +32,7 @@ XLA drops assertions: under ``jit_compile=True`` a bad id passes unchecked (a fr
 truncated towards zero, and :func:`to_relevance` turns an id outside ``[0, C)`` into an all-zero
 row).
 
-This module imports only TensorFlow and :mod:`tfrank4class._validation`, so that losses, metrics,
+This module imports only TensorFlow and :mod:`tfrank4class.checks`, so that losses, metrics,
 heads and retrieval can all use it without breaking the one-way flow of the package.
 """
 
@@ -40,7 +40,7 @@ import typing
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 
 #: The number of label values an assertion message shows.
 SUMMARIZE = 10
@@ -138,8 +138,9 @@ def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype=tf.f
     >>> parse_labels([[1.0, 0.0, -1.0]], 3).relevance.numpy()
     array([[ 1.,  0., -1.]], dtype=float32)
   """
+  # Over 60 lines by its docstring, which states the parsing rules in order.
   if isinstance(num_classes, int):
-    _validation.check_int("num_classes", num_classes, minimum=2)
+    checks.check_int("num_classes", num_classes, minimum=2)
   labels = _numeric(name, labels)
   shape = labels.shape
   ids_shape = f"class ids of shape [{size}] or [{size}, 1]"

@@ -9,7 +9,7 @@ os.environ.setdefault("NO_GCE_CHECK", "true")
 
 import tensorflow as tf  # noqa: E402
 
-from tfrank4class import _validation, errors  # noqa: E402
+from tfrank4class import checks, errors  # noqa: E402
 
 # Canonical split -> accepted spellings.
 SPLIT_ALIASES = {
@@ -146,7 +146,7 @@ def apply_on_corrupt(path, kept, dropped, on_corrupt):
     Traceback (most recent call last):
     tfrank4class.data._common.MalformedRowError: rows.txt, line 2: not valid UTF-8
   """
-  _validation.check_choice("on_corrupt", on_corrupt, ON_CORRUPT)
+  checks.check_choice("on_corrupt", on_corrupt, ON_CORRUPT)
   if not dropped:
     return
   if on_corrupt == "error":

@@ -19,7 +19,7 @@ Example:
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.data import _common, image_folder
 from tfrank4class.data import options as options_lib
 
@@ -44,7 +44,7 @@ def _how(name):
 
 def normalize(image, name="cifar10"):
   """``(image / 255 - mean) / std`` per channel, float32; ``image`` is uint8 ``[..., H, W, 3]``."""
-  _validation.check_choice("name", name, NAMES)
+  checks.check_choice("name", name, NAMES)
   mean, std = STATS[name]
   image = tf.cast(image, tf.float32) / 255.0
   return (image - tf.constant(mean)) / tf.constant(std)
@@ -112,8 +112,8 @@ def detect_source(name, data_dir):
 
 def info(name, data_dir=None, source=None):
   """``DatasetInfo`` of CIFAR-10/100 (class names from the folder or from TFDS)."""
-  _validation.check_choice("name", name, NAMES)
-  source = _validation.check_choice("source", source or detect_source(name, data_dir), SOURCES)
+  checks.check_choice("name", name, NAMES)
+  source = checks.check_choice("source", source or detect_source(name, data_dir), SOURCES)
   if source == "folder":
     path = _common.require_dir(data_dir, f"{name} image folder", _how(name))
     names = image_folder.class_names(path)
@@ -136,9 +136,9 @@ def load(name, split, data_dir, options, source=None, training=None, on_corrupt=
     training: augment (and, by default, shuffle); default: ``split`` starts with ``train``.
     on_corrupt: undecodable images: ``"error"`` (names the file), ``"skip"`` or ``"unchecked"``.
   """
-  _validation.check_choice("name", name, NAMES)
-  _validation.check_choice("on_corrupt", on_corrupt, image_folder.ON_CORRUPT)
-  source = _validation.check_choice("source", source or detect_source(name, data_dir), SOURCES)
+  checks.check_choice("name", name, NAMES)
+  checks.check_choice("on_corrupt", on_corrupt, image_folder.ON_CORRUPT)
+  source = checks.check_choice("source", source or detect_source(name, data_dir), SOURCES)
   _common.canonical_split(split, allowed=("train", "test"))
   training = split.startswith("train") if training is None else bool(training)
   keep = image_folder.keep_decoded if on_corrupt == "skip" else None
@@ -176,7 +176,7 @@ def serving_preprocess(name="cifar10"):
 
   Pure TensorFlow, so a SavedModel can run it inside its serving signature.
   """
-  _validation.check_choice("name", name, NAMES)
+  checks.check_choice("name", name, NAMES)
 
   def fn(images):
     return tf.map_fn(

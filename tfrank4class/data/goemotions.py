@@ -35,7 +35,7 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.data import _common
 from tfrank4class.data import options as options_lib
 
@@ -186,7 +186,7 @@ def detect_source(data_dir):
 
 def info(data_dir=None, source=None, name=NAME):
   """``DatasetInfo`` of GoEmotions: 28 class names, ``neutral`` = 27."""
-  source = _validation.check_choice("source", source or detect_source(data_dir), SOURCES)
+  source = checks.check_choice("source", source or detect_source(data_dir), SOURCES)
   if source == "tsv":
     path = _common.require_dir(data_dir, "GoEmotions TSV files", HOW)
     names = read_emotions(path / "emotions.txt")
@@ -252,8 +252,8 @@ def load(
   """
   if not isinstance(multi_label, bool):
     raise ValueError(f"`multi_label` must be True or False, got {multi_label!r}.")
-  _validation.check_choice("on_corrupt", on_corrupt, _common.ON_CORRUPT)
-  source = _validation.check_choice("source", source or detect_source(data_dir), SOURCES)
+  checks.check_choice("on_corrupt", on_corrupt, _common.ON_CORRUPT)
+  source = checks.check_choice("source", source or detect_source(data_dir), SOURCES)
   base, suffix = _common.canonical_split(split)
   training = base == "train" if training is None else bool(training)
   if source == "tsv":

@@ -24,7 +24,7 @@ import sys
 
 import tensorflow as tf
 
-from tfrank4class import _validation, errors
+from tfrank4class import checks, errors
 from tfrank4class.data import _common
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
@@ -191,7 +191,7 @@ def decode_checked(contents, name, on_corrupt="error"):
 
 def read_decoder(on_corrupt="error"):
   """Returns ``(path, label) -> (uint8 image, label)`` for ``build_pipeline``."""
-  _validation.check_choice("on_corrupt", on_corrupt, ON_CORRUPT)
+  checks.check_choice("on_corrupt", on_corrupt, ON_CORRUPT)
 
   def decode(path, label):
     return decode_checked(tf.io.read_file(path), path, on_corrupt), label

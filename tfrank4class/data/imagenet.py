@@ -22,7 +22,7 @@ Example:
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.data import _common, image_folder
 from tfrank4class.data import options as options_lib
 
@@ -139,7 +139,7 @@ def detect_source(data_dir):
 
 def info(data_dir=None, source=None):
   """``DatasetInfo`` of ImageNet (synset class names)."""
-  source = _validation.check_choice("source", source or detect_source(data_dir), SOURCES)
+  source = checks.check_choice("source", source or detect_source(data_dir), SOURCES)
   if source == "folder":
     path = _common.require_dir(data_dir, "ImageNet image folder", HOW)
     names = image_folder.class_names(path)
@@ -155,8 +155,8 @@ def load(split, data_dir, options, source=None, training=None, on_corrupt="error
     split: ``"train"`` or ``"validation"`` (``"val"``); TFDS slices with ``source="tfds"``.
     data_dir, options, source, training, on_corrupt: as in ``cifar.load``.
   """
-  _validation.check_choice("on_corrupt", on_corrupt, image_folder.ON_CORRUPT)
-  source = _validation.check_choice("source", source or detect_source(data_dir), SOURCES)
+  checks.check_choice("on_corrupt", on_corrupt, image_folder.ON_CORRUPT)
+  source = checks.check_choice("source", source or detect_source(data_dir), SOURCES)
   base, suffix = _common.canonical_split(split, allowed=("train", "validation"))
   training = base == "train" if training is None else bool(training)
   keep = image_folder.keep_decoded if on_corrupt == "skip" else None

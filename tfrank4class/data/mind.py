@@ -40,7 +40,7 @@ os.environ.setdefault("NO_GCE_CHECK", "true")
 import tensorflow as tf  # noqa: E402
 import tensorflow_datasets as tfds  # noqa: E402
 
-from tfrank4class import _validation  # noqa: E402
+from tfrank4class import checks  # noqa: E402
 from tfrank4class.data import _common  # noqa: E402
 from tfrank4class.data import options as options_lib  # noqa: E402
 
@@ -251,7 +251,7 @@ def info(data_dir=None, source=None):
   The TSV source takes the categories of the lines that parse: whether a malformed line is an
   error is for ``load`` (its ``on_corrupt``) to say.
   """
-  source = _validation.check_choice("source", source or detect_source(data_dir), SOURCES)
+  source = checks.check_choice("source", source or detect_source(data_dir), SOURCES)
   if source == "tsv":
     names = categories(_parse_news(data_dir)[0])
   else:
@@ -268,8 +268,8 @@ def load(split, data_dir, options, source=None, training=None, on_corrupt="error
   ``on_corrupt`` (``"error"`` or ``"skip"``) is passed to ``read_news`` for the TSV source; TFDS
   data is parsed already, so there the value is only checked.
   """
-  _validation.check_choice("on_corrupt", on_corrupt, _common.ON_CORRUPT)
-  source = _validation.check_choice("source", source or detect_source(data_dir), SOURCES)
+  checks.check_choice("on_corrupt", on_corrupt, _common.ON_CORRUPT)
+  source = checks.check_choice("source", source or detect_source(data_dir), SOURCES)
   base, suffix = _common.canonical_split(split)
   training = base == "train" if training is None else bool(training)
   if source == "tsv":

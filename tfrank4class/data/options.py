@@ -28,7 +28,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -73,9 +73,9 @@ class InputOptions:
   shard_index: int | None = None
 
   def __post_init__(self):
-    _validation.check_int("batch_size", self.batch_size, minimum=1)
-    _validation.check_int("shuffle_buffer", self.shuffle_buffer, minimum=1)
-    _validation.check_int("shuffle_seed", self.shuffle_seed, minimum=0, allow_none=True)
+    checks.check_int("batch_size", self.batch_size, minimum=1)
+    checks.check_int("shuffle_buffer", self.shuffle_buffer, minimum=1)
+    checks.check_int("shuffle_seed", self.shuffle_seed, minimum=0, allow_none=True)
     if self.shuffle not in (None, True, False):
       raise ValueError(f"`shuffle` must be True, False or None, got {self.shuffle!r}.")
     for flag in ("deterministic", "drop_remainder", "repeat", "prefetch"):
@@ -86,7 +86,7 @@ class InputOptions:
         f"`cache` must be True, False or a non-empty file path prefix, got {self.cache!r}."
       )
     if self.num_parallel_calls != AUTOTUNE:
-      _validation.check_int("num_parallel_calls", self.num_parallel_calls, minimum=1)
+      checks.check_int("num_parallel_calls", self.num_parallel_calls, minimum=1)
     if self.input_context is not None:
       if not isinstance(self.input_context, tf.distribute.InputContext):
         raise ValueError(
@@ -103,8 +103,8 @@ class InputOptions:
         f"num_shards={self.num_shards!r}, shard_index={self.shard_index!r}."
       )
     if self.num_shards is not None:
-      _validation.check_int("num_shards", self.num_shards, minimum=1)
-      _validation.check_int("shard_index", self.shard_index, minimum=0)
+      checks.check_int("num_shards", self.num_shards, minimum=1)
+      checks.check_int("shard_index", self.shard_index, minimum=0)
       if self.shard_index >= self.num_shards:
         raise ValueError(
           f"`shard_index` must be in [0, num_shards={self.num_shards}), got {self.shard_index!r}."

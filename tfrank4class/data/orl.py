@@ -22,7 +22,7 @@ import pathlib
 
 import numpy as np
 
-from tfrank4class import _validation
+from tfrank4class import checks
 
 NUM_SUBJECTS = 40
 IMAGES_PER_SUBJECT = 10
@@ -47,6 +47,59 @@ def orl_dir(data_dir):
     f"ORL faces not found under {root}: expected {root}/s1/1.pgm .. s40/10.pgm "
     f"(or {root}/orl_faces/s1/...). The database is in shared/datasets/orl_faces."
   )
+
+
+def _checked_subjects(subjects):
+  """``subjects`` as a list of distinct numbers in ``1..40`` (``None``: all)."""
+  if subjects is None:
+    subjects = range(1, NUM_SUBJECTS + 1)
+  subjects = list(subjects)
+  if not subjects:
+    raise ValueError("`subjects` must name at least one subject in 1..40, got an empty list.")
+  for s in subjects:
+    checks.check_int("subjects", s, minimum=1)
+    if s > NUM_SUBJECTS:
+      raise ValueError(f"`subjects` must be numbers in 1..{NUM_SUBJECTS}, got {s!r}.")
+  if len(set(subjects)) != len(subjects):
+    raise ValueError(f"`subjects` must not repeat a subject, got {subjects!r}.")
+  return subjects
+
+
+def _checked_image_size(image_size):
+  """``image_size`` as ``(height, width)`` of ints ``>= 1``, or ``None``."""
+  if image_size is None:
+    return None
+  if len(tuple(image_size)) != 2:
+    raise ValueError(f"`image_size` must be (height, width), got {image_size!r}.")
+  for v in image_size:
+    checks.check_int("image_size", v, minimum=1)
+  return tuple(int(v) for v in image_size)
+
+
+def _subject_images(folder, image_size, resample_filter):
+  """The images ``[H, W, 1]`` of one subject's folder, in file order ``1.pgm .. 10.pgm``."""
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+
+  if not folder.is_dir():
+    raise FileNotFoundError(f"ORL subject folder {folder} is missing.")
+  files = sorted(
+    (f for f in os.listdir(folder) if f.lower().endswith(".pgm")), key=lambda f: (len(f), f)
+  )
+  if not files:
+    raise FileNotFoundError(f"ORL subject folder {folder} holds no .pgm files.")
+  images = []
+  for f in files:
+    path = folder / f
+    try:
+      with Image.open(path) as img:
+        img = img.convert("L")
+        if image_size is not None and img.size != (image_size[1], image_size[0]):
+          img = img.resize((image_size[1], image_size[0]), resample_filter)
+        pixels = np.asarray(img, np.float32) / 255.0
+    except (OSError, ValueError) as err:
+      raise ValueError(f"Could not read ORL image {path}: {err}") from None
+    images.append(pixels[:, :, None])
+  return images
 
 
 def load_orl(data_dir, subjects=None, image_size=None, resample="box"):
@@ -76,48 +129,15 @@ def load_orl(data_dir, subjects=None, image_size=None, resample="box"):
     "bilinear": Image.Resampling.BILINEAR,
     "nearest": Image.Resampling.NEAREST,
   }
-  _validation.check_choice("resample", resample, filters)
-  if subjects is None:
-    subjects = range(1, NUM_SUBJECTS + 1)
-  subjects = list(subjects)
-  if not subjects:
-    raise ValueError("`subjects` must name at least one subject in 1..40, got an empty list.")
-  for s in subjects:
-    _validation.check_int("subjects", s, minimum=1)
-    if s > NUM_SUBJECTS:
-      raise ValueError(f"`subjects` must be numbers in 1..{NUM_SUBJECTS}, got {s!r}.")
-  if len(set(subjects)) != len(subjects):
-    raise ValueError(f"`subjects` must not repeat a subject, got {subjects!r}.")
-  if image_size is not None:
-    if len(tuple(image_size)) != 2:
-      raise ValueError(f"`image_size` must be (height, width), got {image_size!r}.")
-    for v in image_size:
-      _validation.check_int("image_size", v, minimum=1)
-    image_size = tuple(int(v) for v in image_size)
+  checks.check_choice("resample", resample, filters)
+  subjects = _checked_subjects(subjects)
+  image_size = _checked_image_size(image_size)
   root = orl_dir(data_dir)
-
   images, labels = [], []
   for s in subjects:
-    folder = root / f"s{s}"
-    if not folder.is_dir():
-      raise FileNotFoundError(f"ORL subject folder {folder} is missing.")
-    files = sorted(
-      (f for f in os.listdir(folder) if f.lower().endswith(".pgm")), key=lambda f: (len(f), f)
-    )
-    if not files:
-      raise FileNotFoundError(f"ORL subject folder {folder} holds no .pgm files.")
-    for f in files:
-      path = folder / f
-      try:
-        with Image.open(path) as img:
-          img = img.convert("L")
-          if image_size is not None and img.size != (image_size[1], image_size[0]):
-            img = img.resize((image_size[1], image_size[0]), filters[resample])
-          pixels = np.asarray(img, np.float32) / 255.0
-      except (OSError, ValueError) as err:
-        raise ValueError(f"Could not read ORL image {path}: {err}") from None
-      images.append(pixels[:, :, None])
-      labels.append(s - 1)
+    pictures = _subject_images(root / f"s{s}", image_size, filters[resample])
+    images.extend(pictures)
+    labels.extend([s - 1] * len(pictures))
   shapes = {im.shape for im in images}
   if len(shapes) != 1:
     raise ValueError(

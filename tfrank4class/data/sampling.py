@@ -27,7 +27,7 @@ Example:
 import numpy as np
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 
 SMALL_CLASSES = ("skip", "repeat")
 
@@ -71,14 +71,10 @@ class ClassBalancedSampler:
       )
     if not np.issubdtype(labels.dtype, np.integer):
       raise ValueError(f"`labels` must be integer class ids, got dtype {labels.dtype}.")
-    self.classes_per_batch = _validation.check_int(
-      "classes_per_batch", classes_per_batch, minimum=1
-    )
-    self.samples_per_class = _validation.check_int(
-      "samples_per_class", samples_per_class, minimum=1
-    )
-    self.small_classes = _validation.check_choice("small_classes", small_classes, SMALL_CLASSES)
-    self.seed = _validation.check_int("seed", seed, minimum=0)
+    self.classes_per_batch = checks.check_int("classes_per_batch", classes_per_batch, minimum=1)
+    self.samples_per_class = checks.check_int("samples_per_class", samples_per_class, minimum=1)
+    self.small_classes = checks.check_choice("small_classes", small_classes, SMALL_CLASSES)
+    self.seed = checks.check_int("seed", seed, minimum=0)
     self.labels = labels.astype(np.int64)
     classes, inverse = np.unique(self.labels, return_inverse=True)
     self._members = [np.flatnonzero(inverse == c) for c in range(classes.size)]
@@ -94,7 +90,7 @@ class ClassBalancedSampler:
         f"classes; small_classes={small_classes!r})."
       )
     default = max(1, self.labels.size // self.batch_size)
-    self.batches_per_epoch = _validation.check_int(
+    self.batches_per_epoch = checks.check_int(
       "batches_per_epoch", default if batches_per_epoch is None else batches_per_epoch, minimum=1
     )
 
@@ -109,7 +105,7 @@ class ClassBalancedSampler:
   def epoch(self, index):
     """Int64 row indices ``[batches_per_epoch, P * K]`` of epoch ``index`` (a pure function of
     it)."""
-    _validation.check_int("index", index, minimum=0)
+    checks.check_int("index", index, minimum=0)
     rng = np.random.default_rng([self.seed, index])
     out = np.empty((self.batches_per_epoch, self.batch_size), np.int64)
     k = self.samples_per_class
@@ -144,7 +140,7 @@ class ClassBalancedSampler:
       [0, 0, 1, 1]
     """
     if epochs is not None:
-      _validation.check_int("epochs", epochs, minimum=1)
+      checks.check_int("epochs", epochs, minimum=1)
     features = tf.nest.map_structure(tf.convert_to_tensor, features)
     n = self.labels.size
     for t in tf.nest.flatten(features):

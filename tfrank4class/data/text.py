@@ -31,7 +31,7 @@ import unicodedata
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
 
 # ASCII punctuation and symbols (as BERT's basic tokenizer) and Unicode punctuation.
@@ -129,8 +129,8 @@ def adapt_text_vectorization(
   Returns:
     A Keras layer mapping ``tf.string [B]`` to ``int64 [B, L]``.
   """
-  _validation.check_int("max_tokens", max_tokens, minimum=3)
-  _validation.check_int("output_sequence_length", output_sequence_length, minimum=1)
+  checks.check_int("max_tokens", max_tokens, minimum=3)
+  checks.check_int("output_sequence_length", output_sequence_length, minimum=1)
   if vocabulary is not None and wordpiece_vocabulary is not None:
     raise ValueError("Pass at most one of `vocabulary` and `wordpiece_vocabulary`.")
   if wordpiece_vocabulary is not None:
@@ -220,12 +220,10 @@ class WordPieceVectorizer(keras.layers.Layer):
   ):
     super().__init__(**kwargs)
     self.vocabulary = read_vocabulary(vocabulary)
-    self.output_sequence_length = _validation.check_int(
+    self.output_sequence_length = checks.check_int(
       "output_sequence_length", output_sequence_length, minimum=1
     )
-    self.max_chars_per_word = _validation.check_int(
-      "max_chars_per_word", max_chars_per_word, minimum=1
-    )
+    self.max_chars_per_word = checks.check_int("max_chars_per_word", max_chars_per_word, minimum=1)
     self.lowercase = bool(lowercase)
     self.clean_text = bool(clean_text)
     self.handle_chinese_chars = bool(handle_chinese_chars)

@@ -2,7 +2,7 @@
 
 import os
 
-from tfrank4class import _validation
+from tfrank4class import checks
 
 
 def check_image_shape(input_shape, minimum=1):
@@ -14,7 +14,7 @@ def check_image_shape(input_shape, minimum=1):
   if len(shape) != 3 or shape[2] != 3:
     raise ValueError(f"`input_shape` must be (height, width, 3), got {input_shape!r}.")
   for side in shape[:2]:
-    _validation.check_int("input_shape", side, minimum=minimum)
+    checks.check_int("input_shape", side, minimum=minimum)
   return tuple(int(s) for s in shape)
 
 
@@ -38,4 +38,4 @@ def check_weights(weights, weights_path):
 
 
 def check_units_or_none(name, units):
-  return _validation.check_int(name, units, minimum=1, allow_none=True)
+  return checks.check_int(name, units, minimum=1, allow_none=True)

@@ -28,7 +28,7 @@ package is not needed either.
 import numpy as np
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
 from tfrank4class.data.text import WordPieceVectorizer, read_vocabulary
 from tfrank4class.encoders import huggingface_checkpoint as checkpoint_lib
@@ -91,7 +91,7 @@ class BertEncoder(keras.layers.Layer):
     **kwargs,
   ):
     super().__init__(**kwargs)
-    check = _validation.check_int
+    check = checks.check_int
     self.vocab_size = check("vocab_size", vocab_size, minimum=1)
     self.hidden_size = check("hidden_size", hidden_size, minimum=1)
     self.num_layers = check("num_layers", num_layers, minimum=0)
@@ -103,7 +103,7 @@ class BertEncoder(keras.layers.Layer):
     self.intermediate_size = check("intermediate_size", intermediate_size, minimum=1)
     self.max_positions = check("max_positions", max_positions, minimum=1)
     self.type_vocab_size = check("type_vocab_size", type_vocab_size, minimum=1)
-    self.layer_norm_eps = _validation.check_float("layer_norm_eps", layer_norm_eps, minimum=0.0)
+    self.layer_norm_eps = checks.check_float("layer_norm_eps", layer_norm_eps, minimum=0.0)
     if output_mode not in _OUTPUTS:
       raise ValueError(f"`output_mode` must be one of {list(_OUTPUTS)}, got {output_mode!r}.")
     self.output_mode = output_mode
@@ -111,7 +111,7 @@ class BertEncoder(keras.layers.Layer):
       raise ValueError(f"`normalize` must be True or False, got {normalize!r}.")
     self.normalize = normalize
     self.pad_id = check("pad_id", pad_id, minimum=0)
-    self.dropout = _validation.check_float("dropout", dropout, minimum=0.0)
+    self.dropout = checks.check_float("dropout", dropout, minimum=0.0)
     if self.dropout >= 1.0:
       raise ValueError(f"`dropout` must be in [0, 1), got {dropout!r}.")
     self.dropout_layer = keras.layers.Dropout(self.dropout)
@@ -279,6 +279,55 @@ def _load_bert_weights(encoder, path):
     variable.assign(array.astype(np.float32))
 
 
+def _bert_layers(path, architecture, vocabulary, max_length, output_mode, normalize, dropout):
+  """The folder's WordPiece vectorizer and its BERT encoder, built, with the checkpoint's
+  weights."""
+  vectorizer = WordPieceVectorizer(
+    vocabulary,
+    output_sequence_length=max_length,
+    cls_token="[CLS]",
+    sep_token="[SEP]",
+    clean_text=True,
+    name="wordpiece",
+    **checkpoint_lib.read_tokenizer_options(path),
+  )
+  encoder = BertEncoder(
+    output_mode=output_mode,
+    normalize=bool(normalize),
+    pad_id=vocabulary.index("[PAD]"),
+    dropout=dropout,
+    name="bert",
+    **architecture,
+  )
+  encoder.build(tf.TensorShape([None, max_length]))
+  _load_bert_weights(encoder, path)
+  return vectorizer, encoder
+
+
+def _checked_max_length(path, max_length, default_length, max_positions):
+  """``max_length``, or the folder's default when ``None``: an int in ``[2, max_positions]``."""
+  if max_length is None:
+    max_length = min(default_length or max_positions, max_positions)
+  max_length = checks.check_int("max_length", max_length, minimum=2)
+  if max_length > max_positions:
+    raise ValueError(
+      f"`max_length` must be at most max_position_embeddings={max_positions} "
+      f"of {path!r}, got {max_length}."
+    )
+  return max_length
+
+
+def _checked_vocabulary(path, vocab_size):
+  """The tokens of the folder's ``vocab.txt``, which must be ``config.json``'s ``vocab_size``."""
+  vocabulary = read_vocabulary(checkpoint_lib.checkpoint_file(path, "vocab.txt"))
+  if len(vocabulary) != vocab_size:
+    raise ValueError(
+      f"`path` {path!r}: vocab.txt has {len(vocabulary)} tokens, config.json's vocab_size is "
+      f"{vocab_size}."
+    )
+  return vocabulary
+
+
 def bert_checkpoint(
   path,
   max_length=None,
@@ -325,42 +374,13 @@ def bert_checkpoint(
   path = checkpoint_lib.check_checkpoint_dir(path)
   architecture = checkpoint_lib.read_bert_config(path)
   default_length, default_normalize = checkpoint_lib.read_sentence_options(path)
-  if max_length is None:
-    max_length = min(default_length or architecture["max_positions"], architecture["max_positions"])
-  max_length = _validation.check_int("max_length", max_length, minimum=2)
-  if max_length > architecture["max_positions"]:
-    raise ValueError(
-      f"`max_length` must be at most max_position_embeddings={architecture['max_positions']} "
-      f"of {path!r}, got {max_length}."
-    )
+  max_length = _checked_max_length(path, max_length, default_length, architecture["max_positions"])
   if normalize is None:
     normalize = default_normalize
-  vocabulary = read_vocabulary(checkpoint_lib.checkpoint_file(path, "vocab.txt"))
-  if len(vocabulary) != architecture["vocab_size"]:
-    raise ValueError(
-      f"`path` {path!r}: vocab.txt has {len(vocabulary)} tokens, config.json's vocab_size is "
-      f"{architecture['vocab_size']}."
-    )
-  options = checkpoint_lib.read_tokenizer_options(path)
-  vectorizer = WordPieceVectorizer(
-    vocabulary,
-    output_sequence_length=max_length,
-    cls_token="[CLS]",
-    sep_token="[SEP]",
-    clean_text=True,
-    name="wordpiece",
-    **options,
+  vocabulary = _checked_vocabulary(path, architecture["vocab_size"])
+  vectorizer, encoder = _bert_layers(
+    path, architecture, vocabulary, max_length, output_mode, normalize, dropout
   )
-  encoder = BertEncoder(
-    output_mode=output_mode,
-    normalize=bool(normalize),
-    pad_id=vocabulary.index("[PAD]"),
-    dropout=dropout,
-    name="bert",
-    **architecture,
-  )
-  encoder.build(tf.TensorShape([None, max_length]))
-  _load_bert_weights(encoder, path)
   encoder.trainable = bool(trainable)
   texts = keras.Input(shape=(1,), dtype=tf.string, name="text")
   return keras.Model(texts, encoder(vectorizer(texts)), name=name)

@@ -68,45 +68,57 @@ def read_safetensors(path):
     raise FileNotFoundError(f"The safetensors file {path!r} does not exist.")
   with open(path, "rb") as f:
     data = f.read()
+  header, buffer = _safetensors_header(path, data)
+  return {
+    name: _safetensors_array(path, name, entry, buffer)
+    for name, entry in header.items()
+    if name != "__metadata__"
+  }
 
-  def bad(reason):
-    return ValueError(f"{path!r} is not a valid safetensors file: {reason}.")
 
+def _not_safetensors(path, reason):
+  return ValueError(f"{path!r} is not a valid safetensors file: {reason}.")
+
+
+def _safetensors_header(path, data):
+  """The JSON header of a safetensors file's bytes ``data``, and the byte buffer after it."""
   if len(data) < 8:
-    raise bad("shorter than its 8-byte header length")
+    raise _not_safetensors(path, "shorter than its 8-byte header length")
   n = int.from_bytes(data[:8], "little")
   if 8 + n > len(data):
-    raise bad(f"header length {n} exceeds the file size {len(data)}")
+    raise _not_safetensors(path, f"header length {n} exceeds the file size {len(data)}")
   try:
     header = json.loads(data[8 : 8 + n].decode("utf-8"))
   except (UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise bad(f"header is not JSON ({e})") from None
+    raise _not_safetensors(path, f"header is not JSON ({e})") from None
   if not isinstance(header, dict):
-    raise bad("header is not a JSON object")
-  buffer = memoryview(data)[8 + n :]
-  tensors = {}
-  for name, entry in header.items():
-    if name == "__metadata__":
-      continue
-    try:
-      dtype, shape, (begin, end) = entry["dtype"], list(entry["shape"]), entry["data_offsets"]
-    except (KeyError, TypeError, ValueError):
-      raise bad(f"entry {name!r} lacks dtype / shape / data_offsets") from None
-    if dtype == "BF16":
-      itemsize, numpy_dtype = 2, np.dtype("<u2")
-    elif dtype in _SAFETENSORS_DTYPES:
-      numpy_dtype = np.dtype(_SAFETENSORS_DTYPES[dtype]).newbyteorder("<")
-      itemsize = numpy_dtype.itemsize
-    else:
-      raise bad(f"entry {name!r} has dtype {dtype!r}; readable: {['BF16', *_SAFETENSORS_DTYPES]}")
-    count = int(np.prod(shape, dtype=np.int64))
-    if not 0 <= begin <= end <= len(buffer) or end - begin != count * itemsize:
-      raise bad(f"entry {name!r} has data_offsets {[begin, end]} that do not fit shape {shape}")
-    array = np.frombuffer(buffer[begin:end], dtype=numpy_dtype).reshape(shape)
-    if dtype == "BF16":
-      array = (array.astype(np.uint32) << 16).view(np.float32)
-    tensors[name] = array.astype(array.dtype.newbyteorder("="))
-  return tensors
+    raise _not_safetensors(path, "header is not a JSON object")
+  return header, memoryview(data)[8 + n :]
+
+
+def _safetensors_array(path, name, entry, buffer):
+  """The array of header entry ``name`` (``BF16`` as float32), in native byte order."""
+  try:
+    dtype, shape, (begin, end) = entry["dtype"], list(entry["shape"]), entry["data_offsets"]
+  except (KeyError, TypeError, ValueError):
+    raise _not_safetensors(path, f"entry {name!r} lacks dtype / shape / data_offsets") from None
+  if dtype == "BF16":
+    itemsize, numpy_dtype = 2, np.dtype("<u2")
+  elif dtype in _SAFETENSORS_DTYPES:
+    numpy_dtype = np.dtype(_SAFETENSORS_DTYPES[dtype]).newbyteorder("<")
+    itemsize = numpy_dtype.itemsize
+  else:
+    readable = ["BF16", *_SAFETENSORS_DTYPES]
+    raise _not_safetensors(path, f"entry {name!r} has dtype {dtype!r}; readable: {readable}")
+  count = int(np.prod(shape, dtype=np.int64))
+  if not 0 <= begin <= end <= len(buffer) or end - begin != count * itemsize:
+    raise _not_safetensors(
+      path, f"entry {name!r} has data_offsets {[begin, end]} that do not fit shape {shape}"
+    )
+  array = np.frombuffer(buffer[begin:end], dtype=numpy_dtype).reshape(shape)
+  if dtype == "BF16":
+    array = (array.astype(np.uint32) << 16).view(np.float32)
+  return array.astype(array.dtype.newbyteorder("="))
 
 
 def installed_minilm_path():

@@ -6,7 +6,7 @@ then global average pooling -> Dense(embedding_dim, ReLU)
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.compat import keras
 from tfrank4class.encoders import _common
 
@@ -33,7 +33,7 @@ def small_cnn(
   """
   filters = _units("filters", filters)
   input_shape = _common.check_image_shape(input_shape, minimum=2 ** len(filters))
-  embedding_dim = _validation.check_int("embedding_dim", embedding_dim, minimum=1)
+  embedding_dim = checks.check_int("embedding_dim", embedding_dim, minimum=1)
   path = _common.check_weights(None, weights_path)
   images = keras.Input(shape=input_shape, dtype=tf.float32, name="images")
   x = images

@@ -13,7 +13,7 @@ through ``model.save`` / ``keras.models.load_model``.
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
 
 
@@ -51,21 +51,21 @@ class TransformerTextEncoder(keras.layers.Layer):
     **kwargs,
   ):
     super().__init__(**kwargs)
-    self.vocab_size = _validation.check_int("vocab_size", vocab_size, minimum=2)
-    self.sequence_length = _validation.check_int("sequence_length", sequence_length, minimum=1)
-    self.embedding_dim = _validation.check_int("embedding_dim", embedding_dim, minimum=1)
-    self.num_heads = _validation.check_int("num_heads", num_heads, minimum=1)
+    self.vocab_size = checks.check_int("vocab_size", vocab_size, minimum=2)
+    self.sequence_length = checks.check_int("sequence_length", sequence_length, minimum=1)
+    self.embedding_dim = checks.check_int("embedding_dim", embedding_dim, minimum=1)
+    self.num_heads = checks.check_int("num_heads", num_heads, minimum=1)
     if self.embedding_dim % self.num_heads:
       raise ValueError(
         f"`embedding_dim` must be divisible by num_heads={self.num_heads}, got "
         f"{self.embedding_dim}."
       )
-    self.num_layers = _validation.check_int("num_layers", num_layers, minimum=0)
-    self.ff_dim = _validation.check_int("ff_dim", ff_dim, minimum=1)
-    self.dropout = _validation.check_float("dropout", dropout, minimum=0.0)
+    self.num_layers = checks.check_int("num_layers", num_layers, minimum=0)
+    self.ff_dim = checks.check_int("ff_dim", ff_dim, minimum=1)
+    self.dropout = checks.check_float("dropout", dropout, minimum=0.0)
     if self.dropout >= 1.0:
       raise ValueError(f"`dropout` must be in [0, 1), got {dropout!r}.")
-    self.output_dim = _validation.check_int("output_dim", output_dim, minimum=1, allow_none=True)
+    self.output_dim = checks.check_int("output_dim", output_dim, minimum=1, allow_none=True)
     self.token_embedding = keras.layers.Embedding(
       self.vocab_size, self.embedding_dim, name="token_embedding"
     )
@@ -165,6 +165,41 @@ def _strip_reserved(vocabulary):
   return vocabulary
 
 
+def _new_vectorizer(vocabulary, sequence_length, standardize):
+  """A ``TextVectorization`` over the tokens of ``vocabulary`` (see :func:`transformer`)."""
+  if isinstance(vocabulary, str):
+    raise ValueError(f"`vocabulary` must be a list of tokens, got the string {vocabulary!r}.")
+  tokens = _strip_reserved(vocabulary)
+  if not tokens:
+    raise ValueError("`vocabulary` must hold at least one token besides '' and '[UNK]'.")
+  return keras.layers.TextVectorization(
+    vocabulary=tokens,
+    output_sequence_length=sequence_length,
+    standardize=standardize,
+    name="text_vectorization",
+  )
+
+
+def _checked_vectorizer(text_vectorization):
+  """``text_vectorization`` after checking it is an adapted ``TextVectorization`` of ints."""
+  if not isinstance(text_vectorization, keras.layers.TextVectorization):
+    raise ValueError(
+      f"`text_vectorization` must be a keras.layers.TextVectorization, got "
+      f"{type(text_vectorization).__name__}."
+    )
+  config = text_vectorization.get_config()
+  if config.get("output_mode") != "int":
+    raise ValueError(
+      f"`text_vectorization` must have output_mode='int', got {config.get('output_mode')!r}."
+    )
+  if text_vectorization.vocabulary_size() < 3:
+    raise ValueError(
+      "`text_vectorization` has an empty vocabulary; adapt it on the training "
+      "texts (or set its vocabulary) first."
+    )
+  return text_vectorization
+
+
 def transformer(
   vocabulary=None,
   text_vectorization=None,
@@ -207,36 +242,11 @@ def transformer(
       f"vocabulary={'None' if vocabulary is None else 'a list'} and "
       f"text_vectorization={text_vectorization!r}."
     )
-  sequence_length = _validation.check_int("sequence_length", sequence_length, minimum=1)
+  sequence_length = checks.check_int("sequence_length", sequence_length, minimum=1)
   if vocabulary is not None:
-    if isinstance(vocabulary, str):
-      raise ValueError(f"`vocabulary` must be a list of tokens, got the string {vocabulary!r}.")
-    tokens = _strip_reserved(vocabulary)
-    if not tokens:
-      raise ValueError("`vocabulary` must hold at least one token besides '' and '[UNK]'.")
-    vectorizer = keras.layers.TextVectorization(
-      vocabulary=tokens,
-      output_sequence_length=sequence_length,
-      standardize=standardize,
-      name="text_vectorization",
-    )
+    vectorizer = _new_vectorizer(vocabulary, sequence_length, standardize)
   else:
-    if not isinstance(text_vectorization, keras.layers.TextVectorization):
-      raise ValueError(
-        f"`text_vectorization` must be a keras.layers.TextVectorization, got "
-        f"{type(text_vectorization).__name__}."
-      )
-    config = text_vectorization.get_config()
-    if config.get("output_mode") != "int":
-      raise ValueError(
-        f"`text_vectorization` must have output_mode='int', got {config.get('output_mode')!r}."
-      )
-    if text_vectorization.vocabulary_size() < 3:
-      raise ValueError(
-        "`text_vectorization` has an empty vocabulary; adapt it on the training "
-        "texts (or set its vocabulary) first."
-      )
-    vectorizer = text_vectorization
+    vectorizer = _checked_vectorizer(text_vectorization)
   texts = keras.Input(shape=(1,), dtype=tf.string, name="text")
   ids = vectorizer(texts)
   pooled = TransformerTextEncoder(

@@ -9,7 +9,7 @@ Float images ``[B, 32, 32, 3]`` in, ``[B, embedding_dim]`` out.
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.compat import keras
 from tfrank4class.encoders import _common
 
@@ -34,6 +34,25 @@ VGG16_LAYERS = (
   512,
   "M",
 )
+
+
+def _conv_blocks(x, batch_norm, width_multiplier):
+  """VGG16's thirteen 3x3 convolutions (each with batch norm and ReLU) and five 2x2 poolings."""
+  block, conv = 1, 1
+  for spec in VGG16_LAYERS:
+    if spec == "M":
+      x = keras.layers.MaxPooling2D(2, name=f"block{block}_pool")(x)
+      block, conv = block + 1, 1
+      continue
+    filters = max(1, int(round(spec * width_multiplier)))
+    x = keras.layers.Conv2D(
+      filters, 3, padding="same", use_bias=not batch_norm, name=f"block{block}_conv{conv}"
+    )(x)
+    if batch_norm:
+      x = keras.layers.BatchNormalization(name=f"block{block}_bn{conv}")(x)
+    x = keras.layers.ReLU(name=f"block{block}_relu{conv}")(x)
+    conv += 1
+  return x
 
 
 def vgg16_cifar(
@@ -69,29 +88,15 @@ def vgg16_cifar(
       f"`input_shape` must have height and width divisible by 32, got {input_shape!r}."
     )
   path = _common.check_weights(weights, weights_path)
-  embedding_dim = _validation.check_int("embedding_dim", embedding_dim, minimum=1)
-  dropout = _validation.check_float("dropout", dropout, minimum=0.0)
+  embedding_dim = checks.check_int("embedding_dim", embedding_dim, minimum=1)
+  dropout = checks.check_float("dropout", dropout, minimum=0.0)
   if dropout >= 1.0:
     raise ValueError(f"`dropout` must be in [0, 1), got {dropout!r}.")
-  width_multiplier = _validation.check_float(
+  width_multiplier = checks.check_float(
     "width_multiplier", width_multiplier, minimum=0.0, strict=True
   )
   images = keras.Input(shape=input_shape, dtype=tf.float32, name="images")
-  x = images
-  block, conv = 1, 1
-  for spec in VGG16_LAYERS:
-    if spec == "M":
-      x = keras.layers.MaxPooling2D(2, name=f"block{block}_pool")(x)
-      block, conv = block + 1, 1
-      continue
-    filters = max(1, int(round(spec * width_multiplier)))
-    x = keras.layers.Conv2D(
-      filters, 3, padding="same", use_bias=not batch_norm, name=f"block{block}_conv{conv}"
-    )(x)
-    if batch_norm:
-      x = keras.layers.BatchNormalization(name=f"block{block}_bn{conv}")(x)
-    x = keras.layers.ReLU(name=f"block{block}_relu{conv}")(x)
-    conv += 1
+  x = _conv_blocks(images, batch_norm, width_multiplier)
   x = keras.layers.GlobalAveragePooling2D(name="pool")(x)  # 1x1 at 32x32: a flatten
   if dropout:
     x = keras.layers.Dropout(dropout, name="dropout")(x)

@@ -20,7 +20,7 @@ future work; the feature MLP is our own design and has no published figures to c
 import numpy as np
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
 
 
@@ -118,8 +118,8 @@ class ClassEncoder(keras.layers.Layer):
     **kwargs,
   ):
     super().__init__(**kwargs)
-    self.num_classes = _validation.check_int("num_classes", num_classes, minimum=2)
-    self.embedding_dim = _validation.check_int("embedding_dim", embedding_dim, minimum=1)
+    self.num_classes = checks.check_int("num_classes", num_classes, minimum=2)
+    self.embedding_dim = checks.check_int("embedding_dim", embedding_dim, minimum=1)
     self.hidden_units = check_units("hidden_units", hidden_units)
     self.activation = keras.activations.get(activation)
     self.train_class_features = bool(train_class_features)
@@ -133,7 +133,7 @@ class ClassEncoder(keras.layers.Layer):
           f"{self._feature_values.shape[1]}, got {class_feature_dim!r}."
         )
       class_feature_dim = self._feature_values.shape[1]
-    self.class_feature_dim = _validation.check_int(
+    self.class_feature_dim = checks.check_int(
       "class_feature_dim", class_feature_dim, minimum=1, allow_none=True
     )
     self.bias_initializer = self._checked_bias_initializer(bias_initializer)

@@ -27,7 +27,7 @@ import math
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
 from tfrank4class.heads.class_encoder import check_units, fresh_initializer
 from tfrank4class.registry import Registry
@@ -57,7 +57,7 @@ class Interaction(keras.layers.Layer):
 
   def __init__(self, class_chunk_size=None, **kwargs):
     super().__init__(**kwargs)
-    self.class_chunk_size = _validation.check_int(
+    self.class_chunk_size = checks.check_int(
       "class_chunk_size", class_chunk_size, minimum=1, allow_none=True
     )
 

@@ -20,6 +20,34 @@ def _new_inputs(encoder):
   return inputs
 
 
+def _encoder(encoder, encoder_kwargs):
+  """The encoder itself, or the one of that name built with ``encoder_kwargs``."""
+  if isinstance(encoder, str):
+    encoder = encoders_lib.get(encoder, **(encoder_kwargs or {}))
+  elif encoder_kwargs:
+    raise ValueError(
+      f"`encoder_kwargs` is only used when `encoder` is a name, got an encoder object {encoder!r}."
+    )
+  if not callable(encoder):
+    raise ValueError(
+      f"`encoder` must be a Keras model/layer or one of {encoders_lib.names()}, got {encoder!r}."
+    )
+  return encoder
+
+
+def _model_inputs(encoder, input_shape, input_dtype):
+  """New Keras inputs: of ``input_shape`` if given, else like the encoder's inputs."""
+  if input_shape is not None:
+    return keras.Input(shape=tuple(input_shape), dtype=input_dtype or tf.float32)
+  if isinstance(encoder, keras.Model) and getattr(encoder, "inputs", None):
+    inputs = _new_inputs(encoder)
+    return inputs[0] if len(inputs) == 1 else inputs
+  raise ValueError(
+    "`input_shape` is required when `encoder` has no known inputs (a layer or "
+    f"an unbuilt subclassed model), got encoder {encoder!r}."
+  )
+
+
 def build_model(
   encoder,
   num_classes,
@@ -60,16 +88,7 @@ def build_model(
     >>> model(tf.zeros([2, 8, 8, 3])).shape
     TensorShape([2, 10])
   """
-  if isinstance(encoder, str):
-    encoder = encoders_lib.get(encoder, **(encoder_kwargs or {}))
-  elif encoder_kwargs:
-    raise ValueError(
-      f"`encoder_kwargs` is only used when `encoder` is a name, got an encoder object {encoder!r}."
-    )
-  if not callable(encoder):
-    raise ValueError(
-      f"`encoder` must be a Keras model/layer or one of {encoders_lib.names()}, got {encoder!r}."
-    )
+  encoder = _encoder(encoder, encoder_kwargs)
   head = Rank4ClassHead(
     num_classes,
     interaction=interaction,
@@ -79,17 +98,7 @@ def build_model(
     name="rank4class_head",
     **head_kwargs,
   )
-  if input_shape is not None:
-    inputs = keras.Input(shape=tuple(input_shape), dtype=input_dtype or tf.float32)
-  elif isinstance(encoder, keras.Model) and getattr(encoder, "inputs", None):
-    inputs = _new_inputs(encoder)
-    if len(inputs) == 1:
-      inputs = inputs[0]
-  else:
-    raise ValueError(
-      "`input_shape` is required when `encoder` has no known inputs (a layer or "
-      f"an unbuilt subclassed model), got encoder {encoder!r}."
-    )
+  inputs = _model_inputs(encoder, input_shape, input_dtype)
   embeddings = encoder(inputs)
   if len(embeddings.shape) != 2:
     raise ValueError(

@@ -10,7 +10,7 @@ with ``f`` the dot product ``[h, 1] . c_i`` (Rank4Class, ICLR 2022 submission, S
 import numpy as np
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
 from tfrank4class.heads import interactions as interactions_lib
 from tfrank4class.heads.class_encoder import ClassEncoder, check_class_features, check_units
@@ -80,18 +80,18 @@ class Rank4ClassHead(keras.layers.Layer):
     **kwargs,
   ):
     super().__init__(**kwargs)
-    self.num_classes = _validation.check_int("num_classes", num_classes, minimum=2)
+    self.num_classes = checks.check_int("num_classes", num_classes, minimum=2)
     self.interaction_name = interactions_lib.INTERACTIONS.resolve(interaction).name
     self.hidden_units = check_units("hidden_units", hidden_units)
     self.class_feature_units = check_units("class_feature_units", class_feature_units)
-    self.class_embedding_dim = _validation.check_int(
+    self.class_embedding_dim = checks.check_int(
       "class_embedding_dim", class_embedding_dim, minimum=1, allow_none=True
     )
     self.activation = keras.activations.serialize(keras.activations.get(activation))
     if not isinstance(use_bias, bool):
       raise ValueError(f"`use_bias` must be True or False, got {use_bias!r}.")
     self.use_bias = use_bias
-    self.class_chunk_size = _validation.check_int(
+    self.class_chunk_size = checks.check_int(
       "class_chunk_size", class_chunk_size, minimum=1, allow_none=True
     )
     self.train_class_features = bool(train_class_features)
@@ -101,7 +101,7 @@ class Rank4ClassHead(keras.layers.Layer):
     if class_features is not None:
       self._class_features = check_class_features(class_features, self.num_classes)
       class_feature_dim = self._class_features.shape[1]
-    self.class_feature_dim = _validation.check_int(
+    self.class_feature_dim = checks.check_int(
       "class_feature_dim", class_feature_dim, minimum=1, allow_none=True
     )
     self.interaction = interactions_lib.get(

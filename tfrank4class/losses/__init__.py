@@ -10,7 +10,12 @@ the modules ``tf_ranking`` (TF-Ranking's losses) and ``metric_learning``.
 
 from tfrank4class.labels import class_ids, to_relevance
 from tfrank4class.losses.base import ListwiseLoss, Loss
-from tfrank4class.losses.metric_learning import ContrastiveLoss, SmoothedCrossEntropy, TripletLoss
+from tfrank4class.losses.metric_learning import (
+  ContrastiveLoss,
+  EmbeddingLoss,
+  SmoothedCrossEntropy,
+  TripletLoss,
+)
 from tfrank4class.losses.rambo import (
   APCLoss,
   AveragePrecisionLoss,
@@ -34,6 +39,7 @@ __all__ = [
   "BlackboxRankLoss",
   "class_ids",
   "ContrastiveLoss",
+  "EmbeddingLoss",
   "get",
   "ListwiseLoss",
   "Loss",

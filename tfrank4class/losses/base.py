@@ -6,10 +6,10 @@ Keras 2's ``Loss.__call__`` hands ``y_true`` to ``call`` unchanged; Keras 3's co
 (:func:`tfrank4class.labels.parse_labels`), which must see the ids as the caller gave them, under
 both flavours: integer ids stay integers (no whole-number check, no float rounding of large ids),
 non-numeric labels raise the parser's ``TypeError``, and ``y_pred`` keeps its dtype (the score
-check, :func:`tfrank4class._validation.check_scores`, decides the computation dtype).
+check, :func:`tfrank4class.checks.check_scores`, decides the computation dtype).
 
 :class:`Loss` therefore computes the values itself, ``values = call(y_true, y_pred)`` on the raw
-arguments, checks the sample weights (:func:`tfrank4class._validation.check_sample_weight`) and
+arguments, checks the sample weights (:func:`tfrank4class.checks.check_sample_weight`) and
 reduces with :func:`tfrank4class.compat.reduce_loss`, which applies the bound Keras's reduction
 rules (including its rules under a distribution strategy):
 
@@ -35,9 +35,9 @@ import re
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
-from tfrank4class.labels import num_items, to_relevance
+from tfrank4class.labels import check_batch_size, num_items, parse_labels, to_relevance
 
 #: The values of :attr:`Loss.coupling`.
 COUPLINGS = ("example", "anchor", "batch")
@@ -85,14 +85,17 @@ class Loss(keras.losses.Loss):
       return self.reduce(values, sample_weight)
 
   def _scope(self):
-    """The name as a valid name scope (Keras 2 leaves ``name=None`` as it is)."""
-    return re.sub(r"[^A-Za-z0-9_.\-/]", "_", self.name or type(self).__name__)
+    """The name as a valid root name scope (Keras 2 leaves ``name=None`` as it is): other
+    characters become ``_``, and a leading ``_``, ``-`` or ``/`` (Keras names a class ``_Mine``
+    ``_mine``) is dropped."""
+    name = re.sub(r"[^A-Za-z0-9_.\-/]", "_", self.name or type(self).__name__)
+    return name.lstrip("_-/") or "loss"
 
   def _batch_weighted(self, y_true, y_pred, sample_weight):
     """A batch-level loss without the zero-weight examples, scaled by the mean weight."""
-    scores = _validation.check_scores("y_pred", y_pred, finite=False)
+    scores = checks.check_scores("y_pred", y_pred, finite=False)
     batch = tf.shape(scores)[0]
-    weights = _validation.check_sample_weight(sample_weight, batch, dtype=scores.dtype)
+    weights = checks.check_sample_weight(sample_weight, batch, dtype=scores.dtype)
     relevance = to_relevance(y_true, num_items(scores), dtype=scores.dtype)
     relevance = tf.where(weights[:, None] != 0, relevance, -tf.ones_like(relevance))
     mean_weight = tf.reduce_sum(weights) / tf.cast(batch, weights.dtype)
@@ -113,9 +116,7 @@ class Loss(keras.losses.Loss):
           "per-example `sample_weight` needs one loss per example, shape [batch_size] (a "
           'batch-level loss declares coupling = "batch").'
         )
-      weights = _validation.check_sample_weight(
-        sample_weight, tf.shape(values)[0], dtype=values.dtype
-      )
+      weights = checks.check_sample_weight(sample_weight, tf.shape(values)[0], dtype=values.dtype)
       values = values * weights
     return compat.reduce_loss(self, values)
 
@@ -134,9 +135,11 @@ class ListwiseLoss(Loss):
 
   with the bound Keras's reduction ``reduce_K`` and sample weights ``w`` ``[B]`` / ``[B, 1]``
   checked as :class:`Loss` does. Losses that rank down the batch return one batch-level value
-  and declare ``coupling = "batch"`` (see the module docstring). Register a subclass with
-  :func:`tfrank4class.losses.register` to make it reachable by name and loadable from ``.keras``
-  files.
+  and declare ``coupling = "batch"`` (see the module docstring). TF-Ranking's
+  :class:`~tfrank4class.losses.RankingLoss` returns per-item values ``[B, C]`` for most keys and
+  weighs them in its own ``__call__``, to keep TF-Ranking's numbers (its docstring says why).
+  Register a subclass with :func:`tfrank4class.losses.register` to make it reachable by name and
+  loadable from ``.keras`` files.
 
   Example (the softmax cross-entropy of the relevant items, ListNet's top-one loss for one-hot
   labels):
@@ -158,9 +161,13 @@ class ListwiseLoss(Loss):
   min_list_size = 1
 
   def lists(self, y_true, y_pred):
-    """``(scores, relevance)`` from the raw labels and scores: the score check and the parser."""
-    scores = _validation.check_scores("y_pred", y_pred, min_length=self.min_list_size, finite=False)
-    return scores, to_relevance(y_true, num_items(scores), dtype=scores.dtype)
+    """``(scores, relevance)`` from the raw labels and scores: the score check and the parser
+    (whose messages name ``y_true`` and ``y_pred``)."""
+    scores = checks.check_scores("y_pred", y_pred, min_length=self.min_list_size, finite=False)
+    size = num_items(scores)
+    labels = parse_labels(y_true, size, name="y_true", dtype=scores.dtype)
+    check_batch_size(labels, scores, name="y_true", other_name="y_pred")
+    return scores, labels.to_relevance(size, scores.dtype)
 
   def loss_values(self, scores, relevance):
     """One loss per list ``[B]`` from scores and relevance ``[B, C]``; subclasses implement it."""

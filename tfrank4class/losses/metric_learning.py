@@ -15,7 +15,10 @@ Distances are Euclidean, by default between L2-normalised embeddings (``normaliz
 ``d(a, b)^2 = 2 - 2 cos(a, b)`` lies in ``[0, 4]``. ``P(i)`` are the other items of ``i``'s class
 in the batch, ``N(i)`` the items of other classes, ``[x]_+ = max(x, 0)``.
 
-Each loss returns one value per anchor ``[B]`` and lets Keras reduce them: ``sample_weight``
+The pairwise losses sit on :class:`EmbeddingLoss`, the public base of a loss over embeddings:
+it computes the distances and pair masks of the batch, and a subclass implements one method,
+``anchor_values(distances, positives, negatives)``. Each loss returns one value per anchor
+``[B]`` and lets Keras reduce them: ``sample_weight``
 ``[B]`` / ``[B, 1]`` weighs the anchors (``coupling = "anchor"``, see
 :mod:`tfrank4class.losses.base`); an item of weight 0 is no anchor but still a positive or
 negative of the others. An anchor without a positive or without a negative in the batch
@@ -25,9 +28,9 @@ Under ``tf.distribute`` each replica mines inside its own share of the global ba
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
-from tfrank4class.labels import check_batch_size, num_items, parse_labels, to_relevance
-from tfrank4class.losses.base import Loss
+from tfrank4class import checks, compat
+from tfrank4class.labels import check_batch_size, parse_labels
+from tfrank4class.losses.base import ListwiseLoss, Loss
 from tfrank4class.losses.registry import register
 
 _EPS = 1e-12
@@ -35,7 +38,7 @@ _EPS = 1e-12
 
 def _labels_and_embeddings(y_true, y_pred):
   """Validated int64 class ids ``[B]`` and float embeddings ``[B, D]``."""
-  y_pred = _validation.check_scores("y_pred", y_pred)
+  y_pred = checks.check_scores("y_pred", y_pred)
   try:
     y_true = parse_labels(y_true, name="y_true", dense=False).ids
   except ValueError as e:
@@ -75,30 +78,82 @@ def _masked_mean(values, mask, axis):
   return tf.math.divide_no_nan(tf.reduce_sum(values * mask, axis), tf.reduce_sum(mask, axis))
 
 
-class _EmbeddingLoss(Loss):
-  """Shared constructor and config of the embedding losses."""
+@compat.register_serializable
+class EmbeddingLoss(Loss):
+  """The base of a metric-learning loss over embeddings: implement ``anchor_values``.
 
-  _MINING = ()
+  ``y_true`` are class (identity) ids ``[B]`` / ``[B, 1]``, ``y_pred`` embeddings ``[B, D]``
+  (checked as the module docstring says). The base turns them into the batch's Euclidean
+  distances and pair masks,
+
+      D_ij = |e_i - e_j|             (e <- e / |e| first when ``normalize``;
+                                      see :func:`pairwise_distances`)
+      P_ij = y_i == y_j and i != j   (the positives of anchor i)
+      N_ij = y_i != y_j              (its negatives)
+
+  and ``anchor_values(distances, positives, negatives)`` returns one loss per anchor ``[B]``:
+
+      loss(y, e, w) = reduce_K(anchor_values(D, P, N) * w)
+
+  with the bound Keras's reduction ``reduce_K`` and sample weights ``w`` ``[B]`` / ``[B, 1]``
+  weighing the anchors (``coupling = "anchor"``: an item of weight 0 is no anchor but still a
+  positive or negative of the others; see :mod:`tfrank4class.losses.base`). An anchor without
+  a positive or a negative in the batch should get 0. Register a subclass with
+  :func:`tfrank4class.losses.register` (or ``keras.utils.register_keras_serializable``) so that
+  it loads from ``.keras`` files; a subclass with arguments of its own adds them to
+  ``get_config``.
+
+  Args:
+    normalize: L2-normalise the embeddings before the distances.
+    reduction, name: as for every Keras loss.
+
+  Example (the mean distance of an anchor to its positives):
+    >>> class PositiveDistance(EmbeddingLoss):
+    ...   def anchor_values(self, distances, positives, negatives):
+    ...     mask = tf.cast(positives, distances.dtype)
+    ...     return tf.math.divide_no_nan(tf.reduce_sum(distances * mask, 1),
+    ...                                  tf.reduce_sum(mask, 1))
+    >>> loss = PositiveDistance(reduction="none")
+    >>> loss([0, 0, 1], [[1.0, 0.0], [0.0, 2.0], [1.0, 0.0]]).numpy().round(4)  # sqrt(2), none
+    array([1.4142, 1.4142, 0.    ], dtype=float32)
+    >>> from tfrank4class.compat import keras
+    >>> embedder = keras.Sequential([keras.layers.Dense(8)])
+    >>> embedder.compile(optimizer="adam", loss=PositiveDistance())
+  """
+
   coupling = "anchor"
 
-  def __init__(self, margin, normalize, mining, reduction, name):
+  def __init__(self, normalize=True, reduction=compat.DEFAULT_REDUCTION, name=None):
     super().__init__(reduction=reduction, name=name)
-    self.margin = _validation.check_float("margin", margin, minimum=0.0)
     self.normalize = bool(normalize)
-    self.mining = _validation.check_choice("mining", mining, self._MINING)
 
-  def _pairs(self, y_true, y_pred):
-    """Distances ``d`` ``[B, B]``, positive and negative pair masks, and the margin as ``d``'s
-    dtype."""
+  def pairs(self, y_true, y_pred):
+    """Distances ``D`` ``[B, B]`` and the positive and negative pair masks ``P``, ``N``."""
     labels, e = _labels_and_embeddings(y_true, y_pred)
-    d = pairwise_distances(e, self.normalize)
-    pos, neg = _pair_masks(labels)
-    return d, pos, neg, tf.cast(self.margin, d.dtype)
+    return (pairwise_distances(e, self.normalize), *_pair_masks(labels))
+
+  def anchor_values(self, distances, positives, negatives):
+    """One loss per anchor ``[B]`` from ``D``, ``P`` and ``N`` ``[B, B]``; subclasses implement
+    it."""
+    raise NotImplementedError(
+      f"{type(self).__name__} must implement anchor_values(distances, positives, negatives)."
+    )
+
+  def call(self, y_true, y_pred):
+    return self.anchor_values(*self.pairs(y_true, y_pred))
 
   def get_config(self):
     config = super().get_config()
-    config.update({"margin": self.margin, "normalize": self.normalize, "mining": self.mining})
+    config["normalize"] = self.normalize
     return config
+
+
+def _margin_and_mining(margin, mining, choices):
+  """The checked margin (``>= 0``) and mining (one of ``choices``) of the pairwise losses."""
+  return (
+    checks.check_float("margin", margin, minimum=0.0),
+    checks.check_choice("mining", mining, choices),
+  )
 
 
 def _hardest(d, pos, neg, margin):
@@ -113,7 +168,7 @@ def _hardest(d, pos, neg, margin):
 
 
 @register("contrastive_loss")
-class ContrastiveLoss(_EmbeddingLoss):
+class ContrastiveLoss(EmbeddingLoss):
   """Contrastive loss (Hadsell, Chopra & LeCun, CVPR 2006, Eq. 4) over all pairs in the batch.
 
   Per anchor ``i`` with margin ``m``:
@@ -141,7 +196,7 @@ class ContrastiveLoss(_EmbeddingLoss):
     >>> embedder.compile(optimizer="adam", loss=ContrastiveLoss(margin=0.5, mining="hard"))
   """
 
-  _MINING = ("all", "hard")
+  MINING = ("all", "hard")
 
   def __init__(
     self,
@@ -151,10 +206,11 @@ class ContrastiveLoss(_EmbeddingLoss):
     reduction=compat.DEFAULT_REDUCTION,
     name="contrastive_loss",
   ):
-    super().__init__(margin, normalize, mining, reduction, name)
+    super().__init__(normalize=normalize, reduction=reduction, name=name)
+    self.margin, self.mining = _margin_and_mining(margin, mining, self.MINING)
 
-  def call(self, y_true, y_pred):
-    d, pos, neg, m = self._pairs(y_true, y_pred)
+  def anchor_values(self, distances, positives, negatives):
+    d, pos, neg, m = distances, positives, negatives, tf.cast(self.margin, distances.dtype)
     if self.mining == "all":
       pos_term = _masked_mean(0.5 * tf.square(d), pos, axis=1)
       active = tf.logical_and(neg, d < m)
@@ -169,9 +225,14 @@ class ContrastiveLoss(_EmbeddingLoss):
       )
     return pos_term + neg_term
 
+  def get_config(self):
+    config = super().get_config()
+    config.update({"margin": self.margin, "mining": self.mining})
+    return config
+
 
 @register("triplet_loss")
-class TripletLoss(_EmbeddingLoss):
+class TripletLoss(EmbeddingLoss):
   """Triplet loss (Weinberger & Saul, JMLR 2009; Schroff et al., FaceNet, CVPR 2015, Eq. 2) with
   in-batch mining.
 
@@ -200,7 +261,7 @@ class TripletLoss(_EmbeddingLoss):
     >>> embedder.compile(optimizer="adam", loss=TripletLoss(margin=0.2, mining="semi_hard"))
   """
 
-  _MINING = ("batch_hard", "batch_all", "semi_hard")
+  MINING = ("batch_hard", "batch_all", "semi_hard")
 
   def __init__(
     self,
@@ -210,10 +271,11 @@ class TripletLoss(_EmbeddingLoss):
     reduction=compat.DEFAULT_REDUCTION,
     name="triplet_loss",
   ):
-    super().__init__(margin, normalize, mining, reduction, name)
+    super().__init__(normalize=normalize, reduction=reduction, name=name)
+    self.margin, self.mining = _margin_and_mining(margin, mining, self.MINING)
 
-  def call(self, y_true, y_pred):
-    d, pos, neg, m = self._pairs(y_true, y_pred)
+  def anchor_values(self, distances, positives, negatives):
+    d, pos, neg, m = distances, positives, negatives, tf.cast(self.margin, distances.dtype)
     has_pos = tf.reduce_any(pos, axis=1)
     has_neg = tf.reduce_any(neg, axis=1)
     valid = tf.logical_and(has_pos, has_neg)
@@ -239,9 +301,14 @@ class TripletLoss(_EmbeddingLoss):
       loss = _masked_mean(tf.nn.relu(m + d - d_neg), pos, axis=1)
     return tf.where(valid, loss, tf.zeros_like(loss))
 
+  def get_config(self):
+    config = super().get_config()
+    config.update({"margin": self.margin, "mining": self.mining})
+    return config
+
 
 @register("smoothed_cross_entropy")
-class SmoothedCrossEntropy(Loss):
+class SmoothedCrossEntropy(ListwiseLoss):
   """Softmax cross-entropy with label smoothing: the classifier loss of Boudiaf et al.'s recipe.
 
   With logits ``z`` ``[B, C]``, class ids ``y`` and smoothing ``eps``, the loss of a list is
@@ -276,6 +343,9 @@ class SmoothedCrossEntropy(Loss):
   ``jit_compile=True``, where XLA drops the check and such an id gives an all-zero row, so the
   list contributes 0.
 
+  A :class:`~tfrank4class.losses.ListwiseLoss`: ``loss_values(scores, relevance)`` is the loss of
+  each list.
+
   Args:
     label_smoothing: ``eps`` in ``[0, 1)``.
     spread: ``"other_classes"`` or ``"all_classes"``: where the smoothing mass ``eps`` goes.
@@ -304,16 +374,15 @@ class SmoothedCrossEntropy(Loss):
     name="smoothed_cross_entropy",
   ):
     super().__init__(reduction=reduction, name=name)
-    self.label_smoothing = _validation.check_float("label_smoothing", label_smoothing, minimum=0.0)
+    self.label_smoothing = checks.check_float("label_smoothing", label_smoothing, minimum=0.0)
     if self.label_smoothing >= 1.0:
       raise ValueError(
         f"`label_smoothing` must be a finite number in [0, 1), got {label_smoothing!r}."
       )
-    self.spread = _validation.check_choice("spread", spread, self.SPREADS)
+    self.spread = checks.check_choice("spread", spread, self.SPREADS)
 
-  def call(self, y_true, y_pred):
-    logits = _validation.check_scores("y_pred", y_pred)
-    relevance = to_relevance(y_true, num_items(logits), dtype=logits.dtype)
+  def loss_values(self, scores, relevance):
+    logits = checks.check_scores("y_pred", scores)
     valid = relevance >= 0
     gains = tf.where(valid, relevance, tf.zeros_like(relevance))
     mass = tf.reduce_sum(gains, axis=-1, keepdims=True)

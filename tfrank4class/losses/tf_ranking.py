@@ -23,10 +23,10 @@ import collections
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
-from tfrank4class.labels import num_items, to_relevance
-from tfrank4class.losses.base import Loss
+from tfrank4class.labels import num_items
+from tfrank4class.losses.base import ListwiseLoss
 
 # impl: the losses_impl class; shape: "item" ([B, n] per-item losses), "pair" ([B, n, n] summed
 # over the last axis) or "list" ([B] per-list losses); impl_args: constructor arguments of the
@@ -68,7 +68,7 @@ def _tfr_keras_losses():
 
 
 @compat.register_serializable
-class RankingLoss(Loss):
+class RankingLoss(ListwiseLoss):
   """A TF-Ranking loss, by its key, that also accepts integer class ids.
 
   ``RankingLoss(key, **kw)(y, s)`` equals TF-Ranking's ``tfr.keras.losses.get(key, **kw)``
@@ -86,7 +86,16 @@ class RankingLoss(Loss):
 
   Sample weights: ``[B]`` or ``[B, 1]`` weigh each list, ``[B, C]`` each item (TF-Ranking's
   item weights, which its listwise losses fold into a per-list weight with the labels); all are
-  checked by :func:`tfrank4class._validation.check_sample_weight` (finite, ``>= 0``).
+  checked by :func:`tfrank4class.checks.check_sample_weight` (finite, ``>= 0``).
+
+  On :class:`~tfrank4class.losses.ListwiseLoss`, with two differences that keep TF-Ranking's
+  numbers: ``loss_values(scores, relevance)`` returns TF-Ranking's unreduced losses, one per list
+  ``[B]`` for the list keys (``softmax_loss``, ``calibrated_softmax_loss``) but one per item
+  ``[B, C]`` for the others (TF-Ranking's Keras reduction divides by the number of items, not of
+  lists; the Gumbel keys return ``sample_size`` rows per list); and ``__call__`` passes the
+  sample weights to TF-Ranking's core, which normalises them with the labels (and samples them
+  with the list) before they multiply the losses, where :class:`~tfrank4class.losses.base.Loss`
+  multiplies per-example losses by them.
 
   Raises:
     ValueError: an unknown key or keyword argument, naming the allowed ones.
@@ -105,7 +114,7 @@ class RankingLoss(Loss):
   item_weights = True
 
   def __init__(self, key, reduction=compat.DEFAULT_REDUCTION, name=None, **loss_kwargs):
-    _validation.check_choice("key", key, TFR_KEYS)
+    checks.check_choice("key", key, TFR_KEYS)
     name = name or key
     super().__init__(reduction=reduction, name=name)
     self.key = key
@@ -122,7 +131,7 @@ class RankingLoss(Loss):
     if key == "yeti_logistic_loss" and args["lambda_weight"] is None:
       args["lambda_weight"] = _tfr_keras_losses().YetiDCGLambdaWeight()
     if "virtual_label" in args:
-      _validation.check_float("virtual_label", args["virtual_label"], minimum=0.0)
+      checks.check_float("virtual_label", args["virtual_label"], minimum=0.0)
     self._virtual_label = args.get("virtual_label")
     impl = getattr(compat.tf_ranking_module("losses_impl"), spec.impl)
     self._impl = impl(name=f"{name}_impl", **{k: args[k] for k in spec.impl_args})
@@ -135,13 +144,11 @@ class RankingLoss(Loss):
         seed=args["seed"],
       )
 
-  def _inputs(self, y_true, y_pred, sample_weight):
+  def _inputs(self, scores, relevance, sample_weight):
     """Relevance, logits and sample weights as TF-Ranking's loss core takes them."""
-    y_pred = _validation.check_scores("y_pred", y_pred, finite=False)
-    relevance = to_relevance(y_true, num_items(y_pred), dtype=y_pred.dtype)
     if sample_weight is not None:
-      sample_weight = _validation.check_sample_weight(
-        sample_weight, tf.shape(y_pred)[0], num_items(y_pred), dtype=y_pred.dtype
+      sample_weight = checks.check_sample_weight(
+        sample_weight, tf.shape(scores)[0], num_items(scores), dtype=scores.dtype
       )
       if sample_weight.shape.rank == 1:
         sample_weight = sample_weight[:, None]  # TF-Ranking's per-list weights are [B, 1]
@@ -150,20 +157,20 @@ class RankingLoss(Loss):
       relevance = tf.concat(
         [relevance, tf.fill([batch, 1], tf.cast(self._virtual_label, relevance.dtype))], 1
       )
-      y_pred = tf.concat([y_pred, tf.zeros([batch, 1], y_pred.dtype)], axis=1)
+      scores = tf.concat([scores, tf.zeros([batch, 1], scores.dtype)], axis=1)
       if sample_weight is not None and sample_weight.shape.rank == 2 and sample_weight.shape[1] > 1:
         sample_weight = tf.concat([sample_weight, tf.ones([batch, 1], sample_weight.dtype)], 1)
     if self._sampler is not None:
-      relevance, y_pred, sample_weight = self._sampler.sample(
-        relevance, y_pred, weights=sample_weight
+      relevance, scores, sample_weight = self._sampler.sample(
+        relevance, scores, weights=sample_weight
       )
     if self.key == "ordinal_loss":
-      y_pred = y_pred[..., None]
-    return relevance, y_pred, sample_weight
+      scores = scores[..., None]
+    return relevance, scores, sample_weight
 
-  def weighted_values(self, y_true, y_pred, sample_weight=None):
+  def weighted_values(self, scores, relevance, sample_weight=None):
     """Unreduced losses times TF-Ranking's weights: ``[B, n]`` per item, or ``[B]`` per list."""
-    relevance, logits, sample_weight = self._inputs(y_true, y_pred, sample_weight)
+    relevance, logits, sample_weight = self._inputs(scores, relevance, sample_weight)
     if SPECS[self.key].shape == "list":
       values, weights = self._impl.compute_per_list(relevance, logits, sample_weight)
       return values * weights
@@ -184,10 +191,10 @@ class RankingLoss(Loss):
 
   def __call__(self, y_true, y_pred, sample_weight=None):
     # TF-Ranking normalises the sample weights with the labels (and samples them with the list).
-    return self.reduce(self.weighted_values(y_true, y_pred, sample_weight))
+    return self.reduce(self.weighted_values(*self.lists(y_true, y_pred), sample_weight))
 
-  def call(self, y_true, y_pred):
-    return self.weighted_values(y_true, y_pred)
+  def loss_values(self, scores, relevance):
+    return self.weighted_values(scores, relevance)
 
   def get_config(self):
     config = super().get_config()

@@ -38,7 +38,7 @@ Example (the model returns its inputs as scores, so the values can be checked by
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
 from tfrank4class.metrics import functional
 
@@ -54,7 +54,7 @@ class PerListMetric(keras.metrics.Mean):
       result = sum_i w_i v_i / sum_i w_i
 
   with ``w`` the sample weights ``[B]`` or ``[B, 1]`` (one per list; 1 when not given), checked
-  by :func:`tfrank4class._validation.check_sample_weight` (finite, ``>= 0``; other shapes
+  by :func:`tfrank4class.checks.check_sample_weight` (finite, ``>= 0``; other shapes
   raise a ``ValueError`` naming ``sample_weight``). Decorate a subclass with
   ``keras.utils.register_keras_serializable`` (and give it a ``get_config`` for its own
   arguments) to load it from ``.keras`` files.
@@ -88,7 +88,7 @@ class PerListMetric(keras.metrics.Mean):
   def update_state(self, y_true, y_pred, sample_weight=None):
     values = self.list_values(y_true, y_pred)
     if sample_weight is not None:
-      sample_weight = _validation.check_sample_weight(
+      sample_weight = checks.check_sample_weight(
         sample_weight, tf.shape(values)[0], dtype=values.dtype
       )
     return super().update_state(values, sample_weight=sample_weight)
@@ -120,7 +120,7 @@ class TopKAccuracy(PerListMetric):
   """
 
   def __init__(self, k=5, name=None, dtype=None):
-    self.k = _validation.check_int("k", k, minimum=1)
+    self.k = checks.check_int("k", k, minimum=1)
     super().__init__(name=name or f"top_{self.k}_accuracy", dtype=dtype)
 
   def list_values(self, y_true, y_pred):
@@ -162,8 +162,8 @@ class NDCG(PerListMetric):
   """
 
   def __init__(self, k=None, gain="exp2", name=None, dtype=None):
-    self.k = _validation.check_int("k", k, minimum=1, allow_none=True)
-    self.gain = _validation.check_choice("gain", gain, functional.GAINS)
+    self.k = checks.check_int("k", k, minimum=1, allow_none=True)
+    self.gain = checks.check_choice("gain", gain, functional.GAINS)
     super().__init__(name=name or ("ndcg" if self.k is None else f"ndcg_{self.k}"), dtype=dtype)
 
   def list_values(self, y_true, y_pred):
@@ -198,7 +198,7 @@ class MRR(PerListMetric):
   """
 
   def __init__(self, k=None, name=None, dtype=None):
-    self.k = _validation.check_int("k", k, minimum=1, allow_none=True)
+    self.k = checks.check_int("k", k, minimum=1, allow_none=True)
     super().__init__(name=name or ("mrr" if self.k is None else f"mrr_{self.k}"), dtype=dtype)
 
   def list_values(self, y_true, y_pred):
@@ -291,7 +291,7 @@ class RecallAtK(PerListMetric):
   """
 
   def __init__(self, k=5, name=None, dtype=None):
-    self.k = _validation.check_int("k", k, minimum=1)
+    self.k = checks.check_int("k", k, minimum=1)
     super().__init__(name=name or f"recall_{self.k}", dtype=dtype)
 
   def list_values(self, y_true, y_pred):
@@ -330,7 +330,7 @@ class PrecisionAtK(PerListMetric):
   """
 
   def __init__(self, k=5, name=None, dtype=None):
-    self.k = _validation.check_int("k", k, minimum=1)
+    self.k = checks.check_int("k", k, minimum=1)
     super().__init__(name=name or f"precision_{self.k}", dtype=dtype)
 
   def list_values(self, y_true, y_pred):

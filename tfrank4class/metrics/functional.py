@@ -57,7 +57,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.labels import check_batch_size, num_items, parse_labels
 
 # harmonic_difference: public here before the AP core moved to ranking/precision.py.
@@ -71,9 +71,9 @@ GAINS = ("exp2", "linear")
 
 
 def _scores(scores):
-  """Validated finite float32 scores ``[B, C]`` (:func:`tfrank4class._validation.check_scores`:
+  """Validated finite float32 scores ``[B, C]`` (:func:`tfrank4class.checks.check_scores`:
   ``is_finite`` + ``reduce_all`` in an assertion beside the computation, not a gate on it)."""
-  return tf.cast(_validation.check_scores("scores", scores), tf.float32)
+  return tf.cast(checks.check_scores("scores", scores), tf.float32)
 
 
 def _clipped_ids(ids, num_classes):
@@ -321,7 +321,7 @@ def top_k_accuracy(labels, scores, k=5):
     >>> top_k_accuracy([[0, 1, 1, 0]], [[0.9, 0.5, 0.5, 0.5]], k=2).numpy().round(4)
     array([0.6667], dtype=float32)
   """
-  k = _validation.check_int("k", k, minimum=1)
+  k = checks.check_int("k", k, minimum=1)
   labels, scores, single = _split(labels, scores)
   if single:
     g, e = _single(labels, scores)
@@ -350,7 +350,7 @@ def reciprocal_rank(labels, scores, k=None):
     >>> reciprocal_rank([[0, 1, 1, 0]], [[0.9, 0.5, 0.5, 0.5]]).numpy().round(4)
     array([0.4444], dtype=float32)
   """
-  k = _validation.check_int("k", k, minimum=1, allow_none=True)
+  k = checks.check_int("k", k, minimum=1, allow_none=True)
   labels, scores, single = _split(labels, scores)
   if single:
     g, e = _single(labels, scores)
@@ -379,8 +379,8 @@ def ndcg(labels, scores, k=None, gain="exp2"):
     >>> ndcg([[2.0, 0.0, 1.0]], [[0.1, 0.9, 0.5]], k=2).numpy().round(4)
     array([0.1738], dtype=float32)
   """
-  k = _validation.check_int("k", k, minimum=1, allow_none=True)
-  _validation.check_choice("gain", gain, GAINS)
+  k = checks.check_int("k", k, minimum=1, allow_none=True)
+  checks.check_choice("gain", gain, GAINS)
   labels, scores, single = _split(labels, scores)
   if single:
     g, e = _single(labels, scores)
@@ -475,7 +475,7 @@ def _expected_hits(labels, scores, k):
 
   Class ids: one relevant item, hit with the Top-k probability, among ``C`` valid items.
   """
-  k = _validation.check_int("k", k, minimum=1)
+  k = checks.check_int("k", k, minimum=1)
   labels, scores, single = _split(labels, scores)
   if single:
     g, e = _single(labels, scores)

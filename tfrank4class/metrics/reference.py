@@ -29,7 +29,7 @@ import math
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.labels import check_batch_size, num_items, to_relevance
 from tfrank4class.metrics.functional import GAINS
 from tfrank4class.ranking.ties import log_binomial, tie_statistics
@@ -42,7 +42,7 @@ def _prepare(labels, scores):
   this module keeps independent). Computation runs in float64 so that harmonic numbers and
   binomial ratios stay exact for long lists; results come back in the scores' float dtype.
   """
-  scores = _validation.check_scores("scores", scores)
+  scores = checks.check_scores("scores", scores)
   out_dtype = scores.dtype
   relevance = to_relevance(labels, num_items(scores), dtype=scores.dtype)
   check_batch_size(relevance, scores)
@@ -87,7 +87,7 @@ def top_k_accuracy(labels, scores, k=5):
     >>> top_k_accuracy([1], [[0.5, 0.2, 0.9]], k=2).numpy()
     array([0.], dtype=float32)
   """
-  k = _validation.check_int("k", k, minimum=1)
+  k = checks.check_int("k", k, minimum=1)
   scores, relevance, mask, out_dtype = _prepare(labels, scores)
   relevant = tf.cast(relevance > 0, scores.dtype)
   a, t, r, has_rel = _first_relevant_group(scores, relevant, mask)
@@ -112,7 +112,7 @@ def reciprocal_rank(labels, scores, k=None):
     >>> reciprocal_rank([1], [[0.5, 0.2, 0.9]]).numpy()
     array([0.33333334], dtype=float32)
   """
-  k = _validation.check_int("k", k, minimum=1, allow_none=True)
+  k = checks.check_int("k", k, minimum=1, allow_none=True)
   scores, relevance, mask, out_dtype = _prepare(labels, scores)
   relevant = tf.cast(relevance > 0, scores.dtype)
   a, t, r, has_rel = _first_relevant_group(scores, relevant, mask)
@@ -144,8 +144,8 @@ def ndcg(labels, scores, k=None, gain="exp2"):
     >>> ndcg([0], [[0.2, 0.9, 0.1]]).numpy()
     array([0.63092977], dtype=float32)
   """
-  k = _validation.check_int("k", k, minimum=1, allow_none=True)
-  _validation.check_choice("gain", gain, GAINS)
+  k = checks.check_int("k", k, minimum=1, allow_none=True)
+  checks.check_choice("gain", gain, GAINS)
   scores, relevance, mask, out_dtype = _prepare(labels, scores)
   gains = (
     tf.pow(tf.constant(2.0, relevance.dtype), relevance) - 1.0 if gain == "exp2" else relevance

@@ -28,7 +28,7 @@ import math
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
 from tfrank4class.ranking import sorter_base
 
@@ -94,20 +94,20 @@ class AttentionSorter(sorter_base.Sorter):
     **kwargs,
   ):
     super().__init__(**kwargs)
-    self.min_sharpness = _validation.check_float(
+    self.min_sharpness = checks.check_float(
       "min_sharpness", min_sharpness, minimum=0.0, strict=True
     )
-    self.max_sharpness = _validation.check_float(
+    self.max_sharpness = checks.check_float(
       "max_sharpness", max_sharpness, minimum=self.min_sharpness
     )
-    self.hidden_units = _validation.check_int("hidden_units", hidden_units, minimum=1)
+    self.hidden_units = checks.check_int("hidden_units", hidden_units, minimum=1)
     bandwidths = tuple(
-      float(_validation.check_float("bandwidths", h, minimum=0.0, strict=True)) for h in bandwidths
+      float(checks.check_float("bandwidths", h, minimum=0.0, strict=True)) for h in bandwidths
     )
     if not bandwidths:
       raise ValueError("`bandwidths` must hold at least one positive number, got ().")
     self.bandwidths = bandwidths
-    self.block_size = _validation.check_int("block_size", block_size, minimum=1)
+    self.block_size = checks.check_int("block_size", block_size, minimum=1)
     self.hidden1 = keras.layers.Dense(
       hidden_units, activation="tanh", name="hidden1", dtype=self.dtype_policy
     )

@@ -30,13 +30,13 @@ gradient.
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
 from tfrank4class.ranking import exact
 
 
 def _check_lambda(lambda_):
-  return _validation.check_float("lambda_", lambda_, minimum=0.0, strict=True)
+  return checks.check_float("lambda_", lambda_, minimum=0.0, strict=True)
 
 
 def _effective_lambda(lambda_, normalized, length, dtype):
@@ -48,7 +48,7 @@ def _effective_lambda(lambda_, normalized, length, dtype):
 def _as_scores(scores, finite=False):
   """Checked real scores of any rank >= 1, integers as float32, floats kept (and, with
   ``finite``, an assertion that they hold no NaN or +-inf)."""
-  return _validation.check_scores(
+  return checks.check_scores(
     "scores", scores, rank=None, min_length=0, finite=finite, cast="to_float"
   )
 
@@ -90,6 +90,7 @@ def blackbox_rank(scores, lambda_, axis=-1, normalized=False):
     >>> r.numpy(), tape.gradient(loss, y).numpy()
     (array([[1., 3., 2.]], dtype=float32), array([[ 1., -2.,  1.]], dtype=float32))
   """
+  # Over 60 lines by its docstring: the forward and backward formulas and an example.
   lambda_ = _check_lambda(lambda_)
   scores = _as_scores(scores, finite=True)
   moved, perm = exact.move_axis_last(scores, axis)  # also validates axis
@@ -180,7 +181,7 @@ def margin_shift(scores, relevant, margin, valid=None):
     >>> margin_shift([[1.0, 2.0]], [[True, False]], margin=0.5).numpy()
     array([[0.75, 2.25]], dtype=float32)
   """
-  margin = _validation.check_float("margin", margin, minimum=0.0)
+  margin = checks.check_float("margin", margin, minimum=0.0)
   scores = _as_scores(scores)
   if margin == 0.0:
     return scores
@@ -217,8 +218,8 @@ class BlackboxRanker(keras.layers.Layer):
     if not isinstance(normalized, bool):
       raise ValueError(f"`normalized` must be True or False, got {normalized!r}.")
     self.normalized = normalized
-    self.margin = _validation.check_float("margin", margin, minimum=0.0)
-    self.axis = _validation.check_int("axis", axis)
+    self.margin = checks.check_float("margin", margin, minimum=0.0)
+    self.axis = checks.check_int("axis", axis)
 
   @tf.autograph.experimental.do_not_convert
   def call(self, scores, relevance=None, training=None):

@@ -23,7 +23,7 @@ Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 =
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
 from tfrank4class.ranking import sorter_base
 
@@ -48,10 +48,10 @@ class ConvSorter(sorter_base.Sorter):
 
   def __init__(self, list_size=100, filters=64, num_blocks=8, kernel_size=3, **kwargs):
     super().__init__(**kwargs)
-    self.list_size = _validation.check_int("list_size", list_size, minimum=2)
-    self.filters = _validation.check_int("filters", filters, minimum=1)
-    self.num_blocks = _validation.check_int("num_blocks", num_blocks, minimum=1)
-    self.kernel_size = _validation.check_int("kernel_size", kernel_size, minimum=1)
+    self.list_size = checks.check_int("list_size", list_size, minimum=2)
+    self.filters = checks.check_int("filters", filters, minimum=1)
+    self.num_blocks = checks.check_int("num_blocks", num_blocks, minimum=1)
+    self.kernel_size = checks.check_int("kernel_size", kernel_size, minimum=1)
     self.stem = keras.layers.Conv1D(filters, 1, name="stem", dtype=self.dtype_policy)
     self.convs, self.norms = [], []
     for i in range(num_blocks):

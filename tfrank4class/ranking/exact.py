@@ -18,7 +18,7 @@ other item of their list, the one way the losses keep padding out of a ranking.
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 
 _INT32_MAX = 2**31 - 1
 
@@ -26,7 +26,7 @@ _INT32_MAX = 2**31 - 1
 def _to_float(scores):
   """Checked scores (any real dtype, kept: integers sort exactly; NaN refused, +-inf allowed) and
   the float dtype of their ranks."""
-  scores = _validation.check_scores(
+  scores = checks.check_scores(
     "scores", scores, rank=None, min_length=0, finite="no_nan", cast=None
   )
   return scores, (scores.dtype if scores.dtype.is_floating else tf.float32)
@@ -48,7 +48,7 @@ def move_axis_last(scores, axis):
     (TensorShape([2, 4, 3]), [0, 2, 1])
   """
   rank_ = scores.shape.rank
-  axis = _validation.check_int("axis", axis)
+  axis = checks.check_int("axis", axis)
   if not -rank_ <= axis < rank_:
     raise ValueError(f"`axis` must be in [{-rank_}, {rank_}), got {axis}.")
   axis %= rank_

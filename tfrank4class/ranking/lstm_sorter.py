@@ -16,7 +16,7 @@ Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 =
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
 from tfrank4class.ranking import sorter_base
 
@@ -39,8 +39,8 @@ class LSTMSorter(sorter_base.Sorter):
 
   def __init__(self, units=64, num_layers=2, **kwargs):
     super().__init__(**kwargs)
-    self.units = _validation.check_int("units", units, minimum=1)
-    self.num_layers = _validation.check_int("num_layers", num_layers, minimum=1)
+    self.units = checks.check_int("units", units, minimum=1)
+    self.num_layers = checks.check_int("num_layers", num_layers, minimum=1)
     self.rnns = [
       keras.layers.Bidirectional(
         keras.layers.LSTM(units, return_sequences=True, dtype=self.dtype_policy),

@@ -27,7 +27,7 @@ the argmax over positions for each item of the transposed matrix, which need not
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 
 
 def neuralsort(scores, temperature=1.0, hard=False):
@@ -54,10 +54,10 @@ def neuralsort(scores, temperature=1.0, hard=False):
            [1., 0., 0.],
            [0., 1., 0.]], dtype=float32)
   """
-  temperature = _validation.check_float("temperature", temperature, minimum=0.0, strict=True)
+  temperature = checks.check_float("temperature", temperature, minimum=0.0, strict=True)
   if not isinstance(hard, bool):
     raise ValueError(f"`hard` must be a bool, got {hard!r}.")
-  s = _validation.check_scores("scores", scores, rank=2, min_length=1)
+  s = checks.check_scores("scores", scores, rank=2, min_length=1)
   n = tf.shape(s)[-1]
   spread = tf.reduce_sum(tf.abs(s[:, :, None] - s[:, None, :]), axis=-1)  # [B, n]
   position = tf.cast(2 * tf.range(n) + 1 - n, s.dtype)  # [n]

@@ -15,7 +15,7 @@ comparison matrix is processed in column blocks (forward and backward), so memor
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.ranking import sorter_base
 
 
@@ -48,11 +48,11 @@ class PairwiseSigmoidSorter(sorter_base.Sorter):
     **kwargs,
   ):
     super().__init__(**kwargs)
-    self.steepness = _validation.check_float("steepness", steepness, minimum=0.0, strict=True)
+    self.steepness = checks.check_float("steepness", steepness, minimum=0.0, strict=True)
     if not isinstance(standardize_scores, bool):
       raise ValueError(f"`standardize_scores` must be a bool, got {standardize_scores!r}.")
     self.standardize_scores = standardize_scores
-    self.block_size = _validation.check_int("block_size", block_size, minimum=1)
+    self.block_size = checks.check_int("block_size", block_size, minimum=1)
 
   def call(self, scores, training=None):
     scores = sorter_base.check_scores(scores)

@@ -47,18 +47,16 @@ and soft sort returns the values in decreasing order. ``"ASCENDING"`` is the aut
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 
 REGULARIZATIONS = ("l2", "kl")
 DIRECTIONS = ("ASCENDING", "DESCENDING")
 
 
 def _check(regularization_strength, regularization, direction):
-  _validation.check_float(
-    "regularization_strength", regularization_strength, minimum=0.0, strict=True
-  )
-  _validation.check_choice("regularization", regularization, REGULARIZATIONS)
-  _validation.check_choice("direction", direction, DIRECTIONS)
+  checks.check_float("regularization_strength", regularization_strength, minimum=0.0, strict=True)
+  checks.check_choice("regularization", regularization, REGULARIZATIONS)
+  checks.check_choice("direction", direction, DIRECTIONS)
   return float(regularization_strength)
 
 
@@ -101,9 +99,9 @@ def isotonic_regression(s, w, regularization="l2"):
     >>> v.numpy().tolist()  # 1 < 3 violate: both pooled to 2, then 2, 0 are in order
     [[2.0, 2.0, 2.0, 0.0]]
   """
-  _validation.check_choice("regularization", regularization, REGULARIZATIONS)
-  s = _validation.check_scores("s", s)
-  w = tf.cast(_validation.check_scores("w", w), s.dtype)
+  checks.check_choice("regularization", regularization, REGULARIZATIONS)
+  s = checks.check_scores("s", s)
+  w = tf.cast(checks.check_scores("w", w), s.dtype)
   shape = tf.shape(s)
   rows, n = shape[0], shape[1]
   offsets = (tf.range(rows) * n)[:, None]
@@ -181,7 +179,7 @@ def soft_rank(scores, regularization_strength=1.0, regularization="l2", directio
     [2.4, 1.55, 2.05]
   """
   eps = _check(regularization_strength, regularization, direction)
-  scores = _validation.check_scores("scores", scores)
+  scores = checks.check_scores("scores", scores)
   sign = 1.0 if direction == "ASCENDING" else -1.0
   z = scores * (sign / eps)
   s, inverse = _sorted_descending(z)
@@ -218,7 +216,7 @@ def soft_sort(scores, regularization_strength=1.0, regularization="l2", directio
     [1.6, 1.1, 0.6]
   """
   eps = _check(regularization_strength, regularization, direction)
-  scores = _validation.check_scores("scores", scores)
+  scores = checks.check_scores("scores", scores)
   sign = 1.0 if direction == "DESCENDING" else -1.0
   s, _ = _sorted_descending(scores * sign)
   w = _rho(s) / eps

@@ -20,7 +20,7 @@ forward value puts a one at each position's largest weight, the gradient is the 
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 
 
 def softsort(scores, temperature=1.0, power=1.0, hard=False):
@@ -46,11 +46,11 @@ def softsort(scores, temperature=1.0, power=1.0, hard=False):
            [1., 0., 0.],
            [0., 1., 0.]], dtype=float32)
   """
-  temperature = _validation.check_float("temperature", temperature, minimum=0.0, strict=True)
-  power = _validation.check_float("power", power, minimum=0.0, strict=True)
+  temperature = checks.check_float("temperature", temperature, minimum=0.0, strict=True)
+  power = checks.check_float("power", power, minimum=0.0, strict=True)
   if not isinstance(hard, bool):
     raise ValueError(f"`hard` must be a bool, got {hard!r}.")
-  s = _validation.check_scores("scores", scores, rank=2, min_length=1)
+  s = checks.check_scores("scores", scores, rank=2, min_length=1)
   ascending = tf.sort(s, axis=-1)
   distance = tf.abs(s[:, :, None] - ascending[:, None, :])  # [B, i, j]
   if power != 1.0:

@@ -29,7 +29,7 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.compat import keras
 
 #: Directory of the shipped sorter weights (``<kind>.json`` + ``<kind>.npz``).
@@ -98,18 +98,7 @@ def pairwise_sigmoid_sum(z, k, block_size=DEFAULT_BLOCK_SIZE):
     float ``[B, n]``. ``1 + sum_{j != i} sigmoid(k_i (z_j - z_i)) = S_i + 0.5`` is the soft rank of
     Eq. 11-12 (Sec. 4.1.2) of the SoDeep paper.
   """
-  block_size = _validation.check_int("block_size", block_size, minimum=1)
-
-  static_n = z.shape[-1]
-  single_block = static_n is not None and static_n <= block_size
-
-  def _map_blocks(fn, z, dtypes):
-    """Applies ``fn(zj, mj)`` to every column block (one direct call for a short list)."""
-    if single_block:
-      out = fn((z, tf.ones_like(z)))
-      return tuple(o[None] for o in out) if isinstance(out, tuple) else out[None]
-    zb, mb = _column_blocks(z, block_size)
-    return tf.map_fn(fn, (zb, mb), fn_output_signature=dtypes)
+  block_size = checks.check_int("block_size", block_size, minimum=1)
 
   @tf.custom_gradient
   def _op(z, k):
@@ -120,39 +109,54 @@ def pairwise_sigmoid_sum(z, k, block_size=DEFAULT_BLOCK_SIZE):
       zj, mj = args
       return tf.reduce_sum(tf.sigmoid(ki * (zj[:, None, :] - zi)) * mj[:, None, :], axis=-1)
 
-    total = tf.reduce_sum(_map_blocks(forward_block, z, z.dtype), axis=0)
+    total = tf.reduce_sum(_map_column_blocks(forward_block, z, block_size, z.dtype), axis=0)
 
     def grad(upstream):
-      gi = upstream[:, :, None]
-
-      def backward_block(args):
-        zj, mj = args
-        diff = zj[:, None, :] - zi
-        sig = tf.sigmoid(ki * diff)
-        dsig = sig * (1.0 - sig) * mj[:, None, :]
-        row = tf.reduce_sum(dsig, axis=-1)  # sum_j s'_ij
-        row_k = tf.reduce_sum(dsig * diff, axis=-1)  # sum_j s'_ij (z_j - z_i)
-        col = tf.reduce_sum(gi * ki * dsig, axis=1)  # sum_i g_i k_i s'_ij
-        return row, row_k, col
-
-      rows, rows_k, cols = _map_blocks(backward_block, z, (z.dtype, z.dtype, z.dtype))
-      row = tf.reduce_sum(rows, axis=0)
-      row_k = tf.reduce_sum(rows_k, axis=0)
-      n = tf.shape(z)[-1]
-      col = tf.reshape(tf.transpose(cols, [1, 0, 2]), [tf.shape(z)[0], -1])[:, :n]
-      grad_z = col - upstream * k * row
-      grad_k = upstream * row_k
-      return grad_z, grad_k
+      return _pairwise_sigmoid_sum_grad(z, k, upstream, block_size)
 
     return total, grad
 
   return _op(z, k)
 
 
+def _map_column_blocks(fn, z, block_size, dtypes):
+  """Applies ``fn((zj, mj))`` to every column block of ``z`` and stacks the results (one direct
+  call for a list of at most ``block_size`` items)."""
+  static_n = z.shape[-1]
+  if static_n is not None and static_n <= block_size:
+    out = fn((z, tf.ones_like(z)))
+    return tuple(o[None] for o in out) if isinstance(out, tuple) else out[None]
+  zb, mb = _column_blocks(z, block_size)
+  return tf.map_fn(fn, (zb, mb), fn_output_signature=dtypes)
+
+
+def _pairwise_sigmoid_sum_grad(z, k, upstream, block_size):
+  """The gradient of :func:`pairwise_sigmoid_sum` w.r.t. ``z`` and ``k``, block by block, with
+  ``d/du sigmoid(u) = sigmoid(u) (1 - sigmoid(u))``."""
+  zi, ki, gi = z[:, :, None], k[:, :, None], upstream[:, :, None]
+
+  def backward_block(args):
+    zj, mj = args
+    diff = zj[:, None, :] - zi
+    sig = tf.sigmoid(ki * diff)
+    dsig = sig * (1.0 - sig) * mj[:, None, :]
+    row = tf.reduce_sum(dsig, axis=-1)  # sum_j s'_ij
+    row_k = tf.reduce_sum(dsig * diff, axis=-1)  # sum_j s'_ij (z_j - z_i)
+    col = tf.reduce_sum(gi * ki * dsig, axis=1)  # sum_i g_i k_i s'_ij
+    return row, row_k, col
+
+  rows, rows_k, cols = _map_column_blocks(backward_block, z, block_size, (z.dtype,) * 3)
+  row = tf.reduce_sum(rows, axis=0)
+  row_k = tf.reduce_sum(rows_k, axis=0)
+  n = tf.shape(z)[-1]
+  col = tf.reshape(tf.transpose(cols, [1, 0, 2]), [tf.shape(z)[0], -1])[:, :n]
+  return col - upstream * k * row, upstream * row_k
+
+
 def check_scores(scores, min_length=2):
   """Validates sorter input: a float ``[B, n]`` tensor with ``n >= min_length``.
 
-  The package's one score check, :func:`tfrank4class._validation.check_scores`, with the
+  The package's one score check, :func:`tfrank4class.checks.check_scores`, with the
   sorters' settings: integer, float16 and bfloat16 scores (e.g. under the ``mixed_float16``
   policy) become float32 (the rank arithmetic needs its precision: float16 holds whole numbers
   exactly only up to 2,048); the values are not checked here (a loss sinks padded items to a
@@ -162,7 +166,7 @@ def check_scores(scores, min_length=2):
     >>> check_scores(tf.constant([[0.5, 1.5]], tf.float16)).dtype
     tf.float32
   """
-  return _validation.check_scores("scores", scores, min_length=min_length, finite=False)
+  return checks.check_scores("scores", scores, min_length=min_length, finite=False)
 
 
 def to_ranks(normalised, n):

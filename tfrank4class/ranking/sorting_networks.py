@@ -69,7 +69,7 @@ import typing
 import numpy as np
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 
 NETWORKS = ("odd_even", "bitonic", "splitter_selection")
 #: The networks that sort every position (the others select the top ``k`` only).
@@ -198,8 +198,8 @@ def comparator_network(network, n, k=None):
     >>> len(comparator_network("bitonic", 8))
     6
   """
-  _validation.check_choice("network", network, NETWORKS)
-  _validation.check_int("n", n, minimum=1)
+  checks.check_choice("network", network, NETWORKS)
+  checks.check_int("n", n, minimum=1)
   if network == "splitter_selection":
     _check_k(k, n)
     return tuple(_splitter_selection(n, k))
@@ -263,10 +263,10 @@ def _inputs(layer, n):
 
 
 def _check(network, distribution, steepness, art_lambda, networks=NETWORKS):
-  _validation.check_choice("network", network, networks)
-  _validation.check_choice("distribution", distribution, DISTRIBUTIONS)
-  steepness = _validation.check_float("steepness", steepness, minimum=0.0, strict=True)
-  art_lambda = _validation.check_float("art_lambda", art_lambda, minimum=0.0)
+  checks.check_choice("network", network, networks)
+  checks.check_choice("distribution", distribution, DISTRIBUTIONS)
+  steepness = checks.check_float("steepness", steepness, minimum=0.0, strict=True)
+  art_lambda = checks.check_float("art_lambda", art_lambda, minimum=0.0)
   return steepness, art_lambda
 
 
@@ -286,7 +286,7 @@ def _forward(x, layers, distribution, steepness, art_lambda):
 
 
 def _scores(scores):
-  scores = _validation.check_scores("scores", scores, rank=2, min_length=1)
+  scores = checks.check_scores("scores", scores, rank=2, min_length=1)
   if scores.shape[-1] is None:
     raise ValueError(
       f"`scores` must have a list size known when traced (the network depends on it), got shape "

@@ -16,7 +16,7 @@ two seeds give independent data.
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.ranking.exact import rank
 
 FAMILIES = ("uniform", "normal", "spaced", "mixture")
@@ -26,12 +26,12 @@ def _check_lengths(list_size):
   if isinstance(list_size, (tuple, list)):
     if len(list_size) != 2:
       raise ValueError(f"`list_size` must be an int >= 2 or a (min, max) pair, got {list_size!r}.")
-    lo = _validation.check_int("list_size[0]", list_size[0], minimum=2)
-    hi = _validation.check_int("list_size[1]", list_size[1], minimum=2)
+    lo = checks.check_int("list_size[0]", list_size[0], minimum=2)
+    hi = checks.check_int("list_size[1]", list_size[1], minimum=2)
     if hi < lo:
       raise ValueError(f"`list_size` must be (min, max) with min <= max, got {list_size!r}.")
     return lo, hi
-  n = _validation.check_int("list_size", list_size, minimum=2)
+  n = checks.check_int("list_size", list_size, minimum=2)
   return n, n
 
 
@@ -40,7 +40,7 @@ def _check_families(families):
   if not families:
     raise ValueError(f"`families` must name at least one of {list(FAMILIES)}, got ().")
   for f in families:
-    _validation.check_choice("families", f, FAMILIES)
+    checks.check_choice("families", f, FAMILIES)
   return families
 
 
@@ -62,9 +62,9 @@ def synthetic_batch(batch_size, list_size, seed, families=FAMILIES, dtype=tf.flo
     >>> sorted(r.numpy()[0].tolist())
     [1.0, 2.0, 3.0, 4.0, 5.0]
   """
-  _validation.check_int("batch_size", batch_size, minimum=1)
+  checks.check_int("batch_size", batch_size, minimum=1)
   if isinstance(list_size, int):
-    _validation.check_int("list_size", list_size, minimum=2)
+    checks.check_int("list_size", list_size, minimum=2)
   families = _check_families(families)
   if isinstance(seed, int):
     seed = [seed, 0]
@@ -105,11 +105,11 @@ def synthetic_dataset(batch_size, list_size=100, seed=0, families=FAMILIES, num_
     >>> [tuple(s.shape)[0] for s, r in ds]
     [4, 4]
   """
-  _validation.check_int("batch_size", batch_size, minimum=1)
+  checks.check_int("batch_size", batch_size, minimum=1)
   lo, hi = _check_lengths(list_size)
   families = _check_families(families)
-  _validation.check_int("seed", seed)
-  _validation.check_int("num_batches", num_batches, minimum=1, allow_none=True)
+  checks.check_int("seed", seed)
+  checks.check_int("num_batches", num_batches, minimum=1, allow_none=True)
   ds = tf.data.Dataset.counter()
   if num_batches is not None:
     ds = ds.take(num_batches)

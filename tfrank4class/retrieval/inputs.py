@@ -10,7 +10,7 @@ import numbers
 
 import numpy as np
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.labels import check_batch_size, parse_labels
 
 #: How queries without any positive in the gallery are averaged.
@@ -130,5 +130,5 @@ def check_ks(ks):
   if not ks:
     raise ValueError("`ks` must hold at least one cut-off, got an empty sequence.")
   for k in ks:
-    _validation.check_int("ks", k, minimum=1)
+    checks.check_int("ks", k, minimum=1)
   return tuple(int(k) for k in ks)

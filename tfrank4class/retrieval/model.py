@@ -31,7 +31,7 @@ import typing
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.compat import keras
 from tfrank4class.losses import registry
 from tfrank4class.losses.metric_learning import SmoothedCrossEntropy
@@ -133,16 +133,17 @@ def build_retrieval_model(
     >>> built.model.output_shape, built.embedding_model.output_shape
     ((None, 5), (None, 6))
   """
-  _validation.check_choice("feature_norm", feature_norm, FEATURE_NORMS)
-  dropout = _validation.check_float("dropout", dropout, minimum=0.0)
+  # Over 60 lines by its signature and docstring: one documented argument per option.
+  checks.check_choice("feature_norm", feature_norm, FEATURE_NORMS)
+  dropout = checks.check_float("dropout", dropout, minimum=0.0)
   if dropout >= 1.0:
     raise ValueError(f"`dropout` must be a finite number in [0, 1), got {dropout!r}.")
-  _validation.check_int("embedding_dim", embedding_dim, minimum=1, allow_none=True)
+  checks.check_int("embedding_dim", embedding_dim, minimum=1, allow_none=True)
   if not callable(encoder):
     raise ValueError(f"`encoder` must be a Keras model or layer, got {encoder!r}.")
   loss_obj, classifier = _make_loss(loss, label_smoothing, loss_kwargs)
   if classifier or num_classes is not None:
-    _validation.check_int("num_classes", num_classes, minimum=2)
+    checks.check_int("num_classes", num_classes, minimum=2)
   inputs = keras.Input(shape=_input_shape(encoder, input_shape), name="inputs")
   embedding = _embedding(encoder(inputs), feature_norm, embedding_dim, l2_normalize)
   embedding_model = keras.Model(inputs, embedding, name=f"{name}_embedding")

@@ -8,7 +8,7 @@ writes it into the epoch's logs, where ``History``, ``TensorBoard``, ``EarlyStop
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.compat import keras
 from tfrank4class.retrieval import inputs
 from tfrank4class.retrieval.evaluation import retrieval_metrics
@@ -70,9 +70,9 @@ class RetrievalEvaluation(keras.callbacks.Callback):
   ):
     super().__init__()
     self.ks = inputs.check_ks(ks)
-    _validation.check_int("batch_size", batch_size, minimum=1)
-    _validation.check_int("every", every, minimum=1)
-    _validation.check_choice("singletons", singletons, inputs.SINGLETONS)
+    checks.check_int("batch_size", batch_size, minimum=1)
+    checks.check_int("every", every, minimum=1)
+    checks.check_choice("singletons", singletons, inputs.SINGLETONS)
     self.x = x
     self.labels = labels
     self.query = query

@@ -13,7 +13,7 @@ import dataclasses
 import json
 import os
 
-from tfrank4class import _validation, errors
+from tfrank4class import checks, errors
 from tfrank4class import data as data_lib
 from tfrank4class import encoders as encoders_lib
 from tfrank4class import heads as heads_lib
@@ -90,12 +90,12 @@ class ExperimentConfig:
     (which must be created before TensorFlow's runtime starts). Loss arguments are checked when
     ``train`` first builds the loss, right after the strategy and still before any data is read.
     """
-    _validation.check_choice("dataset", self.dataset, data_lib.names())
-    _validation.check_choice("on_corrupt", self.on_corrupt, data_lib.ON_CORRUPT)
+    checks.check_choice("dataset", self.dataset, data_lib.names())
+    checks.check_choice("on_corrupt", self.on_corrupt, data_lib.ON_CORRUPT)
     if self.encoder != "auto":
-      _validation.check_choice("encoder", self.encoder, ["auto"] + list(encoders_lib.names()))
-    _validation.check_choice("interaction", self.interaction, INTERACTIONS)
-    _validation.check_choice("loss", self.loss, losses_lib.names())
+      checks.check_choice("encoder", self.encoder, ["auto"] + list(encoders_lib.names()))
+    checks.check_choice("interaction", self.interaction, INTERACTIONS)
+    checks.check_choice("loss", self.loss, losses_lib.names())
     for name in self.metrics:
       metrics_lib.registry.parse(name)
     metrics_lib.registry.parse(self.best_metric)
@@ -104,19 +104,19 @@ class ExperimentConfig:
         f"`best_metric` {self.best_metric!r} must be one of `metrics` {list(self.metrics)}."
       )
     for units in self.hidden_units:
-      _validation.check_int("hidden_units", units, minimum=1)
+      checks.check_int("hidden_units", units, minimum=1)
     if self.interaction == "dot" and len(self.hidden_units):
       raise ValueError(
         f"`hidden_units` {tuple(self.hidden_units)} is not used by `interaction` "
         "'dot' (a dot product has no MLP); only 'latent_cross' and 'concat' take "
         "it. Leave `hidden_units` unset with 'dot'."
       )
-    _validation.check_int("batch_size", self.batch_size, minimum=1)
-    _validation.check_int("epochs", self.epochs, minimum=1)
-    _validation.check_int("steps", self.steps, minimum=1, allow_none=True)
-    _validation.check_choice("optimizer", self.optimizer, OPTIMIZERS)
-    _validation.check_float("learning_rate", self.learning_rate, minimum=0.0, strict=True)
-    _validation.check_choice("strategy", self.strategy, strategy_lib.STRATEGIES)
+    checks.check_int("batch_size", self.batch_size, minimum=1)
+    checks.check_int("epochs", self.epochs, minimum=1)
+    checks.check_int("steps", self.steps, minimum=1, allow_none=True)
+    checks.check_choice("optimizer", self.optimizer, OPTIMIZERS)
+    checks.check_float("learning_rate", self.learning_rate, minimum=0.0, strict=True)
+    checks.check_choice("strategy", self.strategy, strategy_lib.STRATEGIES)
     if self.strategy == "tpu" and not self.tpu:
       raise ValueError(
         "`tpu` must name a TPU (a name, or grpc://host:port) when `strategy` is 'tpu'."
@@ -126,8 +126,8 @@ class ExperimentConfig:
         "`model_dir` is required when `strategy` is 'multi_worker_mirrored': the "
         "chief evaluates and exports the best.keras it writes there."
       )
-    _validation.check_int("seed", self.seed, minimum=0)
-    _validation.check_int("backup_every", self.backup_every, minimum=1)
+    checks.check_int("seed", self.seed, minimum=0)
+    checks.check_int("backup_every", self.backup_every, minimum=1)
     if not isinstance(self.start_over, bool):
       raise ValueError(f"`start_over` must be True or False, got {self.start_over!r}.")
     return self

@@ -23,11 +23,12 @@ any time and the best weights so far are on disk.
 import json
 import os
 import time
+import typing
 
 import tensorflow as tf
 from absl import app, flags, logging
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class.compat import keras
 from tfrank4class.ranking import synthetic
 from tfrank4class.ranking.sorters import SORTERS
@@ -93,12 +94,12 @@ def _check_arguments(
   kind, min_list_size, max_list_size, steps, batch_size, learning_rate, halve_every, output
 ):
   """Raises a ``ValueError`` naming the first bad argument of :func:`train`."""
-  _validation.check_int("min_list_size", min_list_size, minimum=2)
-  _validation.check_int("max_list_size", max_list_size, minimum=min_list_size)
-  _validation.check_int("steps", steps, minimum=1)
-  _validation.check_int("batch_size", batch_size, minimum=1)
-  _validation.check_float("learning_rate", learning_rate, minimum=0.0, strict=True)
-  _validation.check_int("halve_every", halve_every, minimum=1)
+  checks.check_int("min_list_size", min_list_size, minimum=2)
+  checks.check_int("max_list_size", max_list_size, minimum=min_list_size)
+  checks.check_int("steps", steps, minimum=1)
+  checks.check_int("batch_size", batch_size, minimum=1)
+  checks.check_float("learning_rate", learning_rate, minimum=0.0, strict=True)
+  checks.check_int("halve_every", halve_every, minimum=1)
   if not output:
     raise ValueError("`output` (the path prefix of the exported weights) must be given.")
   if kind == "conv" and min_list_size != max_list_size:
@@ -194,6 +195,100 @@ def _record_evaluation(sorter, output, writer, best_var, errors, step, run_metad
   logging.info("step %d eval %s (best %.5f)", step, json.dumps(errors), float(best_var))
 
 
+class _Run(typing.NamedTuple):
+  """What the steps of one pretraining run work with (built by :func:`_prepare_run`)."""
+
+  sorter: object
+  schedule: object
+  train_step: object
+  predict: object
+  eval_sets: dict
+  step_var: tf.Variable
+  best_var: tf.Variable
+  manager: object
+  writer: object
+  output: str
+  metadata: dict
+
+
+def _prepare_run(
+  kind,
+  min_list_size,
+  max_list_size,
+  batch_size,
+  learning_rate,
+  halve_every,
+  output,
+  model_dir,
+  eval_lists,
+  eval_list_sizes,
+  seed,
+  hparams,
+):
+  """The sorter, its optimiser and steps, the data, the held-out sets and the restored state."""
+  tf.random.set_seed(seed)
+  sorter = build_sorter(kind, list_size=max_list_size, **hparams)
+  schedule = _halving_schedule(learning_rate, halve_every)
+  optimizer = keras.optimizers.Adam(schedule)
+  dataset = synthetic.synthetic_dataset(batch_size, (min_list_size, max_list_size), seed=seed)
+  step_var, best_var, manager = _restore_checkpoint(sorter, optimizer, model_dir)
+  train_step, predict = _step_functions(
+    sorter, optimizer, max_list_size if kind == "conv" else None
+  )
+  run = _Run(
+    sorter=sorter,
+    schedule=schedule,
+    train_step=train_step,
+    predict=predict,
+    eval_sets=_held_out_sets(eval_lists, eval_list_sizes, min_list_size, max_list_size),
+    step_var=step_var,
+    best_var=best_var,
+    manager=manager,
+    writer=tf.summary.create_file_writer(os.path.join(model_dir, "tensorboard")),
+    output=output,
+    metadata={
+      "min_list_size": min_list_size,
+      "max_list_size": max_list_size,
+      "batch_size": batch_size,
+      "learning_rate": learning_rate,
+      "halve_every": halve_every,
+      "seed": seed,
+    },
+  )
+  return run, dataset
+
+
+def _run_steps(run, dataset, steps, eval_every, max_minutes, verbose):
+  """Trains from the restored step to ``steps`` (or ``max_minutes``), evaluating every
+  ``eval_every`` steps; returns the evaluations as a list of dicts."""
+  start = time.time()
+  progbar = keras.utils.Progbar(steps, verbose=verbose, stateful_metrics=["lr", "eval"])
+  iterator = iter(dataset.skip(int(run.step_var)))
+  history = []
+  while int(run.step_var) < steps:
+    scores, ranks = next(iterator)
+    loss = float(run.train_step(scores, ranks))
+    run.step_var.assign_add(1)
+    step = int(run.step_var)
+    lr = float(run.schedule(step))
+    values = [("loss", loss), ("lr", lr)]
+    _write_scalars(run.writer, step, {"train/l1_normalised_rank": loss, "train/learning_rate": lr})
+    out_of_time = max_minutes is not None and (time.time() - start) > 60 * max_minutes
+    if step % eval_every == 0 or step == steps or out_of_time:
+      errors = _evaluate(run.predict, run.eval_sets)
+      values.append(("eval", sum(errors.values()) / len(errors)))
+      history.append({"step": step, "eval": errors, "minutes": (time.time() - start) / 60})
+      _record_evaluation(
+        run.sorter, run.output, run.writer, run.best_var, errors, step, run.metadata, start
+      )
+      run.manager.save(checkpoint_number=step)
+    progbar.update(step, values)
+    if out_of_time:
+      logging.info("Stopping after %.1f minutes (--max_minutes).", max_minutes)
+      break
+  return history
+
+
 def train(
   kind,
   min_list_size,
@@ -213,58 +308,29 @@ def train(
   **hparams,
 ):
   """Trains a sorter; returns ``(sorter, best_eval)``. See the module docstring."""
-  # Over 60 lines only by its signature: one argument per flag of the binary.
   _check_arguments(
     kind, min_list_size, max_list_size, steps, batch_size, learning_rate, halve_every, output
   )
   model_dir = model_dir or output + "_run"
   os.makedirs(model_dir, exist_ok=True)
-  tf.random.set_seed(seed)
-  sorter = build_sorter(kind, list_size=max_list_size, **hparams)
-  schedule = _halving_schedule(learning_rate, halve_every)
-  optimizer = keras.optimizers.Adam(schedule)
-  dataset = synthetic.synthetic_dataset(batch_size, (min_list_size, max_list_size), seed=seed)
-  eval_sets = _held_out_sets(eval_lists, eval_list_sizes, min_list_size, max_list_size)
-  step_var, best_var, manager = _restore_checkpoint(sorter, optimizer, model_dir)
-  writer = tf.summary.create_file_writer(os.path.join(model_dir, "tensorboard"))
-  train_step, predict = _step_functions(
-    sorter, optimizer, max_list_size if kind == "conv" else None
+  run, dataset = _prepare_run(
+    kind,
+    min_list_size,
+    max_list_size,
+    batch_size,
+    learning_rate,
+    halve_every,
+    output,
+    model_dir,
+    eval_lists,
+    eval_list_sizes,
+    seed,
+    hparams,
   )
-  run_metadata = {
-    "min_list_size": min_list_size,
-    "max_list_size": max_list_size,
-    "batch_size": batch_size,
-    "learning_rate": learning_rate,
-    "halve_every": halve_every,
-    "seed": seed,
-  }
-
-  start = time.time()
-  progbar = keras.utils.Progbar(steps, verbose=verbose, stateful_metrics=["lr", "eval"])
-  iterator = iter(dataset.skip(int(step_var)))
-  history = []
-  while int(step_var) < steps:
-    scores, ranks = next(iterator)
-    loss = float(train_step(scores, ranks))
-    step_var.assign_add(1)
-    step = int(step_var)
-    lr = float(schedule(step))
-    values = [("loss", loss), ("lr", lr)]
-    _write_scalars(writer, step, {"train/l1_normalised_rank": loss, "train/learning_rate": lr})
-    out_of_time = max_minutes is not None and (time.time() - start) > 60 * max_minutes
-    if step % eval_every == 0 or step == steps or out_of_time:
-      errors = _evaluate(predict, eval_sets)
-      values.append(("eval", sum(errors.values()) / len(errors)))
-      history.append({"step": step, "eval": errors, "minutes": (time.time() - start) / 60})
-      _record_evaluation(sorter, output, writer, best_var, errors, step, run_metadata, start)
-      manager.save(checkpoint_number=step)
-    progbar.update(step, values)
-    if out_of_time:
-      logging.info("Stopping after %.1f minutes (--max_minutes).", max_minutes)
-      break
+  history = _run_steps(run, dataset, steps, eval_every, max_minutes, verbose)
   with open(os.path.join(model_dir, "history.json"), "a") as f:
     f.write(json.dumps(history) + "\n")
-  return sorter, float(best_var)
+  return run.sorter, float(run.best_var)
 
 
 def main(argv):

@@ -129,40 +129,46 @@ def lock_model_dir(model_dir):
   try:
     _create_lock(path, mine)
   except FileExistsError:
-    holder = _read_lock(path)
-    # A lock of this host whose pid is gone, or is this process's although it never took it (a
-    # pid reused after a restart), was left by a killed run.
-    stale = (
-      holder is not None
-      and holder["host"] == mine["host"]
-      and (holder["pid"] == mine["pid"] or not _pid_runs(holder["pid"]))
-    )
-    if not stale:
-      raise _in_use(model_dir, path, holder) from None
-    print(
-      f"Taking over the lock {path} of a run that no longer runs (pid {holder['pid']} on "
-      f"{holder['host']}, started {holder.get('started')}).",
-      file=sys.stderr,
-      flush=True,
-    )
-    # Move it aside first: if another process took it over in between, put its lock back.
-    aside = f"{path}.{mine['pid']}"
-    try:
-      os.rename(path, aside)
-    except FileNotFoundError:
-      pass
-    else:
-      if _read_lock(aside) != holder:
-        os.replace(aside, path)
-      else:
-        os.remove(aside)
-    try:
-      _create_lock(path, mine)
-    except FileExistsError:
-      raise _in_use(model_dir, path, _read_lock(path)) from None
+    _take_over_stale_lock(model_dir, path, mine)
   _LOCKS_HELD.add(os.path.realpath(path))
   atexit.register(_release_lock, path, mine)
   return path
+
+
+def _take_over_stale_lock(model_dir, path, mine):
+  """Takes the existing lock ``path`` over if its holder is gone (see :func:`lock_model_dir`),
+  else raises ``ModelDirInUseError``."""
+  holder = _read_lock(path)
+  # A lock of this host whose pid is gone, or is this process's although it never took it (a
+  # pid reused after a restart), was left by a killed run.
+  stale = (
+    holder is not None
+    and holder["host"] == mine["host"]
+    and (holder["pid"] == mine["pid"] or not _pid_runs(holder["pid"]))
+  )
+  if not stale:
+    raise _in_use(model_dir, path, holder) from None
+  print(
+    f"Taking over the lock {path} of a run that no longer runs (pid {holder['pid']} on "
+    f"{holder['host']}, started {holder.get('started')}).",
+    file=sys.stderr,
+    flush=True,
+  )
+  # Move it aside first: if another process took it over in between, put its lock back.
+  aside = f"{path}.{mine['pid']}"
+  try:
+    os.rename(path, aside)
+  except FileNotFoundError:
+    pass
+  else:
+    if _read_lock(aside) != holder:
+      os.replace(aside, path)
+    else:
+      os.remove(aside)
+  try:
+    _create_lock(path, mine)
+  except FileExistsError:
+    raise _in_use(model_dir, path, _read_lock(path)) from None
 
 
 def _in_use(model_dir, path, holder):

@@ -18,7 +18,7 @@ serves it with ``tf.saved_model.load`` or ``saved_model_cli run``.
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 from tfrank4class import data as data_lib
 from tfrank4class.train import flavour
 
@@ -38,7 +38,7 @@ def export_saved_model(model, dataset, class_names, export_dir, top_k=5):
   Returns:
     ``export_dir``.
   """
-  top_k = _validation.check_int("top_k", top_k, minimum=1)
+  top_k = checks.check_int("top_k", top_k, minimum=1)
   class_names = [str(c) for c in class_names]
   num_classes = int(model.output_shape[-1])
   if len(class_names) != num_classes:

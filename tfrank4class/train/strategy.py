@@ -9,7 +9,7 @@ tpu                     TPUStrategy on the TPU named by `tpu` (a name, or grpc:/
 
 import tensorflow as tf
 
-from tfrank4class import _validation
+from tfrank4class import checks
 
 STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
 
@@ -33,7 +33,7 @@ def make_strategy(name="default", tpu=None, devices=None):
     devices: devices for ``"mirrored"``, e.g. ``["/cpu:0", "/cpu:1"]``; ``None``: all GPUs, else
       the CPU.
   """
-  _validation.check_choice("strategy", name, STRATEGIES)
+  checks.check_choice("strategy", name, STRATEGIES)
   if name == "default":
     return tf.distribute.get_strategy()
   if name == "mirrored":

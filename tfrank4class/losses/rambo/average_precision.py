@@ -10,7 +10,7 @@ In all of them ``rk+`` (the rank among the relevant items) is a constant and onl
 blackbox gradient (see :func:`tfrank4class.losses.rambo.base.list_ranks`).
 """
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.losses.rambo import base
 from tfrank4class.losses.registry import register
 
@@ -181,8 +181,8 @@ class MapApcLoss(base.BlackboxRankLoss):
     reduction=compat.DEFAULT_REDUCTION,
     name="map_apc_loss",
   ):
-    self.map_weight = _validation.check_float("map_weight", map_weight, minimum=0.0)
-    self.apc_weight = _validation.check_float("apc_weight", apc_weight, minimum=0.0)
+    self.map_weight = checks.check_float("map_weight", map_weight, minimum=0.0)
+    self.apc_weight = checks.check_float("apc_weight", apc_weight, minimum=0.0)
     if self.map_weight + self.apc_weight == 0.0:
       raise ValueError("`map_weight` and `apc_weight` must not both be 0, got 0 and 0.")
     super().__init__(lambda_=lambda_, margin=margin, memory=memory, reduction=reduction, name=name)

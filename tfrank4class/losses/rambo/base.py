@@ -30,7 +30,7 @@ these as Keras losses.
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.rambo.score_memory import ScoreMemory
 from tfrank4class.ranking.blackbox import blackbox_rank_within, margin_shift
@@ -110,7 +110,7 @@ def recall_loss_values(scores, relevance, lambda_, margin=0.0, weighting="log"):
     >>> recall_loss_values([[0.9, 0.5, 0.7]], [[1.0, 1.0, 0.0]], lambda_=1.0).numpy()  # log(2)/2
     array([0.3465736], dtype=float32)
   """
-  _validation.check_choice("weighting", weighting, WEIGHTINGS)
+  checks.check_choice("weighting", weighting, WEIGHTINGS)
   rk, rk_plus, relevant, _ = list_ranks(scores, relevance, lambda_, margin)
   above = tf.where(relevant, rk - rk_plus, tf.zeros_like(rk))
   per_item = tf.math.log1p(above)
@@ -216,7 +216,7 @@ def similarity_lists(
   Returns:
     ``(S, R)``, both float ``[B, G]``.
   """
-  _validation.check_choice("similarity", similarity, ("cosine", "dot"))
+  checks.check_choice("similarity", similarity, ("cosine", "dot"))
   if gallery_embeddings is None:
     gallery_embeddings, gallery_labels = embeddings, labels
   if similarity == "cosine":
@@ -258,9 +258,9 @@ class BlackboxRankLoss(ListwiseLoss):
     self, lambda_=1.0, margin=0.0, memory=0, reduction=compat.DEFAULT_REDUCTION, name=None
   ):
     super().__init__(reduction=reduction, name=name)
-    self.lambda_ = _validation.check_float("lambda_", lambda_, minimum=0.0, strict=True)
-    self.margin = _validation.check_float("margin", margin, minimum=0.0)
-    self.memory = _validation.check_int("memory", memory, minimum=0)
+    self.lambda_ = checks.check_float("lambda_", lambda_, minimum=0.0, strict=True)
+    self.margin = checks.check_float("margin", margin, minimum=0.0)
+    self.memory = checks.check_int("memory", memory, minimum=0)
     if self.memory and not self.supports_memory:
       raise ValueError(
         f"`memory` must be 0 for {type(self).__name__}, got {memory!r}: its lists are the rows "

@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.labels import class_ids
 from tfrank4class.losses.rambo import base
 from tfrank4class.losses.registry import register
@@ -77,13 +77,13 @@ class RecallLoss(base.BlackboxRankLoss):
     reduction=compat.DEFAULT_REDUCTION,
     name="recall_loss",
   ):
-    self.weighting = _validation.check_choice("weighting", weighting, base.WEIGHTINGS)
+    self.weighting = checks.check_choice("weighting", weighting, base.WEIGHTINGS)
     if not isinstance(from_embeddings, bool):
       raise ValueError(f"`from_embeddings` must be True or False, got {from_embeddings!r}.")
     self.from_embeddings = from_embeddings
-    self.similarity = _validation.check_choice("similarity", similarity, ("cosine", "dot"))
+    self.similarity = checks.check_choice("similarity", similarity, ("cosine", "dot"))
     if memory and not from_embeddings:
-      _validation.check_int("memory", memory, minimum=0)
+      checks.check_int("memory", memory, minimum=0)
       raise ValueError(
         f"`memory` must be 0 unless from_embeddings=True, got {memory!r}: the rows of a score "
         "matrix are independent lists that past batches do not lengthen."
@@ -102,7 +102,7 @@ class RecallLoss(base.BlackboxRankLoss):
   def call(self, y_true, y_pred):
     if not self.from_embeddings:
       return super().call(y_true, y_pred)
-    embeddings = _validation.check_scores("y_pred", y_pred, finite=False)
+    embeddings = checks.check_scores("y_pred", y_pred, finite=False)
     labels = class_ids(y_true, name="y_true")
     gallery, gallery_labels = embeddings, labels
     if self._memory is not None:

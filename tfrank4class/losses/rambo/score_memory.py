@@ -27,7 +27,7 @@ that matters.
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 
 
 @compat.register_serializable
@@ -49,7 +49,7 @@ class ScoreMemory(tf.Module):
 
   def __init__(self, batches, name=None):
     super().__init__(name=name)
-    self.batches = _validation.check_int("batches", batches, minimum=0)
+    self.batches = checks.check_int("batches", batches, minimum=0)
     self._values = None
     self._labels = None
     self._sizes = None

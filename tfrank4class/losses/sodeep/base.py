@@ -38,7 +38,7 @@ not part of a Keras loss config, so pass pretrained sorters by name when the mod
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
 from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.ranking import sorter_base
@@ -108,7 +108,7 @@ class RankOperatorLoss(ListwiseLoss):
     if not isinstance(ranker_trainable, bool):
       raise ValueError(f"`ranker_trainable` must be a bool, got {ranker_trainable!r}.")
     self.ranker_trainable = ranker_trainable
-    self.ranker_learning_rate = _validation.check_float(
+    self.ranker_learning_rate = checks.check_float(
       "ranker_learning_rate", ranker_learning_rate, minimum=0.0, strict=True
     )
     self._ranker_config, self.ranker = resolve_ranker(ranker, trainable=ranker_trainable)

@@ -3,7 +3,7 @@ operator, for retrieval."""
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.sodeep.base import RankOperatorLoss
 from tfrank4class.ranking.exact import sink
@@ -53,7 +53,7 @@ class RankTripletLoss(RankOperatorLoss):
     name="rank_triplet_loss",
   ):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)
-    self.alpha = _validation.check_float("alpha", alpha, minimum=0.0)
+    self.alpha = checks.check_float("alpha", alpha, minimum=0.0)
 
   def loss_values(self, scores, relevance):
     valid = relevance >= 0

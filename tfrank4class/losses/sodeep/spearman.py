@@ -3,7 +3,7 @@ operator."""
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.sodeep.base import RankOperatorLoss
 from tfrank4class.ranking.exact import sink
@@ -63,7 +63,7 @@ class SpearmanLoss(RankOperatorLoss):
     name="spearman_loss",
   ):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)
-    self.l1_weight = _validation.check_float("l1_weight", l1_weight, minimum=0.0)
+    self.l1_weight = checks.check_float("l1_weight", l1_weight, minimum=0.0)
     if not isinstance(over_batch, bool):
       raise ValueError(f"`over_batch` must be a bool, got {over_batch!r}.")
     self.over_batch = over_batch
@@ -76,9 +76,7 @@ class SpearmanLoss(RankOperatorLoss):
       raise ValueError(
         f"With over_batch=True `y_pred` must have shape [B] or [B, 1], got shape {y_pred.shape}."
       )
-    scores = _validation.check_scores(
-      "y_pred", tf.reshape(y_pred, [1, -1]), min_length=2, finite=False
-    )
+    scores = checks.check_scores("y_pred", tf.reshape(y_pred, [1, -1]), min_length=2, finite=False)
     target = tf.reshape(tf.cast(y_true, scores.dtype), [1, -1])
     return self._loss(scores, target, tf.ones_like(scores, tf.bool))
 

@@ -54,9 +54,9 @@ the loss can be built by name; ``"bitonic"`` always runs the top-``k`` form (dif
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.labels import check_batch_size, parse_labels
-from tfrank4class.losses.base import Loss
+from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.registry import register
 from tfrank4class.ranking import neuralsort, softsort, sorting_network_topk
 from tfrank4class.ranking.exact import sink
@@ -79,7 +79,7 @@ def check_p_k(p_k):
   allowed = "a non-empty list of numbers >= 0 summing to 1 (P_K(k) for k = 1..K)"
   if isinstance(p_k, (str, bytes)) or not hasattr(p_k, "__len__") or len(p_k) == 0:
     raise ValueError(f"`p_k` must be {allowed}, got {p_k!r}.")
-  values = tuple(_validation.check_float(f"p_k[{i}]", v, minimum=0.0) for i, v in enumerate(p_k))
+  values = tuple(checks.check_float(f"p_k[{i}]", v, minimum=0.0) for i, v in enumerate(p_k))
   total = sum(values)
   if not 0.9999 < total < 1.0001:
     raise ValueError(f"`p_k` must be {allowed}, got {list(p_k)!r}, which sums to {total!r}.")
@@ -88,16 +88,16 @@ def check_p_k(p_k):
 
 def _check_arguments(p_k, method, distribution, inverse_temperature, art_lambda, m, top1_mode):
   p_k = check_p_k(p_k)
-  _validation.check_choice("method", method, METHODS)
-  _validation.check_choice("distribution", distribution, DISTRIBUTIONS)
-  inverse_temperature = _validation.check_float(
+  checks.check_choice("method", method, METHODS)
+  checks.check_choice("distribution", distribution, DISTRIBUTIONS)
+  inverse_temperature = checks.check_float(
     "inverse_temperature", inverse_temperature, minimum=0.0, strict=True
   )
-  art_lambda = _validation.check_float("art_lambda", art_lambda, minimum=0.0)
-  m = _validation.check_int("m", m, minimum=2, allow_none=True)
+  art_lambda = checks.check_float("art_lambda", art_lambda, minimum=0.0)
+  m = checks.check_int("m", m, minimum=2, allow_none=True)
   if m is not None and m <= len(p_k):
     raise ValueError(f"`m` must be greater than K = len(p_k) = {len(p_k)}, got m={m!r}.")
-  _validation.check_choice("top1_mode", top1_mode, TOP1_MODES)
+  checks.check_choice("top1_mode", top1_mode, TOP1_MODES)
   return p_k, inverse_temperature, art_lambda, m
 
 
@@ -119,6 +119,67 @@ def _top_k_columns(scores, k, method, distribution, inverse_temperature, art_lam
   return sorting_network_topk(
     scores, k, method, distribution, steepness=inverse_temperature, art_lambda=art_lambda
   )
+
+
+def _checked_scores(scores, k, m):
+  """The checked scores ``[B, n]``: ``n`` known when traced, ``n >= K`` and ``n > m``."""
+  scores = checks.check_scores("scores", scores, rank=2, min_length=2)
+  n = scores.shape[-1]
+  if n is None:
+    raise ValueError(
+      f"`scores` must have a number of classes known when traced, got {scores.shape}"
+    )
+  if m is not None and m >= n:
+    raise ValueError(f"`m` must be smaller than the number of classes n={n}, got m={m!r}.")
+  if k > n:
+    raise ValueError(f"`p_k` has K={k} entries, more than the n={n} classes of `scores`.")
+  return scores
+
+
+def _targets(labels, scores):
+  """The parsed labels, the target distribution ``t`` ``[B, n]`` (all zero for a row without a
+  positive entry) and the non-padded classes ``[B, n]`` (see the module docstring)."""
+  n = scores.shape[-1]
+  parsed = parse_labels(labels, n, dtype=scores.dtype)
+  check_batch_size(parsed, scores)
+  if parsed.is_class_ids:
+    target = tf.one_hot(parsed.ids, n, dtype=scores.dtype)
+    valid = tf.ones_like(scores, tf.bool)
+  else:
+    valid = parsed.relevance >= 0
+    target = tf.where(valid, tf.maximum(parsed.relevance, 0.0), 0.0)
+  mass = tf.reduce_sum(target, axis=-1, keepdims=True)
+  return parsed, tf.math.divide_no_nan(target, mass), valid
+
+
+def _preselect(scores, logits, target, parsed, m):
+  """Top-``m`` pre-selection: scores, logits and target ``[B, m]``, the true class first."""
+  ids = parsed.ids
+  if ids is None:
+    positives = tf.reduce_sum(tf.cast(parsed.relevance > 0, tf.int32), axis=-1)
+    tf.debugging.Assert(
+      tf.reduce_all(positives == 1),
+      ["With `m` set, dense labels must have one positive entry per row (one-hot)."],
+    )
+    ids = tf.argmax(parsed.relevance, axis=-1)
+  has_target = tf.cast(tf.reduce_any(target > 0, axis=-1, keepdims=True), scores.dtype)
+  target = tf.one_hot(tf.zeros_like(ids), m, dtype=scores.dtype) * has_target
+  return _top_m(scores, ids, m), _top_m(logits, ids, m), target
+
+
+def _sorted_mass(scores, p_k, with_top1, relaxation):
+  """``sum_k P_K(k) p_k(c)`` ``[B, n]`` from the relaxed permutation, over ``k = 1..K`` when
+  ``with_top1`` (``top1_mode="sort"``), else over ``k >= 2``; ``relaxation`` is ``(method,
+  distribution, inverse_temperature, art_lambda)``."""
+  k = len(p_k)
+  weights = tf.constant(p_k[::-1], scores.dtype)  # weights[j]: P_K(K - j) of ascending column j
+  if not with_top1:
+    weights = tf.concat([weights[:-1], tf.zeros([1], scores.dtype)], axis=0)
+  if not (any(p_k[1:]) or with_top1):
+    return tf.zeros_like(scores)
+  columns = _top_k_columns(scores, k, *relaxation)
+  in_top = tf.cumsum(columns, axis=-1, reverse=True)  # [..., j]: weight in the top K - j
+  return tf.linalg.matvec(in_top, weights)
 
 
 def _nll(q):
@@ -167,50 +228,14 @@ def topk_cross_entropy(
   p_k, inverse_temperature, art_lambda, m = _check_arguments(
     p_k, method, distribution, inverse_temperature, art_lambda, m, top1_mode
   )
-  scores = _validation.check_scores("scores", scores, rank=2, min_length=2)
-  n = scores.shape[-1]
-  if n is None:
-    raise ValueError(
-      f"`scores` must have a number of classes known when traced, got {scores.shape}"
-    )
-  k = len(p_k)
-  if m is not None and m >= n:
-    raise ValueError(f"`m` must be smaller than the number of classes n={n}, got m={m!r}.")
-  if k > n:
-    raise ValueError(f"`p_k` has K={k} entries, more than the n={n} classes of `scores`.")
-  parsed = parse_labels(labels, n, dtype=scores.dtype)
-  check_batch_size(parsed, scores)
-  if parsed.is_class_ids:
-    target = tf.one_hot(parsed.ids, n, dtype=scores.dtype)
-    valid = tf.ones_like(scores, tf.bool)
-  else:
-    valid = parsed.relevance >= 0
-    target = tf.where(valid, tf.maximum(parsed.relevance, 0.0), 0.0)
-  mass = tf.reduce_sum(target, axis=-1, keepdims=True)
-  target = tf.math.divide_no_nan(target, mass)
+  scores = _checked_scores(scores, len(p_k), m)
+  parsed, target, valid = _targets(labels, scores)
   scores = sink(scores, valid)
   logits = tf.where(valid, scores, scores.dtype.min)  # padded classes: no softmax mass
   if m is not None:
-    ids = parsed.ids
-    if ids is None:
-      positives = tf.reduce_sum(tf.cast(parsed.relevance > 0, tf.int32), axis=-1)
-      tf.debugging.Assert(
-        tf.reduce_all(positives == 1),
-        ["With `m` set, dense labels must have one positive entry per row (one-hot)."],
-      )
-      ids = tf.argmax(parsed.relevance, axis=-1)
-    scores = _top_m(scores, ids, m)
-    logits = _top_m(logits, ids, m)
-    target = tf.one_hot(tf.zeros_like(ids), m, dtype=scores.dtype) * tf.cast(mass > 0, scores.dtype)
-  weights = tf.constant(p_k[::-1], scores.dtype)  # weights[j]: P_K(K - j) of ascending column j
-  if top1_mode != "sort":
-    weights = tf.concat([weights[:-1], tf.zeros([1], scores.dtype)], axis=0)
-  if any(p_k[1:]) or top1_mode == "sort":
-    columns = _top_k_columns(scores, k, method, distribution, inverse_temperature, art_lambda)
-    in_top = tf.cumsum(columns, axis=-1, reverse=True)  # [..., j]: weight in the top K - j
-    q = tf.linalg.matvec(in_top, weights)
-  else:
-    q = tf.zeros_like(scores)
+    scores, logits, target = _preselect(scores, logits, target, parsed, m)
+  relaxation = (method, distribution, inverse_temperature, art_lambda)
+  q = _sorted_mass(scores, p_k, top1_mode == "sort", relaxation)
   if top1_mode == "sm":
     q += p_k[0] * tf.nn.softmax(logits, axis=-1)
   per_class = _nll(q)
@@ -220,12 +245,14 @@ def topk_cross_entropy(
 
 
 @register("topk_cross_entropy_loss")
-class TopKCrossEntropyLoss(Loss):
+class TopKCrossEntropyLoss(ListwiseLoss):
   """The top-k cross-entropy of Petersen et al. (ICML 2022, Sec. 3) as a Keras loss.
 
   A thin wrapper over :func:`topk_cross_entropy` (see the module docstring for the formula,
   the labels and the deviations from difftopk's ``TopKCrossEntropyLoss``); the arguments are
-  checked here, at construction.
+  checked here, at construction. A :class:`~tfrank4class.losses.ListwiseLoss`:
+  ``loss_values(scores, relevance)`` takes class ids as one-hot rows, which give exactly the
+  class-id loss.
 
   Args:
     p_k, method, distribution, inverse_temperature, art_lambda, m, top1_mode: see
@@ -266,10 +293,12 @@ class TopKCrossEntropyLoss(Loss):
     self.m = m
     self.top1_mode = top1_mode
 
-  def call(self, y_true, y_pred):
+  min_list_size = 2
+
+  def loss_values(self, scores, relevance):
     return topk_cross_entropy(
-      _validation.check_scores("y_pred", y_pred, min_length=2),
-      y_true,
+      checks.check_scores("y_pred", scores, min_length=2),
+      relevance,
       p_k=self.p_k,
       method=self.method,
       distribution=self.distribution,

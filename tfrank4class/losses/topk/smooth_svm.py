@@ -38,9 +38,9 @@ no switch to the hard loss for large score gaps; ``tau = 0`` selects the hard lo
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.labels import num_items
-from tfrank4class.losses.base import Loss
+from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.topk.single_label import single_label
 
@@ -98,7 +98,7 @@ def log_elementary_symmetric(log_values, k):
     >>> [round(float(v), 4) for v in tf.exp(out[0])]  # 1, 1+2+3, 2+3+6, 6
     [1.0, 6.0, 11.0, 6.0]
   """
-  k = _validation.check_int("k", k, minimum=1)
+  k = checks.check_int("k", k, minimum=1)
   log_values = tf.convert_to_tensor(log_values)
   n = log_values.shape[-1]
   if n is None:
@@ -158,10 +158,10 @@ def smooth_topk_svm_loss(labels, scores, k=5, tau=1.0, alpha=1.0):
     >>> round(float(smooth_topk_svm_loss([1], s, k=2, tau=1e-3)[0]), 4)
     0.5
   """
-  k = _validation.check_int("k", k, minimum=1)
-  tau = _validation.check_float("tau", tau, minimum=0.0)
-  alpha = _validation.check_float("alpha", alpha, minimum=0.0)
-  scores = _validation.check_scores("y_pred", scores, finite=False)
+  k = checks.check_int("k", k, minimum=1)
+  tau = checks.check_float("tau", tau, minimum=0.0)
+  alpha = checks.check_float("alpha", alpha, minimum=0.0)
+  scores = checks.check_scores("y_pred", scores, finite=False)
   num_classes = num_items(scores)
   if not isinstance(num_classes, int):
     raise ValueError(
@@ -175,31 +175,45 @@ def smooth_topk_svm_loss(labels, scores, k=5, tau=1.0, alpha=1.0):
   parsed = single_label(labels, scores)
   classes = tf.range(num_classes, dtype=tf.int32)
   rivals = parsed.valid & tf.not_equal(classes[None, :], parsed.ids[:, None])
-  _validation.check_scores("y_pred", tf.where(parsed.valid, scores, tf.zeros_like(scores)))
+  checks.check_scores("y_pred", tf.where(parsed.valid, scores, tf.zeros_like(scores)))
   enough = parsed.has_true & (tf.reduce_sum(tf.cast(rivals, tf.int32), axis=-1) >= k)
-  true_score = tf.gather(scores, parsed.ids, batch_dims=1)
-  lowest = _minus_infinity(tf.shape(scores), scores.dtype)
   if tau == 0.0:
-    kth = tf.math.top_k(tf.where(rivals, scores, lowest), k=k, sorted=True).values[:, k - 1]
-    kth = tf.where(enough, kth, true_score)
-    loss = tf.nn.relu(alpha + (kth - true_score) / k)
+    loss = _hard_loss(scores, parsed, rivals, enough, k, alpha)
   else:
-    x = scores / (k * tau)
-    shift = tf.stop_gradient(tf.reduce_max(tf.where(parsed.valid, x, lowest), -1, keepdims=True))
-    x = x - tf.where(tf.math.is_finite(shift), shift, tf.zeros_like(shift))
-    log_e = log_elementary_symmetric(tf.where(rivals, x, lowest), k)
-    x_true = tf.gather(x, parsed.ids, batch_dims=1)
-    margin = log_e[:, k] + alpha / tau - log_e[:, k - 1] - x_true
-    loss = tau * tf.nn.softplus(tf.where(enough, margin, tf.zeros_like(margin)))
+    loss = _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha)
   return tf.where(enough, loss, tf.zeros_like(loss))
 
 
+def _hard_loss(scores, parsed, rivals, enough, k, alpha):
+  """``l_k = max(alpha + ((s_{\\y})_[k] - s_y) / k, 0)`` per row (0 where not ``enough``)."""
+  true_score = tf.gather(scores, parsed.ids, batch_dims=1)
+  lowest = _minus_infinity(tf.shape(scores), scores.dtype)
+  kth = tf.math.top_k(tf.where(rivals, scores, lowest), k=k, sorted=True).values[:, k - 1]
+  kth = tf.where(enough, kth, true_score)
+  return tf.nn.relu(alpha + (kth - true_score) / k)
+
+
+def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
+  """``L_{k,tau}`` per row through the log elementary symmetric polynomials (Sec. 3)."""
+  lowest = _minus_infinity(tf.shape(scores), scores.dtype)
+  x = scores / (k * tau)
+  shift = tf.stop_gradient(tf.reduce_max(tf.where(parsed.valid, x, lowest), -1, keepdims=True))
+  x = x - tf.where(tf.math.is_finite(shift), shift, tf.zeros_like(shift))
+  log_e = log_elementary_symmetric(tf.where(rivals, x, lowest), k)
+  x_true = tf.gather(x, parsed.ids, batch_dims=1)
+  margin = log_e[:, k] + alpha / tau - log_e[:, k - 1] - x_true
+  return tau * tf.nn.softplus(tf.where(enough, margin, tf.zeros_like(margin)))
+
+
 @register("smooth_topk_svm_loss")
-class SmoothTopKSVMLoss(Loss):
+class SmoothTopKSVMLoss(ListwiseLoss):
   """The smooth top-k SVM loss ``L_{k,tau}`` (Berrada et al., ICLR 2018, Sec. 2.2) as a Keras loss.
 
   ``tau = 0`` gives the hard top-k SVM loss ``l_k`` (Sec. 2.1). See
-  :func:`smooth_topk_svm_loss` for the formula, the labels and padding.
+  :func:`smooth_topk_svm_loss` for the formula, the labels and padding. A
+  :class:`~tfrank4class.losses.ListwiseLoss`: ``loss_values(scores, relevance)`` reads the one
+  true class of each list from the relevance (class ids arrive as one-hot rows; a dense row with
+  several entries ``> 0`` raises, see :mod:`tfrank4class.losses.topk.single_label`).
 
   Args:
     k: the ``k`` of top-k (the paper's experiments use 5).
@@ -223,13 +237,13 @@ class SmoothTopKSVMLoss(Loss):
     reduction=compat.DEFAULT_REDUCTION,
     name="smooth_topk_svm_loss",
   ):
-    self.k = _validation.check_int("k", k, minimum=1)
-    self.tau = _validation.check_float("tau", tau, minimum=0.0)
-    self.alpha = _validation.check_float("alpha", alpha, minimum=0.0)
+    self.k = checks.check_int("k", k, minimum=1)
+    self.tau = checks.check_float("tau", tau, minimum=0.0)
+    self.alpha = checks.check_float("alpha", alpha, minimum=0.0)
     super().__init__(reduction=reduction, name=name)
 
-  def call(self, y_true, y_pred):
-    return smooth_topk_svm_loss(y_true, y_pred, self.k, self.tau, self.alpha)
+  def loss_values(self, scores, relevance):
+    return smooth_topk_svm_loss(relevance, scores, self.k, self.tau, self.alpha)
 
   def get_config(self):
     config = super().get_config()

@@ -24,9 +24,9 @@ classes alone.
 
 import tensorflow as tf
 
-from tfrank4class import _validation, compat
+from tfrank4class import checks, compat
 from tfrank4class.labels import num_items
-from tfrank4class.losses.base import Loss
+from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.topk.single_label import single_label
 from tfrank4class.ranking.permutahedron import REGULARIZATIONS, soft_rank
@@ -53,12 +53,12 @@ def soft_rank_topk_loss(labels, scores, k=5, regularization_strength=1.0, regula
     >>> round(float(soft_rank_topk_loss([0], s, k=2, regularization_strength=1.0)[0]), 4)
     1.3
   """
-  k = _validation.check_int("k", k, minimum=1)
-  eps = _validation.check_float(
+  k = checks.check_int("k", k, minimum=1)
+  eps = checks.check_float(
     "regularization_strength", regularization_strength, minimum=0.0, strict=True
   )
-  _validation.check_choice("regularization", regularization, REGULARIZATIONS)
-  scores = _validation.check_scores("y_pred", scores, finite=False)
+  checks.check_choice("regularization", regularization, REGULARIZATIONS)
+  scores = checks.check_scores("y_pred", scores, finite=False)
   num_classes = num_items(scores)
   if isinstance(num_classes, int) and num_classes <= k:
     raise ValueError(
@@ -67,7 +67,7 @@ def soft_rank_topk_loss(labels, scores, k=5, regularization_strength=1.0, regula
     )
   parsed = single_label(labels, scores)
   valid_scores = tf.where(parsed.valid, scores, tf.zeros_like(scores))
-  _validation.check_scores("y_pred", valid_scores)
+  checks.check_scores("y_pred", valid_scores)
   infinity = tf.fill(tf.shape(scores), tf.constant(float("inf"), scores.dtype))
   lowest = tf.reduce_min(tf.where(parsed.valid, scores, infinity), -1, keepdims=True)
   lowest = tf.where(tf.math.is_finite(lowest), lowest, tf.zeros_like(lowest))  # all padded
@@ -80,11 +80,14 @@ def soft_rank_topk_loss(labels, scores, k=5, regularization_strength=1.0, regula
 
 
 @register("soft_rank_topk_loss")
-class SoftRankTopKLoss(Loss):
+class SoftRankTopKLoss(ListwiseLoss):
   """``max(r_eps(s)_y - k, 0)`` on the soft rank of the true class, as a Keras loss.
 
   See :func:`soft_rank_topk_loss` and the module docstring (Blondel et al., ICML 2020, Sec. 3,
-  Eq. 9 for the soft rank).
+  Eq. 9 for the soft rank). A :class:`~tfrank4class.losses.ListwiseLoss`:
+  ``loss_values(scores, relevance)`` reads the one true class of each list from the relevance
+  (class ids arrive as one-hot rows; a dense row with several entries ``> 0`` raises, see
+  :mod:`tfrank4class.losses.topk.single_label`).
 
   Args:
     k: the ``k`` of top-k.
@@ -108,18 +111,16 @@ class SoftRankTopKLoss(Loss):
     reduction=compat.DEFAULT_REDUCTION,
     name="soft_rank_topk_loss",
   ):
-    self.k = _validation.check_int("k", k, minimum=1)
-    self.regularization_strength = _validation.check_float(
+    self.k = checks.check_int("k", k, minimum=1)
+    self.regularization_strength = checks.check_float(
       "regularization_strength", regularization_strength, minimum=0.0, strict=True
     )
-    self.regularization = _validation.check_choice(
-      "regularization", regularization, REGULARIZATIONS
-    )
+    self.regularization = checks.check_choice("regularization", regularization, REGULARIZATIONS)
     super().__init__(reduction=reduction, name=name)
 
-  def call(self, y_true, y_pred):
+  def loss_values(self, scores, relevance):
     return soft_rank_topk_loss(
-      y_true, y_pred, self.k, self.regularization_strength, self.regularization
+      relevance, scores, self.k, self.regularization_strength, self.regularization
     )
 
   def get_config(self):

@@ -1,10 +1,10 @@
-"""tfrank4class._validation: the one score check (check_scores)."""
+"""tfrank4class.checks: the one score check (check_scores)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrank4class._validation import check_scores
+from tfrank4class.checks import check_scores
 
 
 def test_dtype_rules():
@@ -139,9 +139,7 @@ def test_nan_never_passes_silently_through_the_package():
 def test_docstring_examples_run():
   import doctest
 
-  from tfrank4class import _validation
+  from tfrank4class import checks
 
-  result = doctest.testmod(
-    _validation, extraglobs={"tf": tf}, optionflags=doctest.NORMALIZE_WHITESPACE
-  )
+  result = doctest.testmod(checks, extraglobs={"tf": tf}, optionflags=doctest.NORMALIZE_WHITESPACE)
   assert result.attempted > 0 and result.failed == 0, result

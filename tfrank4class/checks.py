@@ -1,4 +1,5 @@
-"""Argument checks shared by every module.
+"""Argument checks shared by every module, and public: the benchmarks, the tools and a user's own
+loss or metric check their arguments with the same functions and messages.
 
 Each check raises a ``ValueError`` (or ``TypeError``) whose message names the argument, the value
 received and what is allowed, so that a bad call fails at construction time with a readable error.
@@ -105,6 +106,7 @@ def check_scores(name, scores, rank=2, min_length=1, finite=True, cast="at_least
     ...   print("`y_pred` must be finite (no NaN or Inf)" in e.message)
     True
   """
+  # Over 60 lines by its docstring, which documents every option of the one score check.
   for option, value, choices in (("finite", finite, FINITE), ("cast", cast, CASTS)):
     if not any(value is c or (isinstance(c, str) and value == c) for c in choices):
       raise ValueError(f"`{option}` must be one of {list(choices)}, got {value!r}.")
@@ -202,6 +204,7 @@ def check_sample_weight(sample_weight, batch_size, list_size=None, dtype=tf.floa
     `sample_weight` must have shape [batch_size] or [batch_size, 1] (one weight per example) \
 with batch_size 2, got shape (2, 2).
   """
+  # Over 60 lines by its docstring: the shapes and rules of the one sample-weight check.
   try:
     weights = tf.convert_to_tensor(sample_weight)
   except (TypeError, ValueError) as e:
