@@ -145,3 +145,13 @@ def test_evaluate_undecodable_image_names_the_file(tmp_path):
     f"Could not decode image file {bad} (on_corrupt=skip drops undecodable images instead of "
     "stopping)",
   )
+
+
+def test_train_on_an_image_folder_of_one_class(tmp_path):
+  image = tmp_path / "cifar" / "train" / "cat" / "a.jpg"
+  image.parent.mkdir(parents=True)
+  image.write_bytes(b"never read")
+  result = _run("train", "--dataset=cifar10", f"--data_dir={image.parents[2]}")
+  _assert_one_line_error(
+    result, "train", 1, "has 1 class(es) ['cat']; classification as ranking needs at least 2"
+  )

@@ -178,11 +178,21 @@ class DatasetInfo:
     source: where the data is read from (``"tfds"``, ``"folder"`` or ``"tsv"``).
     data_dir: the directory read (``None`` for the TFDS default).
     image_size: ``(H, W)`` of the model's input images, or ``None`` for text.
+
+  Raises:
+    InvalidConfigError: fewer than 2 classes (a ranking of one class is no ranking; an image
+      folder with one class sub-folder is the usual cause).
   """
 
   def __init__(self, name, class_names, modality, source, data_dir, image_size=None):
     self.name = name
     self.class_names = tuple(str(c) for c in class_names)
+    if len(self.class_names) < 2:
+      raise errors.InvalidConfigError(
+        f"Dataset {name!r} in {data_dir} has {len(self.class_names)} class(es) "
+        f"{list(self.class_names)}; classification as ranking needs at least 2 classes "
+        "(an image folder holds <split>/<class>/<image>, one sub-folder per class)."
+      )
     self.num_classes = len(self.class_names)
     self.modality = modality
     self.source = source
