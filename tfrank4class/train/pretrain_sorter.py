@@ -211,21 +211,15 @@ class _Run(typing.NamedTuple):
   metadata: dict
 
 
-def _prepare_run(
-  kind,
-  min_list_size,
-  max_list_size,
-  batch_size,
-  learning_rate,
-  halve_every,
-  output,
-  model_dir,
-  eval_lists,
-  eval_list_sizes,
-  seed,
-  hparams,
-):
-  """The sorter, its optimiser and steps, the data, the held-out sets and the restored state."""
+def _prepare_run(kind, settings, output, model_dir, eval_lists, eval_list_sizes, hparams):
+  """The sorter, its optimiser and steps, the data, the held-out sets and the restored state.
+
+  ``settings`` holds the run's ``min_list_size``, ``max_list_size``, ``batch_size``,
+  ``learning_rate``, ``halve_every`` and ``seed``; it is also the metadata of the exported weights.
+  """
+  min_list_size, max_list_size = settings["min_list_size"], settings["max_list_size"]
+  batch_size, seed = settings["batch_size"], settings["seed"]
+  learning_rate, halve_every = settings["learning_rate"], settings["halve_every"]
   tf.random.set_seed(seed)
   sorter = build_sorter(kind, list_size=max_list_size, **hparams)
   schedule = _halving_schedule(learning_rate, halve_every)
@@ -246,14 +240,7 @@ def _prepare_run(
     manager=manager,
     writer=tf.summary.create_file_writer(os.path.join(model_dir, "tensorboard")),
     output=output,
-    metadata={
-      "min_list_size": min_list_size,
-      "max_list_size": max_list_size,
-      "batch_size": batch_size,
-      "learning_rate": learning_rate,
-      "halve_every": halve_every,
-      "seed": seed,
-    },
+    metadata=dict(settings),
   )
   return run, dataset
 
@@ -313,19 +300,16 @@ def train(
   )
   model_dir = model_dir or output + "_run"
   os.makedirs(model_dir, exist_ok=True)
+  settings = {
+    "min_list_size": min_list_size,
+    "max_list_size": max_list_size,
+    "batch_size": batch_size,
+    "learning_rate": learning_rate,
+    "halve_every": halve_every,
+    "seed": seed,
+  }
   run, dataset = _prepare_run(
-    kind,
-    min_list_size,
-    max_list_size,
-    batch_size,
-    learning_rate,
-    halve_every,
-    output,
-    model_dir,
-    eval_lists,
-    eval_list_sizes,
-    seed,
-    hparams,
+    kind, settings, output, model_dir, eval_lists, eval_list_sizes, hparams
   )
   history = _run_steps(run, dataset, steps, eval_every, max_minutes, verbose)
   with open(os.path.join(model_dir, "history.json"), "a") as f:
