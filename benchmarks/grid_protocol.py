@@ -6,12 +6,13 @@ records these settings with every run, so a record can always be traced to the p
 followed.
 
 Primary experiment: GoEmotions single-label (official splits), all-MiniLM-L6-v2 sentence
-embeddings computed once and frozen, every loss of ``LOSSES`` x every head of ``HEADS``, each
+embeddings computed once and frozen, every loss of :func:`losses` x every head of ``HEADS``, each
 trained at the learning rate its sweep picked (:func:`learning_rate_grid`, :func:`widened`) with
 early stopping, then ``len(EVALUATION_SEEDS)`` evaluation seeds per cell, compared with
 softmax + dot (``BASELINE``) on ``PRIMARY_ENDPOINT``, Holm-adjusted over the cells of the primary
-experiment. Secondary experiments: label noise (``LABEL_NOISE``) and CIFAR-10 end to end
-(``CIFAR``, ``CIFAR_HEADS``, ``CIFAR_EVALUATION_SEEDS``, ``CIFAR_BATCH_SIZE``). Changes after the
+experiment. Secondary experiments: label noise (``LABEL_NOISE``, ``NOISE_RANKING_LOSSES``,
+``NOISE_HEADS``) and CIFAR-10 end to end (``CIFAR``, ``CIFAR_HEADS``, ``CIFAR_RANKING_LOSSES``,
+the ``CIFAR_LR_*`` sweep, ``CIFAR_EVALUATION_SEEDS``, ``CIFAR_BATCH_SIZE``). Changes after the
 first run are declared in ``DEVIATIONS``.
 
 Example:
@@ -102,6 +103,13 @@ POWER = 0.8
 #: drawn uniformly from the other classes (noise seed 0); validation and test stay clean.
 LABEL_NOISE = (0.2, 0.4)
 NOISE_SEED = 0
+#: The label-noise experiments' cells (declared in ``DEVIATIONS`` before their first run): the
+#: question they answer is whether the Top-K losses beat softmax cross-entropy under noisy labels
+#: (Berrada et al.'s claim), so softmax and the Top-K losses (:func:`losses`), the dot head only
+#: (a linear classifier over the features, as in their experiments); the primary's sweep, early
+#: stopping, seeds and statistics, each noise level its own Holm family.
+NOISE_RANKING_LOSSES = ("softmax_loss",)
+NOISE_HEADS = ("dot",)
 
 # --- Secondary experiment 2: CIFAR-10 end to end ---------------------------------------------
 #: The whole model trained per run on the CIFAR-10 JPEG folder (20,000 training images): 10 % of
@@ -110,18 +118,24 @@ NOISE_SEED = 0
 #: ``tfrank4class.data.cifar.preprocess_for_train`` (pad 4, random 32x32 crop, random horizontal
 #: flip, then the per-channel normalisation), with the run's seed; validation and test get the
 #: evaluation preprocessing (the normalisation only). The encoder: the CIFAR VGG16 with batch
-#: normalisation (``tfrank4class.encoders.vgg16_cifar``, the paper's architecture family) at a
-#: quarter of its widths (16 .. 128 filters), a 128-d embedding.
+#: normalisation (``tfrank4class.encoders.vgg16_cifar``, the paper's architecture family) at an
+#: eighth of its widths (8 .. 64 filters), a 128-d embedding; softmax, ApproxNDCG and the Top-K
+#: losses with the dot head, a three-rate sweep (widened as the primary's). The cheaper design
+#: (first declared: a quarter of the widths, every loss, dot and latent-cross heads, the five
+#: rates) is declared in ``DEVIATIONS``; no CIFAR-10 run preceded it.
 CIFAR = {
   "dataset": "cifar10",
   "folder": "cifar10_jpeg",
   "validation_fraction": 0.1,
   "holdout_seed": 0,
   "encoder": "vgg16_cifar",
-  "encoder_kwargs": {"width_multiplier": 0.25, "embedding_dim": 128},
+  "encoder_kwargs": {"width_multiplier": 0.125, "embedding_dim": 128},
   "augmentation": "tfrank4class.data.cifar.preprocess_for_train (pad 4, crop 32, flip)",
 }
-CIFAR_HEADS = ("dot", "latent_cross")
+CIFAR_HEADS = ("dot",)
+CIFAR_RANKING_LOSSES = ("softmax_loss", "approx_ndcg_loss")
+#: The sweep's exponents: 10 ** -3.5, 10 ** -3, 10 ** -2.5 (3.16e-4, 1e-3, 3.16e-3).
+CIFAR_LR_LOW_EXPONENT, CIFAR_LR_HIGH_EXPONENT = -3.5, -2.5
 #: At least 3 seeds, as the protocol asks; the same sweep, tuning seed, patience and budget as
 #: the primary experiment.
 CIFAR_EVALUATION_SEEDS = (0, 1, 2)
@@ -138,9 +152,34 @@ DEVIATIONS = (
     "all",
     "The learning-rate sweep may widen twice at the same edge (two rates beyond it, down to "
     "about 1e-5 or up to about 1e-1), as the code has always done; the protocol's parenthesis "
-    "said the widened sweep reaches 3.16e-5 .. 3.16e-2, which holds only for one step per edge.",
+    "said the widened sweep reaches 3.16e-5 .. 3.16e-2, which holds only for one step per edge",
     "The sentence's rule ('at most twice per cell') and its parenthesis disagree; the code that "
     "runs follows the rule. Noticed after the first runs, before any cell had widened.",
+  ),
+  (
+    "2026-11-24",
+    "noise20, noise40",
+    "Each label-noise experiment runs softmax and the Top-K losses with the dot head (4 cells, "
+    "a Holm family of 3) instead of the primary's 30 cells",
+    "The 30-cell design costs about as much as the primary experiment per noise level (about 10 "
+    "CPU hours each), more than the budget left; the question the protocol gives these "
+    "experiments (do the Top-K losses help under label noise, as Berrada et al. report?) needs "
+    "only softmax and the Top-K losses. Declared before any label-noise run.",
+  ),
+  (
+    "2026-11-24",
+    "cifar10_e2e",
+    "CIFAR-10 end to end runs VGG16-CIFAR at an eighth of its widths (width_multiplier 0.125, "
+    "was 0.25), the dot head only (was dot and latent cross), softmax, ApproxNDCG and the Top-K "
+    "losses (was all 10 losses) and a three-rate sweep 3.16e-4, 1e-3, 3.16e-3 (was five rates "
+    "from 1e-4 to 1e-2), still widened at an edge at most twice; seeds, patience, budget and "
+    "statistics unchanged",
+    "The declared design was estimated at about 125 CPU hours (docs/evidence-grid.md), weeks of "
+    "wall time on this machine. The cut keeps the comparison the experiment exists for (ranking "
+    "and Top-K losses against softmax end to end with augmentation) at about a tenth of the "
+    "cost: half the CPU time per image, 5 cells instead of 20, 3 rates instead of 5 (Adam's "
+    "good rates for a batch-normalised CNN lie inside the three, and the widening still finds "
+    "one outside). Declared before any CIFAR-10 run.",
   ),
 )
 
@@ -176,9 +215,15 @@ def topk_losses(registered):
   return sorted(name for name in registered if TOPK_NAME_PART in name)
 
 
-def losses(registered):
-  """The primary experiment's losses: ``RANKING_LOSSES`` then :func:`topk_losses`."""
-  return list(RANKING_LOSSES) + topk_losses(registered)
+def losses(registered, ranking=RANKING_LOSSES):
+  """An experiment's losses: ``ranking`` (the primary's ``RANKING_LOSSES`` by default) then
+  :func:`topk_losses`.
+
+  Example:
+    >>> losses(["softmax_loss", "smooth_topk_svm_loss"], ranking=NOISE_RANKING_LOSSES)
+    ['softmax_loss', 'smooth_topk_svm_loss']
+  """
+  return list(ranking) + topk_losses(registered)
 
 
 def comparisons(num_losses, num_heads=3):

@@ -119,16 +119,20 @@ def define_flags():
 
 
 def grid_settings(registered_losses, smoke=False, max_epochs=None, experiment="clean"):
-  """The settings every run of ``experiment`` records (checked on resume): the protocol's, or
-  ``SMOKE``'s (``CIFAR_SMOKE``'s for ``cifar10_e2e``)."""
+  """The settings every run of ``experiment`` records (checked on resume): the protocol's (the
+  label-noise experiments with its ``NOISE_RANKING_LOSSES`` and ``NOISE_HEADS``, CIFAR-10 with
+  its ``CIFAR_*`` design), or ``SMOKE``'s (``CIFAR_SMOKE``'s for ``cifar10_e2e``)."""
   if experiment in IMAGE_EXPERIMENTS:
     settings = _cifar_settings(registered_losses, smoke)
   elif smoke:
     settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in SMOKE.items()}
   else:
+    noisy = EXPERIMENTS[experiment] > 0.0
     settings = {
-      "losses": protocol.losses(registered_losses),
-      "heads": list(protocol.HEADS),
+      "losses": protocol.losses(
+        registered_losses, protocol.NOISE_RANKING_LOSSES if noisy else protocol.RANKING_LOSSES
+      ),
+      "heads": list(protocol.NOISE_HEADS if noisy else protocol.HEADS),
       "learning_rates": protocol.learning_rate_grid(),
       "max_widenings": protocol.MAX_WIDENINGS,
       "tuning_seeds": list(protocol.TUNING_SEEDS),
@@ -154,9 +158,11 @@ def _cifar_settings(registered_losses, smoke):
   if smoke:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in CIFAR_SMOKE.items()}
   return {
-    "losses": protocol.losses(registered_losses),
+    "losses": protocol.losses(registered_losses, protocol.CIFAR_RANKING_LOSSES),
     "heads": list(protocol.CIFAR_HEADS),
-    "learning_rates": protocol.learning_rate_grid(),
+    "learning_rates": protocol.learning_rate_grid(
+      protocol.CIFAR_LR_LOW_EXPONENT, protocol.CIFAR_LR_HIGH_EXPONENT
+    ),
     "max_widenings": protocol.MAX_WIDENINGS,
     "tuning_seeds": list(protocol.TUNING_SEEDS),
     "evaluation_seeds": list(protocol.CIFAR_EVALUATION_SEEDS),

@@ -392,15 +392,33 @@ def test_cifar_records_and_report(cifar_grid, tmp_path):
 
 def test_cifar_protocol_settings():
   settings = grid_v2.grid_settings(REGISTERED, experiment="cifar10_e2e")
-  assert settings["heads"] == ["dot", "latent_cross"]
+  assert settings["heads"] == ["dot"]
   assert settings["evaluation_seeds"] == [0, 1, 2]
-  assert settings["learning_rates"] == grid_protocol.learning_rate_grid()
-  assert (settings["patience"], settings["max_epochs"]) == (8, 150)
-  assert settings["losses"] == grid_protocol.losses(REGISTERED)
+  # 10 ** -3.5, 10 ** -3, 10 ** -2.5, rounded to 3 significant digits as the primary's rates
+  assert settings["learning_rates"] == [0.000316, 0.001, 0.00316]
+  assert set(settings["learning_rates"]) < set(grid_protocol.learning_rate_grid())
+  assert (settings["patience"], settings["max_epochs"], settings["max_widenings"]) == (8, 150, 2)
+  topk = [name for name in REGISTERED if "topk" in name]
+  assert settings["losses"] == ["softmax_loss", "approx_ndcg_loss"] + sorted(topk)
   assert settings["model"]["encoder"] == "vgg16_cifar"
+  assert settings["model"]["encoder_kwargs"] == {"width_multiplier": 0.125, "embedding_dim": 128}
   # the primary experiment's settings are unchanged by the CIFAR experiment
   assert grid_v2.grid_settings(REGISTERED) == grid_v2.grid_settings(REGISTERED, experiment="clean")
   assert "model" not in grid_v2.grid_settings(REGISTERED, experiment="noise20")
+
+
+def test_label_noise_protocol_settings():
+  clean = grid_v2.grid_settings(REGISTERED)
+  topk = sorted(name for name in REGISTERED if "topk" in name)
+  for experiment in ("noise20", "noise40"):
+    settings = grid_v2.grid_settings(REGISTERED, experiment=experiment)
+    assert settings["losses"] == ["softmax_loss"] + topk
+    assert settings["heads"] == ["dot"]
+    # everything else is the primary experiment's
+    rest = {k: v for k, v in settings.items() if k not in ("losses", "heads")}
+    assert rest == {k: v for k, v in clean.items() if k not in ("losses", "heads")}
+  assert len(clean["losses"]) == 7 + len(topk)
+  assert clean["heads"] == ["dot", "latent_cross", "concat"]
 
 
 def test_cifar_splits_hold_out_a_tenth_of_each_class(datasets_dir):
