@@ -21,6 +21,7 @@ Example:
   1.43
 """
 
+import functools
 import math
 
 import confidence_intervals as intervals
@@ -120,7 +121,8 @@ def paired_t_power(noncentrality, n, alpha=0.05, intervals_count=4000):
 def minimum_detectable_effect(sd, n, alpha=0.05, power=0.8):
   """The smallest true mean difference the two-sided paired t test detects with ``power``.
 
-  Solves ``paired_t_power(sqrt(n) delta / sd, n, alpha) = power`` for ``delta`` by bisection.
+  Solves ``paired_t_power(sqrt(n) delta / sd, n, alpha) = power`` for ``delta`` by bisection
+  (the noncentrality solved once per ``(n, alpha, power)``, then scaled by ``sd``).
 
   Args:
     sd: standard deviation of the paired differences (``>= 0``; 0 gives 0).
@@ -134,6 +136,13 @@ def minimum_detectable_effect(sd, n, alpha=0.05, power=0.8):
   power = _check_probability("power", power)
   if power <= alpha:
     raise ValueError(f"`power` must exceed `alpha` ({alpha!r}), got {power!r}.")
+  return sd * _detectable_noncentrality(n, alpha, power) / math.sqrt(n)
+
+
+@functools.cache
+def _detectable_noncentrality(n, alpha, power):
+  """The noncentrality at which :func:`paired_t_power` reaches ``power`` (bisection); it depends
+  only on ``n``, ``alpha`` and ``power``, so a report's many cells share one solve."""
   lo, hi = 0.0, 1.0
   while paired_t_power(hi, n, alpha) < power:
     lo, hi = hi, 2.0 * hi
@@ -143,7 +152,7 @@ def minimum_detectable_effect(sd, n, alpha=0.05, power=0.8):
       lo = mid
     else:
       hi = mid
-  return sd * 0.5 * (lo + hi) / math.sqrt(n)
+  return 0.5 * (lo + hi)
 
 
 def converged_fraction(records):

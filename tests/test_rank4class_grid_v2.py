@@ -213,14 +213,7 @@ def _deviations(records, declared=()):
   return grid_v2.protocol_deviations(records, REGISTERED, _configs(records), declared)
 
 
-@pytest.fixture
-def quick_mde(monkeypatch):
-  """The report's minimum detectable effect (tested in tests/test_grid_statistics.py) as a stub:
-  it integrates numerically, which takes seconds per cell of a full synthetic grid."""
-  monkeypatch.setattr(grid_v2.statistics_lib, "minimum_detectable_effect", lambda *a: 0.0)
-
-
-def test_a_complete_grid_on_protocol_has_no_deviation(tmp_path, quick_mde, monkeypatch):
+def test_a_complete_grid_on_protocol_has_no_deviation(tmp_path, monkeypatch):
   monkeypatch.setattr(grid_protocol, "DEVIATIONS", ())  # the report's declared ones: none here
   records = _synthetic_grid()
   cells = 8 * 3  # 7 ranking losses + 1 Top-K loss, 3 heads
@@ -237,7 +230,7 @@ def test_a_complete_grid_on_protocol_has_no_deviation(tmp_path, quick_mde, monke
   assert "INCOMPLETE" not in text
 
 
-def test_a_partial_grid_says_so_with_counts(tmp_path, quick_mde):
+def test_a_partial_grid_says_so_with_counts(tmp_path):
   records = _synthetic_grid()
   # drop seeds 4 and 5 of softmax (3 cells); the last loss's dot cell loses its two largest
   # rates (its sweep is unfinished) and all its seeds
@@ -522,7 +515,7 @@ def _holm(p):
   return adjusted
 
 
-def test_recommendation_against_scipy_and_holm_by_hand(quick_mde):
+def test_recommendation_against_scipy_and_holm_by_hand():
   records = _grid_with_effects()
   seeds = [r for r in records if r["stage"] == "seeds"]
   by_cell = {}
@@ -560,7 +553,7 @@ def test_recommendation_against_scipy_and_holm_by_hand(quick_mde):
   assert row.endswith(" | approx_ndcg_loss + latent_cross |")
 
 
-def test_recommendation_is_softmax_dot_when_nothing_is_higher(quick_mde):
+def test_recommendation_is_softmax_dot_when_nothing_is_higher():
   records = [
     {**r, "ndcg_5": r["ndcg_5"] - 0.05}
     if r["stage"] == "seeds" and r["loss"] in ("approx_ndcg_loss", "gumbel_approx_ndcg_loss")
