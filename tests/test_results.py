@@ -17,3 +17,22 @@ def test_format_table_aligns_labels_and_prints_four_decimals():
     "validation    0.5000    0.2500",
     "test          1.0000    0.1250",
   ]
+
+
+def test_evaluate_batches_accumulates_over_batches_against_hand_computed_metrics():
+  import math
+
+  import numpy as np
+  import pytest
+
+  # the "model" returns the batch's features as scores; example 1 ranks its class first, example 2
+  # ranks its class second (scores 0.9, 0.3, 0.4 and class 2)
+  batches = [
+    (np.array([[0.1, 0.5, 0.2]], np.float32), np.array([1])),
+    (np.array([[0.9, 0.3, 0.4]], np.float32), np.array([2])),
+  ]
+  values = results.evaluate_batches(lambda features, training: features, batches)
+  assert values == pytest.approx(
+    {"top_1": 0.5, "top_5": 1.0, "ndcg_5": (1.0 + 1.0 / math.log2(3.0)) / 2.0, "mrr": 0.75}
+  )
+  assert list(results.evaluate_batches(lambda f, training: f, batches, ("mrr",))) == ["mrr"]

@@ -8,6 +8,7 @@
 image split (reporting them on stderr) instead of stopping, as in ``tfrank4class-train``. A user
 error (missing data, a malformed line, an undecodable image, a split the dataset does not have, an
 unknown metric) ends the program with one line, ``tfrank4class-evaluate: error: <message>``.
+Every split of ``--split`` is checked before the model loads, so a bad one is reported at once.
 
 Importing the module defines its flags without parsing any (``run()`` parses them):
 
@@ -20,7 +21,7 @@ from absl import app, flags
 
 from tfrank4class import data as data_lib
 from tfrank4class import metrics as metrics_lib
-from tfrank4class.train import cli, experiment, serving
+from tfrank4class.train import cli, experiment, results, serving
 
 flags.DEFINE_string("model_dir", None, "A training run: evaluates its best.keras on its dataset.")
 flags.DEFINE_string("checkpoint", None, "A .keras model file.")
@@ -72,26 +73,19 @@ def main(argv):
     dataset, data_dir = dataset or config.dataset, data_dir or config.data_dir
   if dataset is None:
     raise app.UsageError("--dataset is required with --checkpoint or --saved_model.")
+  # Every split is checked (name, data) before the model loads and before any is evaluated.
+  batch_size, on_corrupt = FLAGS.batch_size, FLAGS.on_corrupt
+  batches = [
+    (split, results.evaluation_batches(dataset, split, data_dir, batch_size, on_corrupt))
+    for split in FLAGS.split
+  ]
   if FLAGS.saved_model:
     model = serving.saved_model_scorer(FLAGS.saved_model)
   else:
     model = experiment.load_checkpoint(FLAGS.model_dir, FLAGS.checkpoint)
-  rows = [
-    (
-      split,
-      experiment.evaluate(
-        model,
-        dataset,
-        split,
-        data_dir,
-        FLAGS.batch_size,
-        tuple(FLAGS.metrics),
-        on_corrupt=FLAGS.on_corrupt,
-      ),
-    )
-    for split in FLAGS.split
-  ]
-  print(experiment.format_table(rows, list(FLAGS.metrics)))
+  metric_names = tuple(FLAGS.metrics)
+  rows = [(split, results.evaluate_batches(model, b, metric_names)) for split, b in batches]
+  print(results.format_table(rows, list(FLAGS.metrics)))
 
 
 def run():

@@ -32,9 +32,15 @@ def evaluate(
 
   ``on_corrupt`` (``"error"`` or ``"skip"``) is passed to ``tfrank4class.data.load``.
   """
-  metric_names = metric_names or ("top_1", "top_5", "ndcg_5", "mrr")
-  metric_objects = [metrics_lib.get(m) for m in metric_names]
-  for features, labels in data_lib.load(
+  batches = evaluation_batches(dataset, split, data_dir, batch_size, on_corrupt)
+  return evaluate_batches(model, batches, metric_names)
+
+
+def evaluation_batches(dataset, split, data_dir=None, batch_size=256, on_corrupt="error"):
+  """The ``(features, labels)`` batches of a split in their order, without training
+  augmentation: ``tfrank4class.data.load``, which checks the dataset, the split and the data
+  when called, before any batch is read."""
+  return data_lib.load(
     dataset,
     split,
     data_dir,
@@ -42,7 +48,14 @@ def evaluate(
     training=False,
     shuffle=False,
     on_corrupt=on_corrupt,
-  ):
+  )
+
+
+def evaluate_batches(model, batches, metric_names=None):
+  """``{metric name: value}`` of a scores model over ``(features, labels)`` batches."""
+  metric_names = metric_names or ("top_1", "top_5", "ndcg_5", "mrr")
+  metric_objects = [metrics_lib.get(m) for m in metric_names]
+  for features, labels in batches:
     scores = model(features, training=False)
     for metric in metric_objects:
       metric.update_state(labels, scores)
