@@ -1065,9 +1065,7 @@ def write_report(
       "sweep at the chosen rates": [
         r
         for r in records
-        if r["experiment"] == experiment
-        and r["stage"] == "sweep"
-        and chosen[(r["loss"], r["interaction"])] == r["learning_rate"]
+        if r["experiment"] == experiment and r["stage"] == "sweep" and _is_chosen(r, chosen)
       ],
     }
     for name, runs in checked.items():
@@ -1151,11 +1149,19 @@ def _sweep_means(records, experiment):
 
 
 def _chosen_rates(records, experiment):
-  """``{(loss, head): the swept rate with the best mean (the smaller one on a tie)}``."""
+  """``{(loss, head): the rate its sweep chose (:func:`sweep_choice`), or None while a rate of
+  its sweep has no record}``."""
+  settings = _experiment_settings(records, experiment)
   return {
-    cell: max(means, key=lambda rate: (means[rate], -rate))
-    for cell, means in _sweep_means(records, experiment).items()
+    (loss, head): sweep_choice(records, experiment, loss, head, settings)[0]
+    for loss in settings["losses"]
+    for head in settings["heads"]
   }
+
+
+def _is_chosen(record, chosen):
+  rate = chosen.get((record["loss"], record["interaction"]))
+  return rate is not None and math.isclose(record["learning_rate"], rate, rel_tol=1e-9)
 
 
 def _sweep_section(records, experiment):
@@ -1163,7 +1169,9 @@ def _sweep_section(records, experiment):
   lines = ["### Learning-rate sweep (mean validation NDCG@5 over the tuning seeds)", ""]
   for (loss, head), means in _sweep_means(records, experiment).items():
     text = ", ".join(f"{rate:g}: {m:.4f}" for rate, m in means.items())
-    lines.append(f"- {loss} + {head}: {text}; chosen {chosen[(loss, head)]:g}")
+    rate = chosen.get((loss, head))
+    outcome = "sweep still open, no rate chosen" if rate is None else f"chosen {rate:g}"
+    lines.append(f"- {loss} + {head}: {text}; {outcome}")
   return lines + [""]
 
 

@@ -277,6 +277,12 @@ def test_a_partial_grid_says_so_with_counts(tmp_path):
   assert f"| clean | seeds | {24 * 6 - 12} | {24 * 6} |" in text
   assert f"| {last} | dot | 3 / >= 5 | - | 0 / 6 |" in text
   assert "| softmax_loss | dot | 5 / 5 | 0.001 | 4 / 6 |" in text
+  # the open sweep has its best so far at 0.001, but no rate is chosen: neither in the sweep
+  # section nor among the runs the convergence rule checks (one per finished cell: 23)
+  (line,) = [x for x in text.splitlines() if x.startswith(f"- {last} + dot: ")]
+  assert line.endswith("; sweep still open, no rate chosen"), line
+  assert "- Convergence, sweep at the chosen rates: best epoch before the last in" in text
+  assert " of 23 runs (rule" in text
 
 
 def test_settings_changed_after_the_first_run_are_deviations():
