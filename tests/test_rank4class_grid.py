@@ -255,3 +255,44 @@ def test_readme_table_is_the_committed_records_recomputed_with_scipy():
     cell = (README_NAMES[loss], README_NAMES[head])
     assert cell == max(means, key=means.get)
     assert _interval(numbers) == pytest.approx(intervals[cell], abs=6e-5)
+
+
+def test_readme_holm_sentences_are_the_committed_records_recomputed_with_scipy():
+  """The README's Holm-corrected counts of the first edition: scipy's paired t test per cell on
+  NDCG@5 against softmax + dot, Holm's step-down adjustment written out here."""
+  records = json.loads((ROOT / "benchmarks" / "out" / "rank4class_grid.json").read_text())
+  cells = {}
+  for r in records:
+    key = (r["dataset"], r["protocol"], r["loss"], r["interaction"])
+    cells.setdefault(key, {})[r["seed"]] = r["ndcg_5"]
+  rows = []  # (cell, mean difference, p)
+  for (dataset, protocol, loss, head), by_seed in cells.items():
+    if (loss, head) == ("softmax_loss", "dot"):
+      continue
+    base = cells[(dataset, protocol, "softmax_loss", "dot")]
+    seeds = sorted(by_seed)
+    values, reference = np.array([by_seed[s] for s in seeds]), np.array([base[s] for s in seeds])
+    p = stats.ttest_rel(values, reference).pvalue
+    rows.append(((dataset, protocol, loss, head), (values - reference).mean(), p))
+  m = len(rows)
+  order = sorted(range(m), key=lambda i: rows[i][2])
+  adjusted, running = [0.0] * m, 0.0
+  for step, i in enumerate(order):
+    running = max(running, min(1.0, (m - step) * rows[i][2]))
+    adjusted[i] = running
+  lower = [i for i in range(m) if adjusted[i] < 0.05 and rows[i][1] < 0]
+  higher = [i for i in range(m) if adjusted[i] < 0.05 and rows[i][1] > 0]
+  (raw_win,) = [i for i in range(m) if rows[i][2] < 0.05 and rows[i][1] > 0]
+
+  readme = " ".join((ROOT / "README.md").read_text().split())
+  found = re.search(
+    r"with Holm's correction over the (\d+) comparisons, (\d+) cells stay detectably lower "
+    r"\((\d+) of them frozen\) and none higher",
+    readme,
+  )
+  assert found, "README.md lost its Holm sentence"
+  frozen = sum(rows[i][0][1] == "frozen" for i in lower)
+  assert tuple(map(int, found.groups())) == (m, len(lower), frozen) and not higher
+  win = re.search(r"p = (0\.\d+) unadjusted; Holm's correction makes it (0\.\d+)", readme)
+  assert rows[raw_win][0] == ("cifar10", "end_to_end", "mean_squared_loss", "dot")
+  assert (win.group(1), win.group(2)) == (f"{rows[raw_win][2]:.3f}", f"{adjusted[raw_win]:.2f}")
