@@ -179,7 +179,27 @@ def test_smoke_grid_records_resumes_and_reports(tmp_path, datasets_dir):
     counts = " / ".join(str(verdicts.count(v)) for v in VERDICTS)
     assert row[4].strip() == counts
     assert row[5].strip() == max(means, key=means.get)
-  assert "## Bruch et al.'s bound" in markdown
+  # The Holm section: scipy's paired t tests over every cell, Holm's adjustment by hand.
+  p_values = []
+  for dataset, protocol, loss, head in sorted({c[:4] for c in by_cell}):
+    if (loss, head) == ("softmax_loss", "dot"):
+      continue
+    v, b = (
+      np.array([by_cell[(dataset, protocol, name, h, s)]["ndcg_5"] for s in (0, 1)])
+      for name, h in ((loss, head), ("softmax_loss", "dot"))
+    )
+    constant = 1.0 if np.all(v == b) else 0.0  # equal differences: no spread to test against
+    p_values.append(stats.ttest_rel(v, b).pvalue if np.std(v - b) > 0 else constant)
+  order = np.argsort(p_values)
+  adjusted = np.maximum.accumulate(
+    [min(1.0, (len(order) - k) * p_values[i]) for k, i in enumerate(order)]
+  )
+  unadjusted = sum(p < 0.05 for p in p_values)
+  assert (
+    f"- ndcg_5: {len(p_values)} comparisons; {unadjusted} significant unadjusted, "
+    f"{int((adjusted < 0.05).sum())} after Holm"
+  ) in markdown
+  assert "## Bruch et al.'s bound" in markdown and "0 violations checks the computation" in markdown
   assert (tmp_path / "grid.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
