@@ -36,7 +36,12 @@ import time
 
 import grid_protocol as protocol
 import grid_statistics as statistics_lib
-from _common import OUT, ROOT, setup_tensorflow  # noqa: E402  (puts the repository on sys.path)
+from _common import (  # noqa: E402  (puts the repository on sys.path)
+  OUT,
+  ROOT,
+  setup_tensorflow,
+  software_versions,
+)
 from absl import app, flags
 
 KEY_FIELDS = ("edition", "experiment", "stage", "loss", "interaction", "learning_rate", "seed")
@@ -554,6 +559,7 @@ def run_grid(
 
   ran, start = 0, time.perf_counter()
   max_runs = options.get("max_runs")
+  software = software_versions()
   while True:
     todo = []
     for experiment in experiments:
@@ -585,6 +591,7 @@ def run_grid(
       "dataset": dataset,
       "feature_key": info["feature_key"],
       "settings": settings[experiment],
+      "software": software,
       **result,
     }
     if experiment in IMAGE_EXPERIMENTS:
@@ -733,7 +740,25 @@ def _completeness_section(records, experiments):
   lines += ["## Completeness", "", status, ""] + table + [""]
   if not_run:
     lines += [f"Experiments of the protocol with no record: {', '.join(not_run)}.", ""]
-  return lines + cells
+  return lines + _software_lines(records) + cells
+
+
+def _software_lines(records):
+  """How many runs each software stack (``_common.software_versions``) and each commit ran."""
+  stacks = collections.Counter(
+    "Python {python}, TensorFlow {tensorflow}, {keras}, NumPy {numpy}".format(**r["software"])
+    for r in records
+    if "software" in r
+  )
+  commits = collections.Counter(r["software"]["commit"] for r in records if "software" in r)
+  lines = [f"Software: {n} runs on {stack}." for stack, n in sorted(stacks.items())]
+  lines += [f"Code: {n} runs at commit {commit}." for commit, n in sorted(commits.items(), key=str)]
+  missing = sum("software" not in r for r in records)
+  if missing:
+    lines.append(
+      f"{missing} runs carry no software versions (recorded before the grid recorded them)."
+    )
+  return lines + [""]
 
 
 def expected_loss_configs(losses):

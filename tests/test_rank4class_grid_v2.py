@@ -49,6 +49,38 @@ def test_records_schema_and_counts(smoke_grid):
   assert tuning == set(SMOKE["tuning_seeds"]) and not tuning & {r["seed"] for r in seeds}
 
 
+def test_records_carry_the_software_that_ran_them(smoke_grid, tmp_path):
+  import platform
+  import subprocess
+
+  import tensorflow as tf
+
+  _, records = smoke_grid
+  root = pathlib.Path(__file__).parents[1]
+  head = subprocess.run(
+    ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+  )
+  software = {json.dumps(r["software"], sort_keys=True) for r in records.records}
+  assert len(software) == 1  # one grid process, one stack
+  found = records.records[0]["software"]
+  assert found["python"] == platform.python_version() and found["tensorflow"] == tf.__version__
+  assert found["numpy"] == np.__version__
+  assert found["keras"].split()[0] in ("keras", "tf_keras")
+  if head.returncode == 0:  # a git checkout: its commit, "+modified" when tracked files differ
+    assert found["commit"].split("+")[0] == head.stdout.strip()
+  else:
+    assert found["commit"] is None
+  # the report counts runs per stack and per commit, and the runs that carry no versions
+  older = [{k: v for k, v in r.items() if k != "software"} for r in records.records[:3]]
+  md = tmp_path / "r.md"
+  grid_v2.write_report(older + records.records[3:], str(md), str(tmp_path / "r.png"))
+  text = md.read_text()
+  stack = f"Python {found['python']}, TensorFlow {found['tensorflow']}, {found['keras']}"
+  assert f"Software: {len(records.records) - 3} runs on {stack}, NumPy {found['numpy']}." in text
+  assert f"Code: {len(records.records) - 3} runs at commit {found['commit']}." in text
+  assert "3 runs carry no software versions" in text
+
+
 def test_seeds_stage_uses_the_sweeps_best_rate(smoke_grid):
   _, records = smoke_grid
   for loss in SMOKE["losses"]:
