@@ -25,6 +25,7 @@ seeds both have (``benchmarks/confidence_intervals.py``).
 """
 
 import collections
+import fcntl
 import json
 import math
 import os
@@ -94,7 +95,10 @@ class RecordStore:
   """The grid's records: a JSON list in ``path``, one object per finished run.
 
   Loading checks every record (``check``) and refuses two records of the same run (the same
-  values of ``key_fields``). :meth:`add` appends one record and rewrites the file atomically.
+  values of ``key_fields``). :meth:`add` appends one record and rewrites the file atomically,
+  under an exclusive lock on ``<path>.lock`` and after taking in the records other processes
+  added to the file meanwhile: several grid processes may share one file, each running other
+  runs (e.g. other experiments).
 
   Args:
     path: the JSON file; it need not exist yet.
@@ -111,21 +115,26 @@ class RecordStore:
     self.key_fields, self._check = tuple(key_fields), check
     self._records = []
     self._keys = set()
-    if os.path.exists(self.path):
-      with open(self.path, encoding="utf-8") as f:
-        try:
-          loaded = json.load(f)
-        except ValueError as e:
-          raise ValueError(
-            f"The grid records file {self.path} is not valid JSON ({e}); "
-            "restore it or move it away to start afresh."
-          ) from None
-      if not isinstance(loaded, list):
+    for record in self._read():
+      self._append(record)
+
+  def _read(self):
+    """The records in ``path`` now (``[]`` when it does not exist)."""
+    if not os.path.exists(self.path):
+      return []
+    with open(self.path, encoding="utf-8") as f:
+      try:
+        loaded = json.load(f)
+      except ValueError as e:
         raise ValueError(
-          f"The grid records file {self.path} must hold a JSON list, got {type(loaded).__name__}."
-        )
-      for record in loaded:
-        self._append(record)
+          f"The grid records file {self.path} is not valid JSON ({e}); "
+          "restore it or move it away to start afresh."
+        ) from None
+    if not isinstance(loaded, list):
+      raise ValueError(
+        f"The grid records file {self.path} must hold a JSON list, got {type(loaded).__name__}."
+      )
+    return loaded
 
   def _append(self, record):
     self._check(record)
@@ -150,9 +159,17 @@ class RecordStore:
     return tuple(key) in self._keys
 
   def add(self, record):
-    """Appends ``record`` (checked) and rewrites the file atomically."""
-    self._append(dict(record))
-    self.write()
+    """Appends ``record`` (checked) to the records, with those other processes added to the
+    file since this store last read it, and rewrites the file atomically, all under the lock."""
+    directory = os.path.dirname(os.path.abspath(self.path))
+    os.makedirs(directory, exist_ok=True)
+    with open(f"{self.path}.lock", "a", encoding="utf-8") as lock:
+      fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+      for found in self._read():
+        if tuple(found[k] for k in self.key_fields) not in self._keys:
+          self._append(found)
+      self._append(dict(record))
+      self.write()
 
   def write(self):
     """Writes every record to ``path`` through a temporary file, ``fsync`` and ``os.replace``."""

@@ -2,6 +2,7 @@
 
 import json
 import os
+import pathlib
 
 import grid_store as grid
 import numpy as np
@@ -73,6 +74,56 @@ def test_store_appends_atomically_and_reloads(tmp_path):
   with pytest.raises(ValueError, match="already holds a record"):
     again.add(_record(seed=1))
   assert len(grid.RecordStore(path)) == 2  # the refused record was not written
+
+
+def test_two_stores_on_one_file_keep_each_others_records(tmp_path):
+  path = tmp_path / "grid.json"
+  first, second = grid.RecordStore(path), grid.RecordStore(path)  # two processes' views
+  second.add(_record(seed=1))
+  first.add(_record(seed=0))  # must not overwrite the record the other store wrote
+  assert sorted(r["seed"] for r in grid.RecordStore(path).records) == [0, 1]
+  assert ("d", "frozen", "softmax_loss", "dot", 1) in first  # taken in when it wrote
+  with pytest.raises(ValueError, match="already holds a record"):
+    second.add(_record(seed=0))  # the other store's run, seen on disk: recorded once
+  assert len(grid.RecordStore(path)) == 2
+
+
+_WRITER = """
+import os, sys, time
+sys.path.insert(0, {benchmarks!r})
+import grid_store
+store = grid_store.RecordStore({path!r}, key_fields=("writer", "seed"), check=lambda r: r)
+open({path!r} + ".ready{writer}", "w").close()
+while not os.path.exists({path!r} + ".go"):  # both writers start adding at once
+  time.sleep(0.01)
+for seed in range(100):
+  store.add({{"writer": {writer}, "seed": seed}})
+"""
+
+
+def test_concurrent_processes_lose_no_record(tmp_path):
+  import subprocess
+  import sys
+  import time
+
+  path = str(tmp_path / "grid.json")
+  benchmarks = str(pathlib.Path(grid.__file__).parent)
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+  writers = [
+    subprocess.Popen(
+      [sys.executable, "-c", _WRITER.format(benchmarks=benchmarks, path=path, writer=w)], env=env
+    )
+    for w in (0, 1)
+  ]
+  deadline = time.monotonic() + 300
+  while not all(os.path.exists(f"{path}.ready{w}") for w in (0, 1)):
+    assert time.monotonic() < deadline and all(w.poll() is None for w in writers)
+    time.sleep(0.05)
+  open(f"{path}.go", "w").close()
+  assert [w.wait(timeout=300) for w in writers] == [0, 0]
+  with open(path) as f:
+    found = sorted((r["writer"], r["seed"]) for r in json.load(f))
+  assert found == [(w, s) for w in (0, 1) for s in range(100)]
 
 
 def test_store_refuses_bad_files(tmp_path):
