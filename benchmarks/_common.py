@@ -47,7 +47,8 @@ def setup_tensorflow(threads):
 def software_versions():
   """What ran a benchmark, for its records: Python, TensorFlow, the Keras package and version
   bound to the package (``tfrank4class.compat``), NumPy, and the checkout's git commit (``None``
-  outside a git checkout), marked ``+modified`` when tracked files differ from it."""
+  outside a git checkout), marked ``+modified`` when tracked files other than the benchmarks'
+  outputs (``benchmarks/out``, which a running grid rewrites) differ from it."""
   import importlib.metadata  # pylint: disable=g-import-not-at-top
   import platform  # pylint: disable=g-import-not-at-top
 
@@ -64,7 +65,7 @@ def software_versions():
 
   package = keras.__name__.split(".")[0]  # "keras" (also TF 2.15's Keras 2) or "tf_keras"
   commit = git("rev-parse", "HEAD")
-  if commit and git("status", "--porcelain", "--untracked-files=no"):
+  if commit and git("status", "--porcelain", "--untracked-files=no", "--", ":!benchmarks/out"):
     commit += "+modified"
   return {
     "python": platform.python_version(),
