@@ -5,7 +5,7 @@ grid's verdicts do not depend on scipy; ``tests/test_grid_statistics.py`` checks
 against scipy or a hand-computed case.
 
 * :func:`paired_t_test`: the paired t interval of ``d_s = x_s - b_s`` over seeds and the two-sided
-  p-value ``2 (1 - F_{n-1}(|mean(d)| / (sd(d) / sqrt(n))))``.
+  p-value ``2 (1 - F_{n-1}(|mean(d)| / (sd(d) / sqrt(n))))`` (:func:`t_test_p_value`).
 * :func:`holm`: Holm's (1979) step-down adjusted p-values. With ``p_(1) <= .. <= p_(m)``,
   ``p~_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))``; rejecting where ``p~ < alpha`` controls the
   family-wise error rate at ``alpha``.
@@ -42,10 +42,23 @@ def paired_t_test(values, baseline, confidence=0.95):
     (0.0133, 0.0572)
   """
   interval = intervals.paired_difference(values, baseline, confidence)
+  return interval, t_test_p_value(interval)
+
+
+def t_test_p_value(interval):
+  """The two-sided p-value of the one-sample t test of mean 0 behind ``interval`` (an
+  ``Interval`` of a mean, e.g. of paired differences): 1.0 when every value is 0, 0.0 when
+  they are all the same non-zero number.
+
+  Example:
+    >>> differences = intervals.paired_difference([0.71, 0.73, 0.72], [0.70, 0.71, 0.71])
+    >>> round(t_test_p_value(differences), 4)
+    0.0572
+  """
   if interval.sd == 0.0:
-    return interval, 1.0 if interval.mean == 0.0 else 0.0
+    return 1.0 if interval.mean == 0.0 else 0.0
   t = abs(interval.mean) / (interval.sd / math.sqrt(interval.n))
-  return interval, min(1.0, 2.0 * (1.0 - intervals.t_cdf(t, interval.n - 1)))
+  return min(1.0, 2.0 * (1.0 - intervals.t_cdf(t, interval.n - 1)))
 
 
 def holm(p_values):

@@ -547,7 +547,7 @@ def write_report(records, md_path, png_path, planned=None):
     lines += _result_section(dataset, protocol, cells)
   lines += _spread_section(rows)
   lines += _paper_section(rows)
-  lines += _holm_section(records)
+  lines += _holm_section(rows)
   lines += _bound_section(records)
   pathlib.Path(md_path).parent.mkdir(parents=True, exist_ok=True)
   pathlib.Path(md_path).write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -799,16 +799,13 @@ def _paper_section(rows):
   return lines
 
 
-def _holm_section(records, metrics=("ndcg_5", "top_1")):
-  """The paired t tests of every cell against softmax + dot of its dataset and protocol, with
-  Holm's adjustment over all of them, per metric: the correction the verdicts above lack."""
+def _holm_section(rows, metrics=("ndcg_5", "top_1")):
+  """Every cell's two-sided paired t test against softmax + dot of its dataset and protocol
+  (``rows`` of ``grid_store.summarize``), with Holm's adjustment over all of them, per metric:
+  the correction the verdicts above lack."""
   import grid_statistics as statistics_lib  # pylint: disable=g-import-not-at-top
-  import grid_store as grid  # pylint: disable=g-import-not-at-top
 
-  cells = {}
-  for r in records:
-    key = (r["dataset"], r["protocol"], r["loss"], r["interaction"])
-    cells.setdefault(key, {})[r["seed"]] = r
+  paired = [r for r in rows if r["paired"]]
   lines = [
     "## Multiple comparisons (Holm)",
     "",
@@ -818,16 +815,14 @@ def _holm_section(records, metrics=("ndcg_5", "top_1")):
     "",
   ]
   for metric in metrics:
-    tests = []
-    for (dataset, protocol, loss, head), by_seed in cells.items():
-      base = cells.get((dataset, protocol) + grid.BASELINE, {})
-      shared = sorted(set(by_seed) & set(base))
-      if (loss, head) == grid.BASELINE or len(shared) < 2:
-        continue
-      interval, p = statistics_lib.paired_t_test(
-        [by_seed[s][metric] for s in shared], [base[s][metric] for s in shared]
+    tests = [
+      (
+        f"{r['dataset']} {r['protocol']} {r['loss']} + {r['interaction']}",
+        r["paired"][metric].mean,
+        statistics_lib.t_test_p_value(r["paired"][metric]),
       )
-      tests.append((f"{dataset} {protocol} {loss} + {head}", interval.mean, p))
+      for r in paired
+    ]
     adjusted = statistics_lib.holm([p for _, _, p in tests])
     kept = [(t, a) for t, a in zip(tests, adjusted) if a < 0.05]
     lost = [(t, a) for t, a in zip(tests, adjusted) if t[2] < 0.05 <= a]
@@ -837,10 +832,10 @@ def _holm_section(records, metrics=("ndcg_5", "top_1")):
       f"{sum(t[1] < 0 for t, _ in kept)} lower)."
     )
     lines += [f"  - {t[0]}: {t[1]:+.4f}, p {t[2]:.2g}, Holm p {a:.2g}" for t, a in kept]
-    higher_lost = [(t, a) for t, a in lost if t[1] > 0]
     lines += [
       f"  - not surviving, higher: {t[0]}: {t[1]:+.4f}, p {t[2]:.2g}, Holm p {a:.2g}"
-      for t, a in higher_lost
+      for t, a in lost
+      if t[1] > 0
     ]
   return lines + [""]
 
