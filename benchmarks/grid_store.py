@@ -136,9 +136,12 @@ class RecordStore:
       )
     return loaded
 
+  def _key(self, record):
+    return tuple(record[k] for k in self.key_fields)
+
   def _append(self, record):
     self._check(record)
-    key = tuple(record[k] for k in self.key_fields)
+    key = self._key(record)
     if key in self._keys:
       raise ValueError(
         f"{self.path} already holds a record of {dict(zip(self.key_fields, key))}: a run is "
@@ -166,7 +169,7 @@ class RecordStore:
     with open(f"{self.path}.lock", "a", encoding="utf-8") as lock:
       fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
       for found in self._read():
-        if tuple(found[k] for k in self.key_fields) not in self._keys:
+        if self._key(found) not in self._keys:
           self._append(found)
       self._append(dict(record))
       self.write()

@@ -912,12 +912,7 @@ def protocol_deviations(records, registered_losses=None, loss_configs=None, decl
       )
       stage_runs = [r for r in runs if r["stage"] == stage]
       if stage == "sweep":
-        stage_runs = [
-          r
-          for r in stage_runs
-          if chosen.get((r["loss"], r["interaction"])) is not None
-          and math.isclose(r["learning_rate"], chosen[(r["loss"], r["interaction"])], rel_tol=1e-9)
-        ]
+        stage_runs = [r for r in stage_runs if _is_chosen(r, chosen)]
       if stage_done and stage_runs:
         fraction = statistics_lib.converged_fraction(stage_runs)
         if fraction < protocol.CONVERGED_FRACTION:
@@ -1185,6 +1180,8 @@ def _chosen_rates(records, experiment):
 
 
 def _is_chosen(record, chosen):
+  """Whether ``record`` ran at the rate its cell's sweep chose (``chosen``: ``{(loss, head):
+  rate or None}``)."""
   rate = chosen.get((record["loss"], record["interaction"]))
   return rate is not None and math.isclose(record["learning_rate"], rate, rel_tol=1e-9)
 
