@@ -88,6 +88,16 @@ def _paired(values, base):
   return (d.mean(), ci.low, ci.high)
 
 
+def _holm(p_values):
+  """Holm's step-down adjusted p-values, in the order given, written out here as the reference:
+  the i-th smallest p times (m - i), capped at 1, made non-decreasing."""
+  adjusted, running = [0.0] * len(p_values), 0.0
+  for step, i in enumerate(sorted(range(len(p_values)), key=lambda i: p_values[i])):
+    running = max(running, min(1.0, (len(p_values) - step) * p_values[i]))
+    adjusted[i] = running
+  return adjusted
+
+
 def _verdict(interval):
   _, low, high = interval
   return "higher" if low > 0 else "lower" if high < 0 else "no difference"
@@ -190,14 +200,10 @@ def test_smoke_grid_records_resumes_and_reports(tmp_path, datasets_dir):
     )
     constant = 1.0 if np.all(v == b) else 0.0  # equal differences: no spread to test against
     p_values.append(stats.ttest_rel(v, b).pvalue if np.std(v - b) > 0 else constant)
-  order = np.argsort(p_values)
-  adjusted = np.maximum.accumulate(
-    [min(1.0, (len(order) - k) * p_values[i]) for k, i in enumerate(order)]
-  )
   unadjusted = sum(p < 0.05 for p in p_values)
   assert (
     f"- ndcg_5: {len(p_values)} comparisons; {unadjusted} significant unadjusted, "
-    f"{int((adjusted < 0.05).sum())} after Holm"
+    f"{sum(a < 0.05 for a in _holm(p_values))} after Holm"
   ) in markdown
   assert "## Bruch et al.'s bound" in markdown and "0 violations checks the computation" in markdown
   assert (tmp_path / "grid.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -286,7 +292,7 @@ def test_readme_table_is_the_committed_records_recomputed_with_scipy():
 
 def test_readme_holm_sentences_are_the_committed_records_recomputed_with_scipy():
   """The README's Holm-corrected counts of the first edition: scipy's paired t test per cell on
-  NDCG@5 against softmax + dot, Holm's step-down adjustment written out here."""
+  NDCG@5 against softmax + dot, Holm's step-down adjustment by :func:`_holm`."""
   records = json.loads((ROOT / "benchmarks" / "out" / "rank4class_grid.json").read_text())
   cells = {}
   for r in records:
@@ -302,11 +308,7 @@ def test_readme_holm_sentences_are_the_committed_records_recomputed_with_scipy()
     p = stats.ttest_rel(values, reference).pvalue
     rows.append(((dataset, protocol, loss, head), (values - reference).mean(), p))
   m = len(rows)
-  order = sorted(range(m), key=lambda i: rows[i][2])
-  adjusted, running = [0.0] * m, 0.0
-  for step, i in enumerate(order):
-    running = max(running, min(1.0, (m - step) * rows[i][2]))
-    adjusted[i] = running
+  adjusted = _holm([p for _, _, p in rows])
   lower = [i for i in range(m) if adjusted[i] < 0.05 and rows[i][1] < 0]
   higher = [i for i in range(m) if adjusted[i] < 0.05 and rows[i][1] > 0]
   (raw_win,) = [i for i in range(m) if rows[i][2] < 0.05 and rows[i][1] > 0]
