@@ -52,14 +52,19 @@ Networks (:func:`comparator_network`):
 A wire that no comparator of a layer touches keeps its value; diffsort writes it as a
 "comparator" of the wire with itself, which is the identity for values and gradients alike.
 
-Cost. Each layer gathers the two inputs of its comparators and writes the outputs back with one
-gather (no ``n x n`` layer matrix, unlike diffsort, which multiplies by dense split and combine
-matrices): ``O(n)`` per layer for the values. The full permutation (:func:`sorting_network_sort`)
-carries an ``[n, n]`` matrix per example through the layers, ``O(n^2)`` per layer; the top-``k``
-form (:func:`sorting_network_topk`, Petersen et al. ICML 2022, Sec. 3) goes backwards from the
-last ``k`` wires only and carries ``[n, k]``, ``O(n k)`` per layer, which is what makes
-``n = 1,000`` classes affordable (difftopk's "sparse" execution; its dense execution computes the
-same numbers).
+Cost. No ``n x n`` layer matrix (diffsort multiplies by dense split and combine matrices): the
+wires are the leading axis (values ``[n, B]``), and each layer permutes them once so that the
+first inputs of its comparators, then the second ones, then the untouched wires are contiguous
+blocks, combines the first two blocks elementwise and concatenates; ``O(n)`` per layer for the
+values. The permutation's gradient is the inverse permutation (a custom gradient: one gather,
+where ``tf.gather``'s would be a segment sum), so that the gradient graph stays a few small ops
+per layer: in a graph without XLA the time of the many small ops, not the arithmetic, is what a
+step costs at tens of classes (``benchmarks/topk.py``). The full permutation
+(:func:`sorting_network_sort`) carries an ``[n, n]`` matrix per example through the layers,
+``O(n^2)`` per layer; the top-``k`` form (:func:`sorting_network_topk`, Petersen et al. ICML 2022,
+Sec. 3) goes backwards from the last ``k`` wires only and carries ``[n, k]``, ``O(n k)`` per
+layer, which is what makes ``n = 1,000`` classes affordable (difftopk's "sparse" execution; its
+dense execution computes the same numbers).
 """
 
 import functools
@@ -243,23 +248,39 @@ def swap_probability(difference, distribution="cauchy", steepness=10.0, art_lamb
   raise ValueError(f"`distribution` must be one of {sorted(DISTRIBUTIONS)}, got {distribution!r}.")
 
 
-def _sources(layer, n):
-  """For each wire, where its new value comes from in ``concat([old, minima, maxima])``."""
-  c = len(layer.a)
-  src = np.arange(n, dtype=np.int32)
-  src[layer.lo] = n + np.arange(c, dtype=np.int32)
-  src[layer.hi] = n + c + np.arange(c, dtype=np.int32)
-  return src
+def _permute(rows, index):
+  """``rows[index]`` along axis 0 for a permutation ``index`` (a NumPy array). Its gradient is
+  the inverse permutation, one gather (``tf.gather``'s own would be a segment sum)."""
+  if np.array_equal(index, np.arange(len(index))):
+    return rows
+  inverse = np.argsort(index).astype(np.int32)
+
+  @tf.custom_gradient
+  def permute(values):
+    return tf.gather(values, index.astype(np.int32)), lambda upstream: tf.gather(upstream, inverse)
+
+  return permute(rows)
 
 
-def _inputs(layer, n):
-  """For each wire, where its weight comes from in ``concat([old, from_a, from_b])`` when going
-  backwards through the layer (wire ``a[c]`` is an input of comparator ``c``)."""
-  c = len(layer.a)
-  src = np.arange(n, dtype=np.int32)
-  src[layer.a] = n + np.arange(c, dtype=np.int32)
-  src[layer.b] = n + c + np.arange(c, dtype=np.int32)
-  return src
+def _through_layers(rows, steps):
+  """Runs ``rows`` (``[n, ...]``, one row per wire) through comparator layers.
+
+  ``steps`` yields ``(reads, writes, combine)``: the step takes the rows of the wires
+  ``reads = (u, v)`` (two arrays of ``c`` wires), ``combine(rows[u], rows[v])`` returns the two
+  new blocks, written to the wires ``writes = (u', v')``; the other wires keep their rows. Between
+  steps the rows stay in the order the last step left them (its written wires first), so a step
+  costs one permutation, two slices and a concatenation. Returns the rows in wire order.
+  """
+  n = rows.shape[0]
+  order = np.arange(n)  # order[i]: the wire that row i holds
+  for (u, v), (u_out, v_out), combine in steps:
+    c = len(u)
+    rest = np.setdiff1d(np.arange(n), np.concatenate([u, v]))
+    rows = _permute(rows, np.argsort(order)[np.concatenate([u, v, rest])])
+    first, second, kept = tf.split(rows, [c, c, n - 2 * c], axis=0)
+    rows = tf.concat([*combine(first, second), kept], axis=0)
+    order = np.concatenate([u_out, v_out, rest])
+  return _permute(rows, np.argsort(order))
 
 
 def _check(network, distribution, steepness, art_lambda, networks=NETWORKS):
@@ -270,19 +291,26 @@ def _check(network, distribution, steepness, art_lambda, networks=NETWORKS):
   return steepness, art_lambda
 
 
+def _mix(alpha, first, second):
+  """A relaxed comparator: ``(alpha first + (1 - alpha) second, (1 - alpha) first + alpha
+  second)``, the (minimum, maximum) of the module docstring for the values, written with one
+  multiplication (the two outputs sum to ``first + second``)."""
+  low = second + alpha * (first - second)
+  return low, first + second - low
+
+
 def _forward(x, layers, distribution, steepness, art_lambda):
-  """Relaxed sorted values and the swap weights ``alpha`` ``[B, c]`` of every layer."""
-  n = x.shape[-1]
+  """Relaxed sorted values ``[n, B]`` and the swap weights ``alpha`` ``[c, B]`` of every layer,
+  from the scores ``x`` ``[n, B]`` (wires first)."""
   alphas = []
-  for layer in layers:
-    xa = tf.gather(x, layer.a, axis=-1)
-    xb = tf.gather(x, layer.b, axis=-1)
-    alpha = swap_probability(xb - xa, distribution, steepness, art_lambda)
-    low = alpha * xa + (1.0 - alpha) * xb
-    high = (1.0 - alpha) * xa + alpha * xb
-    x = tf.gather(tf.concat([x, low, high], axis=-1), _sources(layer, n), axis=-1)
-    alphas.append(alpha)
-  return x, alphas
+
+  def compare(xa, xb):
+    alphas.append(swap_probability(xb - xa, distribution, steepness, art_lambda))
+    return _mix(alphas[-1], xa, xb)
+
+  steps = [((layer.a, layer.b), (layer.lo, layer.hi), compare) for layer in layers]
+  values = _through_layers(x, steps)
+  return values, alphas
 
 
 def _scores(scores):
@@ -330,16 +358,17 @@ def sorting_network_sort(
   x = _scores(scores)
   n = x.shape[-1]
   layers = comparator_network(network, n)
-  values, alphas = _forward(x, layers, distribution, steepness, art_lambda)
-  p = tf.eye(n, batch_shape=tf.shape(x)[:1], dtype=x.dtype)
-  for layer, alpha in zip(layers, alphas):
-    alpha = alpha[:, None, :]
-    pa = tf.gather(p, layer.a, axis=-1)
-    pb = tf.gather(p, layer.b, axis=-1)
-    low = alpha * pa + (1.0 - alpha) * pb
-    high = (1.0 - alpha) * pa + alpha * pb
-    p = tf.gather(tf.concat([p, low, high], axis=-1), _sources(layer, n), axis=-1)
-  return values, p
+  values, alphas = _forward(tf.transpose(x), layers, distribution, steepness, art_lambda)
+  # p[j, b, i]: the weight of input i at position j (positions first, as the wires).
+  p = tf.transpose(tf.eye(n, batch_shape=tf.shape(x)[:1], dtype=x.dtype), [1, 0, 2])
+  p = _through_layers(
+    p,
+    [
+      ((layer.a, layer.b), (layer.lo, layer.hi), functools.partial(_mix, alpha[:, :, None]))
+      for layer, alpha in zip(layers, alphas)
+    ],
+  )
+  return tf.transpose(values), tf.transpose(p, [1, 2, 0])
 
 
 def sorting_network_topk(
@@ -374,14 +403,14 @@ def sorting_network_topk(
   n = x.shape[-1]
   _check_k(k, n)
   layers = comparator_network(network, n, k if network == "splitter_selection" else None)
-  _, alphas = _forward(x, layers, distribution, steepness, art_lambda)
+  _, alphas = _forward(tf.transpose(x), layers, distribution, steepness, art_lambda)
   last = tf.one_hot(tf.range(n - k, n), n, axis=0, dtype=x.dtype)  # [n, k], no n x n eye
-  q = tf.broadcast_to(last, tf.concat([tf.shape(x)[:1], [n, k]], axis=0))
-  for layer, alpha in zip(reversed(layers), reversed(alphas)):
-    alpha = alpha[:, :, None]
-    q_low = tf.gather(q, layer.lo, axis=1)
-    q_high = tf.gather(q, layer.hi, axis=1)
-    from_a = alpha * q_low + (1.0 - alpha) * q_high
-    from_b = (1.0 - alpha) * q_low + alpha * q_high
-    q = tf.gather(tf.concat([q, from_a, from_b], axis=1), _inputs(layer, n), axis=1)
-  return q
+  q = tf.broadcast_to(last[:, None, :], tf.concat([[n], tf.shape(x)[:1], [k]], axis=0))
+  q = _through_layers(
+    q,
+    [
+      ((layer.lo, layer.hi), (layer.a, layer.b), functools.partial(_mix, alpha[:, :, None]))
+      for layer, alpha in zip(reversed(layers), reversed(alphas))
+    ],
+  )
+  return tf.transpose(q, [1, 0, 2])
