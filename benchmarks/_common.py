@@ -2,9 +2,12 @@
 memory measured on CPU.
 
 Benchmarks run as scripts from a checkout (``python benchmarks/<name>.py``), installed or not, so
-the repository root goes on ``sys.path``. Their tables, JSON and plots go to ``benchmarks/out``,
-or to the folder in the environment variable ``TFRANK4CLASS_BENCHMARK_OUT`` (the smoke test,
-``tests/test_benchmarks.py``, points it at a temporary folder).
+the repository root goes on ``sys.path``, first: a script imports this module before any module
+that imports the package, so that it measures its own checkout's code even where another
+``tfrank4class`` is installed (``tests/test_benchmarks.py`` plants a failing one to check).
+Their tables, JSON and plots go to ``benchmarks/out``, or to the folder in the environment
+variable ``TFRANK4CLASS_BENCHMARK_OUT`` (the smoke test, ``tests/test_benchmarks.py``, points it
+at a temporary folder).
 """
 
 import json

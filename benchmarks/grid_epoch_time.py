@@ -24,8 +24,8 @@ validation NDCG@5 reached, a first sign of where the model is heading (not its c
 import os
 import time
 
+import _common  # first: puts the repository on sys.path before anything imports the package
 import grid_protocol as protocol
-from _common import OUT, ROOT, setup_tensorflow  # noqa: E402  (puts the repository on sys.path)
 from absl import app, flags
 
 FLAGS = flags.FLAGS
@@ -44,7 +44,7 @@ flags.DEFINE_integer("threads", 0, "TensorFlow intra/inter-op threads (0: Tensor
 flags.DEFINE_enum("experiment", "clean", ["clean", "cifar10_e2e"], "Which experiment's runs.")
 flags.DEFINE_string(
   "data_dir",
-  os.environ.get("TFRANK4CLASS_DATA", str(ROOT.parent / "shared" / "datasets")),
+  os.environ.get("TFRANK4CLASS_DATA", str(_common.ROOT.parent / "shared" / "datasets")),
   "Folder holding cifar10_jpeg/ (--experiment=cifar10_e2e).",
 )
 
@@ -111,14 +111,14 @@ def main_cifar(heads):
         f"{r['validation']['ndcg_5']:.4f} |"
       )
       print(lines[-1], flush=True)
-  OUT.mkdir(parents=True, exist_ok=True)
-  (OUT / "grid_epoch_time_cifar10.md").write_text("\n".join(lines) + "\n")
+  _common.OUT.mkdir(parents=True, exist_ok=True)
+  (_common.OUT / "grid_epoch_time_cifar10.md").write_text("\n".join(lines) + "\n")
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  setup_tensorflow(FLAGS.threads)
+  _common.setup_tensorflow(FLAGS.threads)
   if FLAGS.experiment == "cifar10_e2e":
     if FLAGS.quick:  # the grid's CIFAR smoke configuration: a few real images, a tiny CNN
       FLAGS.losses, FLAGS.epochs = ["softmax_loss"], 1
@@ -136,8 +136,8 @@ def main(argv):
       wall, cpu = epoch_seconds(loss, head, FLAGS.epochs, FLAGS.train_size, FLAGS.validation_size)
       lines.append(f"| {loss} | {head} | {wall:.2f} | {cpu:.2f} |")
       print(lines[-1], flush=True)
-  OUT.mkdir(parents=True, exist_ok=True)
-  (OUT / "grid_epoch_time.md").write_text("\n".join(lines) + "\n")
+  _common.OUT.mkdir(parents=True, exist_ok=True)
+  (_common.OUT / "grid_epoch_time.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

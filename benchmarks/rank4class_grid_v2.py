@@ -34,14 +34,9 @@ import os
 import sys
 import time
 
+import _common  # first: puts the repository on sys.path before anything imports the package
 import grid_protocol as protocol
 import grid_statistics as statistics_lib
-from _common import (  # noqa: E402  (puts the repository on sys.path)
-  OUT,
-  ROOT,
-  setup_tensorflow,
-  software_versions,
-)
 from absl import app, flags
 
 KEY_FIELDS = ("edition", "experiment", "stage", "loss", "interaction", "learning_rate", "seed")
@@ -103,15 +98,17 @@ def define_flags():
   flags.DEFINE_list("stages", list(STAGES), "Stages to run (the seeds stage needs the sweep).")
   flags.DEFINE_string(
     "data_dir",
-    os.environ.get("TFRANK4CLASS_DATA", str(ROOT.parent / "shared" / "datasets")),
+    os.environ.get("TFRANK4CLASS_DATA", str(_common.ROOT.parent / "shared" / "datasets")),
     "Folder holding goemotions/ and cifar10_jpeg/.",
   )
   flags.DEFINE_string(
-    "work_dir", str(ROOT / "runs" / "rank4class_grid_v2"), "Feature cache (not committed)."
+    "work_dir", str(_common.ROOT / "runs" / "rank4class_grid_v2"), "Feature cache (not committed)."
   )
-  flags.DEFINE_string("output", str(OUT / "rank4class_grid_v2.json"), "The records (JSON list).")
-  flags.DEFINE_string("report_md", str(OUT / "rank4class_grid_v2.md"), "The report.")
-  flags.DEFINE_string("report_png", str(OUT / "rank4class_grid_v2.png"), "The forest plot.")
+  flags.DEFINE_string(
+    "output", str(_common.OUT / "rank4class_grid_v2.json"), "The records (JSON list)."
+  )
+  flags.DEFINE_string("report_md", str(_common.OUT / "rank4class_grid_v2.md"), "The report.")
+  flags.DEFINE_string("report_png", str(_common.OUT / "rank4class_grid_v2.png"), "The forest plot.")
   flags.DEFINE_bool("report_only", False, "Only write the report from the records.")
   flags.DEFINE_bool("smoke", False, "Random features and tiny sizes, for tests.")
   flags.DEFINE_integer("max_epochs", None, "Epoch budget (default: the protocol's).")
@@ -559,7 +556,7 @@ def run_grid(
 
   ran, start = 0, time.perf_counter()
   max_runs = options.get("max_runs")
-  software = software_versions()
+  software = _common.software_versions()
   while True:
     todo = []
     for experiment in experiments:
@@ -1253,7 +1250,7 @@ def _forest_plot(plots, png_path):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  setup_tensorflow(FLAGS.threads)
+  _common.setup_tensorflow(FLAGS.threads)
   if not FLAGS.report_only:
     run_grid(
       FLAGS.output,
