@@ -1220,7 +1220,8 @@ def _forest_plot(plots, png_path):
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
-  panels = [(e, rows, m) for e, rows in plots for m in ("ndcg_5", "top_1")]
+  # experiments without a seeds-stage comparison yet have nothing to draw
+  panels = [(e, rows, m) for e, rows in plots if rows for m in ("ndcg_5", "top_1")]
   if not panels:
     return
   height = max(3.0, 0.3 * max(len(rows) for _, rows, _ in panels) + 1.5)

@@ -156,6 +156,10 @@ def test_report_statistics_against_scipy(smoke_grid, tmp_path):
     )
     assert f"- {loss} + dot: " in text and f"chosen {rate:g}" in text
   assert png.stat().st_size > 1000
+  # an experiment with no seeds-stage run yet gets no (empty) panels: 2 panels of 5 in at 110 dpi
+  sweep_only = [{**r, "experiment": "noise20"} for r in records.records if r["stage"] == "sweep"]
+  grid_v2.write_report(records.records + sweep_only, str(md), str(png))
+  assert int.from_bytes(png.read_bytes()[16:20], "big") == 2 * 5 * 110  # the PNG header's width
 
 
 def test_check_record_names_the_bad_key(smoke_grid):
