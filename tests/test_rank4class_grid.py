@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from _holm_reference import holm_adjusted
 from scipy import stats
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -86,16 +87,6 @@ def _paired(values, base):
     return (d.mean(), d.mean(), d.mean())
   ci = stats.ttest_rel(values, base).confidence_interval(0.95)
   return (d.mean(), ci.low, ci.high)
-
-
-def _holm(p_values):
-  """Holm's step-down adjusted p-values, in the order given, written out here as the reference:
-  the i-th smallest p times (m - i), capped at 1, made non-decreasing."""
-  adjusted, running = [0.0] * len(p_values), 0.0
-  for step, i in enumerate(sorted(range(len(p_values)), key=lambda i: p_values[i])):
-    running = max(running, min(1.0, (len(p_values) - step) * p_values[i]))
-    adjusted[i] = running
-  return adjusted
 
 
 def _verdict(interval):
@@ -203,7 +194,7 @@ def test_smoke_grid_records_resumes_and_reports(tmp_path, datasets_dir):
   unadjusted = sum(p < 0.05 for p in p_values)
   assert (
     f"- ndcg_5: {len(p_values)} comparisons; {unadjusted} significant unadjusted, "
-    f"{sum(a < 0.05 for a in _holm(p_values))} after Holm"
+    f"{sum(a < 0.05 for a in holm_adjusted(p_values))} after Holm"
   ) in markdown
   assert "## Bruch et al.'s bound" in markdown and "0 violations checks the computation" in markdown
   assert (tmp_path / "grid.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -292,7 +283,8 @@ def test_readme_table_is_the_committed_records_recomputed_with_scipy():
 
 def test_readme_holm_sentences_are_the_committed_records_recomputed_with_scipy():
   """The README's Holm-corrected counts of the first edition: scipy's paired t test per cell on
-  NDCG@5 against softmax + dot, Holm's step-down adjustment by :func:`_holm`."""
+  NDCG@5 against softmax + dot, Holm's step-down adjustment by
+  :func:`_holm_reference.holm_adjusted`."""
   records = json.loads((ROOT / "benchmarks" / "out" / "rank4class_grid.json").read_text())
   cells = {}
   for r in records:
@@ -308,7 +300,7 @@ def test_readme_holm_sentences_are_the_committed_records_recomputed_with_scipy()
     p = stats.ttest_rel(values, reference).pvalue
     rows.append(((dataset, protocol, loss, head), (values - reference).mean(), p))
   m = len(rows)
-  adjusted = _holm([p for _, _, p in rows])
+  adjusted = holm_adjusted([p for _, _, p in rows])
   lower = [i for i in range(m) if adjusted[i] < 0.05 and rows[i][1] < 0]
   higher = [i for i in range(m) if adjusted[i] < 0.05 and rows[i][1] > 0]
   (raw_win,) = [i for i in range(m) if rows[i][2] < 0.05 and rows[i][1] > 0]
