@@ -33,6 +33,7 @@ import math
 import os
 import sys
 import time
+import zlib
 
 import _common  # first: puts the repository on sys.path before anything imports the package
 import grid_protocol as protocol
@@ -114,6 +115,8 @@ def define_flags():
   flags.DEFINE_integer("max_epochs", None, "Epoch budget (default: the protocol's).")
   flags.DEFINE_integer("max_runs", None, "Stop after this many new runs (for timing).")
   flags.DEFINE_integer("threads", 0, "TensorFlow intra/inter-op threads (0: TensorFlow's default).")
+  flags.DEFINE_integer("shards", 1, "Split the runs among this many grid processes (see --shard).")
+  flags.DEFINE_integer("shard", 0, "The share of the runs this process runs, in [0, --shards).")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -514,19 +517,35 @@ def planned_runs(records, experiments, stages, settings):
   return todo
 
 
+def in_shard(run, shard, shards):
+  """Whether the planned ``run`` (a :func:`planned_runs` tuple) belongs to share ``shard`` of
+  ``shards``: a CRC-32 of the run, the same in every process (unlike Python's ``hash``), modulo
+  ``shards``. A run keeps its share as the plan shrinks, so processes started with the same
+  ``shards`` and different ``shard`` never train the same run."""
+  return zlib.crc32(json.dumps(list(run)).encode("utf-8")) % shards == shard
+
+
 def run_grid(
   output, work_dir, data_dir, experiments=("clean",), stages=STAGES, smoke=False, **options
 ):
   """Runs every missing run (see the module doc) and returns the records (:func:`open_records`).
 
   ``options``: ``max_epochs`` (overrides the protocol's budget), ``max_runs`` (stop after that
-  many new runs), ``registered_losses`` (default ``tfrank4class.losses.names()``).
+  many new runs), ``registered_losses`` (default ``tfrank4class.losses.names()``), ``shards`` and
+  ``shard`` (run only the runs :func:`in_shard` gives to ``shard``; default ``1`` and ``0``: all).
+  A process stops when its share has nothing it can run now; a sweep whose widening waits for
+  another share's runs, or seeds waiting for a sweep, are run by a later start.
   """
+  from tfrank4class import checks  # pylint: disable=g-import-not-at-top
   from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
 
   for experiment in experiments:
     if experiment not in EXPERIMENTS:
       raise ValueError(f"`experiments`: unknown {experiment!r}; allowed: {list(EXPERIMENTS)}.")
+  shards = checks.check_int("shards", options.get("shards", 1), minimum=1)
+  shard = checks.check_int("shard", options.get("shard", 0), minimum=0)
+  if shard >= shards:
+    raise ValueError(f"`shard` must be in [0, shards) = [0, {shards}), got {shard}.")
   registered = options.get("registered_losses") or losses_lib.names()
   settings = {
     e: grid_settings(registered, smoke, options.get("max_epochs"), e) for e in EXPERIMENTS
@@ -561,7 +580,7 @@ def run_grid(
     todo = []
     for experiment in experiments:
       todo += planned_runs(records, [experiment], stages, settings[experiment])
-    todo = [t for t in todo if t[4] is not None]
+    todo = [t for t in todo if t[4] is not None and in_shard(t, shard, shards)]
     if not todo or (max_runs is not None and ran >= max_runs):
       break
     experiment, stage, loss, head, rate, seed = todo[0]
@@ -1262,6 +1281,8 @@ def main(argv):
       smoke=FLAGS.smoke,
       max_epochs=FLAGS.max_epochs,
       max_runs=FLAGS.max_runs,
+      shards=FLAGS.shards,
+      shard=FLAGS.shard,
     )
   write_report(open_records(FLAGS.output).records, FLAGS.report_md, FLAGS.report_png)
 

@@ -113,6 +113,41 @@ def test_resumption_reruns_only_the_dropped_runs(smoke_grid, tmp_path):
   assert again.records == resumed.records
 
 
+def test_shards_split_the_runs_between_processes(smoke_grid, tmp_path):
+  output, records = smoke_grid
+  kept = [r for r in records.records if r["stage"] == "sweep"]
+  dropped = {grid_v2.record_key(r) for r in records.records} - {grid_v2.record_key(r) for r in kept}
+  path = tmp_path / "grid.json"
+  path.write_text(json.dumps(kept))
+  work = str(tmp_path / "work")
+  first = grid_v2.run_grid(str(path), work, None, smoke=True, shards=2, shard=0)
+  ran_first = {grid_v2.record_key(r) for r in first.records[len(kept) :]}
+  assert ran_first and ran_first < dropped  # a share, not everything
+  second = grid_v2.run_grid(str(path), work, None, smoke=True, shards=2, shard=1)
+  ran_second = {grid_v2.record_key(r) for r in second.records[len(kept) + len(ran_first) :]}
+  assert ran_first.isdisjoint(ran_second) and ran_first | ran_second == dropped
+  assert len(json.loads(path.read_text())) == len(records.records)
+  # each share is stable: a finished share reruns nothing
+  again = grid_v2.run_grid(str(path), work, None, smoke=True, shards=2, shard=0)
+  assert len(again.records) == len(records.records)
+
+
+@pytest.mark.parametrize(
+  "shards, shard, message",
+  [
+    (0, 0, "`shards` must be an integer >= 1, got 0"),
+    (2, 2, r"`shard` must be in \[0, shards\) = \[0, 2\), got 2"),
+    (2, -1, "`shard` must be an integer >= 0, got -1"),
+    (2.0, 0, "`shards` must be an integer >= 1, got 2.0"),
+  ],
+)
+def test_bad_shards_are_refused(tmp_path, shards, shard, message):
+  with pytest.raises(ValueError, match=message):
+    grid_v2.run_grid(
+      str(tmp_path / "g.json"), str(tmp_path / "w"), None, smoke=True, shards=shards, shard=shard
+    )
+
+
 def test_resuming_with_other_settings_is_refused(smoke_grid, tmp_path):
   output, _ = smoke_grid
   path = tmp_path / "grid.json"
