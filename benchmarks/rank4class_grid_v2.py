@@ -1203,13 +1203,29 @@ def _is_chosen(record, chosen):
 
 
 def _sweep_section(records, experiment):
+  """The sweep's means per cell and the rate chosen; a choice at an edge of the swept rates (the
+  widenings ran out: ``sweep_choice`` widens a grid whose best sits at an edge) is flagged, since
+  a rate beyond it, untried, might have done better."""
   chosen = _chosen_rates(records, experiment)
+  widenings = _experiment_settings(records, experiment)["max_widenings"]
   lines = ["### Learning-rate sweep (mean validation NDCG@5 over the tuning seeds)", ""]
+  at_edge = []
   for (loss, head), means in _sweep_means(records, experiment).items():
     text = ", ".join(f"{rate:g}: {m:.4f}" for rate, m in means.items())
     rate = chosen.get((loss, head))
     outcome = "sweep still open, no rate chosen" if rate is None else f"chosen {rate:g}"
+    if rate is not None and rate in (min(means), max(means)):
+      side = "largest" if rate == max(means) else "smallest"
+      outcome += f", the {side} rate swept (after {widenings} widenings, the cap)"
+      at_edge.append(f"{loss} + {head}")
     lines.append(f"- {loss} + {head}: {text}; {outcome}")
+  if at_edge:
+    lines += [
+      "",
+      f"Chosen at an edge of the swept rates: {', '.join(at_edge)}. The protocol widens a grid "
+      f"at most {widenings} times, so a rate beyond the edge was not tried and these cells may "
+      "be tuned short of their best.",
+    ]
   return lines + [""]
 
 

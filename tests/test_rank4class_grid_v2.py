@@ -357,6 +357,27 @@ def test_a_partial_grid_says_so_with_counts(tmp_path):
   assert " of 23 runs (rule" in text
 
 
+def test_a_rate_chosen_at_the_capped_edge_is_flagged(tmp_path):
+  records = _synthetic_grid()
+  settings, rng = records[0]["settings"], np.random.default_rng(2)
+  # softmax + latent_cross: validation rising with the rate, so the sweep widens upwards twice
+  # (0.0316, then 0.0999) and still ends at its largest rate
+  cell = ("softmax_loss", "latent_cross")
+  records = [r for r in records if (r["loss"], r["interaction"]) != cell or r["stage"] != "sweep"]
+  for rate in [*settings["learning_rates"], 0.0316, 0.0999]:
+    records.append(
+      _record("clean", "sweep", *cell, rate, 1000, settings, rng, validation={"ndcg_5": rate})
+    )
+  md = tmp_path / "r.md"
+  grid_v2.write_report(records, str(md), str(tmp_path / "r.png"), REGISTERED, _configs(records))
+  text = md.read_text()
+  (line,) = [x for x in text.splitlines() if x.startswith("- softmax_loss + latent_cross: ")]
+  assert line.endswith("; chosen 0.0999, the largest rate swept (after 2 widenings, the cap)")
+  (other,) = [x for x in text.splitlines() if x.startswith("- softmax_loss + dot: ")]
+  assert other.endswith("; chosen 0.001"), other  # inside the grid: no flag
+  assert "Chosen at an edge of the swept rates: softmax_loss + latent_cross. " in text
+
+
 def test_settings_changed_after_the_first_run_are_deviations():
   records = _synthetic_grid(max_epochs=300, patience=5)
   assert _deviations(records) == [
