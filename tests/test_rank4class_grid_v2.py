@@ -668,6 +668,24 @@ def test_readme_second_edition_table_is_the_records_recomputed():
   assert "\n".join(table) in readme
 
 
+NOISE_TOPK_LOSSES = ("smooth_topk_svm_loss", "soft_rank_topk_loss", "topk_cross_entropy_loss")
+
+
+def _noise_seed_runs(experiment):
+  """The committed records' seeds runs of a label-noise ``experiment``: ``(softmax + dot's
+  {seed: record}, {Top-K cell: {seed: record}})``, each Top-K cell with the baseline's 6 seeds."""
+  path = pathlib.Path(__file__).parents[1] / "benchmarks" / "out" / "rank4class_grid_v2.json"
+  cells = {}
+  for r in json.loads(path.read_text()):
+    if r["experiment"] == experiment and r["stage"] == "seeds":
+      cells.setdefault((r["loss"], r["interaction"]), {})[r["seed"]] = r
+  base = cells.pop(("softmax_loss", "dot"))
+  assert sorted(cells) == [(loss, "dot") for loss in NOISE_TOPK_LOSSES]
+  for runs in cells.values():
+    assert sorted(runs) == sorted(base) and len(base) == 6
+  return base, cells
+
+
 def test_readme_says_each_top_k_gap_is_smaller_at_40_than_at_20_percent_noise():
   root = pathlib.Path(__file__).parents[1]
   readme = " ".join((root / "README.md").read_text().split())
@@ -675,16 +693,12 @@ def test_readme_says_each_top_k_gap_is_smaller_at_40_than_at_20_percent_noise():
     "On NDCG@5 each Top-K loss's gap to softmax is a little smaller at 40 % than at 20 % (the "
     "top-k cross-entropy's -0.0096 against -0.0125)" in readme
   )
-  records = json.loads((root / "benchmarks" / "out" / "rank4class_grid_v2.json").read_text())
   gaps = {}
   for experiment in ("noise20", "noise40"):
-    runs = [r for r in records if r["experiment"] == experiment and r["stage"] == "seeds"]
-    base = {r["seed"]: r["ndcg_5"] for r in runs if r["loss"] == "softmax_loss"}
-    for loss in ("smooth_topk_svm_loss", "soft_rank_topk_loss", "topk_cross_entropy_loss"):
-      cell = {r["seed"]: r["ndcg_5"] for r in runs if r["loss"] == loss}
-      assert sorted(cell) == sorted(base) and len(base) == 6
-      gaps[experiment, loss] = np.mean([cell[s] - base[s] for s in base])
-  for loss in ("smooth_topk_svm_loss", "soft_rank_topk_loss", "topk_cross_entropy_loss"):
+    base, cells = _noise_seed_runs(experiment)
+    for (loss, _), runs in cells.items():
+      gaps[experiment, loss] = np.mean([runs[s]["ndcg_5"] - base[s]["ndcg_5"] for s in base])
+  for loss in NOISE_TOPK_LOSSES:
     assert gaps["noise20", loss] < gaps["noise40", loss] < 0, loss
   assert round(gaps["noise40", "topk_cross_entropy_loss"], 4) == -0.0096
   assert round(gaps["noise20", "topk_cross_entropy_loss"], 4) == -0.0125
@@ -702,19 +716,11 @@ def test_readme_label_noise_sentence_is_the_committed_records_recomputed_with_sc
     "NDCG@5, Top-1 and Top-5 after Holm's correction over its 3 comparisons; the top-k "
     "cross-entropy comes closest." in readme
   )
-  records = json.loads((root / "benchmarks" / "out" / "rank4class_grid_v2.json").read_text())
-  cells = {}
-  for r in records:
-    if r["experiment"] == experiment and r["stage"] == "seeds":
-      cells.setdefault((r["loss"], r["interaction"]), {})[r["seed"]] = r
-  base = cells.pop(("softmax_loss", "dot"))
-  topk = ("smooth_topk_svm_loss", "soft_rank_topk_loss", "topk_cross_entropy_loss")
-  assert sorted(cells) == [(loss, "dot") for loss in topk]
+  base, cells = _noise_seed_runs(experiment)
+  seeds = sorted(base)
   for metric in ("ndcg_5", "top_1", "top_5"):
     differences, p_values = [], []
     for cell in sorted(cells):
-      seeds = sorted(cells[cell])
-      assert seeds == sorted(base) and len(seeds) == 6
       values = np.array([cells[cell][s][metric] for s in seeds])
       reference = np.array([base[s][metric] for s in seeds])
       differences.append((values - reference).mean())
