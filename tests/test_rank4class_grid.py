@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from _holm_reference import holm_adjusted
+from _statistics_reference import holm_adjusted, paired_interval
 from scipy import stats
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -78,15 +78,6 @@ def _interval(text):
 
 
 VERDICTS = ("higher", "no difference", "lower")
-
-
-def _paired(values, base):
-  """(mean, low, high) of ``values - base``: scipy's paired t interval (a point if constant)."""
-  d = values - base
-  if np.std(d) == 0:
-    return (d.mean(), d.mean(), d.mean())
-  ci = stats.ttest_rel(values, base).confidence_interval(0.95)
-  return (d.mean(), ci.low, ci.high)
 
 
 def _verdict(interval):
@@ -156,7 +147,7 @@ def test_smoke_grid_records_resumes_and_reports(tmp_path, datasets_dir):
       and ("detected" in line or "higher" in line or "lower" in line)
     ]
     mean, low, high = _interval(paired[0].split("|")[5])
-    assert (mean, low, high) == pytest.approx(_paired(values["ndcg_5"], base), abs=6e-5)
+    assert (mean, low, high) == pytest.approx(paired_interval(values["ndcg_5"], base), abs=6e-5)
   # The summary's verdict counts and best other cell, recomputed with scipy from the records.
   for protocol in ("frozen", "end_to_end"):
     heads = sorted({c[3] for c in cells if c[1] == protocol})
@@ -170,7 +161,7 @@ def test_smoke_grid_records_resumes_and_reports(tmp_path, datasets_dir):
         if (loss, head) == ("softmax_loss", "dot"):
           continue
         v = np.array([by_cell[("mind", protocol, loss, head, s)]["ndcg_5"] for s in (0, 1)])
-        verdicts.append(_verdict(_paired(v, base)))
+        verdicts.append(_verdict(paired_interval(v, base)))
         means[f"{loss} + {head}"] = v.mean()
     row = next(
       line.split("|")[1:-1]
@@ -270,7 +261,7 @@ def test_readme_table_is_the_committed_records_recomputed_with_scipy():
     for cell, runs in by_cell.items():
       assert sorted(runs) == seeds
       v = np.array([runs[s]["ndcg_5"] for s in seeds])
-      intervals[cell] = _paired(v, np.array([base[s]["ndcg_5"] for s in seeds]))
+      intervals[cell] = paired_interval(v, np.array([base[s]["ndcg_5"] for s in seeds]))
       verdicts.append(_verdict(intervals[cell]))
       means[cell] = v.mean()
     assert counts == " / ".join(str(verdicts.count(k)) for k in VERDICTS)
@@ -284,7 +275,7 @@ def test_readme_table_is_the_committed_records_recomputed_with_scipy():
 def test_readme_holm_sentences_are_the_committed_records_recomputed_with_scipy():
   """The README's Holm-corrected counts of the first edition: scipy's paired t test per cell on
   NDCG@5 against softmax + dot, Holm's step-down adjustment by
-  :func:`_holm_reference.holm_adjusted`."""
+  :func:`_statistics_reference.holm_adjusted`."""
   records = json.loads((ROOT / "benchmarks" / "out" / "rank4class_grid.json").read_text())
   cells = {}
   for r in records:
