@@ -25,6 +25,7 @@ seeds both have (``benchmarks/confidence_intervals.py``).
 """
 
 import collections
+import contextlib
 import fcntl
 import json
 import math
@@ -161,16 +162,32 @@ class RecordStore:
   def __contains__(self, key):
     return tuple(key) in self._keys
 
-  def add(self, record):
-    """Appends ``record`` (checked) to the records, with those other processes added to the
-    file since this store last read it, and rewrites the file atomically, all under the lock."""
+  @contextlib.contextmanager
+  def _locked(self):
+    """Holds the exclusive lock on ``<path>.lock`` (released when the lock file closes)."""
     directory = os.path.dirname(os.path.abspath(self.path))
     os.makedirs(directory, exist_ok=True)
     with open(f"{self.path}.lock", "a", encoding="utf-8") as lock:
-      fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-      for found in self._read():
-        if self._key(found) not in self._keys:
-          self._append(found)
+      fcntl.flock(lock, fcntl.LOCK_EX)
+      yield
+
+  def _take_in_others(self):
+    """Appends the records other processes added to the file since this store last read it."""
+    for found in self._read():
+      if self._key(found) not in self._keys:
+        self._append(found)
+
+  def refresh(self):
+    """Takes in, under the lock, the records other processes added to the file since this
+    store last read it."""
+    with self._locked():
+      self._take_in_others()
+
+  def add(self, record):
+    """Appends ``record`` (checked) to the records, with those other processes added to the
+    file since this store last read it, and rewrites the file atomically, all under the lock."""
+    with self._locked():
+      self._take_in_others()
       self._append(dict(record))
       self.write()
 

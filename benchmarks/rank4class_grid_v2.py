@@ -44,6 +44,8 @@ KEY_FIELDS = ("edition", "experiment", "stage", "loss", "interaction", "learning
 METRICS = ("top_1", "top_5", "ndcg_5", "mrr")
 RECORD_FIELDS = KEY_FIELDS + METRICS + ("best_epoch", "epochs_run", "validation", "settings")
 STAGES = ("sweep", "seeds")
+#: How often a process waiting on other shares' runs reads the records again (``wait_hours``).
+WAIT_POLL_SECONDS = 60
 #: Experiment name -> fraction of noisy training labels (``grid_protocol.LABEL_NOISE``); the
 #: experiments of ``IMAGE_EXPERIMENTS`` train the whole image model (``grid_protocol.CIFAR``).
 EXPERIMENTS = {
@@ -117,6 +119,13 @@ def define_flags():
   flags.DEFINE_integer("threads", 0, "TensorFlow intra/inter-op threads (0: TensorFlow's default).")
   flags.DEFINE_integer("shards", 1, "Split the runs among this many grid processes (see --shard).")
   flags.DEFINE_integer("shard", 0, "The share of the runs this process runs, in [0, --shards).")
+  flags.DEFINE_float(
+    "wait_hours",
+    0.0,
+    "When this process's share has nothing it can run yet but other runs are planned (another "
+    "share's, or seeds waiting on a sweep), read the records again every minute, for at most "
+    "this many hours in all (0: stop at once).",
+  )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -525,6 +534,26 @@ def in_shard(run, shard, shards):
   return zlib.crc32(json.dumps(list(run)).encode("utf-8")) % shards == shard
 
 
+def _scheduling(experiments, options):
+  """``(shards, shard, wait_seconds)`` of :func:`run_grid`'s ``options``, with ``experiments``
+  checked; a bad value raises ``tfrank4class.errors.InvalidConfigError`` (a ``ValueError``) that
+  names it, which the command line prints on one line."""
+  from tfrank4class import checks, errors  # pylint: disable=g-import-not-at-top
+
+  try:
+    for experiment in experiments:
+      if experiment not in EXPERIMENTS:
+        raise ValueError(f"`experiments`: unknown {experiment!r}; allowed: {list(EXPERIMENTS)}.")
+    shards = checks.check_int("shards", options.get("shards", 1), minimum=1)
+    shard = checks.check_int("shard", options.get("shard", 0), minimum=0)
+    if shard >= shards:
+      raise ValueError(f"`shard` must be in [0, shards) = [0, {shards}), got {shard}.")
+    wait_hours = checks.check_float("wait_hours", options.get("wait_hours", 0.0), minimum=0)
+  except ValueError as e:
+    raise errors.InvalidConfigError(str(e)) from None
+  return shards, shard, 3600.0 * wait_hours
+
+
 def run_grid(
   output, work_dir, data_dir, experiments=("clean",), stages=STAGES, smoke=False, **options
 ):
@@ -532,20 +561,17 @@ def run_grid(
 
   ``options``: ``max_epochs`` (overrides the protocol's budget), ``max_runs`` (stop after that
   many new runs), ``registered_losses`` (default ``tfrank4class.losses.names()``), ``shards`` and
-  ``shard`` (run only the runs :func:`in_shard` gives to ``shard``; default ``1`` and ``0``: all).
-  A process stops when its share has nothing it can run now; a sweep whose widening waits for
-  another share's runs, or seeds waiting for a sweep, are run by a later start.
+  ``shard`` (run only the runs :func:`in_shard` gives to ``shard``; default ``1`` and ``0``: all),
+  ``wait_hours`` (default 0). When the share has nothing it can run now (a sweep whose widening
+  waits for another share's runs, seeds waiting for a sweep) but runs are still planned, the
+  process reads the records again every ``WAIT_POLL_SECONDS`` until it can go on, for at most
+  ``wait_hours`` in all; then, or at once with ``wait_hours=0``, it stops, and a later start
+  runs the rest.
   """
-  from tfrank4class import checks  # pylint: disable=g-import-not-at-top
+  from tfrank4class import errors  # pylint: disable=g-import-not-at-top
   from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
 
-  for experiment in experiments:
-    if experiment not in EXPERIMENTS:
-      raise ValueError(f"`experiments`: unknown {experiment!r}; allowed: {list(EXPERIMENTS)}.")
-  shards = checks.check_int("shards", options.get("shards", 1), minimum=1)
-  shard = checks.check_int("shard", options.get("shard", 0), minimum=0)
-  if shard >= shards:
-    raise ValueError(f"`shard` must be in [0, shards) = [0, {shards}), got {shard}.")
+  shards, shard, wait_left = _scheduling(experiments, options)
   registered = options.get("registered_losses") or losses_lib.names()
   settings = {
     e: grid_settings(registered, smoke, options.get("max_epochs"), e) for e in EXPERIMENTS
@@ -553,7 +579,7 @@ def run_grid(
   records = open_records(output)
   for record in records.records:
     if record["settings"] != settings[record["experiment"]]:
-      raise ValueError(
+      raise errors.InvalidConfigError(
         f"{output} holds runs of {record['experiment']} with other settings "
         f"({record['settings']!r}) than now ({settings[record['experiment']]!r}); use another "
         "--output or move that file away."
@@ -576,13 +602,32 @@ def run_grid(
   ran, start = 0, time.perf_counter()
   max_runs = options.get("max_runs")
   software = _common.software_versions()
+  waiting = False
   while True:
-    todo = []
+    planned = []
     for experiment in experiments:
-      todo += planned_runs(records, [experiment], stages, settings[experiment])
-    todo = [t for t in todo if t[4] is not None and in_shard(t, shard, shards)]
-    if not todo or (max_runs is not None and ran >= max_runs):
+      planned += planned_runs(records, [experiment], stages, settings[experiment])
+    todo = [t for t in planned if t[4] is not None and in_shard(t, shard, shards)]
+    if max_runs is not None and ran >= max_runs:
       break
+    if not todo:
+      if not planned or wait_left <= 0:
+        break
+      if not waiting:
+        print(
+          f"[waiting] {len(planned)} runs planned, none of share {shard} of {shards} can run "
+          f"yet; reading the records every {WAIT_POLL_SECONDS} s for at most "
+          f"{wait_left / 3600:.2f} h",
+          file=sys.stderr,
+          flush=True,
+        )
+      waiting = True
+      nap = min(WAIT_POLL_SECONDS, wait_left)
+      time.sleep(nap)
+      wait_left -= nap
+      records.refresh()
+      continue
+    waiting = False
     experiment, stage, loss, head, rate, seed = todo[0]
     splits, info = experiment_data(experiment)
     x, y = splits["train"]
@@ -1299,10 +1344,13 @@ def main(argv):
       max_runs=FLAGS.max_runs,
       shards=FLAGS.shards,
       shard=FLAGS.shard,
+      wait_hours=FLAGS.wait_hours,
     )
   write_report(open_records(FLAGS.output).records, FLAGS.report_md, FLAGS.report_png)
 
 
 if __name__ == "__main__":
+  from tfrank4class.train import cli  # pylint: disable=g-import-not-at-top
+
   define_flags()
-  app.run(main)
+  cli.run(main, "rank4class_grid_v2.py")

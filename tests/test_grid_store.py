@@ -88,6 +88,20 @@ def test_two_stores_on_one_file_keep_each_others_records(tmp_path):
   assert len(grid.RecordStore(path)) == 2
 
 
+def test_refresh_takes_in_the_other_stores_records_without_writing(tmp_path):
+  path = tmp_path / "grid.json"
+  first, second = grid.RecordStore(path), grid.RecordStore(path)
+  second.add(_record(seed=1))
+  written = path.read_bytes()
+  assert ("d", "frozen", "softmax_loss", "dot", 1) not in first
+  first.refresh()
+  assert ("d", "frozen", "softmax_loss", "dot", 1) in first and len(first) == 1
+  assert path.read_bytes() == written
+  first.refresh()  # nothing new: nothing twice
+  assert len(first) == 1
+  grid.RecordStore(tmp_path / "none.json").refresh()  # no file yet: nothing to take in
+
+
 _WRITER = """
 import os, sys, time
 sys.path.insert(0, {benchmarks!r})

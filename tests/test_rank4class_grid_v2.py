@@ -4,6 +4,7 @@ against scipy, label noise."""
 
 import doctest
 import json
+import os
 import pathlib
 import re
 
@@ -132,20 +133,85 @@ def test_shards_split_the_runs_between_processes(smoke_grid, tmp_path):
   assert len(again.records) == len(records.records)
 
 
+def test_a_waiting_shard_goes_on_once_the_other_shares_runs_land(smoke_grid, tmp_path, monkeypatch):
+  """Shard 1 starts alone on an empty file with ``wait_hours``: it runs what it can, then waits
+  (its seeds need shard 0's sweep runs); while it sleeps, shard 0 runs its share as another
+  process would; shard 1 then reads the records again and finishes the grid. Its sleeps are
+  counted against ``wait_hours``."""
+  _, records = smoke_grid
+  path, work = tmp_path / "grid.json", str(tmp_path / "work")
+  naps = []
+
+  def nap_while_shard_0_runs(seconds):
+    naps.append(seconds)
+    if len(naps) == 1:
+      assert json.loads(path.read_text())  # shard 1 ran its sweep runs first
+      grid_v2.run_grid(str(path), work, None, smoke=True, shards=2, shard=0)
+
+  monkeypatch.setattr(grid_v2.time, "sleep", nap_while_shard_0_runs)
+  second = grid_v2.run_grid(str(path), work, None, smoke=True, shards=2, shard=1, wait_hours=1)
+  assert naps and naps[0] == grid_v2.WAIT_POLL_SECONDS and sum(naps) <= 3600
+  everything = {grid_v2.record_key(r) for r in records.records}
+  assert {grid_v2.record_key(r) for r in second.records} == everything
+  assert len(json.loads(path.read_text())) == len(everything)
+
+
+def test_a_waiting_shard_stops_when_its_wait_is_spent(smoke_grid, tmp_path, monkeypatch):
+  """With no other process, shard 1 waits ``wait_hours`` in naps of ``WAIT_POLL_SECONDS`` (the
+  last one shorter) and stops with its share partly done; ``wait_hours=0`` stops at once."""
+  path, work = tmp_path / "grid.json", str(tmp_path / "work")
+  naps = []
+  monkeypatch.setattr(grid_v2.time, "sleep", naps.append)
+  alone = grid_v2.run_grid(str(path), work, None, smoke=True, shards=2, shard=1, wait_hours=0.05)
+  assert naps == [60, 60, 60]  # 0.05 h = 180 s
+  assert 0 < len(alone) < len(smoke_grid[1].records)
+  naps.clear()
+  again = grid_v2.run_grid(str(path), work, None, smoke=True, shards=2, shard=1)
+  assert naps == [] and len(again) == len(alone)
+
+
 @pytest.mark.parametrize(
-  "shards, shard, message",
+  "options, message",
   [
-    (0, 0, "`shards` must be an integer >= 1, got 0"),
-    (2, 2, r"`shard` must be in \[0, shards\) = \[0, 2\), got 2"),
-    (2, -1, "`shard` must be an integer >= 0, got -1"),
-    (2.0, 0, "`shards` must be an integer >= 1, got 2.0"),
+    ({"shards": 0, "shard": 0}, "`shards` must be an integer >= 1, got 0"),
+    ({"shards": 2, "shard": 2}, r"`shard` must be in \[0, shards\) = \[0, 2\), got 2"),
+    ({"shards": 2, "shard": -1}, "`shard` must be an integer >= 0, got -1"),
+    ({"shards": 2.0, "shard": 0}, "`shards` must be an integer >= 1, got 2.0"),
+    ({"shards": 2, "wait_hours": -1.0}, "`wait_hours` must be a finite number >= 0, got -1.0"),
+    ({"experiments": ["clean", "noise"]}, "`experiments`: unknown 'noise'; allowed: "),
   ],
 )
-def test_bad_shards_are_refused(tmp_path, shards, shard, message):
+def test_bad_scheduling_is_refused(tmp_path, options, message):
   with pytest.raises(ValueError, match=message):
-    grid_v2.run_grid(
-      str(tmp_path / "g.json"), str(tmp_path / "w"), None, smoke=True, shards=shards, shard=shard
-    )
+    grid_v2.run_grid(str(tmp_path / "g.json"), str(tmp_path / "w"), None, smoke=True, **options)
+
+
+def test_the_command_line_reports_a_bad_shard_on_one_line(tmp_path):
+  import subprocess
+  import sys
+
+  root = pathlib.Path(__file__).parents[1]
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(root)}
+  done = subprocess.run(
+    [
+      sys.executable,
+      str(root / "benchmarks" / "rank4class_grid_v2.py"),
+      "--smoke",
+      f"--output={tmp_path / 'g.json'}",
+      f"--work_dir={tmp_path / 'w'}",
+      "--shards=2",
+      "--shard=2",
+    ],
+    capture_output=True,
+    text=True,
+    env=env,
+    check=False,
+  )
+  assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+  assert done.stderr.strip().splitlines()[-1] == (
+    "rank4class_grid_v2.py: error: `shard` must be in [0, shards) = [0, 2), got 2."
+  )
+  assert not (tmp_path / "g.json").exists()
 
 
 def test_resuming_with_other_settings_is_refused(smoke_grid, tmp_path):
