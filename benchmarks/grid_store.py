@@ -27,6 +27,7 @@ seeds both have (``benchmarks/confidence_intervals.py``).
 import collections
 import contextlib
 import fcntl
+import hashlib
 import json
 import math
 import os
@@ -98,8 +99,9 @@ class RecordStore:
   Loading checks every record (``check``) and refuses two records of the same run (the same
   values of ``key_fields``). :meth:`add` appends one record and rewrites the file atomically,
   under an exclusive lock on ``<path>.lock`` and after taking in the records other processes
-  added to the file meanwhile: several grid processes may share one file, each running other
-  runs (e.g. other experiments).
+  added to the file meanwhile: several grid processes may share one file. :meth:`claim` holds a
+  run for one process while it trains, so processes working through the same runs never train
+  one twice.
 
   Args:
     path: the JSON file; it need not exist yet.
@@ -182,6 +184,29 @@ class RecordStore:
     store last read it."""
     with self._locked():
       self._take_in_others()
+
+  @contextlib.contextmanager
+  def claim(self, key):
+    """Holds the run ``key`` (its ``key_fields`` values) for this process while the block runs.
+
+    Yields True when this process now holds the run and the file has no record of it (the caller
+    trains it and :meth:`add` s the record inside the block), False when another process holds
+    it or has recorded it meanwhile. The hold is a non-blocking exclusive ``flock`` on a file of
+    ``<path>.claims/`` named by the SHA-1 of the key, released when the block ends or the process
+    dies, so a killed process leaves no stale claim. Processes that share the records file and
+    claim each run before training it never train the same run.
+    """
+    directory = f"{self.path}.claims"
+    os.makedirs(directory, exist_ok=True)
+    name = hashlib.sha1(json.dumps(list(key)).encode("utf-8")).hexdigest()
+    with open(os.path.join(directory, name), "a", encoding="utf-8") as hold:
+      try:
+        fcntl.flock(hold, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      except BlockingIOError:
+        yield False
+        return
+      self.refresh()  # a holder that just finished added its record before letting go
+      yield tuple(key) not in self._keys
 
   def add(self, record):
     """Appends ``record`` (checked) to the records, with those other processes added to the

@@ -33,7 +33,6 @@ import math
 import os
 import sys
 import time
-import zlib
 
 import _common  # first: puts the repository on sys.path before anything imports the package
 import grid_protocol as protocol
@@ -117,14 +116,12 @@ def define_flags():
   flags.DEFINE_integer("max_epochs", None, "Epoch budget (default: the protocol's).")
   flags.DEFINE_integer("max_runs", None, "Stop after this many new runs (for timing).")
   flags.DEFINE_integer("threads", 0, "TensorFlow intra/inter-op threads (0: TensorFlow's default).")
-  flags.DEFINE_integer("shards", 1, "Split the runs among this many grid processes (see --shard).")
-  flags.DEFINE_integer("shard", 0, "The share of the runs this process runs, in [0, --shards).")
   flags.DEFINE_float(
     "wait_hours",
     0.0,
-    "When this process's share has nothing it can run yet but other runs are planned (another "
-    "share's, or seeds waiting on a sweep), read the records again every minute, for at most "
-    "this many hours in all (0: stop at once).",
+    "When this process has nothing it can run yet but runs are still planned (held by other grid "
+    "processes on the same --output, or seeds waiting on a sweep), read the records again every "
+    "minute, for at most this many hours in all (0: stop at once).",
   )
 
 
@@ -526,32 +523,20 @@ def planned_runs(records, experiments, stages, settings):
   return todo
 
 
-def in_shard(run, shard, shards):
-  """Whether the planned ``run`` (a :func:`planned_runs` tuple) belongs to share ``shard`` of
-  ``shards``: a CRC-32 of the run, the same in every process (unlike Python's ``hash``), modulo
-  ``shards``. A run keeps its share as the plan shrinks, so processes started with the same
-  ``shards`` and different ``shard`` never train the same run."""
-  return zlib.crc32(json.dumps(list(run)).encode("utf-8")) % shards == shard
-
-
 def _scheduling(experiments, options):
-  """``(shards, shard, wait_seconds)`` of :func:`run_grid`'s ``options``, with ``experiments``
-  checked; a bad value raises ``tfrank4class.errors.InvalidConfigError`` (a ``ValueError``) that
-  names it, which the command line prints on one line."""
+  """The waiting budget in seconds (``wait_hours`` of :func:`run_grid`'s ``options``), with
+  ``experiments`` checked; a bad value raises ``tfrank4class.errors.InvalidConfigError`` (a
+  ``ValueError``) that names it, which the command line prints on one line."""
   from tfrank4class import checks, errors  # pylint: disable=g-import-not-at-top
 
   try:
     for experiment in experiments:
       if experiment not in EXPERIMENTS:
         raise ValueError(f"`experiments`: unknown {experiment!r}; allowed: {list(EXPERIMENTS)}.")
-    shards = checks.check_int("shards", options.get("shards", 1), minimum=1)
-    shard = checks.check_int("shard", options.get("shard", 0), minimum=0)
-    if shard >= shards:
-      raise ValueError(f"`shard` must be in [0, shards) = [0, {shards}), got {shard}.")
     wait_hours = checks.check_float("wait_hours", options.get("wait_hours", 0.0), minimum=0)
   except ValueError as e:
     raise errors.InvalidConfigError(str(e)) from None
-  return shards, shard, 3600.0 * wait_hours
+  return 3600.0 * wait_hours
 
 
 def run_grid(
@@ -560,18 +545,21 @@ def run_grid(
   """Runs every missing run (see the module doc) and returns the records (:func:`open_records`).
 
   ``options``: ``max_epochs`` (overrides the protocol's budget), ``max_runs`` (stop after that
-  many new runs), ``registered_losses`` (default ``tfrank4class.losses.names()``), ``shards`` and
-  ``shard`` (run only the runs :func:`in_shard` gives to ``shard``; default ``1`` and ``0``: all),
-  ``wait_hours`` (default 0). When the share has nothing it can run now (a sweep whose widening
-  waits for another share's runs, seeds waiting for a sweep) but runs are still planned, the
-  process reads the records again every ``WAIT_POLL_SECONDS`` until it can go on, for at most
-  ``wait_hours`` in all; then, or at once with ``wait_hours=0``, it stops, and a later start
-  runs the rest.
+  many new runs), ``registered_losses`` (default ``tfrank4class.losses.names()``),
+  ``wait_hours`` (default 0).
+
+  Several processes may run the same experiments on one ``output``: each claims a run before
+  training it (``RecordStore.claim``) and takes the first planned run no other process holds, so
+  no run is trained twice and no process idles while another has runs queued. When nothing is
+  left that this process can run now (the remaining runs are held by other processes, or are
+  seeds waiting for a sweep) but runs are still planned, it reads the records again every
+  ``WAIT_POLL_SECONDS`` until it can go on, for at most ``wait_hours`` in all; then, or at once
+  with ``wait_hours=0``, it stops, and a later start runs the rest.
   """
   from tfrank4class import errors  # pylint: disable=g-import-not-at-top
   from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
 
-  shards, shard, wait_left = _scheduling(experiments, options)
+  wait_left = _scheduling(experiments, options)
   registered = options.get("registered_losses") or losses_lib.names()
   settings = {
     e: grid_settings(registered, smoke, options.get("max_epochs"), e) for e in EXPERIMENTS
@@ -599,36 +587,11 @@ def run_grid(
         data[kind] = splits, info
     return data[kind]
 
-  ran, start = 0, time.perf_counter()
-  max_runs = options.get("max_runs")
   software = _common.software_versions()
-  waiting = False
-  while True:
-    planned = []
-    for experiment in experiments:
-      planned += planned_runs(records, [experiment], stages, settings[experiment])
-    todo = [t for t in planned if t[4] is not None and in_shard(t, shard, shards)]
-    if max_runs is not None and ran >= max_runs:
-      break
-    if not todo:
-      if not planned or wait_left <= 0:
-        break
-      if not waiting:
-        print(
-          f"[waiting] {len(planned)} runs planned, none of share {shard} of {shards} can run "
-          f"yet; reading the records every {WAIT_POLL_SECONDS} s for at most "
-          f"{wait_left / 3600:.2f} h",
-          file=sys.stderr,
-          flush=True,
-        )
-      waiting = True
-      nap = min(WAIT_POLL_SECONDS, wait_left)
-      time.sleep(nap)
-      wait_left -= nap
-      records.refresh()
-      continue
-    waiting = False
-    experiment, stage, loss, head, rate, seed = todo[0]
+
+  def train_and_record(run):
+    """Trains the planned ``run`` and adds its record; returns the record."""
+    experiment, stage, loss, head, rate, seed = run
     splits, info = experiment_data(experiment)
     x, y = splits["train"]
     if EXPERIMENTS[experiment]:
@@ -658,11 +621,46 @@ def run_grid(
     if experiment in IMAGE_EXPERIMENTS:
       record.update({f"n_{s}": int(len(splits[s][1])) for s in splits})
     records.add(record)
+    return record
+
+  ran, start = 0, time.perf_counter()
+  max_runs = options.get("max_runs")
+  waiting = False
+  while max_runs is None or ran < max_runs:
+    planned = []
+    for experiment in experiments:
+      planned += planned_runs(records, [experiment], stages, settings[experiment])
+    runnable = [t for t in planned if t[4] is not None]
+    record = None
+    for run in runnable:
+      with records.claim((protocol.EDITION,) + run) as mine:
+        if mine:
+          record = train_and_record(run)
+          break
+    if record is None:
+      if not planned or wait_left <= 0:
+        break
+      if not waiting:
+        print(
+          f"[waiting] {len(planned)} runs planned, none this process can run yet (held by other "
+          f"processes, or seeds waiting for a sweep); reading the records every "
+          f"{WAIT_POLL_SECONDS} s for at most {wait_left / 3600:.2f} h",
+          file=sys.stderr,
+          flush=True,
+        )
+      waiting = True
+      nap = min(WAIT_POLL_SECONDS, wait_left)
+      time.sleep(nap)
+      wait_left -= nap
+      records.refresh()
+      continue
+    waiting = False
     ran += 1
     print(
-      f"[{ran} new, {len(todo) - 1} known to do, {time.perf_counter() - start:.0f}s] "
-      f"{experiment} {stage} {loss} {head} lr {rate:g} seed {seed}: ndcg_5 "
-      f"{record['ndcg_5']:.4f}, best epoch {record['best_epoch']}/{record['epochs_run']}",
+      f"[{ran} new, {len(runnable) - 1} known to do, {time.perf_counter() - start:.0f}s] "
+      f"{record['experiment']} {record['stage']} {record['loss']} {record['interaction']} lr "
+      f"{record['learning_rate']:g} seed {record['seed']}: ndcg_5 {record['ndcg_5']:.4f}, best "
+      f"epoch {record['best_epoch']}/{record['epochs_run']}",
       file=sys.stderr,
       flush=True,
     )
@@ -1342,8 +1340,6 @@ def main(argv):
       smoke=FLAGS.smoke,
       max_epochs=FLAGS.max_epochs,
       max_runs=FLAGS.max_runs,
-      shards=FLAGS.shards,
-      shard=FLAGS.shard,
       wait_hours=FLAGS.wait_hours,
     )
   write_report(open_records(FLAGS.output).records, FLAGS.report_md, FLAGS.report_png)

@@ -319,3 +319,65 @@ def test_store_with_other_key_fields_and_check(tmp_path):
   with pytest.raises(ValueError, match="`lr` must be > 0"):
     store.add({"loss": "a", "lr": 0.0, "seed": 1})
   assert len(grid.RecordStore(path, key_fields=("loss", "lr", "seed"), check=check)) == 2
+
+
+def test_claim_holds_a_run_for_one_holder_until_it_lets_go(tmp_path):
+  path = tmp_path / "grid.json"
+  first = grid.RecordStore(path, key_fields=("seed",), check=lambda r: r)
+  second = grid.RecordStore(path, key_fields=("seed",), check=lambda r: r)
+  with first.claim((1,)) as mine:
+    assert mine
+    with second.claim((1,)) as theirs, second.claim((2,)) as other:
+      assert not theirs and other  # held by another holder; another run is free
+  with second.claim((1,)) as theirs:
+    assert theirs  # let go without a record: free again
+
+
+def test_claim_of_a_run_recorded_meanwhile_is_refused(tmp_path):
+  """A holder records its run before letting go; a store that had not read that record yet
+  refuses the run when it gets the claim, so no run is trained twice."""
+  path = tmp_path / "grid.json"
+  first = grid.RecordStore(path, key_fields=("seed",), check=lambda r: r)
+  stale = grid.RecordStore(path, key_fields=("seed",), check=lambda r: r)
+  with first.claim((1,)) as mine:
+    assert mine
+    first.add({"seed": 1})
+  with stale.claim((1,)) as theirs:
+    assert not theirs and (1,) in stale
+
+
+_HOLDER = """
+import sys, time
+sys.path.insert(0, {benchmarks!r})
+import grid_store
+store = grid_store.RecordStore({path!r}, key_fields=("seed",), check=lambda r: r)
+with store.claim((1,)) as mine:
+  assert mine
+  open({path!r} + ".held", "w").close()
+  time.sleep(600)
+"""
+
+
+def test_a_killed_holders_claim_is_free_at_once(tmp_path):
+  import signal
+  import subprocess
+  import sys
+  import time
+
+  path = str(tmp_path / "grid.json")
+  benchmarks = str(pathlib.Path(grid.__file__).parent)
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+  holder = subprocess.Popen(
+    [sys.executable, "-c", _HOLDER.format(benchmarks=benchmarks, path=path)], env=env
+  )
+  deadline = time.monotonic() + 300
+  while not os.path.exists(f"{path}.held"):
+    assert time.monotonic() < deadline and holder.poll() is None
+    time.sleep(0.05)
+  store = grid.RecordStore(path, key_fields=("seed",), check=lambda r: r)
+  with store.claim((1,)) as mine:
+    assert not mine
+  holder.send_signal(signal.SIGKILL)
+  holder.wait(timeout=60)
+  with store.claim((1,)) as mine:
+    assert mine

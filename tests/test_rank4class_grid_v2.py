@@ -2,6 +2,7 @@
 rates, 2 seeds, 2 epochs): record schema, the sweep's choice, resumption, the report's statistics
 against scipy, label noise."""
 
+import contextlib
 import doctest
 import json
 import os
@@ -114,70 +115,129 @@ def test_resumption_reruns_only_the_dropped_runs(smoke_grid, tmp_path):
   assert again.records == resumed.records
 
 
-def test_shards_split_the_runs_between_processes(smoke_grid, tmp_path):
-  output, records = smoke_grid
-  kept = [r for r in records.records if r["stage"] == "sweep"]
-  dropped = {grid_v2.record_key(r) for r in records.records} - {grid_v2.record_key(r) for r in kept}
-  path = tmp_path / "grid.json"
-  path.write_text(json.dumps(kept))
-  work = str(tmp_path / "work")
-  first = grid_v2.run_grid(str(path), work, None, smoke=True, shards=2, shard=0)
-  ran_first = {grid_v2.record_key(r) for r in first.records[len(kept) :]}
-  assert ran_first and ran_first < dropped  # a share, not everything
-  second = grid_v2.run_grid(str(path), work, None, smoke=True, shards=2, shard=1)
-  ran_second = {grid_v2.record_key(r) for r in second.records[len(kept) + len(ran_first) :]}
-  assert ran_first.isdisjoint(ran_second) and ran_first | ran_second == dropped
-  assert len(json.loads(path.read_text())) == len(records.records)
-  # each share is stable: a finished share reruns nothing
-  again = grid_v2.run_grid(str(path), work, None, smoke=True, shards=2, shard=0)
-  assert len(again.records) == len(records.records)
+def _held(path, run):
+  """A claim on the planned ``run`` of the records at ``path``, as another process holds it."""
+  return grid_v2.open_records(str(path)).claim((grid_protocol.EDITION,) + tuple(run))
 
 
-def test_a_waiting_shard_goes_on_once_the_other_shares_runs_land(smoke_grid, tmp_path, monkeypatch):
-  """Shard 1 starts alone on an empty file with ``wait_hours``: it runs what it can, then waits
-  (its seeds need shard 0's sweep runs); while it sleeps, shard 0 runs its share as another
-  process would; shard 1 then reads the records again and finishes the grid. Its sleeps are
-  counted against ``wait_hours``."""
+def test_a_run_held_by_another_process_is_left_to_it(smoke_grid, tmp_path):
+  """While another process holds one sweep run, this process runs every other run it can (the
+  other cell's sweep and seeds) and leaves the held run and the seeds that wait on its cell's
+  sweep; once the hold ends, a later start runs just those."""
   _, records = smoke_grid
   path, work = tmp_path / "grid.json", str(tmp_path / "work")
-  naps = []
-
-  def nap_while_shard_0_runs(seconds):
-    naps.append(seconds)
-    if len(naps) == 1:
-      assert json.loads(path.read_text())  # shard 1 ran its sweep runs first
-      grid_v2.run_grid(str(path), work, None, smoke=True, shards=2, shard=0)
-
-  monkeypatch.setattr(grid_v2.time, "sleep", nap_while_shard_0_runs)
-  second = grid_v2.run_grid(str(path), work, None, smoke=True, shards=2, shard=1, wait_hours=1)
-  assert naps and naps[0] == grid_v2.WAIT_POLL_SECONDS and sum(naps) <= 3600
+  loss, other = SMOKE["losses"]
+  held = ("clean", "sweep", loss, "dot", SMOKE["learning_rates"][0], SMOKE["tuning_seeds"][0])
+  with _held(path, held) as mine:
+    assert mine
+    first = grid_v2.run_grid(str(path), work, None, smoke=True)
+  ran = {grid_v2.record_key(r) for r in first.records}
   everything = {grid_v2.record_key(r) for r in records.records}
-  assert {grid_v2.record_key(r) for r in second.records} == everything
+  left = {k for k in everything if k[3] == loss and (k[2] == "seeds" or k[5] == held[4])}
+  assert ran == everything - left and len(left) == 1 + len(SMOKE["evaluation_seeds"])
+  assert {k[3] for k in ran if k[2] == "seeds"} == {other}
+  second = grid_v2.run_grid(str(path), work, None, smoke=True)
+  assert {grid_v2.record_key(r) for r in second.records[len(ran) :]} == left
+
+
+def test_a_waiting_process_goes_on_once_the_held_run_is_released(smoke_grid, tmp_path, monkeypatch):
+  """With ``wait_hours``, a process whose remaining runs are held elsewhere or wait on them
+  sleeps in naps of ``WAIT_POLL_SECONDS`` (counted against ``wait_hours``); when the other
+  process lets go of the run without recording it (it died), this one runs it and finishes."""
+  _, records = smoke_grid
+  path, work = tmp_path / "grid.json", str(tmp_path / "work")
+  loss = SMOKE["losses"][0]
+  held = ("clean", "sweep", loss, "dot", SMOKE["learning_rates"][0], SMOKE["tuning_seeds"][0])
+  naps = []
+  with contextlib.ExitStack() as other_process:
+    assert other_process.enter_context(_held(path, held))
+
+    def nap_then_release(seconds):
+      naps.append(seconds)
+      if len(naps) == 2:
+        other_process.close()
+
+    monkeypatch.setattr(grid_v2.time, "sleep", nap_then_release)
+    done = grid_v2.run_grid(str(path), work, None, smoke=True, wait_hours=1)
+  assert naps == [grid_v2.WAIT_POLL_SECONDS] * 2
+  everything = {grid_v2.record_key(r) for r in records.records}
+  assert {grid_v2.record_key(r) for r in done.records} == everything
+  assert grid_v2.record_key(done.records[-1 - len(SMOKE["evaluation_seeds"])])[5] == held[4]
   assert len(json.loads(path.read_text())) == len(everything)
 
 
-def test_a_waiting_shard_stops_when_its_wait_is_spent(smoke_grid, tmp_path, monkeypatch):
-  """With no other process, shard 1 waits ``wait_hours`` in naps of ``WAIT_POLL_SECONDS`` (the
-  last one shorter) and stops with its share partly done; ``wait_hours=0`` stops at once."""
+def test_a_waiting_process_stops_when_its_wait_is_spent(smoke_grid, tmp_path, monkeypatch):
+  """With the held run never released, the process waits ``wait_hours`` in naps of
+  ``WAIT_POLL_SECONDS`` and stops with the rest done; ``wait_hours=0`` stops at once."""
+  _, records = smoke_grid
   path, work = tmp_path / "grid.json", str(tmp_path / "work")
+  loss = SMOKE["losses"][0]
+  held = ("clean", "sweep", loss, "dot", SMOKE["learning_rates"][0], SMOKE["tuning_seeds"][0])
   naps = []
   monkeypatch.setattr(grid_v2.time, "sleep", naps.append)
-  alone = grid_v2.run_grid(str(path), work, None, smoke=True, shards=2, shard=1, wait_hours=0.05)
-  assert naps == [60, 60, 60]  # 0.05 h = 180 s
-  assert 0 < len(alone) < len(smoke_grid[1].records)
-  naps.clear()
-  again = grid_v2.run_grid(str(path), work, None, smoke=True, shards=2, shard=1)
-  assert naps == [] and len(again) == len(alone)
+  with _held(path, held) as mine:
+    assert mine
+    alone = grid_v2.run_grid(str(path), work, None, smoke=True, wait_hours=0.05)
+    assert naps == [60, 60, 60]  # 0.05 h = 180 s
+    assert 0 < len(alone) < len(records.records)
+    naps.clear()
+    again = grid_v2.run_grid(str(path), work, None, smoke=True)
+    assert naps == [] and len(again) == len(alone)
+
+
+_GRID_PROCESS = """
+import os, sys, time
+sys.path.insert(0, {benchmarks!r})
+import rank4class_grid_v2 as grid_v2
+train_run = grid_v2.train_run
+def slow_train_run(*args, **kwargs):  # long enough for the other process to claim runs too
+  time.sleep(0.5)
+  return train_run(*args, **kwargs)
+grid_v2.train_run = slow_train_run
+open({path!r} + ".ready{n}", "w").close()
+while not os.path.exists({path!r} + ".go"):
+  time.sleep(0.01)
+grid_v2.run_grid({path!r}, {work!r}, None, smoke=True, wait_hours=1)
+"""
+
+
+def test_two_processes_on_one_file_share_the_runs(smoke_grid, tmp_path):
+  """Two grid processes started together on one records file: every planned run is recorded
+  once (a duplicate would be refused by ``RecordStore.add`` and fail the process), and each
+  process trained some of them."""
+  import subprocess
+  import sys
+  import time
+
+  _, records = smoke_grid
+  root = pathlib.Path(__file__).parents[1]
+  path, work = str(tmp_path / "grid.json"), str(tmp_path / "work")
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(root)}
+  code = [
+    _GRID_PROCESS.format(benchmarks=str(root / "benchmarks"), path=path, work=work, n=n)
+    for n in (0, 1)
+  ]
+  processes = [
+    subprocess.Popen([sys.executable, "-c", c], env=env, stderr=subprocess.PIPE, text=True)
+    for c in code
+  ]
+  deadline = time.monotonic() + 300
+  while not all(os.path.exists(f"{path}.ready{n}") for n in (0, 1)):
+    assert time.monotonic() < deadline and all(p.poll() is None for p in processes)
+    time.sleep(0.05)
+  open(f"{path}.go", "w").close()
+  logs = [p.communicate(timeout=600)[1] for p in processes]
+  assert [p.returncode for p in processes] == [0, 0], [log[-2000:] for log in logs]
+  found = [grid_v2.record_key(r) for r in json.loads(pathlib.Path(path).read_text())]
+  assert sorted(found) == sorted(grid_v2.record_key(r) for r in records.records)
+  assert all(re.search(r"^\[1 new, ", log, re.M) for log in logs), logs
 
 
 @pytest.mark.parametrize(
   "options, message",
   [
-    ({"shards": 0, "shard": 0}, "`shards` must be an integer >= 1, got 0"),
-    ({"shards": 2, "shard": 2}, r"`shard` must be in \[0, shards\) = \[0, 2\), got 2"),
-    ({"shards": 2, "shard": -1}, "`shard` must be an integer >= 0, got -1"),
-    ({"shards": 2.0, "shard": 0}, "`shards` must be an integer >= 1, got 2.0"),
-    ({"shards": 2, "wait_hours": -1.0}, "`wait_hours` must be a finite number >= 0, got -1.0"),
+    ({"wait_hours": -1.0}, "`wait_hours` must be a finite number >= 0, got -1.0"),
+    ({"wait_hours": "1"}, "`wait_hours` must be a finite number >= 0, got '1'"),
     ({"experiments": ["clean", "noise"]}, "`experiments`: unknown 'noise'; allowed: "),
   ],
 )
@@ -186,7 +246,7 @@ def test_bad_scheduling_is_refused(tmp_path, options, message):
     grid_v2.run_grid(str(tmp_path / "g.json"), str(tmp_path / "w"), None, smoke=True, **options)
 
 
-def test_the_command_line_reports_a_bad_shard_on_one_line(tmp_path):
+def test_the_command_line_reports_a_bad_wait_on_one_line(tmp_path):
   import subprocess
   import sys
 
@@ -199,8 +259,7 @@ def test_the_command_line_reports_a_bad_shard_on_one_line(tmp_path):
       "--smoke",
       f"--output={tmp_path / 'g.json'}",
       f"--work_dir={tmp_path / 'w'}",
-      "--shards=2",
-      "--shard=2",
+      "--wait_hours=-1",
     ],
     capture_output=True,
     text=True,
@@ -209,7 +268,7 @@ def test_the_command_line_reports_a_bad_shard_on_one_line(tmp_path):
   )
   assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
   assert done.stderr.strip().splitlines()[-1] == (
-    "rank4class_grid_v2.py: error: `shard` must be in [0, shards) = [0, 2), got 2."
+    "rank4class_grid_v2.py: error: `wait_hours` must be a finite number >= 0, got -1.0."
   )
   assert not (tmp_path / "g.json").exists()
 
