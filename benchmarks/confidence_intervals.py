@@ -15,7 +15,8 @@ detected"); it does not show that there is none.
 The t quantile is computed here rather than taken from scipy, which the library does not depend
 on: the degrees of freedom of a seed count are whole numbers, for which the t distribution
 function has a finite closed form (Abramowitz & Stegun, 1964, 26.7.3-26.7.4), inverted by
-bisection to double precision. ``tests/test_intervals.py`` checks both against ``scipy.stats``.
+bisection to double precision. ``tests/test_confidence_intervals.py`` checks both against
+``scipy.stats``.
 
 Example:
   >>> round(t_ppf(0.975, 4), 4)
