@@ -115,6 +115,17 @@ def test_resumption_reruns_only_the_dropped_runs(smoke_grid, tmp_path):
   assert again.records == resumed.records
 
 
+#: The smoke grid's first sweep run, which the tests below hold as another process would.
+HELD = (
+  "clean",
+  "sweep",
+  SMOKE["losses"][0],
+  "dot",
+  SMOKE["learning_rates"][0],
+  SMOKE["tuning_seeds"][0],
+)
+
+
 def _held(path, run):
   """A claim on the planned ``run`` of the records at ``path``, as another process holds it."""
   return grid_v2.open_records(str(path)).claim((grid_protocol.EDITION,) + tuple(run))
@@ -127,7 +138,7 @@ def test_a_run_held_by_another_process_is_left_to_it(smoke_grid, tmp_path):
   _, records = smoke_grid
   path, work = tmp_path / "grid.json", str(tmp_path / "work")
   loss, other = SMOKE["losses"]
-  held = ("clean", "sweep", loss, "dot", SMOKE["learning_rates"][0], SMOKE["tuning_seeds"][0])
+  held = HELD
   with _held(path, held) as mine:
     assert mine
     first = grid_v2.run_grid(str(path), work, None, smoke=True)
@@ -146,8 +157,7 @@ def test_a_waiting_process_goes_on_once_the_held_run_is_released(smoke_grid, tmp
   process lets go of the run without recording it (it died), this one runs it and finishes."""
   _, records = smoke_grid
   path, work = tmp_path / "grid.json", str(tmp_path / "work")
-  loss = SMOKE["losses"][0]
-  held = ("clean", "sweep", loss, "dot", SMOKE["learning_rates"][0], SMOKE["tuning_seeds"][0])
+  held = HELD
   naps = []
   with contextlib.ExitStack() as other_process:
     assert other_process.enter_context(_held(path, held))
@@ -171,8 +181,7 @@ def test_a_waiting_process_stops_when_its_wait_is_spent(smoke_grid, tmp_path, mo
   ``WAIT_POLL_SECONDS`` and stops with the rest done; ``wait_hours=0`` stops at once."""
   _, records = smoke_grid
   path, work = tmp_path / "grid.json", str(tmp_path / "work")
-  loss = SMOKE["losses"][0]
-  held = ("clean", "sweep", loss, "dot", SMOKE["learning_rates"][0], SMOKE["tuning_seeds"][0])
+  held = HELD
   naps = []
   monkeypatch.setattr(grid_v2.time, "sleep", naps.append)
   with _held(path, held) as mine:
