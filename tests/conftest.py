@@ -14,9 +14,22 @@ import sys
 
 import pytest
 
+from tfrank4class import compat
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT / "benchmarks") not in sys.path:
   sys.path.append(str(ROOT / "benchmarks"))
+
+
+def pytest_collection_modifyitems(items):
+  """Skips the ``both_flavours`` tests in a tf-keras suite: they start a Keras 3 and a tf-keras
+  process of their own whatever the suite's flavour, so the Keras 3 suite already ran them."""
+  if not compat.legacy_keras_requested():
+    return
+  skip = pytest.mark.skip(reason="starts both Keras flavours itself; the Keras 3 suite runs it")
+  for item in items:
+    if "both_flavours" in item.keywords:
+      item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

@@ -35,6 +35,9 @@ def _epoch_scalars(model_dir):
   return values
 
 
+# Slow (three training processes, about 50 s): the default suite checks the resume position read
+# from a backup (tests/test_flavour.py) and the best-so-far bookkeeping above.
+@pytest.mark.slow
 def test_sigkilled_run_resumes_and_matches_an_uninterrupted_one(tmp_path):
   args = ("--epochs=2", "--steps=12", "--backup_every=4")
   whole, killed = tmp_path / "whole", tmp_path / "killed"

@@ -140,6 +140,7 @@ _MIX_UP = """
   ],
   ids=["keras3", "legacy"],
 )
+@pytest.mark.both_flavours
 def test_each_flavour_trains_and_refuses_the_other(env, imports, native_version, fix):
   result = _run(_MIX_UP.format(imports=imports), **env)
   assert result.returncode == 0, result.stderr[-3000:]

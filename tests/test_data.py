@@ -201,6 +201,9 @@ def _free_port():
     return s.getsockname()[1]
 
 
+# Slow (two worker processes, about 20 s): the default suite trains the binary with two local
+# workers (tests/test_flavour.py) and checks per-worker sharding in-process above.
+@pytest.mark.slow
 def test_multi_worker_mirrored_strategy_two_processes(datasets_dir):
   folder = str(datasets_dir / "mind_sample")
   workers = [f"localhost:{_free_port()}" for _ in range(2)]

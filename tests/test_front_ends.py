@@ -38,11 +38,14 @@ import pytest
 from tfrank4class import compat, losses
 from tfrank4class.losses import base
 
-pytestmark = pytest.mark.skipif(
-  compat.tensorflow_version() < (2, 16) or importlib.util.find_spec("tf_keras") is None,
-  reason="needs TensorFlow 2.16+ with tf-keras installed: TensorFlow 2.15 has a single Keras "
-  "(2.15), so there are no two flavours to compare",
-)
+pytestmark = [
+  pytest.mark.skipif(
+    compat.tensorflow_version() < (2, 16) or importlib.util.find_spec("tf_keras") is None,
+    reason="needs TensorFlow 2.16+ with tf-keras installed: TensorFlow 2.15 has a single Keras "
+    "(2.15), so there are no two flavours to compare",
+  ),
+  pytest.mark.both_flavours,
+]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Float32 maths on identical inputs through identical TensorFlow ops: only the order of a

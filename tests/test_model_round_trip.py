@@ -157,7 +157,16 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+# The two large image backbones take about 50 s together. The default suite builds ResNet-50 from
+# local weights and round-trips its config (tests/test_resnet.py), trains and round-trips VGG
+# (tests/test_vgg.py), and takes every head through this test with the other encoders.
+SLOW_CASES = ("dot-resnet50", "latent_cross-chunked-vgg16_cifar")
+
+
+@pytest.mark.parametrize(
+  "case",
+  [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_CASES else c for c in sorted(CASES)],
+)
 def test_fit_save_reload_and_serve(case, tmp_path):
   keras.utils.set_random_seed(0)
   encoder_name, head_kwargs = CASES[case]

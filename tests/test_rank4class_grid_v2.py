@@ -210,6 +210,9 @@ grid_v2.run_grid({path!r}, {work!r}, None, smoke=True, wait_hours=1)
 """
 
 
+# Slow (two grid processes, about 90 s): the default suite checks claiming with a held run, a
+# released hold and a spent wait here, and the lock itself in tests/test_grid_store.py.
+@pytest.mark.slow
 def test_two_processes_on_one_file_share_the_runs(smoke_grid, tmp_path):
   """Two grid processes started together on one records file: every planned run is recorded
   once (a duplicate would be refused by ``RecordStore.add`` and fail the process), and each
