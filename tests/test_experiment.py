@@ -79,8 +79,8 @@ def test_on_corrupt_reaches_every_read_of_a_run(tmp_path, capsys):
   assert f"of {tmp_path / 'train.tsv'} (kept 120 rows): line 3: not valid UTF-8" in err
 
 
-# Slow (about 30 s): training under MirroredStrategy stays in the default suite through every
-# loss's and head's own `fit` under a mirrored strategy.
+# Slow (about 30 s): training under MirroredStrategy stays in the default suite through the
+# `fit` tests of the heads, encoders and loss families that take the `mirrored_strategy` fixture.
 @pytest.mark.slow
 def test_mirrored_matches_default_strategy_for_the_same_global_batch():
   losses = {}

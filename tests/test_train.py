@@ -52,9 +52,9 @@ SLOW = pytest.mark.slow
   "flag, value, allowed",
   [
     ("loss", "softmax", "softmax_loss"),
-    # One process each (about 5 s) for the same mechanism, an enum flag's one-line error, which
-    # the first case keeps in the default suite; tests/test_experiment.py checks the config
-    # fields' messages in-process.
+    # One process each (about 5 s) for the same check, an unknown value refused before any data
+    # is read with the allowed ones listed, which the first case keeps in the default suite;
+    # tests/test_experiment.py checks the config fields' messages in-process.
     pytest.param("strategy", "gpu", "default|mirrored|multi_worker_mirrored|tpu", marks=SLOW),
     pytest.param("optimizer", "sgd", "adagrad|adam", marks=SLOW),
     pytest.param("dataset", "mnist", "cifar10", marks=SLOW),
