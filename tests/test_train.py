@@ -45,9 +45,6 @@ def test_helpfull_documents_every_flag():
     assert f"--{flag}:" in out or f"--[no]{flag}:" in out, flag
 
 
-SLOW = pytest.mark.slow
-
-
 @pytest.mark.parametrize(
   "flag, value, allowed",
   [
@@ -55,10 +52,12 @@ SLOW = pytest.mark.slow
     # One process each (about 5 s) for the same check, an unknown value refused before any data
     # is read with the allowed ones listed, which the first case keeps in the default suite;
     # tests/test_experiment.py checks the config fields' messages in-process.
-    pytest.param("strategy", "gpu", "default|mirrored|multi_worker_mirrored|tpu", marks=SLOW),
-    pytest.param("optimizer", "sgd", "adagrad|adam", marks=SLOW),
-    pytest.param("dataset", "mnist", "cifar10", marks=SLOW),
-    pytest.param("on_corrupt", "drop", "error|skip", marks=SLOW),
+    pytest.param(
+      "strategy", "gpu", "default|mirrored|multi_worker_mirrored|tpu", marks=pytest.mark.slow
+    ),
+    pytest.param("optimizer", "sgd", "adagrad|adam", marks=pytest.mark.slow),
+    pytest.param("dataset", "mnist", "cifar10", marks=pytest.mark.slow),
+    pytest.param("on_corrupt", "drop", "error|skip", marks=pytest.mark.slow),
   ],
 )
 def test_unknown_flag_values_list_the_allowed_ones(flag, value, allowed, tmp_path):
