@@ -52,6 +52,34 @@ def test_two_classes_closed_form():
     np.testing.assert_allclose(got, [max(r - 1, 0)], rtol=1e-12)
 
 
+def test_scores_farther_apart_than_eps_give_the_hard_hinge_and_no_gradient():
+  """l2: when consecutive sorted scores differ by more than ``eps``, ``-s / eps`` minus the ranks
+  is already decreasing in sorted order, so the projection is the vertex (the exact ranks) and
+  its Jacobian is zero there: a true class ranked below ``k`` gets no gradient. Gaps below
+  ``eps`` pool the classes and give one (finite differences)."""
+  base = np.arange(9.0, -1.0, -1.0)  # class 9 ranked last of 10
+  for gap, expect_gradient in ((2.0, False), (0.3, True)):
+    scores = tf.Variable([base * gap], dtype=tf.float64)
+    with tf.GradientTape() as tape:
+      loss = soft_rank_topk_loss([9], scores, 5, 1.0)
+    gradient = tape.gradient(loss, scores).numpy()[0]
+    step = 1e-6
+    numeric = [
+      (
+        soft_rank_topk_loss([9], [base * gap + step * np.eye(10)[i]], 5, 1.0)
+        - soft_rank_topk_loss([9], [base * gap - step * np.eye(10)[i]], 5, 1.0)
+      ).numpy()[0]
+      / (2 * step)
+      for i in range(10)
+    ]
+    np.testing.assert_allclose(gradient, numeric, atol=1e-6)
+    if expect_gradient:
+      assert float(loss[0]) < 5.0 and np.abs(gradient).max() > 0.1
+    else:
+      np.testing.assert_allclose(float(loss[0]), 10 - 5, rtol=1e-12)  # rank 10, k = 5
+      np.testing.assert_array_equal(gradient, np.zeros(10))
+
+
 def test_padding_is_the_loss_of_the_valid_classes():
   rng = np.random.default_rng(1)
   s = rng.normal(size=(3, 9))
