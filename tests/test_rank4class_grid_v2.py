@@ -1125,6 +1125,10 @@ def test_readme_cifar_sentence_is_the_committed_records_recomputed_with_scipy():
   doc = " ".join((ROOT / "docs" / "evidence-grid.md").read_text().split())
   for text in (readme, doc):
     assert sentence in text and converged in text
+  for interval, holm in ndcg.values():  # the docs' intervals, with Holm's p where detected
+    shown = re.escape(_shown(interval))
+    pattern = shown + r", (Holm p )?" + re.escape(f"{holm:.4f}") if holm < 0.05 else shown + r"\)"
+    assert re.search(pattern, doc), pattern
   soft_rank = [r["best_epoch"] for r in cells["soft_rank_topk_loss", "dot"].values()]
   assert max(soft_rank) == 8
   assert "The soft-rank top-k hinge stopped improving by its 8th epoch" in readme
