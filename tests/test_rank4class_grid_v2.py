@@ -1142,6 +1142,13 @@ def test_readme_cifar_sentence_is_the_committed_records_recomputed_with_scipy():
     f"its best epochs were {', '.join(map(str, best_epochs[:-1]))} and {best_epochs[-1]} (test "
     f"NDCG@5 {', '.join(test_ndcg[:-1])} and {test_ndcg[-1]})" in doc
   )
+  undetected = [cell for cell, (_, holm) in ndcg.items() if holm >= 0.05]
+  assert undetected == [("topk_cross_entropy_loss", "dot")]
+  assert (
+    f"all but the top-k cross-entropy, whose third seed is still to run: over its two seeds a "
+    f"paired t test has one degree of freedom, and its seeds disagree (NDCG@5 "
+    f"{', '.join(test_ndcg[:-1])} and {test_ndcg[-1]})" in readme
+  )
   # the first edition's CIFAR-10 end to end (a 2-layer CNN, 4 epochs, no augmentation)
   first_base, first_cells = _first_edition_cells("cifar10", "end_to_end")
   first = _scipy_comparisons(first_base, first_cells, "ndcg_5", holm=False)
