@@ -814,15 +814,20 @@ def _readme_text():
   return " ".join((ROOT / "README.md").read_text().split())
 
 
-def _committed_seed_runs(experiment):
-  """The committed records' seeds runs of ``experiment``: ``(softmax + dot's {seed: record},
-  {other cell: {seed: record}})``, every cell with the baseline's 6 seeds."""
-  path = ROOT / "benchmarks" / "out" / "rank4class_grid_v2.json"
+def _seed_cells(records, experiment):
+  """The seeds runs of ``experiment`` among ``records``: ``(softmax + dot's {seed: record},
+  {other cell: {seed: record}})``."""
   cells = {}
-  for r in json.loads(path.read_text()):
+  for r in records:
     if r["experiment"] == experiment and r["stage"] == "seeds":
       cells.setdefault((r["loss"], r["interaction"]), {})[r["seed"]] = r
-  base = cells.pop(("softmax_loss", "dot"))
+  return cells.pop(("softmax_loss", "dot")), cells
+
+
+def _committed_seed_runs(experiment):
+  """:func:`_seed_cells` of the committed records, every cell with the baseline's 6 seeds."""
+  path = ROOT / "benchmarks" / "out" / "rank4class_grid_v2.json"
+  base, cells = _seed_cells(json.loads(path.read_text()), experiment)
   for runs in cells.values():
     assert sorted(runs) == sorted(base) and len(base) == 6
   return base, cells
@@ -1087,10 +1092,7 @@ def test_readme_cifar_sentence_is_the_committed_records_recomputed_with_scipy():
   records = json.loads((ROOT / "benchmarks" / "out" / "rank4class_grid_v2.json").read_text())
   cifar = [r for r in records if r["experiment"] == "cifar10_e2e"]
   seeds_runs = [r for r in cifar if r["stage"] == "seeds"]
-  cells = {}
-  for r in seeds_runs:
-    cells.setdefault((r["loss"], r["interaction"]), {})[r["seed"]] = r
-  base = cells.pop(("softmax_loss", "dot"))
+  base, cells = _seed_cells(cifar, "cifar10_e2e")
   assert sorted(cells) == [(loss, "dot") for loss in sorted(CIFAR_NAMES)]
   shared = {cell: {s: runs[s] for s in runs if s in base} for cell, runs in cells.items()}
   assert all(len(runs) >= 2 for runs in shared.values())
