@@ -810,12 +810,14 @@ def _software_lines(records):
     if "software" in r
   )
   commits = collections.Counter(r["software"]["commit"] for r in records if "software" in r)
-  lines = [f"Software: {n} runs on {stack}." for stack, n in sorted(stacks.items())]
-  lines += [f"Code: {n} runs at commit {commit}." for commit, n in sorted(commits.items(), key=str)]
+  lines = [f"Software: {n} run(s) on {stack}." for stack, n in sorted(stacks.items())]
+  lines += [
+    f"Code: {n} run(s) at commit {commit}." for commit, n in sorted(commits.items(), key=str)
+  ]
   missing = sum("software" not in r for r in records)
   if missing:
     lines.append(
-      f"{missing} runs carry no software versions (recorded before the grid recorded them)."
+      f"{missing} run(s) carry no software versions (recorded before the grid recorded them)."
     )
   return lines + [""]
 
