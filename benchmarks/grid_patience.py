@@ -1,0 +1,205 @@
+"""Would a longer patience change CIFAR-10 end-to-end runs of the evidence grid? An exploratory
+check of the second edition's early stopping, outside its protocol.
+
+The protocol stops every run ``patience`` (8) epochs after its best validation NDCG@5
+(``grid_protocol``), and calls a run converged when its best epoch comes before its last. That
+rule cannot tell a plateau the run would have left from the end of learning. This script reruns
+chosen seeds runs of ``cifar10_e2e`` with their recorded settings, learning rate and seed, except
+a longer ``--patience``, and puts each beside the grid's record: best epoch, epochs run, best
+validation NDCG@5, test NDCG@5 and Top-1, and for how many leading epochs the two validation
+curves agree (the same seed retraces the recorded run where training is deterministic). The
+grid's verdicts stay those of its protocol; this says whether a run stopped early.
+
+Usage (from the repository root; resumable, each rerun is added to ``grid_patience.json``):
+  nice -n 15 .venv/bin/python benchmarks/grid_patience.py \
+    --runs=topk_cross_entropy_loss:0,topk_cross_entropy_loss:2 --patience=24
+  .venv/bin/python benchmarks/grid_patience.py --quick   # smoke images and CNN, its own baseline
+The table also goes to ``grid_patience.md`` in the output folder.
+"""
+
+import json
+import os
+
+import _common  # first: puts the repository on sys.path before anything imports the package
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list(
+  "runs",
+  ["topk_cross_entropy_loss:0", "topk_cross_entropy_loss:2"],
+  "Seeds runs of cifar10_e2e to rerun, as loss:seed (dot head).",
+)
+flags.DEFINE_integer("patience", 24, "Epochs without a new best validation NDCG@5 before stopping.")
+flags.DEFINE_string(
+  "grid_records",
+  str(_common.ROOT / "benchmarks" / "out" / "rank4class_grid_v2.json"),
+  "The evidence grid's records, which hold the runs to rerun.",
+)
+flags.DEFINE_string(
+  "data_dir",
+  os.environ.get("TFRANK4CLASS_DATA", str(_common.ROOT.parent / "shared" / "datasets")),
+  "Folder holding cifar10_jpeg/.",
+)
+flags.DEFINE_bool(
+  "quick",
+  False,
+  "The grid's CIFAR smoke images and CNN: trains its own baseline (patience 1, 3 epochs) and "
+  "reruns it with patience 2, instead of reading the grid's records.",
+)
+flags.DEFINE_integer("threads", 0, "TensorFlow intra/inter-op threads (0: TensorFlow's default).")
+
+EXPERIMENT = "cifar10_e2e"
+
+
+def parse_runs(runs):
+  """``[(loss, seed)]`` from ``["loss:seed", ...]``; a ValueError names a malformed entry."""
+  parsed = []
+  for run in runs:
+    loss, _, seed = run.partition(":")
+    if not loss or not seed.isdigit():
+      raise ValueError(f"--runs: {run!r} is not loss:seed (e.g. topk_cross_entropy_loss:0)")
+    parsed.append((loss, int(seed)))
+  return parsed
+
+
+def grid_record(records, loss, seed):
+  """The ``cifar10_e2e`` seeds record of ``loss`` + dot at ``seed``; a ValueError says which
+  runs the records hold when it is not there."""
+  found = [
+    r
+    for r in records
+    if (r["experiment"], r["stage"], r["loss"], r["interaction"], r["seed"])
+    == (EXPERIMENT, "seeds", loss, "dot", seed)
+  ]
+  if not found:
+    held = sorted(
+      {
+        f"{r['loss']}:{r['seed']}"
+        for r in records
+        if (r["experiment"], r["stage"]) == (EXPERIMENT, "seeds")
+      }
+    )
+    raise ValueError(
+      f"--runs: no {EXPERIMENT} seeds record of {loss}:{seed} (dot); the records hold "
+      f"{', '.join(held) or 'none'}"
+    )
+  return found[0]
+
+
+def agreeing_epochs(curve, other, tolerance=1e-6):
+  """How many leading epochs of two validation curves agree within ``tolerance``."""
+  count = 0
+  for a, b in zip(curve, other):
+    if abs(a - b) > tolerance:
+      break
+    count += 1
+  return count
+
+
+def rerun(splits, num_classes, record, patience):
+  """``record``'s run trained again with its settings, rate and seed at ``patience``: the run's
+  result fields (``rank4class_grid_v2.train_run``) and the patience."""
+  import rank4class_grid_v2 as grid_v2  # pylint: disable=g-import-not-at-top
+
+  settings = dict(record["settings"], patience=patience)
+  result = grid_v2.train_run(
+    splits,
+    num_classes,
+    record["loss"],
+    record["interaction"],
+    record["learning_rate"],
+    record["seed"],
+    settings,
+  )
+  return {**result, "patience": patience}
+
+
+def table(pairs):
+  """Markdown rows: for each ``(record, rerun)`` the record's run and the rerun, side by side."""
+  lines = [
+    "| loss | seed | patience | best epoch | epochs run | best val NDCG@5 | test NDCG@5 | "
+    "test Top-1 | curves agree for |",
+    "|---|---|---|---|---|---|---|---|---|",
+  ]
+  for record, again in pairs:
+    agree = agreeing_epochs(record["validation_curve"], again["validation_curve"])
+    for run in (record, again):
+      lines.append(
+        f"| {record['loss']} | {record['seed']} | {run['patience']} | {run['best_epoch']} | "
+        f"{run['epochs_run']} | {max(run['validation_curve']):.4f} | {run['ndcg_5']:.4f} | "
+        f"{run['top_1']:.4f} | {agree} of {record['epochs_run']} epochs |"
+      )
+  return lines
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  _common.setup_tensorflow(FLAGS.threads)
+  import rank4class_grid_v2 as grid_v2  # pylint: disable=g-import-not-at-top
+
+  from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
+
+  try:
+    runs = parse_runs(FLAGS.runs)
+    if FLAGS.patience < 1:
+      raise ValueError(f"--patience: {FLAGS.patience} is not a positive number of epochs")
+  except ValueError as error:
+    raise app.UsageError(str(error)) from None
+  per_class = grid_v2.CIFAR_SMOKE["per_class"] if FLAGS.quick else None
+  splits, info = grid_v2.cifar_splits(FLAGS.data_dir, per_class, smoke=FLAGS.quick)
+  if FLAGS.quick:  # a baseline of its own, as the grid would record it
+    settings = grid_v2.grid_settings(losses_lib.names(), smoke=True, experiment=EXPERIMENT)
+    settings = dict(settings, max_epochs=3, patience=1)
+    loss, seed, patience = "softmax_loss", 0, 2
+    result = grid_v2.train_run(splits, info["num_classes"], loss, "dot", 1e-3, seed, settings)
+    records = [
+      {
+        "experiment": EXPERIMENT,
+        "stage": "seeds",
+        "loss": loss,
+        "interaction": "dot",
+        "seed": seed,
+        "learning_rate": 1e-3,
+        "settings": settings,
+        **result,
+      }
+    ]
+    runs = [(loss, seed)]
+  else:
+    with open(FLAGS.grid_records) as f:
+      records = json.load(f)
+    patience = FLAGS.patience
+  try:
+    chosen = [grid_record(records, loss, seed) for loss, seed in runs]
+  except ValueError as error:
+    raise app.UsageError(str(error)) from None
+  output = _common.OUT / "grid_patience.json"
+
+  def recorded():  # read again before each write: two processes may add reruns side by side
+    return json.loads(output.read_text()) if output.is_file() and not FLAGS.quick else []
+
+  pairs = []
+  for record in chosen:
+    key = (record["loss"], record["seed"], patience)
+    again = next((r for r in recorded() if (r["loss"], r["seed"], r["patience"]) == key), None)
+    if again is None:
+      again = {
+        "loss": record["loss"],
+        "interaction": record["interaction"],
+        "seed": record["seed"],
+        "learning_rate": record["learning_rate"],
+        "software": _common.software_versions(),
+        **rerun(splits, info["num_classes"], record, patience),
+      }
+      _common.OUT.mkdir(parents=True, exist_ok=True)
+      output.write_text(json.dumps(recorded() + [again], indent=1) + "\n")
+    pairs.append((dict(record, patience=record["settings"]["patience"]), again))
+    print(table(pairs)[-1], flush=True)
+  lines = table(pairs)
+  print("\n".join(lines))
+  (_common.OUT / "grid_patience.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+  app.run(main)
