@@ -24,46 +24,52 @@ import _common  # first: puts the repository on sys.path before anything imports
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list(
-  "runs",
-  ["topk_cross_entropy_loss:0", "topk_cross_entropy_loss:2"],
-  "Seeds runs of cifar10_e2e to rerun, as loss:seed (dot head).",
-)
-flags.DEFINE_integer("patience", 24, "Epochs without a new best validation NDCG@5 before stopping.")
-flags.DEFINE_string(
-  "grid_records",
-  str(_common.ROOT / "benchmarks" / "out" / "rank4class_grid_v2.json"),
-  "The evidence grid's records, which hold the runs to rerun.",
-)
-flags.DEFINE_string(
-  "data_dir",
-  os.environ.get("TFRANK4CLASS_DATA", str(_common.ROOT.parent / "shared" / "datasets")),
-  "Folder holding cifar10_jpeg/.",
-)
-flags.DEFINE_bool(
-  "quick",
-  False,
-  "The grid's CIFAR smoke images and CNN: trains its own baseline (patience 1, 3 epochs) and "
-  "reruns it with patience 2, instead of reading the grid's records.",
-)
-flags.DEFINE_integer("threads", 0, "TensorFlow intra/inter-op threads (0: TensorFlow's default).")
-
 EXPERIMENT = "cifar10_e2e"
 
 
+def define_flags():
+  """The command line's flags, defined only when the script runs as a program: the tests import
+  this module beside the training binaries, whose flags share some of these names."""
+  flags.DEFINE_list(
+    "runs",
+    ["topk_cross_entropy_loss:0", "topk_cross_entropy_loss:2"],
+    "Seeds runs of cifar10_e2e to rerun, as loss:seed (dot head).",
+  )
+  flags.DEFINE_integer(
+    "patience", 24, "Epochs without a new best validation NDCG@5 before stopping."
+  )
+  flags.DEFINE_string(
+    "grid_records",
+    str(_common.ROOT / "benchmarks" / "out" / "rank4class_grid_v2.json"),
+    "The evidence grid's records, which hold the runs to rerun.",
+  )
+  flags.DEFINE_string(
+    "data_dir",
+    os.environ.get("TFRANK4CLASS_DATA", str(_common.ROOT.parent / "shared" / "datasets")),
+    "Folder holding cifar10_jpeg/.",
+  )
+  flags.DEFINE_bool(
+    "quick",
+    False,
+    "The grid's CIFAR smoke images and CNN: trains its own baseline (patience 1, 3 epochs) and "
+    "reruns it with patience 2, instead of reading the grid's records.",
+  )
+  flags.DEFINE_integer("threads", 0, "TensorFlow intra/inter-op threads (0: TensorFlow's default).")
+
+
 def parse_runs(runs):
-  """``[(loss, seed)]`` from ``["loss:seed", ...]``; a ValueError names a malformed entry."""
+  """``[(loss, seed)]`` from ``["loss:seed", ...]``; a UsageError names a malformed entry."""
   parsed = []
   for run in runs:
     loss, _, seed = run.partition(":")
     if not loss or not seed.isdigit():
-      raise ValueError(f"--runs: {run!r} is not loss:seed (e.g. topk_cross_entropy_loss:0)")
+      raise app.UsageError(f"--runs: {run!r} is not loss:seed (e.g. topk_cross_entropy_loss:0)")
     parsed.append((loss, int(seed)))
   return parsed
 
 
 def grid_record(records, loss, seed):
-  """The ``cifar10_e2e`` seeds record of ``loss`` + dot at ``seed``; a ValueError says which
+  """The ``cifar10_e2e`` seeds record of ``loss`` + dot at ``seed``; a UsageError says which
   runs the records hold when it is not there."""
   found = [
     r
@@ -79,7 +85,7 @@ def grid_record(records, loss, seed):
         if (r["experiment"], r["stage"]) == (EXPERIMENT, "seeds")
       }
     )
-    raise ValueError(
+    raise app.UsageError(
       f"--runs: no {EXPERIMENT} seeds record of {loss}:{seed} (dot); the records hold "
       f"{', '.join(held) or 'none'}"
     )
@@ -96,15 +102,16 @@ def agreeing_epochs(curve, other, tolerance=1e-6):
   return count
 
 
-def rerun(splits, num_classes, record, patience):
-  """``record``'s run trained again with its settings, rate and seed at ``patience``: the run's
-  result fields (``rank4class_grid_v2.train_run``) and the patience."""
+def rerun(splits, info, record, patience):
+  """``record``'s run trained again on ``splits`` (``info``: ``rank4class_grid_v2.cifar_splits``)
+  with its settings, rate and seed at ``patience``: the run's result fields
+  (``rank4class_grid_v2.train_run``) and the patience."""
   import rank4class_grid_v2 as grid_v2  # pylint: disable=g-import-not-at-top
 
   settings = dict(record["settings"], patience=patience)
   result = grid_v2.train_run(
     splits,
-    num_classes,
+    info["num_classes"],
     record["loss"],
     record["interaction"],
     record["learning_rate"],
@@ -135,20 +142,24 @@ def table(pairs):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  runs = parse_runs(FLAGS.runs)
+  if FLAGS.patience < 1:
+    raise app.UsageError(f"--patience: {FLAGS.patience} is not a positive number of epochs")
   _common.setup_tensorflow(FLAGS.threads)
   import rank4class_grid_v2 as grid_v2  # pylint: disable=g-import-not-at-top
 
   from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
 
-  try:
-    runs = parse_runs(FLAGS.runs)
-    if FLAGS.patience < 1:
-      raise ValueError(f"--patience: {FLAGS.patience} is not a positive number of epochs")
-  except ValueError as error:
-    raise app.UsageError(str(error)) from None
-  per_class = grid_v2.CIFAR_SMOKE["per_class"] if FLAGS.quick else None
-  splits, info = grid_v2.cifar_splits(FLAGS.data_dir, per_class, smoke=FLAGS.quick)
+  loaded = []
+
+  def cifar():  # ``(splits, info)``, read once and only when a run has to train
+    if not loaded:
+      per_class = grid_v2.CIFAR_SMOKE["per_class"] if FLAGS.quick else None
+      loaded.append(grid_v2.cifar_splits(FLAGS.data_dir, per_class, smoke=FLAGS.quick))
+    return loaded[0]
+
   if FLAGS.quick:  # a baseline of its own, as the grid would record it
+    splits, info = cifar()
     settings = grid_v2.grid_settings(losses_lib.names(), smoke=True, experiment=EXPERIMENT)
     settings = dict(settings, max_epochs=3, patience=1)
     loss, seed, patience = "softmax_loss", 0, 2
@@ -167,13 +178,15 @@ def main(argv):
     ]
     runs = [(loss, seed)]
   else:
+    if not os.path.isfile(FLAGS.grid_records):
+      raise app.UsageError(
+        f"--grid_records: {FLAGS.grid_records!r} is not a file (the evidence grid's records, "
+        "benchmarks/out/rank4class_grid_v2.json)"
+      )
     with open(FLAGS.grid_records) as f:
       records = json.load(f)
     patience = FLAGS.patience
-  try:
-    chosen = [grid_record(records, loss, seed) for loss, seed in runs]
-  except ValueError as error:
-    raise app.UsageError(str(error)) from None
+  chosen = [grid_record(records, loss, seed) for loss, seed in runs]
   output = _common.OUT / "grid_patience.json"
 
   def recorded():  # read again before each write: two processes may add reruns side by side
@@ -190,7 +203,7 @@ def main(argv):
         "seed": record["seed"],
         "learning_rate": record["learning_rate"],
         "software": _common.software_versions(),
-        **rerun(splits, info["num_classes"], record, patience),
+        **rerun(*cifar(), record, patience),
       }
       _common.OUT.mkdir(parents=True, exist_ok=True)
       output.write_text(json.dumps(recorded() + [again], indent=1) + "\n")
@@ -202,4 +215,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  from tfrank4class.train import cli  # pylint: disable=g-import-not-at-top
+
+  define_flags()
+  cli.run(main, "grid_patience.py")

@@ -1,0 +1,116 @@
+"""Tests of benchmarks/grid_patience.py: the parts that pick, compare and tabulate runs, checked on
+hand-made records, and its command line's one-line errors. Its quick mode (a baseline and a
+rerun on the grid's smoke images) runs in tests/test_benchmarks.py."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import grid_patience
+import pytest
+from absl import app
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _record(loss="topk_cross_entropy_loss", seed=0, curve=(0.5, 0.7, 0.6), patience=1, **extra):
+  """A seeds record of ``cifar10_e2e`` as the grid writes it, with only the fields used here."""
+  best = max(range(len(curve)), key=curve.__getitem__)
+  return {
+    "experiment": "cifar10_e2e",
+    "stage": "seeds",
+    "loss": loss,
+    "interaction": "dot",
+    "seed": seed,
+    "learning_rate": 1e-3,
+    "settings": {"patience": patience},
+    "validation_curve": list(curve),
+    "best_epoch": best + 1,
+    "epochs_run": len(curve),
+    "ndcg_5": 0.75,
+    "top_1": 0.5,
+    **extra,
+  }
+
+
+def test_parse_runs_reads_loss_and_seed():
+  assert grid_patience.parse_runs(["topk_cross_entropy_loss:0", "softmax_loss:12"]) == [
+    ("topk_cross_entropy_loss", 0),
+    ("softmax_loss", 12),
+  ]
+
+
+@pytest.mark.parametrize("run", ["softmax_loss", "softmax_loss:", ":0", "softmax_loss:x"])
+def test_parse_runs_names_a_malformed_entry(run):
+  with pytest.raises(app.UsageError, match=f"--runs: '{run}' is not loss:seed"):
+    grid_patience.parse_runs([run])
+
+
+def test_grid_record_finds_the_cifar_seeds_run_and_nothing_else():
+  wanted = _record(seed=2)
+  records = [
+    _record(seed=0),
+    dict(_record(seed=2), stage="sweep"),
+    dict(_record(seed=2), experiment="clean"),
+    dict(_record(seed=2), interaction="concat"),
+    wanted,
+  ]
+  assert grid_patience.grid_record(records, "topk_cross_entropy_loss", 2) is wanted
+
+
+def test_grid_record_says_which_runs_the_records_hold():
+  records = [_record(seed=0), _record(loss="softmax_loss", seed=1), dict(_record(), stage="sweep")]
+  with pytest.raises(app.UsageError) as error:
+    grid_patience.grid_record(records, "softmax_loss", 5)
+  assert str(error.value) == (
+    "--runs: no cifar10_e2e seeds record of softmax_loss:5 (dot); the records hold "
+    "softmax_loss:1, topk_cross_entropy_loss:0"
+  )
+
+
+@pytest.mark.parametrize(
+  "curve, other, expected",
+  [
+    ([0.1, 0.2, 0.3], [0.1, 0.2, 0.4], 2),  # they part at the third epoch
+    ([0.1, 0.2], [0.1, 0.2, 0.3, 0.4], 2),  # the shorter run ends
+    ([0.1, 0.2], [0.2, 0.2], 0),  # they differ from the start
+    ([0.1, 0.2], [0.1 + 5e-7, 0.2 - 5e-7], 2),  # within the tolerance (1e-6): rounding
+    ([], [0.1], 0),
+  ],
+)
+def test_agreeing_epochs_counts_the_leading_epochs_that_agree(curve, other, expected):
+  assert grid_patience.agreeing_epochs(curve, other) == expected
+
+
+def test_table_puts_each_rerun_beside_its_record():
+  record = dict(_record(curve=(0.5, 0.7, 0.6)), patience=1)
+  again = dict(_record(curve=(0.5, 0.7, 0.6, 0.8, 0.7), ndcg_5=0.8125, top_1=0.625), patience=2)
+  lines = grid_patience.table([(record, again)])
+  assert lines[2:] == [
+    "| topk_cross_entropy_loss | 0 | 1 | 2 | 3 | 0.7000 | 0.7500 | 0.5000 | 3 of 3 epochs |",
+    "| topk_cross_entropy_loss | 0 | 2 | 4 | 5 | 0.8000 | 0.8125 | 0.6250 | 3 of 3 epochs |",
+  ]
+
+
+@pytest.mark.parametrize(
+  "argument, message",
+  [
+    ("--runs=softmax_loss", "--runs: 'softmax_loss' is not loss:seed"),
+    ("--patience=0", "--patience: 0 is not a positive number of epochs"),
+    ("--grid_records=missing.json", "--grid_records: 'missing.json' is not a file"),
+    ("--runs=softmax_loss:9", "--runs: no cifar10_e2e seeds record of softmax_loss:9 (dot)"),
+  ],
+)
+def test_bad_arguments_give_one_line_errors(argument, message, tmp_path):
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "NO_GCE_CHECK": "true"}
+  result = subprocess.run(
+    [sys.executable, str(ROOT / "benchmarks" / "grid_patience.py"), argument],
+    env=env,
+    capture_output=True,
+    text=True,
+    cwd=tmp_path,
+  )
+  assert result.returncode != 0
+  assert "Traceback" not in result.stderr, result.stderr[-2000:]
+  assert f"grid_patience.py: error: {message}" in result.stderr, result.stderr[-2000:]
