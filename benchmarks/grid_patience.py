@@ -10,14 +10,15 @@ validation NDCG@5, test NDCG@5 and Top-1, and for how many leading epochs the tw
 curves agree (the same seed retraces the recorded run where training is deterministic). The
 grid's verdicts stay those of its protocol; this says whether a run stopped early.
 
-Usage (from the repository root; resumable, each rerun is added to ``grid_patience.json``):
+Usage (from the repository root; resumable, each rerun is added to ``grid_patience.json``, and
+processes started side by side share it, each rerun trained once: ``grid_store.RecordStore``):
   nice -n 15 .venv/bin/python benchmarks/grid_patience.py \
     --runs=topk_cross_entropy_loss:0,topk_cross_entropy_loss:2 --patience=24
   .venv/bin/python benchmarks/grid_patience.py --quick   # smoke images and CNN, its own baseline
-The table also goes to ``grid_patience.md`` in the output folder.
+The table also goes to ``grid_patience.md`` in the output folder (``grid_patience_quick.*`` for
+``--quick``, which trains afresh every time).
 """
 
-import json
 import os
 
 import _common  # first: puts the repository on sys.path before anything imports the package
@@ -25,6 +26,17 @@ from absl import app, flags
 
 FLAGS = flags.FLAGS
 EXPERIMENT = "cifar10_e2e"
+#: What identifies a rerun in ``grid_patience.json``, and every field a rerun record holds.
+KEY_FIELDS = ("loss", "seed", "patience")
+RERUN_FIELDS = KEY_FIELDS + (
+  "interaction",
+  "learning_rate",
+  "best_epoch",
+  "epochs_run",
+  "validation_curve",
+  "ndcg_5",
+  "top_1",
+)
 
 
 def define_flags():
@@ -71,25 +83,26 @@ def parse_runs(runs):
 def grid_record(records, loss, seed):
   """The ``cifar10_e2e`` seeds record of ``loss`` + dot at ``seed``; a UsageError says which
   runs the records hold when it is not there."""
-  found = [
-    r
-    for r in records
-    if (r["experiment"], r["stage"], r["loss"], r["interaction"], r["seed"])
-    == (EXPERIMENT, "seeds", loss, "dot", seed)
-  ]
+  import rank4class_grid_v2 as grid_v2  # pylint: disable=g-import-not-at-top
+
+  seeds_runs = grid_v2.select(records, experiment=EXPERIMENT, stage="seeds")
+  found = grid_v2.select(seeds_runs, loss=loss, interaction="dot", seed=seed)
   if not found:
-    held = sorted(
-      {
-        f"{r['loss']}:{r['seed']}"
-        for r in records
-        if (r["experiment"], r["stage"]) == (EXPERIMENT, "seeds")
-      }
-    )
+    held = sorted({f"{r['loss']}:{r['seed']}" for r in seeds_runs})
     raise app.UsageError(
       f"--runs: no {EXPERIMENT} seeds record of {loss}:{seed} (dot); the records hold "
       f"{', '.join(held) or 'none'}"
     )
   return found[0]
+
+
+def check_rerun(record):
+  """``record`` if it holds every field of a rerun (``RERUN_FIELDS``), else a ValueError naming
+  the missing ones: the check of ``grid_store.RecordStore`` for ``grid_patience.json``."""
+  missing = [k for k in RERUN_FIELDS if k not in record]
+  if missing:
+    raise ValueError(f"A rerun record lacks {', '.join(missing)}: {sorted(record)}")
+  return record
 
 
 def agreeing_epochs(curve, other, tolerance=1e-6):
@@ -146,6 +159,7 @@ def main(argv):
   if FLAGS.patience < 1:
     raise app.UsageError(f"--patience: {FLAGS.patience} is not a positive number of epochs")
   _common.setup_tensorflow(FLAGS.threads)
+  import grid_store  # pylint: disable=g-import-not-at-top
   import rank4class_grid_v2 as grid_v2  # pylint: disable=g-import-not-at-top
 
   from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
@@ -183,35 +197,38 @@ def main(argv):
         f"--grid_records: {FLAGS.grid_records!r} is not a file (the evidence grid's records, "
         "benchmarks/out/rank4class_grid_v2.json)"
       )
-    with open(FLAGS.grid_records) as f:
-      records = json.load(f)
+    records = grid_v2.open_records(FLAGS.grid_records).records
     patience = FLAGS.patience
   chosen = [grid_record(records, loss, seed) for loss, seed in runs]
-  output = _common.OUT / "grid_patience.json"
-
-  def recorded():  # read again before each write: two processes may add reruns side by side
-    return json.loads(output.read_text()) if output.is_file() and not FLAGS.quick else []
-
-  pairs = []
+  name = "grid_patience_quick" if FLAGS.quick else "grid_patience"
+  path = _common.OUT / f"{name}.json"
+  if FLAGS.quick and path.exists():
+    path.unlink()  # the smoke rerun trains every time
+  store = grid_store.RecordStore(path, KEY_FIELDS, check_rerun)
   for record in chosen:
     key = (record["loss"], record["seed"], patience)
-    again = next((r for r in recorded() if (r["loss"], r["seed"], r["patience"]) == key), None)
-    if again is None:
-      again = {
-        "loss": record["loss"],
-        "interaction": record["interaction"],
-        "seed": record["seed"],
-        "learning_rate": record["learning_rate"],
-        "software": _common.software_versions(),
-        **rerun(*cifar(), record, patience),
-      }
-      _common.OUT.mkdir(parents=True, exist_ok=True)
-      output.write_text(json.dumps(recorded() + [again], indent=1) + "\n")
+    with store.claim(key) as mine:
+      if mine:
+        store.add(
+          {
+            "loss": record["loss"],
+            "interaction": record["interaction"],
+            "seed": record["seed"],
+            "learning_rate": record["learning_rate"],
+            "software": _common.software_versions(),
+            **rerun(*cifar(), record, patience),
+          }
+        )
+      elif key not in store:
+        print(f"{record['loss']}:{record['seed']}: another process is rerunning it", flush=True)
+  store.refresh()
+  pairs = []  # every rerun recorded so far, beside its grid record
+  for again in store.records:
+    record = grid_record(records, again["loss"], again["seed"])
     pairs.append((dict(record, patience=record["settings"]["patience"]), again))
-    print(table(pairs)[-1], flush=True)
   lines = table(pairs)
   print("\n".join(lines))
-  (_common.OUT / "grid_patience.md").write_text("\n".join(lines) + "\n")
+  (_common.OUT / f"{name}.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

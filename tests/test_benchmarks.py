@@ -70,7 +70,9 @@ def test_quick_mode_prints_a_table_and_writes_its_output(
   assert "|" in result.stdout or "  " in result.stdout, result.stdout[-2000:]
   written = [p for p in tmp_path.rglob("*") if p.is_file()]
   assert written, f"{script} wrote nothing to {tmp_path}"
-  assert all(p.stat().st_size > 0 for p in written)
+  # grid_store.RecordStore's lock and claim files are empty by design
+  locks = [p for p in written if p.suffix == ".lock" or p.parent.suffix == ".claims"]
+  assert all(p.stat().st_size > 0 for p in written if p not in locks)
 
 
 @pytest.mark.slow  # a subprocess importing TensorFlow; the grid's own CIFAR smoke test is fast

@@ -69,6 +69,14 @@ def test_grid_record_says_which_runs_the_records_hold():
   )
 
 
+def test_check_rerun_names_the_missing_fields():
+  rerun = {**_record(), "patience": 24}
+  assert grid_patience.check_rerun(rerun) is rerun
+  del rerun["validation_curve"], rerun["patience"]
+  with pytest.raises(ValueError, match="A rerun record lacks patience, validation_curve: "):
+    grid_patience.check_rerun(rerun)
+
+
 @pytest.mark.parametrize(
   "curve, other, expected",
   [
