@@ -7,8 +7,11 @@ rule cannot tell a plateau the run would have left from the end of learning. Thi
 chosen seeds runs of ``cifar10_e2e`` with their recorded settings, learning rate and seed, except
 a longer ``--patience``, and puts each beside the grid's record: best epoch, epochs run, best
 validation NDCG@5, test NDCG@5 and Top-1, and for how many leading epochs the two validation
-curves agree (the same seed retraces the recorded run where training is deterministic). The
-grid's verdicts stay those of its protocol; this says whether a run stopped early.
+curves agree (the same seed retraces the recorded run only where training is bit-reproducible,
+which multi-threaded CPU training is not). A third row per run, "rerun, cut", reads from the
+rerun's own curve where it would have stopped at the grid's patience, which separates the
+patience from the run-to-run variation. The grid's verdicts stay those of its protocol; this
+says whether a run stopped early.
 
 Usage (from the repository root; resumable, each rerun is added to ``grid_patience.json``, and
 processes started side by side share it, each rerun trained once: ``grid_store.RecordStore``):
@@ -115,6 +118,20 @@ def agreeing_epochs(curve, other, tolerance=1e-6):
   return count
 
 
+def early_stop(curve, patience):
+  """``(best epoch, epochs run, best value)``, epochs from 1, of a run whose validation value
+  after each epoch is ``curve``, stopped ``patience`` epochs after its best (the last strictly
+  higher value), as ``rank4class_grid_v2.train_run`` stops it: where a longer run would have
+  stopped at a shorter patience, read from its own curve."""
+  best = 0
+  for epoch, value in enumerate(curve):
+    if value > curve[best]:
+      best = epoch
+    if epoch - best >= patience:
+      return best + 1, epoch + 1, curve[best]
+  return best + 1, len(curve), curve[best]
+
+
 def rerun(splits, info, record, patience):
   """``record``'s run trained again on ``splits`` (``info``: ``rank4class_grid_v2.cifar_splits``)
   with its settings, rate and seed at ``patience``: the run's result fields
@@ -135,20 +152,27 @@ def rerun(splits, info, record, patience):
 
 
 def table(pairs):
-  """Markdown rows: for each ``(record, rerun)`` the record's run and the rerun, side by side."""
+  """Markdown rows: for each ``(record, rerun)`` the record's run, the rerun, and where the rerun
+  would have stopped at the record's patience (read from its curve; not tested there)."""
   lines = [
-    "| loss | seed | patience | best epoch | epochs run | best val NDCG@5 | test NDCG@5 | "
+    "| loss | seed | run | patience | best epoch | epochs run | best val NDCG@5 | test NDCG@5 | "
     "test Top-1 | curves agree for |",
-    "|---|---|---|---|---|---|---|---|---|",
+    "|---|---|---|---|---|---|---|---|---|---|",
   ]
   for record, again in pairs:
     agree = agreeing_epochs(record["validation_curve"], again["validation_curve"])
-    for run in (record, again):
+    agree = f"{agree} of {record['epochs_run']} epochs"
+    for name, run in (("grid", record), ("rerun", again)):
       lines.append(
-        f"| {record['loss']} | {record['seed']} | {run['patience']} | {run['best_epoch']} | "
-        f"{run['epochs_run']} | {max(run['validation_curve']):.4f} | {run['ndcg_5']:.4f} | "
-        f"{run['top_1']:.4f} | {agree} of {record['epochs_run']} epochs |"
+        f"| {record['loss']} | {record['seed']} | {name} | {run['patience']} | "
+        f"{run['best_epoch']} | {run['epochs_run']} | {max(run['validation_curve']):.4f} | "
+        f"{run['ndcg_5']:.4f} | {run['top_1']:.4f} | {agree} |"
       )
+    best, stopped, value = early_stop(again["validation_curve"], record["patience"])
+    lines.append(
+      f"| {record['loss']} | {record['seed']} | rerun, cut | {record['patience']} | {best} | "
+      f"{stopped} | {value:.4f} | - | - | |"
+    )
   return lines
 
 

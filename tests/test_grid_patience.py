@@ -2,6 +2,7 @@
 hand-made records, and its command line's one-line errors. Its quick mode (a baseline and a
 rerun on the grid's smoke images) runs in tests/test_benchmarks.py."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -91,14 +92,43 @@ def test_agreeing_epochs_counts_the_leading_epochs_that_agree(curve, other, expe
   assert grid_patience.agreeing_epochs(curve, other) == expected
 
 
-def test_table_puts_each_rerun_beside_its_record():
+def test_table_puts_each_rerun_beside_its_record_and_cuts_it_at_the_records_patience():
   record = dict(_record(curve=(0.5, 0.7, 0.6)), patience=1)
-  again = dict(_record(curve=(0.5, 0.7, 0.6, 0.8, 0.7), ndcg_5=0.8125, top_1=0.625), patience=2)
+  again = dict(_record(curve=(0.5, 0.6, 0.55, 0.8, 0.7), ndcg_5=0.8125, top_1=0.625), patience=2)
   lines = grid_patience.table([(record, again)])
+  run = "| topk_cross_entropy_loss | 0 |"
   assert lines[2:] == [
-    "| topk_cross_entropy_loss | 0 | 1 | 2 | 3 | 0.7000 | 0.7500 | 0.5000 | 3 of 3 epochs |",
-    "| topk_cross_entropy_loss | 0 | 2 | 4 | 5 | 0.8000 | 0.8125 | 0.6250 | 3 of 3 epochs |",
+    f"{run} grid | 1 | 2 | 3 | 0.7000 | 0.7500 | 0.5000 | 1 of 3 epochs |",
+    f"{run} rerun | 2 | 4 | 5 | 0.8000 | 0.8125 | 0.6250 | 1 of 3 epochs |",
+    f"{run} rerun, cut | 1 | 2 | 3 | 0.6000 | - | - | |",
   ]
+
+
+@pytest.mark.parametrize(
+  "curve, patience, expected",
+  [
+    ([0.5, 0.7, 0.6, 0.65, 0.8], 2, (2, 4, 0.7)),  # two epochs without a new best: stop at 4
+    ([0.5, 0.7, 0.6, 0.65, 0.8], 3, (5, 5, 0.8)),  # the curve ends first
+    ([0.5, 0.5, 0.5], 1, (1, 2, 0.5)),  # a tie is not an improvement
+    ([0.3], 8, (1, 1, 0.3)),
+  ],
+)
+def test_early_stop_on_hand_made_curves(curve, patience, expected):
+  assert grid_patience.early_stop(curve, patience) == expected
+
+
+def test_early_stop_agrees_with_every_run_the_grid_stopped_early():
+  """The grid's records were stopped by a Keras callback (``train_run``); reading their curves
+  with their patience must give the best epoch and the epochs each recorded."""
+  records = json.loads((ROOT / "benchmarks" / "out" / "rank4class_grid_v2.json").read_text())
+  stopped = [r for r in records if r["epochs_run"] < r["settings"]["max_epochs"]]
+  assert len(stopped) > 400
+  for r in stopped:
+    best, epochs_run, value = grid_patience.early_stop(
+      r["validation_curve"], r["settings"]["patience"]
+    )
+    assert (best, epochs_run) == (r["best_epoch"], r["epochs_run"]), r["loss"]
+    assert value == pytest.approx(r["validation"]["ndcg_5"], abs=1e-6)
 
 
 @pytest.mark.parametrize(
