@@ -15,6 +15,11 @@ from absl import app
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+def _committed(name):
+  """A committed JSON file of ``benchmarks/out``."""
+  return json.loads((ROOT / "benchmarks" / "out" / name).read_text())
+
+
 def _record(loss="topk_cross_entropy_loss", seed=0, curve=(0.5, 0.7, 0.6), patience=1, **extra):
   """A seeds record of ``cifar10_e2e`` as the grid writes it, with only the fields used here."""
   best = max(range(len(curve)), key=curve.__getitem__)
@@ -120,7 +125,7 @@ def test_early_stop_on_hand_made_curves(curve, patience, expected):
 def test_early_stop_agrees_with_every_run_the_grid_stopped_early():
   """The grid's records were stopped by a Keras callback (``train_run``); reading their curves
   with their patience must give the best epoch and the epochs each recorded."""
-  records = json.loads((ROOT / "benchmarks" / "out" / "rank4class_grid_v2.json").read_text())
+  records = _committed("rank4class_grid_v2.json")
   stopped = [r for r in records if r["epochs_run"] < r["settings"]["max_epochs"]]
   assert len(stopped) > 400
   for r in stopped:
@@ -158,8 +163,8 @@ def test_docs_patience_check_is_the_committed_reruns():
   """docs/evidence-grid.md's account of the patience check: for every committed rerun
   (``benchmarks/out/grid_patience.json``), its best epoch, epochs run and test NDCG@5 beside its
   grid record's, and where its own curve would have stopped at the grid's patience."""
-  reruns = json.loads((ROOT / "benchmarks" / "out" / "grid_patience.json").read_text())
-  records = json.loads((ROOT / "benchmarks" / "out" / "rank4class_grid_v2.json").read_text())
+  reruns = _committed("grid_patience.json")
+  records = _committed("rank4class_grid_v2.json")
   doc = " ".join((ROOT / "docs" / "evidence-grid.md").read_text().split())
   names = {"softmax_loss": "softmax", "topk_cross_entropy_loss": "the top-k cross-entropy"}
   assert reruns and {r["patience"] for r in reruns} == {24}

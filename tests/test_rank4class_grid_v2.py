@@ -815,6 +815,16 @@ def _readme_text():
   return " ".join((ROOT / "README.md").read_text().split())
 
 
+def _docs_text():
+  """docs/evidence-grid.md with its whitespace collapsed, like :func:`_readme_text`."""
+  return " ".join((ROOT / "docs" / "evidence-grid.md").read_text().split())
+
+
+def _committed_records():
+  """The committed records of the second edition (``benchmarks/out/rank4class_grid_v2.json``)."""
+  return json.loads((ROOT / "benchmarks" / "out" / "rank4class_grid_v2.json").read_text())
+
+
 def _seed_cells(records, experiment):
   """The seeds runs of ``experiment`` among ``records``: ``(softmax + dot's {seed: record},
   {other cell: {seed: record}})``."""
@@ -827,8 +837,7 @@ def _seed_cells(records, experiment):
 
 def _committed_seed_runs(experiment):
   """:func:`_seed_cells` of the committed records, every cell with the baseline's 6 seeds."""
-  path = ROOT / "benchmarks" / "out" / "rank4class_grid_v2.json"
-  base, cells = _seed_cells(json.loads(path.read_text()), experiment)
+  base, cells = _seed_cells(_committed_records(), experiment)
   for runs in cells.values():
     assert sorted(runs) == sorted(base) and len(base) == 6
   return base, cells
@@ -920,14 +929,14 @@ def _first_edition_cells(dataset, protocol):
 def test_docs_wall_time_is_the_committed_records_summed():
   """docs/evidence-grid.md's wall time per experiment and in all: the committed runs' training
   seconds summed by hand, and the number of CIFAR-10 runs."""
-  records = json.loads((ROOT / "benchmarks" / "out" / "rank4class_grid_v2.json").read_text())
+  records = _committed_records()
   seconds = collections.Counter()
   for r in records:
     seconds[r["experiment"]] += r["train_seconds"]
   experiments = ("clean", "noise20", "noise40", "cifar10_e2e")
   assert sorted(seconds) == sorted(experiments)
   hours = ", ".join(f"`{e}` {seconds[e] / 3600:.1f} h" for e in experiments)
-  doc = " ".join((ROOT / "docs" / "evidence-grid.md").read_text().split())
+  doc = _docs_text()
   assert f"{hours}; {sum(seconds.values()) / 3600:.1f} h in all" in doc
   cifar_runs = sum(r["experiment"] == "cifar10_e2e" for r in records)
   assert f"about 35 runs and 12 hours for `cifar10_e2e`, which took {cifar_runs})" in doc
@@ -957,7 +966,7 @@ def test_readme_primary_advice_is_the_committed_records_recomputed_with_scipy():
   undetected = [cell for cell, (_, holm) in top_1.items() if holm >= 0.05]
   assert undetected == [("mean_squared_loss", "concat")]
   assert all(top_1[cell][0][0] < 0 for cell in top_1 if cell not in undetected)
-  records = json.loads((ROOT / "benchmarks" / "out" / "rank4class_grid_v2.json").read_text())
+  records = _committed_records()
   clean = [r for r in records if r["experiment"] == "clean"]
   seeds = [r for r in clean if r["stage"] == "seeds"]
   assert len(seeds) == 180 and all(r["best_epoch"] < r["epochs_run"] for r in seeds)
@@ -1063,7 +1072,7 @@ def test_evidence_grid_doc_power_and_paper_sentences_are_the_records_recomputed_
   """docs/evidence-grid.md, "Second edition: results": the median minimum detectable effect on
   NDCG@5 (unadjusted and at the first Holm step) and the paper's positive GoEmotions gaps, all
   detectably lower here."""
-  doc = " ".join((ROOT / "docs" / "evidence-grid.md").read_text().split())
+  doc = _docs_text()
   base, cells = _committed_seed_runs("clean")
   ndcg = _scipy_comparisons(base, cells, "ndcg_5")
   sds = [
@@ -1106,7 +1115,7 @@ def test_readme_cifar_sentence_is_the_committed_records_recomputed_with_scipy():
   endpoint), scipy's paired t tests with Holm's adjustment over the 4 cells, the convergence, the
   training time, the top-k cross-entropy's early stops and the first edition's CIFAR-10 end to
   end."""
-  records = json.loads((ROOT / "benchmarks" / "out" / "rank4class_grid_v2.json").read_text())
+  records = _committed_records()
   cifar = [r for r in records if r["experiment"] == "cifar10_e2e"]
   seeds_runs = [r for r in cifar if r["stage"] == "seeds"]
   base, cells = _seed_cells(cifar, "cifar10_e2e")
@@ -1141,7 +1150,7 @@ def test_readme_cifar_sentence_is_the_committed_records_recomputed_with_scipy():
     f"{hours:.1f} h of training)"
   )
   readme = _readme_text()
-  doc = " ".join((ROOT / "docs" / "evidence-grid.md").read_text().split())
+  doc = _docs_text()
   for text in (readme, doc):
     assert sentence in text and converged in text
   for interval, holm in ndcg.values():  # the docs' intervals with their Holm p
