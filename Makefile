@@ -1,21 +1,14 @@
 # The two commands of the README: `make demo` (the main job on its embedded default) and
 # `make test` (the default test suite) on the default stack (Python 3.12/3.13, TensorFlow 2.21,
-# Keras 3). `make test-legacy` runs the suite there with TF_USE_LEGACY_KERAS=1 (tf-keras);
-# `make test-compat` runs it on the compatibility stack (Python 3.11, TensorFlow 2.15) in its own
-# virtual environment. Each creates its venv on first use.
-# The interpreter is found on PATH or under pyenv; override with PYTHON=... / PYTHON_COMPAT=...
+# Keras 3). `make test-legacy` runs the suite there with TF_USE_LEGACY_KERAS=1 (tf-keras). The
+# venv is created on first use.
+# The interpreter is found on PATH or under pyenv; override with PYTHON=...
 ifndef PYTHON
 PYTHON := $(shell tools/find_python.sh 3.12 3.13 2>/dev/null)
 endif
-ifndef PYTHON_COMPAT
-PYTHON_COMPAT := $(shell tools/find_python.sh 3.11 2>/dev/null)
-endif
 VENV := .venv
-VENV_COMPAT := .venv-compat
 PY := $(VENV)/bin/python
-PY_COMPAT := $(VENV_COMPAT)/bin/python
 STAMP := $(VENV)/.installed-stamp
-STAMP_COMPAT := $(VENV_COMPAT)/.installed-stamp
 PIP_QUIET := --quiet --disable-pip-version-check
 # The suites run in parallel processes (pytest-xdist), one per CPU up to 4, each taking whole test
 # files (the module fixtures of a file are built once). TEST_WORKERS=0 runs them in one process.
@@ -25,25 +18,17 @@ export NO_GCE_CHECK := true
 export TF_CPP_MIN_LOG_LEVEL := 2
 export TFRANK4CLASS_DATA ?= $(abspath ../shared/datasets)
 
-.PHONY: demo test test-legacy test-slow test-all test-compat minilm lint bench clean
+.PHONY: demo test test-legacy test-slow test-all minilm lint bench clean
 
 $(STAMP): setup.cfg pyproject.toml requirements/current.txt
 	@test -n "$(PYTHON)" || { echo "make: no Python 3.12 or 3.13 found on PATH or under pyenv; install one (e.g. pyenv install 3.12) or run make PYTHON=/path/to/python3.12" >&2; exit 2; }
-	@$(PYTHON) -c "import sys; sys.exit(not (3, 12) <= sys.version_info[:2] <= (3, 13))" 2>/dev/null || { echo "make: PYTHON=$(PYTHON) is not Python 3.12 or 3.13, which the default stack (TensorFlow 2.21) needs; Python 3.11 runs the compatibility stack: make test-compat" >&2; exit 2; }
+	@$(PYTHON) -c "import sys; sys.exit(not (3, 12) <= sys.version_info[:2] <= (3, 13))" 2>/dev/null || { echo "make: PYTHON=$(PYTHON) is not Python 3.12 or 3.13, which the stack (TensorFlow 2.21) needs (Python 3.11 with TensorFlow 2.15 was supported up to release 0.1.0)" >&2; exit 2; }
 	$(PY) -c "import sys; sys.exit(sys.version_info < (3, 12))" 2>/dev/null || { rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install $(PIP_QUIET) --upgrade "pip>=24" "setuptools>=68" wheel
 	$(PY) -m pip install $(PIP_QUIET) -c requirements/current.txt -e '.[test,bench,lint]'
 	# tensorflow-ranking 0.5.5 pins tensorflow<2.16 (tensorflow/ranking#365): no deps, see docs/stacks.md.
 	$(PY) -m pip install $(PIP_QUIET) --no-deps -c requirements/current.txt tensorflow-ranking
 	touch $(STAMP)
-
-$(STAMP_COMPAT): setup.cfg pyproject.toml requirements/compat.txt
-	@test -n "$(PYTHON_COMPAT)" || { echo "make: no Python 3.11 found on PATH or under pyenv for the compatibility leg; install one or run make PYTHON_COMPAT=/path/to/python3.11" >&2; exit 2; }
-	@$(PYTHON_COMPAT) -c "import sys; sys.exit(sys.version_info[:2] != (3, 11))" 2>/dev/null || { echo "make: PYTHON_COMPAT=$(PYTHON_COMPAT) is not Python 3.11, which the compatibility stack (TensorFlow 2.15) needs" >&2; exit 2; }
-	$(PY_COMPAT) -c "import sys; sys.exit(sys.version_info[:2] != (3, 11))" 2>/dev/null || { rm -rf $(VENV_COMPAT); $(PYTHON_COMPAT) -m venv $(VENV_COMPAT); }
-	$(PY_COMPAT) -m pip install $(PIP_QUIET) --upgrade "pip>=23.2" "setuptools>=68" wheel
-	$(PY_COMPAT) -m pip install $(PIP_QUIET) -c requirements/compat.txt -e '.[test,bench]'
-	touch $(STAMP_COMPAT)
 
 demo: export TF_CPP_MIN_LOG_LEVEL := 3
 demo: $(STAMP)
@@ -71,8 +56,5 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
-test-compat: $(STAMP_COMPAT)
-	$(PY_COMPAT) -m pytest $(PYTEST_ARGS)
-
 clean:
-	rm -rf $(VENV) $(VENV_COMPAT) *.egg-info runs
+	rm -rf $(VENV) *.egg-info runs

@@ -5,9 +5,8 @@ docstring examples of every module of ``tfrank4class/`` (``[tool:pytest]`` in ``
 This file is loaded before either, so:
 
 * the environment is set before TensorFlow is imported: no GCE metadata probe (no network),
-  and quiet logs. The Keras flavour is the environment's: Keras 3 on TensorFlow 2.16+ (``make
-  test``), tf-keras when ``TF_USE_LEGACY_KERAS=1`` (``make test-legacy``), Keras 2.15 on
-  TensorFlow 2.15 (``make test-compat``);
+  and quiet logs. The Keras flavour is the environment's: Keras 3 (``make test``), or tf-keras when
+  ``TF_USE_LEGACY_KERAS=1`` (``make test-legacy``);
 * the CPU is split into two logical devices before TensorFlow initialises them, so that
   ``tf.distribute.MirroredStrategy(["CPU:0", "CPU:1"])`` can run on this machine;
 * the absl binaries of ``tfrank4class/train/`` (modules that define flags at import) have their

@@ -66,7 +66,7 @@ def software_versions():
     )
     return result.stdout.strip() if result.returncode == 0 else None
 
-  package = keras.__name__.split(".")[0]  # "keras" (also TF 2.15's Keras 2) or "tf_keras"
+  package = keras.__name__.split(".")[0]  # "keras" or "tf_keras"
   commit = git("rev-parse", "HEAD")
   if commit and git("status", "--porcelain", "--untracked-files=no", "--", ":!benchmarks/out"):
     commit += "+modified"

@@ -32,7 +32,6 @@ Writes benchmarks/out/front_ends.json.
 """
 
 import argparse
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -99,8 +98,7 @@ def _child(args):
     start = time.process_time()
     model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
     times[config] = (time.process_time() - start) / args.steps * 1e3
-  # TensorFlow 2.15's tf.keras has no __version__: the installed package's version then.
-  version = getattr(keras, "__version__", None) or importlib.metadata.version(compat.KERAS_PACKAGE)
+  version = keras.__version__
   print(json.dumps({"keras": version, "tensorflow": tf.__version__, "ms": times}))
 
 

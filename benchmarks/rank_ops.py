@@ -20,8 +20,8 @@ ApproxNDCG losses through our wrapper, and ``blackbox_rank`` beside one ``tf.arg
 backward inside ``tf.function`` and eagerly, one thread, timed by the same worker code in two
 set-ups that run in alternating subprocesses (base, this, this, base, ...): "this" is this
 checkout under this interpreter; "base" is the checkout ``DIR`` (e.g. ``git worktree add
-/tmp/base main``; default: this checkout) under the interpreter ``PY`` (e.g. the compatibility
-stack's ``.venv-compat/bin/python``; default: this interpreter). Times are process CPU ms (one
+/tmp/base main``; default: this checkout) under the interpreter ``PY`` (e.g. another stack's
+venv; default: this interpreter). Times are process CPU ms (one
 thread, so less disturbed by other users of the machine than wall time), the median over the calls
 of a run; each row reports the median over the rounds of those times and of the per-round ratio
 this / base.
@@ -31,7 +31,7 @@ Usage:
   .venv/bin/python benchmarks/rank_ops.py --quick                # a smoke run, see below
   .venv/bin/python benchmarks/rank_ops.py --skip-rank --skip-ndcg --baseline /tmp/base  # part 3
   .venv/bin/python benchmarks/rank_ops.py --skip-rank --skip-ndcg \
-      --baseline-python .venv-compat/bin/python     # part 3: TF 2.21 vs TF 2.15, same checkout
+      --baseline-python /other/venv/bin/python      # part 3: two stacks, same checkout
 ``--quick`` is a smoke run of every code path, not a measurement: part 1 at one shape with one
 thread, part 2 at list length 10 with both losses timed in one worker, part 3 at one shape, one
 repeat each.
@@ -307,7 +307,7 @@ def main():
   parser.add_argument("--baseline", help="part 3: another checkout to time the losses against")
   parser.add_argument(
     "--baseline-python",
-    help="part 3: the interpreter (stack) of the baseline, e.g. .venv-compat/bin/python",
+    help="part 3: the interpreter (stack) of the baseline, e.g. /other/venv/bin/python",
   )
   parser.add_argument("--rounds", type=int, default=4, help="alternating rounds of part 3")
   parser.add_argument("--root", help=argparse.SUPPRESS)

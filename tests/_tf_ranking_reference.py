@@ -1,7 +1,7 @@
 """TF-Ranking 0.5.5's own Keras losses as a reference, in the Keras bound in this process.
 
 TF-Ranking's Keras losses (``python/keras/losses.py``) subclass ``tf.keras.losses.Loss``: tf-keras
-(or Keras 2.15) runs them as written. Under Keras 3 two things in them are Keras-2-only, and
+runs them as written. Under Keras 3 two things in them are Keras-2-only, and
 :func:`loss` works around exactly those, leaving TF-Ranking's maths and weight normalisation and
 Keras's own reduction as they are:
 

@@ -13,31 +13,25 @@ import tensorflow as tf
 from tfrank4class import compat, losses, metrics
 from tfrank4class.compat import keras
 
-CURRENT_STACK = compat.tensorflow_version() >= (2, 16)
-
 
 def test_too_old_tensorflow_names_the_fix():
   with pytest.raises(
     ImportError,
-    match=r"needs TensorFlow >= 2\.15, found 2\.14\.1\. Install the "
+    match=r"needs TensorFlow >= 2\.16, found 2\.15\.1\. Install the "
     r"current stack: python -m pip install "
     r"\"tensorflow==2\.21\.0\" \"tf-keras==2\.21\.0\"",
   ):
-    compat.check_tensorflow_version("2.14.1")
-  compat.check_tensorflow_version("2.15.1")
+    compat.check_tensorflow_version("2.15.1")
+  compat.check_tensorflow_version("2.16.0")
   compat.check_tensorflow_version("2.21.0")
 
 
 def test_keras_binding_follows_tf_keras():
-  # The rule TensorFlow applies to `tf.keras`: Keras 3 on 2.16+, tf-keras with
-  # TF_USE_LEGACY_KERAS=1, Keras 2.15 on TensorFlow 2.15.
+  # The rule TensorFlow applies to `tf.keras`: Keras 3, or tf-keras with TF_USE_LEGACY_KERAS=1.
   assert compat.keras.Model is tf.keras.Model
   import keras  # pylint: disable=g-import-not-at-top
 
-  if not CURRENT_STACK:
-    assert keras.__version__.startswith("2.15") and compat.KERAS_PACKAGE == "keras"
-    assert not compat.KERAS_3
-  elif compat.legacy_keras_requested():
+  if compat.legacy_keras_requested():
     assert compat.keras.__version__.startswith("2.") and compat.KERAS_PACKAGE == "tf_keras"
     assert not compat.KERAS_3
   else:
@@ -77,10 +71,9 @@ def test_missing_tf_ranking_gives_the_command(monkeypatch):
 
 def test_tf_ranking_loader_leaves_no_stand_in_packages():
   compat.tf_ranking_module("keras.losses")
-  if CURRENT_STACK:
-    # The user's own `import tensorflow_ranking` still runs the real package __init__.
-    assert "tensorflow_ranking" not in sys.modules
-    assert "tensorflow_ranking.python" not in sys.modules
+  # The user's own `import tensorflow_ranking` still runs the real package __init__.
+  assert "tensorflow_ranking" not in sys.modules
+  assert "tensorflow_ranking.python" not in sys.modules
 
 
 def _run(code, **env):
@@ -126,7 +119,6 @@ _MIX_UP = """
     """
 
 
-@pytest.mark.skipif(not CURRENT_STACK, reason="TensorFlow 2.15 has only one Keras (2.15)")
 @pytest.mark.parametrize(
   "env, imports, native_version, fix",
   [
@@ -149,7 +141,6 @@ def test_each_flavour_trains_and_refuses_the_other(env, imports, native_version,
   assert fix in result.stdout
 
 
-@pytest.mark.skipif(not CURRENT_STACK, reason="TensorFlow 2.15 brings its own Keras 2")
 def test_missing_tf_keras_names_the_fix():
   result = _run(
     """
@@ -165,7 +156,6 @@ def test_missing_tf_keras_names_the_fix():
   assert f'"tf-keras~={version}.0"' in result.stderr
 
 
-@pytest.mark.skipif(not CURRENT_STACK, reason="TensorFlow 2.15's Keras 2 has no backends")
 def test_other_keras_backend_is_refused_with_the_fix():
   # Refused before Keras imports the backend, so the message is ours whether or not JAX or
   # PyTorch is installed (neither is on this machine).

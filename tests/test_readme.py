@@ -31,7 +31,7 @@ def _run(code, cwd):
 
 
 def test_quick_start_trains_saves_reloads_and_serves(tmp_path):
-  # Under tf-keras and TensorFlow 2.15 the same code runs with `tf.keras` for `keras`.
+  # Under tf-keras the same code runs with `tf.keras` for `keras`.
   quick_start, head = _blocks("Using the library")[:2]
   rng = np.random.default_rng(0)
   np.save(tmp_path / "features.npy", rng.normal(size=(128, 64)).astype("float32"))

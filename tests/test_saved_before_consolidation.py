@@ -1,7 +1,9 @@
 """What the version before the consolidation saved still loads and computes the same.
 
 The fixture was written by ``tests/fixtures/saved_before_consolidation/make.py`` on commit
-7724dc6, under each stack: every registered loss and five metrics as Keras serializations with
+7724dc6, under each stack of the time (``tf2.15``: TensorFlow 2.15 with Keras 2.15, a stack that
+release 0.1.0 was the last to support; ``tf2.21``: tf-keras 2.21), and both are loaded on today's
+stack: every registered loss and five metrics as Keras serializations with
 their values on fixed inputs, and a compiled ``.keras`` model with a Rank4Class head, a TF-Ranking
 loss and ranking metrics, with its predictions. Nothing here is computed by the code under test
 first: the expected numbers are the old version's.
@@ -10,7 +12,7 @@ Under Keras 3 the configs (written by Keras 2) load as they are, except that Ker
 reduction ``"auto"`` has no Keras 3 spelling: it loads as ``"sum_over_batch_size"``, which is what
 ``"auto"`` means in ``fit`` (``compat.loss_reduction``). The ``.keras`` model files were written by
 Keras 2 (tf-keras, Keras 2.15), whose ``.keras`` format Keras 3 does not read, so that test runs
-under the Keras 2 flavours only.
+under tf-keras only.
 """
 
 import json
@@ -26,8 +28,7 @@ import tfrank4class.metrics  # noqa: F401
 from tfrank4class import compat
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "saved_before_consolidation"
-STACK = FIXTURE / ("tf2.15" if compat.tensorflow_version() < (2, 16) else "tf2.21")
-INPUTS = np.load(STACK / "inputs.npy", allow_pickle=True).item()
+STACKS = ("tf2.15", "tf2.21")
 # Losses that sample give a value that depends on the random state: Gumbel noise (Gumbel
 # ApproxNDCG, YetiLogistic), or a random order among tied labels (ListMLE, CoupledRankDistil:
 # one-hot labels tie every other class). Only their config is compared.
@@ -39,8 +40,16 @@ STOCHASTIC = {
 }
 
 
-def _rows(kind):
-  return json.loads((STACK / f"{kind}.json").read_text())
+def _inputs(stack):
+  return np.load(FIXTURE / stack / "inputs.npy", allow_pickle=True).item()
+
+
+def _rows(stack, kind):
+  return json.loads((FIXTURE / stack / f"{kind}.json").read_text())
+
+
+def _cases(kind):
+  return [(stack, name) for stack in STACKS for name in sorted(_rows(stack, kind))]
 
 
 def _as_loaded(config):
@@ -48,22 +57,24 @@ def _as_loaded(config):
   return {**config, "reduction": compat.loss_reduction(config["reduction"])}
 
 
-@pytest.mark.parametrize("name", sorted(_rows("losses")))
-def test_old_loss_configs_load_and_give_the_old_values(name):
-  row = _rows("losses")[name]
+@pytest.mark.parametrize("stack, name", _cases("losses"))
+def test_old_loss_configs_load_and_give_the_old_values(stack, name):
+  row = _rows(stack, "losses")[name]
+  inputs = _inputs(stack)
   loss = compat.keras.saving.deserialize_keras_object(row["config"])
   assert loss.get_config() == _as_loaded(row["config"]["config"])
   assert type(loss).from_config(loss.get_config()).get_config() == loss.get_config()
   if name not in STOCHASTIC:
-    value = float(loss(INPUTS["labels"], INPUTS["scores"]))
+    value = float(loss(inputs["labels"], inputs["scores"]))
     assert value == pytest.approx(row["value"], rel=1e-5, abs=1e-6)
 
 
-@pytest.mark.parametrize("name", sorted(_rows("metrics")))
-def test_old_metric_configs_load_and_give_the_old_values(name):
-  row = _rows("metrics")[name]
+@pytest.mark.parametrize("stack, name", _cases("metrics"))
+def test_old_metric_configs_load_and_give_the_old_values(stack, name):
+  row = _rows(stack, "metrics")[name]
+  inputs = _inputs(stack)
   metric = compat.keras.saving.deserialize_keras_object(row["config"])
-  metric.update_state(INPUTS["labels"], INPUTS["scores"])
+  metric.update_state(inputs["labels"], inputs["scores"])
   assert float(metric.result()) == pytest.approx(row["value"], rel=1e-6, abs=1e-7)
 
 
@@ -73,12 +84,14 @@ def test_old_metric_configs_load_and_give_the_old_values(name):
   "read Keras 2 .keras files (it cannot locate their 'Functional' class), with or without "
   "tfrank4class",
 )
-def test_old_keras_model_loads_without_custom_objects_and_predicts_the_same():
-  model = compat.keras.models.load_model(STACK / "model.keras")
-  want = np.load(STACK / "model_outputs.npy")
-  np.testing.assert_allclose(model.predict(INPUTS["x"], verbose=0), want, rtol=1e-5, atol=1e-6)
+@pytest.mark.parametrize("stack", STACKS)
+def test_old_keras_model_loads_without_custom_objects_and_predicts_the_same(stack):
+  inputs = _inputs(stack)
+  model = compat.keras.models.load_model(FIXTURE / stack / "model.keras")
+  want = np.load(FIXTURE / stack / "model_outputs.npy")
+  np.testing.assert_allclose(model.predict(inputs["x"], verbose=0), want, rtol=1e-5, atol=1e-6)
   # The compiled loss and metrics came back too, and the model still trains.
-  history = model.fit(INPUTS["x"], INPUTS["labels"], epochs=1, verbose=0).history
+  history = model.fit(inputs["x"], inputs["labels"], epochs=1, verbose=0).history
   assert np.isfinite(history["loss"][0])
   assert {"top_1_accuracy", "ndcg_5"} <= set(history)
   assert isinstance(model.layers[-1], tf.Module)

@@ -3,8 +3,8 @@
 Each learned sorter's forward pass is written out in numpy, reading the arrays straight from
 ``tfrank4class/resources/sorters/<kind>.npz`` by their keys (no Keras, no layer code), and the
 sorter loaded by ``pretrained()`` must agree with it. This pins every array to its role (a kernel
-loaded as a recurrent kernel, or a moving mean as a beta, would change the ranks) under Keras 3,
-tf-keras and TensorFlow 2.15 alike, which load the same files.
+loaded as a recurrent kernel, or a moving mean as a beta, would change the ranks) under Keras 3
+and tf-keras alike, which load the same files.
 """
 
 import json

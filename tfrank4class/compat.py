@@ -1,15 +1,13 @@
 """The one place that decides which TensorFlow, Keras and TF-Ranking the package runs on.
 
-Two stacks are supported (docs/stacks.md):
-
-* current: TensorFlow 2.16-2.21 on Python 3.12+, with Keras 3 (``keras``), or Keras 2 from the
-  ``tf-keras`` package when ``TF_USE_LEGACY_KERAS=1``;
-* compatibility: TensorFlow 2.15 on Python 3.11, whose ``tf.keras`` is Keras 2.15.
+One stack is supported (docs/stacks.md): TensorFlow 2.16-2.21 on Python 3.12+, with Keras 3
+(``keras``), or Keras 2 from the ``tf-keras`` package when ``TF_USE_LEGACY_KERAS=1``. (TensorFlow
+2.15, whose ``tf.keras`` is Keras 2.15, was supported up to release 0.1.0.)
 
 **Keras.** Every Keras object of tfrank4class (losses, metrics, layers) is written once, against
 ``keras`` below, which is the Keras that ``tf.keras`` is in the process (the rule TensorFlow
 itself follows): Keras 3 on TensorFlow 2.16+, tf-keras there when ``TF_USE_LEGACY_KERAS=1`` is
-set before TensorFlow is imported, and Keras 2.15 on TensorFlow 2.15. The package never sets the
+set before TensorFlow is imported. The package never sets the
 variable (it does not change the user's environment). So ``import keras`` code and
 ``TF_USE_LEGACY_KERAS=1`` code both keep working; what cannot work is one process that mixes
 them: a model of the other Keras that is handed one of our objects fails at once with
@@ -50,7 +48,7 @@ from tensorflow.python.framework import ops as tf_ops
 from tensorflow.python.ops import control_flow_util
 
 #: The oldest TensorFlow the package supports.
-MIN_TENSORFLOW = (2, 15)
+MIN_TENSORFLOW = (2, 16)
 
 #: The command that installs tensorflow-ranking beside TensorFlow 2.16+ (its metadata pins
 #: ``tensorflow<2.16``, so it is installed without its dependencies; it needs none beyond
@@ -82,10 +80,10 @@ def check_tensorflow_version(version=None):
 
   Example:
     >>> check_tensorflow_version("2.21.0")
-    >>> check_tensorflow_version("2.14.1")
+    >>> check_tensorflow_version("2.15.1")
     Traceback (most recent call last):
     ...
-    ImportError: tfrank4class needs TensorFlow >= 2.15, found 2.14.1. ...
+    ImportError: tfrank4class needs TensorFlow >= 2.16, found 2.15.1. ...
   """
   version = version or tf.__version__
   if tensorflow_version(version) < MIN_TENSORFLOW:
@@ -120,8 +118,6 @@ def _check_keras_backend(backend):
 def _bind_keras():
   check_tensorflow_version()
   version = tensorflow_version()
-  if version < (2, 16):
-    return tf.keras
   if legacy_keras_requested():
     try:
       import tf_keras  # pylint: disable=g-import-not-at-top
@@ -139,14 +135,14 @@ def _bind_keras():
   return keras
 
 
-#: The Keras every object of the package is built on: Keras 3 (``keras``) on TensorFlow 2.16+,
-#: tf-keras there when ``TF_USE_LEGACY_KERAS=1``, and TensorFlow 2.15's ``tf.keras`` (Keras 2.15).
+#: The Keras every object of the package is built on: Keras 3 (``keras``), or tf-keras when
+#: ``TF_USE_LEGACY_KERAS=1``.
 keras = _bind_keras()
 
-#: Top-level package of the bound Keras: "keras" (Keras 3, or TF 2.15's Keras 2) or "tf_keras".
+#: Top-level package of the bound Keras: "keras" (Keras 3) or "tf_keras".
 KERAS_PACKAGE = keras.__name__.split(".")[0]
-#: Whether the bound Keras is Keras 3 (TF 2.15's Keras 2 is also the package "keras").
-KERAS_3 = KERAS_PACKAGE == "keras" and tensorflow_version() >= (2, 16)
+#: Whether the bound Keras is Keras 3.
+KERAS_3 = KERAS_PACKAGE == "keras"
 _FLAVOURS = ("keras", "tf_keras")
 #: How many frames above a call of our objects are searched for the other Keras.
 _STACK_DEPTH = 40
@@ -241,7 +237,7 @@ def _is_foreign_keras(module_name):
 def _flavour_name(package):
   if package == "tf_keras":
     return "Keras 2 (tf-keras)"
-  return "Keras 3" if KERAS_3 or package != KERAS_PACKAGE else "Keras 2 (TensorFlow 2.15)"
+  return "Keras 3"
 
 
 def _mix_up(obj, what, other):
@@ -352,7 +348,7 @@ def in_xla_context():
 
   TensorFlow has no public API for this, so this is the one place in the package that reads a
   TensorFlow internal (``tensorflow.python.ops.control_flow_util``, present and unchanged from
-  TensorFlow 2.15 to 2.21); the exact ranks need it to pick a permutation inversion that XLA can
+  TensorFlow 2.16 to 2.21); the exact ranks need it to pick a permutation inversion that XLA can
   lower (:func:`tfrank4class.ranking.exact.sort_and_invert`). Outside a graph it is ``False``.
 
   Example:
@@ -408,11 +404,10 @@ _TF_RANKING_MODULES = {}
 def tf_ranking_module(name):
   """A module of tensorflow-ranking 0.5.5, e.g. ``"losses_impl"`` or ``"keras.losses"``.
 
-  On TensorFlow 2.15 this is a plain import. On 2.16+ the package ``__init__`` of
-  tensorflow-ranking cannot run (it imports ``tf.estimator``), so the parent packages are
-  stood in for by empty namespace modules just long enough to import ``name`` and its own
-  imports, then removed again: a later ``import tensorflow_ranking`` by the user behaves as it
-  would without us.
+  The package ``__init__`` of tensorflow-ranking cannot run on TensorFlow 2.16+ (it imports
+  ``tf.estimator``), so the parent packages are stood in for by empty namespace modules just long
+  enough to import ``name`` and its own imports, then removed again: a later
+  ``import tensorflow_ranking`` by the user behaves as it would without us.
 
   Raises:
     ImportError: tensorflow-ranking is not installed; the message gives the command.
@@ -430,26 +425,23 @@ def tf_ranking_module(name):
       "This part of tfrank4class computes TF-Ranking's losses, and tensorflow-ranking is not "
       f"installed. Run: {TF_RANKING_INSTALL}"
     )
-  if tensorflow_version() < (2, 16):
+  root = os.path.dirname(spec.origin)
+  stand_ins = []
+  for package in (
+    "tensorflow_ranking",
+    "tensorflow_ranking.python",
+    "tensorflow_ranking.python.keras",
+  ):
+    if package not in sys.modules:
+      stand_in = types.ModuleType(package)
+      stand_in.__path__ = [os.path.join(root, *package.split(".")[1:])]
+      sys.modules[package] = stand_in
+      stand_ins.append(package)
+  try:
     module = importlib.import_module(full)
-  else:
-    root = os.path.dirname(spec.origin)
-    stand_ins = []
-    for package in (
-      "tensorflow_ranking",
-      "tensorflow_ranking.python",
-      "tensorflow_ranking.python.keras",
-    ):
-      if package not in sys.modules:
-        stand_in = types.ModuleType(package)
-        stand_in.__path__ = [os.path.join(root, *package.split(".")[1:])]
-        sys.modules[package] = stand_in
-        stand_ins.append(package)
-    try:
-      module = importlib.import_module(full)
-    finally:
-      for package in stand_ins:
-        del sys.modules[package]
+  finally:
+    for package in stand_ins:
+      del sys.modules[package]
   _TF_RANKING_MODULES[full] = module
   return module
 

@@ -20,7 +20,7 @@ downloaded.
 The tokenisation runs in the graph (:class:`tfrank4class.data.text.WordPieceVectorizer`), so the
 encoder takes raw strings and a saved model serves them. The Transformer is written here with
 plain TensorFlow ops (no keras-hub: it needs Keras 3 and tensorflow-text, and the package also
-runs on tf-keras and TensorFlow 2.15). The weights are read from ``model.safetensors`` with numpy
+runs on tf-keras). The weights are read from ``model.safetensors`` with numpy
 (:mod:`tfrank4class.encoders.huggingface_checkpoint`), so the ``safetensors``
 package is not needed either.
 """

@@ -15,7 +15,7 @@ This module holds:
   shipped in ``tfrank4class/resources/sorters/``, weight export). A weights file is
   ``<name>.json`` (class, config, metadata) plus ``<name>.npz`` holding one array per key of
   :meth:`Sorter.weight_table` (``"<sub-layer>/<role>"``, e.g. ``"bn_0/moving_mean"``), so the
-  same files load under Keras 3, tf-keras and TensorFlow 2.15's Keras;
+  same files load under Keras 3 and tf-keras;
 * :func:`standardize`, the per-list standardisation used by every learned sorter;
 * :func:`pairwise_sigmoid_sum`, the memory-bounded sum ``sum_j sigmoid(k_i (s_j - s_i))`` with a
   hand-written, block-wise backward pass (the core of Sec. 4.1.2, Eq. 11-12 of the paper and of

@@ -1,6 +1,6 @@
 """What training does differently on Keras 3 and on Keras 2, in one place: ``TRAINING``.
 
-Keras 3 and Keras 2 (tf-keras, and Keras 2.15 on TensorFlow 2.15) differ in how a run backs up
+Keras 3 and Keras 2 (tf-keras) differ in how a run backs up
 and resumes mid-epoch, how a multi-worker run logs its steps, where the workers other than the
 chief write their files, how a model whose inputs are strings is built under a strategy, and how
 a SavedModel is written. Each flavour is one class with the same methods; ``TRAINING`` is the
@@ -52,7 +52,7 @@ class Keras2Training:
   def resume_position(self, backup_dir, steps_per_epoch):
     """``(epoch, step)`` at which training resumes from ``backup_dir``, or ``(0, 0)``.
 
-    Keras 2.15's own rule for its ``BackupAndRestore`` step-level backups, whose counters name
+    Keras 2's own rule for its ``BackupAndRestore`` step-level backups, whose counters name
     the last finished batch.
     """
     latest = tf.train.latest_checkpoint(os.path.join(backup_dir, "chief"))
