@@ -82,7 +82,9 @@ def test_wheel_and_sdist_ship_licence_notice_and_resources_without_warnings(tmp_
   with tarfile.open(sdist) as archive:
     in_sdist = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
   dist_info = f"tfrank4class-{_setup_cfg()['metadata']['version']}.dist-info"
-  assert {f"{dist_info}/licenses/LICENSE", f"{dist_info}/licenses/NOTICE"} <= in_wheel
+  # .dist-info/licenses/ from setuptools 77 (PEP 639), .dist-info/ itself before.
+  for name in ("LICENSE", "NOTICE"):
+    assert in_wheel & {f"{dist_info}/licenses/{name}", f"{dist_info}/{name}"}, name
   assert {"LICENSE", "NOTICE"} <= in_sdist
   resources = _resource_files()
   assert len(resources) == 11
