@@ -166,6 +166,77 @@ def test_other_keras_backend_is_refused_with_the_fix():
     assert f"KERAS_BACKEND is {backend!r}. Set KERAS_BACKEND=tensorflow" in result.stderr
 
 
+@pytest.mark.skipif(not CURRENT_STACK, reason="TensorFlow 2.15's Keras 2 has no backends")
+def test_backend_from_keras_json_is_refused_naming_the_file_and_the_fix_works(tmp_path):
+  # An empty KERAS_BACKEND is no setting, for Keras as for us: keras.json decides.
+  path = tmp_path / "keras.json"
+  path.write_text('{"backend": "jax"}')
+  result = _run("import tfrank4class.compat", KERAS_HOME=str(tmp_path), KERAS_BACKEND="")
+  assert result.returncode != 0
+  assert f'but the Keras config file {path} sets "backend": "jax". ' in result.stderr
+  assert f'Set "backend": "tensorflow" in {path}, or set KERAS_BACKEND=tensorflow' in result.stderr
+  assert "KERAS_BACKEND is" not in result.stderr
+  # The fix it names works (the other one, editing keras.json: the slow test below).
+  code = "import tfrank4class.compat, keras; print(keras.backend.backend())"
+  fixed = _run(code, KERAS_HOME=str(tmp_path), KERAS_BACKEND="tensorflow")
+  assert fixed.returncode == 0 and fixed.stdout.split()[-1] == "tensorflow", fixed.stderr[-2000:]
+
+
+def test_keras_backend_setting_reads_the_variable_then_keras_json(tmp_path):
+  path = tmp_path / "keras.json"
+  path.write_text('{"backend": "jax", "floatx": "float32"}')
+  home = {"KERAS_HOME": str(tmp_path)}
+  assert compat.keras_backend_setting(home) == ("jax", str(path))
+  assert compat.keras_backend_setting({**home, "KERAS_BACKEND": ""}) == ("jax", str(path))
+  assert compat.keras_backend_setting({**home, "KERAS_BACKEND": "torch"}) == (
+    "torch",
+    "KERAS_BACKEND",
+  )
+  # A keras.json that is not JSON, or that names no backend, is no setting (Keras reads it so).
+  for text in ("{not json", '{"floatx": "float32"}'):
+    path.write_text(text)
+    assert compat.keras_backend_setting(home) == ("tensorflow", None)
+  path.unlink()
+  assert compat.keras_backend_setting(home) == ("tensorflow", None)
+
+
+# Which backend Keras itself picks: its config module resolves it before Keras imports the
+# backend, which fails here for all but TensorFlow (JAX is not installed, and Keras's numpy
+# backend imports it too); the module stays loaded after the failed import.
+_KERAS_PICKS = """
+    import sys
+    try:
+      import keras
+    except ImportError:
+      pass
+    print(sys.modules["keras.src.backend.config"].backend())
+    """
+
+
+@pytest.mark.slow  # five processes that import Keras: ~40 s; the fast test above reads the rule
+@pytest.mark.skipif(not CURRENT_STACK, reason="TensorFlow 2.15's Keras 2 has no backends")
+def test_keras_backend_setting_is_the_backend_keras_itself_picks(tmp_path):
+  (tmp_path / "keras.json").write_text('{"backend": "jax"}')
+  # Keras writes a default keras.json into a KERAS_HOME that has none: one fresh home per case.
+  (tmp_path / "empty1").mkdir()
+  (tmp_path / "empty2").mkdir()
+  cases = [
+    ({"KERAS_HOME": str(tmp_path), "KERAS_BACKEND": ""}, ("jax", str(tmp_path / "keras.json"))),
+    ({"KERAS_HOME": str(tmp_path), "KERAS_BACKEND": "tensorflow"}, ("tensorflow", "KERAS_BACKEND")),
+    ({"KERAS_HOME": str(tmp_path / "empty1"), "KERAS_BACKEND": "jax"}, ("jax", "KERAS_BACKEND")),
+    ({"KERAS_HOME": str(tmp_path / "empty2"), "KERAS_BACKEND": ""}, ("tensorflow", None)),
+  ]
+  for env, expected in cases:
+    assert compat.keras_backend_setting(env) == expected
+    keras_picks = _run(_KERAS_PICKS, **env)
+    assert keras_picks.stdout.split()[-1:] == [expected[0]], keras_picks.stderr[-2000:]
+  # The message's other fix: keras.json set to tensorflow.
+  (tmp_path / "keras.json").write_text('{"backend": "tensorflow"}')
+  code = "import tfrank4class.compat, keras; print(keras.backend.backend())"
+  fixed = _run(code, KERAS_HOME=str(tmp_path), KERAS_BACKEND="")
+  assert fixed.returncode == 0 and fixed.stdout.split()[-1] == "tensorflow", fixed.stderr[-2000:]
+
+
 def test_the_callers_are_read_once_per_object_eagerly_and_once_per_trace(monkeypatch):
   walks = []
   check = compat.check_keras_flavour

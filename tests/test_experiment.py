@@ -1,5 +1,7 @@
 """The training library: validation before data, strategies, the input stream, errors of data."""
 
+import warnings
+
 import numpy as np
 import pytest
 from _training import tiny
@@ -91,3 +93,12 @@ def test_mirrored_matches_default_strategy_for_the_same_global_batch():
   np.testing.assert_allclose(losses["mirrored"], losses["default"], rtol=2e-4)
   # Op determinism is on during a run only (Keras 3 compiles nothing with XLA while it is on).
   assert not tf_config.is_op_determinism_enabled()
+
+
+def test_a_run_warns_nothing_about_shuffle():
+  # Keras 3 warns "`shuffle=True` was passed, but will be ignored" when fit gets a dataset and
+  # its default shuffle; the input pipeline does the shuffling.
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    experiment.train(tiny(steps=1))
+  assert not [w for w in caught if "shuffle" in str(w.message)], [str(w.message) for w in caught]

@@ -9,6 +9,8 @@ import pytest
 from _training import env as train_env
 from _training import train_cmd
 
+from tfrank4class.train import demo
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "NO_GCE_CHECK": "true", "PYTHONPATH": ROOT}
 
@@ -111,6 +113,14 @@ def test_evaluate_needs_exactly_one_model_source():
   assert "Give exactly one of --model_dir, --checkpoint, --saved_model" in result.stderr
 
 
+def test_demo_hint_names_the_saved_model_cli_of_the_running_environment():
+  # `make demo` runs .venv/bin/python, whose bin/ is not on PATH: a bare `saved_model_cli` in the
+  # demo's closing hint is "command not found" there.
+  cli = demo.beside_interpreter("saved_model_cli")
+  assert os.path.isfile(cli) and os.access(cli, os.X_OK), cli
+  assert os.path.samefile(os.path.dirname(cli), os.path.dirname(sys.executable))
+
+
 @pytest.mark.slow
 def test_demo_runs_end_to_end(tmp_path):
   result = subprocess.run(
@@ -132,6 +142,7 @@ def test_demo_runs_end_to_end(tmp_path):
   for loss in ("softmax_loss", "pairwise_logistic_loss", "approx_ndcg_loss"):
     assert any(line.startswith(loss) for line in out.splitlines())
   assert "true emotion:" in out and "(tfrank4class imported by the server: False)" in out
+  assert f"Inspect it with: {demo.beside_interpreter('saved_model_cli')} show --dir" in out
 
 
 @pytest.mark.parametrize(

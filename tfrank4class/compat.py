@@ -13,7 +13,8 @@ variable (it does not change the user's environment). So ``import keras`` code a
 them: a model of the other Keras that is handed one of our objects fails at once with
 :class:`KerasFlavourError` naming the fix (see :func:`register_serializable`), instead of
 training with untracked weights or averaging running means. Keras 3 must run on its TensorFlow
-backend: under ``KERAS_BACKEND=jax`` or ``torch`` the import stops with an error that says so.
+backend: when ``KERAS_BACKEND`` or ``keras.json`` selects ``jax`` or ``torch``, the import stops
+with an error that names which of the two did (:func:`keras_backend_setting`).
 Where the flavours differ in spelling, this module holds the one switch
 (:data:`DEFAULT_REDUCTION`, :func:`loss_reduction`, :data:`KERAS_3`).
 
@@ -37,6 +38,7 @@ import contextlib
 import functools
 import importlib
 import importlib.util
+import json
 import os
 import sys
 import types
@@ -105,14 +107,61 @@ def legacy_keras_requested(environ=None):
   return environ.get("TF_USE_LEGACY_KERAS") in ("true", "True", "1")
 
 
-def _check_keras_backend(backend):
-  """Refuses a Keras 3 backend other than TensorFlow, before Keras fails to import it."""
-  if backend != "tensorflow":
-    raise ImportError(
-      f"tfrank4class is TensorFlow-only: its losses, metrics and layers run their maths in "
-      f"TensorFlow ops, which Keras 3 runs only on its TensorFlow backend, but KERAS_BACKEND is "
-      f"{backend!r}. Set KERAS_BACKEND=tensorflow (or unset it) before Keras is imported."
+def keras_backend_setting(environ=None):
+  """``(backend, source)``: the Keras 3 backend the environment selects, and what selects it.
+
+  Keras 3's own rule, read without importing Keras (which would fail on a backend that is not
+  installed): ``KERAS_BACKEND`` when it is set and not empty, else the ``"backend"`` of
+  ``keras.json`` in ``KERAS_HOME`` (default ``~/.keras``, or ``/tmp/.keras`` when the home
+  directory is not writable), else ``"tensorflow"``. ``source`` is ``"KERAS_BACKEND"``, the path
+  of that ``keras.json``, or ``None`` for the default.
+
+  Example:
+    >>> keras_backend_setting({"KERAS_BACKEND": "jax"})
+    ('jax', 'KERAS_BACKEND')
+    >>> keras_backend_setting({"KERAS_BACKEND": "", "KERAS_HOME": "/nonexistent"})
+    ('tensorflow', None)
+  """
+  environ = os.environ if environ is None else environ
+  if environ.get("KERAS_BACKEND"):
+    return environ["KERAS_BACKEND"], "KERAS_BACKEND"
+  if "KERAS_HOME" in environ:
+    home = environ["KERAS_HOME"]
+  else:
+    base = os.path.expanduser("~")
+    home = os.path.join(base if os.access(base, os.W_OK) else "/tmp", ".keras")
+  path = os.path.expanduser(os.path.join(home, "keras.json"))
+  try:
+    with open(path, encoding="utf-8") as f:
+      config = json.load(f)
+  except (OSError, ValueError):  # Keras too reads an unreadable file as no setting
+    return "tensorflow", None
+  if isinstance(config, dict) and "backend" in config:
+    return config["backend"], path
+  return "tensorflow", None
+
+
+def _check_keras_backend(backend, source):
+  """Refuses a Keras 3 backend other than TensorFlow, naming what set it (``source``: as from
+  :func:`keras_backend_setting`, or ``None`` for a Keras already imported)."""
+  if backend == "tensorflow":
+    return
+  if source == "KERAS_BACKEND":
+    found, fix = f"KERAS_BACKEND is {backend!r}", "Set KERAS_BACKEND=tensorflow"
+  elif source is None:
+    found = f"the Keras already imported in this process runs on {backend!r}"
+    fix = "Set KERAS_BACKEND=tensorflow"
+  else:
+    found = f'the Keras config file {source} sets "backend": {json.dumps(backend)}'
+    fix = (
+      f'Set "backend": "tensorflow" in {source}, or set KERAS_BACKEND=tensorflow in the '
+      "environment,"
     )
+  raise ImportError(
+    f"tfrank4class is TensorFlow-only: its losses, metrics and layers run their maths in "
+    f"TensorFlow ops, which Keras 3 runs only on its TensorFlow backend, but {found}. {fix} "
+    "before Keras is imported."
+  )
 
 
 def _bind_keras():
@@ -128,10 +177,10 @@ def _bind_keras():
         f'python -m pip install "tf-keras~={version[0]}.{version[1]}.0"'
       ) from None
     return tf_keras
-  _check_keras_backend(os.environ.get("KERAS_BACKEND", "tensorflow"))
+  _check_keras_backend(*keras_backend_setting())
   import keras  # pylint: disable=g-import-not-at-top
 
-  _check_keras_backend(keras.backend.backend())
+  _check_keras_backend(keras.backend.backend(), None)
   return keras
 
 

@@ -47,6 +47,22 @@ def _first_single_label_test_example():
   raise RuntimeError("The embedded GoEmotions test split has no single-label row.")
 
 
+def beside_interpreter(program, executable=None, cwd=None):
+  """The path of ``program`` in the running interpreter's directory (the virtual environment's
+  ``bin/``, where ``saved_model_cli`` is, and which is not on ``PATH`` under ``make demo``),
+  relative to ``cwd`` (default: the working directory) when it lies below it.
+
+  Example:
+    >>> beside_interpreter("saved_model_cli", "/repo/.venv/bin/python", cwd="/repo")
+    '.venv/bin/saved_model_cli'
+    >>> beside_interpreter("saved_model_cli", "/usr/bin/python3", cwd="/repo")
+    '/usr/bin/saved_model_cli'
+  """
+  path = os.path.join(os.path.dirname(executable or sys.executable), program)
+  relative = os.path.relpath(path, cwd or os.getcwd())
+  return path if relative.startswith("..") else relative
+
+
 def _run_logged(command, env, log_path, capture_stdout=False):
   """Runs ``command`` with its stderr in the file ``log_path``; returns its stdout if captured.
 
@@ -115,7 +131,8 @@ def main(argv=None):
     capture_stdout=True,
   )
   print(served, end="")
-  print(f"\nInspect it with: saved_model_cli show --dir {export_dir} --all")
+  cli = beside_interpreter("saved_model_cli")
+  print(f"\nInspect it with: {cli} show --dir {export_dir} --all")
 
 
 if __name__ == "__main__":

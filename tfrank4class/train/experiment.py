@@ -285,6 +285,9 @@ def _fit(config, info, strategy, start, steps_per_epoch):
     validation_steps=validation_steps,
     callbacks=start.callbacks,
     verbose=config.verbose,
+    # The input pipeline shuffles (`_input_fn`); Keras's own shuffle does nothing to a dataset,
+    # and Keras 3 warns on every run that its default `shuffle=True` is ignored.
+    shuffle=False,
   )
   return model, history
 
