@@ -168,7 +168,9 @@ def load(name, split, data_dir, options, source=None, training=None, on_corrupt=
       return preprocess_for_train(image, seed, name), label
     return preprocess_for_eval(image, name), label
 
-  return options_lib.build_pipeline(records, decode, preprocess, options, training, keep=keep)
+  return options_lib.build_pipeline(
+    records, decode, preprocess, options, training, keep=keep, in_memory=source == "folder"
+  )
 
 
 def serving_preprocess(name="cifar10"):

@@ -186,7 +186,9 @@ def load(split, data_dir, options, source=None, training=None, on_corrupt="error
       return preprocess_for_train(image, seed), label
     return preprocess_for_eval(image), label
 
-  return options_lib.build_pipeline(records, decode, preprocess, options, training, keep=keep)
+  return options_lib.build_pipeline(
+    records, decode, preprocess, options, training, keep=keep, in_memory=source == "folder"
+  )
 
 
 def serving_preprocess():
