@@ -165,12 +165,20 @@ def shard_dataset(dataset, options):
   return dataset.shard(n, i) if n > 1 else dataset
 
 
-def _known_size(records):
-  """The number of records (at least 1, a shuffle buffer's minimum) of a finite dataset."""
-  size = int(records.cardinality())
-  if size < 0:
-    raise ValueError(f"`records` held in memory must have a known, finite size; got {size}.")
-  return max(size, 1)
+def _shuffle_records(records, options, in_memory):
+  """The raw-record shuffle of ``build_pipeline`` (``records`` when it shuffles after a cache)."""
+  if in_memory:
+    size = int(records.cardinality())
+    if size < 0:
+      raise ValueError(f"`records` held in memory must have a known, finite size; got {size}.")
+    # A new permutation of every record each epoch; before a cache, one fixed permutation (the
+    # cache must see a fixed order), so that the cache holds the records in random order.
+    return records.shuffle(
+      max(size, 1), seed=options.seed, reshuffle_each_iteration=not options.cache
+    )
+  if options.cache:
+    return records
+  return records.shuffle(options.shuffle_buffer, seed=options.seed, reshuffle_each_iteration=True)
 
 
 def build_pipeline(records, decode, preprocess, options, training, keep=None, in_memory=False):
@@ -199,16 +207,7 @@ def build_pipeline(records, decode, preprocess, options, training, keep=None, in
   shuffle = options.should_shuffle(training)
   seed = options.seed
 
-  def _shuffle(ds):
-    return ds.shuffle(options.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-
-  ds = records
-  if shuffle and in_memory:
-    # A new permutation of every record each epoch; before a cache, one fixed permutation (the
-    # cache must see a fixed order), so that the cache holds the records in random order.
-    ds = ds.shuffle(_known_size(records), seed=seed, reshuffle_each_iteration=not options.cache)
-  elif shuffle and not options.cache:
-    ds = _shuffle(ds)
+  ds = _shuffle_records(records, options, in_memory) if shuffle else records
   if decode is not None:
     ds = ds.map(decode, num_parallel_calls=calls, deterministic=det)
   if keep is not None:
@@ -216,7 +215,7 @@ def build_pipeline(records, decode, preprocess, options, training, keep=None, in
   if options.cache:
     ds = ds.cache() if options.cache is True else ds.cache(options.cache)
     if shuffle:
-      ds = _shuffle(ds)
+      ds = ds.shuffle(options.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
   if options.repeat:
     ds = ds.repeat()
   if preprocess is not None:
