@@ -26,17 +26,46 @@ def _opts(**kw):
 
 def test_real_folder_counts_and_class_names(cifar_dir):
   # Count the files independently of the library.
+  listed = {}
   for split, expected in [("train", 20_000), ("test", 10_000)]:
-    n = sum(
-      len([f for f in os.listdir(cifar_dir / split / c) if f.endswith(".jpg")]) for c in CLASSES
-    )
-    assert n == expected
-    paths, labels, names = image_folder.list_split(cifar_dir, split)
-    assert len(paths) == expected and list(names) == CLASSES
-    assert np.bincount(labels).tolist() == [expected // 10] * 10
+    listed[split] = {
+      str(cifar_dir / split / c / f)
+      for c in CLASSES
+      for f in os.listdir(cifar_dir / split / c)
+      if f.endswith(".jpg")
+    }
+    assert len(listed[split]) == expected
+  paths, labels, names = image_folder.list_split(cifar_dir, "test")
+  assert set(paths) == listed["test"] and list(names) == CLASSES
+  assert np.bincount(labels).tolist() == [1000] * 10
   info = cifar.info("cifar10", cifar_dir)
   assert info.num_classes == 10 and list(info.class_names) == CLASSES
   assert info.source == "folder"
+
+
+def test_real_folder_validation_is_a_fixed_holdout_of_train(cifar_dir):
+  train, train_labels, _ = image_folder.list_split(cifar_dir, "train")
+  held, held_labels, _ = image_folder.list_split(cifar_dir, "validation")
+  all_train = {str(p) for p in (cifar_dir / "train").glob("*/*.jpg")}
+  assert not set(train) & set(held) and set(train) | set(held) == all_train
+  # Fixed: these counts pin the hash, key and names (the same images on every run and machine).
+  assert (len(train), len(held)) == (17_953, 2_047)
+  # About 10% of each class: binomial(2000, 0.1) is 200 +- 13.4; 6 standard deviations.
+  assert np.all(np.abs(np.bincount(held_labels) - 200) < 6 * 13.4)
+  assert np.bincount(train_labels).tolist() == (2000 - np.bincount(held_labels)).tolist()
+  assert "hold-out of 10% of the training examples" in cifar.info("cifar10", cifar_dir).validation
+
+
+def test_validation_folder_replaces_the_holdout(tmp_path):
+  for split in ("train", "val", "test"):
+    for c in ("a", "b"):
+      for i in range(3):
+        path = tmp_path / split / c / f"{i}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(tf.io.encode_png(np.zeros((2, 2, 3), np.uint8)).numpy())
+  assert len(image_folder.list_split(tmp_path, "train")[0]) == 6  # all of train/
+  assert {p.split("/")[-3] for p in image_folder.list_split(tmp_path, "validation")[0]} == {"val"}
+  assert cifar.info("cifar10", tmp_path).validation == "the val/ folder"
 
 
 def test_real_folder_eval_batch_is_normalised_decoded_jpeg(cifar_dir):
@@ -127,13 +156,19 @@ def test_serving_preprocess_from_png_bytes_in_tf_function():
 
 
 def test_tfds_source_with_mock_data(tmp_path):
-  with tfds.testing.mock_data(num_examples=10):
-    ds = cifar.load(
-      "cifar10", "train", tmp_path, _opts(batch_size=4, deterministic=True), source="tfds"
-    )
-    batches = list(ds)
+  with tfds.testing.mock_data(num_examples=40):
+    opts = _opts(batch_size=4, deterministic=True)
+    batches = list(cifar.load("cifar10", "train", tmp_path, opts, source="tfds", training=False))
+    assert next(iter(cifar.load("cifar10", "train", tmp_path, opts, source="tfds")))
+    held = cifar.load("cifar10", "validation", tmp_path, _opts(batch_size=40), source="tfds")
+    held = next(iter(held))[0]
+    test = cifar.load("cifar10", "test", tmp_path, _opts(batch_size=40), source="tfds")
     info = cifar.info("cifar100", tmp_path, source="tfds")
-  assert [b[0].shape[0] for b in batches] == [4, 4, 2]
+  # The validation hold-out and the train split share no image and together make up train.
+  seen = np.concatenate([b[0].numpy() for b in batches] + [held.numpy()])
+  assert len(seen) == 40 and len(np.unique(seen.reshape(40, -1), axis=0)) == 40
+  assert 0 < len(held) < 40 and sum(len(b[0]) for b in test) == 40
+  assert [b[0].shape[0] for b in batches[:-1]] == [4] * (len(batches) - 1)
   assert batches[0][0].shape == (4, 32, 32, 3) and batches[0][0].dtype == tf.float32
   labels = np.concatenate([b[1].numpy() for b in batches])
   assert labels.dtype == np.int64 and labels.min() >= 0 and labels.max() < 10
@@ -157,7 +192,9 @@ def test_missing_and_empty_dirs_name_the_path(tmp_path):
 
 def test_bad_arguments(cifar_dir):
   with pytest.raises(ValueError, match="`split` must be one of"):
-    cifar.load("cifar10", "validation", cifar_dir, _opts())
+    cifar.load("cifar10", "holdout", cifar_dir, _opts())
+  with pytest.raises(ValueError, match="hold-out of train and takes no slice"):
+    cifar.load("cifar10", "validation[:50%]", cifar_dir, _opts(), source="tfds")
   with pytest.raises(ValueError, match="`source` must be one of"):
     cifar.load("cifar10", "train", cifar_dir, _opts(), source="csv")
   with pytest.raises(ValueError, match="`name` must be one of"):

@@ -7,7 +7,9 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from tfrank4class.compat import keras
 
@@ -131,10 +133,30 @@ def test_evaluate_split_the_dataset_does_not_have(tmp_path):
   args, _ = _cifar_checkpoint_and_folder(tmp_path)
   # every split is checked before any is evaluated: the test split's undecodable image (the
   # error the test split would raise) is never read
-  result = _run("evaluate", *args, "--split=test,dev")
+  result = _run("evaluate", *args, "--split=test,holdout")
   _assert_one_line_error(
-    result, "evaluate", 1, "`split` must be one of ['test', 'train'], got 'dev'."
+    result,
+    "evaluate",
+    1,
+    "`split` must be one of ['dev', 'test', 'train', 'val', 'valid', 'validation'], got 'holdout'.",
   )
+
+
+def test_evaluate_validation_and_test_of_cifar_says_what_validation_is(tmp_path):
+  # The README's `--split=validation,test` on a CIFAR folder with train/ and test/ only: the
+  # validation split is the hold-out of train/, and the program says so.
+  args, bad = _cifar_checkpoint_and_folder(tmp_path)
+  bad.unlink()
+  png = tf.io.encode_png(np.zeros((32, 32, 3), np.uint8)).numpy()
+  for split, count in (("train", 40), ("test", 2)):
+    for c in ("cat", "dog"):
+      for i in range(count):
+        (tmp_path / "cifar" / split / c).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "cifar" / split / c / f"{i}.png").write_bytes(png)
+  result = _run("evaluate", *args, "--split=validation,test", "--metrics=top_1")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "The validation split of cifar10: a fixed hold-out of 10% of the training" in result.stdout
+  assert [line.split()[0] for line in result.stdout.splitlines()[-2:]] == ["validation", "test"]
 
 
 def test_evaluate_undecodable_image_names_the_file(tmp_path):

@@ -27,6 +27,8 @@ def test_other_bad_config_values():
     tiny(on_corrupt="drop").validate()
   with pytest.raises(ValueError, match=r"`start_over` must be True or False, got 'yes'"):
     tiny(start_over="yes").validate()
+  with pytest.raises(ValueError, match=r"`select_on_test` must be True or False, got 1"):
+    tiny(select_on_test=1).validate()
 
 
 def test_dot_interaction_refuses_hidden_units_it_would_ignore():

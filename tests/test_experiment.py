@@ -72,10 +72,14 @@ def test_on_corrupt_reaches_every_read_of_a_run(tmp_path, capsys):
   )
   assert np.isfinite(result.history.history["loss"]).all()
   rows = experiment.evaluate_splits(
-    result.model, tiny(dataset="goemotions", data_dir=data_dir, on_corrupt="skip")
+    result.model, tiny(dataset="goemotions", data_dir=data_dir, on_corrupt="skip"), result.info
   )
   assert [split for split, _ in rows] == ["validation", "test"]
-  err = capsys.readouterr().err
+  out, err = capsys.readouterr()
+  assert (
+    "The best checkpoint is chosen on the validation split of goemotions: the release's dev "
+    "split (dev.tsv)."
+  ) in out
   # Counting batches, adapting the vocabulary and the input stream read train.tsv: one report.
   assert err.count("Skipped 1 malformed line(s) of") == 1
   assert f"of {tmp_path / 'train.tsv'} (kept 120 rows): line 3: not valid UTF-8" in err

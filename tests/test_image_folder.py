@@ -1,10 +1,15 @@
-"""Tests of tfrank4class/data/image_folder.py: listing, class names, decoding, corrupt files."""
+"""Tests of tfrank4class/data/image_folder.py: listing, class names, decoding, corrupt files,
+shuffling a folder listed sorted by class."""
+
+import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from scipy import stats
 
-from tfrank4class.data import DataNotFoundError, image_folder
+from tfrank4class import data
+from tfrank4class.data import DataNotFoundError, cifar, image_folder
 from tfrank4class.data import options as options_lib
 
 
@@ -120,3 +125,87 @@ def test_unchecked_mode_fails_without_the_file_name(tmp_path):
 def test_bad_on_corrupt_is_rejected():
   with pytest.raises(ValueError, match="`on_corrupt` must be one of"):
     image_folder.read_decoder("ignore")
+
+
+# Shuffling a folder listed sorted by class (tfrank4class issue 37, item 1).
+
+#: Pearson's chi-square of 10 equal classes (9 degrees of freedom) that a uniform sample exceeds
+#: with probability 1e-6 (scipy.stats.chi2.isf(1e-6, 9)); a fixed seed makes each draw repeatable.
+CHI2_BOUND_10_CLASSES = 44.81
+
+
+def _linked_folder(root, classes, per_class):
+  """``root/train/c<k>/<i>.png``: one 2x2 PNG per class, hard-linked ``per_class`` times."""
+  for k in range(classes):
+    first = root / "train" / f"c{k}" / "00000.png"
+    _write_png(first, np.full((2, 2, 3), 20 * k))
+    for i in range(1, per_class):
+      os.link(first, first.with_name(f"{i:05d}.png"))
+  return root
+
+
+def test_first_batches_of_a_sorted_folder_hold_every_class_in_near_uniform_mix(tmp_path):
+  # 15,000 files, more than the default shuffle buffer (10,000): a buffer of decoded or listed
+  # files would hold classes 0-6 only for the first 5,000 draws.
+  root = _linked_folder(tmp_path, classes=10, per_class=1500)
+  for seed in range(3):
+    ds = data.load(
+      "cifar10",
+      "train",
+      root,
+      batch_size=64,
+      shuffle_seed=seed,
+      deterministic=True,
+      on_corrupt="unchecked",
+    )
+    counts = np.bincount(np.concatenate([y.numpy() for _, y in ds.take(5)]), minlength=10)
+    assert counts.min() > 0, counts
+    expected = counts.sum() / 10
+    assert ((counts - expected) ** 2 / expected).sum() < CHI2_BOUND_10_CLASSES, counts
+
+
+def _id_folder(root, classes, per_class):
+  """32x32 PNGs of one colour each, ``(id % 256, id // 256, 0)``, ids sorted by class."""
+  for i in range(classes * per_class):
+    colour = np.zeros((32, 32, 3)) + [i % 256, i // 256, 0]
+    _write_png(root / "train" / f"c{i // per_class}" / f"{i:05d}.png", colour)
+  return root
+
+
+def _epochs(root, seed, epochs=2, split="train"):
+  """The file ids of ``epochs`` shuffled passes over a split, read back from the pixels."""
+  n = len(image_folder.list_split(root, split)[0])  # one batch per epoch
+  ds = data.load(
+    "cifar10",
+    split,
+    root,
+    batch_size=n,
+    training=False,
+    shuffle=True,
+    shuffle_seed=seed,
+    deterministic=True,
+    repeat=True,
+    shuffle_buffer=8,
+  )
+  mean, std = np.array(cifar.STATS["cifar10"][0]), np.array(cifar.STATS["cifar10"][1])
+  out = []
+  for images, _ in ds.take(epochs):
+    pixels = np.rint((images.numpy()[:, 0, 0, :] * std + mean) * 255).astype(int)
+    out.append(pixels[:, 0] + 256 * pixels[:, 1])
+  return out
+
+
+def test_folder_is_reshuffled_whole_each_epoch_and_repeatably_under_a_seed(tmp_path):
+  root = _id_folder(tmp_path, classes=10, per_class=30)
+  first, second = _epochs(root, seed=1)
+  held = _epochs(root, seed=1, epochs=1, split="validation")[0]
+  assert sorted(first) == sorted(second) == sorted(set(range(300)) - set(held))
+  assert not np.array_equal(first, second)
+  # Shuffled whole, whatever shuffle_buffer (8 here): the position of a file says nothing of its
+  # place in the sorted list (|Spearman| > 0.3 has probability below 1e-6 for a permutation).
+  for epoch in (first, second):
+    assert abs(stats.spearmanr(np.arange(len(epoch)), epoch)[0]) < 0.3
+  again = _epochs(root, seed=1)
+  np.testing.assert_array_equal(again[0], first)
+  np.testing.assert_array_equal(again[1], second)
+  assert not np.array_equal(_epochs(root, seed=2, epochs=1)[0], first)

@@ -78,9 +78,10 @@ def test_normalize_uses_imagenet_statistics():
 def folder(tmp_path):
   rng = np.random.default_rng(2)
   sizes = [(300, 400), (256, 256), (500, 260)]
-  for split in ("train", "val"):
+  for split, count in (("train", 6), ("val", 3)):
     for synset in ["n01440764", "n01443537"]:
-      for k, (hh, ww) in enumerate(sizes):
+      for k in range(count):
+        hh, ww = sizes[k % 3]
         path = tmp_path / split / synset / f"img{k}.JPEG"
         path.parent.mkdir(parents=True, exist_ok=True)
         img = rng.integers(0, 256, size=(hh, ww, 3)).astype(np.uint8)
@@ -88,13 +89,22 @@ def folder(tmp_path):
   return tmp_path
 
 
-def test_folder_train_and_validation(folder):
+def test_folder_train_validation_and_test(folder):
   info = imagenet.info(folder)
   assert info.class_names == ("n01440764", "n01443537") and info.source == "folder"
-  x, y = next(iter(imagenet.load("train", folder, _opts(batch_size=6, deterministic=True))))
-  assert x.shape == (6, 224, 224, 3) and x.dtype == tf.float32
-  assert sorted(y.numpy().tolist()) == [0, 0, 0, 1, 1, 1]
-  x, y = next(iter(imagenet.load("val", folder, _opts(batch_size=6, deterministic=True))))
+  assert "hold-out of 10% of the training examples" in info.validation
+  opts = _opts(batch_size=12, deterministic=True)
+  x, y = next(iter(imagenet.load("train", folder, opts)))
+  assert x.shape == (10, 224, 224, 3) and x.dtype == tf.float32
+  assert sorted(y.numpy().tolist()) == [0] * 5 + [1] * 5
+  # The fixed hold-out of these 12 names (it pins the hash): one image of each class, not in train.
+  x, y = next(iter(imagenet.load("validation", folder, opts)))
+  assert y.numpy().tolist() == [0, 1]
+  for k, name in enumerate(["n01440764/img1.JPEG", "n01443537/img5.JPEG"]):
+    raw = tf.io.decode_jpeg(tf.io.read_file(str(folder / "train" / name)))
+    np.testing.assert_allclose(x[k].numpy(), imagenet.preprocess_for_eval(raw), atol=1e-5)
+  # The test split is the official validation set, val/.
+  x, y = next(iter(imagenet.load("test", folder, _opts(batch_size=6, deterministic=True))))
   assert x.shape == (6, 224, 224, 3) and y.numpy().tolist() == [0, 0, 0, 1, 1, 1]
   # The eval batch equals preprocess_for_eval on the decoded file (order is sorted).
   raw = tf.io.decode_jpeg(tf.io.read_file(str(folder / "val" / "n01440764" / "img0.JPEG")))
@@ -112,11 +122,18 @@ def test_serving_preprocess_on_encoded_bytes_of_several_sizes(folder):
 
 
 def test_tfds_source_with_mock_data(tmp_path):
-  with tfds.testing.mock_data(num_examples=3):
-    ds = imagenet.load("validation", tmp_path, _opts(batch_size=3), source="tfds")
+  with tfds.testing.mock_data(num_examples=30):
+    ds = imagenet.load("test", tmp_path, _opts(batch_size=30), source="tfds")
     x, y = next(iter(ds))
+    sizes = [
+      sum(
+        int(b[1].shape[0]) for b in imagenet.load(s, tmp_path, _opts(batch_size=30), source="tfds")
+      )
+      for s in ("train", "validation")
+    ]
     info = imagenet.info(tmp_path, source="tfds")
-  assert x.shape == (3, 224, 224, 3) and y.dtype == tf.int64
+  assert x.shape == (30, 224, 224, 3) and y.dtype == tf.int64
+  assert sum(sizes) == 30 and 0 < sizes[1] < 30  # the hold-out of the 30 training examples
   assert info.num_classes == 1000 and info.class_names[0] == "n01440764"
 
 
@@ -128,7 +145,7 @@ def test_missing_data_says_how_to_get_imagenet(tmp_path):
   with pytest.raises(DataNotFoundError, match="image folder or prepared TFDS"):
     imagenet.load("train", tmp_path, _opts())
   with pytest.raises(ValueError, match="`split` must be one of"):
-    imagenet.load("test", tmp_path, _opts(), source="folder")
+    imagenet.load("holdout", tmp_path, _opts(), source="folder")
   (tmp_path / "ILSVRC2012_img_val.tar").write_bytes(b"")
   with pytest.raises(DataNotFoundError, match=r"No ILSVRC2012_img_train.tar found at"):
     imagenet.prepare(tmp_path, tmp_path / "out")

@@ -1,12 +1,81 @@
-"""The result tables: the validation split of each dataset, and the plain-text table."""
+"""The result tables: the split that picks the best checkpoint (never test), the plain-text
+table."""
 
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfrank4class import data, errors
+from tfrank4class.data import DatasetInfo
 from tfrank4class.train import results
 
 
-def test_validation_split_is_test_only_where_the_dataset_has_no_validation_split():
-  assert results.validation_split("cifar10") == "test"
-  assert results.validation_split("cifar100") == "test"
-  assert results.validation_split("goemotions_sample") == "validation"
+def _image_folder(root, splits):
+  """``root/<split>/c<k>/<i>.png`` of 8x8 images of one colour each, all different."""
+  i = 0
+  for split in splits:
+    for k in range(3):
+      for _ in range(20):
+        path = root / split / f"c{k}" / f"{i:03d}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        colour = np.zeros((8, 8, 3), np.uint8) + [i % 256, i // 256, 7]
+        path.write_bytes(tf.io.encode_png(colour.astype(np.uint8)).numpy())
+        i += 1
+  return root
+
+
+def _small_data(name, tmp_path, datasets_dir):
+  """A small ``data_dir`` for each registered dataset; a new dataset must be added here."""
+  folders = {
+    "cifar10": ("train", "test"),
+    "cifar100": ("train", "test"),
+    "imagenet2012": ("train", "val"),
+  }
+  if name in folders:
+    return _image_folder(tmp_path / name, folders[name])
+  if name == "goemotions":  # the first 2,000 rows of each official file
+    (tmp_path / name).mkdir()
+    for file in ("train.tsv", "dev.tsv", "test.tsv", "emotions.txt"):
+      lines = (datasets_dir / name / file).read_text(encoding="utf-8").splitlines(keepends=True)
+      (tmp_path / name / file).write_text("".join(lines[:2000]), encoding="utf-8")
+    return tmp_path / name
+  dirs = {
+    "goemotions_sample": None,
+    "mind": datasets_dir / "mind_sample",
+  }
+  assert name in dirs, f"Add small data for the new dataset {name!r} to this test."
+  return dirs[name]
+
+
+def _examples(name, split, data_dir):
+  """Each example's features, as bytes, in evaluation order."""
+  ds = data.load(name, split, data_dir, batch_size=4096, training=False)
+  return [np.asarray(x).tobytes() for features, _ in ds for x in features.numpy()]
+
+
+def test_no_dataset_picks_its_checkpoint_on_its_test_split(tmp_path, datasets_dir):
+  # Every registered dataset, so that a new one is covered: its selection split is not `test`,
+  # and its validation examples are neither its test examples nor its training examples.
+  for name in data.names():
+    data_dir = _small_data(name, tmp_path, datasets_dir)
+    info = data.info(name, data_dir)
+    assert results.selection_split(info) == "validation" and info.validation, name
+    val, test, train = (_examples(name, s, data_dir) for s in ("validation", "test", "train"))
+    assert val and test and train, name
+    # Published splits may repeat a short text ("Thank you!"); less than 1% of validation.
+    assert len(set(val) & set(test)) < 0.01 * len(val), name
+    assert len(set(val) & set(train)) < 0.01 * len(val), name
+
+
+def test_selecting_on_test_needs_select_on_test():
+  info = data.info("goemotions_sample")
+  assert results.selection_split(info, select_on_test=True) == "test"
+  bare = DatasetInfo("bare", ["a", "b"], "text", "tsv", None, validation=None)
+  with pytest.raises(
+    errors.InvalidConfigError, match=r"'bare' has no validation split.*--select_on_test"
+  ):
+    results.selection_split(bare)
+  assert results.selection_split(bare, select_on_test=True) == "test"
 
 
 def test_format_table_aligns_labels_and_prints_four_decimals():

@@ -8,15 +8,20 @@ evaluation preprocessing as a pure TF function from raw serving inputs (encoded 
 strings, ``[B]``) to model features, for use inside an exported SavedModel.
 
 =====================  =========================================  ==============================
-name                   sources (``source=``, detected if None)    splits
+name                   sources (``source=``, detected if None)    validation split
 =====================  =========================================  ==============================
-``cifar10``            ``folder`` (train/, test/), ``tfds``       train, test
-``cifar100``           ``folder``, ``tfds``                       train, test
-``imagenet2012``       ``folder`` (train/, val/), ``tfds``        train, validation
-``goemotions``         ``tsv`` (official files), ``tfds``         train, validation (dev), test
-``goemotions_sample``  ``tsv``, embedded in the package           train, validation (dev), test
-``mind``               ``tsv`` (news.tsv), ``tfds`` (builder)     train, validation, test
+``cifar10``            ``folder`` (train/, test/), ``tfds``       hold-out of train (or val/)
+``cifar100``           ``folder``, ``tfds``                       hold-out of train (or val/)
+``imagenet2012``       ``folder`` (train/, val/), ``tfds``        hold-out of train
+``goemotions``         ``tsv`` (official files), ``tfds``         dev
+``goemotions_sample``  ``tsv``, embedded in the package           dev
+``mind``               ``tsv`` (news.tsv), ``tfds`` (builder)     60/20/20 by news-id hash
 =====================  =========================================  ==============================
+
+Every dataset has the splits ``train``, ``validation`` and ``test``, and its validation split is
+never its test split. Where the release has none (CIFAR, ImageNet), ``validation`` is a fixed,
+seeded hold-out of 10% of the training examples, left out of ``train``; ImageNet's ``test`` is the
+official validation set (val/). ``info(name).validation`` says what the split is.
 
 Example:
   >>> import tfrank4class.data as data
@@ -51,6 +56,8 @@ MalformedRowError = _common.MalformedRowError
 #: ``on_corrupt`` values every dataset takes (image datasets also take ``"unchecked"``).
 ON_CORRUPT = _common.ON_CORRUPT
 adapt_text_vectorization = text.adapt_text_vectorization
+#: ``canonical_split("dev[:50]") == ("validation", "[:50]")``: a split name's canonical base.
+canonical_split = _common.canonical_split
 
 _IMAGE_KWARGS = ("on_corrupt",)
 
@@ -153,8 +160,8 @@ def load(
 
   Args:
     name: a dataset name, see ``names()``.
-    split: ``"train"``, ``"validation"`` (``"dev"``, ``"val"``) or ``"test"``, as the dataset has
-      them; TFDS sources also take slices such as ``"train[:10%]"``.
+    split: ``"train"``, ``"validation"`` (``"dev"``, ``"val"``) or ``"test"`` (every dataset has
+      the three); TFDS sources also take slices such as ``"train[:10%]"`` (not of a hold-out).
     data_dir: where the data is (an image folder, the TSV files, or a TFDS data directory);
       ``None`` means the TFDS default directory, or the embedded files for ``goemotions_sample``.
     batch_size: the GLOBAL batch size. With ``input_context`` each pipeline yields batches of
@@ -193,7 +200,8 @@ def load(
 
 
 def info(name, data_dir=None, source=None):
-  """``DatasetInfo`` (``num_classes``, ``class_names``, modality, source) of a dataset."""
+  """``DatasetInfo`` (``num_classes``, ``class_names``, modality, source, what the validation
+  split is) of a dataset."""
   _, (_, info_fn, _, _) = _entry(name)
   return info_fn(data_dir, source)
 

@@ -19,6 +19,49 @@ SPLIT_ALIASES = {
 }
 
 
+#: The validation split of a dataset whose release has none (CIFAR, ImageNet): the training
+#: examples whose name (an image folder's ``<class>/<file name>``, a TFDS example's id or file
+#: name) falls in the first ``HOLDOUT_PERCENT`` of 100 buckets of a keyed hash (SipHash,
+#: ``tf.strings.to_hash_bucket_strong`` with ``HOLDOUT_KEY``). It is fixed, the same examples on
+#: every run and machine whatever the run's seed, and the train split is the rest.
+HOLDOUT_PERCENT = 10
+HOLDOUT_KEY = (0, 37)
+HOLDOUT = (
+  f"a fixed hold-out of {HOLDOUT_PERCENT}% of the training examples (seeded hash of each "
+  "example's name), left out of the train split; the release has no validation split"
+)
+
+
+def held_out(names):
+  """Which examples are in the validation hold-out: bool ``[N]`` of their names ``tf.string
+  [N]`` (or a scalar of a scalar); see ``HOLDOUT_PERCENT``."""
+  buckets = tf.strings.to_hash_bucket_strong(names, 100, key=list(HOLDOUT_KEY))
+  return buckets < HOLDOUT_PERCENT
+
+
+def holdout_filter(base, name_of):
+  """The ``tf.data`` filter of an example of the TFDS train split read for split ``base``:
+  ``name_of(example)`` is held out for ``"validation"``, not held out for ``"train"``."""
+  want = base == "validation"
+  return lambda example: tf.equal(held_out(name_of(example)), want)
+
+
+def holdout_tfds_split(base, suffix, test_split="test"):
+  """The TFDS split to read for split ``base`` + ``suffix`` of a dataset whose validation split
+  is the hold-out: ``train`` + ``suffix`` for ``train`` and ``validation``, ``test_split`` +
+  ``suffix`` for ``test``.
+
+  Raises:
+    InvalidConfigError: a slice of the hold-out (slice ``train`` instead).
+  """
+  if base == "validation" and suffix:
+    raise errors.InvalidConfigError(
+      f"`split` {base + suffix!r}: the validation split is a hold-out of train and takes no "
+      "slice; slice 'train' instead, or read all of 'validation'."
+    )
+  return ("train" if base in ("train", "validation") else test_split) + suffix
+
+
 class DataNotFoundError(errors.UserError, FileNotFoundError):
   """The data a dataset needs is not where it was asked for; the message says how to get it."""
 
@@ -178,13 +221,16 @@ class DatasetInfo:
     source: where the data is read from (``"tfds"``, ``"folder"`` or ``"tsv"``).
     data_dir: the directory read (``None`` for the TFDS default).
     image_size: ``(H, W)`` of the model's input images, or ``None`` for text.
+    validation: what the validation split is, in words (the release's dev split, a folder, or
+      the hold-out ``HOLDOUT``), never the test split; ``None`` for a dataset with no
+      validation split (choosing a checkpoint on it then needs ``select_on_test``).
 
   Raises:
     InvalidConfigError: fewer than 2 classes (a ranking of one class is no ranking; an image
       folder with one class sub-folder is the usual cause).
   """
 
-  def __init__(self, name, class_names, modality, source, data_dir, image_size=None):
+  def __init__(self, name, class_names, modality, source, data_dir, validation, image_size=None):
     self.name = name
     self.class_names = tuple(str(c) for c in class_names)
     if len(self.class_names) < 2:
@@ -198,6 +244,7 @@ class DatasetInfo:
     self.source = source
     self.data_dir = None if data_dir is None else str(data_dir)
     self.image_size = image_size
+    self.validation = validation
 
   def __repr__(self):
     return (

@@ -2,10 +2,15 @@
 
 Sources (``source=None`` detects them, in this order):
   * ``"folder"``: ``data_dir/train/<class>/*.jpg`` and ``data_dir/test/<class>/*.jpg`` (the layout
-    of ``tfds.folder_dataset.ImageFolder``; e.g. ``shared/datasets/cifar10_jpeg``).
+    of ``tfds.folder_dataset.ImageFolder``; e.g. ``shared/datasets/cifar10_jpeg``), and
+    ``data_dir/validation/<class>/*.jpg`` (or ``val/``) if there is one.
   * ``"tfds"``: the TFDS ``cifar10`` / ``cifar100`` datasets prepared in ``data_dir`` (or in the
-    TFDS default directory when ``data_dir`` is None). Splits ``train`` and ``test``, TFDS slices
-    such as ``train[:90%]`` allowed.
+    TFDS default directory when ``data_dir`` is None). TFDS slices such as ``train[:50%]`` allowed.
+
+Splits ``train``, ``validation`` and ``test``. The CIFAR release has no validation split: unless
+the folder has a validation folder, ``validation`` is a fixed hold-out of 10% of the training
+images (``_common.HOLDOUT``, by file name or TFDS id) and ``train`` is the rest, so that the best
+checkpoint is never chosen on the test split.
 
 Preprocessing (the standard CIFAR recipe of the ResNet / VGG papers):
   * training: pad 4 zero pixels on each side, random 32x32 crop, random horizontal flip;
@@ -121,7 +126,8 @@ def info(name, data_dir=None, source=None):
       raise _common.missing_data(path, f"{name} class folders", _how(name))
   else:
     names = _common.tfds_builder(name, data_dir).info.features["label"].names
-  return _common.DatasetInfo(name, names, "image", source, data_dir, IMAGE_SIZE)
+  validation = image_folder.describe_validation(path) if source == "folder" else _common.HOLDOUT
+  return _common.DatasetInfo(name, names, "image", source, data_dir, validation, IMAGE_SIZE)
 
 
 def load(name, split, data_dir, options, source=None, training=None, on_corrupt="error"):
@@ -129,7 +135,8 @@ def load(name, split, data_dir, options, source=None, training=None, on_corrupt=
 
   Args:
     name: ``"cifar10"`` or ``"cifar100"``.
-    split: ``"train"`` or ``"test"`` (TFDS slices allowed with ``source="tfds"``).
+    split: ``"train"``, ``"validation"`` (see the module docstring) or ``"test"`` (TFDS
+      slices of train and test allowed with ``source="tfds"``).
     data_dir: image folder or TFDS data directory.
     options: ``InputOptions``.
     source: ``"folder"``, ``"tfds"`` or None (detect).
@@ -139,8 +146,8 @@ def load(name, split, data_dir, options, source=None, training=None, on_corrupt=
   checks.check_choice("name", name, NAMES)
   checks.check_choice("on_corrupt", on_corrupt, image_folder.ON_CORRUPT)
   source = checks.check_choice("source", source or detect_source(name, data_dir), SOURCES)
-  _common.canonical_split(split, allowed=("train", "test"))
-  training = split.startswith("train") if training is None else bool(training)
+  base, suffix = _common.canonical_split(split)
+  training = base == "train" if training is None else bool(training)
   keep = image_folder.keep_decoded if on_corrupt == "skip" else None
   if source == "folder":
     path = _common.require_dir(data_dir, f"{name} image folder", _how(name))
@@ -151,13 +158,15 @@ def load(name, split, data_dir, options, source=None, training=None, on_corrupt=
 
     records = _common.tfds_read(
       name,
-      split,
+      _common.holdout_tfds_split(base, suffix),
       data_dir,
       options,
       training,
       _how(name),
       decoders={"image": tfds.decode.SkipDecoding()},
     )
+    if base != "test":
+      records = records.filter(_common.holdout_filter(base, lambda example: example["id"]))
 
     def decode(example):
       image = image_folder.decode_checked(example["image"], example["id"], on_corrupt)
@@ -168,7 +177,9 @@ def load(name, split, data_dir, options, source=None, training=None, on_corrupt=
       return preprocess_for_train(image, seed, name), label
     return preprocess_for_eval(image, name), label
 
-  return options_lib.build_pipeline(records, decode, preprocess, options, training, keep=keep)
+  return options_lib.build_pipeline(
+    records, decode, preprocess, options, training, keep=keep, in_memory=source == "folder"
+  )
 
 
 def serving_preprocess(name="cifar10"):

@@ -73,6 +73,8 @@ EMOTIONS = (
 )
 SOURCES = ("tsv", "tfds")
 SPLIT_FILES = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
+#: What the validation split is (``DatasetInfo.validation``).
+VALIDATION = "the release's dev split (dev.tsv)"
 HOW = (
   "Download the official GoEmotions files train.tsv, dev.tsv, test.tsv and emotions.txt from "
   "https://github.com/google-research/google-research/tree/master/goemotions/data into one "
@@ -192,7 +194,7 @@ def info(data_dir=None, source=None, name=NAME):
     names = read_emotions(path / "emotions.txt")
   else:
     names = EMOTIONS
-  return _common.DatasetInfo(name, names, "text", source, data_dir)
+  return _common.DatasetInfo(name, names, "text", source, data_dir, VALIDATION)
 
 
 def examples(split, data_dir, multi_label=False, on_corrupt="error"):

@@ -3,7 +3,11 @@
 Class names are the sorted union of the class folders of all splits, so the class id of a folder is
 the same in every split (and, for CIFAR-10 and ImageNet, the same as in TFDS, whose label names are
 sorted the same way). Files are listed in sorted order, so a pipeline's order and its shards do not
-depend on the file system.
+depend on the file system (a training pipeline then shuffles the whole list).
+
+Validation: a ``validation/`` (``val/``, ``dev/``, ``valid/``) folder where there is one; else a
+fixed hold-out of the train folder (``_common.HOLDOUT``, by ``<class>/<file name>``), and the
+train split is the rest of the train folder, so the two never share an image.
 
 Corrupt images: by default (``on_corrupt="error"``) a file that cannot be decoded stops the
 pipeline with an ``InvalidArgumentError`` whose message is ``Could not decode image file`` followed
@@ -60,8 +64,16 @@ def is_image_folder(root):
   return False
 
 
-def split_dir(root, split):
+def _folder(root, names):
+  """The first of the folders ``names`` in ``root`` that exists, or None."""
+  return next((root / name for name in names if (root / name).is_dir()), None)
+
+
+def split_dir(root, split, folders=FOLDER_SPLITS):
   """The folder of ``split`` (``train``, ``validation``/``val``/``dev``, ``test``) in ``root``.
+
+  Args:
+    folders: the folder names of each split (``FOLDER_SPLITS``; ImageNet reads ``val/`` as test).
 
   Raises:
     DataNotFoundError: no such folder; the message lists the split folders that exist.
@@ -73,15 +85,22 @@ def split_dir(root, split):
       f"`split` slices such as {split!r} are only supported for TFDS sources; "
       "an image folder takes 'train', 'validation' or 'test'."
     )
-  for name in FOLDER_SPLITS[base]:
-    if (root / name).is_dir():
-      return root / name
+  found = _folder(root, folders[base])
+  if found is not None:
+    return found
   present = [d for d in _subdirs(root)] if root.is_dir() else []
   raise _common.missing_data(
-    root / FOLDER_SPLITS[base][0],
+    root / (folders[base] or FOLDER_SPLITS[base])[0],
     f"image folder for split {split!r}",
     f"Expected {root}/<split>/<class>/<image>; split folders present: {present}.",
   )
+
+
+def describe_validation(root, folders=FOLDER_SPLITS):
+  """What the validation split of the image folder ``root`` is, in words (a folder, or the
+  hold-out of train)."""
+  found = _folder(pathlib.Path(root), folders["validation"])
+  return _common.HOLDOUT if found is None else f"the {found.name}/ folder"
 
 
 def class_names(root):
@@ -95,19 +114,27 @@ def class_names(root):
   return tuple(sorted(names))
 
 
-def list_split(root, split, names=None):
+def list_split(root, split, names=None, folders=FOLDER_SPLITS):
   """Lists the images of a split, sorted by (class, file name).
+
+  Without a validation folder (see the module docstring), ``validation`` is the hold-out of the
+  train folder and ``train`` the rest of it.
+
+  Args:
+    folders: the folder names of each split (``FOLDER_SPLITS``; ImageNet reads ``val/`` as test).
 
   Returns:
     ``(paths, labels, class_names)``: lists of file paths and int class ids, and the class names.
 
   Raises:
-    DataNotFoundError: no split folder, or no image files in it.
+    DataNotFoundError: no split folder, or no image files in it (or in its hold-out).
   """
   root = pathlib.Path(root)
-  folder = split_dir(root, split)
+  base, _ = _common.canonical_split(split)
+  holdout = base != "test" and _folder(root, folders["validation"]) is None
+  folder = split_dir(root, "train" if holdout else split, folders)
   names = tuple(names) if names is not None else class_names(root)
-  paths, labels = [], []
+  paths, labels, keys = [], [], []
   for label, name in enumerate(names):
     class_dir = folder / name
     if not class_dir.is_dir():
@@ -119,10 +146,18 @@ def list_split(root, split, names=None):
     )
     paths.extend(str(class_dir / f) for f in files)
     labels.extend([label] * len(files))
+    keys.extend(f"{name}/{f}" for f in files)
+  if holdout and keys:
+    wanted = _common.held_out(keys).numpy() == (base == "validation")
+    paths = [p for p, w in zip(paths, wanted) if w]
+    labels = [y for y, w in zip(labels, wanted) if w]
   if not paths:
     raise _common.missing_data(
       folder,
-      "image files (" + ", ".join(IMAGE_EXTENSIONS) + ")",
+      "image files ("
+      + ", ".join(IMAGE_EXTENSIONS)
+      + ")"
+      + (f" for the {base} split, {_common.HOLDOUT}" if holdout else ""),
       f"Expected {folder}/<class>/<image>.",
     )
   return paths, labels, names
@@ -166,11 +201,11 @@ def decode_image(contents, path=None, on_corrupt="error", channels=3):
     return tf.identity(image)
 
 
-def file_records(root, split, options, names=None):
-  """Sharded ``tf.data.Dataset`` of ``(path, label)`` and the class names."""
+def file_records(root, split, options, names=None, folders=FOLDER_SPLITS):
+  """Sharded ``tf.data.Dataset`` of ``(path, label)`` and the class names (``list_split``)."""
   from tfrank4class.data import options as options_lib  # pylint: disable=g-import-not-at-top
 
-  paths, labels, names = list_split(root, split, names)
+  paths, labels, names = list_split(root, split, names, folders)
   ds = tf.data.Dataset.from_tensor_slices((paths, tf.constant(labels, tf.int64)))
   return options_lib.shard_dataset(ds, options), names
 

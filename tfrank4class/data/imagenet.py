@@ -8,6 +8,11 @@ Sources (``source=None`` detects them):
     ``<data_dir>/downloads/manual/`` and run
     ``tfds.builder("imagenet2012", data_dir=...).download_and_prepare()`` once.
 
+Splits: ``test`` is the official ILSVRC2012 validation set (``val/``, TFDS ``validation``), on
+which results are reported (the test set's labels are not public); ``validation`` is a fixed
+hold-out of 10% of the training images (``_common.HOLDOUT``, by ``<synset>/<file name>`` or TFDS
+file name) and ``train`` the rest, so that the best checkpoint is not chosen on ``test``.
+
 Preprocessing (the standard ResNet recipe, He et al. 2016 / TF Model Garden):
   * training: a random crop covering 8%-100% of the area with aspect ratio in [3/4, 4/3]
     (``sample_distorted_bounding_box``, at least 10% of the whole image), resized to 224x224
@@ -106,6 +111,10 @@ def preprocess_for_eval(image):
   return tf.ensure_shape(normalize(image), [IMAGE_SIZE[0], IMAGE_SIZE[1], 3])
 
 
+#: The folders of each split: the official validation set is the test split, and the validation
+#: split is always the hold-out of train.
+FOLDER_SPLITS = {"train": ("train",), "validation": (), "test": ("val", "validation")}
+
 TARS = ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar")
 
 
@@ -145,37 +154,40 @@ def info(data_dir=None, source=None):
     names = image_folder.class_names(path)
   else:
     names = _common.tfds_builder(NAME, data_dir).info.features["label"].names
-  return _common.DatasetInfo(NAME, names, "image", source, data_dir, IMAGE_SIZE)
+  return _common.DatasetInfo(NAME, names, "image", source, data_dir, _common.HOLDOUT, IMAGE_SIZE)
 
 
 def load(split, data_dir, options, source=None, training=None, on_corrupt="error"):
   """Batched ``(float32 [B, 224, 224, 3], int64 [B])`` of an ImageNet split.
 
   Args:
-    split: ``"train"`` or ``"validation"`` (``"val"``); TFDS slices with ``source="tfds"``.
+    split: ``"train"``, ``"validation"`` (the hold-out) or ``"test"`` (the official validation
+      set); TFDS slices of train and test with ``source="tfds"``.
     data_dir, options, source, training, on_corrupt: as in ``cifar.load``.
   """
   checks.check_choice("on_corrupt", on_corrupt, image_folder.ON_CORRUPT)
   source = checks.check_choice("source", source or detect_source(data_dir), SOURCES)
-  base, suffix = _common.canonical_split(split, allowed=("train", "validation"))
+  base, suffix = _common.canonical_split(split)
   training = base == "train" if training is None else bool(training)
   keep = image_folder.keep_decoded if on_corrupt == "skip" else None
   if source == "folder":
     path = _common.require_dir(data_dir, "ImageNet image folder", HOW)
-    records, _ = image_folder.file_records(path, split, options)
+    records, _ = image_folder.file_records(path, split, options, folders=FOLDER_SPLITS)
     decode = image_folder.read_decoder(on_corrupt)
   else:
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
 
     records = _common.tfds_read(
       NAME,
-      base + suffix,
+      _common.holdout_tfds_split(base, suffix, test_split="validation"),
       data_dir,
       options,
       training,
       HOW,
       decoders={"image": tfds.decode.SkipDecoding()},
     )
+    if base != "test":
+      records = records.filter(_common.holdout_filter(base, lambda example: example["file_name"]))
 
     def decode(example):
       image = image_folder.decode_checked(example["image"], example["file_name"], on_corrupt)
@@ -186,7 +198,9 @@ def load(split, data_dir, options, source=None, training=None, on_corrupt="error
       return preprocess_for_train(image, seed), label
     return preprocess_for_eval(image), label
 
-  return options_lib.build_pipeline(records, decode, preprocess, options, training, keep=keep)
+  return options_lib.build_pipeline(
+    records, decode, preprocess, options, training, keep=keep, in_memory=source == "folder"
+  )
 
 
 def serving_preprocess():

@@ -47,6 +47,8 @@ from tfrank4class.data import options as options_lib  # noqa: E402
 NAME = "mind"
 SEPARATOR = " [SEP] "
 SPLIT_PERCENT = {"train": (0, 60), "validation": (60, 80), "test": (80, 100)}
+#: What the validation split is (``DatasetInfo.validation``).
+VALIDATION = "the articles whose md5(news id) mod 100 is in [60, 80) (the 60/20/20 split)"
 SOURCES = ("tsv", "tfds")
 HOW = (
   "Download MIND (https://msnews.github.io, Microsoft Research License; e.g. MINDsmall_train."
@@ -259,7 +261,7 @@ def info(data_dir=None, source=None):
     if not builder.is_prepared():
       raise _common.missing_data(data_dir or builder.data_dir, "prepared TFDS 'mind'", HOW)
     names = builder.info.features["label"].names
-  return _common.DatasetInfo(NAME, names, "text", source, data_dir)
+  return _common.DatasetInfo(NAME, names, "text", source, data_dir, VALIDATION)
 
 
 def load(split, data_dir, options, source=None, training=None, on_corrupt="error"):

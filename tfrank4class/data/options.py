@@ -10,7 +10,10 @@ one place::
   keeps the records ``i, i + N, i + 2N, ...`` (``tf.data.Dataset.shard``) or the ``i``-th of
   ``tfds.even_splits``. Together the shards hold every record exactly once.
 * **Shuffling** happens on the raw records (paths, encoded bytes, strings) when nothing is cached,
-  and after the cache otherwise (a cache must see a fixed order to be reusable).
+  and after the cache otherwise (a cache must see a fixed order to be reusable). Records held in
+  memory (an image folder's file list, listed sorted by class) are shuffled whole, a new
+  permutation each epoch, so that every batch is a uniform sample of the split whatever its size;
+  ``shuffle_buffer`` bounds the other shuffles (TFDS records, cached decoded examples).
 * **Random preprocessing** (training augmentation) uses stateless random ops with one seed pair per
   example drawn from ``tf.data.Dataset.random``: with a fixed seed it is reproducible run to run
   even with parallel ``map`` calls.
@@ -42,7 +45,8 @@ class InputOptions:
       ``input_context.get_per_replica_batch_size(batch_size)``, as
       ``strategy.distribute_datasets_from_function`` expects.
     shuffle: shuffle the records; ``None`` means "when training".
-    shuffle_buffer: size of the shuffle buffer (>= 1).
+    shuffle_buffer: size of the shuffle buffer (>= 1) of TFDS and text records and of cached
+      examples; an image folder's file list is always shuffled whole.
     shuffle_seed: seed of the shuffle and the augmentation; ``None`` draws fresh randomness unless
       ``deterministic``.
     cache: ``False``; ``True`` to cache decoded examples in memory; or a file path prefix for
@@ -161,12 +165,28 @@ def shard_dataset(dataset, options):
   return dataset.shard(n, i) if n > 1 else dataset
 
 
-def build_pipeline(records, decode, preprocess, options, training, keep=None):
+def _shuffle_records(records, options, in_memory):
+  """The raw-record shuffle of ``build_pipeline`` (``records`` when it shuffles after a cache)."""
+  if in_memory:
+    size = int(records.cardinality())
+    if size < 0:
+      raise ValueError(f"`records` held in memory must have a known, finite size; got {size}.")
+    # A new permutation of every record each epoch; before a cache, one fixed permutation (the
+    # cache must see a fixed order), so that the cache holds the records in random order.
+    return records.shuffle(
+      max(size, 1), seed=options.seed, reshuffle_each_iteration=not options.cache
+    )
+  if options.cache:
+    return records
+  return records.shuffle(options.shuffle_buffer, seed=options.seed, reshuffle_each_iteration=True)
+
+
+def build_pipeline(records, decode, preprocess, options, training, keep=None, in_memory=False):
   """Turns sharded raw records into batched ``(features, label)``; see the module docstring.
 
   Args:
     records: a ``tf.data.Dataset`` of raw records, already sharded (``shard_dataset`` or a TFDS
-      sub-split).
+      sub-split); with ``in_memory``, of known size.
     decode: deterministic ``record -> (features, label)`` (e.g. read and decode an image), or
       ``None`` when the records already are ``(features, label)``.
     preprocess: ``(features, label, seed) -> (features, label)``; ``seed`` is an int64 ``[2]``
@@ -175,6 +195,9 @@ def build_pipeline(records, decode, preprocess, options, training, keep=None):
     training: whether this is a training pipeline (default shuffle).
     keep: optional ``(features, label) -> bool`` filter applied after ``decode`` (e.g. dropping
       undecodable images).
+    in_memory: the records are cheap and held in memory (an image folder's file names and
+      labels): when shuffling they are shuffled whole, whatever ``shuffle_buffer``, so that every
+      batch is a uniform sample of the split even when the records come sorted by class.
 
   Returns:
     A batched (and prefetched) ``tf.data.Dataset``.
@@ -184,12 +207,7 @@ def build_pipeline(records, decode, preprocess, options, training, keep=None):
   shuffle = options.should_shuffle(training)
   seed = options.seed
 
-  def _shuffle(ds):
-    return ds.shuffle(options.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-
-  ds = records
-  if shuffle and not options.cache:
-    ds = _shuffle(ds)
+  ds = _shuffle_records(records, options, in_memory) if shuffle else records
   if decode is not None:
     ds = ds.map(decode, num_parallel_calls=calls, deterministic=det)
   if keep is not None:
@@ -197,7 +215,7 @@ def build_pipeline(records, decode, preprocess, options, training, keep=None):
   if options.cache:
     ds = ds.cache() if options.cache is True else ds.cache(options.cache)
     if shuffle:
-      ds = _shuffle(ds)
+      ds = ds.shuffle(options.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
   if options.repeat:
     ds = ds.repeat()
   if preprocess is not None:

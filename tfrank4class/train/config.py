@@ -75,6 +75,7 @@ class ExperimentConfig:
   export_dir: str = None
   seed: int = 0
   best_metric: str = "ndcg_5"
+  select_on_test: bool = False
   backup_every: int = 100
   start_over: bool = False
   verbose: int = 1
@@ -128,8 +129,9 @@ class ExperimentConfig:
       )
     checks.check_int("seed", self.seed, minimum=0)
     checks.check_int("backup_every", self.backup_every, minimum=1)
-    if not isinstance(self.start_over, bool):
-      raise ValueError(f"`start_over` must be True or False, got {self.start_over!r}.")
+    for flag in ("select_on_test", "start_over"):
+      if not isinstance(getattr(self, flag), bool):
+        raise ValueError(f"`{flag}` must be True or False, got {getattr(self, flag)!r}.")
     return self
 
   def to_json(self):

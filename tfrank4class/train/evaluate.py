@@ -8,6 +8,8 @@
 image split (reporting them on stderr) instead of stopping, as in ``tfrank4class-train``. A user
 error (missing data, a malformed line, an undecodable image, a split the dataset does not have, an
 unknown metric) ends the program with one line, ``tfrank4class-evaluate: error: <message>``.
+Every dataset has ``validation`` and ``test`` splits (``--split=validation,test``); the program
+says what the validation split is (CIFAR and ImageNet: a fixed hold-out of 10% of train).
 Every split of ``--split`` is checked before the model loads, so a bad one is reported at once.
 
 Importing the module defines its flags without parsing any (``run()`` parses them):
@@ -85,6 +87,8 @@ def main(argv):
     model = experiment.load_checkpoint(FLAGS.model_dir, FLAGS.checkpoint)
   metric_names = tuple(FLAGS.metrics)
   rows = [(split, results.evaluate_batches(model, b, metric_names)) for split, b in batches]
+  if any(data_lib.canonical_split(split)[0] == "validation" for split in FLAGS.split):
+    print(f"The validation split of {dataset}: {data_lib.info(dataset, data_dir).validation}.")
   print(results.format_table(rows, list(FLAGS.metrics)))
 
 

@@ -11,7 +11,8 @@ model and TensorBoard logs there. What differs between Keras 3 and Keras 2 is
 
 The training binaries reach the recipe through this module: ``ExperimentConfig``,
 ``ModelDirInUseError``, ``ConfigMismatchError``, ``load_checkpoint``, ``evaluate``,
-``evaluate_splits`` and ``format_table`` are those of the modules above, named here too.
+``evaluate_splits``, ``format_table`` and ``selection_split`` are those of the modules above,
+named here too.
 """
 
 import collections
@@ -33,7 +34,7 @@ from tfrank4class.train import config as config_lib
 from tfrank4class.train import strategy as strategy_lib
 from tfrank4class.train.config import ExperimentConfig
 from tfrank4class.train.flavour import TRAINING
-from tfrank4class.train.results import evaluate, evaluate_splits, format_table, validation_split
+from tfrank4class.train.results import evaluate, evaluate_splits, format_table, selection_split
 from tfrank4class.train.run_dir import ConfigMismatchError, ModelDirInUseError, load_checkpoint
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
   "format_table",
   "load_checkpoint",
   "quiet_tensorflow_logs",
+  "selection_split",
   "train",
 ]
 
@@ -189,6 +191,9 @@ def _train(config):
   if config.model_dir:
     _claim_model_dir(config, strategy, chief)
   info = data_lib.info(config.dataset, config.data_dir)
+  val_split = selection_split(info, config.select_on_test)
+  if chief:
+    print(_selection_line(config, info, val_split), flush=True)
   steps_per_epoch = config.steps or _full_batches(config, "train")
   if steps_per_epoch < 1:
     raise errors.InvalidConfigError(
@@ -200,11 +205,23 @@ def _train(config):
   else:
     start = _Start([], 0, 0, None, None)
   try:
-    model, history = _fit(config, info, strategy, start, steps_per_epoch)
+    model, history = _fit(config, info, strategy, start, steps_per_epoch, val_split)
   finally:
     if start.scratch:
       shutil.rmtree(start.scratch, ignore_errors=True)
   return TrainResult(model, history, info, strategy)
+
+
+def _selection_line(config, info, split):
+  """Says on which split the best checkpoint is chosen, and what that split is."""
+  if split == "test":
+    return (
+      f"The best checkpoint is chosen on the TEST split of {config.dataset} (--select_on_test): "
+      "its test results are optimistic."
+    )
+  return (
+    f"The best checkpoint is chosen on the validation split of {config.dataset}: {info.validation}."
+  )
 
 
 def _claim_model_dir(config, strategy, chief):
@@ -256,11 +273,10 @@ def _start_in_model_dir(config, info, chief, steps_per_epoch):
   return _Start(callbacks, epoch, step, backup_dir, scratch)
 
 
-def _fit(config, info, strategy, start, steps_per_epoch):
+def _fit(config, info, strategy, start, steps_per_epoch, val_split):
   """Builds the model and the input streams (skipping the steps trained before a resume) and
-  calls ``fit``; returns the model and its History."""
+  calls ``fit``, validating on ``val_split``; returns the model and its History."""
   skip = start.epoch * steps_per_epoch + start.step
-  val_split = validation_split(config.dataset)
   make_train = _input_fn(config, "train", training=True)
   make_val = _input_fn(config, val_split, training=False)
   train_data = _distribute(

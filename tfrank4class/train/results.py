@@ -8,17 +8,35 @@ Example:
 """
 
 from tfrank4class import data as data_lib
+from tfrank4class import errors
 from tfrank4class import metrics as metrics_lib
 
 
-def validation_split(dataset):
-  """The split used to pick the best checkpoint: ``validation`` where the dataset has one."""
-  return "test" if dataset.startswith("cifar") else "validation"
+def selection_split(info, select_on_test=False):
+  """The split that picks the best checkpoint: ``validation``, never ``test`` unless asked.
+
+  Args:
+    info: the ``DatasetInfo`` of the dataset (its ``validation`` says what that split is).
+    select_on_test: choose on the test split instead (``--select_on_test``): the protocol of
+      papers without a validation split, whose test numbers are then optimistic.
+
+  Raises:
+    InvalidConfigError: the dataset has no validation split and ``select_on_test`` is False.
+  """
+  if select_on_test:
+    return "test"
+  if info.validation is None:
+    raise errors.InvalidConfigError(
+      f"Dataset {info.name!r} has no validation split to choose the best checkpoint on; "
+      "choosing it on the test split needs `select_on_test` (--select_on_test)."
+    )
+  return "validation"
 
 
-def evaluate_splits(model, config):
-  """``[(split, {metric: value})]`` on the validation split and the test split."""
-  splits = dict.fromkeys([validation_split(config.dataset), "test"])
+def evaluate_splits(model, config, info):
+  """``[(split, {metric: value})]`` on the validation split (where there is one) and the test
+  split; ``info`` is the dataset's ``DatasetInfo``."""
+  splits = ["validation", "test"] if info.validation is not None else ["test"]
   return [
     (split, evaluate(model, config.dataset, split, config.data_dir, on_corrupt=config.on_corrupt))
     for split in splits
