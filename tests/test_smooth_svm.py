@@ -122,6 +122,59 @@ def test_stable_for_large_scores_and_tiny_tau():
   np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-4, atol=1e-2)
 
 
+def hard_gradient(s, y, k, alpha):
+  """The gradient of ``hard`` in ``s``: ``+1/k`` at the k-th rival, ``-1/k`` at the true class
+  when the loss is positive. Among tied rivals the lowest index ranks first (``tf.math.top_k``'s
+  order), so the k-th rival is the one a strict order on (score descending, index) gives."""
+  grad = np.zeros_like(s)
+  if hard(s, y, k, alpha) > 0:
+    rivals = sorted((j for j in range(len(s)) if j != y), key=lambda j: (-s[j], j))
+    grad[rivals[k - 1]], grad[y] = 1.0 / k, -1.0 / k
+  return grad
+
+
+@pytest.mark.parametrize("mode", ["eager", "function", "xla"])
+@pytest.mark.parametrize("tied", [False, True], ids=["random", "tied"])
+def test_hard_loss_and_gradient_against_numpy(mode, tied):
+  rng = np.random.default_rng(8)
+  s = rng.integers(0, 3, size=(16, 12)) if tied else rng.normal(size=(16, 12))
+  s = s.astype(np.float32)
+  y = rng.integers(0, 12, 16)
+
+  def value_and_grad(s):
+    with tf.GradientTape() as tape:
+      tape.watch(s)
+      loss = smooth_topk_svm_loss(y, s, 4, 0.0, 0.5)
+    return loss, tape.gradient(loss, s)
+
+  if mode != "eager":
+    value_and_grad = tf.function(value_and_grad, jit_compile=(mode == "xla"))
+  loss, grad = value_and_grad(tf.constant(s))
+  np.testing.assert_array_equal(loss.numpy(), [hard(s[i], y[i], 4, 0.5) for i in range(16)])
+  np.testing.assert_array_equal(
+    grad.numpy(), [hard_gradient(s[i], y[i], 4, 0.5) for i in range(16)]
+  )
+
+
+def test_hard_loss_has_no_top_k():
+  """Under XLA on CPU, ``top_k`` over the masked scores and its gradient (a scatter) made the
+  hard loss 10-20x slower than a plain graph at 1,000 classes (benchmarks/topk.py)."""
+  s, y = tf.zeros([2, 8]), tf.constant([0, 1])
+
+  @tf.function
+  def value_and_grad(s):
+    with tf.GradientTape() as tape:
+      tape.watch(s)
+      loss = tf.reduce_sum(smooth_topk_svm_loss(y, s, 3, 0.0))
+    return tape.gradient(loss, s)
+
+  graph = value_and_grad.get_concrete_function(s).graph.as_graph_def()
+  ops = {node.op for node in graph.node}
+  ops |= {node.op for function in graph.library.function for node in function.node_def}
+  assert "While" in ops or "StatelessWhile" in ops
+  assert "TopKV2" not in ops and "ScatterNd" not in ops
+
+
 def test_finite_differences_float64():
   rng = np.random.default_rng(4)
   s, y = rng.normal(size=(3, 9)), rng.integers(0, 9, 3)

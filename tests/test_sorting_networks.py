@@ -78,6 +78,17 @@ def test_two_items_closed_form(network, distribution):
   np.testing.assert_allclose(perm[0], [[alpha, 1 - alpha], [1 - alpha, alpha]], atol=1e-12)
 
 
+def test_gaussian_swap_probability_is_accurate_in_float32_lower_tail():
+  """Phi(v) in float32 against scipy's float64 ``ndtr`` for v in [-5, 0]: as erfc(-v / sqrt 2) / 2
+  it keeps its relative precision; (1 + erf(v / sqrt 2)) / 2 cancels (erf -> -1) and was off by
+  up to 32% of the value on this grid (1.2e-7 absolute, where Phi(-5) is 2.9e-7)."""
+  v = np.linspace(-5.0, 0.0, 5001, dtype=np.float32)
+  alpha = sorting_networks.swap_probability(tf.constant(v), "gaussian", steepness=1.0).numpy()
+  expected = special.ndtr(v.astype(np.float64))
+  assert alpha.dtype == np.float32
+  np.testing.assert_allclose(alpha, expected, rtol=1e-5, atol=0)
+
+
 @pytest.mark.parametrize("network", ["odd_even", "bitonic"])
 def test_permutation_is_doubly_stochastic(network):
   x = np.random.default_rng(0).normal(size=(4, 11))

@@ -23,7 +23,9 @@ and ``d = x_b - x_a``:
 * ``"logistic"``: ``sigma(v) = 1 / (1 + exp(-v))`` (ICML 2021, Sec. 3);
 * ``"logistic_phi"``: the logistic sigmoid with activation replacement trick (ART, ICML 2021,
   Sec. 3): ``sigma(v / (|d| + 1e-10) ** art_lambda)``;
-* ``"gaussian"``: the standard normal CDF ``Phi(v)`` (ICLR 2022, Sec. 4);
+* ``"gaussian"``: the standard normal CDF ``Phi(v)`` (ICLR 2022, Sec. 4), computed as
+  ``erfc(-v / sqrt 2) / 2`` (accurate in the lower tail, where ``(1 + erf(v / sqrt 2)) / 2``
+  cancels);
 * ``"reciprocal"``: ``(v / (2 + |v|) + 1) / 2`` (ICLR 2022, Sec. 4);
 * ``"cauchy"``: ``arctan(v) / pi + 1/2`` (ICLR 2022, Sec. 4);
 * ``"optimal"``: the optimal monotonic sigmoid of ICLR 2022 (Sec. 4), ``1/2 + v`` for
@@ -236,7 +238,9 @@ def swap_probability(difference, distribution="cauchy", steepness=10.0, art_lamb
     return tf.sigmoid(steepness * d / tf.pow(tf.abs(d) + 1e-10, art_lambda))
   v = steepness * d
   if distribution == "gaussian":
-    return 0.5 + 0.5 * tf.math.erf(v / math.sqrt(2.0))
+    # Phi(v) = erfc(-v / sqrt 2) / 2: accurate in float32 in the lower tail, where
+    # 1/2 + erf(v / sqrt 2) / 2 cancels (erf -> -1) and loses every digit below ~1e-7.
+    return 0.5 * tf.math.erfc(-v / math.sqrt(2.0))
   if distribution == "reciprocal":
     return 0.5 * (v / (2.0 + tf.abs(v)) + 1.0)
   if distribution == "cauchy":
