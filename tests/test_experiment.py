@@ -7,6 +7,7 @@ from tensorflow.python.framework import config as tf_config  # no public query o
 
 from tfrank4class import data as data_lib
 from tfrank4class import errors
+from tfrank4class.compat import keras
 from tfrank4class.data import goemotions
 from tfrank4class.train import experiment
 
@@ -75,6 +76,23 @@ def test_bad_arguments_fail_before_any_data_is_read(fields, message, tmp_path, n
     experiment.train(tiny(dataset=fields.pop("dataset", "goemotions"), **fields))
   assert message.format(file=file) in str(raised.value)
   assert not (file.parent / "run").exists()
+
+
+def test_a_run_writes_its_checkpoints_to_partial_files_and_commits_them(tmp_path):
+  config = tiny(model_dir=str(tmp_path))
+  info = data_lib.info(config.dataset)
+  start = experiment._start_in_model_dir(config, info, chief=True, steps_per_epoch=4)
+  epoch_file = str(tmp_path / "checkpoints" / "epoch_{epoch:03d}.weights.h5")
+  best_file = str(tmp_path / "best.keras")
+  names = [type(c).__name__ for c in start.callbacks]
+  checkpoints = [c for c in start.callbacks if isinstance(c, keras.callbacks.ModelCheckpoint)]
+  assert [c.filepath for c in checkpoints] == [
+    str(tmp_path / "checkpoints" / ".partial-epoch_{epoch:03d}.weights.h5"),
+    str(tmp_path / ".partial-best.keras"),
+  ]
+  commit = names.index("CommitCheckpoints")
+  assert commit > max(i for i, n in enumerate(names) if n == "ModelCheckpoint")
+  assert start.callbacks[commit].templates == [epoch_file, best_file]
 
 
 def test_unreadable_data_dir_gives_the_pipeline_error(tmp_path):
