@@ -193,6 +193,20 @@ def test_on_corrupt_skip_drops_counts_and_names_the_lines(tmp_path, capsys):
     mind.load("train", tmp_path, _opts(), on_corrupt="x")
 
 
+@pytest.mark.parametrize("ending", [b"\r\n", b"\r"])
+def test_news_read_as_editors_save_it(tmp_path, ending):
+  lines = [b"N1\tnews\tx\tT1\tA1", b"N2\tsports\tx\tT\xc3\xa92\t", b"N3\tnews\tx\tT3\tA3"]
+  (tmp_path / "news.tsv").write_bytes(b"\xef\xbb\xbf" + b"".join(x + ending for x in lines))
+  assert list(mind.info(tmp_path).class_names) == ["news", "sports"]
+  rows = [_all_or_none(s, tmp_path) for s in SPLITS]
+  assert sorted(zip(*[sum(parts, []) for parts in zip(*rows)])) == [
+    ("T1 [SEP] A1", 0),
+    ("T3 [SEP] A3", 0),
+    ("T\u00e92", 1),
+  ]
+  assert sorted(mind.read_news(tmp_path)) == ["N1", "N2", "N3"]  # no byte order mark in "N1"
+
+
 def test_missing_data_errors(tmp_path):
   with pytest.raises(DataNotFoundError, match=r"absent.*msnews"):
     mind.load("train", tmp_path / "absent", _opts())
