@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 from _training import env, train_cmd
 
+from tfrank4class import atomic, errors
 from tfrank4class.train import backup
 from tfrank4class.train.flavour import TRAINING
 
@@ -97,3 +98,48 @@ def test_sigkilled_run_resumes_and_matches_an_uninterrupted_one(tmp_path):
   assert [float(v) for v in test_row[1:]] == pytest.approx(
     [uninterrupted["test"][m] for m in ("top_1", "top_5", "ndcg_5", "mrr")], abs=1e-4
   )
+
+
+@pytest.mark.parametrize(
+  "content, reason",
+  [
+    ('{"saves": [], "best": {"0": 0.2', "JSONDecodeError"),  # cut by a kill, or a full disk
+    ('{"saves": []}', 'the keys "saves" and "best" is expected'),
+    ('{"saves": [{"epoch": 0}], "best": {}}', "KeyError: 'batch'"),
+    ('{"saves": [], "best": {"first": 0.5}}', "\"best\" must map epochs to numbers, got 'first'"),
+  ],
+)
+def test_a_damaged_metrics_backup_is_named_with_what_to_do(tmp_path, content, reason):
+  path = tmp_path / backup.STATE_FILE
+  path.write_text(content)
+  for read in (
+    lambda: backup.EpochMetricsBackup.read(str(path)),
+    lambda: backup.best_so_far(str(path), 1),
+  ):
+    with pytest.raises(errors.DamagedFileError) as raised:
+      read()
+    message = errors.user_error_message(raised.value)
+    assert message.startswith(f"The metrics backup {path} is damaged (") and reason in message
+    assert (
+      "Delete it: the run then resumes without the interrupted epoch's training metrics" in message
+    )
+
+
+class Killed(BaseException):
+  """Stands for the process being killed."""
+
+
+def test_a_metrics_backup_killed_while_written_leaves_the_previous_one(tmp_path, monkeypatch):
+  path = tmp_path / "backup" / backup.STATE_FILE
+  callback = backup.EpochMetricsBackup(str(path), 1, (0, 0), "val_mrr")
+  callback._state = {"saves": [], "best": {"0": 0.5}}
+  callback._write()
+
+  def killed(partial, final):
+    raise Killed()
+
+  monkeypatch.setattr(atomic, "commit", killed)
+  callback._state = {"saves": [], "best": {"0": 0.5, "1": 0.75}}
+  with pytest.raises(Killed):
+    callback._write()
+  assert backup.EpochMetricsBackup.read(str(path)) == {"saves": [], "best": {"0": 0.5}}

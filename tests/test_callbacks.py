@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrank4class.train.callbacks import RetrievalEvaluation
+from tfrank4class import atomic
+from tfrank4class.compat import keras
+from tfrank4class.train.callbacks import CommitCheckpoints, RetrievalEvaluation
 
 
 # ---------------------------------------------------------------- Keras callback
@@ -64,3 +66,39 @@ def test_docstring_examples_run():
 
   result = doctest.testmod(callbacks, optionflags=doctest.NORMALIZE_WHITESPACE)
   assert result.attempted > 0 and result.failed == 0, result
+
+
+class Killed(BaseException):
+  """Stands for the process being killed."""
+
+
+def test_checkpoints_killed_while_saved_leave_the_previous_file(tmp_path):
+  x, y = np.eye(4, dtype="float32"), np.ones((4, 2), "float32")
+  inputs = keras.Input((4,))
+  model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+  model.compile(optimizer="sgd", loss="mse")
+  best = str(tmp_path / "best.keras")
+  epochs = str(tmp_path / "epoch_{epoch:03d}.weights.h5")
+  callbacks = [
+    keras.callbacks.ModelCheckpoint(atomic.partial_path(best)),
+    keras.callbacks.ModelCheckpoint(atomic.partial_path(epochs), save_weights_only=True),
+    CommitCheckpoints([best, epochs]),
+  ]
+  model.fit(x, y, epochs=2, verbose=0, callbacks=callbacks)
+  assert sorted(p.name for p in tmp_path.iterdir()) == [
+    "best.keras",
+    "epoch_001.weights.h5",
+    "epoch_002.weights.h5",
+  ]
+  want = model.predict(x, verbose=0)
+
+  def save_killed_halfway(path, *args, **kwargs):
+    with open(path, "wb") as f:
+      f.write(b"PK\x03\x04 half a zip")
+    raise Killed()
+
+  model.save = save_killed_halfway  # what ModelCheckpoint calls
+  with pytest.raises(Killed):
+    model.fit(x, y, epochs=3, initial_epoch=2, verbose=0, callbacks=callbacks)
+  saved = keras.models.load_model(best)
+  np.testing.assert_allclose(saved.predict(x, verbose=0), want, rtol=1e-6)

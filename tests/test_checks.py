@@ -1,10 +1,12 @@
 """tfrank4class.checks: the one score check (check_scores)."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrank4class.checks import check_scores
+from tfrank4class.checks import check_scores, check_writable_dir
 
 
 def test_dtype_rules():
@@ -143,3 +145,31 @@ def test_docstring_examples_run():
 
   result = doctest.testmod(checks, extraglobs={"tf": tf}, optionflags=doctest.NORMALIZE_WHITESPACE)
   assert result.attempted > 0 and result.failed == 0, result
+
+
+def test_check_writable_dir_refuses_a_file_in_the_way(tmp_path):
+  file = tmp_path / "a_file"
+  file.write_text("")
+  assert check_writable_dir("model_dir", str(tmp_path / "new" / "run")) == str(
+    tmp_path / "new" / "run"
+  )
+  assert check_writable_dir("export_dir", None, allow_none=True) is None
+  with pytest.raises(ValueError, match=rf"^`export_dir` '{file}' is a file, not a folder\.$"):
+    check_writable_dir("export_dir", str(file))
+  with pytest.raises(
+    ValueError,
+    match=rf"^`model_dir` '{file}/a/run' cannot be created: '{file}' is a file, not a folder\.$",
+  ):
+    check_writable_dir("model_dir", str(file / "a" / "run"))
+  with pytest.raises(ValueError, match=r"^`model_dir` must be a folder path, got ''\.$"):
+    check_writable_dir("model_dir", "")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write in any folder")
+def test_check_writable_dir_refuses_a_folder_it_cannot_write(tmp_path):
+  locked = tmp_path / "locked"
+  locked.mkdir(mode=0o500)
+  with pytest.raises(ValueError, match=rf"`model_dir` '{locked}' is not writable\."):
+    check_writable_dir("model_dir", str(locked))
+  with pytest.raises(ValueError, match=rf"cannot be created: '{locked}' is not writable\."):
+    check_writable_dir("model_dir", str(locked / "run"))

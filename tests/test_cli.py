@@ -3,6 +3,7 @@
 Each test runs a real program as a subprocess, on mistakes that are found before any training.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -10,8 +11,10 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from _training import TINY_TEXT
 
 from tfrank4class.compat import keras
+from tfrank4class.train import config as config_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "NO_GCE_CHECK": "true", "PYTHONPATH": ROOT}
@@ -73,6 +76,8 @@ def test_label_id_out_of_range_names_the_file_and_line(tmp_path):
     ("evaluate", ["--model_dir=x", "--metrics=top_1,no_such"], "Unknown metric name 'no_such'"),
     ("export", ["--model_dir=x"], "Flag --export_dir must have a value"),
     ("pretrain_sorter", ["--output=x", "--min_list_size=1"], "`min_list_size` must be an"),
+    # TensorFlow aborted the process (SIGABRT) on a negative thread count.
+    ("pretrain_sorter", ["--output=x", "--threads=-1"], "flag --threads=-1: -1 is not"),
   ],
 )
 def test_flag_errors_exit_2(module, args, message):
@@ -178,4 +183,99 @@ def test_train_on_an_image_folder_of_one_class(tmp_path):
   result = _run("train", "--dataset=cifar10", f"--data_dir={image.parents[2]}")
   _assert_one_line_error(
     result, "train", 1, "has 1 class(es) ['cat']; classification as ranking needs at least 2"
+  )
+
+
+def _run_dir(path, **fields):
+  """A run directory holding the config.json of ``tfrank4class-train`` with the tiny flags of
+  ``_training.train_cmd`` (so that such a command resumes it)."""
+  path.mkdir()
+  config = config_lib.ExperimentConfig(
+    encoder_kwargs=TINY_TEXT, hidden_units=(16,), batch_size=32, model_dir=str(path), **fields
+  )
+  (path / "config.json").write_text(config.to_json())
+  return path
+
+
+def _train_in(run, *args):
+  return _run(
+    "train",
+    f"--model_dir={run}",
+    f"--encoder_kwargs={json.dumps(TINY_TEXT)}",
+    "--hidden_units=16",
+    "--batch_size=32",
+    *args,
+  )
+
+
+def test_a_damaged_model_file_ends_evaluate_in_one_line(tmp_path):
+  run = _run_dir(tmp_path / "run")
+  (run / "best.keras").write_bytes(b"PK\x03\x04 cut short by a kill")
+  _assert_one_line_error(
+    _run("evaluate", f"--model_dir={run}"),
+    "evaluate",
+    1,
+    f"The model file {run / 'best.keras'} is damaged (ValueError: not a whole .keras zip "
+    "archive). Delete it and run tfrank4class-train on its `model_dir` again",
+  )
+
+
+def test_a_damaged_metrics_backup_ends_train_in_one_line(tmp_path):
+  run = _run_dir(tmp_path / "run")
+  (run / "backup").mkdir()
+  (run / "backup" / "epoch_metrics.json").write_text('{"saves": [], "be')
+  _assert_one_line_error(
+    _train_in(run),
+    "train",
+    1,
+    f"The metrics backup {run / 'backup' / 'epoch_metrics.json'} is damaged (JSONDecodeError: "
+    "Unterminated string starting at: line 1 column 15 (char 14)). Delete it: the run then "
+    "resumes",
+  )
+
+
+# One process each (about 5 s) for errors that the in-process tests check in full:
+# test_config.py (a damaged config.json), test_serving.py (a foreign SavedModel) and
+# test_experiment.py (an unusable model_dir); the other cases here keep the one-line path of each
+# program in the default suite.
+@pytest.mark.slow
+def test_damaged_or_foreign_files_end_in_one_line(tmp_path):
+  run = tmp_path / "run"
+  run.mkdir()
+  (run / "config.json").write_text('{"dataset": "goemo')
+  message = f"The run configuration {run / 'config.json'} is damaged (JSONDecodeError"
+  _assert_one_line_error(_run("evaluate", f"--model_dir={run}"), "evaluate", 1, message)
+  _assert_one_line_error(_train_in(run), "train", 1, message)
+  module = tf.Module()
+  module.f = tf.function(lambda x: x, input_signature=[tf.TensorSpec([None], tf.float32)])
+  tf.saved_model.save(module, str(tmp_path / "foreign"))
+  result = _run("evaluate", f"--saved_model={tmp_path / 'foreign'}", "--dataset=goemotions_sample")
+  _assert_one_line_error(
+    result, "evaluate", 1, "has no 'scores' signature (it has ['serving_default'])"
+  )
+  file = tmp_path / "a_file"
+  file.write_text("")
+  _assert_one_line_error(
+    _train_in(file / "run"),
+    "train",
+    1,
+    f"`model_dir` '{file / 'run'}' cannot be created: '{file}' is a file, not a folder.",
+  )
+
+
+def test_programs_check_their_arguments_before_reading_data(tmp_path):
+  missing = f"--data_dir={tmp_path / 'missing'}"
+  result = _run("train", "--dataset=goemotions", missing, '--encoder_kwargs={"num_heads": 0}')
+  _assert_one_line_error(
+    result, "train", 1, "`encoder_kwargs` of 'transformer': `num_heads` must be an integer >= 1"
+  )
+  result = _run("evaluate", f"--saved_model={tmp_path / 'none'}", "--dataset=goemotions", missing)
+  _assert_one_line_error(
+    result, "evaluate", 1, f"No SavedModel at `saved_model` '{tmp_path / 'none'}'"
+  )
+  run = _run_dir(tmp_path / "run")  # no best.keras: the export_dir is checked first
+  (tmp_path / "a_file").write_text("")
+  result = _run("export", f"--model_dir={run}", f"--export_dir={tmp_path / 'a_file'}")
+  _assert_one_line_error(
+    result, "export", 1, f"`export_dir` '{tmp_path / 'a_file'}' is a file, not a folder."
   )

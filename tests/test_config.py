@@ -3,6 +3,7 @@
 import pytest
 from _training import tiny
 
+from tfrank4class import errors
 from tfrank4class.train import config as config_lib
 
 
@@ -39,3 +40,33 @@ def test_dot_interaction_refuses_hidden_units_it_would_ignore():
     ValueError, match=r"`hidden_units` \(16,\) is not used by `interaction` 'dot'"
   ):
     tiny(interaction="dot").validate()
+
+
+@pytest.mark.parametrize(
+  "content, reason",
+  [
+    (b'{"dataset": "goemotions_sample", "loss": "soft', "JSONDecodeError: Unterminated string"),
+    (b"", "JSONDecodeError: Expecting value"),
+    (b"\xff\xfe{}", "UnicodeDecodeError"),
+    (b"[1, 2]", "a JSON object is expected, got list"),
+    (b'{"no_such_field": 1}', "unexpected keyword argument 'no_such_field'"),
+    (b'{"batch_size": "64"}', "`batch_size` must be an integer >= 1, got '64'"),
+  ],
+)
+def test_a_damaged_config_json_is_named_with_what_to_do(tmp_path, content, reason):
+  (tmp_path / "config.json").write_bytes(content)
+  with pytest.raises(errors.DamagedFileError) as raised:
+    config_lib.ExperimentConfig.from_model_dir(str(tmp_path))
+  message = errors.user_error_message(raised.value)
+  assert message.startswith(f"The run configuration {tmp_path / 'config.json'} is damaged (")
+  assert reason in message
+  assert message.endswith(
+    "or start the run again with tfrank4class-train --start_over on this "
+    "`model_dir` (deletes the run's files)."
+  )
+
+
+def test_a_config_json_saved_by_an_editor_with_a_byte_order_mark_loads(tmp_path):
+  config = tiny(loss="approx_ndcg_loss")
+  (tmp_path / "config.json").write_bytes(b"\xef\xbb\xbf" + config.to_json().encode())
+  assert config_lib.ExperimentConfig.from_model_dir(str(tmp_path)).loss == "approx_ndcg_loss"

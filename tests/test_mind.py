@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrank4class.data import DataNotFoundError, mind
+from tfrank4class.data import DataNotFoundError, EmptySplitError, mind
 from tfrank4class.data import options as options_lib
 
 README_COUNTS = {
@@ -59,6 +59,16 @@ def _all(ds):
     texts += [t.decode() for t in x.numpy()]
     labels += y.numpy().tolist()
   return texts, labels
+
+
+def _all_or_none(split, folder, **kwargs):
+  """``_all`` of a split of the MIND files in ``folder``, or no rows for a split they leave empty
+  (which ``load`` refuses, naming it)."""
+  try:
+    return _all(mind.load(split, folder, _opts(), **kwargs))
+  except EmptySplitError as e:
+    assert f"The {split!r} split of MIND ({folder}) holds no examples" in str(e)
+    return [], []
 
 
 def _opts(**kw):
@@ -166,7 +176,7 @@ def test_on_corrupt_skip_drops_counts_and_names_the_lines(tmp_path, capsys):
   ]
   (tmp_path / "news.tsv").write_bytes(b"\n".join(lines) + b"\n")
   info = mind.info(tmp_path)
-  by_split = [_all(mind.load(s, tmp_path, _opts(), on_corrupt="skip")) for s in SPLITS]
+  by_split = [_all_or_none(s, tmp_path, on_corrupt="skip") for s in SPLITS]
   assert list(info.class_names) == ["news", "sports"]
   assert sorted(zip(*[sum(parts, []) for parts in zip(*by_split)])) == [
     ("T1 [SEP] A1", 0),
@@ -181,6 +191,20 @@ def test_on_corrupt_skip_drops_counts_and_names_the_lines(tmp_path, capsys):
     mind.load("train", tmp_path, _opts())  # the default stays "error"
   with pytest.raises(ValueError, match=r"`on_corrupt` must be one of \['error', 'skip'\], got 'x'"):
     mind.load("train", tmp_path, _opts(), on_corrupt="x")
+
+
+@pytest.mark.parametrize("ending", [b"\r\n", b"\r"])
+def test_news_read_as_editors_save_it(tmp_path, ending):
+  lines = [b"N1\tnews\tx\tT1\tA1", b"N2\tsports\tx\tT\xc3\xa92\t", b"N3\tnews\tx\tT3\tA3"]
+  (tmp_path / "news.tsv").write_bytes(b"\xef\xbb\xbf" + b"".join(x + ending for x in lines))
+  assert list(mind.info(tmp_path).class_names) == ["news", "sports"]
+  rows = [_all_or_none(s, tmp_path) for s in SPLITS]
+  assert sorted(zip(*[sum(parts, []) for parts in zip(*rows)])) == [
+    ("T1 [SEP] A1", 0),
+    ("T3 [SEP] A3", 0),
+    ("T\u00e92", 1),
+  ]
+  assert sorted(mind.read_news(tmp_path)) == ["N1", "N2", "N3"]  # no byte order mark in "N1"
 
 
 def test_missing_data_errors(tmp_path):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfrank4class import errors
 from tfrank4class.ranking import AttentionSorter, ConvSorter, synthetic
 from tfrank4class.train import pretrain_sorter
 
@@ -112,6 +113,63 @@ def test_main_requires_output():
   with pytest.raises(app.UsageError, match="--output"):
     pretrain_sorter.main(["pretrain_sorter"])
   pretrain_sorter.FLAGS.unparse_flags()
+
+
+@pytest.mark.parametrize(
+  "args, message",
+  [
+    (["--eval_every=0"], "`eval_every` must be an integer >= 1, got 0."),
+    (["--eval_lists=0"], "`eval_lists` must be an integer >= 1, got 0."),
+    (["--eval_list_sizes=1,5"], "`eval_list_sizes` must be an integer >= 2, got 1."),
+    (["--max_minutes=0"], "`max_minutes` must be a finite number > 0.0, got 0.0."),
+    (["--seed=-1"], "`seed` must be an integer >= 0, got -1."),
+    (["--sorter=lstm", "--units=0"], "`units` must be an integer >= 1, got 0."),
+    (["--sorter=attention", "--hidden_units=0"], "`hidden_units` must be an integer >= 1"),
+    (
+      ["--sorter=conv", "--min_list_size=5", "--max_list_size=5", "--kernel_size=0"],
+      "`kernel_size` must be an integer >= 1, got 0.",
+    ),
+    (
+      ["--sorter=conv", "--min_list_size=5", "--max_list_size=5", "--eval_list_sizes=5,6"],
+      "`eval_list_sizes` [5, 6] must all equal max_list_size (5).",
+    ),
+    (["--output={file}/weights"], "`output` '{file}' is a file, not a folder."),
+    (["--model_dir={file}/run"], "`model_dir` '{file}/run' cannot be created: '{file}' is a file"),
+  ],
+)
+def test_every_argument_is_checked_before_any_step(args, message, tmp_path, monkeypatch):
+  from absl import app
+
+  file = tmp_path / "a_file"
+  file.write_text("")
+  monkeypatch.setattr(pretrain_sorter, "train", lambda **kw: pytest.fail("training started"))
+  args = [a.format(file=file) for a in args]
+  pretrain_sorter.FLAGS.unparse_flags()
+  pretrain_sorter.FLAGS(["pretrain_sorter", f"--output={tmp_path / 'w'}", *args])
+  try:
+    with pytest.raises(app.UsageError) as raised:
+      pretrain_sorter.main(["pretrain_sorter"])
+  finally:
+    pretrain_sorter.FLAGS.unparse_flags()
+  assert message.format(file=file) in str(raised.value)
+  assert sorted(os.listdir(tmp_path)) == ["a_file"]  # nothing written
+
+
+def test_a_damaged_checkpoint_is_named_with_what_to_do(tmp_path):
+  out = str(tmp_path / "att")
+  args = dict(output=out, eval_every=1, eval_lists=2, verbose=0, hidden_units=2)
+  pretrain_sorter.train("attention", 3, 4, 1, 2, 1e-2, 1, **args)
+  folder = tmp_path / "att_run" / "ckpt"
+  for data in folder.glob("*.data-*"):
+    data.write_bytes(data.read_bytes()[:8])
+  with pytest.raises(errors.DamagedFileError) as raised:
+    pretrain_sorter.train("attention", 3, 4, 2, 2, 1e-2, 1, **args)
+  message = errors.user_error_message(raised.value)
+  assert message.startswith(f"The pretraining checkpoint {folder} is damaged (")
+  assert message.endswith(
+    f"Delete {folder} to pretrain from step 0 (the weights exported to --output are kept), "
+    "or pass another --model_dir."
+  )
 
 
 @pytest.mark.slow

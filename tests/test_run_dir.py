@@ -9,7 +9,9 @@ import sys
 import pytest
 from _training import env, tiny, train_cmd
 
+from tfrank4class import atomic, errors
 from tfrank4class import data as data_lib
+from tfrank4class.compat import keras
 from tfrank4class.train import experiment, run_dir
 
 
@@ -120,3 +122,54 @@ def test_load_checkpoint_names_the_missing_file(tmp_path):
     run_dir.load_checkpoint(str(tmp_path))
   with pytest.raises(FileNotFoundError, match=r"No model file at nowhere.keras"):
     run_dir.load_checkpoint(checkpoint="nowhere.keras")
+
+
+class Killed(BaseException):
+  """Stands for the process being killed."""
+
+
+def test_run_files_killed_while_written_leave_the_previous_ones(tmp_path, monkeypatch):
+  old = tiny(model_dir=str(tmp_path))
+  run_dir.write_run_files(old, ["a", "b"])
+
+  def killed(partial, path):
+    raise Killed()  # the new file is written whole beside the old one, then the process dies
+
+  monkeypatch.setattr(atomic, "commit", killed)
+  with pytest.raises(Killed):
+    run_dir.write_run_files(tiny(model_dir=str(tmp_path), loss="approx_ndcg_loss"), ["c"])
+  assert json.loads((tmp_path / "config.json").read_text())["loss"] == "softmax_loss"
+  assert (tmp_path / "class_names.txt").read_text() == "a\nb\n"
+
+
+def _model_file(path):
+  inputs = keras.Input((3,))
+  keras.Model(inputs, keras.layers.Dense(2)(inputs)).save(str(path))
+  return path.read_bytes()
+
+
+def test_a_damaged_model_file_is_named_with_what_to_do(tmp_path):
+  best = tmp_path / "best.keras"
+  whole = _model_file(best)
+  assert run_dir.load_checkpoint(str(tmp_path)).output_shape == (None, 2)
+  for content in (whole[: len(whole) // 2], b"", b"PK\x05\x06" + bytes(18)):  # empty zip last
+    best.write_bytes(content)
+    with pytest.raises(errors.DamagedFileError) as raised:
+      run_dir.load_checkpoint(str(tmp_path))
+    message = errors.user_error_message(raised.value)
+    assert message.startswith(f"The model file {best} is damaged (")
+    assert message.endswith(
+      "Delete it and run tfrank4class-train on its `model_dir` again (a finished run trains "
+      "again; --start_over deletes the whole run)."
+    )
+  with pytest.raises(errors.DamagedFileError, match=r"Pass a \.keras file saved by Keras"):
+    run_dir.load_checkpoint(checkpoint=str(best))
+
+
+def test_start_over_removes_partial_writes_of_a_killed_run(tmp_path, capsys):
+  (tmp_path / "best.keras").write_text("old")
+  (tmp_path / ".partial-best.keras").write_text("half")
+  (tmp_path / "keep.txt").write_text("the user's")
+  run_dir.prepare_model_dir(tiny(model_dir=str(tmp_path), start_over=True))
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+  assert "removed best.keras, .partial-best.keras of the previous run" in capsys.readouterr().out

@@ -10,8 +10,9 @@ import pytest
 import tensorflow as tf
 
 from tfrank4class import data as data_lib
+from tfrank4class import errors
 from tfrank4class.train import config as config_lib
-from tfrank4class.train import experiment, results, serving
+from tfrank4class.train import experiment, flavour, results, serving
 
 TEXTS = ["Thank you so much, this is wonderful!", "I am so angry about this."]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -142,11 +143,46 @@ def test_bad_export_arguments(text_export, tmp_path):
     serving.export_saved_model(
       model, "goemotions_sample", class_names, str(tmp_path / "b"), top_k=0
     )
-  with pytest.raises(ValueError, match=r"has no 'scores' signature"):
-    module = tf.Module()
-    module.f = tf.function(lambda x: x, input_signature=[tf.TensorSpec([None], tf.float32)])
-    tf.saved_model.save(module, str(tmp_path / "c"))
-    serving.saved_model_scorer(str(tmp_path / "c"))
+
+
+def test_a_missing_damaged_or_foreign_saved_model_is_a_user_error(tmp_path):
+  with pytest.raises(errors.NotFoundError, match=r"No SavedModel at `saved_model` '.*nowhere'"):
+    serving.saved_model_scorer(str(tmp_path / "nowhere"))
+  module = tf.Module()
+  module.f = tf.function(lambda x: x, input_signature=[tf.TensorSpec([None], tf.float32)])
+  tf.saved_model.save(module, str(tmp_path / "foreign"))
+  with pytest.raises(
+    errors.InvalidConfigError,
+    match=r"'.*foreign' has no 'scores' signature \(it has \['serving_default'\]\): it was not "
+    "written by tfrank4class-export",
+  ):
+    serving.saved_model_scorer(str(tmp_path / "foreign"))
+  (tmp_path / "foreign" / "saved_model.pb").write_bytes(b"garbled")
+  with pytest.raises(errors.DamagedFileError, match=r"The SavedModel .*foreign is damaged"):
+    serving.saved_model_scorer(str(tmp_path / "foreign"))
+
+
+class Killed(BaseException):
+  """Stands for the process being killed."""
+
+
+def test_an_export_killed_halfway_leaves_the_previous_one(text_export, tmp_path, monkeypatch):
+  model, class_names, _ = text_export
+  export_dir = tmp_path / "export"
+  export_dir.mkdir()
+  (export_dir / "saved_model.pb").write_text("the previous export")
+
+  def write_killed_halfway(model, path, endpoints):
+    os.makedirs(path)
+    with open(os.path.join(path, "saved_model.pb"), "w") as f:
+      f.write("half")
+    raise Killed()
+
+  monkeypatch.setattr(flavour.TRAINING, "write_saved_model", write_killed_halfway)
+  with pytest.raises(Killed):
+    serving.export_saved_model(model, "goemotions_sample", class_names, str(export_dir))
+  assert (export_dir / "saved_model.pb").read_text() == "the previous export"
+  assert os.listdir(tmp_path) == ["export"]
 
 
 def test_export_and_evaluate_binaries(text_export, tmp_path):

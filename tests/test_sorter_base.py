@@ -131,6 +131,33 @@ def test_export_and_load_round_trip_and_class_mismatch(tmp_path):
     LSTMSorter.load_weights_file(str(tmp_path / "a"))
 
 
+class Killed(BaseException):
+  """Stands for the process being killed."""
+
+
+def test_weights_export_killed_halfway_leaves_the_previous_files(tmp_path, monkeypatch):
+  from tfrank4class.ranking.attention_sorter import AttentionSorter
+
+  sorter = AttentionSorter(hidden_units=4)
+  x = tf.constant([[0.5, -1.0, 2.0, 0.1]])
+  before = sorter(x).numpy()
+  sorter.export_weights(str(tmp_path / "a"), metadata={"step": 1})
+  real_savez = np.savez
+
+  def savez_killed_halfway(file, **arrays):
+    real_savez(file, **arrays)
+    file.truncate(file.tell() // 2)
+    raise Killed()
+
+  monkeypatch.setattr(np, "savez", savez_killed_halfway)
+  with pytest.raises(Killed):
+    AttentionSorter(hidden_units=4).export_weights(str(tmp_path / "a"), metadata={"step": 2})
+  loaded = AttentionSorter.load_weights_file(str(tmp_path / "a"))
+  np.testing.assert_allclose(loaded(x).numpy(), before, rtol=1e-6)
+  assert loaded.pretrained_metadata == {"step": 1}
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "a.npz"]
+
+
 def test_handcrafted_sorter_has_no_pretrained_weights():
   with pytest.raises(ValueError, match="no pretrained weights"):
     PairwiseSigmoidSorter.pretrained()

@@ -8,6 +8,7 @@ ones with ``tf.debugging`` assertions that carry the same message).
 """
 
 import numbers
+import os
 
 import tensorflow as tf
 
@@ -48,6 +49,36 @@ def check_choice(name, value, choices):
   if value not in choices:
     raise ValueError(f"`{name}` must be one of {sorted(choices)}, got {value!r}.")
   return value
+
+
+def check_writable_dir(name, path, allow_none=False):
+  """Returns ``path`` if it is a folder this process can write in, or one it can create (its
+  nearest existing ancestor is a writable folder), else raises naming the reason.
+
+  Example:
+    >>> import tempfile
+    >>> file = tempfile.mkstemp()[1]
+    >>> check_writable_dir("model_dir", os.path.join(file, "run"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: `model_dir` '.../run' cannot be created: '...' is a file, not a folder.
+  """
+  if path is None and allow_none:
+    return None
+  if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+    raise ValueError(f"`{name}` must be a folder path, got {path!r}.")
+  path = os.fspath(path)
+  existing = os.path.abspath(os.path.expanduser(path))
+  while not os.path.lexists(existing):
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing):
+    what = "is" if existing == os.path.abspath(path) else f"cannot be created: {existing!r} is"
+    raise ValueError(f"`{name}` {path!r} {what} a file, not a folder.")
+  if not os.access(existing, os.W_OK | os.X_OK):
+    what = "is not writable" if existing == os.path.abspath(path) else "cannot be created"
+    where = "" if what == "is not writable" else f": {existing!r} is not writable"
+    raise ValueError(f"`{name}` {path!r} {what}{where}.")
+  return path
 
 
 FINITE = (True, "no_nan", False)

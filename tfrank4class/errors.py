@@ -54,6 +54,20 @@ class InvalidConfigError(UserError, ValueError):
   does not have, a split with fewer examples than one batch, loss arguments the loss refuses)."""
 
 
+class DamagedFileError(UserError, ValueError):
+  """A file a run wrote (or someone edited) cannot be read as what it should be: truncated by a
+  killed write, garbled by hand. The message names the file and what to do about it."""
+
+  def __init__(self, path, what, reason, fix):
+    """``reason``: a string, or the exception reading the file raised (its type and first line
+    are given)."""
+    if isinstance(reason, BaseException):
+      first_line = (str(reason).strip().splitlines() or [""])[0][:200]
+      reason = f"{type(reason).__name__}: {first_line}"
+    super().__init__(f"The {what} {path} is damaged ({reason}). {fix}")
+    self.path = path
+
+
 def user_error_message(error):
   """The message of ``error`` if it is a user error, else ``None``.
 

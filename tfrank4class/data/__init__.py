@@ -51,6 +51,7 @@ from tfrank4class.registry import Registry  # noqa: E402
 
 DataNotFoundError = _common.DataNotFoundError
 DatasetInfo = _common.DatasetInfo
+EmptySplitError = _common.EmptySplitError
 InputOptions = options_lib.InputOptions
 MalformedRowError = _common.MalformedRowError
 #: ``on_corrupt`` values every dataset takes (image datasets also take ``"unchecked"``).
@@ -182,6 +183,7 @@ def load(
     ValueError: unknown dataset, split, source or option (the message lists the allowed ones).
     DataNotFoundError: the data is not in ``data_dir`` (the message names the path and how to
       get the data).
+    EmptySplitError: a text split read from files (GoEmotions, MIND) holds no example.
   """
   key, (loader, _, extra, _) = _entry(name)
   option_fields = set(InputOptions.__dataclass_fields__)

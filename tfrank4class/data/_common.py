@@ -1,6 +1,7 @@
 """Small helpers shared by the dataset modules: errors for missing data and malformed rows, split
 names, serving."""
 
+import codecs
 import os
 import pathlib
 import sys
@@ -77,6 +78,21 @@ class MalformedRowError(errors.UserError, ValueError):
   """A row of a data file does not parse; the message names the file and the 1-based line."""
 
 
+class EmptySplitError(errors.UserError, ValueError):
+  """A split of a dataset holds no examples; the message names the dataset, the split and the
+  file or folder read."""
+
+
+def require_examples(count, dataset, split, where, rows="rows"):
+  """Raises ``EmptySplitError`` if the split ``split`` of ``dataset``, read from ``where``, has no
+  examples (``count == 0``): an empty split would train on nothing or score as 0."""
+  if count == 0:
+    raise EmptySplitError(
+      f"The {split!r} split of {dataset} ({where}) holds no examples (no {rows}). Fill it with "
+      "the dataset's files, or point `data_dir` at the complete dataset."
+    )
+
+
 def missing_data(path, what, how):
   """Returns a ``DataNotFoundError`` naming ``path``, what was expected there and how to get it."""
   return DataNotFoundError(f"No {what} found at {str(path)!r}. {how}")
@@ -124,10 +140,12 @@ def file_stamp(path):
 def read_rows(path, parse):
   """Parses a text data file one line at a time; returns ``(rows, dropped)``.
 
-  Every line (split at ``\\n``, without its ``\\r\\n`` / ``\\n`` ending) is decoded as UTF-8
-  on its own and handed to ``parse``, which returns the row's value, ``None`` for a line that
-  holds no row (left out), or raises ``ValueError`` saying what is wrong with the line. Line
-  numbers are 1-based, as an editor shows them. ``apply_on_corrupt`` then acts on ``dropped``.
+  The file is read as editors save it: a UTF-8 byte order mark at its start is dropped, and
+  lines end with ``\\n`` or ``\\r\\n`` (or with a lone ``\\r`` in a file with no ``\\n``, as old
+  Mac editors save). Every line, without its ending, is decoded as UTF-8 on its own and handed
+  to ``parse``, which returns the row's value, ``None`` for a line that holds no row (left out),
+  or raises ``ValueError`` saying what is wrong with the line. Line numbers are 1-based, as an
+  editor shows them. ``apply_on_corrupt`` then acts on ``dropped``.
 
   Args:
     path: the file (``str`` or ``Path``).
@@ -147,19 +165,23 @@ def read_rows(path, parse):
   """
   rows, dropped = [], []
   with open(path, "rb") as f:
-    for number, raw in enumerate(f, start=1):
-      raw = raw.rstrip(b"\r\n")
-      try:
-        value = parse(raw.decode("utf-8"))
-      except UnicodeDecodeError as e:
-        dropped.append(
-          (number, f"not valid UTF-8 (byte {raw[e.start]:#04x} at byte {e.start + 1} of the line)")
-        )
-      except ValueError as e:
-        dropped.append((number, str(e)))
-      else:
-        if value is not None:
-          rows.append((number, value))
+    content = f.read().removeprefix(codecs.BOM_UTF8)
+  lines = content.split(b"\n") if b"\n" in content else content.split(b"\r")
+  if lines[-1] == b"":
+    lines.pop()  # after the last line's end, or an empty file
+  for number, raw in enumerate(lines, start=1):
+    raw = raw.rstrip(b"\r")
+    try:
+      value = parse(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+      dropped.append(
+        (number, f"not valid UTF-8 (byte {raw[e.start]:#04x} at byte {e.start + 1} of the line)")
+      )
+    except ValueError as e:
+      dropped.append((number, str(e)))
+    else:
+      if value is not None:
+        rows.append((number, value))
   return rows, dropped
 
 

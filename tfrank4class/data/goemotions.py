@@ -95,11 +95,12 @@ MalformedRowError = _common.MalformedRowError
 
 
 def read_emotions(path):
-  """Reads ``emotions.txt``: one name per line, in class id order."""
+  """Reads ``emotions.txt``: one name per line, in class id order (UTF-8 with or without a byte
+  order mark, any line ends)."""
   path = pathlib.Path(path)
   if not path.is_file():
     raise _common.missing_data(path, "GoEmotions emotions.txt", HOW)
-  names = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+  names = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines()]
   names = [n for n in names if n]
   if len(names) < 2:
     raise MalformedRowError(f"{path}: expected one emotion name per line, got {names!r}.")
@@ -203,6 +204,9 @@ def examples(split, data_dir, multi_label=False, on_corrupt="error"):
   ``labels`` is int64 ``[N]`` of the single-label rows, or multi-hot float32 ``[N, C]`` of all
   rows with ``multi_label=True``. ``on_corrupt`` as in ``read_tsv``, which parses a file once per
   process until it changes.
+
+  Raises:
+    EmptySplitError: the split has no (single-label) row.
   """
   base, suffix = _common.canonical_split(split)
   if suffix:
@@ -216,12 +220,14 @@ def examples(split, data_dir, multi_label=False, on_corrupt="error"):
   if not file.is_file():
     raise _common.missing_data(file, f"GoEmotions {SPLIT_FILES[base]}", HOW)
   texts, label_ids, _ = read_tsv(file, len(names), on_corrupt)
+  keep = [i for i, ids_ in enumerate(label_ids) if multi_label or len(ids_) == 1]
+  rows = "rows" if multi_label else "single-label rows"
+  _common.require_examples(len(keep), "GoEmotions", base, file, rows)
   if multi_label:
     relevance = np.zeros([len(texts), len(names)], np.float32)
     for row, ids_ in enumerate(label_ids):
       relevance[row, ids_] = 1.0
     return np.array(texts, dtype=object), relevance
-  keep = [i for i, ids_ in enumerate(label_ids) if len(ids_) == 1]
   return (
     np.array([texts[i] for i in keep], dtype=object),
     np.array([label_ids[i][0] for i in keep], np.int64),

@@ -278,6 +278,9 @@ def load(split, data_dir, options, source=None, training=None, on_corrupt="error
     if suffix:
       raise ValueError(f"`split` slices such as {split!r} need source='tfds'.")
     _, texts, labels = split_examples(read_news(data_dir, on_corrupt), base)
+    _common.require_examples(
+      len(texts), "MIND", base, data_dir, "article of news.tsv falling in it"
+    )
     records = options_lib.shard_dataset(
       tf.data.Dataset.from_tensor_slices((texts, tf.constant(labels, tf.int64))), options
     )

@@ -149,12 +149,13 @@ def adapt_text_vectorization(
 
 
 def read_vocabulary(vocabulary):
-  """A WordPiece vocabulary as a list of tokens, from a list or a ``vocab.txt`` path."""
+  """A WordPiece vocabulary as a list of tokens, from a list or a ``vocab.txt`` path (UTF-8 with
+  or without a byte order mark; lines end with ``\\n``, ``\\r\\n`` or ``\\r``)."""
   if isinstance(vocabulary, (str, os.PathLike)):
     path = os.fspath(vocabulary)
     if not os.path.isfile(path):
       raise FileNotFoundError(f"`vocabulary` file {path!r} does not exist.")
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:  # with or without a byte order mark
       tokens = [line.rstrip("\r\n") for line in f]
     while tokens and not tokens[-1]:
       tokens.pop()

@@ -148,7 +148,7 @@ def installed_minilm_path():
 
 def _read_json(path, argument):
   try:
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:  # with or without a byte order mark
       return json.load(f)
   except json.JSONDecodeError as e:
     raise ValueError(f"`{argument}`: {path!r} is not valid JSON ({e}).") from None

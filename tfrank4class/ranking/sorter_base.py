@@ -29,7 +29,7 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
-from tfrank4class import checks
+from tfrank4class import atomic, checks
 from tfrank4class.compat import keras
 
 #: Directory of the shipped sorter weights (``<kind>.json`` + ``<kind>.npz``).
@@ -315,11 +315,13 @@ class Sorter(keras.layers.Layer):
 
   def export_weights(self, path_prefix, metadata=None):
     """Writes ``<path_prefix>.json`` (class, config, metadata, weight keys) and
-    ``<path_prefix>.npz`` (one array per key of :meth:`weight_table`)."""
+    ``<path_prefix>.npz`` (one array per key of :meth:`weight_table`), each atomically
+    (``tfrank4class.atomic``): a kill during the write leaves the previous file whole."""
     path_prefix = str(path_prefix)
     table = self.weight_table()
     os.makedirs(os.path.dirname(os.path.abspath(path_prefix)), exist_ok=True)
-    np.savez(path_prefix + ".npz", **{key: np.asarray(v.numpy()) for key, v in table.items()})
+    with atomic.writing(path_prefix + ".npz") as partial, open(partial, "wb") as f:
+      np.savez(f, **{key: np.asarray(v.numpy()) for key, v in table.items()})
     config = self.get_config()
     config.pop("trainable", None)
     record = {
@@ -328,8 +330,9 @@ class Sorter(keras.layers.Layer):
       "weight_keys": sorted(table),
       "metadata": metadata or {},
     }
-    with open(path_prefix + ".json", "w") as f:
-      json.dump(record, f, indent=1, sort_keys=True, default=str)
+    atomic.write_text(
+      path_prefix + ".json", json.dumps(record, indent=1, sort_keys=True, default=str)
+    )
 
   @classmethod
   def load_weights_file(cls, path_prefix, trainable=False, **overrides):

@@ -23,6 +23,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from tfrank4class import atomic, errors
 from tfrank4class.compat import keras
 
 #: The file of ``EpochMetricsBackup`` in the backup directory.
@@ -89,18 +90,32 @@ class EpochMetricsBackup(keras.callbacks.Callback):
 
   @staticmethod
   def read(path):
-    """The saved state ``{"saves": [...], "best": {epoch: value}}`` (empty if there is none)."""
+    """The saved state ``{"saves": [...], "best": {epoch: value}}`` (empty if there is none).
+
+    Raises:
+      DamagedFileError: the file is not such a state (garbled, or edited by hand); the message
+        names it and says what to do.
+    """
     if not os.path.exists(path):
       return {"saves": [], "best": {}}
-    with open(path) as f:
-      return json.load(f)
+    try:
+      with open(path, encoding="utf-8") as f:
+        state = json.load(f)
+      _check_state(state)
+    except (ValueError, TypeError, KeyError) as e:
+      raise errors.DamagedFileError(
+        path,
+        "metrics backup",
+        e,
+        "Delete it: the run then resumes without the interrupted epoch's training metrics and "
+        "the best validation value so far (or start over with --start_over).",
+      ) from None
+    return state
 
   def _write(self):
     if self.chief:
       os.makedirs(os.path.dirname(self.path), exist_ok=True)
-      with open(self.path + ".tmp", "w") as f:
-        json.dump(self._state, f)
-      os.replace(self.path + ".tmp", self.path)
+      atomic.write_text(self.path, json.dumps(self._state))
 
   def _save_weights(self, steps_done):
     if not self.chief:
@@ -111,9 +126,8 @@ class EpochMetricsBackup(keras.callbacks.Callback):
       return
     backup_dir = os.path.dirname(self.path)
     path = os.path.join(backup_dir, f"step_{steps_done:09d}.weights.h5")
-    partial = path + ".partial.weights.h5"  # Keras names weight files *.weights.h5
-    self.model.save_weights(partial, overwrite=True)
-    os.replace(partial, path)
+    with atomic.writing(path) as partial:  # it keeps the ending Keras requires, .weights.h5
+      self.model.save_weights(partial, overwrite=True)
     for name, _ in step_weight_files(backup_dir):
       if os.path.join(backup_dir, name) != path:
         os.remove(os.path.join(backup_dir, name))
@@ -182,6 +196,21 @@ class EpochMetricsBackup(keras.callbacks.Callback):
         os.remove(os.path.join(backup_dir, name))
       if os.path.isdir(backup_dir) and not os.listdir(backup_dir):
         os.rmdir(backup_dir)
+
+
+def _check_state(state):
+  """Raises ``ValueError`` (``TypeError``, ``KeyError``) unless ``state`` is what
+  ``EpochMetricsBackup`` writes."""
+  if not isinstance(state, dict) or set(state) != {"saves", "best"}:
+    raise ValueError('a JSON object with the keys "saves" and "best" is expected')
+  for save in state["saves"]:
+    if not (isinstance(save["epoch"], int) and isinstance(save["batch"], int)):
+      raise ValueError(f"a save's epoch and batch must be integers, got {save!r}")
+    if not isinstance(save["metrics"], dict):
+      raise ValueError(f"a save's metrics must be a JSON object, got {save['metrics']!r}")
+  for epoch, value in state["best"].items():
+    if not epoch.isdigit() or isinstance(value, bool) or not isinstance(value, (int, float)):
+      raise ValueError(f'"best" must map epochs to numbers, got {epoch!r}: {value!r}')
 
 
 def step_weight_files(backup_dir):

@@ -1,14 +1,20 @@
 """Keras callbacks of the training recipes.
 
+:class:`CommitCheckpoints` makes Keras's ``ModelCheckpoint`` files atomic: the checkpoint writes
+to the partial path of each file (``tfrank4class.atomic.partial_path``) and this callback,
+after it in the list, renames what was written to the final name at the end of the epoch.
+
 :class:`RetrievalEvaluation` measures an embedding model's retrieval quality (Recall@K, MAP@R of
 :func:`tfrank4class.retrieval.retrieval_metrics`) on a validation set after every epoch and
 writes it into the epoch's logs, where ``History``, ``TensorBoard``, ``EarlyStopping`` and
 ``ModelCheckpoint`` see it.
 """
 
+import os
+
 import tensorflow as tf
 
-from tfrank4class import checks
+from tfrank4class import atomic, checks
 from tfrank4class.compat import keras
 from tfrank4class.retrieval import inputs
 from tfrank4class.retrieval.evaluation import retrieval_metrics
@@ -115,3 +121,38 @@ class RetrievalEvaluation(keras.callbacks.Callback):
     if self.verbose:
       text = " - ".join(f"{self.prefix}{key}: {result[key]:.4f}" for key in keys)
       print(f"epoch {epoch + 1}: {text}")
+
+
+class CommitCheckpoints(keras.callbacks.Callback):
+  """Keras callback: at the end of every epoch, renames each ``ModelCheckpoint`` file written to
+  a partial path to its final name (``tfrank4class.atomic.commit``).
+
+  A ``ModelCheckpoint`` writes in place, so a run killed while it saves leaves a truncated file
+  under the final name. Give it ``atomic.partial_path(template)`` as ``filepath`` and put this
+  callback, with ``template``, after it in the callback list: the final name then holds the
+  previous complete file until the new one is whole.
+
+  Args:
+    templates: the final file names, ``ModelCheckpoint`` templates formatted with ``epoch``
+      (1-based, as ``ModelCheckpoint`` does), e.g. ``"checkpoints/epoch_{epoch:03d}.weights.h5"``.
+
+  Example:
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> final = os.path.join(folder, "epoch_{epoch:03d}.txt")
+    >>> atomic.write_text(atomic.partial_path(final.format(epoch=2)), "weights")
+    >>> CommitCheckpoints([final]).on_epoch_end(1)
+    >>> os.listdir(folder)
+    ['epoch_002.txt']
+  """
+
+  def __init__(self, templates):
+    super().__init__()
+    self.templates = list(templates)
+
+  def on_epoch_end(self, epoch, logs=None):
+    for template in self.templates:
+      path = template.format(epoch=epoch + 1)
+      partial = atomic.partial_path(path)
+      if os.path.exists(partial):
+        atomic.commit(partial, path)

@@ -134,16 +134,43 @@ class ExperimentConfig:
         raise ValueError(f"`{flag}` must be True or False, got {getattr(self, flag)!r}.")
     return self
 
+  def check_paths(self):
+    """Checks that ``model_dir`` and ``export_dir`` (where given) are folders this process can
+    write in or create; raises ``ValueError`` naming the field. The training run calls it with
+    the other checks, before any data is read (``validate`` also checks the stored config of
+    a run that another user may only read)."""
+    checks.check_writable_dir("model_dir", self.model_dir, allow_none=True)
+    checks.check_writable_dir("export_dir", self.export_dir, allow_none=True)
+    return self
+
   def to_json(self):
     return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
   @classmethod
   def from_model_dir(cls, model_dir):
-    """The config a run wrote to ``model_dir/config.json``."""
+    """The config a run wrote to ``model_dir/config.json``, validated.
+
+    Raises:
+      NotFoundError: there is no ``config.json``.
+      DamagedFileError: it is not a JSON object of valid ``ExperimentConfig`` fields (truncated,
+        or edited by hand); the message names the file and what to do.
+    """
     path = os.path.join(model_dir, "config.json")
     if not os.path.exists(path):
       raise errors.NotFoundError(
         f"No training run in `model_dir` {model_dir!r}: {path} is missing."
       )
-    with open(path) as f:
-      return cls(**json.load(f))
+    try:
+      with open(path, encoding="utf-8-sig") as f:
+        fields = json.load(f)
+      if not isinstance(fields, dict):
+        raise ValueError(f"a JSON object is expected, got {type(fields).__name__}")
+      return cls(**fields).validate()
+    except (ValueError, TypeError) as e:  # JSONDecodeError and UnicodeDecodeError included
+      raise errors.DamagedFileError(
+        path,
+        "run configuration",
+        e,
+        "Restore it, or start the run again with tfrank4class-train --start_over on this "
+        "`model_dir` (deletes the run's files).",
+      ) from None

@@ -7,10 +7,12 @@
 ``--on_corrupt=skip`` drops the malformed lines of a text split and the undecodable files of an
 image split (reporting them on stderr) instead of stopping, as in ``tfrank4class-train``. A user
 error (missing data, a malformed line, an undecodable image, a split the dataset does not have, an
-unknown metric) ends the program with one line, ``tfrank4class-evaluate: error: <message>``.
-Every dataset has ``validation`` and ``test`` splits (``--split=validation,test``); the program
-says what the validation split is (CIFAR and ImageNet: a fixed hold-out of 10% of train).
-Every split of ``--split`` is checked before the model loads, so a bad one is reported at once.
+unknown metric, a missing, damaged or foreign model) ends the program with one line,
+``tfrank4class-evaluate: error: <message>``. Every dataset has ``validation`` and ``test`` splits
+(``--split=validation,test``); the program says what the validation split is (CIFAR and ImageNet:
+a fixed hold-out of 10% of train). The model file or SavedModel is checked to be there before any
+data is read, and every split of ``--split`` before the model loads, so a bad one is reported at
+once.
 
 Importing the module defines its flags without parsing any (``run()`` parses them):
 
@@ -23,7 +25,7 @@ from absl import app, flags
 
 from tfrank4class import data as data_lib
 from tfrank4class import metrics as metrics_lib
-from tfrank4class.train import cli, experiment, results, serving
+from tfrank4class.train import cli, experiment, results, run_dir, serving
 
 flags.DEFINE_string("model_dir", None, "A training run: evaluates its best.keras on its dataset.")
 flags.DEFINE_string("checkpoint", None, "A .keras model file.")
@@ -75,6 +77,11 @@ def main(argv):
     dataset, data_dir = dataset or config.dataset, data_dir or config.data_dir
   if dataset is None:
     raise app.UsageError("--dataset is required with --checkpoint or --saved_model.")
+  # The model is there (a cheap check) before any data is read; it loads after.
+  if FLAGS.saved_model:
+    serving.check_saved_model(FLAGS.saved_model)
+  else:
+    run_dir.checkpoint_path(FLAGS.model_dir, FLAGS.checkpoint)
   # Every split is checked (name, data) before the model loads and before any is evaluated.
   batch_size, on_corrupt = FLAGS.batch_size, FLAGS.on_corrupt
   batches = [

@@ -22,7 +22,7 @@ import shutil
 import tensorflow as tf
 from absl import logging as absl_logging
 
-from tfrank4class import compat, errors
+from tfrank4class import atomic, compat, errors
 from tfrank4class import data as data_lib
 from tfrank4class import encoders as encoders_lib
 from tfrank4class import heads as heads_lib
@@ -30,6 +30,7 @@ from tfrank4class import losses as losses_lib
 from tfrank4class import metrics as metrics_lib
 from tfrank4class.compat import keras
 from tfrank4class.train import backup, run_dir
+from tfrank4class.train import callbacks as callbacks_lib
 from tfrank4class.train import config as config_lib
 from tfrank4class.train import strategy as strategy_lib
 from tfrank4class.train.config import ExperimentConfig
@@ -44,6 +45,7 @@ __all__ = [
   "TrainResult",
   "best_model",
   "build_model",
+  "check_arguments",
   "evaluate",
   "evaluate_splits",
   "format_table",
@@ -63,25 +65,68 @@ def quiet_tensorflow_logs():
   absl_logging.set_verbosity(absl_logging.WARNING)
 
 
-def build_model(config, info):
-  """The Rank4Class model for ``info`` (a ``DatasetInfo``), compiled as ``config`` says."""
-  name = config_lib.AUTO_ENCODERS[info.modality] if config.encoder == "auto" else config.encoder
+def _build_encoder(config, modality, make_vectorizer, image_size):
+  """The encoder ``config`` names for ``modality``; ``make_vectorizer(max_tokens, length)`` gives
+  the transformer's text vectoriser, ``image_size`` an image encoder's default input size."""
+  name = config_lib.AUTO_ENCODERS[modality] if config.encoder == "auto" else config.encoder
   kwargs = dict(config.encoder_kwargs)
   if name == "transformer":
     kwargs = {**config_lib.TEXT_DEFAULTS, **kwargs}
-    vectorizer = data_lib.adapt_text_vectorization(
+    vectorizer = make_vectorizer(kwargs.pop("max_tokens"), kwargs["sequence_length"])
+    return encoders_lib.get(name, text_vectorization=vectorizer, **kwargs)
+  if modality == "image":
+    kwargs.setdefault("input_shape", tuple(image_size) + (3,))
+  return encoders_lib.get(name, **kwargs)
+
+
+def check_arguments(config):
+  """Builds what ``config`` names from its arguments, reading no data; raises
+  ``InvalidConfigError`` naming the argument for a path that cannot be written, loss arguments
+  the loss refuses or encoder arguments the encoder refuses.
+
+  The encoder is built once with a placeholder vocabulary (text) or input size (images) and
+  thrown away; the loss is built too. ``train`` calls it before any data is read and then seeds
+  the random generators, so the check changes no weight of the run.
+  """
+  try:
+    config.check_paths()
+  except ValueError as e:
+    raise errors.InvalidConfigError(str(e)) from e
+  try:
+    losses_lib.get(config.loss, **config.loss_kwargs)
+  except (TypeError, ValueError) as e:
+    raise errors.InvalidConfigError(f"`loss_kwargs` of {config.loss!r}: {e}") from e
+
+  def placeholder_vectorizer(max_tokens, length):
+    return data_lib.adapt_text_vectorization(
+      None, max_tokens=max_tokens, output_sequence_length=length, vocabulary=["placeholder"]
+    )
+
+  modality = data_lib.modality(config.dataset)
+  try:
+    _build_encoder(config, modality, placeholder_vectorizer, _PLACEHOLDER_IMAGE_SIZE)
+  except (TypeError, ValueError, OSError) as e:
+    name = config_lib.AUTO_ENCODERS[modality] if config.encoder == "auto" else config.encoder
+    raise errors.InvalidConfigError(f"`encoder_kwargs` of {name!r}: {e}") from e
+
+
+#: The input size of the image encoder ``check_arguments`` builds (the smallest of the datasets).
+_PLACEHOLDER_IMAGE_SIZE = (32, 32)
+
+
+def build_model(config, info):
+  """The Rank4Class model for ``info`` (a ``DatasetInfo``), compiled as ``config`` says."""
+
+  def adapted_vectorizer(max_tokens, length):
+    return data_lib.adapt_text_vectorization(
       config.dataset,
       config.data_dir,
-      max_tokens=kwargs.pop("max_tokens"),
-      output_sequence_length=kwargs["sequence_length"],
+      max_tokens=max_tokens,
+      output_sequence_length=length,
       on_corrupt=config.on_corrupt,
     )
-    encoder = encoders_lib.get(name, text_vectorization=vectorizer, **kwargs)
-  elif info.modality == "image":
-    kwargs.setdefault("input_shape", tuple(info.image_size) + (3,))
-    encoder = encoders_lib.get(name, **kwargs)
-  else:
-    encoder = encoders_lib.get(name, **kwargs)
+
+  encoder = _build_encoder(config, info.modality, adapted_vectorizer, info.image_size)
   model = heads_lib.build_model(
     encoder,
     info.num_classes,
@@ -167,12 +212,13 @@ _Start = collections.namedtuple("_Start", ["callbacks", "epoch", "step", "backup
 def train(config):
   """Trains as ``config`` says; returns a ``TrainResult(model, history, info, strategy)``.
 
-  Raises ``ValueError`` for a bad config, ``ModelDirInUseError`` when another run holds
-  ``model_dir`` and ``ConfigMismatchError`` when ``model_dir`` holds a run with another
-  configuration, all before reading any data; then the data pipeline's ``DataNotFoundError`` for
-  a missing ``data_dir`` and ``MalformedRowError`` for a malformed line (with
-  ``on_corrupt="error"``). Op determinism is on while it runs; the process's setting is restored
-  after.
+  Raises ``ValueError`` for a bad config, ``InvalidConfigError`` for arguments that cannot be
+  built or paths that cannot be written (``check_arguments``), ``ModelDirInUseError`` when
+  another run holds ``model_dir`` and ``ConfigMismatchError`` when ``model_dir`` holds a run with
+  another configuration, all before reading any data; then the data pipeline's
+  ``DataNotFoundError`` for a missing ``data_dir`` and ``MalformedRowError`` for a malformed line
+  (with ``on_corrupt="error"``). Op determinism is on while it runs; the process's setting is
+  restored after.
   """
   with compat.op_determinism():
     return _train(config)
@@ -182,12 +228,9 @@ def _train(config):
   config.validate()
   strategy = strategy_lib.make_strategy(config.strategy, config.tpu, config.devices)
   chief = strategy_lib.is_chief(strategy)
-  keras.utils.set_random_seed(config.seed)
   with strategy.scope():
-    try:  # bad loss arguments fail before any data is read
-      losses_lib.get(config.loss, **config.loss_kwargs)
-    except (TypeError, ValueError) as e:
-      raise errors.InvalidConfigError(f"`loss_kwargs` of {config.loss!r}: {e}") from e
+    check_arguments(config)  # bad arguments fail before any data is read
+  keras.utils.set_random_seed(config.seed)  # after the check, which builds an encoder
   if config.model_dir:
     _claim_model_dir(config, strategy, chief)
   info = data_lib.info(config.dataset, config.data_dir)
@@ -244,13 +287,13 @@ def _start_in_model_dir(config, info, chief, steps_per_epoch):
   )
   scratch = TRAINING.scratch_dir(chief)
   files_dir = scratch or config.model_dir
+  # Checkpoints write to partial paths; the chief renames each complete file (atomic.py).
+  epoch_file = os.path.join(files_dir, "checkpoints", "epoch_{epoch:03d}.weights.h5")
+  best_file = os.path.join(files_dir, "best.keras")
   callbacks += [
+    keras.callbacks.ModelCheckpoint(atomic.partial_path(epoch_file), save_weights_only=True),
     keras.callbacks.ModelCheckpoint(
-      os.path.join(files_dir, "checkpoints", "epoch_{epoch:03d}.weights.h5"),
-      save_weights_only=True,
-    ),
-    keras.callbacks.ModelCheckpoint(
-      os.path.join(files_dir, "best.keras"),
+      atomic.partial_path(best_file),
       monitor=monitor,
       mode="max",
       save_best_only=True,
@@ -258,6 +301,7 @@ def _start_in_model_dir(config, info, chief, steps_per_epoch):
         os.path.join(backup_dir, backup.STATE_FILE), epoch
       ),
     ),
+    *([callbacks_lib.CommitCheckpoints([epoch_file, best_file])] if chief else []),
     keras.callbacks.TensorBoard(os.path.join(files_dir, "logs")),
   ]
   if chief:

@@ -1,10 +1,15 @@
 """tfrank4class-export: write the serving SavedModel of a training run's best checkpoint.
 
 tfrank4class-export --model_dir=runs/demo --export_dir=runs/demo/export
+
+The run's files and ``--export_dir`` are checked before the model loads; the SavedModel is
+written beside ``--export_dir`` and renamed into place whole (an export already there stays
+until the new one is complete).
 """
 
 from absl import app, flags
 
+from tfrank4class import checks, errors
 from tfrank4class import data as data_lib
 from tfrank4class.train import cli, experiment, serving
 
@@ -22,6 +27,10 @@ def main(argv):
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   experiment.quiet_tensorflow_logs()
   config = experiment.ExperimentConfig.from_model_dir(FLAGS.model_dir)
+  try:
+    checks.check_writable_dir("export_dir", FLAGS.export_dir)
+  except ValueError as e:
+    raise errors.InvalidConfigError(str(e)) from e
   model = experiment.load_checkpoint(FLAGS.model_dir, FLAGS.checkpoint)
   class_names = data_lib.info(config.dataset, config.data_dir).class_names
   serving.export_saved_model(model, config.dataset, class_names, FLAGS.export_dir, FLAGS.top_k)

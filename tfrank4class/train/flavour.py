@@ -17,7 +17,7 @@ import tempfile
 
 import tensorflow as tf
 
-from tfrank4class import compat
+from tfrank4class import compat, errors
 from tfrank4class.compat import keras
 from tfrank4class.train import backup
 
@@ -32,6 +32,17 @@ def _metrics_backup(backup_dir, save_freq, resume_at, monitor, chief, steps_per_
     chief,
     steps_per_epoch=steps_per_epoch,
     **kwargs,
+  )
+
+
+def damaged_backup(path, backup_dir, error):
+  """The ``DamagedFileError`` of a backup file the run cannot resume from."""
+  return errors.DamagedFileError(
+    path,
+    "backup",
+    error,
+    f"Delete the folder {backup_dir} to train this run again from its first epoch (or start "
+    "over with --start_over).",
   )
 
 
@@ -58,9 +69,12 @@ class Keras2Training:
     latest = tf.train.latest_checkpoint(os.path.join(backup_dir, "chief"))
     if latest is None:
       return 0, 0
-    reader = tf.train.load_checkpoint(latest)
-    epoch = int(reader.get_tensor("ckpt_saved_epoch/.ATTRIBUTES/VARIABLE_VALUE"))
-    batch = int(reader.get_tensor("ckpt_saved_batch/.ATTRIBUTES/VARIABLE_VALUE"))
+    try:
+      reader = tf.train.load_checkpoint(latest)
+      epoch = int(reader.get_tensor("ckpt_saved_epoch/.ATTRIBUTES/VARIABLE_VALUE"))
+      batch = int(reader.get_tensor("ckpt_saved_batch/.ATTRIBUTES/VARIABLE_VALUE"))
+    except (tf.errors.OpError, ValueError) as e:
+      raise damaged_backup(latest, backup_dir, e) from None
     if epoch < 0:
       return 0, 0
     if batch < 0 or batch == steps_per_epoch - 1:
@@ -148,7 +162,11 @@ class Keras3Training:
       _log_vectors(model)
     if resumed:
       model.optimizer.build(model.trainable_variables)
-      model.load_weights(os.path.join(backup_dir, backup.step_weight_files(backup_dir)[-1][0]))
+      path = os.path.join(backup_dir, backup.step_weight_files(backup_dir)[-1][0])
+      try:
+        model.load_weights(path)
+      except (OSError, ValueError, KeyError) as e:  # h5py raises OSError for a truncated file
+        raise damaged_backup(path, backup_dir, e) from None
 
   def fit(self, model, strategy, data, **kwargs):
     """``model.fit(data, **kwargs)`` in ``strategy``'s scope; returns the History.

@@ -22,13 +22,14 @@ any time and the best weights so far are on disk.
 
 import json
 import os
+import pathlib
 import time
 import typing
 
 import tensorflow as tf
 from absl import app, flags, logging
 
-from tfrank4class import checks
+from tfrank4class import atomic, checks, errors
 from tfrank4class.compat import keras
 from tfrank4class.ranking import synthetic
 from tfrank4class.ranking.sorters import SORTERS
@@ -49,7 +50,10 @@ flags.DEFINE_integer("eval_lists", 512, "Held-out lists per evaluation length.")
 flags.DEFINE_list("eval_list_sizes", None, "Evaluation lengths (default: min, max and between).")
 flags.DEFINE_float("max_minutes", None, "Stop after this much wall time (best weights kept).")
 flags.DEFINE_integer("seed", 0, "Seed of the training data stream and initialisation.")
-flags.DEFINE_integer("threads", 1, "TensorFlow intra/inter-op threads.")
+# TensorFlow aborts the process on a negative thread count: the flag refuses it.
+flags.DEFINE_integer(
+  "threads", 1, "TensorFlow intra/inter-op threads (0: TensorFlow chooses).", lower_bound=0
+)
 flags.DEFINE_integer("units", 64, "lstm: units per direction.")
 flags.DEFINE_integer("num_layers", 2, "lstm: stacked BiLSTM layers.")
 flags.DEFINE_integer("filters", 64, "conv: channels.")
@@ -90,23 +94,54 @@ def normalised_l1(predicted, exact):
   return tf.reduce_mean(tf.abs(predicted - exact)) / (n - 1.0)
 
 
-def _check_arguments(
-  kind, min_list_size, max_list_size, steps, batch_size, learning_rate, halve_every, output
+def check_arguments(
+  kind,
+  min_list_size,
+  max_list_size,
+  steps,
+  batch_size,
+  learning_rate,
+  halve_every,
+  output,
+  model_dir=None,
+  eval_every=250,
+  eval_lists=512,
+  eval_list_sizes=None,
+  max_minutes=None,
+  seed=0,
+  verbose=1,
+  **hparams,
 ):
-  """Raises a ``ValueError`` naming the first bad argument of :func:`train`."""
+  """Raises a ``ValueError`` naming the first bad argument of :func:`train` (same arguments),
+  before any step: counts, sizes, paths, and the sorter's own checks (it builds the sorter of
+  ``hparams`` and throws it away)."""
+  del verbose
   checks.check_int("min_list_size", min_list_size, minimum=2)
   checks.check_int("max_list_size", max_list_size, minimum=min_list_size)
-  checks.check_int("steps", steps, minimum=1)
-  checks.check_int("batch_size", batch_size, minimum=1)
+  for name, value in (("steps", steps), ("batch_size", batch_size), ("halve_every", halve_every)):
+    checks.check_int(name, value, minimum=1)
   checks.check_float("learning_rate", learning_rate, minimum=0.0, strict=True)
-  checks.check_int("halve_every", halve_every, minimum=1)
+  checks.check_int("eval_every", eval_every, minimum=1)
+  checks.check_int("eval_lists", eval_lists, minimum=1)
+  for size in eval_list_sizes or ():
+    checks.check_int("eval_list_sizes", size, minimum=2)
+  checks.check_float("max_minutes", max_minutes, minimum=0.0, strict=True, allow_none=True)
+  checks.check_int("seed", seed, minimum=0)
   if not output:
     raise ValueError("`output` (the path prefix of the exported weights) must be given.")
+  checks.check_writable_dir("output", os.path.dirname(os.path.abspath(output)))
+  checks.check_writable_dir("model_dir", model_dir or output + "_run")
   if kind == "conv" and min_list_size != max_list_size:
     raise ValueError(
       f"The conv sorter is tied to one list length: min_list_size ({min_list_size}) must "
       f"equal max_list_size ({max_list_size})."
     )
+  if kind == "conv" and any(n != max_list_size for n in eval_list_sizes or ()):
+    raise ValueError(
+      f"The conv sorter is tied to one list length: `eval_list_sizes` {eval_list_sizes} must "
+      f"all equal max_list_size ({max_list_size})."
+    )
+  build_sorter(kind, list_size=max_list_size, **hparams)
 
 
 def _halving_schedule(learning_rate, halve_every):
@@ -137,10 +172,20 @@ def _restore_checkpoint(sorter, optimizer, model_dir):
   best = tf.Variable(float("inf"), dtype=tf.float64, name="best_eval")
   sorter.build_for_export()
   ckpt = tf.train.Checkpoint(sorter=sorter, optimizer=optimizer, step=step, best=best)
-  manager = tf.train.CheckpointManager(ckpt, os.path.join(model_dir, "ckpt"), max_to_keep=2)
-  if manager.latest_checkpoint:
-    ckpt.restore(manager.latest_checkpoint)
-    logging.info("Resumed from %s at step %d", manager.latest_checkpoint, int(step))
+  folder = os.path.join(model_dir, "ckpt")
+  try:
+    manager = tf.train.CheckpointManager(ckpt, folder, max_to_keep=2)
+    if manager.latest_checkpoint:
+      ckpt.restore(manager.latest_checkpoint)
+      logging.info("Resumed from %s at step %d", manager.latest_checkpoint, int(step))
+  except (tf.errors.OpError, ValueError, IndexError) as e:  # IndexError: a truncated file
+    raise errors.DamagedFileError(
+      folder,
+      "pretraining checkpoint",
+      e,
+      f"Delete {folder} to pretrain from step 0 (the weights exported to --output are kept), "
+      "or pass another --model_dir.",
+    ) from None
   return step, best, manager
 
 
@@ -294,12 +339,14 @@ def train(
   verbose=1,
   **hparams,
 ):
-  """Trains a sorter; returns ``(sorter, best_eval)``. See the module docstring."""
-  _check_arguments(
-    kind, min_list_size, max_list_size, steps, batch_size, learning_rate, halve_every, output
-  )
-  model_dir = model_dir or output + "_run"
-  os.makedirs(model_dir, exist_ok=True)
+  """Trains a sorter; returns ``(sorter, best_eval)``. See the module docstring.
+
+  Raises:
+    ValueError: a bad argument (``check_arguments``), before any step.
+    DamagedFileError: ``model_dir`` holds a checkpoint that cannot be read.
+  """
+  arguments = dict(locals())
+  check_arguments(**{k: v for k, v in arguments.items() if k != "hparams"}, **hparams)
   settings = {
     "min_list_size": min_list_size,
     "max_list_size": max_list_size,
@@ -308,13 +355,30 @@ def train(
     "halve_every": halve_every,
     "seed": seed,
   }
+  model_dir = model_dir or output + "_run"
+  os.makedirs(model_dir, exist_ok=True)
   run, dataset = _prepare_run(
     kind, settings, output, model_dir, eval_lists, eval_list_sizes, hparams
   )
   history = _run_steps(run, dataset, steps, eval_every, max_minutes, verbose)
-  with open(os.path.join(model_dir, "history.json"), "a") as f:
-    f.write(json.dumps(history) + "\n")
+  history_file = os.path.join(model_dir, "history.json")  # one line per run, rewritten whole
+  before = pathlib.Path(history_file).read_text("utf-8") if os.path.exists(history_file) else ""
+  atomic.write_text(history_file, before + json.dumps(history) + "\n")
   return run.sorter, float(run.best_var)
+
+
+def _flag_arguments():
+  """The arguments of :func:`train` the flags give."""
+  try:
+    eval_sizes = [int(x) for x in FLAGS.eval_list_sizes] if FLAGS.eval_list_sizes else None
+  except ValueError:
+    raise app.UsageError(
+      f"--eval_list_sizes must be integers, got {FLAGS.eval_list_sizes}."
+    ) from None
+  names = ("min_list_size", "max_list_size", "steps", "batch_size", "learning_rate")
+  names += ("halve_every", "output", "model_dir", "eval_every", "eval_lists", "max_minutes")
+  names += ("seed", "units", "num_layers", "filters", "num_blocks", "kernel_size", "hidden_units")
+  return dict(kind=FLAGS.sorter, eval_list_sizes=eval_sizes, **{n: FLAGS[n].value for n in names})
 
 
 def main(argv):
@@ -322,49 +386,14 @@ def main(argv):
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   if not FLAGS.output:
     raise app.UsageError("--output (path prefix of the exported weights) is required.")
+  arguments = _flag_arguments()
   try:
-    eval_sizes = [int(x) for x in FLAGS.eval_list_sizes] if FLAGS.eval_list_sizes else None
-  except ValueError:
-    raise app.UsageError(
-      f"--eval_list_sizes must be integers, got {FLAGS.eval_list_sizes}."
-    ) from None
-  try:
-    _check_arguments(
-      FLAGS.sorter,
-      FLAGS.min_list_size,
-      FLAGS.max_list_size,
-      FLAGS.steps,
-      FLAGS.batch_size,
-      FLAGS.learning_rate,
-      FLAGS.halve_every,
-      FLAGS.output,
-    )
+    check_arguments(**arguments)
   except ValueError as e:
     raise app.UsageError(str(e)) from e
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
   tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
-  _, best = train(
-    FLAGS.sorter,
-    FLAGS.min_list_size,
-    FLAGS.max_list_size,
-    FLAGS.steps,
-    FLAGS.batch_size,
-    FLAGS.learning_rate,
-    FLAGS.halve_every,
-    FLAGS.output,
-    model_dir=FLAGS.model_dir,
-    eval_every=FLAGS.eval_every,
-    eval_lists=FLAGS.eval_lists,
-    eval_list_sizes=eval_sizes,
-    max_minutes=FLAGS.max_minutes,
-    seed=FLAGS.seed,
-    units=FLAGS.units,
-    num_layers=FLAGS.num_layers,
-    filters=FLAGS.filters,
-    num_blocks=FLAGS.num_blocks,
-    kernel_size=FLAGS.kernel_size,
-    hidden_units=FLAGS.hidden_units,
-  )
+  _, best = train(**arguments)
   print(f"best held-out L1 (normalised ranks): {best:.6f}; weights: {FLAGS.output}.json/.npz")
 
 

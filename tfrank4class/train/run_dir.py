@@ -24,8 +24,9 @@ import os
 import shutil
 import socket
 import sys
+import zipfile
 
-from tfrank4class import errors
+from tfrank4class import atomic, errors
 from tfrank4class.compat import keras
 from tfrank4class.train.config import ExperimentConfig
 
@@ -200,7 +201,8 @@ def config_differences(saved, config):
 def prepare_model_dir(config):
   """Makes ``config.model_dir`` ready for ``config``'s run (the chief calls it, holding the lock).
 
-  With ``start_over`` it deletes the ``RUN_FILES`` of a previous run there (and says so).
+  With ``start_over`` it deletes the ``RUN_FILES`` of a previous run there, and any partial
+  write a killed run left (``tfrank4class.atomic``), and says so.
   Otherwise a previous run's ``config.json`` must match ``config`` but for
   ``RESUMABLE_CHANGES``: the same run resumes (or, finished, trains again from scratch).
 
@@ -210,7 +212,8 @@ def prepare_model_dir(config):
   """
   model_dir = config.model_dir
   if config.start_over:
-    removed = [name for name in RUN_FILES if os.path.lexists(os.path.join(model_dir, name))]
+    partial = [n for n in sorted(os.listdir(model_dir)) if n.startswith(atomic.PARTIAL_PREFIX)]
+    removed = [n for n in RUN_FILES if os.path.lexists(os.path.join(model_dir, n))] + partial
     for name in removed:
       path = os.path.join(model_dir, name)
       if os.path.isdir(path) and not os.path.islink(path):
@@ -237,19 +240,48 @@ def prepare_model_dir(config):
 
 
 def write_run_files(config, class_names):
-  """Writes ``config.json`` and ``class_names.txt`` of ``config``'s run into its ``model_dir``."""
-  with open(os.path.join(config.model_dir, "config.json"), "w") as f:
-    f.write(config.to_json())
-  with open(os.path.join(config.model_dir, "class_names.txt"), "w", encoding="utf-8") as f:
-    f.write("\n".join(class_names) + "\n")
+  """Writes ``config.json`` and ``class_names.txt`` of ``config``'s run into its ``model_dir``
+  (each atomically: ``tfrank4class.atomic``)."""
+  atomic.write_text(os.path.join(config.model_dir, "config.json"), config.to_json())
+  atomic.write_text(
+    os.path.join(config.model_dir, "class_names.txt"), "\n".join(class_names) + "\n"
+  )
 
 
-def load_checkpoint(model_dir=None, checkpoint=None):
-  """The Keras model of ``checkpoint`` (a ``.keras`` file), else of ``model_dir/best.keras``."""
+def checkpoint_path(model_dir=None, checkpoint=None):
+  """The model file ``checkpoint`` (a ``.keras`` file), else ``model_dir/best.keras``, checked to
+  exist (a cheap check before any data is read; ``load_checkpoint`` reads it).
+
+  Raises:
+    NotFoundError: there is no such file.
+  """
   path = checkpoint or os.path.join(model_dir or "", "best.keras")
   if not os.path.isfile(path):
     raise errors.NotFoundError(
       f"No model file at {path}: pass a .keras `checkpoint` or the "
       "`model_dir` of a finished training run."
     )
-  return keras.models.load_model(path)
+  return path
+
+
+def load_checkpoint(model_dir=None, checkpoint=None):
+  """The Keras model of ``checkpoint`` (a ``.keras`` file), else of ``model_dir/best.keras``.
+
+  Raises:
+    NotFoundError: there is no such file.
+    DamagedFileError: the file is not a Keras model Keras can read (truncated by a kill before
+      best.keras was written atomically, or not a model at all).
+  """
+  path = checkpoint_path(model_dir, checkpoint)
+  try:
+    if path.endswith(".keras") and not zipfile.is_zipfile(path):
+      raise ValueError("not a whole .keras zip archive")  # Keras says "File not found"
+    return keras.models.load_model(path)
+  except Exception as e:  # Keras raises many kinds (zip, h5, JSON, deserialisation) for one cause
+    fix = (
+      "Delete it and run tfrank4class-train on its `model_dir` again (a finished run trains "
+      "again; --start_over deletes the whole run)."
+      if checkpoint is None
+      else "Pass a .keras file saved by Keras (model.save)."
+    )
+    raise errors.DamagedFileError(path, "model file", e, fix) from None

@@ -16,9 +16,11 @@ The SavedModel needs TensorFlow only: a process that never imports ``tfrank4clas
 serves it with ``tf.saved_model.load`` or ``saved_model_cli run``.
 """
 
+import os
+
 import tensorflow as tf
 
-from tfrank4class import checks
+from tfrank4class import atomic, checks, errors
 from tfrank4class import data as data_lib
 from tfrank4class.train import flavour
 
@@ -72,22 +74,42 @@ def export_saved_model(model, dataset, class_names, export_dir, top_k=5):
   def scores_of(features):
     return {"scores": model(features, training=False)}
 
-  flavour.TRAINING.write_saved_model(
-    model,
-    export_dir,
-    {"serving_default": (serve, raw_spec), "scores": (scores_of, feature_spec)},
-  )
+  with atomic.writing(export_dir) as partial:  # an earlier export stays whole until this one is
+    flavour.TRAINING.write_saved_model(
+      model,
+      partial,
+      {"serving_default": (serve, raw_spec), "scores": (scores_of, feature_spec)},
+    )
+  return export_dir
+
+
+def check_saved_model(export_dir):
+  """Raises ``NotFoundError`` unless ``export_dir`` is a folder holding a ``saved_model.pb``
+  (a cheap check before any data is read; ``saved_model_scorer`` loads it)."""
+  if not os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
+    raise errors.NotFoundError(
+      f"No SavedModel at `saved_model` {export_dir!r} (no saved_model.pb there): pass the "
+      "`export_dir` of tfrank4class-train or tfrank4class-export."
+    )
   return export_dir
 
 
 def saved_model_scorer(export_dir):
   """A callable ``scorer(features, training=False) -> scores`` over an export's ``scores``
   signature, to evaluate an exported model with :func:`tfrank4class.train.results.evaluate`."""
-  loaded = tf.saved_model.load(export_dir)
+  check_saved_model(export_dir)
+  try:
+    loaded = tf.saved_model.load(export_dir)
+  except (OSError, ValueError, tf.errors.OpError) as e:
+    raise errors.DamagedFileError(
+      export_dir, "SavedModel", e, "Export it again with tfrank4class-export."
+    ) from None
   if "scores" not in loaded.signatures:
-    raise ValueError(
-      f"`saved_model` {export_dir!r} has no 'scores' signature; it was not "
-      "written by tfrank4class.train.serving.export_saved_model."
+    raise errors.InvalidConfigError(
+      f"`saved_model` {export_dir!r} has no 'scores' signature (it has "
+      f"{sorted(loaded.signatures)}): it was not written by tfrank4class-export "
+      "(tfrank4class.train.serving.export_saved_model). Pass an export of tfrank4class, or "
+      "evaluate the Keras model with --checkpoint."
     )
   signature = loaded.signatures["scores"]
 

@@ -21,6 +21,7 @@ import os
 
 from absl import app, flags
 
+from tfrank4class import atomic
 from tfrank4class import data as data_lib
 from tfrank4class import encoders as encoders_lib
 from tfrank4class import losses as losses_lib
@@ -182,8 +183,9 @@ def main(argv):
   )
   print(experiment.format_table(rows, list(rows[0][1])))
   if config.model_dir:
-    with open(os.path.join(config.model_dir, "results.json"), "w") as f:
-      json.dump(dict(rows), f, indent=2)
+    atomic.write_text(
+      os.path.join(config.model_dir, "results.json"), json.dumps(dict(rows), indent=2)
+    )
   if config.export_dir:
     serving.export_saved_model(
       model, config.dataset, result.info.class_names, config.export_dir, top_k=FLAGS.top_k
