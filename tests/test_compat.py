@@ -166,7 +166,6 @@ def test_other_keras_backend_is_refused_with_the_fix():
     assert f"KERAS_BACKEND is {backend!r}. Set KERAS_BACKEND=tensorflow" in result.stderr
 
 
-@pytest.mark.skipif(not CURRENT_STACK, reason="TensorFlow 2.15's Keras 2 has no backends")
 def test_backend_from_keras_json_is_refused_naming_the_file_and_the_fix_works(tmp_path):
   # An empty KERAS_BACKEND is no setting, for Keras as for us: keras.json decides.
   path = tmp_path / "keras.json"
@@ -214,7 +213,6 @@ _KERAS_PICKS = """
 
 
 @pytest.mark.slow  # five processes that import Keras: ~40 s; the fast test above reads the rule
-@pytest.mark.skipif(not CURRENT_STACK, reason="TensorFlow 2.15's Keras 2 has no backends")
 def test_keras_backend_setting_is_the_backend_keras_itself_picks(tmp_path):
   (tmp_path / "keras.json").write_text('{"backend": "jax"}')
   # Keras writes a default keras.json into a KERAS_HOME that has none: one fresh home per case.
