@@ -260,7 +260,7 @@ def pipeline_rows(tf, data, d, imagenet_dir, threads, quick):
   if not quick:
     row(
       "imagenet-style eval (synthetic)",
-      data.load("imagenet2012", "val", imagenet_dir, batch_size=32, training=False),
+      data.load("imagenet2012", "test", imagenet_dir, batch_size=32, training=False),
       im,
       n_big,
       note="synthetic 375x500 JPEGs",

@@ -44,8 +44,8 @@ def test_real_folder_counts_and_class_names(cifar_dir):
 
 
 def test_real_folder_validation_is_a_fixed_holdout_of_train(cifar_dir):
-  train, train_labels, _ = image_folder.list_split(cifar_dir, "train")
-  held, held_labels, _ = image_folder.list_split(cifar_dir, "validation")
+  train, train_labels, _ = image_folder.split_files(cifar_dir, "train")
+  held, held_labels, _ = image_folder.split_files(cifar_dir, "validation")
   all_train = {str(p) for p in (cifar_dir / "train").glob("*/*.jpg")}
   assert not set(train) & set(held) and set(train) | set(held) == all_train
   # Fixed: these counts pin the hash, key and names (the same images on every run and machine).
@@ -63,8 +63,8 @@ def test_validation_folder_replaces_the_holdout(tmp_path):
         path = tmp_path / split / c / f"{i}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(tf.io.encode_png(np.zeros((2, 2, 3), np.uint8)).numpy())
-  assert len(image_folder.list_split(tmp_path, "train")[0]) == 6  # all of train/
-  assert {p.split("/")[-3] for p in image_folder.list_split(tmp_path, "validation")[0]} == {"val"}
+  assert len(image_folder.split_files(tmp_path, "train")[0]) == 6  # all of train/
+  assert {p.split("/")[-3] for p in image_folder.split_files(tmp_path, "validation")[0]} == {"val"}
   assert cifar.info("cifar10", tmp_path).validation == "the val/ folder"
 
 

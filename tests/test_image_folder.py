@@ -174,7 +174,7 @@ def _id_folder(root, classes, per_class):
 
 def _epochs(root, seed, epochs=2, split="train"):
   """The file ids of ``epochs`` shuffled passes over a split, read back from the pixels."""
-  n = len(image_folder.list_split(root, split)[0])  # one batch per epoch
+  n = len(image_folder.split_files(root, split)[0])  # one batch per epoch
   ds = data.load(
     "cifar10",
     split,

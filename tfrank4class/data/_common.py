@@ -29,13 +29,13 @@ HOLDOUT_PERCENT = 10
 HOLDOUT_KEY = (0, 37)
 HOLDOUT = (
   f"a fixed hold-out of {HOLDOUT_PERCENT}% of the training examples (seeded hash of each "
-  "example's name), left out of the train split; the release has no validation split"
+  "example's name), left out of the train split"
 )
 
 
 def held_out(names):
-  """Which examples are in the validation hold-out: bool ``[N]`` of their names ``tf.string
-  [N]`` (or a scalar of a scalar); see ``HOLDOUT_PERCENT``."""
+  """Which examples are in the validation hold-out: a bool tensor of the shape of ``names``, the
+  examples' names (``tf.string``, any shape); see ``HOLDOUT_PERCENT``."""
   buckets = tf.strings.to_hash_bucket_strong(names, 100, key=list(HOLDOUT_KEY))
   return buckets < HOLDOUT_PERCENT
 

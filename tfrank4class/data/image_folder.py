@@ -19,7 +19,7 @@ as fast on 32x32 images but TensorFlow's own error does not name the file.
 
 Example:
   >>> root = image_folder_root("/data/cifar10_jpeg")  # doctest: +SKIP
-  >>> paths, labels, names = list_split(root, "train")  # doctest: +SKIP
+  >>> paths, labels, names = split_files(root, "train")  # doctest: +SKIP
 """
 
 import os
@@ -115,10 +115,8 @@ def class_names(root):
 
 
 def list_split(root, split, names=None, folders=FOLDER_SPLITS):
-  """Lists the images of a split, sorted by (class, file name).
-
-  Without a validation folder (see the module docstring), ``validation`` is the hold-out of the
-  train folder and ``train`` the rest of it.
+  """Lists the images of a split folder, sorted by (class, file name); ``split_files`` is what
+  a pipeline reads (with the validation hold-out).
 
   Args:
     folders: the folder names of each split (``FOLDER_SPLITS``; ImageNet reads ``val/`` as test).
@@ -127,14 +125,12 @@ def list_split(root, split, names=None, folders=FOLDER_SPLITS):
     ``(paths, labels, class_names)``: lists of file paths and int class ids, and the class names.
 
   Raises:
-    DataNotFoundError: no split folder, or no image files in it (or in its hold-out).
+    DataNotFoundError: no split folder, or no image files in it.
   """
   root = pathlib.Path(root)
-  base, _ = _common.canonical_split(split)
-  holdout = base != "test" and _folder(root, folders["validation"]) is None
-  folder = split_dir(root, "train" if holdout else split, folders)
+  folder = split_dir(root, split, folders)
   names = tuple(names) if names is not None else class_names(root)
-  paths, labels, keys = [], [], []
+  paths, labels = [], []
   for label, name in enumerate(names):
     class_dir = folder / name
     if not class_dir.is_dir():
@@ -146,21 +142,40 @@ def list_split(root, split, names=None, folders=FOLDER_SPLITS):
     )
     paths.extend(str(class_dir / f) for f in files)
     labels.extend([label] * len(files))
-    keys.extend(f"{name}/{f}" for f in files)
-  if holdout and keys:
-    wanted = _common.held_out(keys).numpy() == (base == "validation")
-    paths = [p for p, w in zip(paths, wanted) if w]
-    labels = [y for y, w in zip(labels, wanted) if w]
   if not paths:
     raise _common.missing_data(
       folder,
-      "image files ("
-      + ", ".join(IMAGE_EXTENSIONS)
-      + ")"
-      + (f" for the {base} split, {_common.HOLDOUT}" if holdout else ""),
+      "image files (" + ", ".join(IMAGE_EXTENSIONS) + ")",
       f"Expected {folder}/<class>/<image>.",
     )
   return paths, labels, names
+
+
+def split_files(root, split, names=None, folders=FOLDER_SPLITS):
+  """The images of a split as a pipeline reads them: ``list_split``, but without a validation
+  folder ``validation`` is the hold-out of the train folder (``_common.HOLDOUT``, by
+  ``<class>/<file name>``) and ``train`` is the rest of it.
+
+  Returns:
+    ``(paths, labels, class_names)``, sorted by (class, file name).
+
+  Raises:
+    DataNotFoundError: no split folder, or no image files in it or in its part of the hold-out.
+  """
+  root = pathlib.Path(root)
+  base, _ = _common.canonical_split(split)
+  if base == "test" or _folder(root, folders["validation"]) is not None:
+    return list_split(root, split, names, folders)
+  paths, labels, names = list_split(root, "train", names, folders)
+  keys = [f"{names[y]}/{os.path.basename(p)}" for p, y in zip(paths, labels)]
+  wanted = _common.held_out(keys).numpy() == (base == "validation")
+  if not wanted.any():
+    raise _common.missing_data(
+      split_dir(root, "train", folders),
+      f"image files for the {base} split, {_common.HOLDOUT}",
+      "Add training images, or a validation/ folder.",
+    )
+  return [p for p, w in zip(paths, wanted) if w], [y for y, w in zip(labels, wanted) if w], names
 
 
 def decode_image(contents, path=None, on_corrupt="error", channels=3):
@@ -202,10 +217,10 @@ def decode_image(contents, path=None, on_corrupt="error", channels=3):
 
 
 def file_records(root, split, options, names=None, folders=FOLDER_SPLITS):
-  """Sharded ``tf.data.Dataset`` of ``(path, label)`` and the class names (``list_split``)."""
+  """Sharded ``tf.data.Dataset`` of ``(path, label)`` and the class names (``split_files``)."""
   from tfrank4class.data import options as options_lib  # pylint: disable=g-import-not-at-top
 
-  paths, labels, names = list_split(root, split, names, folders)
+  paths, labels, names = split_files(root, split, names, folders)
   ds = tf.data.Dataset.from_tensor_slices((paths, tf.constant(labels, tf.int64)))
   return options_lib.shard_dataset(ds, options), names
 

@@ -114,6 +114,8 @@ def preprocess_for_eval(image):
 #: The folders of each split: the official validation set is the test split, and the validation
 #: split is always the hold-out of train.
 FOLDER_SPLITS = {"train": ("train",), "validation": (), "test": ("val", "validation")}
+#: What the validation split is (``DatasetInfo.validation``).
+VALIDATION = _common.HOLDOUT + " (the official validation set is the test split)"
 
 TARS = ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar")
 
@@ -154,7 +156,7 @@ def info(data_dir=None, source=None):
     names = image_folder.class_names(path)
   else:
     names = _common.tfds_builder(NAME, data_dir).info.features["label"].names
-  return _common.DatasetInfo(NAME, names, "image", source, data_dir, _common.HOLDOUT, IMAGE_SIZE)
+  return _common.DatasetInfo(NAME, names, "image", source, data_dir, VALIDATION, IMAGE_SIZE)
 
 
 def load(split, data_dir, options, source=None, training=None, on_corrupt="error"):
