@@ -17,10 +17,21 @@ def validation_split(dataset):
 
 
 def evaluate_splits(model, config):
-  """``[(split, {metric: value})]`` on the validation split and the test split."""
+  """``[(split, {metric: value})]`` on the validation split and the test split, for the
+  metrics of ``config.metrics`` (which hold its ``best_metric``), in their order."""
   splits = dict.fromkeys([validation_split(config.dataset), "test"])
   return [
-    (split, evaluate(model, config.dataset, split, config.data_dir, on_corrupt=config.on_corrupt))
+    (
+      split,
+      evaluate(
+        model,
+        config.dataset,
+        split,
+        config.data_dir,
+        metric_names=tuple(config.metrics),
+        on_corrupt=config.on_corrupt,
+      ),
+    )
     for split in splits
   ]
 
