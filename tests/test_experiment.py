@@ -2,10 +2,13 @@
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from _training import tiny
 from tensorflow.python.framework import config as tf_config  # no public query of the setting
 
 from tfrank4class import data as data_lib
+from tfrank4class import errors
+from tfrank4class import losses as losses_lib
 from tfrank4class.data import goemotions
 from tfrank4class.train import experiment
 
@@ -39,6 +42,35 @@ def test_bad_loss_arguments_fail_before_any_data_is_read(tmp_path):
         dataset="goemotions", data_dir=missing, loss="recall_loss", loss_kwargs={"lambda_": -1.0}
       )
     )
+
+
+def test_every_embedding_loss_of_the_registry_is_refused_naming_the_retrieval_path(tmp_path):
+  # The losses over embeddings [B, D], by the docs (docs/retrieval.md, losses/metric_learning.py):
+  # every other registered loss takes class scores [B, C].
+  embedding_losses = {"contrastive_loss", "triplet_loss"}
+  missing = str(tmp_path / "missing")
+  for name in losses_lib.names():
+    config = tiny(dataset="goemotions", data_dir=missing, loss=name)
+    if name in embedding_losses:
+      with pytest.raises(errors.InvalidConfigError) as raised:
+        experiment.train(config)
+      assert str(raised.value) == (
+        f"`loss` {name!r} takes embeddings, not class scores, so it cannot train a "
+        "classification run; train it on a retrieval model "
+        "(tfrank4class.retrieval.build_retrieval_model, see docs/retrieval.md)."
+      )
+    else:  # accepted: the run goes on to read the (missing) data
+      with pytest.raises(data_lib.DataNotFoundError):
+        experiment.train(config)
+
+
+def test_a_new_embedding_loss_is_refused_without_being_listed():
+  class MeanDistance(losses_lib.EmbeddingLoss):
+    def anchor_values(self, distances, positives, negatives):
+      return tf.reduce_mean(distances, axis=1)
+
+  with pytest.raises(errors.InvalidConfigError, match="'mean_distance' takes embeddings"):
+    experiment._check_loss_takes_scores("mean_distance", MeanDistance())
 
 
 def test_unreadable_data_dir_gives_the_pipeline_error(tmp_path):

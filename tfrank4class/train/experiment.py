@@ -183,9 +183,10 @@ def _train(config):
   keras.utils.set_random_seed(config.seed)
   with strategy.scope():
     try:  # bad loss arguments fail before any data is read
-      losses_lib.get(config.loss, **config.loss_kwargs)
+      loss = losses_lib.get(config.loss, **config.loss_kwargs)
     except (TypeError, ValueError) as e:
       raise errors.InvalidConfigError(f"`loss_kwargs` of {config.loss!r}: {e}") from e
+  _check_loss_takes_scores(config.loss, loss)
   if config.model_dir:
     _claim_model_dir(config, strategy, chief)
   info = data_lib.info(config.dataset, config.data_dir)
@@ -205,6 +206,17 @@ def _train(config):
     if start.scratch:
       shutil.rmtree(start.scratch, ignore_errors=True)
   return TrainResult(model, history, info, strategy)
+
+
+def _check_loss_takes_scores(name, loss):
+  """Refuses a loss whose ``y_pred`` is not class scores (``Loss.predictions``): a Rank4Class
+  model outputs one score per class, and an embedding loss would train it to chance."""
+  if loss.predictions != "scores":
+    raise errors.InvalidConfigError(
+      f"`loss` {name!r} takes {loss.predictions}, not class scores, so it cannot train a "
+      "classification run; train it on a retrieval model "
+      "(tfrank4class.retrieval.build_retrieval_model, see docs/retrieval.md)."
+    )
 
 
 def _claim_model_dir(config, strategy, chief):
