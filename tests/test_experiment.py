@@ -73,6 +73,20 @@ def test_a_new_embedding_loss_is_refused_without_being_listed():
     experiment._check_loss_takes_scores("mean_distance", MeanDistance())
 
 
+@pytest.mark.parametrize("in_model_dir", [True, pytest.param(False, marks=pytest.mark.slow)])
+def test_early_stopping_ends_a_run_patience_epochs_after_its_best(in_model_dir, tmp_path):
+  # A learning rate of 1e-12 leaves the float32 weights as they are: the validation NDCG@5 never
+  # improves on epoch 1's, so patience 1 stops the run after epoch 2 of 6.
+  model_dir = str(tmp_path / "run") if in_model_dir else None
+  config = tiny(epochs=6, steps=2, learning_rate=1e-12, early_stopping_patience=1)
+  config.model_dir = model_dir
+  result = experiment.train(config)
+  assert result.history.epoch == [0, 1]
+  if in_model_dir:
+    assert (tmp_path / "run" / "best.keras").is_file()
+    assert not (tmp_path / "run" / "backup").exists()  # the run ended: no resume from it
+
+
 def test_unreadable_data_dir_gives_the_pipeline_error(tmp_path):
   missing = tmp_path / "nowhere"
   with pytest.raises(data_lib.DataNotFoundError, match=str(missing)):

@@ -29,6 +29,7 @@ from tfrank4class import losses as losses_lib
 from tfrank4class import metrics as metrics_lib
 from tfrank4class.compat import keras
 from tfrank4class.train import backup, run_dir
+from tfrank4class.train import callbacks as callbacks_lib
 from tfrank4class.train import config as config_lib
 from tfrank4class.train import strategy as strategy_lib
 from tfrank4class.train.config import ExperimentConfig
@@ -199,7 +200,8 @@ def _train(config):
   if config.model_dir:
     start = _start_in_model_dir(config, info, chief, steps_per_epoch)
   else:
-    start = _Start([], 0, 0, None, None)
+    stop = [_patience_stopping(config)] if config.early_stopping_patience else []
+    start = _Start(stop, 0, 0, None, None)
   try:
     model, history = _fit(config, info, strategy, start, steps_per_epoch)
   finally:
@@ -234,6 +236,7 @@ def _start_in_model_dir(config, info, chief, steps_per_epoch):
   backup_dir = os.path.join(config.model_dir, "backup")
   epoch, step = TRAINING.resume_position(backup_dir, steps_per_epoch)
   monitor = f"val_{config.best_metric}"
+  state_file = os.path.join(backup_dir, backup.STATE_FILE)
   callbacks = TRAINING.backup_callbacks(
     backup_dir, config.backup_every, (epoch, step), monitor, chief, steps_per_epoch
   )
@@ -249,12 +252,14 @@ def _start_in_model_dir(config, info, chief, steps_per_epoch):
       monitor=monitor,
       mode="max",
       save_best_only=True,
-      initial_value_threshold=backup.best_so_far(
-        os.path.join(backup_dir, backup.STATE_FILE), epoch
-      ),
+      initial_value_threshold=backup.best_so_far(state_file, epoch),
     ),
     keras.callbacks.TensorBoard(os.path.join(files_dir, "logs")),
   ]
+  if config.early_stopping_patience:  # after the backup callbacks (see PatienceStopping)
+    recorded = backup.EpochMetricsBackup.read(state_file)["best"]
+    previous = {e: v for e, v in recorded.items() if int(e) < epoch}
+    callbacks.append(_patience_stopping(config, previous))
   if chief:
     skip = epoch * steps_per_epoch + step
     if skip:
@@ -266,6 +271,14 @@ def _start_in_model_dir(config, info, chief, steps_per_epoch):
       )
     run_dir.write_run_files(config, info.class_names)
   return _Start(callbacks, epoch, step, backup_dir, scratch)
+
+
+def _patience_stopping(config, previous=None):
+  """The ``PatienceStopping`` of ``config.early_stopping_patience`` on the validation
+  ``best_metric``; ``previous``: the values of the epochs before a resume."""
+  return callbacks_lib.PatienceStopping(
+    f"val_{config.best_metric}", config.early_stopping_patience, previous
+  )
 
 
 def _fit(config, info, strategy, start, steps_per_epoch):

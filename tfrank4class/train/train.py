@@ -70,7 +70,16 @@ flags.DEFINE_string(
   "best_metric", _D.best_metric, "Validation metric that picks the best checkpoint."
 )
 flags.DEFINE_integer("batch_size", _D.batch_size, "Global batch size.", lower_bound=1)
-flags.DEFINE_integer("epochs", _D.epochs, "Training epochs.", lower_bound=1)
+flags.DEFINE_integer(
+  "epochs", _D.epochs, "Training epochs (at most, with early stopping).", lower_bound=1
+)
+flags.DEFINE_integer(
+  "early_stopping_patience",
+  None,
+  "Stop this many epochs after the best epoch by validation --best_metric (the evaluated and "
+  "exported best.keras is that epoch's); default: no early stopping, train --epochs.",
+  lower_bound=1,
+)
 flags.DEFINE_integer(
   "steps",
   None,
@@ -135,6 +144,7 @@ def config_from_flags():
     metrics=tuple(FLAGS.metrics),
     batch_size=FLAGS.batch_size,
     epochs=FLAGS.epochs,
+    early_stopping_patience=FLAGS.early_stopping_patience,
     steps=FLAGS.steps,
     optimizer=FLAGS.optimizer,
     learning_rate=FLAGS.learning_rate,
