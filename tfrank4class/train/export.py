@@ -1,6 +1,9 @@
 """tfrank4class-export: write the serving SavedModel of a training run's best checkpoint.
 
-tfrank4class-export --model_dir=runs/demo --export_dir=runs/demo/export
+    tfrank4class-export --model_dir=runs/demo --export_dir=runs/demo/export
+
+An existing export in ``--export_dir`` is refused, before the model loads, unless
+``--overwrite`` (which replaces it); a directory holding anything else is always refused.
 """
 
 from absl import app, flags
@@ -9,18 +12,25 @@ from tfrank4class import data as data_lib
 from tfrank4class.train import cli, experiment, serving
 
 flags.DEFINE_string(
-  "model_dir", None, "A training run (its best.keras and config.json).", required=True
+  "model_dir", None, "Required: a training run (its best.keras and config.json).", required=True
 )
-flags.DEFINE_string("export_dir", None, "Where to write the SavedModel.", required=True)
+flags.DEFINE_string("export_dir", None, "Required: where to write the SavedModel.", required=True)
 flags.DEFINE_string("checkpoint", None, "A .keras file to export instead of model_dir/best.keras.")
 flags.DEFINE_integer("top_k", 5, "Classes returned by the serving signature.", lower_bound=1)
+flags.DEFINE_bool("overwrite", False, "Replace an export already in --export_dir.")
 FLAGS = flags.FLAGS
+#: The flags by topic, as ``--help`` lists them.
+HELP_GROUPS = (
+  ("Model", ("model_dir", "checkpoint")),
+  ("Export", ("export_dir", "overwrite", "top_k")),
+)
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   experiment.quiet_tensorflow_logs()
+  serving.check_export_dir(FLAGS.export_dir, FLAGS.overwrite, "--overwrite")
   config = experiment.ExperimentConfig.from_model_dir(FLAGS.model_dir)
   model = experiment.load_checkpoint(FLAGS.model_dir, FLAGS.checkpoint)
   class_names = data_lib.info(config.dataset, config.data_dir).class_names
@@ -29,7 +39,7 @@ def main(argv):
 
 
 def run():
-  cli.run(main, "tfrank4class-export")
+  cli.run(main, "tfrank4class-export", HELP_GROUPS)
 
 
 if __name__ == "__main__":
