@@ -47,7 +47,7 @@ TEXT_DEFAULTS = {
 
 @dataclasses.dataclass
 class ExperimentConfig:
-  """Everything a training run needs; see ``tfrank4class-train --helpfull`` for each field.
+  """Everything a training run needs; see ``tfrank4class-train --help`` for each field.
 
   ``hidden_units=None`` means ``DEFAULT_HIDDEN_UNITS`` for the MLP interactions (latent_cross,
   concat) and ``()`` for ``dot``, which has no MLP (explicit units with ``dot`` are refused).

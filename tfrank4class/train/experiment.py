@@ -166,7 +166,8 @@ _Start = collections.namedtuple("_Start", ["callbacks", "epoch", "step", "backup
 def train(config):
   """Trains as ``config`` says; returns a ``TrainResult(model, history, info, strategy)``.
 
-  Raises ``ValueError`` for a bad config, ``ModelDirInUseError`` when another run holds
+  Raises ``ValueError`` for a bad config (``InvalidConfigError`` for a loss over embeddings,
+  which cannot train class scores), ``ModelDirInUseError`` when another run holds
   ``model_dir`` and ``ConfigMismatchError`` when ``model_dir`` holds a run with another
   configuration, all before reading any data; then the data pipeline's ``DataNotFoundError`` for
   a missing ``data_dir`` and ``MalformedRowError`` for a malformed line (with
