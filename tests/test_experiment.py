@@ -11,6 +11,7 @@ from tfrank4class import errors
 from tfrank4class import losses as losses_lib
 from tfrank4class.data import goemotions
 from tfrank4class.train import experiment
+from tfrank4class.train.flavour import TRAINING
 
 
 @pytest.mark.parametrize(
@@ -84,7 +85,8 @@ def test_early_stopping_ends_a_run_patience_epochs_after_its_best(in_model_dir, 
   assert result.history.epoch == [0, 1]
   if in_model_dir:
     assert (tmp_path / "run" / "best.keras").is_file()
-    assert not (tmp_path / "run" / "backup").exists()  # the run ended: no resume from it
+    # the run ended: nothing to resume from
+    assert TRAINING.resume_position(str(tmp_path / "run" / "backup"), 2) == (0, 0)
 
 
 def test_unreadable_data_dir_gives_the_pipeline_error(tmp_path):
