@@ -1,4 +1,5 @@
-"""Tests of tfrank4class.train.callbacks (RetrievalEvaluation) against numpy references."""
+"""Tests of tfrank4class.train.callbacks: RetrievalEvaluation against numpy references, and
+PatienceStopping against hand-worked validation curves."""
 
 import _retrieval_reference as ref
 import numpy as np
@@ -7,7 +8,7 @@ import tensorflow as tf
 
 from tfrank4class import atomic
 from tfrank4class.compat import keras
-from tfrank4class.train.callbacks import CommitCheckpoints, RetrievalEvaluation
+from tfrank4class.train.callbacks import CommitCheckpoints, PatienceStopping, RetrievalEvaluation
 
 
 # ---------------------------------------------------------------- Keras callback
@@ -57,6 +58,72 @@ def test_callback_bad_arguments():
     RetrievalEvaluation(np.eye(3), [0, 0, 1], every=0)
   with pytest.raises(ValueError, match=r"`ks` must be an integer >= 1, got -1"):
     RetrievalEvaluation(np.eye(3), [0, 0, 1], ks=(-1,))
+
+
+class _Curve(tf.keras.callbacks.Callback):
+  """Writes ``curve[epoch]`` into the logs as ``val_score`` and keeps the first weight."""
+
+  def __init__(self, curve):
+    super().__init__()
+    self.curve = curve
+    self.kernels = {}
+
+  def on_epoch_end(self, epoch, logs=None):
+    logs["val_score"] = self.curve[epoch]
+    self.kernels[epoch] = self.model.get_weights()[0].copy()
+
+
+def _fit_curve(curve, patience, previous=None, initial_epoch=0):
+  model = _toy_model()
+  model.compile(optimizer="sgd", loss="mse")
+  record, stop = _Curve(curve), PatienceStopping("val_score", patience, previous)
+  x = np.ones((8, 4), np.float32)
+  history = model.fit(
+    x,
+    np.zeros((8, 3)),
+    epochs=len(curve),
+    initial_epoch=initial_epoch,
+    verbose=0,
+    callbacks=[record, stop],
+  )
+  return model, history, record, stop
+
+
+@pytest.mark.parametrize(
+  "curve, patience, best, epochs_run",
+  [
+    # best at epoch 1 (0.9); the tie at 2 is no new best: stops after epoch 1 + 2 = 3
+    ([0.5, 0.9, 0.9, 0.7, 0.95, 0.99], 2, 1, 4),
+    # a new best at 3 restarts the count: stops after epoch 3 + 2 = 5
+    ([0.5, 0.9, 0.8, 0.95, 0.9, 0.9, 1.0], 2, 3, 6),
+    # never stops: every epoch is a new best
+    ([0.1, 0.2, 0.3], 1, 2, 3),
+  ],
+)
+def test_patience_stopping_stops_patience_epochs_after_the_best(curve, patience, best, epochs_run):
+  model, history, record, stop = _fit_curve(curve, patience)
+  assert len(history.epoch) == epochs_run and stop.best_epoch == best
+  if epochs_run < len(curve):  # stopped: the best epoch's weights are back
+    np.testing.assert_array_equal(model.get_weights()[0], record.kernels[best])
+  else:
+    assert stop.stopped_epoch is None
+
+
+def test_patience_stopping_continues_the_count_of_a_resumed_run():
+  # epochs 0 and 1 ran before a restart; the best (0.9, epoch 0) is 2 epochs old after epoch 2
+  curve = [None, None, 0.8, 0.95, 0.7]
+  _, history, _, stop = _fit_curve(curve, 2, previous={"0": 0.9, "1": 0.5}, initial_epoch=2)
+  assert history.epoch == [2] and stop.best_epoch == 0 and stop.stopped_epoch == 2
+
+
+def test_patience_stopping_names_a_missing_monitor():
+  model = _toy_model()
+  model.compile(optimizer="sgd", loss="mse")
+  stop = PatienceStopping("val_ndcg_5", 1)
+  with pytest.raises(ValueError, match=r"`monitor` 'val_ndcg_5' is not in the logs of epoch 1"):
+    model.fit(np.ones((2, 4)), np.ones((2, 3)), epochs=1, verbose=0, callbacks=[stop])
+  with pytest.raises(ValueError, match=r"`patience` must be an integer >= 1, got 0"):
+    PatienceStopping("val_ndcg_5", 0)
 
 
 def test_docstring_examples_run():

@@ -54,6 +54,41 @@ def _goemotions_dir(path, rows):
   return path
 
 
+#: Flags of absl and TensorFlow that --helpfull lists and --help must not.
+INTERNAL_FLAGS = ("--logtostderr", "--alsologtostderr", "--verbosity", "--test_tmpdir", "--pdb")
+
+
+@pytest.mark.parametrize(
+  "module",
+  # One process each (about 6 s, more under load): two stay in the default run.
+  [
+    "train",
+    "export",
+    pytest.param("evaluate", marks=pytest.mark.slow),
+    pytest.param("pretrain_sorter", marks=pytest.mark.slow),
+  ],
+)
+def test_help_lists_the_programs_own_flags_grouped_and_exits_0(module):
+  # The entry point of setup.cfg (`run`), after printing the flags absl holds for the module.
+  script = (
+    "import json, sys; from absl import flags; "
+    f"import tfrank4class.train.{module} as m; "
+    "print(json.dumps([f.name for f in flags.FLAGS.get_flags_for_module(m.__name__)])); "
+    f"sys.argv = ['{PROGRAMS[module]}', '{'-h' if module == 'export' else '--help'}']; m.run()"
+  )
+  result = subprocess.run([sys.executable, "-c", script], env=ENV, capture_output=True, text=True)
+  assert result.returncode == 0, result.stderr[-3000:]
+  first, *lines = result.stdout.splitlines()
+  own = json.loads(first)
+  assert len(own) >= 5
+  listed = [line.split(":")[0].strip() for line in lines if line.startswith("  --")]
+  assert sorted(flag.replace("[no]", "") for flag in listed) == sorted(f"--{f}" for f in own)
+  assert lines[2] == f"usage: {PROGRAMS[module]} [--flag=value ...]"
+  titles = [line for line in lines if line.endswith(":") and not line.startswith(" ")]
+  assert len(titles) >= 2  # grouped
+  assert not any(flag in result.stdout for flag in INTERNAL_FLAGS)
+
+
 def test_missing_data_dir(tmp_path):
   missing = tmp_path / "missing"
   result = _run("train", "--dataset=goemotions", f"--data_dir={missing}")
@@ -89,6 +124,24 @@ def test_unknown_loss_argument_is_refused_before_reading_data(tmp_path):
   result = _run("train", '--loss_kwargs={"no_such": 1}', f"--data_dir={missing}")
   _assert_one_line_error(
     result, "train", 1, "`loss_kwargs` of 'softmax_loss': Invalid keyword arguments ['no_such']"
+  )
+
+
+def test_train_refuses_an_existing_export_before_reading_data(tmp_path):
+  export = tmp_path / "export"
+  export.mkdir()
+  (export / "saved_model.pb").write_bytes(b"")
+  missing = tmp_path / "missing"
+  args = ("--dataset=goemotions", f"--data_dir={missing}", f"--export_dir={export}")
+  _assert_one_line_error(
+    _run("train", *args),
+    "train",
+    1,
+    f"`export_dir` '{export}' already holds an export; pass --start_over to replace it.",
+  )
+  # --start_over allows it: the run goes on to read the data
+  _assert_one_line_error(
+    _run("train", *args, "--start_over"), "train", 1, "No GoEmotions data found"
   )
 
 

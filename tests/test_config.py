@@ -30,6 +30,11 @@ def test_other_bad_config_values():
     tiny(start_over="yes").validate()
   with pytest.raises(ValueError, match=r"`select_on_test` must be True or False, got 1"):
     tiny(select_on_test=1).validate()
+  with pytest.raises(
+    ValueError, match=r"`early_stopping_patience` must be an integer >= 1 or None, got 0"
+  ):
+    tiny(early_stopping_patience=0).validate()
+  assert tiny(early_stopping_patience=None).validate().early_stopping_patience is None
 
 
 def test_dot_interaction_refuses_hidden_units_it_would_ignore():

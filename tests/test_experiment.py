@@ -4,14 +4,17 @@ import warnings
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from _training import tiny
 from tensorflow.python.framework import config as tf_config  # no public query of the setting
 
 from tfrank4class import data as data_lib
 from tfrank4class import errors
+from tfrank4class import losses as losses_lib
 from tfrank4class.compat import keras
 from tfrank4class.data import goemotions
 from tfrank4class.train import experiment
+from tfrank4class.train.flavour import TRAINING
 
 
 @pytest.mark.parametrize(
@@ -95,6 +98,50 @@ def test_a_run_writes_its_checkpoints_to_partial_files_and_commits_them(tmp_path
   commit = names.index("CommitCheckpoints")
   assert commit > max(i for i, n in enumerate(names) if n == "ModelCheckpoint")
   assert start.callbacks[commit].templates == [epoch_file, best_file]
+
+
+def test_every_embedding_loss_of_the_registry_is_refused_naming_the_retrieval_path(tmp_path):
+  # The losses over embeddings [B, D], by the docs (docs/retrieval.md, losses/metric_learning.py):
+  # every other registered loss takes class scores [B, C].
+  embedding_losses = {"contrastive_loss", "triplet_loss"}
+  missing = str(tmp_path / "missing")
+  for name in losses_lib.names():
+    config = tiny(dataset="goemotions", data_dir=missing, loss=name)
+    if name in embedding_losses:
+      with pytest.raises(errors.InvalidConfigError) as raised:
+        experiment.train(config)
+      assert str(raised.value) == (
+        f"`loss` {name!r} takes embeddings, not class scores, so it cannot train a "
+        "classification run; train it on a retrieval model "
+        "(tfrank4class.retrieval.build_retrieval_model, see docs/retrieval.md)."
+      )
+    else:  # accepted: the run goes on to read the (missing) data
+      with pytest.raises(data_lib.DataNotFoundError):
+        experiment.train(config)
+
+
+def test_a_new_embedding_loss_is_refused_without_being_listed():
+  class MeanDistance(losses_lib.EmbeddingLoss):
+    def anchor_values(self, distances, positives, negatives):
+      return tf.reduce_mean(distances, axis=1)
+
+  with pytest.raises(errors.InvalidConfigError, match="'mean_distance' takes embeddings"):
+    experiment._check_loss_takes_scores("mean_distance", MeanDistance())
+
+
+@pytest.mark.parametrize("in_model_dir", [True, pytest.param(False, marks=pytest.mark.slow)])
+def test_early_stopping_ends_a_run_patience_epochs_after_its_best(in_model_dir, tmp_path):
+  # A learning rate of 1e-12 leaves the float32 weights as they are: the validation NDCG@5 never
+  # improves on epoch 1's, so patience 1 stops the run after epoch 2 of 6.
+  model_dir = str(tmp_path / "run") if in_model_dir else None
+  config = tiny(epochs=6, steps=2, learning_rate=1e-12, early_stopping_patience=1)
+  config.model_dir = model_dir
+  result = experiment.train(config)
+  assert result.history.epoch == [0, 1]
+  if in_model_dir:
+    assert (tmp_path / "run" / "best.keras").is_file()
+    # the run ended: nothing to resume from
+    assert TRAINING.resume_position(str(tmp_path / "run" / "backup"), 2) == (0, 0)
 
 
 def test_unreadable_data_dir_gives_the_pipeline_error(tmp_path):

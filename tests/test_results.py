@@ -4,6 +4,7 @@ table."""
 import numpy as np
 import pytest
 import tensorflow as tf
+from _training import tiny
 
 from tfrank4class import data, errors
 from tfrank4class.data import DatasetInfo
@@ -105,3 +106,16 @@ def test_evaluate_batches_accumulates_over_batches_against_hand_computed_metrics
     {"top_1": 0.5, "top_5": 1.0, "ndcg_5": (1.0 + 1.0 / math.log2(3.0)) / 2.0, "mrr": 0.75}
   )
   assert list(results.evaluate_batches(lambda f, training: f, batches, ("mrr",))) == ["mrr"]
+
+
+def test_evaluate_splits_reports_the_metrics_of_the_config():
+  # goemotions_sample ships with the package; a "model" scoring class c as c
+  def model(features, training):
+    del training
+    return tf.tile(tf.range(28, dtype=tf.float32)[None], [tf.shape(features)[0], 1])
+
+  config = tiny(metrics=("map", "recall_5", "top_1"), best_metric="map")
+  rows = results.evaluate_splits(model, config)
+  assert [split for split, _ in rows] == ["validation", "test"]
+  for _, values in rows:
+    assert list(values) == ["map", "recall_5", "top_1"]

@@ -117,6 +117,29 @@ def test_a_run_with_another_configuration_is_refused_unless_starting_over(tmp_pa
   assert sorted(p.name for p in run.iterdir()) == ["train.lock"]
 
 
+def test_a_run_is_complete_once_its_results_are_written(tmp_path):
+  run, missing = tmp_path / "run", str(tmp_path / "missing")
+  config = tiny(dataset="goemotions", data_dir=missing, model_dir=str(run))
+  assert run_dir.finished_results(tiny()) is None  # no model_dir
+  run.mkdir()
+  run_dir.write_run_files(config, ["a", "b"])
+  assert run_dir.finished_results(config) is None  # a run that has not finished
+  rows = [("validation", {"top_1": 0.5, "map": 0.25}), ("test", {"top_1": 0.75, "map": 0.5})]
+  run_dir.write_results(str(run), rows)
+  assert json.loads((run / "results.json").read_text()) == dict(rows)
+  assert not (run / "results.json.tmp").exists()
+  assert list(run_dir.finished_results(config).items()) == rows
+  # how it runs may change; what it trains may not
+  assert run_dir.finished_results(tiny(**{**vars(config), "verbose": 1})) == dict(rows)
+  with pytest.raises(run_dir.ConfigMismatchError, match=r"loss: 'softmax_loss' there"):
+    run_dir.finished_results(tiny(**{**vars(config), "loss": "approx_ndcg_loss"}))
+  assert run_dir.finished_results(tiny(**{**vars(config), "start_over": True})) is None
+  # The library trains a finished run again (the binary stops before): no longer complete.
+  with pytest.raises(data_lib.DataNotFoundError):
+    experiment.train(config)
+  assert run_dir.finished_results(config) is None
+
+
 def test_load_checkpoint_names_the_missing_file(tmp_path):
   with pytest.raises(FileNotFoundError, match=rf"No model file at {tmp_path}/best.keras: pass"):
     run_dir.load_checkpoint(str(tmp_path))

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -239,3 +240,44 @@ def test_export_and_evaluate_binaries(text_export, tmp_path):
     text=True,
   )
   assert missing.returncode != 0 and "config.json is missing" in missing.stderr
+
+
+def _export_binary(*args):
+  return subprocess.run(
+    [sys.executable, "-m", "tfrank4class.train.export", *args],
+    env={**ENV, "NO_GCE_CHECK": "true"},
+    capture_output=True,
+    text=True,
+  )
+
+
+def test_export_binary_replaces_an_export_only_with_overwrite(text_export, tmp_path):
+  _, _, export_dir = text_export
+  model_dir = f"--model_dir={os.path.join(os.path.dirname(export_dir), 'run')}"
+  target = tmp_path / "export"
+  shutil.copytree(export_dir, target)
+  (target / "stale.txt").write_text("from an older export")
+  before = (target / "saved_model.pb").read_bytes()
+  refused = _export_binary(model_dir, f"--export_dir={target}")
+  assert refused.returncode == 1 and "Traceback" not in refused.stderr
+  assert refused.stderr.splitlines()[-1] == (
+    f"tfrank4class-export: error: `export_dir` '{target}' already holds an export; pass "
+    "--overwrite to replace it."
+  )
+  assert (target / "saved_model.pb").read_bytes() == before
+  # --overwrite replaces only an export: a folder of something else stays refused
+  other = tmp_path / "notes"
+  other.mkdir()
+  (other / "notes.txt").write_text("mine")
+  refused = _export_binary(model_dir, f"--export_dir={other}", "--overwrite")
+  assert refused.returncode == 1
+  assert refused.stderr.splitlines()[-1] == (
+    f"tfrank4class-export: error: `export_dir` '{other}' exists and is not an export (no "
+    "saved_model.pb); pick another `export_dir`."
+  )
+  assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+  replaced = _export_binary(model_dir, f"--export_dir={target}", "--overwrite")
+  assert replaced.returncode == 0, replaced.stderr[-3000:]
+  assert not (target / "stale.txt").exists()  # the old export is gone, not written over
+  serve = tf.saved_model.load(str(target)).signatures["serving_default"]
+  assert serve(text=tf.constant(TEXTS))["scores"].shape == (2, 28)

@@ -172,3 +172,69 @@ def test_top_k_losses_train_from_the_command_line(loss, kwargs, tmp_path):
   results = json.loads((tmp_path / "run" / "results.json").read_text())
   assert results  # evaluated on validation and test
   assert (tmp_path / "export" / "saved_model.pb").is_file()  # the loss is not in the export
+
+
+def _files(root):
+  """``{path: (mtime_ns, bytes)}`` of every file under ``root``."""
+  return {
+    path: (path.stat().st_mtime_ns, path.read_bytes()) for path in root.rglob("*") if path.is_file()
+  }
+
+
+def _table(stdout):
+  """The result table printed last: its header's columns and its rows."""
+  lines = stdout.splitlines()
+  start = max(i for i, line in enumerate(lines) if line.startswith("run "))
+  return [line.split() for line in lines[start:] if line and not line.startswith("-")][:3]
+
+
+def test_metrics_are_reported_and_a_finished_run_run_again_is_complete(tmp_path):
+  args = (
+    "--epochs=1",
+    "--steps=2",
+    "--metrics=top_1,map,recall_5",
+    "--best_metric=map",
+    f"--export_dir={tmp_path / 'export'}",
+  )
+  first = subprocess.run(
+    train_cmd(tmp_path / "run", *args), env=train_env(), capture_output=True, text=True
+  )
+  assert first.returncode == 0, first.stderr[-3000:]
+  results = json.loads((tmp_path / "run" / "results.json").read_text())
+  assert {split: list(values) for split, values in results.items()} == {
+    "validation": ["top_1", "map", "recall_5"],
+    "test": ["top_1", "map", "recall_5"],
+  }
+  table = _table(first.stdout)
+  assert table[0] == ["run", "top_1", "map", "recall_5"]
+  assert table[2] == ["test"] + [f"{results['test'][m]:.4f}" for m in ("top_1", "map", "recall_5")]
+  before = _files(tmp_path)
+  again = subprocess.run(
+    train_cmd(tmp_path / "run", *args), env=train_env(), capture_output=True, text=True
+  )
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert f"{tmp_path / 'run'}: run already complete (its results.json)" in again.stdout
+  assert _table(again.stdout) == table
+  assert _files(tmp_path) == before  # nothing rewritten, no lock left
+
+
+@pytest.mark.slow
+def test_a_finished_run_trains_again_with_start_over(tmp_path):
+  args = ("--epochs=1", "--steps=2")
+  first = subprocess.run(
+    train_cmd(tmp_path / "run", *args), env=train_env(), capture_output=True, text=True
+  )
+  assert first.returncode == 0, first.stderr[-3000:]
+  best = tmp_path / "run" / "best.keras"
+  written = best.stat().st_mtime_ns
+  again = subprocess.run(
+    train_cmd(tmp_path / "run", *args, "--start_over"),
+    env=train_env(),
+    capture_output=True,
+    text=True,
+  )
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "run already complete" not in again.stdout
+  assert f"Starting over in {tmp_path / 'run'}: removed results.json, " in again.stdout
+  assert best.stat().st_mtime_ns > written
+  assert (tmp_path / "run" / "results.json").is_file()

@@ -73,6 +73,11 @@ class Loss(keras.losses.Loss):
   coupling = "example"
   #: Whether the loss also defines per-item sample weights ``[B, C]`` (TF-Ranking's losses).
   item_weights = False
+  #: What ``y_pred`` holds: ``"scores"``, one score per class ``[B, C]`` (a classification
+  #: model's output), or ``"embeddings"``, one vector per example ``[B, D]`` (the metric-learning
+  #: losses, :class:`tfrank4class.losses.EmbeddingLoss`, trained on a retrieval model). A
+  #: classification run refuses an ``"embeddings"`` loss (``tfrank4class.train.experiment``).
+  predictions = "scores"
 
   def __init__(self, reduction=compat.DEFAULT_REDUCTION, name=None):
     super().__init__(reduction=compat.loss_reduction(reduction), name=name)

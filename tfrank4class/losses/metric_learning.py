@@ -122,6 +122,7 @@ class EmbeddingLoss(Loss):
   """
 
   coupling = "anchor"
+  predictions = "embeddings"
 
   def __init__(self, normalize=True, reduction=compat.DEFAULT_REDUCTION, name=None):
     super().__init__(reduction=reduction, name=name)

@@ -4,6 +4,9 @@
 to the partial path of each file (``tfrank4class.atomic.partial_path``) and this callback,
 after it in the list, renames what was written to the final name at the end of the epoch.
 
+:class:`PatienceStopping` stops a run ``patience`` epochs after its best validation value (the
+training binary's ``--early_stopping_patience``).
+
 :class:`RetrievalEvaluation` measures an embedding model's retrieval quality (Recall@K, MAP@R of
 :func:`tfrank4class.retrieval.retrieval_metrics`) on a validation set after every epoch and
 writes it into the epoch's logs, where ``History``, ``TensorBoard``, ``EarlyStopping`` and
@@ -156,3 +159,69 @@ class CommitCheckpoints(keras.callbacks.Callback):
       partial = atomic.partial_path(path)
       if os.path.exists(partial):
         atomic.commit(partial, path)
+
+
+class PatienceStopping(keras.callbacks.Callback):
+  """Keras callback: stops training ``patience`` epochs after the best epoch of ``monitor``.
+
+  Higher is better. The best epoch is the first to reach the highest value so far (a later
+  epoch must beat it strictly); after epoch ``e``, training stops when ``e - best >= patience``,
+  the evidence grid's protocol (``benchmarks/rank4class_grid_v2.py``). When it stops a run, the
+  model gets the weights of the best epoch back if that epoch ran in this ``fit``.
+
+  Unlike ``keras.callbacks.EarlyStopping``, it continues a resumed run's count: ``previous``
+  ``{epoch: value}`` holds the values of the epochs trained before the restart (a run's backup
+  records them, ``tfrank4class.train.backup``). Put it after the callbacks that write
+  ``monitor`` into the logs and after the backup callbacks, which clear ``stop_training`` at the
+  end of a resumed epoch.
+
+  Args:
+    monitor: the logged value, e.g. ``"val_ndcg_5"``; an epoch without it is an error.
+    patience: epochs without a new best before stopping, ``>= 1``.
+    previous: ``{epoch: value}`` of the epochs before the first one this ``fit`` runs.
+
+  Example:
+    >>> import numpy as np
+    >>> class Curve(keras.callbacks.Callback):  # a validation curve: best at epoch 1 (0.9)
+    ...   def on_epoch_end(self, epoch, logs=None):
+    ...     logs["val_score"] = [0.5, 0.9, 0.9, 0.7, 0.95][epoch]
+    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> stop = PatienceStopping("val_score", patience=2)
+    >>> history = model.fit(np.ones((2, 1)), np.ones((2, 1)), epochs=5, verbose=0,
+    ...                     callbacks=[Curve(), stop])
+    >>> len(history.epoch), stop.best_epoch, stop.stopped_epoch
+    (4, 1, 3)
+  """
+
+  def __init__(self, monitor, patience, previous=None):
+    super().__init__()
+    self.monitor = str(monitor)
+    self.patience = checks.check_int("patience", patience, minimum=1)
+    self.previous = {int(e): float(v) for e, v in (previous or {}).items()}
+
+  def on_train_begin(self, logs=None):
+    self.values = dict(self.previous)
+    self.best_epoch = None
+    for epoch in sorted(self.values):
+      if self.best_epoch is None or self.values[epoch] > self.values[self.best_epoch]:
+        self.best_epoch = epoch
+    self.best_weights = None
+    self.stopped_epoch = None
+
+  def on_epoch_end(self, epoch, logs=None):
+    if not logs or self.monitor not in logs:
+      raise ValueError(
+        f"`monitor` {self.monitor!r} is not in the logs of epoch {epoch + 1}: {sorted(logs or {})}."
+      )
+    self.values[epoch] = float(logs[self.monitor])
+    if self.best_epoch is None or self.values[epoch] > self.values[self.best_epoch]:
+      self.best_epoch = epoch
+      self.best_weights = self.model.get_weights()
+    if epoch - self.best_epoch >= self.patience:
+      self.model.stop_training = True
+      self.stopped_epoch = epoch
+
+  def on_train_end(self, logs=None):
+    if self.stopped_epoch is not None and self.best_weights is not None:
+      self.model.set_weights(self.best_weights)

@@ -12,6 +12,10 @@ with one line on stderr, ``<program>: error: <message>``, and no traceback:
 
 Any other exception is a bug: it propagates with its traceback.
 
+``run(main, program, help_groups)`` also answers ``--help`` and ``-h`` itself: it prints the
+program's own flags, grouped by topic (``help_groups``, ``[(title, [flag names])]``), and exits
+0; ``--helpfull`` stays absl's listing of every flag, absl's and TensorFlow's included.
+
 Example:
   >>> from absl import app
   >>> def main(argv):
@@ -21,6 +25,7 @@ Example:
 """
 
 import sys
+import textwrap
 
 from absl import app, flags
 
@@ -29,6 +34,9 @@ from tfrank4class import errors
 #: Exit status of a flag error (usage) and of any other user error.
 USAGE_ERROR_STATUS = 2
 USER_ERROR_STATUS = 1
+#: The arguments that ask for the grouped help (``--helpfull`` is absl's).
+HELP_ARGUMENTS = ("--help", "-help", "-h")
+_WIDTH = 100
 
 
 def fail(program, message, status):
@@ -37,8 +45,44 @@ def fail(program, message, status):
   sys.exit(status)
 
 
-def run(main, program, argv=None):
-  """``absl.app.run(main)``, with flag and user errors reported on one line (see the module)."""
+def help_text(program, summary, help_groups):
+  """What ``--help`` prints: ``summary``, then each flag of ``help_groups`` under its title with
+  its help, its allowed values and its default (the flags are those of ``absl.flags.FLAGS``)."""
+  lines = [summary, "", f"usage: {program} [--flag=value ...]"]
+  for title, names in help_groups:
+    lines += ["", f"{title}:"]
+    for name in names:
+      lines += textwrap.wrap(
+        _flag_line(flags.FLAGS[name]),
+        _WIDTH,
+        initial_indent="  ",
+        subsequent_indent="      ",
+        break_on_hyphens=False,
+      )
+  lines += ["", "--helpfull lists every flag, absl's and TensorFlow's included."]
+  return "\n".join(lines)
+
+
+def _flag_line(flag):
+  label = f"--[no]{flag.name}" if flag.flag_type() == "bool" else f"--{flag.name}"
+  text = flag.help
+  values = getattr(flag.parser, "enum_values", None)
+  if values:  # absl starts an enum's help with "<a|b|c>: "; a list of words wraps better
+    text = text.removeprefix("<" + "|".join(values) + ">: ") + f" One of: {', '.join(values)}."
+  if flag.default is not None:
+    default = flag.default_as_str.strip("'")
+    text += f" (default: {default})"
+  return f"{label}: {text}"
+
+
+def run(main, program, help_groups=None, argv=None):
+  """``absl.app.run(main)``, with flag and user errors reported on one line, and ``--help``
+  printing ``help_groups`` (see the module; without them, ``--help`` is absl's)."""
+  args = sys.argv if argv is None else argv
+  if help_groups is not None and any(a in HELP_ARGUMENTS for a in args[1:]):
+    module_doc = sys.modules[main.__module__].__doc__ or program
+    print(help_text(program, module_doc.strip().splitlines()[0], help_groups))
+    sys.exit(0)
 
   def parse_flags(args):
     try:

@@ -47,7 +47,7 @@ TEXT_DEFAULTS = {
 
 @dataclasses.dataclass
 class ExperimentConfig:
-  """Everything a training run needs; see ``tfrank4class-train --helpfull`` for each field.
+  """Everything a training run needs; see ``tfrank4class-train --help`` for each field.
 
   ``hidden_units=None`` means ``DEFAULT_HIDDEN_UNITS`` for the MLP interactions (latent_cross,
   concat) and ``()`` for ``dot``, which has no MLP (explicit units with ``dot`` are refused).
@@ -65,6 +65,7 @@ class ExperimentConfig:
   metrics: tuple = ("top_1", "top_5", "ndcg_5", "mrr")
   batch_size: int = 64
   epochs: int = 3
+  early_stopping_patience: int = None
   steps: int = None
   optimizer: str = "adam"
   learning_rate: float = 1e-3
@@ -114,6 +115,9 @@ class ExperimentConfig:
       )
     checks.check_int("batch_size", self.batch_size, minimum=1)
     checks.check_int("epochs", self.epochs, minimum=1)
+    checks.check_int(
+      "early_stopping_patience", self.early_stopping_patience, minimum=1, allow_none=True
+    )
     checks.check_int("steps", self.steps, minimum=1, allow_none=True)
     checks.check_choice("optimizer", self.optimizer, OPTIMIZERS)
     checks.check_float("learning_rate", self.learning_rate, minimum=0.0, strict=True)

@@ -37,7 +37,12 @@ flags.DEFINE_string(
   "data_dir", None, "Where the dataset is (default: the run's, with --model_dir)."
 )
 flags.DEFINE_list("split", ["test"], "Split(s) to evaluate.")
-flags.DEFINE_list("metrics", ["top_1", "top_5", "ndcg_5", "mrr"], "Metrics to report.")
+flags.DEFINE_list(
+  "metrics",
+  ["top_1", "top_5", "ndcg_5", "mrr"],
+  f"Metrics to report, in this order ({', '.join(metrics_lib.registry.PATTERNS)}; K a whole "
+  "number).",
+)
 flags.DEFINE_integer("batch_size", 256, "Evaluation batch size.", lower_bound=1)
 flags.DEFINE_enum(
   "on_corrupt",
@@ -47,6 +52,12 @@ flags.DEFINE_enum(
   "line) or skip (drop it; the dropped lines are counted and named on stderr).",
 )
 FLAGS = flags.FLAGS
+#: The flags by topic, as ``--help`` lists them.
+HELP_GROUPS = (
+  ("Model (exactly one)", ("model_dir", "checkpoint", "saved_model")),
+  ("Data", ("dataset", "data_dir", "split", "on_corrupt", "batch_size")),
+  ("Metrics", ("metrics",)),
+)
 
 
 def _known_metrics(names):
@@ -100,7 +111,7 @@ def main(argv):
 
 
 def run():
-  cli.run(main, "tfrank4class-evaluate")
+  cli.run(main, "tfrank4class-evaluate", HELP_GROUPS)
 
 
 if __name__ == "__main__":

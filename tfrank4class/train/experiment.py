@@ -82,7 +82,8 @@ def _build_encoder(config, modality, make_vectorizer, image_size):
 def check_arguments(config):
   """Builds what ``config`` names from its arguments, reading no data; raises
   ``InvalidConfigError`` naming the argument for a path that cannot be written, loss arguments
-  the loss refuses or encoder arguments the encoder refuses.
+  the loss refuses, a loss over embeddings (which cannot train class scores) or encoder arguments
+  the encoder refuses.
 
   The encoder is built once with a placeholder vocabulary (text) or input size (images) and
   thrown away; the loss is built too. ``train`` calls it before any data is read and then seeds
@@ -93,9 +94,10 @@ def check_arguments(config):
   except ValueError as e:
     raise errors.InvalidConfigError(str(e)) from e
   try:
-    losses_lib.get(config.loss, **config.loss_kwargs)
+    loss = losses_lib.get(config.loss, **config.loss_kwargs)
   except (TypeError, ValueError) as e:
     raise errors.InvalidConfigError(f"`loss_kwargs` of {config.loss!r}: {e}") from e
+  _check_loss_takes_scores(config.loss, loss)
 
   def placeholder_vectorizer(max_tokens, length):
     return data_lib.adapt_text_vectorization(
@@ -213,12 +215,12 @@ def train(config):
   """Trains as ``config`` says; returns a ``TrainResult(model, history, info, strategy)``.
 
   Raises ``ValueError`` for a bad config, ``InvalidConfigError`` for arguments that cannot be
-  built or paths that cannot be written (``check_arguments``), ``ModelDirInUseError`` when
-  another run holds ``model_dir`` and ``ConfigMismatchError`` when ``model_dir`` holds a run with
-  another configuration, all before reading any data; then the data pipeline's
-  ``DataNotFoundError`` for a missing ``data_dir`` and ``MalformedRowError`` for a malformed line
-  (with ``on_corrupt="error"``). Op determinism is on while it runs; the process's setting is
-  restored after.
+  built, paths that cannot be written or a loss over embeddings, which cannot train class scores
+  (``check_arguments``), ``ModelDirInUseError`` when another run holds ``model_dir`` and
+  ``ConfigMismatchError`` when ``model_dir`` holds a run with another configuration, all before
+  reading any data; then the data pipeline's ``DataNotFoundError`` for a missing ``data_dir`` and
+  ``MalformedRowError`` for a malformed line (with ``on_corrupt="error"``). Op determinism is on
+  while it runs; the process's setting is restored after.
   """
   with compat.op_determinism():
     return _train(config)
@@ -246,7 +248,8 @@ def _train(config):
   if config.model_dir:
     start = _start_in_model_dir(config, info, chief, steps_per_epoch)
   else:
-    start = _Start([], 0, 0, None, None)
+    stop = [_patience_stopping(config)] if config.early_stopping_patience else []
+    start = _Start(stop, 0, 0, None, None)
   try:
     model, history = _fit(config, info, strategy, start, steps_per_epoch, val_split)
   finally:
@@ -267,6 +270,17 @@ def _selection_line(config, info, split):
   )
 
 
+def _check_loss_takes_scores(name, loss):
+  """Refuses a loss whose ``y_pred`` is not class scores (``Loss.predictions``): a Rank4Class
+  model outputs one score per class, and an embedding loss would train it to chance."""
+  if loss.predictions != "scores":
+    raise errors.InvalidConfigError(
+      f"`loss` {name!r} takes {loss.predictions}, not class scores, so it cannot train a "
+      "classification run; train it on a retrieval model "
+      "(tfrank4class.retrieval.build_retrieval_model, see docs/retrieval.md)."
+    )
+
+
 def _claim_model_dir(config, strategy, chief):
   """Takes ``model_dir`` (the chief locks it and checks its stored run) on every worker."""
   os.makedirs(config.model_dir, exist_ok=True)
@@ -282,6 +296,7 @@ def _start_in_model_dir(config, info, chief, steps_per_epoch):
   backup_dir = os.path.join(config.model_dir, "backup")
   epoch, step = TRAINING.resume_position(backup_dir, steps_per_epoch)
   monitor = f"val_{config.best_metric}"
+  state_file = os.path.join(backup_dir, backup.STATE_FILE)
   callbacks = TRAINING.backup_callbacks(
     backup_dir, config.backup_every, (epoch, step), monitor, chief, steps_per_epoch
   )
@@ -297,13 +312,15 @@ def _start_in_model_dir(config, info, chief, steps_per_epoch):
       monitor=monitor,
       mode="max",
       save_best_only=True,
-      initial_value_threshold=backup.best_so_far(
-        os.path.join(backup_dir, backup.STATE_FILE), epoch
-      ),
+      initial_value_threshold=backup.best_so_far(state_file, epoch),
     ),
     *([callbacks_lib.CommitCheckpoints([epoch_file, best_file])] if chief else []),
     keras.callbacks.TensorBoard(os.path.join(files_dir, "logs")),
   ]
+  if config.early_stopping_patience:  # after the backup callbacks (see PatienceStopping)
+    recorded = backup.EpochMetricsBackup.read(state_file)["best"]
+    previous = {e: v for e, v in recorded.items() if int(e) < epoch}
+    callbacks.append(_patience_stopping(config, previous))
   if chief:
     skip = epoch * steps_per_epoch + step
     if skip:
@@ -315,6 +332,14 @@ def _start_in_model_dir(config, info, chief, steps_per_epoch):
       )
     run_dir.write_run_files(config, info.class_names)
   return _Start(callbacks, epoch, step, backup_dir, scratch)
+
+
+def _patience_stopping(config, previous=None):
+  """The ``PatienceStopping`` of ``config.early_stopping_patience`` on the validation
+  ``best_metric``; ``previous``: the values of the epochs before a resume."""
+  return callbacks_lib.PatienceStopping(
+    f"val_{config.best_metric}", config.early_stopping_patience, previous
+  )
 
 
 def _fit(config, info, strategy, start, steps_per_epoch, val_split):

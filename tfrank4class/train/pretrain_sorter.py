@@ -60,6 +60,20 @@ flags.DEFINE_integer("filters", 64, "conv: channels.")
 flags.DEFINE_integer("num_blocks", 8, "conv: residual BN-ReLU-Conv blocks.")
 flags.DEFINE_integer("kernel_size", 3, "conv: kernel width.")
 flags.DEFINE_integer("hidden_units", 32, "attention: width of the temperature MLP.")
+#: The flags by topic, as ``--help`` lists them.
+HELP_GROUPS = (
+  (
+    "Sorter",
+    ("sorter", "units", "num_layers", "filters", "num_blocks", "kernel_size", "hidden_units"),
+  ),
+  ("Synthetic lists", ("min_list_size", "max_list_size", "seed")),
+  (
+    "Training",
+    ("steps", "batch_size", "learning_rate", "halve_every", "max_minutes", "threads"),
+  ),
+  ("Evaluation", ("eval_every", "eval_lists", "eval_list_sizes")),
+  ("Output", ("output", "model_dir")),
+)
 
 #: Seed offset of the held-out evaluation data (disjoint from training seeds 0..).
 EVAL_SEED = 987654321
@@ -399,7 +413,7 @@ def main(argv):
 
 def run():
   """Console-script entry point ``tfrank4class-pretrain-sorter``."""
-  cli.run(main, "tfrank4class-pretrain-sorter")
+  cli.run(main, "tfrank4class-pretrain-sorter", HELP_GROUPS)
 
 
 if __name__ == "__main__":

@@ -35,10 +35,21 @@ def selection_split(info, select_on_test=False):
 
 def evaluate_splits(model, config, info):
   """``[(split, {metric: value})]`` on the validation split (where there is one) and the test
-  split; ``info`` is the dataset's ``DatasetInfo``."""
+  split, for the metrics of ``config.metrics`` (which hold its ``best_metric``), in their order;
+  ``info`` is the dataset's ``DatasetInfo``."""
   splits = ["validation", "test"] if info.validation is not None else ["test"]
   return [
-    (split, evaluate(model, config.dataset, split, config.data_dir, on_corrupt=config.on_corrupt))
+    (
+      split,
+      evaluate(
+        model,
+        config.dataset,
+        split,
+        config.data_dir,
+        metric_names=tuple(config.metrics),
+        on_corrupt=config.on_corrupt,
+      ),
+    )
     for split in splits
   ]
 

@@ -6,7 +6,8 @@
     backup/                            the backup a killed run resumes from (removed when
                                        training ends; ``tfrank4class.train.backup``)
     config.json, class_names.txt       what the run was, for evaluate and export
-    results.json                       the training binary's final table
+    results.json                       the training binary's final table, written last: a run
+                                       that has it is complete (``finished_results``)
     train.lock                         the process training there (``lock_model_dir``)
 
 One run per directory. ``train`` takes ``model_dir`` for its process (``lock_model_dir``): a
@@ -32,15 +33,18 @@ from tfrank4class.train.config import ExperimentConfig
 
 #: The lock file of a run in ``model_dir``.
 LOCK_FILE = "train.lock"
+#: The training binary's final table; a run that has it is complete.
+RESULTS_FILE = "results.json"
 #: What a run writes in ``model_dir`` (``start_over`` deletes them; ``export_dir`` is left alone).
+#: ``results.json`` comes first: a run whose deletion is cut short is no longer complete.
 RUN_FILES = (
+  RESULTS_FILE,
   "backup",
   "checkpoints",
   "logs",
   "best.keras",
   "config.json",
   "class_names.txt",
-  "results.json",
 )
 #: Config fields that say how a run executes, not what it trains: a resumed run may change them.
 RESUMABLE_CHANGES = (
@@ -204,7 +208,8 @@ def prepare_model_dir(config):
   With ``start_over`` it deletes the ``RUN_FILES`` of a previous run there, and any partial
   write a killed run left (``tfrank4class.atomic``), and says so.
   Otherwise a previous run's ``config.json`` must match ``config`` but for
-  ``RESUMABLE_CHANGES``: the same run resumes (or, finished, trains again from scratch).
+  ``RESUMABLE_CHANGES``: the same run resumes (or, finished, trains again from scratch, its
+  ``results.json`` deleted first; the training binary stops before, see ``finished_results``).
 
   Raises:
     ConfigMismatchError: ``model_dir`` holds a run with another configuration; the message
@@ -226,6 +231,16 @@ def prepare_model_dir(config):
         flush=True,
       )
     return
+  _check_same_run(config)
+  results = os.path.join(model_dir, RESULTS_FILE)
+  if os.path.exists(results):
+    os.remove(results)
+
+
+def _check_same_run(config):
+  """Raises ``ConfigMismatchError`` if ``config.model_dir`` holds a run (its ``config.json``)
+  whose configuration differs from ``config`` but for ``RESUMABLE_CHANGES``."""
+  model_dir = config.model_dir
   if not os.path.exists(os.path.join(model_dir, "config.json")):
     return
   differences = config_differences(ExperimentConfig.from_model_dir(model_dir), config)
@@ -237,6 +252,45 @@ def prepare_model_dir(config):
       f"`start_over` (--start_over) to delete that run's {', '.join(RUN_FILES)} and train "
       "from scratch."
     )
+
+
+def finished_results(config):
+  """The results (``{split: {metric: value}}``) of the complete run in ``config.model_dir``, or
+  ``None``: without a ``model_dir``, with ``start_over``, or when no run there has finished.
+
+  It reads and writes nothing else, takes no lock: ``results.json`` is written last, in one
+  step, and ``start_over`` deletes it first.
+
+  Raises:
+    ConfigMismatchError: the finished run there has another configuration (see
+      ``prepare_model_dir``).
+  """
+  if not config.model_dir or config.start_over:
+    return None
+  path = os.path.join(config.model_dir, RESULTS_FILE)
+  if not os.path.exists(path):
+    return None
+  _check_same_run(config)
+  try:
+    with open(path, encoding="utf-8-sig") as f:
+      results = json.load(f)
+    if not isinstance(results, dict):
+      raise ValueError(f"a JSON object is expected, got {type(results).__name__}")
+  except ValueError as e:  # JSONDecodeError and UnicodeDecodeError included
+    raise errors.DamagedFileError(
+      path,
+      "results of the run",
+      e,
+      "Delete it to finish the run again from its last backup, or start the run again with "
+      "tfrank4class-train --start_over on this `model_dir` (deletes the run's files).",
+    ) from None
+  return results
+
+
+def write_results(model_dir, rows):
+  """Writes ``rows`` (``[(split, {metric: value})]``) to ``model_dir/results.json`` atomically
+  (``tfrank4class.atomic``): the last file of a run, which marks it complete."""
+  atomic.write_text(os.path.join(model_dir, RESULTS_FILE), json.dumps(dict(rows), indent=2))
 
 
 def write_run_files(config, class_names):

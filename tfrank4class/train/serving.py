@@ -14,6 +14,9 @@ The export holds two signatures:
 
 The SavedModel needs TensorFlow only: a process that never imports ``tfrank4class`` loads and
 serves it with ``tf.saved_model.load`` or ``saved_model_cli run``.
+
+An existing ``export_dir`` is replaced only when it holds an export (``saved_model.pb``) or
+nothing; the binaries replace one only when asked (``check_export_dir``).
 """
 
 import os
@@ -27,6 +30,34 @@ from tfrank4class.train import flavour
 INPUT_KEYS = {"image": "image_bytes", "text": "text"}
 
 
+class ExportDirError(errors.UserError, FileExistsError):
+  """``export_dir`` exists: an export not to be replaced unasked, or not an export at all."""
+
+
+def check_export_dir(export_dir, overwrite=False, flag="--overwrite"):
+  """Returns ``export_dir`` if an export may be written there: it does not exist, is an empty
+  directory, or holds an export (``saved_model.pb``) and ``overwrite`` is set.
+
+  Raises:
+    ExportDirError: naming ``export_dir`` and ``flag`` (the option that sets ``overwrite``)
+      when it holds an export and ``overwrite`` is not set, or naming what it is otherwise.
+  """
+  if not os.path.lexists(export_dir):
+    return export_dir
+  if os.path.isdir(export_dir) and not os.listdir(export_dir):
+    return export_dir
+  if not os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
+    raise ExportDirError(
+      f"`export_dir` {export_dir!r} exists and is not an export (no saved_model.pb); pick "
+      "another `export_dir`."
+    )
+  if not overwrite:
+    raise ExportDirError(
+      f"`export_dir` {export_dir!r} already holds an export; pass {flag} to replace it."
+    )
+  return export_dir
+
+
 def export_saved_model(model, dataset, class_names, export_dir, top_k=5):
   """Writes ``model`` (inputs -> scores) as a serving SavedModel to ``export_dir``.
 
@@ -34,12 +65,14 @@ def export_saved_model(model, dataset, class_names, export_dir, top_k=5):
     model: a Keras model from preprocessed features to scores ``[B, C]``.
     dataset: the dataset name, which fixes the raw input and its preprocessing.
     class_names: the ``C`` class names, in class-id order.
-    export_dir: the directory to write.
+    export_dir: the directory to write; an export already there is replaced whole once the new
+      one is written (no file of it stays), anything else there is refused (``ExportDirError``).
     top_k: how many classes ``serving_default`` returns (capped at ``C``).
 
   Returns:
     ``export_dir``.
   """
+  check_export_dir(export_dir, overwrite=True)
   top_k = checks.check_int("top_k", top_k, minimum=1)
   class_names = [str(c) for c in class_names]
   num_classes = int(model.output_shape[-1])

@@ -12,20 +12,22 @@ The program says at the start what the validation split is (CIFAR and ImageNet: 
 of 10% of train, left out of training).
 
 One run per ``--model_dir``: a second run on a directory in use stops at once, naming the run
-that holds it. Started again with the same flags, a killed run resumes and says where; other
-flags are refused with the differing ones named, unless ``--start_over``.
+that holds it. Started again with the same flags, a killed run resumes and says where, and a
+complete run (its ``results.json``, written last) prints "run already complete" and its results
+and writes nothing; other flags are refused with the differing ones named. ``--start_over``
+deletes the run and trains from scratch. An export already in ``--export_dir`` is refused before
+training, unless ``--start_over`` (the new export then replaces it).
 """
 
 import json
-import os
 
 from absl import app, flags
 
-from tfrank4class import atomic
 from tfrank4class import data as data_lib
 from tfrank4class import encoders as encoders_lib
 from tfrank4class import losses as losses_lib
-from tfrank4class.train import cli, experiment, serving
+from tfrank4class import metrics as metrics_lib
+from tfrank4class.train import cli, experiment, run_dir, serving
 from tfrank4class.train import config as config_lib
 from tfrank4class.train import strategy as strategy_lib
 
@@ -67,7 +69,10 @@ flags.DEFINE_list(
 flags.DEFINE_enum("loss", _D.loss, losses_lib.names(), "Loss, by registry name.")
 flags.DEFINE_string("loss_kwargs", "{}", "JSON object of loss arguments.")
 flags.DEFINE_list(
-  "metrics", list(_D.metrics), "Metrics: top_K, ndcg, ndcg_K, mrr, mrr_K, map, spearman."
+  "metrics",
+  list(_D.metrics),
+  "Metrics of the final table and results.json, in this order "
+  f"({', '.join(metrics_lib.registry.PATTERNS)}; K a whole number).",
 )
 flags.DEFINE_string(
   "best_metric", _D.best_metric, "Validation metric that picks the best checkpoint."
@@ -80,7 +85,16 @@ flags.DEFINE_bool(
   "has a validation split (CIFAR and ImageNet: a fixed hold-out of 10% of train).",
 )
 flags.DEFINE_integer("batch_size", _D.batch_size, "Global batch size.", lower_bound=1)
-flags.DEFINE_integer("epochs", _D.epochs, "Training epochs.", lower_bound=1)
+flags.DEFINE_integer(
+  "epochs", _D.epochs, "Training epochs (at most, with early stopping).", lower_bound=1
+)
+flags.DEFINE_integer(
+  "early_stopping_patience",
+  None,
+  "Stop this many epochs after the best epoch by validation --best_metric (the evaluated and "
+  "exported best.keras is that epoch's); default: no early stopping, train --epochs.",
+  lower_bound=1,
+)
 flags.DEFINE_integer(
   "steps",
   None,
@@ -98,7 +112,11 @@ flags.DEFINE_enum(
 flags.DEFINE_string("tpu", None, "TPU name or grpc://host:port, with --strategy=tpu.")
 flags.DEFINE_list("devices", None, "Devices of --strategy=mirrored (default: all GPUs, else CPU).")
 flags.DEFINE_string("model_dir", None, "Checkpoints, best.keras, TensorBoard logs, backups.")
-flags.DEFINE_string("export_dir", None, "Where to write the serving SavedModel.")
+flags.DEFINE_string(
+  "export_dir",
+  None,
+  "Where to write the serving SavedModel (not over an export, see --start_over).",
+)
 flags.DEFINE_integer("seed", _D.seed, "Random seed (weights, shuffling).", lower_bound=0)
 flags.DEFINE_integer(
   "backup_every", _D.backup_every, "Steps between mid-epoch backups.", lower_bound=1
@@ -106,14 +124,36 @@ flags.DEFINE_integer(
 flags.DEFINE_bool(
   "start_over",
   _D.start_over,
-  "Delete the run already in --model_dir (backup, "
-  "checkpoints, logs, results) and train from scratch. Without it, a run in "
-  "--model_dir resumes, and a different configuration there is refused.",
+  "Delete the run already in --model_dir (results, backup, checkpoints, logs) and train from "
+  "scratch; a new export then replaces one in --export_dir. Without it, a complete run in "
+  "--model_dir prints its results and stops, a killed one resumes, a different configuration "
+  "there is refused, and so is an export already in --export_dir.",
 )
 flags.DEFINE_integer("top_k", 5, "Classes returned by the serving signature.", lower_bound=1)
 flags.DEFINE_enum("keras_verbose", "1", ["0", "1", "2"], "Keras progress output: 1 = progress bar.")
 
 FLAGS = flags.FLAGS
+#: The flags by topic, as ``--help`` lists them.
+HELP_GROUPS = (
+  ("Data", ("dataset", "data_dir", "on_corrupt")),
+  ("Model", ("encoder", "encoder_kwargs", "interaction", "hidden_units")),
+  ("Loss and metrics", ("loss", "loss_kwargs", "metrics", "best_metric")),
+  (
+    "Training",
+    (
+      "batch_size",
+      "epochs",
+      "early_stopping_patience",
+      "steps",
+      "optimizer",
+      "learning_rate",
+      "seed",
+      "keras_verbose",
+    ),
+  ),
+  ("Distribution", ("strategy", "tpu", "devices")),
+  ("Run directory and export", ("model_dir", "start_over", "backup_every", "export_dir", "top_k")),
+)
 
 
 def _json_flag(name):
@@ -145,6 +185,7 @@ def config_from_flags():
     metrics=tuple(FLAGS.metrics),
     batch_size=FLAGS.batch_size,
     epochs=FLAGS.epochs,
+    early_stopping_patience=FLAGS.early_stopping_patience,
     steps=FLAGS.steps,
     optimizer=FLAGS.optimizer,
     learning_rate=FLAGS.learning_rate,
@@ -171,30 +212,42 @@ def main(argv):
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   experiment.quiet_tensorflow_logs()
   config = config_from_flags()
+  finished = run_dir.finished_results(config)
+  if finished is not None:
+    print(
+      f"{config.model_dir}: run already complete (its {run_dir.RESULTS_FILE}); nothing trained "
+      "or written. --start_over trains it again."
+    )
+    _print_results(config, list(finished.items()))
+    return
+  if config.export_dir:
+    serving.check_export_dir(config.export_dir, config.start_over, "--start_over")
   result = experiment.train(config)
   if not strategy_lib.is_chief(result.strategy):
     return  # the chief evaluates and exports a non-distributed copy of the best checkpoint
   model = experiment.best_model(config, result)
   rows = experiment.evaluate_splits(model, config, result.info)
-  chosen_on = experiment.selection_split(result.info, config.select_on_test)
-  print(
-    f"\n{config.dataset} / {config.loss} / {config.interaction} (best checkpoint by "
-    f"{chosen_on} {config.best_metric}):"
-  )
-  print(experiment.format_table(rows, list(rows[0][1])))
-  if config.model_dir:
-    atomic.write_text(
-      os.path.join(config.model_dir, "results.json"), json.dumps(dict(rows), indent=2)
-    )
+  _print_results(config, result.info, rows)
   if config.export_dir:
     serving.export_saved_model(
       model, config.dataset, result.info.class_names, config.export_dir, top_k=FLAGS.top_k
     )
     print(f"Exported the serving SavedModel to {config.export_dir}")
+  if config.model_dir:
+    run_dir.write_results(config.model_dir, rows)  # last: the run is complete
+
+
+def _print_results(config, info, rows):
+  chosen_on = experiment.selection_split(info, config.select_on_test)
+  print(
+    f"\n{config.dataset} / {config.loss} / {config.interaction} (best checkpoint by "
+    f"{chosen_on} {config.best_metric}):"
+  )
+  print(experiment.format_table(rows, list(rows[0][1])))
 
 
 def run():
-  cli.run(main, "tfrank4class-train")
+  cli.run(main, "tfrank4class-train", HELP_GROUPS)
 
 
 if __name__ == "__main__":
