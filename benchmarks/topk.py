@@ -13,11 +13,17 @@ Losses (B = 64 examples, C classes, k = 5):
   ``TopKCrossEntropyLoss`` with the same arguments and its dense bitonic network
   (``"bitonic__non_sparse"``: its sparse one needs the compiled ``torch-sparse``).
 
-Each thread count runs in its own subprocess per framework (TensorFlow and PyTorch fix their
-thread pools at start-up); both draw the same inputs from the same seed. TensorFlow times a
-``tf.function`` (graph) of loss + gradient, PyTorch its eager loss + ``backward``; both report the
-median wall-clock ms over the repeats after one warm-up call. Peak memory (one thread): the
-growth of the worker's resident set during one call (``_common.peak_rss_mb``), after the warm-up.
+Three timings per loss and C: TensorFlow's loss + gradient as a ``tf.function`` (plain graph,
+"TF") and with ``jit_compile=True`` ("XLA"), PyTorch's eager loss + ``backward`` ("torch").
+Each runs in a long-lived worker process per framework and thread count (TensorFlow and PyTorch
+fix their thread pools at start-up); both draw the same inputs from the same seed. The timings
+are interleaved: every round times each loss and C in all three in turn (the order rotated
+from round to round) before the next loss, so that a change in the machine's load hits all three
+alike. A timing in a round is the median of up to ``--repeats`` calls (at least 3; fewer where a
+call takes long, ``CALL_BUDGET_MS`` per timing) after warm-up calls; the table gives the median
+over the rounds and their range, and each ratio is taken within a round (median and range).
+Peak memory (one thread): the growth of the worker's resident set during one call
+(``_common.peak_rss_mb``), after the rounds.
 
 The PyTorch column needs an interpreter with torch and difftopk: ``--torch_python PY``, else the
 side venv ``../venv-torch`` beside the checkout when it exists (``tools/side_venv.py`` builds
@@ -25,8 +31,9 @@ one); without it the column reads "n/a".
 
 Usage:
   nice python benchmarks/topk.py                       # C = 10, 100, 1000; 1 and 2 threads
-  python benchmarks/topk.py --quick                    # C = 10, one thread, no PyTorch
-  python benchmarks/topk.py --torch_python /work/venv-torch/bin/python
+  python benchmarks/topk.py --quick                    # C = 10, one thread, 2 rounds, no PyTorch
+  python benchmarks/topk.py --torch_python /work/venv-torch/bin/python --rounds 7
+  python benchmarks/topk.py --losses topk_svm --threads 1   # a subset
   python benchmarks/topk.py --isotonic                 # soft rank: eager / function / XLA
 Writes benchmarks/out/topk.json and benchmarks/out/topk.png.
 """
@@ -46,6 +53,8 @@ import _common  # noqa: E402
 B, K, M_AT_1000 = 64, 5, 16
 P_K = (0.5, 0.0, 0.0, 0.0, 0.5)
 MEMORY = _common.PEAK_MEMORY_DESCRIPTION
+REPLY = "@topk-worker "  # marks the protocol lines among what a worker prints
+CALL_BUDGET_MS, MIN_CALLS = 500.0, 3
 
 
 def inputs(c):
@@ -66,7 +75,7 @@ def timed(fn, repeats):
   return statistics.median(times)
 
 
-def tf_losses():
+def tf_losses(names=None):
   from tfrank4class.losses.topk import smooth_svm, soft_rank  # pylint: disable=g-import-not-at-top
 
   losses = {
@@ -82,70 +91,97 @@ def tf_losses():
     losses["topk_cross_entropy"] = lambda y, s, c: cross_entropy.topk_cross_entropy(
       s, y, P_K, "bitonic", "cauchy", 2.0, m=M_AT_1000 if c >= 1000 else None
     )
-  return losses
+  return {n: f for n, f in losses.items() if names is None or n in names}
 
 
-def tf_worker(threads, sizes, repeats, memory):
-  tf = _common.setup_tensorflow(threads)
-  results = []
-  for name, loss in tf_losses().items():
+def tf_calls(sizes, names):
+  """``{(mode, loss, C): call}``, ``mode`` "tf" (plain graph) or "xla" (``jit_compile``)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  calls = {}
+  for name, loss in tf_losses(names).items():
     for c in sizes:
       scores, labels = inputs(c)
       s, y = tf.constant(scores), tf.constant(labels)
 
-      @tf.function(autograph=False)  # no tensor-dependent Python control flow to convert
       def step(s, y, loss=loss, c=c):
         with tf.GradientTape() as tape:
           tape.watch(s)
           value = tf.reduce_mean(loss(y, s, c))
         return value, tape.gradient(value, s)
 
-      call = lambda step=step, s=s, y=y: [t.numpy() for t in step(s, y)]
-      row = {"framework": "tf", "loss": name, "C": c, "threads": threads}
-      row["ms"] = timed(call, repeats)
-      if memory:
-        row["peak_mb"] = _common.peak_rss_mb(call)
-      results.append(row)
-  return results
+      for mode in ("tf", "xla"):
+        # autograph off: no tensor-dependent Python control flow to convert
+        fn = tf.function(step, autograph=False, jit_compile=mode == "xla")
+        calls[mode, name, c] = lambda fn=fn, s=s, y=y: [t.numpy() for t in fn(s, y)]
+  return calls
 
 
-def torch_worker(threads, sizes, repeats, memory):
+def torch_calls(sizes, names):
+  """``{("torch", loss, C): call}``: difftopk's losses, eager forward + ``backward``."""
   import torch  # pylint: disable=g-import-not-at-top
   from difftopk import TopKCrossEntropyLoss, smooth_topk  # pylint: disable=g-import-not-at-top
 
-  torch.set_num_threads(threads)
-  results = []
+  calls = {}
   for c in sizes:
     classes = torch.arange(c)
     m = M_AT_1000 if c >= 1000 else None
     losses = {
-      "smooth_topk_svm": smooth_topk.Topk_Smooth_SVM(classes, K, 1.0),
-      "topk_svm": smooth_topk.Topk_Hard_SVM(classes, K),
-      "topk_cross_entropy": TopKCrossEntropyLoss(
+      "smooth_topk_svm": lambda classes=classes: smooth_topk.Topk_Smooth_SVM(classes, K, 1.0),
+      "topk_svm": lambda classes=classes: smooth_topk.Topk_Hard_SVM(classes, K),
+      "topk_cross_entropy": lambda c=c, m=m: TopKCrossEntropyLoss(
         "bitonic__non_sparse", 2.0, list(P_K), n=c, m=m, distribution="cauchy"
       ),
     }
     scores, labels = inputs(c)
-    for name, loss in losses.items():
-      y = torch.tensor(labels)
+    y = torch.tensor(labels)
+    for name, make in losses.items():
+      if names is not None and name not in names:
+        continue
+      loss = make()
 
-      def call(loss=loss, y=y, name=name, scores=scores):
+      def call(loss=loss, name=name, scores=scores, y=y):
         s = torch.tensor(scores, requires_grad=True)
         value = loss(s.clone() if name == "smooth_topk_svm" else s, y).mean()
         value.backward()
         return s.grad
 
-      row = {"framework": "torch", "loss": name, "C": c, "threads": threads}
-      try:
-        row["ms"] = timed(call, repeats)
-      except (AssertionError, ImportError) as e:  # e.g. difftopk's sparse top-m needs torch-sparse
-        row["error"] = f"{type(e).__name__}: {e}"
-        results.append(row)
-        continue
-      if memory:
-        row["peak_mb"] = _common.peak_rss_mb(call)
-      results.append(row)
-  return results
+      calls["torch", name, c] = call
+  return calls
+
+
+def serve(framework, threads, sizes, names):
+  """A worker: answers one JSON request per stdin line with one ``REPLY``-prefixed JSON line.
+
+  ``{"cells": true}``: the cells it times; ``{"warm": cell}``: two calls (tracing, compiling),
+  returns the ms of the second; ``{"time": cell, "calls": n}``: the median ms of ``n`` calls;
+  ``{"memory": cell}``: ``_common.peak_rss_mb`` of one call. A cell that raises (e.g. difftopk's
+  sparse top-m without torch-sparse) answers ``{"error": ...}``.
+  """
+  if framework == "tf":
+    _common.setup_tensorflow(threads)
+    calls = tf_calls(sizes, names)
+  else:
+    import torch  # pylint: disable=g-import-not-at-top
+
+    torch.set_num_threads(threads)
+    calls = torch_calls(sizes, names)
+  for line in sys.stdin:
+    request = json.loads(line)
+    cell = tuple(request.get("warm") or request.get("time") or request.get("memory") or ())
+    try:
+      if "cells" in request:
+        reply = {"cells": list(calls)}
+      elif "warm" in request:
+        calls[cell]()
+        reply = {"ms": timed(calls[cell], 1)}
+      elif "time" in request:
+        reply = {"ms": timed(calls[cell], request["calls"] - 1)}
+      else:
+        reply = {"peak_mb": _common.peak_rss_mb(calls[cell])}
+    except (AssertionError, ImportError) as e:
+      reply = {"error": f"{type(e).__name__}: {e}"}
+    print(REPLY + json.dumps(reply), flush=True)
 
 
 def isotonic_table(threads, repeats):
@@ -172,15 +208,55 @@ def isotonic_table(threads, repeats):
   return "\n".join(lines)
 
 
-def run_worker(python, framework, threads, args, env=None):
-  command = [python, __file__, "--worker", framework, "--threads", str(threads)]
-  command += ["--sizes", ",".join(map(str, args.sizes)), "--repeats", str(args.repeats)]
-  if threads == 1:
-    command.append("--memory")
-  result = subprocess.run(
-    command, stdout=subprocess.PIPE, text=True, check=True, env={**os.environ, **(env or {})}
-  )
-  return json.loads(result.stdout.strip().splitlines()[-1])
+class Worker:
+  """A ``serve`` process: ``ask(request)`` sends one request and returns its reply."""
+
+  def __init__(self, python, framework, threads, args, env):
+    command = [python, __file__, "--worker", framework, "--threads", str(threads)]
+    command += ["--sizes", ",".join(map(str, args.sizes))]
+    if args.losses:
+      command += ["--losses", ",".join(args.losses)]
+    self.process = subprocess.Popen(
+      command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, **env}
+    )
+
+  def ask(self, request):
+    self.process.stdin.write(json.dumps(request) + "\n")
+    self.process.stdin.flush()
+    for line in self.process.stdout:  # difftopk prints a notice about torch-sparse on import
+      if line.startswith(REPLY):
+        return json.loads(line[len(REPLY) :])
+    raise RuntimeError(f"worker {self.process.args} ended (exit {self.process.wait()})")
+
+  def close(self):
+    self.process.stdin.close()
+    self.process.wait()
+
+
+def measure(workers, threads, args):
+  """Rows of one thread count: per cell the per-round timings, interleaved (module docstring)."""
+  owner = {tuple(cell): w for w in workers for cell in w.ask({"cells": True})["cells"]}
+  rows, calls = {}, {}
+  for cell, worker in owner.items():
+    reply = worker.ask({"warm": cell})
+    rows[cell] = {"framework": cell[0], "loss": cell[1], "C": cell[2], "threads": threads}
+    if "error" in reply:
+      rows[cell]["error"] = reply["error"]
+      continue
+    calls[cell] = max(MIN_CALLS, min(args.repeats, int(CALL_BUDGET_MS / max(reply["ms"], 1e-3))))
+    rows[cell]["rounds"] = []
+  groups = {}
+  for cell in calls:
+    groups.setdefault(cell[1:], []).append(cell)
+  for r in range(args.rounds):
+    for group in groups.values():
+      for cell in group[r % len(group) :] + group[: r % len(group)]:
+        rows[cell]["rounds"].append(owner[cell].ask({"time": cell, "calls": calls[cell]})["ms"])
+  for cell in calls:
+    rows[cell].update(calls=calls[cell], ms=statistics.median(rows[cell]["rounds"]))
+    if threads == 1:
+      rows[cell]["peak_mb"] = owner[cell].ask({"memory": cell})["peak_mb"]
+  return list(rows.values())
 
 
 def find_torch_python(given):
@@ -190,31 +266,41 @@ def find_torch_python(given):
   return str(candidate) if candidate.exists() else None
 
 
-def table(rows, sizes, thread_counts, torch_available):
+def spread(values, digits=2):
+  """``median (min-max)`` of the per-round values."""
+  lo, mid, hi = min(values), statistics.median(values), max(values)
+  return f"{mid:.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
+
+
+def table(rows, sizes, thread_counts, rounds, torch_available):
   names = list(dict.fromkeys(r["loss"] for r in rows if r["framework"] == "tf"))
   index = {(r["framework"], r["loss"], r["C"], r["threads"]): r for r in rows}
   lines = [
-    f"B = {B}, k = {K}, m = {M_AT_1000} at C = 1000 (topk_cross_entropy); ms = median "
-    "forward + backward; " + MEMORY,
-    f"{'loss':<20}{'C':>6}{'thr':>4}{'TF ms':>10}{'torch ms':>10}{'torch/TF':>9}"
-    f"{'TF MB':>8}{'torch MB':>9}",
+    f"B = {B}, k = {K}, m = {M_AT_1000} at C = 1000 (topk_cross_entropy); ms = forward + "
+    f"backward, median over {rounds} interleaved rounds (min-max); ratios taken within each round; "
+    + MEMORY,
+    f"{'loss':<19}{'C':>5}{'thr':>4}  {'TF ms':>19}  {'XLA ms':>19}  {'torch ms':>21}  "
+    f"{'XLA/TF':>17}  {'torch/TF':>17}{'TF MB':>7}{'torch MB':>9}",
   ]
   errors = set()
   for name in names:
     for c in sizes:
       for t in thread_counts:
-        tf_row = index.get(("tf", name, c, t))
-        torch_row = index.get(("torch", name, c, t))
-        if torch_row and "error" in torch_row:
-          errors.add(f"torch {name} at C = {c}: {torch_row['error']}")
-          torch_row = None
-        torch_ms = f"{torch_row['ms']:.2f}" if torch_row else "n/a"
-        ratio = f"{torch_row['ms'] / tf_row['ms']:.2f}" if torch_row else "n/a"
-        tf_mb = f"{tf_row['peak_mb']:.1f}" if "peak_mb" in tf_row else ""
-        torch_mb = f"{torch_row['peak_mb']:.1f}" if torch_row and "peak_mb" in torch_row else ""
+        cells = {f: index.get((f, name, c, t)) for f in ("tf", "xla", "torch")}
+        for f, row in cells.items():
+          if row and "error" in row:
+            errors.add(f"{f} {name} at C = {c}: {row['error']}")
+            cells[f] = None
+        text = {f: spread(row["rounds"]) if row else "n/a" for f, row in cells.items()}
+        for f in ("xla", "torch"):
+          pairs = zip(cells[f]["rounds"], cells["tf"]["rounds"]) if cells[f] else None
+          text[f + "/tf"] = spread([a / b for a, b in pairs]) if pairs else "n/a"
+        mb = {
+          f: f"{row['peak_mb']:.1f}" if row and "peak_mb" in row else "" for f, row in cells.items()
+        }
         lines.append(
-          f"{name:<20}{c:>6}{t:>4}{tf_row['ms']:>10.2f}{torch_ms:>10}{ratio:>9}{tf_mb:>8}"
-          f"{torch_mb:>9}"
+          f"{name:<19}{c:>5}{t:>4}  {text['tf']:>19}  {text['xla']:>19}  {text['torch']:>21}  "
+          f"{text['xla/tf']:>17}  {text['torch/tf']:>17}{mb['tf']:>7}{mb['torch']:>9}"
         )
   lines += [f"n/a: {error}" for error in sorted(errors)]
   if not torch_available:
@@ -237,7 +323,10 @@ def plot(rows, sizes, path):
       if r["threads"] == 1 and r["framework"] == framework and r["loss"] == name and "ms" in r
     )
     ax.plot(
-      *zip(*points), marker="o", ls="-" if framework == "tf" else "--", label=f"{framework} {name}"
+      *zip(*points),
+      marker="o",
+      ls="--" if framework == "torch" else "-",
+      label=f"{framework} {name}",
     )
   ax.set(xscale="log", yscale="log", xlabel="classes C", ylabel="ms (forward + backward, 1 thread)")
   ax.set_xticks(sizes, [str(c) for c in sizes])
@@ -249,40 +338,46 @@ def plot(rows, sizes, path):
 
 def main(argv):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--quick", action="store_true", help="small shapes, 1 thread, no PyTorch")
+  parser.add_argument("--quick", action="store_true", help="C = 10, 1 thread, 2 rounds, no torch")
   parser.add_argument("--torch_python", help="an interpreter with torch and difftopk")
+  parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
+  parser.add_argument("--repeats", type=int, default=10, help="most calls per timing (10)")
+  parser.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
+  parser.add_argument("--losses", help="a comma-separated subset of the losses (default: all)")
   parser.add_argument(
     "--isotonic", action="store_true", help="only: soft rank eager / tf.function / XLA times"
   )
   parser.add_argument("--worker", choices=["tf", "torch"], help=argparse.SUPPRESS)
-  parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
   parser.add_argument("--sizes", help=argparse.SUPPRESS)
-  parser.add_argument("--repeats", type=int, default=10, help=argparse.SUPPRESS)
-  parser.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
+  args.losses = args.losses.split(",") if args.losses else None
   if args.worker:
     sizes = [int(c) for c in args.sizes.split(",")]
-    worker = tf_worker if args.worker == "tf" else torch_worker
-    print(json.dumps(worker(args.threads, sizes, args.repeats, args.memory)))
+    serve(args.worker, int(args.threads), sizes, args.losses)
     return
   if args.isotonic:
     print(isotonic_table(1, 3 if args.quick else args.repeats))
     return
   args.sizes = (10,) if args.quick else (10, 100, 1000)
-  args.repeats = 2 if args.quick else args.repeats
-  thread_counts = (1,) if args.quick else (1, 2)
+  args.rounds = 2 if args.quick else args.rounds
+  thread_counts = (1,) if args.quick else tuple(int(t) for t in args.threads.split(","))
   torch_python = None if args.quick else find_torch_python(args.torch_python)
-  memory_env = _common.PEAK_MEMORY_ENV  # see _common.peak_rss_mb
   rows = []
   for threads in thread_counts:
-    rows += run_worker(sys.executable, "tf", threads, args, memory_env)
-    if torch_python:
-      rows += run_worker(torch_python, "torch", threads, args, memory_env)
-  text = table(rows, args.sizes, thread_counts, torch_python is not None)
+    pythons = {"tf": sys.executable, "torch": torch_python}
+    workers = [
+      Worker(python, framework, threads, args, _common.PEAK_MEMORY_ENV)  # see peak_rss_mb
+      for framework, python in pythons.items()
+      if python
+    ]
+    rows += measure(workers, threads, args)
+    for worker in workers:
+      worker.close()
+  text = table(rows, args.sizes, thread_counts, args.rounds, torch_python is not None)
   print(text)
   _common.OUT.mkdir(parents=True, exist_ok=True)
   with open(_common.OUT / "topk.json", "w") as f:
-    json.dump({"rows": rows, "table": text}, f, indent=1)
+    json.dump({"rows": rows, "table": text, "rounds": args.rounds}, f, indent=1)
   plot(rows, args.sizes, _common.OUT / "topk.png")
   print(f"wrote {_common.OUT / 'topk.json'} and {_common.OUT / 'topk.png'}")
 

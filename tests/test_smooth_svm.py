@@ -158,7 +158,7 @@ def test_hard_loss_and_gradient_against_numpy(mode, tied):
 
 def test_hard_loss_has_no_top_k():
   """Under XLA on CPU, ``top_k`` over the masked scores and its gradient (a scatter) made the
-  hard loss 10-20x slower than a plain graph at 1,000 classes (benchmarks/topk.py)."""
+  hard loss 5-17x slower than a plain graph at 1,000 classes (docs/topk.md)."""
   s, y = tf.zeros([2, 8]), tf.constant([0, 1])
 
   @tf.function

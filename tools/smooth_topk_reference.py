@@ -14,6 +14,13 @@ backward's series approximation. The tests compare with ``grad``.
 
     python3 tools/smooth_topk_reference.py /work/venv-torch tests/fixtures/smooth_topk_svm.npz
 
+With ``--backward_check`` (and no fixture path) it writes nothing and prints how far that
+custom backward lies from the central differences at k = 5, tau = 0.1 on batches of 64 rows
+(``BACKWARD_CHECK``), the figures ``docs/topk.md`` quotes (about 12 minutes on 2 shared cores,
+nearly all of it the 2,000 forward passes of the differences at C = 1,000):
+
+    python3 tools/smooth_topk_reference.py /work/venv-torch --backward_check
+
 The venv is created (torch 2.13.0 CPU, difftopk and diffsort without their dependencies) when
 the path does not exist yet, and reused otherwise (see ``tools/side_venv.py``). The package never
 imports PyTorch.
@@ -41,6 +48,9 @@ CASES = (
 )
 BATCH = 6
 STEP = 1e-6
+#: ``--backward_check``: (num_classes, alpha) at k = 5, tau = 0.1, on larger batches.
+BACKWARD_CHECK = ((10, 1.0), (100, 0.5), (100, 1.0), (1000, 1.0))
+BACKWARD_CHECK_BATCH = 64
 
 
 def cases():
@@ -53,6 +63,51 @@ def cases():
     yield f"case{i}", scores, labels, weights, (c, k, tau, alpha)
 
 
+def make_loss(smooth_topk, c, k, tau, alpha):
+  """difftopk's hard (``tau = 0``) or smooth top-k SVM over ``c`` classes."""
+  import torch  # pylint: disable=g-import-not-at-top
+
+  classes = torch.arange(c)
+  if tau == 0.0:
+    return smooth_topk.Topk_Hard_SVM(classes, k, alpha)
+  return smooth_topk.Topk_Smooth_SVM(classes, k, tau, alpha)
+
+
+def central_differences(fn, x, y, weights):
+  """Central differences (step ``STEP``) of ``sum_b weights_b fn(x, y)_b`` in ``x`` (float64)."""
+  import torch  # pylint: disable=g-import-not-at-top
+
+  numeric = np.zeros(tuple(x.shape))
+  with torch.no_grad():
+    for j in range(x.shape[1]):  # rows are independent: one column of every row at a time
+      step = torch.zeros_like(x)
+      step[:, j] = STEP
+      up, down = fn(x + step, y).numpy(), fn(x - step, y).numpy()
+      numeric[:, j] = weights * (up - down) / (2 * STEP)
+  return numeric
+
+
+def backward_check():
+  """Runs inside the side venv: how far difftopk's custom backward pass of ``Topk_Smooth_SVM``
+  lies from central differences of its own float64 forward pass, at k = 5, tau = 0.1, on
+  ``BACKWARD_CHECK_BATCH`` rows of standard normal scores (gradient of the sum of the losses)."""
+  import torch  # pylint: disable=g-import-not-at-top
+  from difftopk import smooth_topk  # pylint: disable=g-import-not-at-top
+
+  rng = np.random.default_rng(20220717)
+  print(f"k = 5, tau = 0.1, B = {BACKWARD_CHECK_BATCH}, float64, scores ~ N(0, 1)")
+  print(f"{'C':>6}{'alpha':>7}{'max |backward - differences|':>30}{'max |gradient|':>16}")
+  for c, alpha in BACKWARD_CHECK:
+    scores = rng.normal(size=(BACKWARD_CHECK_BATCH, c))
+    labels = torch.tensor(rng.integers(0, c, size=BACKWARD_CHECK_BATCH))
+    fn = make_loss(smooth_topk, c, 5, 0.1, alpha)
+    x = torch.tensor(scores, dtype=torch.float64, requires_grad=True)
+    fn(x.clone(), labels).sum().backward()
+    numeric = central_differences(fn, x, labels, np.ones(BACKWARD_CHECK_BATCH))
+    gap = np.abs(x.grad.numpy() - numeric).max()
+    print(f"{c:>6}{alpha:>7}{gap:>30.2e}{np.abs(numeric).max():>16.3f}", flush=True)
+
+
 def worker(out):
   """Runs inside the side venv: evaluates the reference and writes ``out``."""
   import torch  # pylint: disable=g-import-not-at-top
@@ -62,20 +117,10 @@ def worker(out):
   for name, scores, labels, weights, (c, k, tau, alpha) in cases():
     x = torch.tensor(scores, dtype=torch.float64, requires_grad=True)
     y = torch.tensor(labels, dtype=torch.int64)
-    classes = torch.arange(c)
-    if tau == 0.0:
-      fn = smooth_topk.Topk_Hard_SVM(classes, k, alpha)
-    else:
-      fn = smooth_topk.Topk_Smooth_SVM(classes, k, tau, alpha)
+    fn = make_loss(smooth_topk, c, k, tau, alpha)
     loss = fn(x.clone(), y)
     (loss * torch.tensor(weights)).sum().backward()
-    numeric = np.zeros_like(scores)
-    with torch.no_grad():
-      for j in range(c):  # rows are independent: one column of every row at a time
-        step = torch.zeros_like(x)
-        step[:, j] = STEP
-        up, down = fn(x + step, y).numpy(), fn(x - step, y).numpy()
-        numeric[:, j] = weights * (up - down) / (2 * STEP)
+    numeric = central_differences(fn, x, y, weights)
     arrays[f"{name}_scores"] = scores
     arrays[f"{name}_labels"] = labels
     arrays[f"{name}_weights"] = weights
@@ -90,11 +135,18 @@ def worker(out):
 def main(argv):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("venv", help="the side venv (created if it does not exist)")
-  parser.add_argument("out", help="the .npz fixture to write")
+  parser.add_argument("out", nargs="?", help="the .npz fixture to write")
+  parser.add_argument(
+    "--backward_check",
+    action="store_true",
+    help="instead: print how far difftopk's backward lies from central differences",
+  )
   parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
+  if not args.backward_check and not args.out:
+    parser.error("`out` (the .npz fixture to write) is required without --backward_check")
   if args.worker:
-    worker(args.out)
+    backward_check() if args.backward_check else worker(args.out)
     return
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
   import side_venv  # pylint: disable=g-import-not-at-top
@@ -102,10 +154,9 @@ def main(argv):
   python = side_venv.ensure(
     args.venv, ["torch==2.13.0", "numpy"], ["difftopk==0.2.0", "diffsort==0.2.0"]
   )
-  subprocess.run(
-    [python, os.path.abspath(__file__), args.venv, os.path.abspath(args.out), "--worker"],
-    check=True,
-  )
+  command = [python, os.path.abspath(__file__), args.venv, "--worker"]
+  command += ["--backward_check"] if args.backward_check else [os.path.abspath(args.out)]
+  subprocess.run(command, check=True)
 
 
 if __name__ == "__main__":

@@ -190,9 +190,9 @@ def _hard_loss(scores, parsed, rivals, enough, k, alpha):
   ``(s_{\\y})_[k]`` is the score of the ``k``-th of ``k`` rounds of argmax over the rivals not
   yet picked (ties: the lowest index first, the order of ``tf.math.top_k``), ``O(k C)`` per row.
   Not ``tf.math.top_k`` over the masked scores: under XLA on CPU that version (its forward pass
-  and its scatter gradient) ran 10-20x slower than in a plain graph at ``C = 1,000``; the rounds
-  and their gradient (one ``where``) are as fast under XLA as in a plain graph
-  (``benchmarks/topk.py``).
+  and its scatter gradient) ran 5-17x slower than in a plain graph at ``C = 1,000``; the rounds
+  and their gradient (one ``where``) are no slower under XLA than in a plain graph
+  (``benchmarks/topk.py``, ``docs/topk.md``).
   """
   true_score = tf.gather(scores, parsed.ids, batch_dims=1)
   lowest = _minus_infinity(tf.shape(scores), scores.dtype)
