@@ -432,11 +432,12 @@ def resolve_by_name(kind, registry):
   (``keras.losses.get`` / ``keras.metrics.get``): Keras 3 looks the string up in its own names
   only (no custom objects), tf-keras in custom objects first, then its own names (its
   ``metrics.get`` returns a name it does not know unchanged). So neither reaches a registry by
-  itself. This wraps that ``get`` (where ``compile`` and the public API
-  call it): Keras's own ``get`` first, and only a string it cannot interpret is looked up in
-  ``registry`` (``registry.get(name)``: a fresh object, parameterised names such as ``ndcg_5``
-  included). Keras's names therefore always win; :func:`keras_resolves` lets a registry refuse
-  a name Keras already has. Idempotent; ``kind`` is one of :data:`NAME_KINDS`.
+  itself. This wraps that ``get`` where ``compile`` and the public API call it: Keras's own
+  ``get`` first, and only a string it cannot interpret is looked up in ``registry``
+  (``registry.get(name)``: a fresh object, parameterised names such as ``ndcg_5`` included).
+  Keras's names therefore always win; :func:`keras_resolves` lets a registry refuse a name Keras
+  already has. Idempotent (a second call replaces the first's registry for ``kind``); ``kind``
+  is one of :data:`NAME_KINDS`.
   """
   if kind not in NAME_KINDS:
     raise ValueError(f"`kind` must be one of {list(NAME_KINDS)}, got {kind!r}.")
