@@ -325,12 +325,31 @@ def head_model(feature_dim, num_classes, interaction="dot", hidden_units=()):
   return keras.Model(inputs, head(inputs), name="frozen_head")
 
 
+def build_loss(loss, loss_kwargs=None):
+  """The registry loss ``loss`` as the grids' records were made: TF-Ranking's keys with their
+  own normalisation, ``normalization="tf_ranking"`` (the only one before the package's per-list
+  default; docs/evidence-grid.md), unless ``loss_kwargs`` names one."""
+  kwargs = dict(loss_kwargs or {})
+  if loss in losses_lib.registry.TFR_KEYS:
+    kwargs.setdefault("normalization", "tf_ranking")
+  return losses_lib.get(loss, **kwargs)
+
+
+def recorded_loss_config(loss, loss_kwargs=None):
+  """``get_config()`` of :func:`build_loss`, JSON-normalised, as the records store it: without
+  ``normalization="tf_ranking"``, which records made before the argument existed lack and a
+  config without it loads as."""
+  config = json.loads(json.dumps(build_loss(loss, loss_kwargs).get_config(), default=str))
+  if config.get("normalization") == "tf_ranking":
+    del config["normalization"]
+  return config
+
+
 def compile_model(model, loss, loss_kwargs=None, learning_rate=1e-3):
-  """Compiles ``model`` with Adam(``learning_rate``) and the registry loss ``loss``."""
+  """Compiles ``model`` with Adam(``learning_rate``) and the registry loss ``loss``
+  (:func:`build_loss`)."""
   learning_rate = checks.check_float("learning_rate", learning_rate, minimum=0.0, strict=True)
-  model.compile(
-    optimizer=keras.optimizers.Adam(learning_rate), loss=losses_lib.get(loss, **(loss_kwargs or {}))
-  )
+  model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=build_loss(loss, loss_kwargs))
   return model
 
 

@@ -409,7 +409,6 @@ def train_run(splits, num_classes, loss, head, learning_rate, seed, settings):
   import numpy as np  # pylint: disable=g-import-not-at-top
   import softmax_bounds as bounds  # pylint: disable=g-import-not-at-top
 
-  from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
   from tfrank4class.compat import keras  # pylint: disable=g-import-not-at-top
 
   class KeepBestWithPatience(grid.KeepBest):
@@ -447,14 +446,13 @@ def train_run(splits, num_classes, loss, head, learning_rate, seed, settings):
   scores = grid.predict(model, splits["test"][0])
   result = grid.evaluate_scores(splits["test"][1], scores, METRICS)
   slack = bounds.softmax_rank_bound(splits["test"][1], scores).summary()
-  config = losses_lib.get(loss, **kwargs).get_config()
   result.update(
     best_epoch=keep.best_epoch + 1,
     epochs_run=len(keep.curve),
     validation={settings["monitor"]: keep.best},
     validation_curve=[round(v, 6) for v in keep.curve],
     train_seconds=train_seconds,
-    loss_config=json.loads(json.dumps(config, default=str)),
+    loss_config=grid.recorded_loss_config(loss, kwargs),
     bruch_slack=slack["ce_gap"],
     cross_entropy=slack["cross_entropy"],
     test_scores_finite=bool(np.isfinite(scores).all()),
@@ -825,16 +823,9 @@ def _software_lines(records):
 def expected_loss_configs(losses):
   """``{loss: get_config()}`` (JSON-normalised, as runs record it) of every loss of ``losses``,
   built with the protocol's ``LOSS_KWARGS``: the pre-declared configurations."""
-  from tfrank4class import losses as losses_lib  # pylint: disable=g-import-not-at-top
+  import grid_store as grid  # pylint: disable=g-import-not-at-top
 
-  return {
-    loss: json.loads(
-      json.dumps(
-        losses_lib.get(loss, **protocol.LOSS_KWARGS.get(loss, {})).get_config(), default=str
-      )
-    )
-    for loss in losses
-  }
+  return {loss: grid.recorded_loss_config(loss, protocol.LOSS_KWARGS.get(loss)) for loss in losses}
 
 
 def reachable_rates(settings):

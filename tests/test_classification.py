@@ -306,8 +306,12 @@ def test_every_registered_metric_is_the_weighted_mean_of_its_per_list_values(nam
 @pytest.mark.parametrize(
   "weights, error, message",
   [
-    (np.ones([4, C], np.float32), ValueError, r"\[batch_size\] or \[batch_size, 1\].*\(4, 6\)"),
-    (np.ones([5], np.float32), ValueError, r"with batch_size 4, got shape \(5,\)"),
+    (
+      np.ones([4, C + 1], np.float32),
+      ValueError,
+      r"\[batch_size\], \[batch_size, 1\] .* or \[batch_size, list_size\] .*\(4, 7\)",
+    ),
+    (np.ones([5], np.float32), ValueError, r"with batch_size 4 and list_size 6, got shape \(5,\)"),
     (np.array([1.0, np.nan, 1.0, 1.0], np.float32), tf.errors.InvalidArgumentError, "finite"),
     (np.array([1.0, -1.0, 1.0, 1.0], np.float32), tf.errors.InvalidArgumentError, ">= 0"),
   ],
@@ -316,3 +320,70 @@ def test_bad_metric_weights_name_sample_weight(weights, error, message):
   labels, scores = _case(4)
   with pytest.raises(error, match="`sample_weight` must .*" + message):
     metrics.NDCG().update_state(labels, scores, sample_weight=weights)
+
+
+def test_names_lists_the_registry():
+  from tfrank4class.metrics import registry
+
+  assert metrics.names() == sorted(registry.PATTERNS)
+  for name in metrics.names():
+    assert isinstance(metrics.get(name.replace("K", "3")), metrics.PerListMetric)
+
+
+# TF-Ranking's metric core (Keras-free): (our registry name, its class, its topn).
+_TFR_METRICS = [
+  ("ndcg_3", "NDCGMetric", 3),
+  ("mrr", "MRRMetric", None),
+  ("map", "MeanAveragePrecisionMetric", None),
+  ("precision_2", "PrecisionMetric", 2),
+  ("recall_2", "RecallMetric", 2),
+  ("top_2", "HitsMetric", 2),
+]
+
+
+def _tf_rankings(cls, topn, relevance, scores, item_weights):
+  """TF-Ranking's weighted mean: its per-list values and the list weights it folds."""
+  from tfrank4class import compat
+
+  metric = getattr(compat.tf_ranking_module("metrics_impl"), cls)("m", topn=topn)
+  values, weights = metric.compute(relevance, scores, item_weights)
+  return float(tf.reduce_sum(values * weights) / tf.reduce_sum(weights))
+
+
+@pytest.mark.parametrize("name, cls, topn", _TFR_METRICS)
+def test_item_weights_fold_as_tf_rankings_metrics(name, cls, topn):
+  """Positive item weights ``[B, C]``: with class ids every metric equals TF-Ranking's weighted
+  metric; with graded relevance (each list with a relevant item) every one whose value TF-Ranking
+  does not weigh per item (all but NDCG and MAP, whose gains and precisions it weighs)."""
+  labels, scores = _case(16)
+  item_weights = RNG.uniform(0.5, 2.0, scores.shape).astype(np.float32)
+  graded = RNG.integers(0, 3, scores.shape).astype(np.float32)
+  graded[graded.sum(1) == 0, 0] = 1.0
+  cases = [(labels, np.eye(C, dtype=np.float32)[labels])]
+  if cls not in ("NDCGMetric", "MeanAveragePrecisionMetric"):
+    cases.append((graded, graded))
+  for y, relevance in cases:
+    metric = metrics.get(name)
+    metric.update_state(y, scores, sample_weight=item_weights)
+    want = _tf_rankings(cls, topn, relevance, scores, item_weights)
+    assert float(metric.result()) == pytest.approx(want, rel=1e-5)
+
+
+def test_item_weights_by_hand():
+  """NDCG weighs by gain; a list without relevant items takes its own mean item weight; uniform
+  item weights per list are list weights."""
+  scores = np.array([[0.9, 0.5, 0.1], [0.2, 0.8, 0.4]], np.float32)
+  relevance = np.array([[1.0, 2.0, 0.0], [0.0, 0.0, -1.0]], np.float32)
+  item_weights = np.array([[2.0, 1.0, 5.0], [1.0, 3.0, 7.0]], np.float32)
+  ndcg = metrics.NDCG()
+  ndcg.update_state(relevance, scores, sample_weight=item_weights)
+  # list 0: gains 1, 3, 0 -> weight (2 * 1 + 1 * 3) / 4; list 1: no relevant item, NDCG 0,
+  # weight the mean over its two valid items (1 + 3) / 2.
+  dcg = 1.0 + 3.0 / np.log2(3.0)
+  idcg = 3.0 + 1.0 / np.log2(3.0)
+  w0, w1 = 5.0 / 4.0, 2.0
+  assert float(ndcg.result()) == pytest.approx(w0 * dcg / idcg / (w0 + w1), rel=1e-6)
+  mrr, per_list = metrics.MRR(), metrics.MRR()
+  mrr.update_state([1, 2], scores, sample_weight=[[3.0] * 3, [0.5] * 3])
+  per_list.update_state([1, 2], scores, sample_weight=[3.0, 0.5])
+  assert float(mrr.result()) == pytest.approx(float(per_list.result()), rel=1e-6)

@@ -305,3 +305,41 @@ def test_reduce_loss_under_a_strategy_is_the_bound_keras_rule(reduction, mirrore
         mirrored_strategy.experimental_local_results(reference),
         rtol=1e-6,
       )
+
+
+def test_keras_string_identifiers_reach_the_package_registries():
+  for get in (keras.losses.get, tf.keras.losses.get):
+    loss = get("approx_ndcg_loss")
+    assert isinstance(loss, losses.RankingLoss) and loss.key == "approx_ndcg_loss"
+  for get in (keras.metrics.get, tf.keras.metrics.get):
+    metric = get("ndcg_5")
+    assert isinstance(metric, metrics.NDCG) and metric.k == 5
+  # Keras's own names and non-string identifiers are Keras's business, as before.
+  assert keras.losses.get("mse") is keras.losses.get.keras_get("mse")
+  assert keras.metrics.get(metrics.MRR) is metrics.MRR
+  with pytest.raises(ValueError):
+    keras.losses.get("no_such_loss")
+
+
+def test_resolve_by_name_never_shadows_a_keras_name(monkeypatch):
+  from tfrank4class.registry import Registry
+
+  for module in compat._name_modules("losses"):  # pylint: disable=protected-access
+    monkeypatch.setattr(module, "get", module.get)  # restored after the test
+  mine = Registry("loss")
+  mine.add("mse", lambda: "ours")
+  mine.add("my_loss", lambda: "ours")
+  compat.resolve_by_name("losses", mine)
+  compat.resolve_by_name("losses", mine)  # idempotent: wraps Keras's own get, not the hook
+  assert keras.losses.get("my_loss") == "ours" and tf.keras.losses.get("my_loss") == "ours"
+  assert keras.losses.get("mse") is not None and keras.losses.get("mse") != "ours"
+  assert compat.keras_resolves("losses", "mse")
+  assert not compat.keras_resolves("losses", "my_loss")
+  with pytest.raises(ValueError, match=r"`kind` must be one of \['losses', 'metrics'\], got 'x'"):
+    compat.resolve_by_name("x", mine)
+
+
+def test_no_package_name_is_a_keras_name():
+  names = losses.names() + [n.replace("K", "3") for n in metrics.names()]
+  assert not [n for n in names if compat.keras_resolves("losses", n)]
+  assert not [n for n in names if compat.keras_resolves("metrics", n)]

@@ -302,6 +302,23 @@ def test_compile_model_checks_the_learning_rate():
     grid.compile_model(grid.head_model(3, 2), "softmax_loss", learning_rate=0.0)
 
 
+def test_the_grids_losses_keep_tf_rankings_normalisation():
+  """The records were made with TF-Ranking's own normalisation: the pairwise logistic loss of a
+  list of C = 4 classes is the sum of its per-item losses over B * C, not over B; their configs
+  are recorded without the argument (what configs saved before it hold)."""
+  model = grid.compile_model(grid.head_model(3, 4), "pairwise_logistic_loss")
+  assert model.loss.normalization == "tf_ranking"
+  labels = np.array([0, 2])
+  scores = np.array([[1.0, 0.0, 2.0, 0.0], [0.0, 1.0, 3.0, 2.0]], np.float32)
+  # pairs (true class above each other class): log(1 + exp(-(s_y - s_j))) summed over j != y.
+  pairs = [np.log1p(np.exp(-(s[y] - np.delete(s, y)))).sum() for y, s in zip(labels, scores)]
+  assert float(model.loss(labels, scores)) == pytest.approx(sum(pairs) / 8, rel=1e-5)
+  assert grid.build_loss("softmax_loss", {"normalization": "lists"}).normalization == "lists"
+  config = grid.recorded_loss_config("approx_ndcg_loss")
+  assert "normalization" not in config and config["key"] == "approx_ndcg_loss"
+  assert "normalization" not in grid.recorded_loss_config("blackbox_ndcg_loss", {"lambda_": 4.0})
+
+
 def test_store_with_other_key_fields_and_check(tmp_path):
   # The second edition keys a run by more fields (learning rate, stage); the store takes them.
   def check(record):

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 from _loss_arguments import loss as short_list_loss
 
-from tfrank4class import compat, losses
+from tfrank4class import compat, losses, metrics
 from tfrank4class import registry as registry_lib
 from tfrank4class.registry import Registry
 
@@ -61,7 +61,7 @@ STOCHASTIC = (
 def test_value_equals_tf_ranking_on_one_hot(key):
   _, y = _data(8)
   scores = np.random.default_rng(1).normal(size=(8, C)).astype(np.float32)
-  ours = losses.get(key)(y, scores)
+  ours = losses.get(key, normalization="tf_ranking")(y, scores)
   tfr_scores = scores[..., None] if key == "ordinal_loss" else scores
   theirs = tf_ranking_reference.loss(key)(tf.one_hot(y, C), tfr_scores)
   if key in STOCHASTIC:
@@ -69,8 +69,10 @@ def test_value_equals_tf_ranking_on_one_hot(key):
     return
   np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5)
   # [B, 1] ids and dense relevance give the same value as [B] ids.
-  np.testing.assert_allclose(losses.get(key)(y[:, None], scores).numpy(), ours.numpy(), rtol=1e-6)
-  np.testing.assert_allclose(losses.get(key)(np.eye(C)[y], scores).numpy(), ours.numpy(), rtol=1e-6)
+  ours = losses.get(key)
+  value = ours(y, scores).numpy()
+  np.testing.assert_allclose(ours(y[:, None], scores).numpy(), value, rtol=1e-6)
+  np.testing.assert_allclose(ours(np.eye(C)[y], scores).numpy(), value, rtol=1e-6)
 
 
 @pytest.mark.parametrize("key", losses.registry.TFR_KEYS)
@@ -143,6 +145,36 @@ def test_bad_kwargs_and_labels():
 def test_register_rejects_duplicates():
   with pytest.raises(ValueError, match="already registered"):
     losses.register("softmax_loss")(type("Dup", (tf.keras.losses.Loss,), {}))
+
+
+@pytest.mark.parametrize("name", ["mse", "categorical_crossentropy", "Huber"])
+def test_register_refuses_a_keras_loss_name(name):
+  with pytest.raises(ValueError, match=rf"Cannot register a loss named '{name}': it is a Keras"):
+    losses.register(name)
+  assert name not in losses.names()
+
+
+def test_compile_fit_evaluate_and_reload_with_string_names(tmp_path):
+  """``compile(loss="approx_ndcg_loss", metrics=["ndcg_5", "mrr"])`` builds the registry's loss
+  and metrics: one training step, then ``evaluate`` equals them computed directly."""
+  x, y = _data(32)
+  tf.keras.utils.set_random_seed(0)
+  model = tf.keras.Sequential([tf.keras.Input((6,)), tf.keras.layers.Dense(C)])
+  model.compile(optimizer="adam", loss="approx_ndcg_loss", metrics=["ndcg_5", "mrr"])
+  model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+  got = model.evaluate(x, y, batch_size=32, verbose=0, return_dict=True)
+  scores = model.predict(x, verbose=0)
+  want = {"loss": losses.get("approx_ndcg_loss")(y, scores), "ndcg_5": metrics.NDCG(5)}
+  want["ndcg_5"].update_state(y, scores)
+  mrr = metrics.MRR()
+  mrr.update_state(y, scores)
+  np.testing.assert_allclose(got["loss"], float(want["loss"]), rtol=1e-5)
+  np.testing.assert_allclose(got["ndcg_5"], float(want["ndcg_5"].result()), rtol=1e-5)
+  np.testing.assert_allclose(got["mrr"], float(mrr.result()), rtol=1e-5)
+  model.save(tmp_path / "strings.keras")
+  reloaded = tf.keras.models.load_model(tmp_path / "strings.keras")
+  again = reloaded.evaluate(x, y, batch_size=32, verbose=0, return_dict=True)
+  np.testing.assert_allclose([again[k] for k in got], list(got.values()), rtol=1e-5)
 
 
 OWN = [n for n in losses.names() if n not in losses.registry.TFR_KEYS]

@@ -10,9 +10,11 @@ first: the expected numbers are the old version's.
 
 Under Keras 3 the configs (written by Keras 2) load as they are, except that Keras 2's default
 reduction ``"auto"`` has no Keras 3 spelling: it loads as ``"sum_over_batch_size"``, which is what
-``"auto"`` means in ``fit`` (``compat.loss_reduction``). The ``.keras`` model files were written by
-Keras 2 (tf-keras, Keras 2.15), whose ``.keras`` format Keras 3 does not read, so that test runs
-under tf-keras only.
+``"auto"`` means in ``fit`` (``compat.loss_reduction``). A TF-Ranking loss (``RankingLoss``) loads
+with ``normalization="tf_ranking"``, the normalisation it was saved with (the argument, and the
+per-list default, came later; docs/losses.md), so it gives the old value. The ``.keras`` model
+files were written by Keras 2 (tf-keras, Keras 2.15), whose ``.keras`` format Keras 3 does not
+read, so that test runs under tf-keras only.
 """
 
 import json
@@ -53,8 +55,12 @@ def _cases(kind):
 
 
 def _as_loaded(config):
-  """A Keras 2 loss config as the bound Keras loads it: ``reduction`` in its spelling."""
-  return {**config, "reduction": compat.loss_reduction(config["reduction"])}
+  """A Keras 2 loss config as the bound Keras loads it: ``reduction`` in its spelling, and a
+  TF-Ranking loss (a ``key`` in its config) with TF-Ranking's normalisation."""
+  loaded = {**config, "reduction": compat.loss_reduction(config["reduction"])}
+  if "key" in config:
+    loaded["normalization"] = "tf_ranking"
+  return loaded
 
 
 @pytest.mark.parametrize("stack, name", _cases("losses"))
@@ -90,7 +96,9 @@ def test_old_keras_model_loads_without_custom_objects_and_predicts_the_same(stac
   model = compat.keras.models.load_model(FIXTURE / stack / "model.keras")
   want = np.load(FIXTURE / stack / "model_outputs.npy")
   np.testing.assert_allclose(model.predict(inputs["x"], verbose=0), want, rtol=1e-5, atol=1e-6)
-  # The compiled loss and metrics came back too, and the model still trains.
+  # The compiled loss and metrics came back too (the loss with the normalisation it was trained
+  # with), and the model still trains.
+  assert model.loss.normalization == "tf_ranking"
   history = model.fit(inputs["x"], inputs["labels"], epochs=1, verbose=0).history
   assert np.isfinite(history["loss"][0])
   assert {"top_1_accuracy", "ndcg_5"} <= set(history)

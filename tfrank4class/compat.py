@@ -447,6 +447,64 @@ def register_serializable(cls):
   return cls
 
 
+#: The kinds of Keras identifier :func:`resolve_by_name` hooks a registry into.
+NAME_KINDS = ("losses", "metrics")
+
+
+def _name_modules(kind):
+  """The modules whose ``get`` resolves the bound Keras's string identifiers of ``kind``: the
+  one ``compile`` calls (``keras.src.losses`` / ``tf_keras.src.losses``, where ``get`` is
+  defined) and the public ones (``keras.losses``, and ``tf.keras.losses`` where it differs)."""
+  public = getattr(keras, kind)
+  modules = [sys.modules[public.get.__module__], public, getattr(tf.keras, kind, public)]
+  return list({id(m): m for m in modules}.values())
+
+
+def keras_resolves(kind, name):
+  """Whether the bound Keras's own ``keras.<kind>.get(name)`` builds something for ``name``."""
+  get = getattr(keras, kind).get
+  get = getattr(get, "keras_get", get)  # Keras's own, not the hook of resolve_by_name
+  try:
+    return not isinstance(get(name), str)  # tf-keras's metrics.get returns a name it lacks
+  except ValueError:
+    return False
+
+
+def resolve_by_name(kind, registry):
+  """Makes ``compile(loss="name")`` / ``compile(metrics=["name"])`` build ``registry``'s entries.
+
+  Both flavours turn a string identifier into an object with their module function ``get``
+  (``keras.losses.get`` / ``keras.metrics.get``): Keras 3 looks the string up in its own names
+  only (no custom objects), tf-keras in custom objects first, then its own names (its
+  ``metrics.get`` returns a name it does not know unchanged). So neither reaches a registry by
+  itself. This wraps that ``get`` where ``compile`` and the public API call it: Keras's own
+  ``get`` first, and only a string it cannot interpret is looked up in ``registry``
+  (``registry.get(name)``: a fresh object, parameterised names such as ``ndcg_5`` included).
+  Keras's names therefore always win; :func:`keras_resolves` lets a registry refuse a name Keras
+  already has. Idempotent (a second call replaces the first's registry for ``kind``); ``kind``
+  is one of :data:`NAME_KINDS`.
+  """
+  if kind not in NAME_KINDS:
+    raise ValueError(f"`kind` must be one of {list(NAME_KINDS)}, got {kind!r}.")
+  for module in _name_modules(kind):
+    keras_get = getattr(module.get, "keras_get", module.get)
+
+    def get(identifier, keras_get=keras_get):
+      try:
+        found = keras_get(identifier)
+      except ValueError:
+        if not (isinstance(identifier, str) and identifier in registry):
+          raise
+        return registry.get(identifier)
+      if isinstance(found, str) and identifier in registry:  # tf-keras's metrics.get
+        return registry.get(identifier)
+      return found
+
+    functools.update_wrapper(get, keras_get)
+    get.keras_get = keras_get
+    module.get = get
+
+
 _TF_RANKING_MODULES = {}
 
 

@@ -141,8 +141,9 @@ class ListwiseLoss(Loss):
   with the bound Keras's reduction ``reduce_K`` and sample weights ``w`` ``[B]`` / ``[B, 1]``
   checked as :class:`Loss` does. Losses that rank down the batch return one batch-level value
   and declare ``coupling = "batch"`` (see the module docstring). TF-Ranking's
-  :class:`~tfrank4class.losses.RankingLoss` returns per-item values ``[B, C]`` for most keys and
-  weighs them in its own ``__call__``, to keep TF-Ranking's numbers (its docstring says why).
+  :class:`~tfrank4class.losses.RankingLoss` returns one loss per list too (with its default
+  ``normalization="lists"``), but weighs the sample weights in its own ``__call__``, as
+  TF-Ranking normalises them (its docstring says how).
   Register a subclass with :func:`tfrank4class.losses.register` to make it reachable by name and
   loadable from ``.keras`` files.
 

@@ -7,6 +7,11 @@
 
 Our own losses register themselves with the :func:`register` decorator, which also makes them
 Keras-serializable under the ``tfrank4class`` package name.
+
+Every name is also a Keras loss identifier once the package is imported:
+``model.compile(loss="approx_ndcg_loss")`` builds ``get("approx_ndcg_loss")``, under Keras 3 and
+tf-keras (:func:`tfrank4class.compat.resolve_by_name`). Keras's own names (``"mse"``,
+``"categorical_crossentropy"``...) keep their meaning: :func:`register` refuses them.
 """
 
 import functools
@@ -21,6 +26,7 @@ LOSSES = Registry("loss", message="Unknown loss name {value!r}; known losses are
 for _key in TFR_KEYS:
   LOSSES.add(_key, functools.partial(RankingLoss, _key))
 del _key
+compat.resolve_by_name("losses", LOSSES)
 
 
 def register(name):
@@ -34,8 +40,14 @@ def register(name):
   :func:`class_ids`.
 
   Raises:
-    ValueError: ``name`` is already registered (a TF-Ranking key or one of ours).
+    ValueError: ``name`` is already registered (a TF-Ranking key or one of ours), or is one of
+      Keras's own loss identifiers (``compile(loss=name)`` builds Keras's loss).
   """
+  if compat.keras_resolves("losses", name):
+    raise ValueError(
+      f"Cannot register a loss named {name!r}: it is a Keras loss identifier, and "
+      f"`compile(loss={name!r})` builds Keras's own. Choose another name."
+    )
 
   def decorator(cls):
     LOSSES.add(name, cls)  # refuses a duplicate before Keras sees the class

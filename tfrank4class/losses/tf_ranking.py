@@ -2,19 +2,31 @@
 
 The maths is TF-Ranking's own Keras-free core (``tensorflow_ranking/python/losses_impl.py``,
 reached through :func:`tfrank4class.compat.tf_ranking_module`); this module only does what
-TF-Ranking's Keras layer (``python/keras/losses.py``) does around it, so that the values are the
-same on every stack, including TensorFlow 2.16+ where TF-Ranking's own Keras classes cannot be
-used with tf-keras:
+TF-Ranking's Keras layer (``python/keras/losses.py``) does around it, so that the values are
+TF-Ranking's on every stack, including TensorFlow 2.16+ where TF-Ranking's own Keras classes
+cannot be used with tf-keras:
 
 * labels: integer class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, C]`` become
   relevance with :func:`~tfrank4class.losses.to_relevance` (``< 0`` = padding);
-* per-item losses ``l_ij`` (pairwise keys: summed over ``j``) or per-list losses, times
-  TF-Ranking's normalised weights ``w``, reduced as Keras reduces a loss: ``SUM`` is
-  ``sum(l * w)``, ``SUM_OVER_BATCH_SIZE`` (and ``AUTO``) is ``sum(l * w) / #elements``, ``NONE``
-  keeps ``l * w``;
 * ``gumbel_approx_ndcg_loss`` and ``yeti_logistic_loss`` first draw TF-Ranking's Gumbel samples
   of the list; ``calibrated_softmax_loss`` appends a virtual item of score 0 and label
-  ``virtual_label``; ``ordinal_loss`` gets its trailing logit axis ``[B, C, 1]``.
+  ``virtual_label``; ``ordinal_loss`` gets its trailing logit axis ``[B, C, 1]``;
+* TF-Ranking's weighted losses ``l * w``: per item ``[B, C]`` (pointwise keys; pairwise keys
+  summed over the second item of each pair), per list ``[B, 1]`` (listwise keys) or ``[B]``
+  (the two softmax keys), with ``w`` TF-Ranking's normalised weights (padded items weigh 0);
+* the reduction, by :data:`NORMALIZATIONS`:
+
+  - ``normalization="lists"`` (the default): one loss per list, the sum of its weighted item
+    losses (a Gumbel key: their mean over the list's ``sample_size`` samples); then Keras's
+    reduction over the ``B`` lists, as every loss of the package: ``"none"`` gives ``[B]``,
+    ``"sum_over_batch_size"`` the mean over lists, ``"sum"`` their sum;
+  - ``normalization="tf_ranking"``: TF-Ranking's own Keras reduction of ``l * w`` as it is:
+    ``"none"`` keeps its shape, ``"sum_over_batch_size"`` divides ``sum(l * w)`` by its number
+    of elements (``B * C`` for the per-item keys, ``B * sample_size * ...`` for the Gumbel ones),
+    ``"sum"`` is ``sum(l * w)``.
+
+  So for every key but the Gumbel ones ``"sum"`` is the same number in both, and
+  ``"sum_over_batch_size"`` with ``"lists"`` is TF-Ranking's ``"sum"`` divided by ``B``.
 
 ``tests/test_tf_ranking.py`` checks every key against TF-Ranking's own Keras losses.
 """
@@ -61,6 +73,11 @@ SPECS = {
 
 #: Every loss key of TF-Ranking 0.5.5 (``tfr.keras.losses.RankingLossKey.all_keys()``, in order).
 TFR_KEYS = tuple(SPECS)
+#: The values of ``RankingLoss(normalization=...)``: one loss per list (the package's rule), or
+#: TF-Ranking's own Keras reduction (see the module docstring).
+NORMALIZATIONS = ("lists", "tf_ranking")
+#: What a saved config without ``normalization`` (saved before the argument existed) loads as.
+SAVED_BEFORE_NORMALIZATION = "tf_ranking"
 
 
 def _tfr_keras_losses():
@@ -71,13 +88,21 @@ def _tfr_keras_losses():
 class RankingLoss(ListwiseLoss):
   """A TF-Ranking loss, by its key, that also accepts integer class ids.
 
-  ``RankingLoss(key, **kw)(y, s)`` equals TF-Ranking's ``tfr.keras.losses.get(key, **kw)``
-  applied to ``to_relevance(y, C)`` and ``s``.
+  With ``normalization="tf_ranking"``, ``RankingLoss(key, **kw)(y, s)`` equals TF-Ranking's
+  ``tfr.keras.losses.get(key, **kw)`` applied to ``to_relevance(y, C)`` and ``s``. With the
+  default ``normalization="lists"`` the loss of a list is the sum of TF-Ranking's weighted losses
+  of its items (the mean over its Gumbel samples for the two Gumbel keys), and the Keras reduction
+  runs over the lists, as for every loss of the package: ``reduction="none"`` returns ``[B]``
+  and ``"sum_over_batch_size"`` is the mean over lists, whatever the key and the number of
+  classes (the module docstring has both rules).
 
   Args:
     key: one of :data:`TFR_KEYS`, e.g. ``"softmax_loss"`` or ``"approx_ndcg_loss"``.
     reduction: the Keras reduction.
     name: the loss name (defaults to ``key``).
+    normalization: ``"lists"`` (one loss per list) or ``"tf_ranking"`` (TF-Ranking's own
+      reduction, per item for most keys); see :data:`NORMALIZATIONS`. A config saved before
+      this argument existed loads as ``"tf_ranking"``, the numbers it was trained with.
     **loss_kwargs: the arguments TF-Ranking's loss of that key takes (``lambda_weight``,
       ``temperature``, ``sample_size``, ``gumbel_temperature``, ``seed``, ``virtual_label``,
       ``ordinal_size``, ``use_fraction_label``, ``topk``), with TF-Ranking's defaults. Lambda
@@ -86,25 +111,30 @@ class RankingLoss(ListwiseLoss):
 
   Sample weights: ``[B]`` or ``[B, 1]`` weigh each list, ``[B, C]`` each item (TF-Ranking's
   item weights, which its listwise losses fold into a per-list weight with the labels); all are
-  checked by :func:`tfrank4class.checks.check_sample_weight` (finite, ``>= 0``).
+  checked by :func:`tfrank4class.checks.check_sample_weight` (finite, ``>= 0``). They reach
+  TF-Ranking's core, which normalises them with the labels (and samples them with the list)
+  before they multiply the losses, so :meth:`__call__` does not multiply them again as
+  :class:`~tfrank4class.losses.base.Loss` does. A list weight ``w_b`` multiplies the list's loss
+  under either normalisation.
 
-  On :class:`~tfrank4class.losses.ListwiseLoss`, with two differences that keep TF-Ranking's
-  numbers: ``loss_values(scores, relevance)`` returns TF-Ranking's unreduced losses, one per list
-  ``[B]`` for the list keys (``softmax_loss``, ``calibrated_softmax_loss``) but one per item
-  ``[B, C]`` for the others (TF-Ranking's Keras reduction divides by the number of items, not of
-  lists; the Gumbel keys return ``sample_size`` rows per list); and ``__call__`` passes the
-  sample weights to TF-Ranking's core, which normalises them with the labels (and samples them
-  with the list) before they multiply the losses, where :class:`~tfrank4class.losses.base.Loss`
-  multiplies per-example losses by them.
+  ``loss_values(scores, relevance)`` returns the values without sample weights, before the
+  Keras reduction: ``[B]`` with ``"lists"``, TF-Ranking's shape with ``"tf_ranking"``.
 
   Raises:
-    ValueError: an unknown key or keyword argument, naming the allowed ones.
+    ValueError: an unknown key, normalisation or keyword argument, naming the allowed ones.
     ImportError: tensorflow-ranking is not installed (the message gives the command).
 
   Example:
     >>> loss = RankingLoss("softmax_loss")
     >>> round(float(loss([2], [[0.0, 1.0, 3.0]])), 4)  # -log softmax(s)_2
     0.1698
+    >>> scores = [[0.0, 1.0, 3.0], [2.0, 0.0, 0.0]]
+    >>> RankingLoss("sigmoid_cross_entropy_loss", reduction="none")([2, 0], scores).shape
+    TensorShape([2])
+    >>> per_item = RankingLoss("sigmoid_cross_entropy_loss", normalization="tf_ranking")
+    >>> lists = RankingLoss("sigmoid_cross_entropy_loss")
+    >>> round(float(lists([2, 0], scores) / per_item([2, 0], scores)), 4)  # C = 3 items a list
+    3.0
     >>> import tfrank4class.metrics
     >>> model = keras.Sequential([keras.layers.Dense(3)])
     >>> model.compile(optimizer="adam", loss=RankingLoss("approx_ndcg_loss"),
@@ -113,8 +143,11 @@ class RankingLoss(ListwiseLoss):
 
   item_weights = True
 
-  def __init__(self, key, reduction=compat.DEFAULT_REDUCTION, name=None, **loss_kwargs):
+  def __init__(
+    self, key, reduction=compat.DEFAULT_REDUCTION, name=None, normalization="lists", **loss_kwargs
+  ):
     checks.check_choice("key", key, TFR_KEYS)
+    self.normalization = checks.check_choice("normalization", normalization, NORMALIZATIONS)
     name = name or key
     super().__init__(reduction=reduction, name=name)
     self.key = key
@@ -137,6 +170,7 @@ class RankingLoss(ListwiseLoss):
     self._impl = impl(name=f"{name}_impl", **{k: args[k] for k in spec.impl_args})
     self._sampler = None
     if spec.extra_args is _GUMBEL:
+      self._sample_size = args["sample_size"]
       self._sampler = compat.tf_ranking_module("losses_impl").GumbelSampler(
         name=name,
         sample_size=args["sample_size"],
@@ -169,11 +203,12 @@ class RankingLoss(ListwiseLoss):
     return relevance, scores, sample_weight
 
   def weighted_values(self, scores, relevance, sample_weight=None):
-    """Unreduced losses times TF-Ranking's weights: ``[B, n]`` per item, or ``[B]`` per list."""
+    """Losses times TF-Ranking's weights, before the Keras reduction: one per list ``[B]`` with
+    ``normalization="lists"``, else TF-Ranking's ``[B, n]`` (per item), ``[B, 1]`` or ``[B]``."""
     relevance, logits, sample_weight = self._inputs(scores, relevance, sample_weight)
     if SPECS[self.key].shape == "list":
       values, weights = self._impl.compute_per_list(relevance, logits, sample_weight)
-      return values * weights
+      return self._per_list(values * weights)
     weights = tf.cast(self._impl.normalize_weights(relevance, sample_weight), logits.dtype)
     values, item_weights = self._impl.compute_unreduced_loss(
       labels=relevance, logits=self._impl.get_logits(logits)
@@ -187,7 +222,18 @@ class RankingLoss(ListwiseLoss):
       weights = tf.squeeze(weights, axis=-1)
     elif weights.shape.rank == values.shape.rank - 1:
       weights = weights[..., None]
-    return values * weights
+    return self._per_list(values * weights)
+
+  def _per_list(self, values):
+    """``"lists"``: the sum over a list's items ``[B * S, n] -> [B * S]``, then the mean over
+    the ``S`` Gumbel samples of each list ``-> [B]``; ``"tf_ranking"``: ``values`` as they are."""
+    if self.normalization == "tf_ranking":
+      return values
+    if values.shape.rank == 2:
+      values = tf.reduce_sum(values, axis=1)
+    if self._sampler is not None:
+      values = tf.reduce_mean(tf.reshape(values, [-1, self._sample_size]), axis=1)
+    return values
 
   def __call__(self, y_true, y_pred, sample_weight=None):
     # TF-Ranking normalises the sample weights with the labels (and samples them with the list).
@@ -201,12 +247,12 @@ class RankingLoss(ListwiseLoss):
     kwargs = dict(self.loss_kwargs)
     if kwargs.get("lambda_weight") is not None:
       kwargs["lambda_weight"] = _serialize_lambda_weight(kwargs["lambda_weight"])
-    config.update({"key": self.key, **kwargs})
+    config.update({"key": self.key, "normalization": self.normalization, **kwargs})
     return config
 
   @classmethod
   def from_config(cls, config):
-    config = dict(config)
+    config = {"normalization": SAVED_BEFORE_NORMALIZATION, **config}
     if isinstance(config.get("lambda_weight"), dict):
       config["lambda_weight"] = _deserialize_lambda_weight(config["lambda_weight"])
     return cls(**config)

@@ -11,13 +11,14 @@ from tfrank4class.metrics.classification import (
   Spearman,
   TopKAccuracy,
 )
-from tfrank4class.metrics.registry import get
+from tfrank4class.metrics.registry import get, names
 
 __all__ = [
   "functional",
   "get",
   "MeanAveragePrecision",
   "MRR",
+  "names",
   "NDCG",
   "PerListMetric",
   "PrecisionAtK",

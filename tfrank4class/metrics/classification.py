@@ -7,7 +7,9 @@ class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, C]`` with raw scores ``[
 Eq. 2) and ``P`` the relevant items of a list (relevance ``> 0``; the true class for class ids).
 
 Being ``keras.metrics.Mean`` subclasses, they aggregate correctly across batches and replicas
-and accept ``sample_weight`` of shape ``[B]`` or ``[B, 1]`` (one weight per list).
+and accept ``sample_weight`` of shape ``[B]`` or ``[B, 1]`` (one weight per list), or ``[B, C]``
+(one weight per item, folded into one weight per list as TF-Ranking's metrics do; see
+:class:`PerListMetric`).
 
 Cost. With class ids an update is ``O(B * C)`` comparisons in float32 and no sort, the same order
 of work as Keras' ``SparseTopKCategoricalAccuracy``; every metric compiles with
@@ -40,6 +42,7 @@ import tensorflow as tf
 
 from tfrank4class import checks, compat
 from tfrank4class.compat import keras
+from tfrank4class.labels import num_items, to_relevance
 from tfrank4class.metrics import functional
 
 
@@ -58,6 +61,21 @@ class PerListMetric(keras.metrics.Mean):
   raise a ``ValueError`` naming ``sample_weight``). Decorate a subclass with
   ``keras.utils.register_keras_serializable`` (and give it a ``get_config`` for its own
   arguments) to load it from ``.keras`` files.
+
+  Item weights ``[B, C]`` (as TF-Ranking's losses take them) fold into one weight per list, the
+  mean of the item weights ``u_j`` over the list's relevant items, each counted by its
+  :meth:`item_relevance` ``r_j`` (1 for a relevant item, relevance ``> 0``; NDCG: its gain):
+
+      w_i = sum_j u_ij r_ij / sum_j r_ij     (a list without relevant items: the mean u_ij
+                                              over its valid items)
+
+  This is TF-Ranking's rule for its metrics (``_per_example_weights_to_per_list_weights`` in
+  ``metrics_impl.py``), with two differences: a list without relevant items takes its own mean
+  item weight, not the batch's mean list weight (so the result does not depend on how lists are
+  batched), and an item weight of 0 does not remove the item from the ranking (TF-Ranking's
+  metrics mask it; its NDCG and MAP also weigh each gain or precision inside the list's value).
+  With class ids the list's weight is its true class's weight, and the values equal TF-Ranking's
+  for positive weights (``tests/test_classification.py``).
 
   ``update_state`` has no tensor-dependent Python control flow and is excluded from AutoGraph
   conversion, which tf-keras otherwise applies to it even eagerly (rewriting every error of a bad
@@ -84,13 +102,33 @@ class PerListMetric(keras.metrics.Mean):
     """One value per list ``[B]``; subclasses implement it."""
     raise NotImplementedError(f"{type(self).__name__} must implement list_values(y_true, y_pred).")
 
+  def item_relevance(self, relevance):
+    """How much each item counts when item weights fold into a list weight: ``1.0`` for a
+    relevant item (relevance ``> 0``), else ``0.0``; ``relevance`` ``[B, C]`` (``< 0``:
+    padding). A subclass may override it (NDCG: the gain)."""
+    return tf.cast(relevance > 0, relevance.dtype)
+
+  def list_weights(self, y_true, item_weights):
+    """One weight per list ``[B]`` from item weights ``[B, C]`` (see the class docstring)."""
+    relevance = to_relevance(y_true, num_items(item_weights), dtype=item_weights.dtype)
+    valid = tf.cast(relevance >= 0, item_weights.dtype)
+    counts = self.item_relevance(tf.where(relevance >= 0, relevance, 0.0)) * valid
+    total = tf.reduce_sum(counts, axis=-1)
+    relevant_mean = tf.math.divide_no_nan(tf.reduce_sum(item_weights * counts, -1), total)
+    valid_mean = tf.math.divide_no_nan(
+      tf.reduce_sum(item_weights * valid, -1), tf.reduce_sum(valid, -1)
+    )
+    return tf.where(total > 0, relevant_mean, valid_mean)
+
   @tf.autograph.experimental.do_not_convert
   def update_state(self, y_true, y_pred, sample_weight=None):
     values = self.list_values(y_true, y_pred)
     if sample_weight is not None:
       sample_weight = checks.check_sample_weight(
-        sample_weight, tf.shape(values)[0], dtype=values.dtype
+        sample_weight, tf.shape(values)[0], num_items(y_pred), dtype=values.dtype
       )
+      if sample_weight.shape.rank == 2:
+        sample_weight = self.list_weights(y_true, sample_weight)
     return super().update_state(values, sample_weight=sample_weight)
 
 
@@ -168,6 +206,10 @@ class NDCG(PerListMetric):
 
   def list_values(self, y_true, y_pred):
     return functional.ndcg(y_true, y_pred, k=self.k, gain=self.gain)
+
+  def item_relevance(self, relevance):
+    """An item counts by its gain when item weights fold into a list weight (TF-Ranking's NDCG)."""
+    return functional.item_gains(relevance, self.gain)
 
   def get_config(self):
     return {**super().get_config(), "k": self.k, "gain": self.gain}

@@ -226,10 +226,19 @@ def _positional_discounts(length):
   return math.log(2.0) / tf.math.log1p(p)
 
 
+def item_gains(relevance, gain="exp2"):
+  """NDCG's gain of each item: ``2^rel - 1`` (``gain="exp2"``) or ``rel`` (``"linear"``).
+
+  Example:
+    >>> item_gains(tf.constant([[0.0, 1.0, 2.0]])).numpy()
+    array([[0., 1., 3.]], dtype=float32)
+  """
+  return tf.pow(2.0, relevance) - 1.0 if gain == "exp2" else relevance
+
+
 def _ndcg_dense(k, gain, relevance, mask, masked):
   """DCG@k from the mean gain of the tie group covering each of the top ``k`` positions."""
-  gains = tf.pow(2.0, relevance) - 1.0 if gain == "exp2" else relevance
-  gains = tf.where(mask, gains, 0.0)
+  gains = tf.where(mask, item_gains(relevance, gain), 0.0)
   n = masked.shape[-1]
   length = tf.shape(masked)[-1] if n is None else n
   if k is not None:

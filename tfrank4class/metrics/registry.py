@@ -3,8 +3,13 @@
 top_K    -> TopKAccuracy(K)     ndcg  -> NDCG()     ndcg_K -> NDCG(K)
 mrr      -> MRR()               mrr_K -> MRR(K)     map    -> MeanAveragePrecision()
 recall_K -> RecallAtK(K)        precision_K -> PrecisionAtK(K)    spearman -> Spearman()
+
+Each name is also a Keras metric identifier once the package is imported:
+``model.compile(metrics=["ndcg_5", "top_1"])`` builds ``get("ndcg_5")`` and ``get("top_1")``,
+under Keras 3 and tf-keras, after Keras's own names (:func:`tfrank4class.compat.resolve_by_name`).
 """
 
+from tfrank4class import compat
 from tfrank4class.metrics import classification
 from tfrank4class.registry import Registry
 
@@ -32,6 +37,7 @@ for _prefix, _cls in (
 ):
   METRICS.add_pattern(f"{_prefix}_K", f"{_prefix}_(0*[1-9][0-9]*)", _cls, int)
 del _prefix, _cls
+compat.resolve_by_name("metrics", METRICS)
 
 
 def parse(name):
@@ -42,6 +48,12 @@ def parse(name):
   """
   _, cls, args = METRICS.resolve(name)
   return cls, args
+
+
+def names():
+  """Every name :func:`get` accepts, sorted; a parameterised family under its template
+  (``"ndcg_K"`` for ``ndcg_1``, ``ndcg_5``...)."""
+  return list(METRICS.names())
 
 
 def get(name):
