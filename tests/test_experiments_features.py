@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from PIL import Image
 
 from experiments import features, protocol
 from tfrank4class import encoders
@@ -173,7 +174,6 @@ def test_noisy_labels():
 
 
 def test_cifar_splits_hold_out_a_tenth_of_each_class(datasets_dir):
-  from PIL import Image
 
   per_class = {"train": 10, "test": 2}
   splits, info = features.cifar_splits(str(datasets_dir), protocol.CIFAR, per_class)

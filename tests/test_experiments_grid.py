@@ -9,6 +9,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -177,7 +178,6 @@ def test_two_processes_on_one_file_share_the_runs(smoke_grid, tmp_path):
   """Two grid processes started together on one records file: every planned run is recorded
   once (a duplicate would be refused by ``RecordStore.add`` and fail the process), and each
   process trained some of them."""
-  import time
 
   _, records = smoke_grid
   path, work = str(tmp_path / "grid.json"), str(tmp_path / "work")

@@ -1,8 +1,6 @@
 """experiments/plan.py: the settings each experiment records, the record schema, the sweep's
 choice of a learning rate and the runs still to do."""
 
-import doctest
-
 import numpy as np
 import pytest
 from _grid_records import PEAK, REGISTERED, run_record, synthetic_grid
@@ -96,7 +94,3 @@ def test_planned_runs_wait_for_the_sweep(tmp_path):
   seeds = [t for t in todo if t[1] == "seeds"]
   assert len(sweep) == 2 * len(settings["learning_rates"]) and {t[4] for t in seeds} == {None}
   assert len(seeds) == 2 * len(settings["evaluation_seeds"])
-
-
-def test_examples():  # experiments/ is outside the suite's doctest collection
-  assert doctest.testmod(plan).failed == 0

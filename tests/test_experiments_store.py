@@ -4,6 +4,10 @@ import json
 import os
 import pathlib
 import platform
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -102,9 +106,6 @@ for seed in range(100):
 
 
 def test_concurrent_processes_lose_no_record(tmp_path):
-  import subprocess
-  import sys
-  import time
 
   path = str(tmp_path / "grid.json")
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -195,10 +196,6 @@ with store.claim((1,)) as mine:
 
 
 def test_a_killed_holders_claim_is_free_at_once(tmp_path):
-  import signal
-  import subprocess
-  import sys
-  import time
 
   path = str(tmp_path / "grid.json")
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -219,7 +216,6 @@ def test_a_killed_holders_claim_is_free_at_once(tmp_path):
 
 
 def test_software_versions_name_what_ran(tmp_path):
-  import subprocess
 
   found = store.software_versions()
   assert found["python"] == platform.python_version() and found["tensorflow"] == tf.__version__

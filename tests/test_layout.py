@@ -9,9 +9,11 @@ exceeds its limit fails too, so that the list stays exact.
 """
 
 import ast
+import configparser
 import pathlib
 
 import pytest
+import setuptools
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "tfrank4class"
@@ -109,6 +111,16 @@ def test_no_module_over_500_lines_unless_allowed_with_a_comment():
 def test_the_rules_reach_the_experiments():
   labels = [label for label, _ in _modules()]
   assert "checks.py" in labels and "experiments/grid.py" in labels
+
+
+def test_the_experiments_are_not_shipped():
+  """setup.cfg's package discovery finds the package and leaves ``experiments`` out."""
+  config = configparser.ConfigParser()
+  config.read(ROOT / "setup.cfg")
+  include = config["options.packages.find"]["include"].split()
+  found = setuptools.find_packages(where=str(ROOT), include=include)
+  assert "tfrank4class" in found and "tfrank4class.train" in found
+  assert not [name for name in found if name.split(".")[0] == "experiments"]
 
 
 @pytest.mark.parametrize(
