@@ -10,11 +10,14 @@ and restored at the end, and training stops ``patience`` epochs after the best o
 model scores the test split (:func:`predict`, :func:`evaluate_scores`), and the Bruch et al.
 slack of those scores is recorded (:mod:`experiments.bounds`).
 
-The package's own training (``tfrank4class.train``) reads files through ``tfrank4class.data``
-and evaluates through Keras metrics inside ``fit``; the grid trains thousands of small runs on
-arrays in memory and picks the epoch on a metric computed over the whole validation split, so
-it keeps this loop and shares the package's pieces: the registry losses and metrics, the heads,
-the encoders and the input pipeline.
+What the package's own training (``tfrank4class.train``) shares with it, it takes from the
+package: the registry losses and metrics, the heads and ``build_model``, the encoders and the
+input pipeline. The rest stays here because it differs: the binaries read files through
+``tfrank4class.data`` and restore the best epoch from their backups, while the grid trains
+hundreds of small runs on arrays in memory; and ``tfrank4class.train.results.evaluate_batches``
+scores batches as it reads them, while the grid needs the test scores themselves (for the slack)
+and keeps the batching its records were computed with (scores in batches of 512, the metrics
+accumulated over 4,096 of them), so that a rerun computes what the records hold.
 """
 
 import json

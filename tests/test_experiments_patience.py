@@ -154,7 +154,6 @@ def _command_line(*args, cwd):
     (["report", "--grid_records=missing.json"], "--grid_records: 'missing.json' is not a file"),
     (["run", "--runs=softmax_loss:9"], "--runs: no cifar10_e2e seeds record of softmax_loss:9"),
     (["run", "--smoke"], "--smoke: give an --output other than the committed reruns"),
-    (["rerun"], "Give one command, run or report; got ['rerun']"),
   ],
 )
 def test_bad_arguments_give_one_line_errors(arguments, message, tmp_path):
