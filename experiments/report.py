@@ -5,8 +5,8 @@ how complete the grid is, its deviations from the protocol (:mod:`experiments.de
 summary table (:func:`experiments.summary.summary_table`), then per experiment the paired
 differences against softmax + dot with Holm over that experiment's family, the minimum
 detectable effect, the convergence check, the chosen learning rates and the Bruch et al. slack.
-:func:`grid_blocks` gives the tables README.md and docs/evidence-grid.md show, kept there as
-generated blocks (:mod:`experiments.blocks`).
+:func:`grid_blocks` gives the tables docs/evidence-grid.md shows, kept there as generated
+blocks (:mod:`experiments.blocks`).
 """
 
 import collections

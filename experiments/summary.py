@@ -4,8 +4,7 @@
 seeds both have (paired t interval and p-value, Holm over the experiment's cells, minimum
 detectable effect: :mod:`experiments.statistics`); :func:`completeness` says what is done per
 cell; :func:`recommendation` condenses one experiment, and :func:`summary_table` the whole grid,
-into the table the README and docs/evidence-grid.md show (a generated block,
-:mod:`experiments.report`).
+into the table docs/evidence-grid.md shows (a generated block, :mod:`experiments.report`).
 """
 
 import math
@@ -13,7 +12,7 @@ import math
 from experiments import plan, protocol, statistics
 
 
-def summarize(records, experiment, settings=None):
+def summarize(records, experiment):
   """Per cell of the seeds stage of ``experiment``: the paired comparison with softmax + dot on
   the primary and secondary endpoints, with Holm over the cells and the minimum detectable
   effect. Returns ``(rows, family_size)``."""
@@ -117,7 +116,7 @@ SUMMARY_HEADER = (
 
 
 def recommendation(records, experiment, rows=None):
-  """The README's summary of ``experiment``, recomputed from its records, or ``None`` before its
+  """The summary table's row of ``experiment``, recomputed from its records, or ``None`` before its
   baseline has seeds.
 
   Returns a dict: ``baseline`` (mean Top-1 and NDCG@5 of softmax + dot over its seeds),
@@ -171,23 +170,23 @@ def recommendation(records, experiment, rows=None):
 
 
 def summary_table(records, summaries=None):
-  """The README's table of the second edition (``SUMMARY_HEADER`` and one row per experiment with
-  a :func:`recommendation`), as lines of markdown. ``summaries``: ``{experiment: rows of
-  summarize}`` already computed."""
+  """The summary table of docs/evidence-grid.md ("The answer"; ``SUMMARY_HEADER`` and one row per
+  experiment with a :func:`recommendation`), as lines of markdown. ``summaries``: ``{experiment:
+  rows of summarize}`` already computed."""
   lines = list(SUMMARY_HEADER)
   for experiment in plan.EXPERIMENTS:
-    summary = recommendation(records, experiment, (summaries or {}).get(experiment))
-    if summary is None:
+    found = recommendation(records, experiment, (summaries or {}).get(experiment))
+    if found is None:
       continue
-    i = summary["best"]["interval"]
-    status = "complete" if summary["complete"] else "INCOMPLETE"
+    i = found["best"]["interval"]
+    status = "complete" if found["complete"] else "INCOMPLETE"
     lines.append(
-      f"| {experiment} | {summary['done']} of {summary['planned']} ({status}), "
-      f"{summary['train_hours']:.1f} h of training | {summary['baseline']['top_1']:.4f} / "
-      f"{summary['baseline']['ndcg_5']:.4f} | "
-      + " / ".join(str(n) for n in summary["counts"].values())
-      + f" | {' + '.join(summary['best']['cell'])}: {i.mean:+.4f} [{i.low:+.4f}, {i.high:+.4f}]"
-      f", Holm p {summary['best']['holm_p']:.3g} | {' + '.join(summary['use'])} |"
+      f"| {experiment} | {found['done']} of {found['planned']} ({status}), "
+      f"{found['train_hours']:.1f} h of training | {found['baseline']['top_1']:.4f} / "
+      f"{found['baseline']['ndcg_5']:.4f} | "
+      + " / ".join(str(n) for n in found["counts"].values())
+      + f" | {' + '.join(found['best']['cell'])}: {i.mean:+.4f} [{i.low:+.4f}, {i.high:+.4f}]"
+      f", Holm p {found['best']['holm_p']:.3g} | {' + '.join(found['use'])} |"
     )
   return lines
 
