@@ -47,38 +47,6 @@ def setup_tensorflow(threads):
   return tf
 
 
-def software_versions():
-  """What ran a benchmark, for its records: Python, TensorFlow, the Keras package and version
-  bound to the package (``tfrank4class.compat``), NumPy, and the checkout's git commit (``None``
-  outside a git checkout), marked ``+modified`` when tracked files other than the benchmarks'
-  outputs (``benchmarks/out``, which a running grid rewrites) differ from it."""
-  import importlib.metadata  # pylint: disable=g-import-not-at-top
-  import platform  # pylint: disable=g-import-not-at-top
-
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-
-  from tfrank4class.compat import keras  # pylint: disable=g-import-not-at-top
-
-  def git(*args):
-    result = subprocess.run(
-      ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False
-    )
-    return result.stdout.strip() if result.returncode == 0 else None
-
-  package = keras.__name__.split(".")[0]  # "keras" or "tf_keras"
-  commit = git("rev-parse", "HEAD")
-  if commit and git("status", "--porcelain", "--untracked-files=no", "--", ":!benchmarks/out"):
-    commit += "+modified"
-  return {
-    "python": platform.python_version(),
-    "tensorflow": tf.__version__,
-    "keras": f"{package} {importlib.metadata.version(package)}",
-    "numpy": np.__version__,
-    "commit": commit,
-  }
-
-
 def _status_bytes(key):
   with open("/proc/self/status") as f:
     for line in f:

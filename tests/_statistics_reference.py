@@ -1,4 +1,4 @@
-"""Statistics written out independently of ``benchmarks/grid_statistics.py`` (Holm's step-down by
+"""Statistics written out independently of ``experiments/statistics.py`` (Holm's step-down by
 hand, paired t intervals from scipy), the reference the grid tests recompute the reports' and the
 README's verdicts with."""
 

@@ -2,23 +2,19 @@
 TensorFlow 2.16+, two logical CPUs for MirroredStrategy tests) is set by the repository's root
 ``conftest.py``, before TensorFlow is imported, for the tests and the doctests alike.
 
-The benchmarks' own modules (``benchmarks/grid_store.py``, ...) are not part of the package; they
-import each other by bare name, as when a benchmark script runs. ``benchmarks/`` goes at the end
-of ``sys.path`` so that their tests import them the same way (``import grid_store``), and no
-installed package is shadowed by a benchmark script's name.
+The evidence grid's smoke runs (``smoke_grid``, ``cifar_grid``) are trained once per test process
+and shared by the tests of ``experiments/`` that read records.
 """
 
 import os
 import pathlib
-import sys
 
 import pytest
 
+from experiments import grid
 from tfrank4class import compat
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-if str(ROOT / "benchmarks") not in sys.path:
-  sys.path.append(str(ROOT / "benchmarks"))
 
 
 def pytest_collection_modifyitems(items):
@@ -41,6 +37,27 @@ def datasets_dir():
       f"Real test data not found at {path}; set TFRANK4CLASS_DATA to the shared/datasets folder."
     )
   return path
+
+
+@pytest.fixture(scope="session")
+def smoke_grid(tmp_path_factory):
+  """``(records path, RecordStore)`` of the grid's smoke configuration (random features, 2
+  losses, 1 head, 2 learning rates, 2 seeds, 2 epochs), run once."""
+  tmp = tmp_path_factory.mktemp("grid")
+  output = tmp / "grid.json"
+  return output, grid.run_grid(str(output), str(tmp / "work"), None, smoke=True)
+
+
+@pytest.fixture(scope="session")
+def cifar_grid(tmp_path_factory, datasets_dir):
+  """``(records path, RecordStore)`` of the grid's CIFAR-10 smoke configuration (a few real
+  images per class, a tiny CNN), run once."""
+  tmp = tmp_path_factory.mktemp("grid_cifar")
+  output = tmp / "grid.json"
+  records = grid.run_grid(
+    str(output), str(tmp / "work"), str(datasets_dir), experiments=("cifar10_e2e",), smoke=True
+  )
+  return output, records
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The house rules of the package's layout: no function over 60 lines, no module over 500.
+"""The house rules of the layout of the package and of ``experiments/``: no function over 60
+lines, no module over 500.
 
 Counted as ``end_lineno - lineno + 1`` of the ``def`` (docstrings and signatures count) and as
 the number of lines of a module. A function or module may exceed its limit only if it is on the
@@ -8,15 +9,21 @@ exceeds its limit fails too, so that the list stays exact.
 """
 
 import ast
+import configparser
 import pathlib
 
 import pytest
+import setuptools
 
-PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "tfrank4class"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "tfrank4class"
+#: Where the rules apply: ``{label prefix: folder}``; a module's label is the prefix and its path
+#: under the folder (``checks.py`` for tfrank4class/checks.py, ``experiments/grid.py``).
+FOLDERS = {"": PACKAGE, "experiments/": ROOT / "experiments"}
 MAX_FUNCTION_LINES = 60
 MAX_MODULE_LINES = 500
 
-#: ``(module path under tfrank4class/, qualified name)``: why the function is better whole.
+#: ``(module label, qualified name)``: why the function is better whole.
 LONG_FUNCTIONS = {
   # The one score check: its docstring documents every option and what the value check costs.
   ("checks.py", "check_scores"): "docstring",
@@ -31,7 +38,7 @@ LONG_FUNCTIONS = {
   ("retrieval/model.py", "build_retrieval_model"): "signature and docstring",
 }
 
-#: Module path under tfrank4class/: why it is longer than 500 lines.
+#: Module label: why it is longer than 500 lines.
 LONG_MODULES = {
   "compat.py": "the one place that knows both Keras flavours",
   "metrics/functional.py": "every metric's closed form beside the shared tie expectation",
@@ -39,7 +46,12 @@ LONG_MODULES = {
 
 
 def _modules():
-  return sorted(PACKAGE.rglob("*.py"))
+  """``(label, path)`` of every module the rules apply to."""
+  return sorted(
+    (prefix + path.relative_to(folder).as_posix(), path)
+    for prefix, folder in FOLDERS.items()
+    for path in folder.rglob("*.py")
+  )
 
 
 def _functions(tree):
@@ -62,13 +74,13 @@ def _functions(tree):
 
 def _long_functions():
   long = {}
-  for path in _modules():
+  for label, path in _modules():
     text = path.read_text(encoding="utf-8")
     for name, node in _functions(ast.parse(text)):
       lines = node.end_lineno - node.lineno + 1
       if lines > MAX_FUNCTION_LINES:
         source = "\n".join(text.splitlines()[node.lineno - 1 : node.end_lineno])
-        long[(path.relative_to(PACKAGE).as_posix(), name)] = (lines, source)
+        long[(label, name)] = (lines, source)
   return long
 
 
@@ -84,16 +96,31 @@ def test_no_function_over_60_lines_unless_allowed_with_a_comment():
 
 def test_no_module_over_500_lines_unless_allowed_with_a_comment():
   long = {}
-  for path in _modules():
+  for label, path in _modules():
     text = path.read_text(encoding="utf-8")
     if len(text.splitlines()) > MAX_MODULE_LINES:
-      long[path.relative_to(PACKAGE).as_posix()] = text
+      long[label] = text
   unexpected = sorted(set(long) - set(LONG_MODULES))
   assert not unexpected, f"modules over {MAX_MODULE_LINES} lines (split them): {unexpected}"
   stale = sorted(set(LONG_MODULES) - set(long))
   assert not stale, f"allowlisted modules now within {MAX_MODULE_LINES} lines: {stale}"
   uncommented = [name for name, text in long.items() if "500 lines" not in text.lower()]
   assert not uncommented, f"long modules without a '500 lines' comment: {uncommented}"
+
+
+def test_the_rules_reach_the_experiments():
+  labels = [label for label, _ in _modules()]
+  assert "checks.py" in labels and "experiments/grid.py" in labels
+
+
+def test_the_experiments_are_not_shipped():
+  """setup.cfg's package discovery finds the package and leaves ``experiments`` out."""
+  config = configparser.ConfigParser()
+  config.read(ROOT / "setup.cfg")
+  include = config["options.packages.find"]["include"].split()
+  found = setuptools.find_packages(where=str(ROOT), include=include)
+  assert "tfrank4class" in found and "tfrank4class.train" in found
+  assert not [name for name in found if name.split(".")[0] == "experiments"]
 
 
 @pytest.mark.parametrize(

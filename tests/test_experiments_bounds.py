@@ -1,15 +1,15 @@
-"""benchmarks/softmax_bounds.py: Bruch et al.'s bounds, by hand and on a trained softmax model."""
+"""experiments/bounds.py: Bruch et al.'s bounds of softmax cross-entropy on ranking metrics."""
 
 import doctest
 import math
 
 import numpy as np
 import pytest
-import softmax_bounds as bounds
 import tensorflow as tf
 from scipy import special
 from sklearn.metrics import log_loss
 
+from experiments import bounds
 from tfrank4class import losses
 
 
