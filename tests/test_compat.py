@@ -316,7 +316,8 @@ def test_keras_string_identifiers_reach_the_package_registries():
     assert isinstance(metric, metrics.NDCG) and metric.k == 5
   # Keras's own names and non-string identifiers are Keras's business, as before.
   assert keras.losses.get("mse") is keras.losses.get.keras_get("mse")
-  assert keras.metrics.get(metrics.MRR) is metrics.MRR
+  mrr = metrics.MRR()
+  assert keras.metrics.get(mrr) is mrr
   with pytest.raises(ValueError):
     keras.losses.get("no_such_loss")
 
