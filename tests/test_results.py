@@ -115,7 +115,7 @@ def test_evaluate_splits_reports_the_metrics_of_the_config():
     return tf.tile(tf.range(28, dtype=tf.float32)[None], [tf.shape(features)[0], 1])
 
   config = tiny(metrics=("map", "recall_5", "top_1"), best_metric="map")
-  rows = results.evaluate_splits(model, config)
+  rows = results.evaluate_splits(model, config, data.info(config.dataset))
   assert [split for split, _ in rows] == ["validation", "test"]
   for _, values in rows:
     assert list(values) == ["map", "recall_5", "top_1"]

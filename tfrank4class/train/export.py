@@ -33,12 +33,12 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   experiment.quiet_tensorflow_logs()
-  serving.check_export_dir(FLAGS.export_dir, FLAGS.overwrite, "--overwrite")
-  config = experiment.ExperimentConfig.from_model_dir(FLAGS.model_dir)
   try:
     checks.check_writable_dir("export_dir", FLAGS.export_dir)
   except ValueError as e:
     raise errors.InvalidConfigError(str(e)) from e
+  serving.check_export_dir(FLAGS.export_dir, FLAGS.overwrite, "--overwrite")
+  config = experiment.ExperimentConfig.from_model_dir(FLAGS.model_dir)
   model = experiment.load_checkpoint(FLAGS.model_dir, FLAGS.checkpoint)
   class_names = data_lib.info(config.dataset, config.data_dir).class_names
   serving.export_saved_model(model, config.dataset, class_names, FLAGS.export_dir, FLAGS.top_k)

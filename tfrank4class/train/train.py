@@ -137,7 +137,7 @@ FLAGS = flags.FLAGS
 HELP_GROUPS = (
   ("Data", ("dataset", "data_dir", "on_corrupt")),
   ("Model", ("encoder", "encoder_kwargs", "interaction", "hidden_units")),
-  ("Loss and metrics", ("loss", "loss_kwargs", "metrics", "best_metric")),
+  ("Loss and metrics", ("loss", "loss_kwargs", "metrics", "best_metric", "select_on_test")),
   (
     "Training",
     (
@@ -227,7 +227,7 @@ def main(argv):
     return  # the chief evaluates and exports a non-distributed copy of the best checkpoint
   model = experiment.best_model(config, result)
   rows = experiment.evaluate_splits(model, config, result.info)
-  _print_results(config, result.info, rows)
+  _print_results(config, rows)
   if config.export_dir:
     serving.export_saved_model(
       model, config.dataset, result.info.class_names, config.export_dir, top_k=FLAGS.top_k
@@ -237,8 +237,10 @@ def main(argv):
     run_dir.write_results(config.model_dir, rows)  # last: the run is complete
 
 
-def _print_results(config, info, rows):
-  chosen_on = experiment.selection_split(info, config.select_on_test)
+def _print_results(config, rows):
+  # The split that chose best.keras: training refused a dataset without a validation split
+  # unless --select_on_test (results.selection_split).
+  chosen_on = "test" if config.select_on_test else "validation"
   print(
     f"\n{config.dataset} / {config.loss} / {config.interaction} (best checkpoint by "
     f"{chosen_on} {config.best_metric}):"
