@@ -62,7 +62,8 @@ def no_data_read(monkeypatch):
 @pytest.mark.parametrize(
   "fields, message",
   [
-    ({"encoder_kwargs": {"no_such": 1}}, "`encoder_kwargs` of 'transformer': Unrecognized"),
+    # Keras 3: "Unrecognized keyword arguments ... {'no_such': 1}"; Keras 2: "not understood".
+    ({"encoder_kwargs": {"no_such": 1}}, "`encoder_kwargs` of 'transformer': *'no_such'"),
     ({"encoder_kwargs": {"num_heads": 0}}, "`num_heads` must be an integer >= 1, got 0"),
     ({"encoder_kwargs": {"max_tokens": 1}}, "`max_tokens` must be an integer >= 3, got 1"),
     (
@@ -79,7 +80,8 @@ def test_bad_arguments_fail_before_any_data_is_read(fields, message, tmp_path, n
   fields = {k: v.format(file=file) if isinstance(v, str) else v for k, v in fields.items()}
   with pytest.raises(errors.InvalidConfigError) as raised:
     experiment.train(tiny(dataset=fields.pop("dataset", "goemotions"), **fields))
-  assert message.format(file=file) in str(raised.value)
+  head, _, tail = message.format(file=file).partition("*")
+  assert head in str(raised.value) and tail in str(raised.value).partition(head)[2]
   assert not (file.parent / "run").exists()
 
 
