@@ -174,7 +174,7 @@ def train_run(splits, num_classes, loss, head, learning_rate, seed, settings):
   model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=build_loss(loss, kwargs))
   keep = KeepBest(*splits["validation"], monitor=settings["monitor"], patience=settings["patience"])
   start = time.perf_counter()
-  model.fit(inputs, epochs=settings["max_epochs"], callbacks=[keep], verbose=0)
+  model.fit(inputs, epochs=settings["max_epochs"], callbacks=[keep], verbose=0, shuffle=False)
   train_seconds = time.perf_counter() - start
   scores = predict(model, splits["test"][0])
   result = evaluate_scores(splits["test"][1], scores, METRICS)

@@ -117,8 +117,10 @@ def test_the_experiments_are_not_shipped():
   """setup.cfg's package discovery finds the package and leaves ``experiments`` out."""
   config = configparser.ConfigParser()
   config.read(ROOT / "setup.cfg")
-  include = config["options.packages.find"]["include"].split()
-  found = setuptools.find_packages(where=str(ROOT), include=include)
+  find = config["options.packages.find"]
+  include, exclude = (find.get(key, "").replace(",", " ").split() for key in ("include", "exclude"))
+  assert config["options"]["packages"] == "find_namespace:"
+  found = setuptools.find_namespace_packages(where=str(ROOT), include=include, exclude=exclude)
   assert "tfrank4class" in found and "tfrank4class.train" in found
   assert not [name for name in found if name.split(".")[0] == "experiments"]
 
