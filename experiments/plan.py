@@ -167,6 +167,12 @@ def select(records, **fields):
   return [r for r in records if all(r[k] == v for k, v in fields.items())]
 
 
+def baseline_seeds(records, experiment):
+  """The seeds runs of ``experiment``'s baseline cell (``protocol.BASELINE``, softmax + dot)."""
+  loss, head = protocol.BASELINE
+  return select(records, experiment=experiment, stage="seeds", loss=loss, interaction=head)
+
+
 def experiment_settings(records, experiment):
   """The settings of the first record of ``experiment`` (a grid file holds one per experiment)."""
   return next(r["settings"] for r in records if r["experiment"] == experiment)

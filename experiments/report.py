@@ -158,13 +158,7 @@ def _convergence_lines(records, experiment):
 def _experiment_section(records, experiment, rows, family):
   """The report's section of ``experiment`` (``rows``, ``family``: its :func:`summarize`)."""
   lines = [f"## {experiment}", ""] + _convergence_lines(records, experiment)
-  base = plan.select(
-    records,
-    experiment=experiment,
-    stage="seeds",
-    loss=protocol.BASELINE[0],
-    interaction=protocol.BASELINE[1],
-  )
+  base = plan.baseline_seeds(records, experiment)
   if base:
     means = ", ".join(
       f"{METRIC_NAMES[m]} {sum(r[m] for r in base) / len(base):.4f}" for m in training.METRICS

@@ -129,13 +129,7 @@ def recommendation(records, experiment, rows=None):
   """
   if rows is None:
     rows, _ = summarize(records, experiment)
-  base = plan.select(
-    records,
-    experiment=experiment,
-    stage="seeds",
-    loss=protocol.BASELINE[0],
-    interaction=protocol.BASELINE[1],
-  )
+  base = plan.baseline_seeds(records, experiment)
   if not base or not rows:
     return None
   verdicts = [verdict(row["metrics"][protocol.PRIMARY_ENDPOINT]) for row in rows]
