@@ -53,10 +53,13 @@ def build_loss(name, kwargs):
 def loss_config(name, kwargs):
   """``build_loss(name, kwargs).get_config()``, JSON-normalised as records hold it: without
   ``normalization="tf_ranking"``, which the records made before the argument existed lack and
-  a config without it loads as."""
+  a config without it loads as; and with the reduction in Keras 3's spelling, under which the
+  records were made (tf-keras calls the same mean over the batch ``"auto"``)."""
   config = json.loads(json.dumps(build_loss(name, kwargs).get_config(), default=str))
   if config.get("normalization") == "tf_ranking":
     del config["normalization"]
+  if config.get("reduction") == "auto":
+    config["reduction"] = "sum_over_batch_size"
   return config
 
 
