@@ -166,8 +166,8 @@ class PatienceStopping(keras.callbacks.Callback):
 
   Higher is better. The best epoch is the first to reach the highest value so far (a later
   epoch must beat it strictly); after epoch ``e``, training stops when ``e - best >= patience``,
-  the evidence grid's protocol (``benchmarks/rank4class_grid_v2.py``). When it stops a run, the
-  model gets the weights of the best epoch back if that epoch ran in this ``fit``.
+  the evidence grid's protocol (``experiments/training.py``, ``KeepBest``). When it stops a run,
+  the model gets the weights of the best epoch back if that epoch ran in this ``fit``.
 
   Unlike ``keras.callbacks.EarlyStopping``, it continues a resumed run's count: ``previous``
   ``{epoch: value}`` holds the values of the epochs trained before the restart (a run's backup
