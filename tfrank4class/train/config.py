@@ -164,17 +164,31 @@ class ExperimentConfig:
       raise errors.NotFoundError(
         f"No training run in `model_dir` {model_dir!r}: {path} is missing."
       )
+    what = "run configuration"
+    fix = (
+      "Restore it, or start the run again with tfrank4class-train --start_over on this "
+      "`model_dir` (deletes the run's files)."
+    )
+    fields = read_json_object(path, what, fix)
     try:
-      with open(path, encoding="utf-8-sig") as f:
-        fields = json.load(f)
-      if not isinstance(fields, dict):
-        raise ValueError(f"a JSON object is expected, got {type(fields).__name__}")
       return cls(**fields).validate()
-    except (ValueError, TypeError) as e:  # JSONDecodeError and UnicodeDecodeError included
-      raise errors.DamagedFileError(
-        path,
-        "run configuration",
-        e,
-        "Restore it, or start the run again with tfrank4class-train --start_over on this "
-        "`model_dir` (deletes the run's files).",
-      ) from None
+    except (ValueError, TypeError) as e:
+      raise errors.DamagedFileError(path, what, e, fix) from None
+
+
+def read_json_object(path, what, fix):
+  """The JSON object (a dict) in the run file ``path``, read as editors save it (with or without
+  a UTF-8 byte order mark).
+
+  Raises:
+    DamagedFileError: ``path`` is not a JSON object (truncated, garbled, not UTF-8); the message
+      names the file as ``what`` and says ``fix``.
+  """
+  try:
+    with open(path, encoding="utf-8-sig") as f:
+      value = json.load(f)
+    if not isinstance(value, dict):
+      raise ValueError(f"a JSON object is expected, got {type(value).__name__}")
+  except ValueError as e:  # JSONDecodeError and UnicodeDecodeError included
+    raise errors.DamagedFileError(path, what, e, fix) from None
+  return value

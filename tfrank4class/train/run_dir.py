@@ -29,7 +29,7 @@ import zipfile
 
 from tfrank4class import atomic, errors
 from tfrank4class.compat import keras
-from tfrank4class.train.config import ExperimentConfig
+from tfrank4class.train.config import ExperimentConfig, read_json_object
 
 #: The lock file of a run in ``model_dir``.
 LOCK_FILE = "train.lock"
@@ -271,20 +271,12 @@ def finished_results(config):
   if not os.path.exists(path):
     return None
   _check_same_run(config)
-  try:
-    with open(path, encoding="utf-8-sig") as f:
-      results = json.load(f)
-    if not isinstance(results, dict):
-      raise ValueError(f"a JSON object is expected, got {type(results).__name__}")
-  except ValueError as e:  # JSONDecodeError and UnicodeDecodeError included
-    raise errors.DamagedFileError(
-      path,
-      "results of the run",
-      e,
-      "Delete it to finish the run again from its last backup, or start the run again with "
-      "tfrank4class-train --start_over on this `model_dir` (deletes the run's files).",
-    ) from None
-  return results
+  return read_json_object(
+    path,
+    "results of the run",
+    "Delete it to finish the run again from its last backup, or start the run again with "
+    "tfrank4class-train --start_over on this `model_dir` (deletes the run's files).",
+  )
 
 
 def write_results(model_dir, rows):
