@@ -11,12 +11,20 @@ and accept ``sample_weight`` of shape ``[B]`` or ``[B, 1]`` (one weight per list
 (one weight per item, folded into one weight per list as TF-Ranking's metrics do; see
 :class:`PerListMetric`).
 
+Backends. The metrics are ``keras.metrics.Mean`` subclasses of the bound Keras
+(:data:`tfrank4class.compat.keras`) over the ``keras.ops`` functions of
+:mod:`~tfrank4class.metrics.functional`: they run in ``compile``/``fit``/``evaluate`` and
+save/load with Keras 3 on TensorFlow, JAX and PyTorch, and with tf-keras. A list whose labels are
+bad raises a ``ValueError`` eagerly; inside a compiled step (where a data-dependent raise is
+impossible) it makes the metric NaN rather than a silently wrong value.
+
 Cost. With class ids an update is ``O(B * C)`` comparisons in float32 and no sort, the same order
 of work as Keras' ``SparseTopKCategoricalAccuracy``; every metric compiles with
-``jit_compile=True`` and builds no float64 op, so it runs inside a TPU step. Each metric computes
-its own rank statistics: inside one compiled train step TensorFlow's graph optimiser (and XLA)
-merge the identical comparisons of several metrics on the same batch, so sharing them by hand
-does not pay (docs/metrics.md, "Sharing work between metrics: left to the graph optimiser").
+``jit_compile=True`` (and ``jax.jit``) and builds no float64 op, so it runs inside a TPU step.
+Each metric computes its own rank statistics: inside one compiled train step TensorFlow's graph
+optimiser (and XLA) merge the identical comparisons of several metrics on the same batch, so
+sharing them by hand does not pay (docs/metrics.md, "Sharing work between metrics: left to the
+graph optimiser").
 
 Example (the model returns its inputs as scores, so the values can be checked by hand):
 
@@ -38,12 +46,12 @@ Example (the model returns its inputs as scores, so the values can be checked by
   0.75
 """
 
-import tensorflow as tf
-
-from tfrank4class import checks, compat
-from tfrank4class.compat import keras
+from tfrank4class import checks
+from tfrank4class.compat import keras, ops
 from tfrank4class.labels import num_items, to_relevance
 from tfrank4class.metrics import functional
+from tfrank4class.metrics.registry import METRICS
+from tfrank4class.registry import export
 
 
 class PerListMetric(keras.metrics.Mean):
@@ -59,8 +67,8 @@ class PerListMetric(keras.metrics.Mean):
   with ``w`` the sample weights ``[B]`` or ``[B, 1]`` (one per list; 1 when not given), checked
   by :func:`tfrank4class.checks.check_sample_weight` (finite, ``>= 0``; other shapes
   raise a ``ValueError`` naming ``sample_weight``). Decorate a subclass with
-  ``keras.utils.register_keras_serializable`` (and give it a ``get_config`` for its own
-  arguments) to load it from ``.keras`` files.
+  :func:`tfrank4class.registry.export` (``@export(METRICS, "my_name")`` also makes it a metric
+  name; give it a ``get_config`` for its own arguments) to load it from ``.keras`` files.
 
   Item weights ``[B, C]`` (as TF-Ranking's losses take them) fold into one weight per list, the
   mean of the item weights ``u_j`` over the list's relevant items, each counted by its
@@ -77,19 +85,16 @@ class PerListMetric(keras.metrics.Mean):
   With class ids the list's weight is its true class's weight, and the values equal TF-Ranking's
   for positive weights (``tests/test_classification.py``).
 
-  ``update_state`` has no tensor-dependent Python control flow and is excluded from AutoGraph
-  conversion, which tf-keras otherwise applies to it even eagerly (rewriting every error of a bad
-  label or score into an "in user code" traceback that Keras 3 does not add): the errors are the
-  label parser's and the score check's own, under both flavours.
-
   Example (the score of the first relevant item, a made-up metric):
     >>> from tfrank4class.losses import to_relevance
     >>> class FirstRelevantScore(PerListMetric):
     ...   def list_values(self, y_true, y_pred):
     ...     relevance = to_relevance(y_true, y_pred.shape[-1])
-    ...     return tf.gather(y_pred, tf.argmax(relevance, -1), batch_dims=1)
+    ...     first = ops.argmax(relevance, axis=-1)[:, None]
+    ...     return ops.take_along_axis(y_pred, first, axis=-1)[:, 0]
     >>> m = FirstRelevantScore(name="first_relevant_score")
-    >>> _ = m.update_state([1, 0], tf.constant([[0.2, 0.8], [0.4, 0.6]]), sample_weight=[1, 3])
+    >>> scores = ops.convert_to_tensor([[0.2, 0.8], [0.4, 0.6]])
+    >>> _ = m.update_state([1, 0], scores, sample_weight=[1, 3])
     >>> round(float(m.result()), 4)   # (1 * 0.8 + 3 * 0.4) / 4
     0.5
     >>> import tfrank4class.losses
@@ -106,33 +111,31 @@ class PerListMetric(keras.metrics.Mean):
     """How much each item counts when item weights fold into a list weight: ``1.0`` for a
     relevant item (relevance ``> 0``), else ``0.0``; ``relevance`` ``[B, C]`` (``< 0``:
     padding). A subclass may override it (NDCG: the gain)."""
-    return tf.cast(relevance > 0, relevance.dtype)
+    return ops.cast(relevance > 0, relevance.dtype)
 
   def list_weights(self, y_true, item_weights):
     """One weight per list ``[B]`` from item weights ``[B, C]`` (see the class docstring)."""
-    relevance = to_relevance(y_true, num_items(item_weights), dtype=item_weights.dtype)
-    valid = tf.cast(relevance >= 0, item_weights.dtype)
-    counts = self.item_relevance(tf.where(relevance >= 0, relevance, 0.0)) * valid
-    total = tf.reduce_sum(counts, axis=-1)
-    relevant_mean = tf.math.divide_no_nan(tf.reduce_sum(item_weights * counts, -1), total)
-    valid_mean = tf.math.divide_no_nan(
-      tf.reduce_sum(item_weights * valid, -1), tf.reduce_sum(valid, -1)
-    )
-    return tf.where(total > 0, relevant_mean, valid_mean)
+    dtype = ops.dtype(item_weights)
+    relevance = to_relevance(y_true, num_items(item_weights), dtype=dtype)
+    valid = ops.cast(relevance >= 0, dtype)
+    counts = self.item_relevance(ops.where(relevance >= 0, relevance, 0.0)) * valid
+    total = ops.sum(counts, axis=-1)
+    relevant_mean = ops.divide_no_nan(ops.sum(item_weights * counts, axis=-1), total)
+    valid_mean = ops.divide_no_nan(ops.sum(item_weights * valid, axis=-1), ops.sum(valid, axis=-1))
+    return ops.where(total > 0, relevant_mean, valid_mean)
 
-  @tf.autograph.experimental.do_not_convert
   def update_state(self, y_true, y_pred, sample_weight=None):
     values = self.list_values(y_true, y_pred)
     if sample_weight is not None:
       sample_weight = checks.check_sample_weight(
-        sample_weight, tf.shape(values)[0], num_items(y_pred), dtype=values.dtype
+        sample_weight, ops.shape(values)[0], num_items(y_pred), dtype=ops.dtype(values)
       )
-      if sample_weight.shape.rank == 2:
+      if len(sample_weight.shape) == 2:
         sample_weight = self.list_weights(y_true, sample_weight)
     return super().update_state(values, sample_weight=sample_weight)
 
 
-@compat.register_serializable
+@export(METRICS, "top_K")
 class TopKAccuracy(PerListMetric):
   """Top-K accuracy: the fraction of lists with a relevant item among the ``k`` highest scores.
 
@@ -168,7 +171,7 @@ class TopKAccuracy(PerListMetric):
     return {**super().get_config(), "k": self.k}
 
 
-@compat.register_serializable
+@export(METRICS, "ndcg[_K]")
 class NDCG(PerListMetric):
   """Mean NDCG@K over lists (Rank4Class Sec. 2.2, Eq. 1); ``k=None``: the whole list.
 
@@ -215,7 +218,7 @@ class NDCG(PerListMetric):
     return {**super().get_config(), "k": self.k, "gain": self.gain}
 
 
-@compat.register_serializable
+@export(METRICS, "mrr[_K]")
 class MRR(PerListMetric):
   """Mean reciprocal rank of the first relevant item (Rank4Class Sec. 2.2).
 
@@ -250,7 +253,7 @@ class MRR(PerListMetric):
     return {**super().get_config(), "k": self.k}
 
 
-@compat.register_serializable
+@export(METRICS, "map")
 class MeanAveragePrecision(PerListMetric):
   """Mean over lists of the average precision, relevant = relevance ``> 0``.
 
@@ -279,7 +282,7 @@ class MeanAveragePrecision(PerListMetric):
     return functional.average_precision(y_true, y_pred)
 
 
-@compat.register_serializable
+@export(METRICS, "spearman")
 class Spearman(PerListMetric):
   """Mean over lists of Spearman's rank correlation between graded labels and scores.
 
@@ -307,7 +310,7 @@ class Spearman(PerListMetric):
     return functional.spearman(y_true, y_pred)
 
 
-@compat.register_serializable
+@export(METRICS, "recall_K")
 class RecallAtK(PerListMetric):
   """Mean over lists of the fraction of the relevant items ranked among the top ``k``.
 
@@ -343,7 +346,7 @@ class RecallAtK(PerListMetric):
     return {**super().get_config(), "k": self.k}
 
 
-@compat.register_serializable
+@export(METRICS, "precision_K")
 class PrecisionAtK(PerListMetric):
   """Mean over lists of the fraction of relevant items among the top ``k`` scores.
 

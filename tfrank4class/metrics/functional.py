@@ -1,14 +1,18 @@
-"""Classification-as-ranking metrics as plain per-list functions: float32, O(B*C), XLA-ready.
+"""Classification-as-ranking metrics as plain per-list functions: float32, O(B*C), on keras.ops.
 
 Every function takes ``labels`` (integer class ids ``[B]`` / ``[B, 1]`` or dense relevance
 ``[B, C]``, entries below 0 marking padding) and raw ``scores`` ``[B, C]`` and returns one float32
-value per list, shape ``[B]``; average them yourself or use the Keras metrics in
+value per list, shape ``[B]``, a tensor of the active Keras backend (TensorFlow, JAX or PyTorch;
+eagerly, under ``tf.function`` / ``jit_compile=True`` and ``jax.jit``); average them yourself or
+use the Keras metrics in
 :mod:`tfrank4class.metrics.classification`. Rank4Class (Sec. 2.2, Eq. 1) motivates them: a
 classifier ranks the classes, so Top-K accuracy, NDCG@K and MRR measure the same ranking.
 
 Ties. A tie in the scores is resolved by its *expectation*: each metric is the exact mean of its
 value over all orderings of tied items, equally likely (McSherry & Najork, ECIR 2008), so the value
-does not depend on the order of the classes and all-equal scores get the chance value. An item with
+does not depend on the order of the classes or on the backend, and all-equal scores get the chance
+value (the sorts, ``top_k`` and ``searchsorted`` behind it are :mod:`tfrank4class.backend`'s,
+which order ties alike on every backend). An item with
 ``a`` items strictly ahead of it in a tie group of ``t`` items (itself included) sits uniformly on
 positions ``a + 1 .. a + t``. :func:`spearman` uses mid-ranks like ``scipy.stats.spearmanr``.
 
@@ -41,12 +45,14 @@ relevance is ``> 0``. Lists with no relevant item score 0 under every metric (``
 constant labels or scores); nothing returns NaN.
 
 Bad input. Labels outside ``[0, C)`` (class ids have no padding value: a negative id is an error),
-dense labels of the wrong width, a batch-size mismatch, non-finite scores and ``k < 1`` raise an
-error naming the argument and the value, eagerly and inside ``tf.function``. Under
-``jit_compile=True`` XLA drops ``tf.debugging`` assertions, so the checks on label range,
-whole-valued float ids, run-time batch size and finiteness are not made there (shape and ``k``
-checks still are: they happen when the graph is traced); an out-of-range class id is clipped into
-``[0, C)`` there and NaN scores count as neither ahead nor tied.
+fractional class ids, dense labels of the wrong width, a batch-size mismatch, non-finite scores
+and ``k < 1`` raise a ``ValueError`` (``TypeError`` for non-numeric input) naming the argument and
+the value, eagerly on every backend (the label parser :func:`tfrank4class.labels.parse_labels`
+and the score check :func:`tfrank4class.checks.check_scores`). Shape and ``k`` errors are raised
+when a compiled function is traced. Inside compiled code (``tf.function``, XLA, ``jax.jit``),
+where a data-dependent raise is impossible, a list whose labels are bad gets the value NaN
+(:meth:`tfrank4class.labels.Labels.mark_invalid`), so the mean of a batch, and a metric, shows NaN
+rather than a silently wrong number; the gathers see the id clipped into ``[0, C)``.
 """
 
 # Longer than the 500 lines the house allows a module: every metric here is a closed form of the
@@ -55,9 +61,9 @@ checks still are: they happen when the graph is traced); an out-of-range class i
 import math
 
 import numpy as np
-import tensorflow as tf
 
-from tfrank4class import checks
+from tfrank4class import backend, checks
+from tfrank4class.compat import ops
 from tfrank4class.labels import check_batch_size, num_items, parse_labels
 
 # harmonic_difference: public here before the AP core moved to ranking/precision.py.
@@ -71,34 +77,31 @@ GAINS = ("exp2", "linear")
 
 
 def _scores(scores):
-  """Validated finite float32 scores ``[B, C]`` (:func:`tfrank4class.checks.check_scores`:
-  ``is_finite`` + ``reduce_all`` in an assertion beside the computation, not a gate on it)."""
-  return tf.cast(checks.check_scores("scores", scores), tf.float32)
+  """Validated finite float32 scores ``[B, C]`` (:func:`tfrank4class.checks.check_scores`)."""
+  return ops.cast(checks.check_scores("scores", scores), "float32")
 
 
 def _clipped_ids(ids, num_classes):
-  """Int32 class ids clipped into ``[0, C)``: keeps the gather in range until the label
-  assertion of :func:`tfrank4class.labels.parse_labels` fails (under XLA, which drops it, a bad
-  id is scored as the nearest class). The int32 cast is the node the parser's assertion shows,
-  which the graph optimiser merges with this one."""
+  """Int32 class ids clipped into ``[0, C)``: keeps the gathers in range inside compiled code,
+  where a bad id is not raised but marks its list NaN (:func:`_finish`)."""
   if isinstance(num_classes, int):  # a static C: the bound is a constant of the graph
-    return tf.clip_by_value(tf.cast(ids, tf.int32), 0, num_classes - 1)
-  return tf.clip_by_value(tf.cast(ids, tf.int32), 0, tf.cast(num_classes, tf.int32) - 1)
+    return ops.clip(ops.cast(ids, "int32"), 0, num_classes - 1)
+  return ops.clip(ops.cast(ids, "int32"), 0, ops.cast(num_classes, "int32") - 1)
 
 
 def _dense(labels, scores):
   """``(relevance, mask, masked_scores)`` of parsed :class:`~tfrank4class.labels.Labels`: float32
   relevance with padding zeroed, the validity mask, and the scores with padded items at ``-inf``
   (below every valid item, never tied)."""
-  relevance = labels.to_relevance(num_items(scores), dtype=tf.float32)
+  relevance = labels.to_relevance(num_items(scores), dtype="float32")
   mask = relevance >= 0
-  relevance = tf.where(mask, relevance, tf.zeros_like(relevance))
-  masked = tf.where(mask, scores, tf.constant(-math.inf, tf.float32))
+  relevance = ops.where(mask, relevance, 0.0)
+  masked = ops.where(mask, scores, -math.inf)
   return relevance, mask, masked
 
 
 def _count(condition):
-  return tf.reduce_sum(tf.cast(condition, tf.float32), axis=-1)
+  return ops.sum(ops.cast(condition, "float32"), axis=-1)
 
 
 def rank_range(labels, scores):
@@ -106,26 +109,27 @@ def rank_range(labels, scores):
 
   Under random tie-breaking the true class ``y`` lands uniformly on ranks ``g + 1 .. g + e + 1``;
   every single-relevant metric of this module is a function of ``(g, e)``. Computing them is the
-  whole ``O(B * C)`` cost of such a metric; inside one ``tf.function`` the identical
-  computations of several metrics on the same batch are merged by the graph optimiser (and by
-  XLA), so each metric calls this on its own.
+  whole ``O(B * C)`` cost of such a metric; inside one compiled step the identical computations
+  of several metrics on the same batch are merged by the graph optimiser (TensorFlow's and
+  XLA's), so each metric calls this on its own.
 
   Args:
     labels: integer class ids ``[B]`` or ``[B, 1]`` in ``[0, C)``.
     scores: float ``[B, C]``, finite.
 
   Returns:
-    Two float32 ``[B]`` tensors ``(g, e)``.
+    Two float32 ``[B]`` tensors ``(g, e)`` (NaN for a bad id inside compiled code).
 
   Example:
     >>> g, e = rank_range([1], [[0.5, 0.2, 0.9, 0.2]])
-    >>> g.numpy(), e.numpy()
+    >>> ops.convert_to_numpy(g), ops.convert_to_numpy(e)
     (array([2.], dtype=float32), array([1.], dtype=float32))
   """
   scores = _scores(scores)
   labels = parse_labels(labels, num_items(scores), dense=False)
   check_batch_size(labels, scores)
-  return _single(labels, scores)
+  g, e = _single(labels, scores)
+  return _finish(labels, g), _finish(labels, e)
 
 
 # --- closed forms ---------------------------------------------------------------------------------
@@ -139,7 +143,7 @@ def _cumulative_table(position_value, length):
   cumulative = np.concatenate([[0.0], np.cumsum(position_value(positions))])
   high = cumulative.astype(np.float32)
   low = (cumulative - high.astype(np.float64)).astype(np.float32)
-  return tf.constant(np.stack([high, low], axis=-1))
+  return ops.convert_to_tensor(np.stack([high, low], axis=-1))
 
 
 def _reciprocal_log2(p):
@@ -151,15 +155,15 @@ def _mean_over_rank_range(position_value, g, e, length):
   ``(F(min(g + e + 1, length)) - F(min(g, length))) / (e + 1)`` from :func:`_cumulative_table`,
   the differences of the high and of the low parts added."""
   table = _cumulative_table(position_value, length)
-  i0 = tf.cast(tf.minimum(g, float(length)), tf.int32)
-  i1 = tf.cast(tf.minimum(g + e + 1.0, float(length)), tf.int32)
-  total = tf.reduce_sum(tf.gather(table, i1) - tf.gather(table, i0), axis=-1)
+  i0 = ops.cast(ops.minimum(g, float(length)), "int32")
+  i1 = ops.cast(ops.minimum(g + e + 1.0, float(length)), "int32")
+  total = ops.sum(ops.take(table, i1, axis=0) - ops.take(table, i0, axis=0), axis=-1)
   return total / (e + 1.0)
 
 
 def _hit_probability(k, g, e):
   """``P(r <= k)`` for ``r`` uniform on ``g + 1 .. g + e + 1``."""
-  return tf.clip_by_value((float(k) - g) / (e + 1.0), 0.0, 1.0)
+  return ops.clip((float(k) - g) / (e + 1.0), 0.0, 1.0)
 
 
 def _cut_off(k, num_classes):
@@ -172,15 +176,13 @@ def _cut_off(k, num_classes):
 def _first_relevant_group(relevant, masked):
   """``(a, t, r, has_relevant)`` of the highest tie group holding a relevant item, ``[B]`` each:
   ``a`` valid items strictly ahead of it, ``t`` items in it, ``r`` of them relevant."""
-  best = tf.reduce_max(
-    tf.where(relevant, masked, tf.constant(-math.inf, tf.float32)), -1, keepdims=True
-  )
+  best = ops.max(ops.where(relevant, masked, -math.inf), axis=-1, keepdims=True)
   in_group = masked == best
   return (
     _count(masked > best),
     _count(in_group),
     _count(in_group & relevant),
-    tf.reduce_any(relevant, axis=-1),
+    ops.any(relevant, axis=-1),
   )
 
 
@@ -188,14 +190,15 @@ def _top_k_dense(k, relevant, masked):
   """``1 - C(t - m, r) / C(t, r)`` with ``m = k - a`` places of the group in the top ``k``."""
   a, t, r, has_rel = _first_relevant_group(relevant, masked)
   m = float(k) - a
-  j = tf.range(min(k, masked.shape[-1] or k), dtype=tf.float32)
+  j = ops.arange(min(k, masked.shape[-1] or k), dtype="float32")
   # C(t - m, r) / C(t, r) = prod_{j < m} (t - r - j) / (t - j); only reached when m <= t - r.
-  factors = tf.where(j < m[:, None], (t - r)[:, None] - j, 1.0) / tf.where(
-    j < m[:, None], tf.maximum(t[:, None] - j, 1.0), 1.0
+  inside = j < m[:, None]
+  factors = ops.where(inside, (t - r)[:, None] - j, 1.0) / ops.where(
+    inside, ops.maximum(t[:, None] - j, 1.0), 1.0
   )
-  miss = tf.reduce_prod(factors, axis=-1)
-  hit = tf.where(m <= 0, 0.0, tf.where(m > t - r, 1.0, 1.0 - miss))
-  return tf.where(has_rel, hit, 0.0)
+  miss = ops.prod(factors, axis=-1)
+  hit = ops.where(m <= 0, 0.0, ops.where(m > t - r, 1.0, 1.0 - miss))
+  return ops.where(has_rel, hit, 0.0)
 
 
 def _reciprocal_rank_dense(k, relevant, masked):
@@ -205,78 +208,78 @@ def _reciprocal_rank_dense(k, relevant, masked):
   n = masked.shape[-1]
   length = n if k is None else (min(k, n) if n is not None else k)
   if length is None:
-    length = tf.shape(masked)[-1]
-  x = tf.range(1, length + 1, dtype=tf.float32)[None, :]
-  a, t, r = a[:, None], t[:, None], tf.maximum(r, 1.0)[:, None]
+    length = ops.shape(masked)[-1]
+  x = ops.arange(1, length + 1, dtype="float32")[None, :]
+  a, t, r = a[:, None], t[:, None], ops.maximum(r, 1.0)[:, None]
   valid = x <= t - r + 1.0
   # p(1) = r / t; p(x) / p(x - 1) = (t - x - r + 2) / (t - x + 1).
-  ratio = tf.where(
-    x == 1.0, r / tf.maximum(t, 1.0), (t - x - r + 2.0) / tf.maximum(t - x + 1.0, 1.0)
+  ratio = ops.where(
+    x == 1.0, r / ops.maximum(t, 1.0), (t - x - r + 2.0) / ops.maximum(t - x + 1.0, 1.0)
   )
-  p = tf.math.cumprod(tf.where(valid, ratio, 0.0), axis=-1)
+  p = ops.cumprod(ops.where(valid, ratio, 0.0), axis=-1)
   position = a + x
   if k is not None:
     valid = valid & (position <= float(k))
-  rr = tf.reduce_sum(tf.where(valid, p / position, 0.0), axis=-1)
-  return tf.where(has_rel, rr, 0.0)
+  rr = ops.sum(ops.where(valid, p / position, 0.0), axis=-1)
+  return ops.where(has_rel, rr, 0.0)
 
 
 def _positional_discounts(length):
-  p = tf.range(1, length + 1, dtype=tf.float32)
-  return math.log(2.0) / tf.math.log1p(p)
+  p = ops.arange(1, length + 1, dtype="float32")
+  return math.log(2.0) / ops.log1p(p)
 
 
 def item_gains(relevance, gain="exp2"):
   """NDCG's gain of each item: ``2^rel - 1`` (``gain="exp2"``) or ``rel`` (``"linear"``).
 
   Example:
-    >>> item_gains(tf.constant([[0.0, 1.0, 2.0]])).numpy()
+    >>> ops.convert_to_numpy(item_gains(np.array([[0.0, 1.0, 2.0]], np.float32)))
     array([[0., 1., 3.]], dtype=float32)
   """
-  return tf.pow(2.0, relevance) - 1.0 if gain == "exp2" else relevance
+  return ops.power(2.0, relevance) - 1.0 if gain == "exp2" else relevance
 
 
 def _ndcg_dense(k, gain, relevance, mask, masked):
   """DCG@k from the mean gain of the tie group covering each of the top ``k`` positions."""
-  gains = tf.where(mask, item_gains(relevance, gain), 0.0)
+  gains = ops.where(mask, item_gains(relevance, gain), 0.0)
   n = masked.shape[-1]
-  length = tf.shape(masked)[-1] if n is None else n
+  length = ops.shape(masked)[-1] if n is None else n
   if k is not None:
-    length = min(k, n) if n is not None else tf.minimum(k, length)
-  values, index = tf.math.top_k(masked, k=length)
-  top_gains = tf.gather(gains, index, batch_dims=1)
+    length = min(k, n) if n is not None else ops.minimum(k, length)
+  values, index = backend.top_k(masked, length)
+  top_gains = ops.take_along_axis(gains, index, axis=-1)
   descending = -values
-  first = tf.searchsorted(descending, descending, side="left")
-  last = tf.searchsorted(descending, descending, side="right")
-  cumulative = tf.concat([tf.zeros_like(top_gains[:, :1]), tf.cumsum(top_gains, axis=-1)], axis=-1)
+  first = backend.searchsorted(descending, descending, side="left")
+  last = backend.searchsorted(descending, descending, side="right")
+  cumulative = ops.concatenate(
+    [ops.zeros_like(top_gains[:, :1]), ops.cumsum(top_gains, axis=-1)], axis=-1
+  )
   within = (
-    tf.gather(cumulative, last, batch_dims=1) - tf.gather(cumulative, first, batch_dims=1)
-  ) / tf.cast(last - first, tf.float32)
+    ops.take_along_axis(cumulative, last, axis=-1) - ops.take_along_axis(cumulative, first, axis=-1)
+  ) / ops.cast(last - first, "float32")
   # The lowest group may reach past the cut-off: average its gain over the whole list.
   boundary = values[:, -1:]
   on_boundary = masked == boundary
-  boundary_mean = tf.math.divide_no_nan(
-    tf.reduce_sum(tf.where(on_boundary, gains, 0.0), -1, keepdims=True),
+  boundary_mean = ops.divide_no_nan(
+    ops.sum(ops.where(on_boundary, gains, 0.0), axis=-1, keepdims=True),
     _count(on_boundary)[:, None],
   )
-  expected_gain = tf.where(values == boundary, boundary_mean, within)
+  expected_gain = ops.where(values == boundary, boundary_mean, within)
   discount = _positional_discounts(length)
-  dcg = tf.reduce_sum(expected_gain * discount, axis=-1)
-  ideal = tf.reduce_sum(tf.math.top_k(gains, k=length).values * discount, axis=-1)
-  return tf.math.divide_no_nan(dcg, ideal)
+  dcg = ops.sum(expected_gain * discount, axis=-1)
+  ideal = ops.sum(backend.top_k(gains, length)[0] * discount, axis=-1)
+  return ops.divide_no_nan(dcg, ideal)
 
 
 def _expected_hits_dense(k, relevant, masked):
   """Expected relevant items among the top ``k``: all above the k-th score, plus a share of its
   tie group, and the number of valid items."""
   n = masked.shape[-1]
-  length = min(k, n) if n is not None else tf.minimum(k, tf.shape(masked)[-1])
-  kth = tf.math.top_k(masked, k=length).values[:, -1:]
+  length = min(k, n) if n is not None else ops.minimum(k, ops.shape(masked)[-1])
+  kth = backend.top_k(masked, length)[0][:, -1:]
   above, at = masked > kth, masked == kth
-  places = tf.cast(length, tf.float32) - _count(above)
-  hits = _count(above & relevant) + places * tf.math.divide_no_nan(
-    _count(at & relevant), _count(at)
-  )
+  places = ops.cast(length, "float32") - _count(above)
+  hits = _count(above & relevant) + places * ops.divide_no_nan(_count(at & relevant), _count(at))
   return hits, _count(masked > -math.inf)
 
 
@@ -292,6 +295,12 @@ def _split(labels, scores):
   return labels, scores, labels.is_class_ids and scores.shape[-1] is not None
 
 
+def _finish(labels, values):
+  """``values`` ``[B]`` with NaN for the lists whose labels were found bad inside compiled code
+  (:meth:`tfrank4class.labels.Labels.mark_invalid`; eagerly a bad label has already raised)."""
+  return labels.mark_invalid(values)
+
+
 def _single(labels, scores):
   """``(g, e)`` for validated class ids (the fast path).
 
@@ -303,11 +312,11 @@ def _single(labels, scores):
   """
   n = num_items(scores)
   ids = _clipped_ids(labels.ids, n)
-  true = tf.gather(scores, ids[:, None], batch_dims=1)
-  q = tf.sign(scores - true)
-  ahead_minus_below = tf.reduce_sum(q, axis=-1)
-  untied = tf.reduce_sum(tf.abs(q), axis=-1)
-  return (ahead_minus_below + untied) / 2.0, tf.cast(n - 1, tf.float32) - untied
+  true = ops.take_along_axis(scores, ids[:, None], axis=-1)
+  q = ops.sign(scores - true)
+  ahead_minus_below = ops.sum(q, axis=-1)
+  untied = ops.sum(ops.abs(q), axis=-1)
+  return (ahead_minus_below + untied) / 2.0, ops.cast(n - 1, "float32") - untied
 
 
 def top_k_accuracy(labels, scores, k=5):
@@ -324,19 +333,20 @@ def top_k_accuracy(labels, scores, k=5):
   Keras' ``SparseTopKCategoricalAccuracy``; Rank4Class Sec. 2.2 relates it to Precision@K.
 
   Example:
-    >>> top_k_accuracy([1], [[0.5, 0.2, 0.9]], k=2).numpy()   # the true class ranks 3rd
+    >>> # the true class ranks 3rd
+    >>> ops.convert_to_numpy(top_k_accuracy([1], [[0.5, 0.2, 0.9]], k=2))
     array([0.], dtype=float32)
     >>> # place 2 goes to one of three tied items, two of them relevant: 1 - C(2, 2) / C(3, 2)
-    >>> top_k_accuracy([[0, 1, 1, 0]], [[0.9, 0.5, 0.5, 0.5]], k=2).numpy().round(4)
+    >>> ops.convert_to_numpy(top_k_accuracy([[0, 1, 1, 0]], [[0.9, 0.5, 0.5, 0.5]], k=2)).round(4)
     array([0.6667], dtype=float32)
   """
   k = checks.check_int("k", k, minimum=1)
   labels, scores, single = _split(labels, scores)
   if single:
     g, e = _single(labels, scores)
-    return _hit_probability(k, g, e)
+    return _finish(labels, _hit_probability(k, g, e))
   relevance, _, masked = _dense(labels, scores)
-  return _top_k_dense(k, relevance > 0, masked)
+  return _finish(labels, _top_k_dense(k, relevance > 0, masked))
 
 
 def reciprocal_rank(labels, scores, k=None):
@@ -353,19 +363,22 @@ def reciprocal_rank(labels, scores, k=None):
   The mean over lists is the MRR (TF-Ranking's ``MRRMetric`` for distinct scores).
 
   Example:
-    >>> reciprocal_rank([1], [[0.5, 0.2, 0.9]]).numpy()   # the true class ranks 3rd
+    >>> # the true class ranks 3rd
+    >>> ops.convert_to_numpy(reciprocal_rank([1], [[0.5, 0.2, 0.9]]))
     array([0.33333334], dtype=float32)
     >>> # a = 1, t = 3, r = 2: place 1 of the group (rank 2) w.p. 2/3, else rank 3: 1/3 + 1/9
-    >>> reciprocal_rank([[0, 1, 1, 0]], [[0.9, 0.5, 0.5, 0.5]]).numpy().round(4)
+    >>> ops.convert_to_numpy(reciprocal_rank([[0, 1, 1, 0]], [[0.9, 0.5, 0.5, 0.5]])).round(4)
     array([0.4444], dtype=float32)
   """
   k = checks.check_int("k", k, minimum=1, allow_none=True)
   labels, scores, single = _split(labels, scores)
   if single:
     g, e = _single(labels, scores)
-    return _mean_over_rank_range(np.reciprocal, g, e, _cut_off(k, scores.shape[-1]))
+    return _finish(
+      labels, _mean_over_rank_range(np.reciprocal, g, e, _cut_off(k, scores.shape[-1]))
+    )
   relevance, _, masked = _dense(labels, scores)
-  return _reciprocal_rank_dense(k, relevance > 0, masked)
+  return _finish(labels, _reciprocal_rank_dense(k, relevance > 0, masked))
 
 
 def ndcg(labels, scores, k=None, gain="exp2"):
@@ -382,10 +395,11 @@ def ndcg(labels, scores, k=None, gain="exp2"):
   the scores and one of the gains (full sorts when ``k=None``).
 
   Example:
-    >>> ndcg([0], [[0.2, 0.9, 0.1]]).numpy()   # the true class ranks 2nd: 1 / log2(3)
+    >>> # the true class ranks 2nd: 1 / log2(3)
+    >>> ops.convert_to_numpy(ndcg([0], [[0.2, 0.9, 0.1]]))
     array([0.63092977], dtype=float32)
     >>> # gains 2^rel - 1 = (3, 0, 1) ranked (0, 1, 3): (0 + 1/log2(3)) / (3 + 1/log2(3))
-    >>> ndcg([[2.0, 0.0, 1.0]], [[0.1, 0.9, 0.5]], k=2).numpy().round(4)
+    >>> ops.convert_to_numpy(ndcg([[2.0, 0.0, 1.0]], [[0.1, 0.9, 0.5]], k=2)).round(4)
     array([0.1738], dtype=float32)
   """
   k = checks.check_int("k", k, minimum=1, allow_none=True)
@@ -393,9 +407,11 @@ def ndcg(labels, scores, k=None, gain="exp2"):
   labels, scores, single = _split(labels, scores)
   if single:
     g, e = _single(labels, scores)
-    return _mean_over_rank_range(_reciprocal_log2, g, e, _cut_off(k, scores.shape[-1]))
+    return _finish(
+      labels, _mean_over_rank_range(_reciprocal_log2, g, e, _cut_off(k, scores.shape[-1]))
+    )
   relevance, mask, masked = _dense(labels, scores)
-  return _ndcg_dense(k, gain, relevance, mask, masked)
+  return _finish(labels, _ndcg_dense(k, gain, relevance, mask, masked))
 
 
 def average_precision(labels, scores):
@@ -423,21 +439,21 @@ def average_precision(labels, scores):
 
   Example:
     >>> # relevant items at ranks 1 and 3: (1/1 + 2/3) / 2
-    >>> average_precision([[1.0, 0.0, 1.0]], [[0.9, 0.8, 0.1]]).numpy()
+    >>> ops.convert_to_numpy(average_precision([[1.0, 0.0, 1.0]], [[0.9, 0.8, 0.1]]))
     array([0.8333334], dtype=float32)
   """
   labels, scores, single = _split(labels, scores)
   if single:
     g, e = _single(labels, scores)
-    return _mean_over_rank_range(np.reciprocal, g, e, scores.shape[-1])
+    return _finish(labels, _mean_over_rank_range(np.reciprocal, g, e, scores.shape[-1]))
   relevance, mask, masked = _dense(labels, scores)
-  relevant = tf.cast(relevance > 0, tf.float32)
+  relevant = ops.cast(relevance > 0, "float32")
   stats = tie_statistics(masked, relevant=relevant, mask=mask)
   precision = expected_precision(
     stats["above"], stats["tied"], stats["rel_above"], stats["rel_tied"]
   )
-  total = tf.reduce_sum(relevant, axis=-1)
-  return tf.math.divide_no_nan(tf.reduce_sum(relevant * precision, axis=-1), total)
+  total = ops.sum(relevant, axis=-1)
+  return _finish(labels, ops.divide_no_nan(ops.sum(relevant * precision, axis=-1), total))
 
 
 def recall_at_k(labels, scores, k=5):
@@ -454,11 +470,11 @@ def recall_at_k(labels, scores, k=5):
 
   Example:
     >>> # the top 2 (0.9 and 0.8) hold one of the two relevant items
-    >>> recall_at_k([[1.0, 0.0, 1.0, 0.0]], [[0.9, 0.8, 0.1, 0.2]], k=2).numpy()
+    >>> ops.convert_to_numpy(recall_at_k([[1.0, 0.0, 1.0, 0.0]], [[0.9, 0.8, 0.1, 0.2]], k=2))
     array([0.5], dtype=float32)
   """
-  hits, relevant, _ = _expected_hits(labels, scores, k)
-  return tf.math.divide_no_nan(hits, relevant)
+  labels, hits, relevant, _ = _expected_hits(labels, scores, k)
+  return _finish(labels, ops.divide_no_nan(hits, relevant))
 
 
 def precision_at_k(labels, scores, k=5):
@@ -472,15 +488,16 @@ def precision_at_k(labels, scores, k=5):
 
   Example:
     >>> # one relevant item among the top 2
-    >>> precision_at_k([[1.0, 0.0, 1.0, 0.0]], [[0.9, 0.8, 0.1, 0.2]], k=2).numpy()
+    >>> ops.convert_to_numpy(precision_at_k([[1.0, 0.0, 1.0, 0.0]], [[0.9, 0.8, 0.1, 0.2]], k=2))
     array([0.5], dtype=float32)
   """
-  hits, _, valid = _expected_hits(labels, scores, k)
-  return tf.math.divide_no_nan(hits, tf.minimum(float(k), valid))
+  labels, hits, _, valid = _expected_hits(labels, scores, k)
+  return _finish(labels, ops.divide_no_nan(hits, ops.minimum(float(k), valid)))
 
 
 def _expected_hits(labels, scores, k):
-  """``(E[hits@k], #relevant, #valid)`` per list, for :func:`recall_at_k` / :func:`precision_at_k`.
+  """``(parsed labels, E[hits@k], #relevant, #valid)`` per list, for :func:`recall_at_k` /
+  :func:`precision_at_k`.
 
   Class ids: one relevant item, hit with the Top-k probability, among ``C`` valid items.
   """
@@ -489,11 +506,11 @@ def _expected_hits(labels, scores, k):
   if single:
     g, e = _single(labels, scores)
     hits = _hit_probability(k, g, e)
-    return hits, tf.ones_like(hits), tf.fill(tf.shape(hits), float(scores.shape[-1]))
+    return labels, hits, ops.ones_like(hits), ops.full_like(hits, float(scores.shape[-1]))
   relevance, _, masked = _dense(labels, scores)
   relevant = relevance > 0
   hits, valid = _expected_hits_dense(k, relevant, masked)
-  return hits, _count(relevant), valid
+  return labels, hits, _count(relevant), valid
 
 
 def spearman(labels, scores):
@@ -508,21 +525,21 @@ def spearman(labels, scores):
 
   Example:
     >>> # ranks (3, 2, 1) and (3, 1, 2): 1 - 6 * 2 / (3 * 8)
-    >>> spearman([[1.0, 2.0, 3.0]], [[0.1, 0.5, 0.2]]).numpy().round(6)
+    >>> ops.convert_to_numpy(spearman([[1.0, 2.0, 3.0]], [[0.1, 0.5, 0.2]])).round(6)
     array([0.5], dtype=float32)
   """
   labels, scores, _ = _split(labels, scores)
   relevance, mask, _ = _dense(labels, scores)
-  maskf = tf.cast(mask, tf.float32)
-  count = tf.reduce_sum(maskf, axis=-1, keepdims=True)
+  maskf = ops.cast(mask, "float32")
+  count = ops.sum(maskf, axis=-1, keepdims=True)
 
   def centred_midrank(x):
     stats = tie_statistics(x, mask=mask)
     midrank = stats["above"] + (stats["tied"] + 1.0) / 2.0
-    mean = tf.math.divide_no_nan(tf.reduce_sum(midrank * maskf, -1, keepdims=True), count)
+    mean = ops.divide_no_nan(ops.sum(midrank * maskf, axis=-1, keepdims=True), count)
     return (midrank - mean) * maskf
 
   x, y = centred_midrank(scores), centred_midrank(relevance)
-  cov = tf.reduce_sum(x * y, -1)
-  norm = tf.sqrt(tf.reduce_sum(x * x, -1)) * tf.sqrt(tf.reduce_sum(y * y, -1))
-  return tf.math.divide_no_nan(cov, norm)
+  cov = ops.sum(x * y, axis=-1)
+  norm = ops.sqrt(ops.sum(x * x, axis=-1)) * ops.sqrt(ops.sum(y * y, axis=-1))
+  return _finish(labels, ops.divide_no_nan(cov, norm))

@@ -23,13 +23,17 @@ Relevance. ``ndcg`` uses graded gains; ``top_k_accuracy``, ``reciprocal_rank`` a
 
 Lists with no relevant item score 0 under every metric (and ``spearman`` is 0 when either the
 labels or the scores of a list are constant); nothing returns NaN.
+
+Backends. Written on ``keras.ops``, so it runs on TensorFlow, JAX and PyTorch. JAX computes in
+float64 only with ``jax_enable_x64`` on (``jax.config.update("jax_enable_x64", True)``); without
+it JAX turns the float64 casts into float32 (with a warning) and this module is no more exact than
+:mod:`tfrank4class.metrics.functional`.
 """
 
 import math
 
-import tensorflow as tf
-
-from tfrank4class import checks
+from tfrank4class import backend, checks
+from tfrank4class.compat import ops
 from tfrank4class.labels import check_batch_size, num_items, to_relevance
 from tfrank4class.metrics.functional import GAINS
 from tfrank4class.ranking.ties import log_binomial, tie_statistics
@@ -43,13 +47,13 @@ def _prepare(labels, scores):
   binomial ratios stay exact for long lists; results come back in the scores' float dtype.
   """
   scores = checks.check_scores("scores", scores)
-  out_dtype = scores.dtype
-  relevance = to_relevance(labels, num_items(scores), dtype=scores.dtype)
+  out_dtype = ops.dtype(scores)
+  relevance = to_relevance(labels, num_items(scores), dtype=out_dtype)
   check_batch_size(relevance, scores)
-  scores = tf.cast(scores, tf.float64)
-  relevance = tf.cast(relevance, tf.float64)
+  scores = ops.cast(scores, "float64")
+  relevance = ops.cast(relevance, "float64")
   mask = relevance >= 0
-  relevance = tf.where(mask, relevance, tf.zeros_like(relevance))
+  relevance = ops.where(mask, relevance, ops.zeros_like(relevance))
   return scores, relevance, mask, out_dtype
 
 
@@ -60,15 +64,15 @@ def _first_relevant_group(scores, relevant, mask):
   """
   stats = tie_statistics(scores, relevant=relevant, mask=mask)
   is_rel = relevant > 0
-  big = tf.cast(tf.shape(scores)[-1] + 1, scores.dtype)
-  above = tf.where(is_rel, stats["above"], big)
-  best = tf.argmin(above, axis=-1, output_type=tf.int32)
-  pick = lambda x: tf.gather(x, best[:, None], batch_dims=1)[:, 0]
+  big = ops.cast(ops.shape(scores)[-1] + 1, scores.dtype)
+  above = ops.where(is_rel, stats["above"], big)
+  best = ops.argmin(above, axis=-1)
+  pick = lambda x: ops.take_along_axis(x, best[:, None], axis=-1)[:, 0]
   return (
     pick(stats["above"]),
     pick(stats["tied"]),
     pick(stats["rel_tied"]),
-    tf.reduce_any(is_rel, -1),
+    ops.any(is_rel, axis=-1),
   )
 
 
@@ -84,18 +88,18 @@ def top_k_accuracy(labels, scores, k=5):
   ``scikit-learn``'s ``top_k_accuracy_score`` per example.
 
   Example:
-    >>> top_k_accuracy([1], [[0.5, 0.2, 0.9]], k=2).numpy()
+    >>> ops.convert_to_numpy(top_k_accuracy([1], [[0.5, 0.2, 0.9]], k=2))
     array([0.], dtype=float32)
   """
   k = checks.check_int("k", k, minimum=1)
   scores, relevance, mask, out_dtype = _prepare(labels, scores)
-  relevant = tf.cast(relevance > 0, scores.dtype)
+  relevant = ops.cast(relevance > 0, scores.dtype)
   a, t, r, has_rel = _first_relevant_group(scores, relevant, mask)
   m = float(k) - a
-  safe_m = tf.clip_by_value(m, 0.0, t - r)
-  miss = tf.exp(log_binomial(t - safe_m, r) - log_binomial(t, r))
-  hit = tf.where(m <= 0, tf.zeros_like(m), tf.where(m > t - r, tf.ones_like(m), 1.0 - miss))
-  return tf.cast(tf.where(has_rel, hit, tf.zeros_like(hit)), out_dtype)
+  safe_m = ops.clip(m, 0.0, t - r)
+  miss = ops.exp(log_binomial(t - safe_m, r) - log_binomial(t, r))
+  hit = ops.where(m <= 0, ops.zeros_like(m), ops.where(m > t - r, ops.ones_like(m), 1.0 - miss))
+  return ops.cast(ops.where(has_rel, hit, ops.zeros_like(hit)), out_dtype)
 
 
 def reciprocal_rank(labels, scores, k=None):
@@ -109,25 +113,25 @@ def reciprocal_rank(labels, scores, k=None):
   The mean over lists is the MRR (TF-Ranking's ``MRRMetric`` for distinct scores).
 
   Example:
-    >>> reciprocal_rank([1], [[0.5, 0.2, 0.9]]).numpy()
+    >>> ops.convert_to_numpy(reciprocal_rank([1], [[0.5, 0.2, 0.9]]))
     array([0.33333334], dtype=float32)
   """
   k = checks.check_int("k", k, minimum=1, allow_none=True)
   scores, relevance, mask, out_dtype = _prepare(labels, scores)
-  relevant = tf.cast(relevance > 0, scores.dtype)
+  relevant = ops.cast(relevance > 0, scores.dtype)
   a, t, r, has_rel = _first_relevant_group(scores, relevant, mask)
-  n = tf.shape(scores)[-1]
-  x = tf.range(1, n + 1, dtype=scores.dtype)[None, :]
+  n = ops.shape(scores)[-1]
+  x = ops.arange(1, n + 1, dtype=scores.dtype)[None, :]
   a, t, r = a[:, None], t[:, None], r[:, None]
   valid = x <= t - r + 1
-  safe_x = tf.where(valid, x, tf.ones_like(x))
-  log_p = log_binomial(t - safe_x, r - 1.0) - log_binomial(t, tf.maximum(r, 1.0))
+  safe_x = ops.where(valid, x, ops.ones_like(x))
+  log_p = log_binomial(t - safe_x, r - 1.0) - log_binomial(t, ops.maximum(r, 1.0))
   position = a + x
-  term = tf.exp(log_p) / position
+  term = ops.exp(log_p) / position
   if k is not None:
     valid = valid & (position <= k)
-  rr = tf.reduce_sum(tf.where(valid, term, tf.zeros_like(term)), axis=-1)
-  return tf.cast(tf.where(has_rel, rr, tf.zeros_like(rr)), out_dtype)
+  rr = ops.sum(ops.where(valid, term, ops.zeros_like(term)), axis=-1)
+  return ops.cast(ops.where(has_rel, rr, ops.zeros_like(rr)), out_dtype)
 
 
 def ndcg(labels, scores, k=None, gain="exp2"):
@@ -141,32 +145,30 @@ def ndcg(labels, scores, k=None, gain="exp2"):
   (``gain="linear"``, scikit-learn's ``ndcg_score``, whose tie handling this matches).
 
   Example:
-    >>> ndcg([0], [[0.2, 0.9, 0.1]]).numpy()
+    >>> ops.convert_to_numpy(ndcg([0], [[0.2, 0.9, 0.1]]))
     array([0.63092977], dtype=float32)
   """
   k = checks.check_int("k", k, minimum=1, allow_none=True)
   checks.check_choice("gain", gain, GAINS)
   scores, relevance, mask, out_dtype = _prepare(labels, scores)
-  gains = (
-    tf.pow(tf.constant(2.0, relevance.dtype), relevance) - 1.0 if gain == "exp2" else relevance
-  )
-  gains = tf.where(mask, gains, tf.zeros_like(gains))
-  n = tf.shape(scores)[-1]
-  positions = tf.range(1, n + 1, dtype=scores.dtype)
-  discount = 1.0 / (tf.math.log(1.0 + positions) / math.log(2.0))
+  gains = ops.power(2.0, relevance) - 1.0 if gain == "exp2" else relevance
+  gains = ops.where(mask, gains, ops.zeros_like(gains))
+  n = ops.shape(scores)[-1]
+  positions = ops.arange(1, n + 1, dtype=scores.dtype)
+  discount = 1.0 / (ops.log(1.0 + positions) / math.log(2.0))
   if k is not None:
-    discount = tf.where(positions <= k, discount, tf.zeros_like(discount))
-  cumulative = tf.concat([tf.zeros([1], discount.dtype), tf.cumsum(discount)], axis=0)
+    discount = ops.where(positions <= k, discount, ops.zeros_like(discount))
+  cumulative = ops.concatenate([ops.zeros([1], discount.dtype), ops.cumsum(discount)], axis=0)
   stats = tie_statistics(scores, mask=mask)
-  above = tf.cast(stats["above"], tf.int32)
-  tied = tf.cast(stats["tied"], tf.int32)
+  above = ops.cast(stats["above"], "int32")
+  tied = ops.cast(stats["tied"], "int32")
   expected_discount = (
-    tf.gather(cumulative, above + tied) - tf.gather(cumulative, above)
-  ) / tf.cast(tied, scores.dtype)
-  dcg = tf.reduce_sum(gains * expected_discount, axis=-1)
-  ideal = tf.reduce_sum(tf.sort(gains, axis=-1, direction="DESCENDING") * discount, axis=-1)
-  value = tf.math.divide_no_nan(dcg, ideal)
-  return tf.cast(value, out_dtype)
+    ops.take(cumulative, above + tied, axis=0) - ops.take(cumulative, above, axis=0)
+  ) / ops.cast(tied, scores.dtype)
+  dcg = ops.sum(gains * expected_discount, axis=-1)
+  ideal = ops.sum(-ops.sort(-gains, axis=-1) * discount, axis=-1)
+  value = ops.divide_no_nan(dcg, ideal)
+  return ops.cast(value, out_dtype)
 
 
 def average_precision(labels, scores):
@@ -183,20 +185,20 @@ def average_precision(labels, scores):
   ``average_precision_score`` on the list.
 
   Example:
-    >>> average_precision([[1.0, 0.0, 1.0]], [[0.9, 0.8, 0.1]]).numpy()
+    >>> ops.convert_to_numpy(average_precision([[1.0, 0.0, 1.0]], [[0.9, 0.8, 0.1]]))
     array([0.8333333], dtype=float32)
   """
   scores, relevance, mask, out_dtype = _prepare(labels, scores)
-  relevant = tf.cast(relevance > 0, scores.dtype)
+  relevant = ops.cast(relevance > 0, scores.dtype)
   stats = tie_statistics(scores, relevant=relevant, mask=mask)
   a, t = stats["above"], stats["tied"]
   c0 = stats["rel_above"] + 1.0
-  c1 = tf.math.divide_no_nan(stats["rel_tied"] - 1.0, t - 1.0)
-  harmonic = tf.math.digamma(a + t + 1.0) - tf.math.digamma(a + 1.0)
+  c1 = ops.divide_no_nan(stats["rel_tied"] - 1.0, t - 1.0)
+  harmonic = backend.digamma(a + t + 1.0) - backend.digamma(a + 1.0)
   precision = c1 + (c0 - (a + 1.0) * c1) * harmonic / t
-  total = tf.reduce_sum(relevant, axis=-1)
-  ap = tf.math.divide_no_nan(tf.reduce_sum(relevant * precision, axis=-1), total)
-  return tf.cast(ap, out_dtype)
+  total = ops.sum(relevant, axis=-1)
+  ap = ops.divide_no_nan(ops.sum(relevant * precision, axis=-1), total)
+  return ops.cast(ap, out_dtype)
 
 
 def spearman(labels, scores):
@@ -208,23 +210,23 @@ def spearman(labels, scores):
   equal (or that has fewer than 2 items) gets 0 rather than NaN.
 
   Example:
-    >>> spearman([[1.0, 2.0, 3.0]], [[0.1, 0.5, 0.2]]).numpy()
+    >>> ops.convert_to_numpy(spearman([[1.0, 2.0, 3.0]], [[0.1, 0.5, 0.2]]))
     array([0.5], dtype=float32)
   """
   scores, relevance, mask, out_dtype = _prepare(labels, scores)
-  maskf = tf.cast(mask, scores.dtype)
+  maskf = ops.cast(mask, scores.dtype)
 
   def midrank(x):
     stats = tie_statistics(x, mask=mask)
     return stats["above"] + (stats["tied"] + 1.0) / 2.0
 
-  count = tf.reduce_sum(maskf, axis=-1, keepdims=True)
+  count = ops.sum(maskf, axis=-1, keepdims=True)
 
   def centred(x):
-    mean = tf.math.divide_no_nan(tf.reduce_sum(x * maskf, -1, keepdims=True), count)
+    mean = ops.divide_no_nan(ops.sum(x * maskf, axis=-1, keepdims=True), count)
     return (x - mean) * maskf
 
   x, y = centred(midrank(scores)), centred(midrank(relevance))
-  cov = tf.reduce_sum(x * y, -1)
-  norm = tf.sqrt(tf.reduce_sum(x * x, -1) * tf.reduce_sum(y * y, -1))
-  return tf.cast(tf.math.divide_no_nan(cov, norm), out_dtype)
+  cov = ops.sum(x * y, axis=-1)
+  norm = ops.sqrt(ops.sum(x * x, axis=-1) * ops.sum(y * y, axis=-1))
+  return ops.cast(ops.divide_no_nan(cov, norm), out_dtype)

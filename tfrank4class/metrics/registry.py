@@ -4,39 +4,62 @@ top_K    -> TopKAccuracy(K)     ndcg  -> NDCG()     ndcg_K -> NDCG(K)
 mrr      -> MRR()               mrr_K -> MRR(K)     map    -> MeanAveragePrecision()
 recall_K -> RecallAtK(K)        precision_K -> PrecisionAtK(K)    spearman -> Spearman()
 
+A metric class names itself where it is defined, with the one export decorator
+(:func:`tfrank4class.registry.export`): ``@export(METRICS, "map")`` for a plain name,
+``@export(METRICS, "recall_K")`` for the family ``recall_1, recall_2, ...`` built as
+``RecallAtK(K)``, and ``@export(METRICS, "ndcg[_K]")`` for both ``ndcg`` (``NDCG()``) and
+``ndcg_K``. So adding a metric touches one module (its class) and its test.
+
 Each name is also a Keras metric identifier once the package is imported:
 ``model.compile(metrics=["ndcg_5", "top_1"])`` builds ``get("ndcg_5")`` and ``get("top_1")``,
 under Keras 3 and tf-keras, after Keras's own names (:func:`tfrank4class.compat.resolve_by_name`).
 """
 
 from tfrank4class import compat
-from tfrank4class.metrics import classification
 from tfrank4class.registry import Registry
 
-PATTERNS = ("top_K", "ndcg", "ndcg_K", "mrr", "mrr_K", "map", "spearman", "recall_K", "precision_K")
+#: The metric names in the order their classes register them (``K`` a positive integer); filled
+#: by :meth:`MetricRegistry.add` when :mod:`tfrank4class.metrics.classification` is imported.
+PATTERNS = []
+
+_K = "(0*[1-9][0-9]*)"  # a positive integer, leading zeros allowed (top_05 is top_5)
+
+
+class MetricRegistry(Registry):
+  """The metric :class:`~tfrank4class.registry.Registry`, whose :meth:`add` reads templates.
+
+  ``add("name", cls)`` registers a plain name, ``add("prefix_K", cls)`` the family
+  ``prefix_<K>`` built as ``cls(K)``, ``add("prefix[_K]", cls)`` both. An unknown name raises a
+  ``ValueError`` listing :data:`PATTERNS` in registration order.
+  """
+
+  def add(self, name, factory):
+    plain, bracket, rest = name.partition("[_K]") if isinstance(name, str) else (name, "", "")
+    if bracket and rest:
+      raise ValueError(f"A metric template must end in '[_K]' or '_K', got {name!r}.")
+    if isinstance(plain, str) and plain.endswith("_K"):
+      self.add_pattern(plain, f"{plain[:-2]}_{_K}", factory, int)
+      PATTERNS.append(plain)
+      return factory
+    super().add(plain, factory)
+    PATTERNS.append(plain)
+    if bracket:
+      self.add_pattern(f"{plain}_K", f"{plain}_{_K}", factory, int)
+      PATTERNS.append(f"{plain}_K")
+    return factory
+
+  def resolve(self, name):
+    try:
+      return super().resolve(name)
+    except ValueError:
+      raise ValueError(
+        f"Unknown metric name {name!r}; known metrics are: {', '.join(PATTERNS)} "
+        "(K a positive integer, e.g. top_5, ndcg_10)."
+      ) from None
+
 
 #: Every metric by name; ``K`` is a positive integer (``top_5``; ``top_05`` is ``top_5`` too).
-METRICS = Registry(
-  "metric",
-  message=(
-    "Unknown metric name {value!r}; known metrics are: "
-    + ", ".join(PATTERNS)
-    + " (K a positive integer, e.g. top_5, ndcg_10)."
-  ),
-)
-METRICS.add("ndcg", classification.NDCG)
-METRICS.add("mrr", classification.MRR)
-METRICS.add("map", classification.MeanAveragePrecision)
-METRICS.add("spearman", classification.Spearman)
-for _prefix, _cls in (
-  ("top", classification.TopKAccuracy),
-  ("ndcg", classification.NDCG),
-  ("mrr", classification.MRR),
-  ("recall", classification.RecallAtK),
-  ("precision", classification.PrecisionAtK),
-):
-  METRICS.add_pattern(f"{_prefix}_K", f"{_prefix}_(0*[1-9][0-9]*)", _cls, int)
-del _prefix, _cls
+METRICS = MetricRegistry("metric")
 compat.resolve_by_name("metrics", METRICS)
 
 
