@@ -172,6 +172,10 @@ def test_bad_shapes_and_no_answerable_query():
     retrieval_recall_at_k(np.eye(4), np.zeros((4, 2)), ks=1)
   with pytest.raises(ValueError, match=r"No query has an item of its class in the gallery"):
     retrieval_recall_at_k(np.eye(4), [0, 1, 2, 3], ks=1)
+  with pytest.raises(ValueError, match=r"`labels` given as class ids must be whole numbers"):
+    retrieval_recall_at_k(np.eye(4), [0.0, 0.5, 1.0, 1.0], ks=1)
+  with pytest.raises(ValueError, match=r"`labels` must be class ids >= 0, got \[-1\]"):
+    retrieval_recall_at_k(np.eye(4), [0, -1, 1, 1], ks=1)
 
 
 def test_docstring_examples_run():

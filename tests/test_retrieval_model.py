@@ -1,16 +1,13 @@
-"""Tests of tfrank4class.retrieval.model (the retrieval model builder and export)."""
+"""Tests of tfrank4class.retrieval.model (the retrieval model builder) and of its SavedModel
+export (tfrank4class.retrieval.export, TensorFlow only)."""
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from tfrank4class import encoders
+from tfrank4class.compat import keras, ops
 from tfrank4class.losses.metric_learning import SmoothedCrossEntropy, TripletLoss
-from tfrank4class.retrieval.model import (
-  RetrievalModel,
-  build_retrieval_model,
-  export_embedding_model,
-)
+from tfrank4class.retrieval.model import RetrievalModel, build_retrieval_model
 
 
 def _encoder():
@@ -35,7 +32,7 @@ def test_cross_entropy_recipe_structure_and_initial_loss():
   assert isinstance(built, RetrievalModel) and isinstance(built.loss, SmoothedCrossEntropy)
   assert built.model.output_shape == (None, 4) and built.embedding_model.output_shape == (None, 5)
   clf = built.model.get_layer("classifier")
-  assert not np.any(clf.kernel.numpy()) and not np.any(clf.bias.numpy())  # zero init
+  assert not np.any(ops.convert_to_numpy(clf.kernel)) and not np.any(ops.convert_to_numpy(clf.bias))
   assert {w.name for w in built.embedding_model.weights} <= {w.name for w in built.model.weights}
   # Zero classifier: uniform softmax, so the smoothed cross-entropy is exactly log(4).
   x, y = _data()
@@ -63,7 +60,7 @@ def test_layer_feature_norm_standardises_features():
 
 def test_l2_normalize_and_no_norm():
   # Seeded: with some initialisations a row's embedding is all zero, and has no unit norm.
-  tf.keras.utils.set_random_seed(0)
+  keras.utils.set_random_seed(0)
   built = build_retrieval_model(
     _encoder(), "triplet_loss", embedding_dim=3, feature_norm="none", l2_normalize=True
   )
@@ -82,9 +79,9 @@ def test_l2_normalize_and_no_norm():
   ],
 )
 def test_embedding_losses_train(loss, kwargs):
-  tf.keras.utils.set_random_seed(0)
+  keras.utils.set_random_seed(0)
   built = build_retrieval_model(
-    _encoder(), loss, embedding_dim=4, loss_kwargs=kwargs, optimizer=tf.keras.optimizers.Adam(1e-2)
+    _encoder(), loss, embedding_dim=4, loss_kwargs=kwargs, optimizer=keras.optimizers.Adam(1e-2)
   )
   x, y = _data()
   hist = built.model.fit(x, y, batch_size=8, epochs=2, verbose=0, shuffle=False)
@@ -110,18 +107,33 @@ def test_fit_under_mirrored_strategy(mirrored_strategy):
   assert np.isfinite(hist.history["loss"][0])
 
 
-def test_keras_save_and_saved_model_export(tmp_path):
-  x, y = _data()
+def _trained(x, y):
   built = build_retrieval_model(
     _encoder(), "cross_entropy", num_classes=4, embedding_dim=5, optimizer="adam"
   )
   built.model.fit(x, y, epochs=1, verbose=0)
+  return built
+
+
+def test_keras_save_and_load(tmp_path):
+  x, y = _data()
+  built = _trained(x, y)
   built.model.save(tmp_path / "m.keras")
-  loaded = tf.keras.models.load_model(tmp_path / "m.keras")
+  loaded = keras.models.load_model(tmp_path / "m.keras")
   np.testing.assert_allclose(
     loaded.predict(x, verbose=0), built.model.predict(x, verbose=0), atol=1e-5
   )
   assert isinstance(loaded.loss, SmoothedCrossEntropy)
+
+
+@pytest.mark.tensorflow_only
+def test_saved_model_export(tmp_path):
+  import tensorflow as tf  # noqa: PLC0415  (SavedModel is TensorFlow by nature)
+
+  from tfrank4class.retrieval import export_embedding_model  # noqa: PLC0415
+
+  x, y = _data()
+  built = _trained(x, y)
   export_embedding_model(built.embedding_model, tmp_path / "export")
   serve = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"]
   out = serve(inputs=tf.constant(x))
@@ -132,11 +144,11 @@ def test_keras_save_and_saved_model_export(tmp_path):
 
 
 def test_encoder_layer_needs_input_shape():
-  layer = tf.keras.layers.Flatten()
+  layer = keras.layers.Flatten()
   built = build_retrieval_model(layer, "contrastive_loss", embedding_dim=3, input_shape=(2, 2))
   assert built.embedding_model.output_shape == (None, 3)
   with pytest.raises(ValueError, match=r"`input_shape` is required"):
-    build_retrieval_model(tf.keras.layers.Flatten(), "contrastive_loss")
+    build_retrieval_model(keras.layers.Flatten(), "contrastive_loss")
 
 
 def test_bad_arguments():
@@ -155,7 +167,7 @@ def test_bad_arguments():
   with pytest.raises(ValueError, match=r"must not set from_embeddings=False"):
     build_retrieval_model(_encoder(), "recall_loss", loss_kwargs={"from_embeddings": False})
   with pytest.raises(ValueError, match=r"`encoder` must output features \[B, F\]"):
-    build_retrieval_model(tf.keras.layers.Conv2D(2, 3), "triplet_loss", input_shape=(8, 8, 3))
+    build_retrieval_model(keras.layers.Conv2D(2, 3), "triplet_loss", input_shape=(8, 8, 3))
 
 
 def test_docstring_examples_run():

@@ -46,17 +46,17 @@ A zero embedding has cosine similarity 0 with everything (``tf.math.l2_normalize
 or infinite embeddings raise a ``ValueError`` naming the offending rows.
 
 This module is the host loop: it checks the inputs (:mod:`tfrank4class.retrieval.inputs`), feeds
-the blocks to the TensorFlow kernel (:mod:`tfrank4class.retrieval.kernel`) and averages the
-queries. The Keras callback that runs it after every epoch is
+the blocks to the ``keras.ops`` kernel (:mod:`tfrank4class.retrieval.kernel`, eagerly, on any
+backend) and averages the queries. The Keras callback that runs it after every epoch is
 :class:`tfrank4class.train.callbacks.RetrievalEvaluation`.
 """
 
 import numpy as np
-import tensorflow as tf
 
 from tfrank4class import checks
+from tfrank4class.compat import ops
 from tfrank4class.retrieval import inputs
-from tfrank4class.retrieval.kernel import compiled_block_statistics
+from tfrank4class.retrieval.kernel import block_statistics
 
 
 def retrieval_metrics(
@@ -92,8 +92,8 @@ def retrieval_metrics(
 
   Raises:
     ValueError: mismatched lengths, NaN/Inf embeddings, K larger than the gallery, bad
-      ``query``/``gallery``, or no query with a positive.
-    InvalidArgumentError: labels that are not whole numbers ``>= 0``.
+      ``query``/``gallery``, labels that are not whole numbers ``>= 0``, or no query with a
+      positive.
 
   Example:
     >>> e = [[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]]
@@ -135,23 +135,19 @@ def retrieval_metrics(
 def _sums_over_blocks(e, y, q_ids, g_ids, ks, with_map, block_size):
   """Sums of the hit probabilities ``[k]`` and of AP@R over the answerable queries (those with a
   positive), and their number, ``block_size`` queries at a time."""
-  kernel = compiled_block_statistics(with_map)
-  g = tf.constant(e[g_ids])
-  g_lab = tf.constant(y[g_ids])
-  g_idt = tf.constant(g_ids)
-  ks_t = tf.constant(ks, tf.int64)
+  gallery = [ops.convert_to_tensor(x) for x in (e[g_ids], y[g_ids], g_ids)]
+  ks_t = ops.convert_to_tensor(np.asarray(ks, np.int64))
   hit_sum = np.zeros(len(ks), np.float64)
   ap_sum = 0.0
   answerable = 0
   for start in range(0, q_ids.size, block_size):
     ids = q_ids[start : start + block_size]
-    hits, ap_r, num_pos = kernel(
-      tf.constant(e[ids]), tf.constant(y[ids]), tf.constant(ids), g, g_lab, g_idt, ks_t
-    )
-    has = num_pos.numpy() > 0
+    out = block_statistics(e[ids], y[ids], ids, *gallery, ks_t, with_map=with_map)
+    hits, ap_r, num_pos = (np.asarray(ops.convert_to_numpy(x), np.float64) for x in out)
+    has = num_pos > 0
     answerable += int(has.sum())
-    hit_sum += hits.numpy()[has].sum(axis=0)
-    ap_sum += float(ap_r.numpy()[has].sum())
+    hit_sum += hits[has].sum(axis=0)
+    ap_sum += float(ap_r[has].sum())
   return hit_sum, ap_sum, answerable
 
 

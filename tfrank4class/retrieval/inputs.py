@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 
 from tfrank4class import checks
+from tfrank4class.compat import ops
 from tfrank4class.labels import check_batch_size, parse_labels
 
 #: How queries without any positive in the gallery are averaged.
@@ -32,7 +33,7 @@ def as_embeddings(embeddings):
     [[0.6, 0.8], [0.0, 0.0]]
   """
   try:
-    e = np.asarray(embeddings.numpy() if hasattr(embeddings, "numpy") else embeddings)
+    e = np.asarray(ops.convert_to_numpy(embeddings))
   except Exception as err:  # pylint: disable=broad-except
     raise TypeError(
       f"`embeddings` must be a numeric array [N, D], got {embeddings!r}: {err}"
@@ -73,7 +74,7 @@ def as_labels(labels, embeddings):
   """
   ids = parse_labels(labels, name="labels", dense=False, size="N").ids
   check_batch_size(ids, embeddings, other_name="embeddings", items="embeddings", dimension="length")
-  return ids.numpy()
+  return np.asarray(ops.convert_to_numpy(ids), np.int64)
 
 
 def as_subset(name, subset, n):
@@ -90,7 +91,7 @@ def as_subset(name, subset, n):
   """
   if subset is None:
     return np.arange(n, dtype=np.int64)
-  s = np.asarray(subset.numpy() if hasattr(subset, "numpy") else subset)
+  s = np.asarray(ops.convert_to_numpy(subset))
   if s.dtype == bool:
     if s.shape != (n,):
       raise ValueError(

@@ -1,4 +1,4 @@
-"""The TensorFlow kernel of the retrieval metrics: Recall@K and AP@R of one block of queries.
+"""The kernel of the retrieval metrics: Recall@K and AP@R of one block of queries, on keras.ops.
 
 For a block of ``b`` queries against the whole gallery (unit-norm float64 embeddings), with
 ``P_q`` the gallery items of query ``q``'s class other than ``q`` itself and ``R_q = |P_q|``:
@@ -9,17 +9,23 @@ For a block of ``b`` queries against the whole gallery (unit-norm float64 embedd
 (Rolinek et al., CVPR 2020, Eq. 7-8; Musgrave et al., ECCV 2020, Sec. 3.2), both in expectation
 over uniformly random orderings of tied similarities (McSherry & Najork, ECIR 2008). The host
 loop that feeds the blocks and averages the queries is :mod:`tfrank4class.retrieval.evaluation`.
-Everything here is pure TensorFlow and runs eagerly, inside ``tf.function`` and under XLA.
+
+Backends. Written on ``keras.ops``: it runs on TensorFlow (eagerly, inside ``tf.function``, and
+under XLA without MAP@R), JAX and PyTorch. :func:`average_precision_at_r` takes a ``top_k`` whose
+``k`` is the block's largest ``R_q``, a number known only from the data: eagerly (and inside
+``tf.function``, whose ``top_k`` takes a tensor ``k``) that is fine, but ``jax.jit`` cannot trace
+it, so on JAX the kernel runs eagerly (:func:`hit_probabilities` alone also runs under
+``jax.jit``). Float64 on JAX needs ``jax_enable_x64``; without it JAX computes in float32 (the
+similarities are rounded to float32 anyway, so the ties are the same; the binomial ratios and
+precisions lose digits beyond float32's, about ``1e-7``).
 """
 
 import numpy as np
-import tensorflow as tf
 
+from tfrank4class import backend
+from tfrank4class.compat import ops
 from tfrank4class.ranking.precision import expected_precision
 from tfrank4class.ranking.ties import log_binomial, tie_statistics
-
-_SPEC_E = tf.TensorSpec([None, None], tf.float64)
-_SPEC_I = tf.TensorSpec([None], tf.int64)
 
 
 def similarities(query, gallery):
@@ -29,11 +35,12 @@ def similarities(query, gallery):
   below float32 resolution, about 6e-8, count as ties).
 
   Example:
-    >>> e = tf.constant([[1.0, 0.0], [0.6, 0.8]], tf.float64)
-    >>> similarities(e, e).numpy().round(6).tolist()
+    >>> e = ops.convert_to_tensor(np.array([[1.0, 0.0], [0.6, 0.8]]))
+    >>> ops.convert_to_numpy(similarities(e, e)).round(6).tolist()
     [[1.0, 0.6], [0.6, 1.0]]
   """
-  return tf.cast(tf.cast(tf.matmul(query, gallery, transpose_b=True), tf.float32), query.dtype)
+  sims = ops.matmul(query, ops.transpose(gallery))
+  return ops.cast(ops.cast(sims, "float32"), query.dtype)
 
 
 def hit_probabilities(sims, valid, positive, ks):
@@ -54,24 +61,26 @@ def hit_probabilities(sims, valid, positive, ks):
     ks: int ``[k]`` cut-offs.
 
   Example:
-    >>> sims = tf.constant([[0.9, 0.9, 0.1]], tf.float64)   # one positive tied with a negative
-    >>> hit = hit_probabilities(sims, tf.constant([[True] * 3]),
-    ...                         tf.constant([[True, False, False]]), tf.constant([1, 2]))
-    >>> hit.numpy().tolist()
+    >>> sims = np.array([[0.9, 0.9, 0.1]])   # one positive tied with a negative
+    >>> hit = hit_probabilities(sims, np.array([[True] * 3]),
+    ...                         np.array([[True, False, False]]), np.array([1, 2]))
+    >>> ops.convert_to_numpy(hit).tolist()
     [[0.5, 1.0]]
   """
+  sims = ops.convert_to_tensor(sims)
   dtype = sims.dtype
-  best = tf.reduce_max(tf.where(positive, sims, tf.constant(-np.inf, dtype)), axis=1, keepdims=True)
-  above = tf.reduce_sum(tf.cast(tf.logical_and(valid, sims > best), dtype), axis=1)
-  at_best = tf.equal(sims, best)
-  tied = tf.reduce_sum(tf.cast(tf.logical_and(valid, at_best), dtype), axis=1)
-  rel_tied = tf.reduce_sum(tf.cast(tf.logical_and(positive, at_best), dtype), axis=1)
+  count = lambda x: ops.sum(ops.cast(x, dtype), axis=1)
+  best = ops.max(ops.where(positive, sims, -np.inf), axis=1, keepdims=True)
+  above = count(ops.logical_and(valid, sims > best))
+  at_best = sims == best
+  tied = count(ops.logical_and(valid, at_best))
+  rel_tied = count(ops.logical_and(positive, at_best))
   neg_tied = tied - rel_tied
-  slots = tf.cast(ks, dtype)[None, :] - above[:, None]  # places left in the top K
-  m = tf.clip_by_value(slots, 0.0, tf.maximum(neg_tied, 0.0)[:, None])
-  miss = tf.exp(log_binomial(neg_tied[:, None], m) - log_binomial(tied[:, None], m))
-  miss = tf.where(slots <= 0.0, tf.ones_like(miss), miss)
-  miss = tf.where(slots > neg_tied[:, None], tf.zeros_like(miss), miss)
+  slots = ops.cast(ks, dtype)[None, :] - above[:, None]  # places left in the top K
+  m = ops.clip(slots, 0.0, ops.maximum(neg_tied, 0.0)[:, None])
+  miss = ops.exp(log_binomial(neg_tied[:, None], m) - log_binomial(tied[:, None], m))
+  miss = ops.where(slots <= 0.0, ops.ones_like(miss), miss)
+  miss = ops.where(slots > neg_tied[:, None], ops.zeros_like(miss), miss)
   return 1.0 - miss
 
 
@@ -90,19 +99,21 @@ def average_precision_at_r(sims, valid, positive, num_positives):
     num_positives: float ``[b]``, ``R_q``.
 
   Example:
-    >>> sims = tf.constant([[0.9, 0.5, 0.7]], tf.float64)   # positives ranked 1st and 3rd
-    >>> ap = average_precision_at_r(sims, tf.constant([[True] * 3]),
-    ...                             tf.constant([[True, True, False]]),
-    ...                             tf.constant([2.0], tf.float64))
-    >>> round(float(ap[0]), 12)   # (1/1 + 0) / 2: only the first R = 2 positions count
+    >>> sims = np.array([[0.9, 0.5, 0.7]])   # positives ranked 1st and 3rd
+    >>> ap = average_precision_at_r(sims, np.array([[True] * 3]),
+    ...                             np.array([[True, True, False]]), np.array([2.0]))
+    >>> round(float(ops.convert_to_numpy(ap)[0]), 12)   # (1/1 + 0) / 2: only the first R = 2 count
     0.5
   """
+  sims, num_positives = ops.convert_to_tensor(sims), ops.convert_to_tensor(num_positives)
   dtype = sims.dtype
-  k_top = tf.maximum(tf.cast(tf.reduce_max(num_positives), tf.int32), 1)
-  top_v, top_i = tf.math.top_k(tf.where(valid, sims, tf.constant(-np.inf, dtype)), k=k_top)
-  top_pos = tf.cast(tf.gather(positive, top_i, batch_dims=1), dtype)
-  r_index = tf.clip_by_value(tf.cast(num_positives, tf.int32) - 1, 0, k_top - 1)
-  tau = tf.gather(top_v, r_index, batch_dims=1)[:, None]
+  k_top = ops.maximum(ops.cast(ops.max(num_positives), "int32"), 1)
+  known = backend.static_value(k_top)
+  k_top = int(known) if known is not None else k_top  # a tensor inside tf.function
+  top_v, top_i = backend.top_k(ops.where(valid, sims, -np.inf), k_top)
+  top_pos = ops.cast(ops.take_along_axis(ops.convert_to_tensor(positive), top_i, axis=1), dtype)
+  r_index = ops.clip(ops.cast(num_positives, "int32") - 1, 0, k_top - 1)
+  tau = ops.take_along_axis(top_v, r_index[:, None], axis=1)
   # Groups strictly above tau: their statistics come from the top_k alone.
   above_tau = top_v > tau
   stats = tie_statistics(top_v, relevant=top_pos, mask=above_tau)
@@ -113,17 +124,18 @@ def average_precision_at_r(sims, valid, positive, num_positives):
     stats["rel_tied"],
     cutoff=num_positives[:, None],
   )
-  above_sum = tf.reduce_sum(
-    tf.where(tf.logical_and(above_tau, top_pos > 0), per_item, tf.zeros_like(per_item)), axis=1
+  above_sum = ops.sum(
+    ops.where(ops.logical_and(above_tau, top_pos > 0), per_item, ops.zeros_like(per_item)), axis=1
   )
   # The group at tau: counted over the whole row.
-  a_tau = tf.reduce_sum(tf.cast(above_tau, dtype), axis=1)
-  rho_tau = tf.reduce_sum(tf.where(above_tau, top_pos, tf.zeros_like(top_pos)), axis=1)
-  at_tau = tf.equal(sims, tau)
-  t_tau = tf.reduce_sum(tf.cast(tf.logical_and(valid, at_tau), dtype), axis=1)
-  r_tau = tf.reduce_sum(tf.cast(tf.logical_and(positive, at_tau), dtype), axis=1)
+  count = lambda x: ops.sum(ops.cast(x, dtype), axis=1)
+  a_tau = count(above_tau)
+  rho_tau = ops.sum(ops.where(above_tau, top_pos, ops.zeros_like(top_pos)), axis=1)
+  at_tau = sims == tau
+  t_tau = count(ops.logical_and(valid, at_tau))
+  r_tau = count(ops.logical_and(positive, at_tau))
   tau_sum = r_tau * expected_precision(a_tau, t_tau, rho_tau, r_tau, cutoff=num_positives)
-  return tf.math.divide_no_nan(above_sum + tau_sum, num_positives)
+  return ops.divide_no_nan(above_sum + tau_sum, num_positives)
 
 
 def block_statistics(
@@ -136,14 +148,14 @@ def block_statistics(
   :func:`average_precision_at_r`. Inputs must already be L2-normalised.
 
   Args:
-    query: float64 ``[b, D]`` unit-norm query embeddings.
-    query_labels: int64 ``[b]`` class ids.
-    query_ids: int64 ``[b]`` row ids; a gallery item with the same id is the query itself and is
-      excluded.
+    query: float64 ``[b, D]`` unit-norm query embeddings (arrays or tensors of the backend).
+    query_labels: integer ``[b]`` class ids.
+    query_ids: integer ``[b]`` row ids; a gallery item with the same id is the query itself and
+      is excluded.
     gallery: float64 ``[G, D]`` unit-norm gallery embeddings.
-    gallery_labels: int64 ``[G]``.
-    gallery_ids: int64 ``[G]``.
-    ks: int64 ``[k]`` cut-offs.
+    gallery_labels: integer ``[G]``.
+    gallery_ids: integer ``[G]``.
+    ks: integer ``[k]`` cut-offs.
     with_map: also compute MAP@R (needs a top-k of each row, k = the largest R_q).
 
   Returns:
@@ -152,35 +164,21 @@ def block_statistics(
     ``R_q``. Rows with ``R_q == 0`` hold meaningless values.
 
   Example:
-    >>> e = tf.constant([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], tf.float64)
-    >>> y = tf.constant([0, 0, 1], tf.int64)
-    >>> i = tf.range(3, dtype=tf.int64)
-    >>> hits, ap, r = block_statistics(e, y, i, e, y, i, tf.constant([1], tf.int64))
-    >>> hits[:2, 0].numpy().tolist(), r.numpy().tolist()
+    >>> e = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    >>> y, i = np.array([0, 0, 1]), np.arange(3)
+    >>> hits, ap, r = block_statistics(e, y, i, e, y, i, np.array([1]))
+    >>> ops.convert_to_numpy(hits)[:2, 0].tolist(), ops.convert_to_numpy(r).tolist()
     ([1.0, 1.0], [1.0, 1.0, 0.0])
   """
+  query, query_labels, query_ids, gallery, gallery_labels, gallery_ids = (
+    ops.convert_to_tensor(x)
+    for x in (query, query_labels, query_ids, gallery, gallery_labels, gallery_ids)
+  )
   sims = similarities(query, gallery)
-  valid = tf.not_equal(query_ids[:, None], gallery_ids[None, :])
-  positive = tf.logical_and(tf.equal(query_labels[:, None], gallery_labels[None, :]), valid)
-  num_positives = tf.reduce_sum(tf.cast(positive, sims.dtype), axis=1)
+  valid = query_ids[:, None] != gallery_ids[None, :]
+  positive = ops.logical_and(query_labels[:, None] == gallery_labels[None, :], valid)
+  num_positives = ops.sum(ops.cast(positive, sims.dtype), axis=1)
   hits = hit_probabilities(sims, valid, positive, ks)
   if not with_map:
-    return hits, tf.zeros_like(num_positives), num_positives
+    return hits, ops.zeros_like(num_positives), num_positives
   return hits, average_precision_at_r(sims, valid, positive, num_positives), num_positives
-
-
-_SIGNATURE = [_SPEC_E, _SPEC_I, _SPEC_I, _SPEC_E, _SPEC_I, _SPEC_I, _SPEC_I]
-_COMPILED = {
-  False: tf.function(
-    lambda *args: block_statistics(*args, with_map=False), input_signature=_SIGNATURE
-  ),
-  True: tf.function(
-    lambda *args: block_statistics(*args, with_map=True), input_signature=_SIGNATURE
-  ),
-}
-
-
-def compiled_block_statistics(with_map):
-  """:func:`block_statistics` as a ``tf.function`` with a fixed signature, traced once per process
-  (float64 ``[None, None]`` embeddings, int64 ``[None]`` labels, ids and cut-offs)."""
-  return _COMPILED[bool(with_map)]

@@ -19,8 +19,9 @@ same
 :func:`tfrank4class.retrieval.retrieval_recall_at_k` measures every loss.
 
 :func:`build_retrieval_model` returns the model to ``fit`` and the ``embedding_model`` (sharing
-its layers) to evaluate and export; :func:`export_embedding_model` writes a SavedModel whose
-``serving_default`` signature returns ``{"embedding": [B, D]}``.
+its layers) to evaluate and export; :func:`tfrank4class.retrieval.export.export_embedding_model`
+(TensorFlow only: a SavedModel) writes one whose ``serving_default`` signature returns
+``{"embedding": [B, D]}``. This module builds Keras models only, so it runs on every backend.
 
 The recipe composes an encoder, Keras layers and a loss, so it sits above the losses in the
 package's one-way flow (data -> encoder -> head -> scores -> rank op -> loss / metrics); nothing
@@ -28,8 +29,6 @@ below imports it.
 """
 
 import typing
-
-import tensorflow as tf
 
 from tfrank4class import checks
 from tfrank4class.compat import keras
@@ -192,26 +191,3 @@ def _classifier(embedding, num_classes, dropout):
   return keras.layers.Dense(
     num_classes, kernel_initializer="zeros", bias_initializer="zeros", name="classifier"
   )(h)
-
-
-def export_embedding_model(embedding_model, export_dir):
-  """Writes ``embedding_model`` as a SavedModel serving ``{"embedding": [B, D]}``.
-
-  The classifier of the cross-entropy recipe is not part of ``embedding_model``, so it is dropped
-  at export. Load with ``tf.saved_model.load(export_dir).signatures["serving_default"]``.
-
-  Example:
-    >>> export_embedding_model(built.embedding_model, "/tmp/emb")   # doctest: +SKIP
-  """
-  if not isinstance(embedding_model, keras.Model):
-    raise ValueError(f"`embedding_model` must be a keras.Model, got {embedding_model!r}.")
-  spec = tf.TensorSpec(
-    [None, *embedding_model.input_shape[1:]], embedding_model.inputs[0].dtype, name="inputs"
-  )
-
-  @tf.function(input_signature=[spec])
-  def serve(inputs):
-    return {"embedding": embedding_model(inputs, training=False)}
-
-  tf.saved_model.save(embedding_model, str(export_dir), signatures={"serving_default": serve})
-  return export_dir
