@@ -77,7 +77,8 @@ def hit_probabilities(sims, valid, positive, ks):
   rel_tied = count(ops.logical_and(positive, at_best))
   neg_tied = tied - rel_tied
   slots = ops.cast(ks, dtype)[None, :] - above[:, None]  # places left in the top K
-  m = ops.clip(slots, 0.0, ops.maximum(neg_tied, 0.0)[:, None])
+  # Not ops.maximum nor ops.divide_no_nan: on PyTorch they return float32 for float64 inputs.
+  m = ops.clip(slots, 0.0, ops.where(neg_tied > 0, neg_tied, ops.zeros_like(neg_tied))[:, None])
   miss = ops.exp(log_binomial(neg_tied[:, None], m) - log_binomial(tied[:, None], m))
   miss = ops.where(slots <= 0.0, ops.ones_like(miss), miss)
   miss = ops.where(slots > neg_tied[:, None], ops.zeros_like(miss), miss)
@@ -135,7 +136,9 @@ def average_precision_at_r(sims, valid, positive, num_positives):
   t_tau = count(ops.logical_and(valid, at_tau))
   r_tau = count(ops.logical_and(positive, at_tau))
   tau_sum = r_tau * expected_precision(a_tau, t_tau, rho_tau, r_tau, cutoff=num_positives)
-  return ops.divide_no_nan(above_sum + tau_sum, num_positives)
+  has = num_positives > 0
+  ap_sum = above_sum + tau_sum
+  return ops.where(has, ap_sum / ops.where(has, num_positives, 1.0), ops.zeros_like(ap_sum))
 
 
 def block_statistics(
