@@ -39,7 +39,8 @@ def similarities(query, gallery):
     >>> ops.convert_to_numpy(similarities(e, e)).round(6).tolist()
     [[1.0, 0.6], [0.6, 1.0]]
   """
-  sims = ops.matmul(query, ops.transpose(gallery))
+  # einsum, not matmul: Keras's matmul returns float32 for float64 inputs on PyTorch (3.15).
+  sims = ops.einsum("bd,gd->bg", query, gallery)
   return ops.cast(ops.cast(sims, "float32"), query.dtype)
 
 
