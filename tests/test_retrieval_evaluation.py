@@ -4,7 +4,20 @@ import _retrieval_reference as ref
 import numpy as np
 import pytest
 
+from tfrank4class import compat
 from tfrank4class.retrieval.evaluation import map_at_r, retrieval_metrics, retrieval_recall_at_k
+
+
+@pytest.fixture(autouse=True)
+def float64():
+  """The retrieval metrics compute in float64; JAX needs ``jax_enable_x64`` for it."""
+  if compat.BACKEND != "jax":
+    yield
+    return
+  import jax  # noqa: PLC0415
+
+  with jax.enable_x64(True):
+    yield
 
 
 # ---------------------------------------------------------------- values

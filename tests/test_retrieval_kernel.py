@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from backend_testing import compile_modes, compiled, numpy
 
-from tfrank4class import backend
+from tfrank4class import compat
 from tfrank4class.compat import ops
 from tfrank4class.retrieval.kernel import (
   average_precision_at_r,
@@ -17,9 +17,19 @@ from tfrank4class.retrieval.kernel import (
   similarities,
 )
 
-#: float64 where the backend computes in it (JAX only with jax_enable_x64), else float32.
-FLOAT64 = backend.dtype_name(ops.convert_to_tensor(np.zeros(1))) == "float64"
-TOL = 1e-12 if FLOAT64 else 1e-6
+TOL = 1e-12
+
+
+@pytest.fixture(autouse=True)
+def float64():
+  """The retrieval metrics compute in float64; JAX needs ``jax_enable_x64`` for it."""
+  if compat.BACKEND != "jax":
+    yield
+    return
+  import jax  # noqa: PLC0415
+
+  with jax.enable_x64(True):
+    yield
 
 
 # ---------------------------------------------------------------- execution modes
