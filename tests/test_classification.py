@@ -242,7 +242,8 @@ def _compiled_update(metric, mode, y, scores, weights):
     update = compiled(
       lambda v, a, b, w: metric.stateless_update_state(v, a, b, sample_weight=w), mode
     )
-    for variable, value in zip(metric.variables, update(metric.variables, *args)):
+    values = update([variable.value for variable in metric.variables], *args)
+    for variable, value in zip(metric.variables, values):
       variable.assign(value)
     return
   compiled(lambda a, b, w: [metric.update_state(a, b, sample_weight=w), None][1], mode)(*args)
