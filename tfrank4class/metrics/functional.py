@@ -45,14 +45,16 @@ relevance is ``> 0``. Lists with no relevant item score 0 under every metric (``
 constant labels or scores); nothing returns NaN.
 
 Bad input. Labels outside ``[0, C)`` (class ids have no padding value: a negative id is an error),
-fractional class ids, dense labels of the wrong width, a batch-size mismatch, non-finite scores
-and ``k < 1`` raise a ``ValueError`` (``TypeError`` for non-numeric input) naming the argument and
-the value, eagerly on every backend (the label parser :func:`tfrank4class.labels.parse_labels`
-and the score check :func:`tfrank4class.checks.check_scores`). Shape and ``k`` errors are raised
-when a compiled function is traced. Inside compiled code (``tf.function``, XLA, ``jax.jit``),
-where a data-dependent raise is impossible, a list whose labels are bad gets the value NaN
-(:meth:`tfrank4class.labels.Labels.mark_invalid`), so the mean of a batch, and a metric, shows NaN
-rather than a silently wrong number; the gathers see the id clipped into ``[0, C)``.
+fractional class ids, non-finite dense relevance, dense labels of the wrong width, a batch-size
+mismatch, non-finite scores and ``k < 1`` raise a ``ValueError`` (``TypeError`` for non-numeric
+input) naming the argument and the value, eagerly on every backend (the label parser
+:func:`tfrank4class.labels.parse_labels` and the score check
+:func:`tfrank4class.checks.check_scores`); shape and ``k`` errors also when a compiled function is
+traced. Inside ``tf.function`` the value checks are assertions: the call fails with the same
+message. Where no check can run (XLA, ``jax.jit``), a list whose labels are bad gets the value NaN
+(:meth:`tfrank4class.labels.Labels.mark_invalid`; the gathers see the id clipped into
+``[0, C)``), and a NaN score makes its list's value NaN, so a batch mean, and a metric, shows NaN
+rather than a silently wrong number.
 """
 
 # Longer than the 500 lines the house allows a module: every metric here is a closed form of the
