@@ -5,6 +5,10 @@ user beforehand) as the instance encoder.
 
 ``pick`` takes ``output_key`` from a dict output (``"pooled_output"`` for TF Hub BERT/ELECTRA
 encoders). Nothing is downloaded: ``path`` must be a local SavedModel directory.
+
+A SavedModel is TensorFlow's by nature: this module imports TensorFlow and is imported by
+:mod:`tfrank4class.encoders` on the TensorFlow backend only (elsewhere ``encoders.get(
+"saved_model")`` raises an error saying so).
 """
 
 import os
@@ -45,6 +49,33 @@ def _saved_model_variables(obj):
   trainable = list(trainable() if callable(trainable) else trainable)
   ids = {id(v) for v in trainable}
   return trainable, [v for v in every if id(v) not in ids]
+
+
+def track_variables(layer, trainable, non_trainable):
+  """Makes existing ``tf.Variable``\\ s (e.g. a loaded SavedModel's) weights of ``layer``.
+
+  ``trainable`` become ``layer.trainable_weights`` (while ``layer.trainable``), ``non_trainable``
+  its non-trainable weights; both are saved and loaded with the layer. Keras has no public API
+  for variables created outside ``add_weight``: Keras 2 keeps a layer's own weights in
+  ``_trainable_weights`` / ``_non_trainable_weights``, Keras 3 in ``_trainable_variables`` /
+  ``_non_trainable_variables`` (and files a variable by its own ``trainable`` flag), and reads
+  a ``regularizer`` attribute from each, which this sets to ``None`` when missing.
+
+  Example:
+    >>> layer = keras.layers.Layer()
+    >>> track_variables(layer, [tf.Variable(1.0)], [tf.Variable(2.0, trainable=False)])
+    >>> [float(w.numpy()) for w in layer.weights]
+    [1.0, 2.0]
+  """
+  if compat.KERAS_3:
+    for variable in (*trainable, *non_trainable):
+      if not hasattr(variable, "regularizer"):
+        variable.regularizer = None  # Keras 3 reads it from every weight (add_weight sets it)
+    layer._trainable_variables.extend(trainable)  # pylint: disable=protected-access
+    layer._non_trainable_variables.extend(non_trainable)  # pylint: disable=protected-access
+  else:
+    layer._trainable_weights.extend(trainable)  # pylint: disable=protected-access
+    layer._non_trainable_weights.extend(non_trainable)  # pylint: disable=protected-access
 
 
 @compat.register_serializable
@@ -147,7 +178,7 @@ class SavedModelEncoder(keras.layers.Layer):
     trainable_vars, others = _saved_model_variables(self._encoder)
     # The SavedModel's variables become this layer's weights (saved by model.save, trained when
     # the layer is trainable).
-    compat.track_variables(self, trainable_vars, others)
+    track_variables(self, trainable_vars, others)
 
   def _call_encoder(self, inputs):
     if self.signature is None:
