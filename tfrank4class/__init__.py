@@ -12,7 +12,8 @@ imported only where TensorFlow is (never by ``import tfrank4class`` on JAX or Py
 :mod:`tfrank4class.data` (``tf.data``, TensorFlow Datasets, ``WordPieceVectorizer``),
 :mod:`tfrank4class.train` (absl binaries, ``tf.distribute``), :mod:`tfrank4class.retrieval.inputs`
 (``tf.data``), :mod:`tfrank4class.encoders.saved_model_text` (SavedModels), and the raw-string
-encoders of :mod:`tfrank4class.encoders` (they raise ``NotImplementedError`` elsewhere). On the
+encoders of :mod:`tfrank4class.encoders` (they raise ``ImportError`` elsewhere,
+:func:`tfrank4class.compat.require_tensorflow_backend`). On the
 TensorFlow backend the package also imports :mod:`tfrank4class.data`, whose ``WordPieceVectorizer``
 layer the BERT checkpoint encoder tokenises with, so saved models that hold it load as before.
 """

@@ -11,11 +11,10 @@ Backends. The image encoders and the layers over token ids (:class:`BertEncoder`
 (``"transformer"``, ``"bert_checkpoint"``: string tensors, ``TextVectorization``, WordPiece) and
 ``"saved_model"`` (a TensorFlow SavedModel; :mod:`~tfrank4class.encoders.saved_model_text` is
 imported on the TensorFlow backend only) are TensorFlow's by nature: on JAX and PyTorch they
-raise ``NotImplementedError`` naming what to use instead.
+raise ``ImportError`` (:func:`tfrank4class.compat.require_tensorflow_backend`).
 """
 
 from tfrank4class import compat
-from tfrank4class.encoders import _common
 from tfrank4class.encoders.huggingface_bert import BertEncoder, bert_checkpoint
 from tfrank4class.encoders.resnet import resnet50
 from tfrank4class.encoders.small_cnn import small_cnn
@@ -44,9 +43,9 @@ if compat.BACKEND == "tensorflow":
 else:
 
   def saved_model(path, **kwargs):
-    """``"saved_model"`` is TensorFlow's: on this backend it raises ``NotImplementedError``."""
+    """``"saved_model"`` is TensorFlow's: on this backend it raises ``ImportError``."""
     del path, kwargs
-    _common.require_tensorflow("saved_model", "an encoder of another kind")
+    compat.require_tensorflow_backend("tfrank4class.encoders.saved_model (a SavedModel)")
 
 
 #: The encoders by name (``ENCODERS["resnet50"]`` is the builder; :func:`get` calls it).

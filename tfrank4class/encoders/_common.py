@@ -1,21 +1,8 @@
-"""Helpers shared by the encoders: argument checks, and the fence of the TensorFlow-only ones."""
+"""Helpers shared by the encoders: argument checks."""
 
 import os
 
-from tfrank4class import checks, compat
-
-
-def require_tensorflow(what, instead):
-  """Raises ``NotImplementedError`` naming ``what`` unless the backend is TensorFlow.
-
-  The encoders from raw strings (string tensors, ``TextVectorization``, WordPiece) and from
-  SavedModels are TensorFlow's by nature; ``instead`` names what to use on JAX and PyTorch.
-  """
-  if compat.BACKEND != "tensorflow":
-    raise NotImplementedError(
-      f"`{what}` needs the TensorFlow backend (string tensors and SavedModels are TensorFlow's), "
-      f"got KERAS_BACKEND={compat.BACKEND!r}; on this backend use {instead}."
-    )
+from tfrank4class import checks
 
 
 def check_image_shape(input_shape, minimum=1):

@@ -20,7 +20,7 @@ downloaded.
 The tokenisation runs in the graph (:class:`tfrank4class.data.text.WordPieceVectorizer`), so the
 encoder of :func:`bert_checkpoint` takes raw strings and a saved model serves them; string tensors
 are TensorFlow's, so :func:`bert_checkpoint` runs on the TensorFlow backend only (elsewhere it
-raises an error saying so). :class:`BertEncoder`, the Transformer over token ids, is written here
+raises ``ImportError``). :class:`BertEncoder`, the Transformer over token ids, is written here
 with ``keras.ops`` and runs on every backend (no keras-hub: it needs Keras 3 and tensorflow-text,
 and the package also runs on tf-keras). The weights are read from ``model.safetensors`` with numpy
 (:mod:`tfrank4class.encoders.huggingface_checkpoint`), so the ``safetensors``
@@ -31,7 +31,6 @@ import numpy as np
 
 from tfrank4class import backend, checks, compat
 from tfrank4class.compat import keras, ops
-from tfrank4class.encoders import _common
 from tfrank4class.encoders import huggingface_checkpoint as checkpoint_lib
 
 _OUTPUTS = ("mean", "tokens")
@@ -386,8 +385,8 @@ def bert_checkpoint(
     A functional ``keras.Model`` with a ``tf.string`` input ``[B, 1]`` (``[B]`` accepted).
 
   Raises:
-    NotImplementedError: on the JAX and PyTorch backends (the WordPiece tokeniser runs on string
-      tensors, which are TensorFlow's); use :class:`BertEncoder` on token ids.
+    ImportError: on the JAX and PyTorch backends (the WordPiece tokeniser runs on string
+      tensors, which are TensorFlow's); use :class:`BertEncoder` on token ids there.
 
   Example:
     >>> from tfrank4class.encoders.huggingface_checkpoint import installed_minilm_path
@@ -395,7 +394,7 @@ def bert_checkpoint(
     >>> tuple(enc(np.array(["So happy for you!"])).shape)              # doctest: +SKIP
     (1, 384)
   """
-  _common.require_tensorflow("bert_checkpoint", "BertEncoder on token ids")
+  compat.require_tensorflow_backend("tfrank4class.encoders.bert_checkpoint (raw strings)")
   path = checkpoint_lib.check_checkpoint_dir(path)
   architecture = checkpoint_lib.read_bert_config(path)
   default_length, default_normalize = checkpoint_lib.read_sentence_options(path)

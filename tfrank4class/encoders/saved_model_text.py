@@ -8,7 +8,7 @@ encoders). Nothing is downloaded: ``path`` must be a local SavedModel directory.
 
 A SavedModel is TensorFlow's by nature: this module imports TensorFlow and is imported by
 :mod:`tfrank4class.encoders` on the TensorFlow backend only (elsewhere ``encoders.get(
-"saved_model")`` raises an error saying so).
+"saved_model")`` raises ``ImportError``).
 """
 
 import os
@@ -17,6 +17,8 @@ import tensorflow as tf
 
 from tfrank4class import compat
 from tfrank4class.compat import keras
+
+compat.require_tensorflow_backend("tfrank4class.encoders.saved_model_text")
 
 #: Input names of the TF Hub BERT/ELECTRA encoder convention.
 BERT_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")

@@ -10,13 +10,12 @@ The model of :func:`transformer` takes RAW STRINGS (``tf.string`` ``[B]`` or ``[
 holds the ``TextVectorization`` layer, so a trained model exports with string inputs and
 round-trips through ``model.save`` / ``keras.models.load_model``. String tensors and
 ``TextVectorization`` are TensorFlow's, so :func:`transformer` runs on the TensorFlow backend only
-(elsewhere it raises an error saying so); :class:`TransformerTextEncoder`, the layer from token ids,
+(elsewhere it raises ``ImportError``); :class:`TransformerTextEncoder`, the layer from token ids,
 runs on every backend.
 """
 
 from tfrank4class import checks, compat
 from tfrank4class.compat import keras, ops
-from tfrank4class.encoders import _common
 
 
 @compat.register_serializable
@@ -262,8 +261,8 @@ def transformer(
     is accepted too).
 
   Raises:
-    NotImplementedError: on the JAX and PyTorch backends (string tensors and
-      ``TextVectorization`` are TensorFlow's); use :class:`TransformerTextEncoder` on token ids.
+    ImportError: on the JAX and PyTorch backends (string tensors and ``TextVectorization`` are
+      TensorFlow's); use :class:`TransformerTextEncoder` on token ids there.
 
   Example:
     >>> enc = transformer(vocabulary=["good", "bad"], sequence_length=4, embedding_dim=8,
@@ -271,7 +270,7 @@ def transformer(
     >>> tuple(enc(ops.convert_to_tensor(["good film", "bad"])).shape)
     (2, 8)
   """
-  _common.require_tensorflow("transformer", "TransformerTextEncoder on token ids")
+  compat.require_tensorflow_backend("tfrank4class.encoders.transformer (raw strings)")
   if (vocabulary is None) == (text_vectorization is None):
     raise ValueError(
       "Pass exactly one of `vocabulary` (a list of tokens) and "

@@ -25,7 +25,7 @@ TensorFlow). Per backend: ``keras.ops.map`` is a sequential ``jax.lax.map`` on J
 loop on PyTorch (eager: one chunk at a time); on TensorFlow it is ``tf.map_fn``, which in a graph
 may run up to 10 iterations at once (TensorFlow's default ``parallel_iterations``), so the peak
 there is up to ``10 x B x k x w``. The recomputation in the backward pass needs the backend's own
-autodiff (:func:`_vector_jacobian`): ``tf.GradientTape``, ``jax.vjp`` or ``torch.autograd.grad``.
+autodiff (:func:`tfrank4class.backend.vector_jacobian`).
 """
 
 import math
@@ -93,7 +93,7 @@ class Interaction(keras.layers.Layer):
 
     def chunk(h, c, *weights):
       def grad(upstream):
-        return _vector_jacobian(
+        return backend.vector_jacobian(
           lambda *args: self.score_with(args[0], args[1], list(args[2:])),
           [h, c, *weights],
           upstream,
@@ -407,33 +407,6 @@ def _cast_pair(inputs):
   h, c = inputs
   h = ops.convert_to_tensor(h)
   return h, ops.cast(c, ops.dtype(h))
-
-
-def _vector_jacobian(fn, inputs, upstream):
-  """The gradients of ``sum(upstream * fn(*inputs))`` with respect to each of ``inputs``.
-
-  keras.ops has no autodiff, so this is the one place of the heads that calls each backend's own:
-  ``tf.GradientTape``, ``jax.vjp`` or ``torch.autograd.grad``. An input that ``fn`` does not use
-  gets a zero gradient.
-  """
-  if compat.BACKEND == "jax":
-    import jax  # pylint: disable=g-import-not-at-top
-
-    return list(jax.vjp(fn, *inputs)[1](upstream))
-  if compat.BACKEND == "torch":
-    import torch  # pylint: disable=g-import-not-at-top
-
-    with torch.enable_grad():
-      leaves = [x.detach().requires_grad_(True) for x in inputs]
-      grads = torch.autograd.grad(fn(*leaves), leaves, grad_outputs=upstream, allow_unused=True)
-  else:
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-
-    with tf.GradientTape() as tape:
-      tape.watch(inputs)
-      again = fn(*inputs)
-    grads = tape.gradient(again, inputs, output_gradients=upstream)
-  return [ops.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
 
 
 #: The interactions by name (``INTERACTIONS["dot"]`` is the class; :func:`get` builds one).
