@@ -96,7 +96,7 @@ def test_chunked_gradients_equal_unchunked(cls):
   chunked.set_weights(full.get_weights())
   assert chunked.num_chunks(7) == 3
   grads = [
-    value_and_grad(lambda a, b: ops.sum(ops.sin(layer([a, b]))), h, c)[1]
+    value_and_grad(lambda a, b, f=layer: ops.sum(ops.sin(f([a, b]))), h, c)[1]
     for layer in (full, chunked)
   ]
   for g_full, g_chunk in zip(*grads):

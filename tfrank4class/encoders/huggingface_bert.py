@@ -32,6 +32,7 @@ import numpy as np
 from tfrank4class import backend, checks, compat
 from tfrank4class.compat import keras, ops
 from tfrank4class.encoders import huggingface_checkpoint as checkpoint_lib
+from tfrank4class.registry import export
 
 _OUTPUTS = ("mean", "tokens")
 
@@ -42,7 +43,7 @@ def _layer_norm(x, gamma, beta, eps):
   return (x - mean) * ops.rsqrt(variance + eps) * gamma + beta
 
 
-@compat.register_serializable
+@export()
 class BertEncoder(keras.layers.Layer):
   """BERT over WordPiece ids ``[B, L]``: token states or mean-pooled embedding (module doc).
 

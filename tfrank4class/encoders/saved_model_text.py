@@ -13,12 +13,14 @@ A SavedModel is TensorFlow's by nature: this module imports TensorFlow and is im
 
 import os
 
-import tensorflow as tf
-
 from tfrank4class import compat
-from tfrank4class.compat import keras
 
-compat.require_tensorflow_backend("tfrank4class.encoders.saved_model_text")
+compat.require_tensorflow_backend("tfrank4class.encoders.saved_model_text")  # the fence
+
+import tensorflow as tf  # noqa: E402
+
+from tfrank4class.compat import keras  # noqa: E402
+from tfrank4class.registry import export  # noqa: E402
 
 #: Input names of the TF Hub BERT/ELECTRA encoder convention.
 BERT_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -80,7 +82,7 @@ def track_variables(layer, trainable, non_trainable):
     layer._non_trainable_weights.extend(non_trainable)  # pylint: disable=protected-access
 
 
-@compat.register_serializable
+@export()
 class SavedModelEncoder(keras.layers.Layer):
   """A Keras layer around ``tf.saved_model.load(path)`` (see module doc).
 

@@ -16,9 +16,10 @@ runs on every backend.
 
 from tfrank4class import checks, compat
 from tfrank4class.compat import keras, ops
+from tfrank4class.registry import export
 
 
-@compat.register_serializable
+@export()
 class TransformerTextEncoder(keras.layers.Layer):
   """Token ids ``[B, L]`` (0 = padding) to a pooled text embedding ``[B, d]`` (see module doc).
 

@@ -19,8 +19,9 @@ future work; the feature MLP is our own design and has no published figures to c
 
 import numpy as np
 
-from tfrank4class import checks, compat
+from tfrank4class import checks
 from tfrank4class.compat import keras, ops
+from tfrank4class.registry import export
 
 
 def check_class_features(class_features, num_classes):
@@ -60,7 +61,7 @@ def check_class_features(class_features, num_classes):
   return array
 
 
-@compat.register_serializable
+@export()
 class ClassEncoder(keras.layers.Layer):
   """Maps class ids to class embeddings ``c_i`` (Rank4Class, Sec. 3.2).
 

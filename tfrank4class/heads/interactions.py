@@ -33,7 +33,10 @@ import math
 from tfrank4class import backend, checks, compat
 from tfrank4class.compat import keras, ops
 from tfrank4class.heads.class_encoder import check_units, fresh_initializer
-from tfrank4class.registry import Registry
+from tfrank4class.registry import Registry, export
+
+#: The interactions by name (``INTERACTIONS["dot"]`` is the class; :func:`get` builds one).
+INTERACTIONS = Registry("interaction", argument="interaction")
 
 
 class Interaction(keras.layers.Layer):
@@ -167,7 +170,7 @@ class Interaction(keras.layers.Layer):
     return config
 
 
-@compat.register_serializable
+@export(INTERACTIONS, "dot")
 class DotProductInteraction(Interaction):
   """Dot product with a bias term: ``s_{b,i} = [h_b, 1] . c_i`` (Rank4Class, Sec. 3.2).
 
@@ -277,7 +280,7 @@ class _MLPInteraction(Interaction):
     return config
 
 
-@compat.register_serializable
+@export(INTERACTIONS, "latent_cross")
 class LatentCrossInteraction(_MLPInteraction):
   """Latent cross then an MLP: ``s_{b,i} = MLP((1 + c_i) * h_b)`` (Rank4Class, Sec. 4.2).
 
@@ -330,7 +333,7 @@ class LatentCrossInteraction(_MLPInteraction):
     return ops.squeeze(self._apply_layers(x, weights), axis=-1)
 
 
-@compat.register_serializable
+@export(INTERACTIONS, "concat")
 class ConcatInteraction(_MLPInteraction):
   """Concatenation then an MLP: ``s_{b,i} = MLP([h_b, c_i])`` (Rank4Class, Sec. 4.2).
 
@@ -407,13 +410,6 @@ def _cast_pair(inputs):
   h, c = inputs
   h = ops.convert_to_tensor(h)
   return h, ops.cast(c, ops.dtype(h))
-
-
-#: The interactions by name (``INTERACTIONS["dot"]`` is the class; :func:`get` builds one).
-INTERACTIONS = Registry("interaction", argument="interaction")
-INTERACTIONS.add("dot", DotProductInteraction)
-INTERACTIONS.add("latent_cross", LatentCrossInteraction)
-INTERACTIONS.add("concat", ConcatInteraction)
 
 
 def get(interaction, **kwargs):

@@ -9,13 +9,14 @@ with ``f`` the dot product ``[h, 1] . c_i`` (Rank4Class, ICLR 2022 submission, S
 
 import numpy as np
 
-from tfrank4class import checks, compat
+from tfrank4class import checks
 from tfrank4class.compat import keras, ops
 from tfrank4class.heads import interactions as interactions_lib
 from tfrank4class.heads.class_encoder import ClassEncoder, check_class_features, check_units
+from tfrank4class.registry import export
 
 
-@compat.register_serializable
+@export()
 class Rank4ClassHead(keras.layers.Layer):
   """Scores every class for every instance: ``[B, d]`` instance embeddings to ``[B, C]`` scores.
 
