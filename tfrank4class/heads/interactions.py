@@ -18,14 +18,13 @@ builds the ``[B, C, d + e]`` concatenation: its first layer is ``W [h, c_i] + b 
 W_h h + W_c c_i + b``, computed as a ``[B, w]`` and a ``[C, w]`` product broadcast-added.
 ``class_chunk_size=k`` evaluates the interaction on ``ceil(C / k)`` chunks of ``k`` classes, each
 under a recompute-in-backward custom gradient (like ``tf.recompute_grad``;
-:func:`tfrank4class.backend.custom_gradient`) inside ``keras.ops.map``, so that forward and
-backward peak memory scale with ``B x k x w`` instead of ``B x C x w``, at the cost of recomputing
-the MLP forward pass once in the backward pass. ``benchmarks/heads.py`` measures both (on
-TensorFlow). Per backend: ``keras.ops.map`` is a sequential ``jax.lax.map`` on JAX and a Python
-loop on PyTorch (eager: one chunk at a time); on TensorFlow it is ``tf.map_fn``, which in a graph
-may run up to 10 iterations at once (TensorFlow's default ``parallel_iterations``), so the peak
-there is up to ``10 x B x k x w``. The recomputation in the backward pass needs the backend's own
-autodiff (:func:`tfrank4class.backend.vector_jacobian`).
+:func:`tfrank4class.backend.custom_gradient`) inside a sequential loop
+(:func:`tfrank4class.backend.sequential_map`: ``tf.map_fn(parallel_iterations=1)``,
+``jax.lax.map``, a Python loop on PyTorch), so that forward and backward peak memory scale with
+``B x k x w`` instead of ``B x C x w``, at the cost of recomputing the MLP forward pass once in the
+backward pass. ``benchmarks/heads.py`` measures both (on TensorFlow; the other backends' memory
+is not measured). The recomputation in the backward pass uses the backend's own autodiff
+(:func:`tfrank4class.backend.vector_jacobian`).
 """
 
 import math
@@ -149,9 +148,11 @@ class Interaction(keras.layers.Layer):
     # Pad the classes to whole chunks; the padded scores are sliced off (zero gradient).
     padded = ops.pad(c, [[0, num_chunks * k - num_classes], [0, 0]])
     chunks = ops.reshape(padded, (num_chunks, k, c.shape[-1]))
-    # keras.ops.map, not a Python loop: a loop would let TensorFlow's executor and XLA run all
-    # chunks at once (see the module doc for what each backend's map does).
-    scores = ops.map(lambda c_k: self._recomputed_score(h, c_k, weights), chunks)  # [n, B, k]
+    # A sequential loop: one chunk's [B, k, w] activations are alive at a time, forward and
+    # backward; a Python loop would let TensorFlow's executor run all chunks at once.
+    scores = backend.sequential_map(
+      lambda c_k: self._recomputed_score(h, c_k, weights), chunks
+    )  # [num_chunks, B, k]
     scores = ops.reshape(ops.transpose(scores, (1, 0, 2)), (-1, num_chunks * k))
     return scores[:, :num_classes]
 
