@@ -75,7 +75,7 @@ def test_compile_fit_evaluate_save_and_load_on_every_backend(tmp_path, interacti
   keras.utils.set_random_seed(0)
   rng = np.random.default_rng(2)
   x = rng.normal(size=(16, 8, 8, 3)).astype(np.float32)
-  y = rng.integers(0, 3, size=16)
+  y = rng.integers(0, 3, size=16).astype(np.int32)  # JAX: int64 only with jax_enable_x64
   model = build_model(
     _tiny_encoder(), 3, interaction=interaction, hidden_units=(4,), class_chunk_size=2
   )
