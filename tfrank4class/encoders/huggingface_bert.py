@@ -386,8 +386,7 @@ def bert_checkpoint(
     A functional ``keras.Model`` with a ``tf.string`` input ``[B, 1]`` (``[B]`` accepted).
 
   Raises:
-    ImportError: on the JAX and PyTorch backends (the WordPiece tokeniser runs on string
-      tensors, which are TensorFlow's); use :class:`BertEncoder` on token ids there.
+    ImportError: on JAX and PyTorch (string tensors); use :class:`BertEncoder` on token ids.
 
   Example:
     >>> from tfrank4class.encoders.huggingface_checkpoint import installed_minilm_path
