@@ -179,8 +179,8 @@ def vector_jacobian(fn, inputs, upstream):
   turns them on).
 
   Example:
-    >>> x = ops.convert_to_tensor([1.0, 2.0])
-    >>> [ops.convert_to_numpy(g) for g in vector_jacobian(lambda a, b: a * a, [x, x], ops.ones(2))]
+    >>> x, y = ops.convert_to_tensor([1.0, 2.0]), ops.convert_to_tensor([5.0, 6.0])
+    >>> [ops.convert_to_numpy(g) for g in vector_jacobian(lambda a, b: a * a, [x, y], ops.ones(2))]
     [array([2., 4.], dtype=float32), array([0., 0.], dtype=float32)]
   """
   library = _library()

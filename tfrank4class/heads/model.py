@@ -83,7 +83,8 @@ def build_model(
   Example:
     >>> model = build_model("small_cnn", 10, interaction="concat", hidden_units=(16, 16),
     ...                     encoder_kwargs=dict(input_shape=(8, 8, 3), filters=(4,)))
-    >>> tuple(model(ops.zeros((2, 8, 8, 3))).shape)
+    >>> import numpy as np
+    >>> tuple(model(np.zeros((2, 8, 8, 3), np.float32)).shape)
     (2, 10)
   """
   encoder = _encoder(encoder, encoder_kwargs)
