@@ -174,9 +174,10 @@ def custom_gradient(f):
 def vector_jacobian(fn, inputs, upstream):
   """The gradients of ``sum(upstream * fn(*inputs))`` with respect to each of ``inputs`` (a
   list of tensors), with the backend's own autodiff: ``tf.GradientTape``, ``jax.vjp`` or
-  ``torch.autograd.grad``. An input that ``fn`` does not use gets a zero gradient. For use inside
-  a :func:`custom_gradient`'s gradient function (PyTorch runs that with gradients off; this
-  turns them on).
+  ``torch.autograd.grad``. An input that ``fn`` does not use gets a zero gradient. The inputs
+  must be distinct tensors (TensorFlow's tape gives a tensor passed twice its whole gradient in
+  both places). For use inside a :func:`custom_gradient`'s gradient function (PyTorch runs that
+  with gradients off; this turns them on).
 
   Example:
     >>> x, y = ops.convert_to_tensor([1.0, 2.0]), ops.convert_to_tensor([5.0, 6.0])
