@@ -36,10 +36,8 @@ Example:
 
 import math
 
-from keras import ops
-
 from tfrank4class import checks, compat
-from tfrank4class.compat import keras
+from tfrank4class.compat import keras, ops
 
 _register = keras.utils.register_keras_serializable(package=compat.PACKAGE)
 

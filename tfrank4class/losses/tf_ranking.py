@@ -41,10 +41,10 @@ labels: seed 37 as TF-Ranking's) come from a ``keras.random.SeedGenerator`` of t
 
 import collections
 
-from keras import ops
 from keras import random as keras_random
 
 from tfrank4class import checks, compat
+from tfrank4class.compat import ops
 from tfrank4class.labels import num_items
 from tfrank4class.losses import lambda_weights as lw
 from tfrank4class.losses.base import ListwiseLoss
@@ -268,10 +268,12 @@ class RankingLoss(ListwiseLoss):
   def weighted_values(self, scores, relevance, sample_weight=None):
     """Losses times TF-Ranking's weights, before the Keras reduction: one per list ``[B]`` with
     ``normalization="lists"``, else TF-Ranking's ``[B, n]`` (per item), ``[B, 1]`` or ``[B]``."""
+    # A list whose labels failed a check that could not raise (traced code) has NaN relevance.
+    invalid = ops.any(ops.isnan(relevance), axis=1)
     relevance, logits, sample_weight = self._inputs(scores, relevance, sample_weight)
     if SPECS[self.key].shape == "list":
       values, weights = self._impl.compute_per_list(relevance, logits, sample_weight)
-      return self._per_list(values * weights)
+      return self._per_list(values * weights, invalid)
     weights = self._impl.normalize_weights(relevance, sample_weight)
     values, item_weights = self._impl.compute_unreduced_loss(
       relevance, self._impl.get_logits(logits)
@@ -286,18 +288,21 @@ class RankingLoss(ListwiseLoss):
       weights = ops.squeeze(weights, axis=-1)
     elif rank == len(values.shape) - 1:
       weights = weights[..., None]
-    return self._per_list(values * weights)
+    return self._per_list(values * weights, invalid)
 
-  def _per_list(self, values):
+  def _per_list(self, values, invalid):
     """``"lists"``: the sum over a list's items ``[B * S, n] -> [B * S]``, then the mean over
-    the ``S`` Gumbel samples of each list ``-> [B]``; ``"tf_ranking"``: ``values`` as they are."""
-    if self.normalization == "tf_ranking":
-      return values
-    if len(values.shape) == 2:
-      values = ops.sum(values, axis=1)
-    if self._sampler is not None:
-      values = ops.mean(ops.reshape(values, (-1, self._sample_size)), axis=1)
-    return values
+    the ``S`` Gumbel samples of each list ``-> [B]``; ``"tf_ranking"``: ``values`` as they are.
+    The values of ``invalid`` lists ``[B]`` (of their samples) are NaN."""
+    if self.normalization == "lists":
+      if len(values.shape) == 2:
+        values = ops.sum(values, axis=1)
+      if self._sampler is not None:
+        values = ops.mean(ops.reshape(values, (-1, self._sample_size)), axis=1)
+    elif self._sampler is not None:
+      invalid = ops.repeat(invalid, self._sample_size)
+    invalid = ops.reshape(invalid, (-1,) + (1,) * (len(values.shape) - 1))
+    return ops.where(invalid, float("nan"), values)
 
   def __call__(self, y_true, y_pred, sample_weight=None):
     # TF-Ranking normalises the sample weights with the labels (and samples them with the list).

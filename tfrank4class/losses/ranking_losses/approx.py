@@ -14,8 +14,7 @@ Example:
   -1.0
 """
 
-from keras import ops
-
+from tfrank4class.compat import ops
 from tfrank4class.losses.lambda_weights import inverse_max_dcg
 from tfrank4class.losses.ranking_losses.base import Core
 from tfrank4class.losses.ranking_losses.sampling import pairwise

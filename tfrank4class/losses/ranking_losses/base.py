@@ -1,6 +1,6 @@
 """The base of TF-Ranking's loss cores and its three rules for normalising sample weights."""
 
-from keras import ops
+from tfrank4class.compat import ops
 
 
 class Core:

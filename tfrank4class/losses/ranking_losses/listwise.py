@@ -14,8 +14,7 @@ Example:
   0.1698
 """
 
-from keras import ops
-
+from tfrank4class.compat import ops
 from tfrank4class.losses.lambda_weights import DCGLambdaWeight, ListMLELambdaWeight
 from tfrank4class.losses.ranking_losses.base import Core
 from tfrank4class.losses.ranking_losses.sampling import (

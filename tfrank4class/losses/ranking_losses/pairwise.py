@@ -11,8 +11,7 @@ Example:
   [[[0.0, 0.5], [0.0, 0.0]]]
 """
 
-from keras import ops
-
+from tfrank4class.compat import ops
 from tfrank4class.losses.ranking_losses.base import Core
 from tfrank4class.losses.ranking_losses.sampling import pairwise, ranks
 

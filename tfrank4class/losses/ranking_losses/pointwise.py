@@ -10,8 +10,7 @@ Example:
   ([[0.25, 0.0, 0.0]], [[1.0, 1.0, 0.0]])
 """
 
-from keras import ops
-
+from tfrank4class.compat import ops
 from tfrank4class.losses.ranking_losses.base import Core
 
 

@@ -20,8 +20,9 @@ Example:
 
 import math
 
-from keras import ops
 from keras import random as keras_random
+
+from tfrank4class.compat import ops
 
 #: ``log(1e-10)``: TF-Ranking's logit for a padded item in its listwise losses.
 LOG_EPSILON = math.log(1e-10)
