@@ -212,6 +212,7 @@ class RankingLoss(ListwiseLoss):
     >>> round(float(ops.convert_to_numpy(ratio)), 4)
     3.0
     >>> import tfrank4class.metrics
+    >>> from tfrank4class.compat import keras
     >>> from tfrank4class.losses.lambda_weights import NDCGLambdaWeightV2
     >>> model = keras.Sequential([keras.layers.Dense(3)])
     >>> loss = RankingLoss("pairwise_logistic_loss", lambda_weight=NDCGLambdaWeightV2(topn=5))
