@@ -13,12 +13,12 @@ import pytest
 import tensorflow as tf
 from _loss_arguments import loss as short_list_loss
 
-from tfrank4class import compat, losses, metrics
+from tfrank4class import losses, metrics
 from tfrank4class import registry as registry_lib
-from tfrank4class.registry import Registry
 from tfrank4class.losses import lambda_weights
+from tfrank4class.registry import Registry
 
-tfr_losses = compat.tf_ranking_module("keras.losses")
+tfr_losses = tf_ranking_reference.module("keras.losses")
 
 C = 5
 

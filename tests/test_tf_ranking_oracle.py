@@ -15,6 +15,8 @@ Where TF-Ranking's value is not finite (its ListMLE is ``-inf`` once scores spre
 the port must stay finite: :func:`test_list_mle_is_finite_where_tf_rankings_is_not`.
 """
 
+import sys
+
 import _tf_ranking_reference as reference
 import numpy as np
 import pytest
@@ -204,3 +206,53 @@ def test_list_mle_is_finite_where_tf_rankings_is_not(shared_draws):
   candidates = [_plackett_luce_nll(s[order]) for order in orders]
   assert np.isfinite(value)
   assert np.min(np.abs(np.array(candidates) - value) / np.abs(candidates)) < 1e-5
+
+
+def test_keys_are_tf_rankings_in_order():
+  assert list(tf_ranking.TFR_KEYS) == list(tfr_losses.RankingLossKey.all_keys())
+
+
+@pytest.mark.parametrize("weight", PAIR_WEIGHTS)
+def test_tf_rankings_lambda_weights_are_converted_to_ours(weight):
+  ours_factory, theirs_factory = LAMBDA_WEIGHTS[weight]
+  theirs = tf_ranking.RankingLoss("pairwise_logistic_loss", lambda_weight=theirs_factory())
+  assert theirs.loss_kwargs["lambda_weight"] == ours_factory()
+  y, _, scores = _inputs("graded", seed=5)
+  ours = tf_ranking.RankingLoss("pairwise_logistic_loss", lambda_weight=ours_factory())
+  np.testing.assert_allclose(theirs(y, scores).numpy(), ours(y, scores).numpy(), rtol=1e-6)
+
+
+def test_a_config_saved_with_tf_rankings_lambda_weight_loads_as_ours():
+  # What the wrapper of TF-Ranking saved (tfr_utils names TF-Ranking's gain/discount functions).
+  config = tf_ranking.RankingLoss("softmax_loss").get_config()
+  config["lambda_weight"] = {
+    "class_name": "tensorflow_ranking>NDCGLambdaWeight",
+    "config": {
+      "topn": 2,
+      "gain_fn": {"tfr_utils": "pow_minus_1"},
+      "rank_discount_fn": {"tfr_utils": "log2_inverse"},
+      "normalized": True,
+      "smooth_fraction": 0.0,
+    },
+  }
+  loaded = tf_ranking.RankingLoss.from_config(config)
+  assert loaded.loss_kwargs["lambda_weight"] == lw.NDCGLambdaWeight(topn=2)
+
+
+def test_missing_tf_ranking_gives_the_command(monkeypatch):
+  real = reference.importlib.util.find_spec
+  monkeypatch.setattr(
+    reference.importlib.util,
+    "find_spec",
+    lambda name, *a: None if name == "tensorflow_ranking" else real(name, *a),
+  )
+  monkeypatch.setattr(reference, "_MODULES", {})
+  with pytest.raises(ImportError, match=r"Run: python -m pip install --no-deps "):
+    reference.module("losses_impl")
+
+
+def test_the_loader_leaves_no_stand_in_packages():
+  reference.module("keras.losses")
+  # A later `import tensorflow_ranking` still runs the real package __init__.
+  assert "tensorflow_ranking" not in sys.modules
+  assert "tensorflow_ranking.python" not in sys.modules
