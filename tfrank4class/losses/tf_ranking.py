@@ -36,7 +36,10 @@ log-sum-exp with its maximum out (TF-Ranking's ListMLE is ``-inf`` once scores s
 (TF-Ranking: at random). Every constructor argument is checked (a non-positive or NaN
 temperature, ``sample_size=0``, a lambda weight given by name or one the key ignores raise).
 Random draws (Gumbel keys: ``seed``; ListMLE's and Coupled-RankDistil's random order of tied
-labels: seed 37 as TF-Ranking's) come from a ``keras.random.SeedGenerator`` of the loss.
+labels: seed 37 as TF-Ranking's) come from a ``keras.random.SeedGenerator`` of the loss. It
+advances at every call eagerly, under ``tf.function`` and on PyTorch; under ``jax.jit`` (JAX's
+``fit``) it is not part of the traced state (Keras tracks the seed generators of layers, not of
+losses), so a compiled step draws the same numbers each time it runs.
 """
 
 import collections
