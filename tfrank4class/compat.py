@@ -243,8 +243,7 @@ def reduce_loss(loss, values):
     allowed it (``Model.compile`` sets that permission on the loss it is given, and scales the
     replicas' losses itself), with its own message.
 
-  Values are computed in the loss's dtype under Keras 3 (``loss.dtype``), in their own under
-  Keras 2, as the flavours' ``Loss.__call__`` do.
+  Values are in the loss's dtype under Keras 3 (``loss.dtype``), in their own under Keras 2.
 
   Example:
     >>> class Halves(keras.losses.Loss):
