@@ -1,6 +1,5 @@
 """The compatibility module: TensorFlow version check, Keras binding, TF-Ranking loader, mix-ups."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -51,29 +50,6 @@ def test_loss_reduction_maps_keras_2_auto():
   assert compat.loss_reduction("auto") == ("sum_over_batch_size" if compat.KERAS_3 else "auto")
   for reduction in ("sum", "none", "sum_over_batch_size"):
     assert compat.loss_reduction(reduction) == reduction
-
-
-def test_missing_tf_ranking_gives_the_command(monkeypatch):
-  real = importlib.util.find_spec
-  monkeypatch.setattr(
-    importlib.util,
-    "find_spec",
-    lambda name, *a: None if name == "tensorflow_ranking" else real(name, *a),
-  )
-  monkeypatch.setattr(compat, "_TF_RANKING_MODULES", {})
-  with pytest.raises(
-    ImportError,
-    match=r"tensorflow-ranking is not installed\. Run: python -m "
-    r"pip install --no-deps \"tensorflow-ranking==0\.5\.5\"",
-  ):
-    compat.tf_ranking_module("losses_impl")
-
-
-def test_tf_ranking_loader_leaves_no_stand_in_packages():
-  compat.tf_ranking_module("keras.losses")
-  # The user's own `import tensorflow_ranking` still runs the real package __init__.
-  assert "tensorflow_ranking" not in sys.modules
-  assert "tensorflow_ranking.python" not in sys.modules
 
 
 def _run(code, **env):

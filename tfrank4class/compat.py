@@ -28,12 +28,9 @@ TensorFlow backend, import ``tensorflow``: the core imports on a machine without
 """
 
 import functools
-import importlib
-import importlib.util
 import json
 import os
 import sys
-import types
 import weakref
 
 #: The oldest TensorFlow the package supports (for tf-keras and the TensorFlow-by-nature parts).
@@ -246,8 +243,7 @@ def reduce_loss(loss, values):
     allowed it (``Model.compile`` sets that permission on the loss it is given, and scales the
     replicas' losses itself), with its own message.
 
-  Values are computed in the loss's dtype under Keras 3 (``loss.dtype``), in their own under
-  Keras 2, as the flavours' ``Loss.__call__`` do.
+  Values are in the loss's dtype under Keras 3 (``loss.dtype``), in their own under Keras 2.
 
   Example:
     >>> class Halves(keras.losses.Loss):
@@ -497,55 +493,3 @@ def resolve_by_name(kind, registry):
     functools.update_wrapper(get, keras_get)
     get.keras_get = keras_get
     module.get = get
-
-
-#: The command that installs tensorflow-ranking beside TensorFlow 2.16+ (its metadata pins
-#: ``tensorflow<2.16``, so it is installed without its dependencies).
-TF_RANKING_INSTALL = 'python -m pip install --no-deps "tensorflow-ranking==0.5.5"'
-
-_TF_RANKING_MODULES = {}
-
-
-def tf_ranking_module(name):
-  """A module of tensorflow-ranking 0.5.5, e.g. ``"losses_impl"`` or ``"keras.losses"``.
-
-  The package ``__init__`` of tensorflow-ranking cannot run on TensorFlow 2.16+ (it imports
-  ``tf.estimator``), so the parent packages are stood in for by empty namespace modules just long
-  enough to import ``name`` and its own imports, then removed again: a later
-  ``import tensorflow_ranking`` by the user behaves as it would without us.
-
-  Raises:
-    ImportError: tensorflow-ranking is not installed; the message gives the command.
-
-  Example:
-    >>> tf_ranking_module("losses_impl").SoftmaxLoss.__name__
-    'SoftmaxLoss'
-  """
-  full = f"tensorflow_ranking.python.{name}"
-  if full in _TF_RANKING_MODULES:
-    return _TF_RANKING_MODULES[full]
-  spec = importlib.util.find_spec("tensorflow_ranking")
-  if spec is None:
-    raise ImportError(
-      "This part of tfrank4class computes TF-Ranking's losses, and tensorflow-ranking is not "
-      f"installed. Run: {TF_RANKING_INSTALL}"
-    )
-  root = os.path.dirname(spec.origin)
-  stand_ins = []
-  for package in (
-    "tensorflow_ranking",
-    "tensorflow_ranking.python",
-    "tensorflow_ranking.python.keras",
-  ):
-    if package not in sys.modules:
-      stand_in = types.ModuleType(package)
-      stand_in.__path__ = [os.path.join(root, *package.split(".")[1:])]
-      sys.modules[package] = stand_in
-      stand_ins.append(package)
-  try:
-    module = importlib.import_module(full)
-  finally:
-    for package in stand_ins:
-      del sys.modules[package]
-  _TF_RANKING_MODULES[full] = module
-  return module
