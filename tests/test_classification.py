@@ -422,9 +422,10 @@ _TFR_METRICS = [
 
 def _tf_rankings(cls, topn, relevance, scores, item_weights):
   """TF-Ranking's weighted mean: its per-list values and the list weights it folds."""
-  import tensorflow as tf  # noqa: PLC0415  (TF-Ranking: TensorFlow only)
+  import _tf_ranking_reference  # noqa: PLC0415  (TF-Ranking: TensorFlow only)
+  import tensorflow as tf  # noqa: PLC0415
 
-  metric = getattr(compat.tf_ranking_module("metrics_impl"), cls)("m", topn=topn)
+  metric = getattr(_tf_ranking_reference.module("metrics_impl"), cls)("m", topn=topn)
   values, weights = metric.compute(relevance, scores, item_weights)
   return float(tf.reduce_sum(values * weights) / tf.reduce_sum(weights))
 
