@@ -109,7 +109,7 @@ def blackbox_rank(scores, lambda_, axis=-1, normalized=False):
 
   @backend.custom_gradient
   def _op(y):
-    dtype = ops.dtype(y)
+    dtype = backend.dtype_name(y)
     flat = to_flat(y)
     _, inverse = exact.sort_and_invert(flat)
     ranks = from_flat(ops.cast(inverse + 1, dtype))
@@ -118,7 +118,7 @@ def blackbox_rank(scores, lambda_, axis=-1, normalized=False):
       lam = _effective_lambda(lambda_, normalized, shape[-1], dtype)
       _, perturbed = exact.sort_and_invert(flat + lam * to_flat(ops.cast(g, dtype)))
       # -(rk(y) - rk(y')) / lambda, with both ranks as 0-based integer positions.
-      return from_flat(ops.cast(perturbed - inverse, dtype) / lam)
+      return (from_flat(ops.cast(perturbed - inverse, dtype) / lam),)
 
     return ranks, grad
 
@@ -156,9 +156,9 @@ def blackbox_rank_within(scores, mask, lambda_, axis=-1, normalized=False):
     ranks = exact.rank_within(y, mask, axis=axis)
 
     def grad(g):
-      lam = _effective_lambda(lambda_, normalized, length, ops.dtype(y))
-      perturbed = exact.rank_within(y + lam * ops.cast(g, ops.dtype(y)), mask, axis=axis)
-      return (perturbed - ranks) / lam
+      lam = _effective_lambda(lambda_, normalized, length, backend.dtype_name(y))
+      perturbed = exact.rank_within(y + lam * ops.cast(g, backend.dtype_name(y)), mask, axis=axis)
+      return ((perturbed - ranks) / lam,)
 
     return ranks, grad
 
@@ -189,7 +189,7 @@ def margin_shift(scores, relevant, margin, valid=None):
   scores = _as_scores(scores)
   if margin == 0.0:
     return scores
-  half = ops.cast(margin / 2.0, ops.dtype(scores))
+  half = ops.cast(margin / 2.0, backend.dtype_name(scores))
   shift = ops.where(relevant, -half, half)
   if valid is not None:
     shift = ops.where(valid, shift, ops.zeros_like(shift))
@@ -229,7 +229,7 @@ class BlackboxRanker(keras.layers.Layer):
   def call(self, scores, relevance=None, training=None):
     scores = _as_scores(scores)
     if self.margin > 0 and training and relevance is not None:
-      relevance = ops.cast(relevance, ops.dtype(scores))
+      relevance = ops.cast(relevance, backend.dtype_name(scores))
       scores = margin_shift(scores, relevance > 0, self.margin, valid=relevance >= 0)
     return blackbox_rank(scores, self.lambda_, axis=self.axis, normalized=self.normalized)
 

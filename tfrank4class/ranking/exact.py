@@ -26,7 +26,7 @@ _INT32_MAX = 2**31 - 1
 
 
 def _is_float(x):
-  return "float" in ops.dtype(x)
+  return "float" in backend.dtype_name(x)
 
 
 def _to_float(scores):
@@ -35,7 +35,7 @@ def _to_float(scores):
   scores = checks.check_scores(
     "scores", scores, rank=None, min_length=0, finite="no_nan", cast=None
   )
-  return scores, (ops.dtype(scores) if _is_float(scores) else "float32")
+  return scores, (backend.dtype_name(scores) if _is_float(scores) else "float32")
 
 
 def move_axis_last(scores, axis):
@@ -95,8 +95,8 @@ def shape_of(t):
 
 def _check_mask(mask, scores):
   mask = ops.convert_to_tensor(mask)
-  if ops.dtype(mask) != "bool":
-    raise TypeError(f"`mask` must be a boolean tensor, got dtype {ops.dtype(mask)}.")
+  if backend.dtype_name(mask) != "bool":
+    raise TypeError(f"`mask` must be a boolean tensor, got dtype {backend.dtype_name(mask)}.")
   if len(mask.shape) != len(scores.shape) or any(
     a is not None and b is not None and a != b for a, b in zip(mask.shape, scores.shape)
   ):

@@ -27,7 +27,7 @@ the argmax over positions for each item of the transposed matrix, which need not
 Written on ``keras.ops``: TensorFlow, JAX and PyTorch backends.
 """
 
-from tfrank4class import checks
+from tfrank4class import backend, checks
 from tfrank4class.compat import ops
 
 
@@ -61,14 +61,14 @@ def neuralsort(scores, temperature=1.0, hard=False):
   s = checks.check_scores("scores", scores, rank=2, min_length=1)
   n = ops.shape(s)[-1]
   spread = ops.sum(ops.abs(s[:, :, None] - s[:, None, :]), axis=-1)  # [B, n]
-  position = ops.cast(2 * ops.arange(n) + 1 - n, ops.dtype(s))  # [n]
+  position = ops.cast(2 * ops.arange(n) + 1 - n, backend.dtype_name(s))  # [n]
   logits = position[None, :, None] * s[:, None, :] - spread[:, None, :]  # [B, j, i]
   p = ops.transpose(ops.softmax(logits / temperature, axis=-1), [0, 2, 1])
-  return _straight_through(p) if hard else p
+  return straight_through(p) if hard else p
 
 
-def _straight_through(p):
+def straight_through(p):
   """``p`` ``[B, n, n]`` with the forward value one-hot at each column's largest entry (the
   straight-through estimator: the gradient is that of ``p``)."""
-  one_hot = ops.one_hot(ops.argmax(p, axis=1), ops.shape(p)[1], axis=1, dtype=ops.dtype(p))
+  one_hot = ops.one_hot(ops.argmax(p, axis=1), ops.shape(p)[1], axis=1, dtype=backend.dtype_name(p))
   return p + ops.stop_gradient(one_hot - p)

@@ -51,7 +51,7 @@ reduction="add")``): Keras' ``segment_sum`` on PyTorch computes in float32 whate
 float64 is kept here on every backend.
 """
 
-from tfrank4class import checks
+from tfrank4class import backend, checks
 from tfrank4class.compat import ops
 from tfrank4class.ranking import exact
 
@@ -69,7 +69,7 @@ def _check(regularization_strength, regularization, direction):
 def _segment_sum(x, segments, num_segments):
   """Sums of the entries of ``x`` ``[B, n]`` by global segment id ``segments`` ``[B, n]``, in
   the dtype of ``x``."""
-  zeros = ops.zeros((num_segments,), ops.dtype(x))
+  zeros = ops.zeros((num_segments,), backend.dtype_name(x))
   return ops.scatter_update(
     zeros, ops.reshape(segments, (-1, 1)), ops.reshape(x, (-1,)), reduction="add"
   )
@@ -115,7 +115,7 @@ def isotonic_regression(s, w, regularization="l2"):
   """
   checks.check_choice("regularization", regularization, REGULARIZATIONS)
   s = checks.check_scores("s", s)
-  w = ops.cast(checks.check_scores("w", w), ops.dtype(s))
+  w = ops.cast(checks.check_scores("w", w), backend.dtype_name(s))
   rows, n = exact.shape_of(s)
   offsets = (ops.arange(rows, dtype="int32") * n)[:, None]
   num_segments = rows * n
@@ -163,7 +163,7 @@ def _sorted_descending(values):
 def _rho(like):
   """``(n, n - 1, ..., 1)`` in every row of ``like``."""
   n = ops.shape(like)[-1]
-  return ops.broadcast_to(ops.cast(ops.arange(n, 0, -1), ops.dtype(like)), ops.shape(like))
+  return ops.broadcast_to(ops.cast(ops.arange(n, 0, -1), backend.dtype_name(like)), ops.shape(like))
 
 
 def soft_rank(scores, regularization_strength=1.0, regularization="l2", direction="DESCENDING"):

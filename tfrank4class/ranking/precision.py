@@ -60,7 +60,7 @@ def harmonic_difference(a, t):
   """
   a = ops.convert_to_tensor(a)
   t = ops.convert_to_tensor(t)
-  if ops.dtype(a) == "float64" and ops.dtype(t) == "float64":
+  if backend.dtype_name(a) == "float64" and backend.dtype_name(t) == "float64":
     return backend.digamma(a + t + 1.0) - backend.digamma(a + 1.0)
   a = ops.cast(a, "float32")
   t = ops.cast(t, "float32")
@@ -138,7 +138,7 @@ def average_precision_from_ranks(ranks, relevant_ranks, relevant):
     0.833333
   """
   ranks = ops.convert_to_tensor(ranks)
-  dtype = ops.dtype(ranks)
+  dtype = backend.dtype_name(ranks)
   relevant = ops.cast(relevant, dtype)
   precision = ops.divide_no_nan(ops.cast(relevant_ranks, dtype), ranks)
   total = ops.sum(precision * relevant, axis=-1)

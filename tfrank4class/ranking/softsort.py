@@ -22,7 +22,7 @@ Written on ``keras.ops``: TensorFlow, JAX and PyTorch backends.
 
 from tfrank4class import checks
 from tfrank4class.compat import ops
-from tfrank4class.ranking.neuralsort import _straight_through
+from tfrank4class.ranking.neuralsort import straight_through
 
 
 def softsort(scores, temperature=1.0, power=1.0, hard=False):
@@ -58,4 +58,4 @@ def softsort(scores, temperature=1.0, power=1.0, hard=False):
   if power != 1.0:
     distance = ops.power(distance, power)
   p = ops.softmax(-distance / temperature, axis=1)
-  return _straight_through(p) if hard else p
+  return straight_through(p) if hard else p

@@ -251,7 +251,7 @@ def swap_probability(difference, distribution="cauchy", steepness=10.0, art_lamb
   if distribution == "cauchy":
     return ops.arctan(v) / math.pi + 0.5
   if distribution == "optimal":
-    outside = ops.cast(v > 0.25, ops.dtype(v)) - ops.cast(v < -0.25, ops.dtype(v))
+    outside = ops.cast(v > 0.25, backend.dtype_name(v)) - ops.cast(v < -0.25, backend.dtype_name(v))
     tail = 0.25 - 1.0 / 16.0 / (ops.abs(v) + 1e-10)
     return ops.clip(v, -0.25, 0.25) + 0.5 + outside * tail
   raise ValueError(f"`distribution` must be one of {sorted(DISTRIBUTIONS)}, got {distribution!r}.")
@@ -267,7 +267,9 @@ def _permute(rows, index):
 
   @backend.custom_gradient
   def permute(values):
-    return ops.take(values, forward, axis=0), lambda upstream: ops.take(upstream, inverse, axis=0)
+    return ops.take(values, forward, axis=0), lambda upstream: (
+      ops.take(upstream, inverse, axis=0),
+    )
 
   return permute(rows)
 
@@ -370,7 +372,7 @@ def sorting_network_sort(
   layers = comparator_network(network, n)
   values, alphas = _forward(ops.transpose(x), layers, distribution, steepness, art_lambda)
   # p[j, b, i]: the weight of input i at position j (positions first, as the wires).
-  eye = ops.eye(n, dtype=ops.dtype(x))[:, None, :]
+  eye = ops.eye(n, dtype=backend.dtype_name(x))[:, None, :]
   p = ops.broadcast_to(eye, (n, ops.shape(x)[0], n))
   p = _through_layers(
     p,
@@ -416,7 +418,7 @@ def sorting_network_topk(
   _check_k(k, n)
   layers = comparator_network(network, n, k if network == "splitter_selection" else None)
   _, alphas = _forward(ops.transpose(x), layers, distribution, steepness, art_lambda)
-  last = ops.convert_to_tensor(np.eye(n, k, k - n), ops.dtype(x))  # [n, k], no n x n eye
+  last = ops.convert_to_tensor(np.eye(n, k, k - n), backend.dtype_name(x))  # [n, k], no n x n eye
   q = ops.broadcast_to(last[:, None, :], (n, ops.shape(x)[0], k))
   q = _through_layers(
     q,

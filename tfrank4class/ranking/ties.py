@@ -41,7 +41,7 @@ def tie_statistics(scores, relevant=None, mask=None):
     [[[3.0, 0.0, 0.0, 2.0]], [[1.0, 2.0, 2.0, 1.0]], [[2.0, 0.0, 0.0, 1.0]]]
   """
   scores = ops.convert_to_tensor(scores)
-  dtype = ops.dtype(scores)
+  dtype = backend.dtype_name(scores)
   if mask is not None:
     # Padded items sink below every valid one and are never counted.
     scores = ops.where(mask, scores, ops.cast(-float("inf"), dtype))
