@@ -92,9 +92,22 @@ def blackbox_rank(scores, lambda_, axis=-1, normalized=False):
     >>> ops.convert_to_numpy(r), ops.convert_to_numpy(tape.gradient(loss, y))
     (array([[1., 3., 2.]], dtype=float32), array([[ 1., -2.,  1.]], dtype=float32))
   """
-  # Over 60 lines by its docstring: the forward and backward formulas and an example.
   lambda_ = _check_lambda(lambda_)
   scores = _as_scores(scores, finite=True)
+
+  def ranker(flat, unused_mask):
+    return ops.cast(exact.sort_and_invert(flat)[1] + 1, backend.dtype_name(flat))
+
+  return _blackbox(scores, None, ranker, lambda_, axis, normalized)
+
+
+def _blackbox(scores, mask, ranker, lambda_, axis, normalized):
+  """``ranker`` (``[B, n]`` scores and mask -> float ranks) applied along ``axis``, with the
+  blackbox gradient ``-(ranker(y) - ranker(y + lam g)) / lam`` (Eq. 10, Algorithm 1).
+
+  ``mask`` (or, when ``None``, a placeholder) is an input of the custom gradient, not a value it
+  closes over: under ``jax.grad`` of a ``jax.jit`` function a closed-over traced value fails.
+  """
   moved, perm = exact.move_axis_last(scores, axis)  # also validates axis
   shape = exact.shape_of(moved)
 
@@ -108,21 +121,20 @@ def blackbox_rank(scores, lambda_, axis=-1, normalized=False):
     return ops.transpose(t, perm) if perm is not None else t
 
   @backend.custom_gradient
-  def _op(y):
+  def _op(y, m):
     dtype = backend.dtype_name(y)
-    flat = to_flat(y)
-    _, inverse = exact.sort_and_invert(flat)
-    ranks = from_flat(ops.cast(inverse + 1, dtype))
+    flat, flat_mask = to_flat(y), to_flat(m)
+    ranks = ranker(flat, flat_mask)
 
     def grad(g):
       lam = _effective_lambda(lambda_, normalized, shape[-1], dtype)
-      _, perturbed = exact.sort_and_invert(flat + lam * to_flat(ops.cast(g, dtype)))
-      # -(rk(y) - rk(y')) / lambda, with both ranks as 0-based integer positions.
-      return (from_flat(ops.cast(perturbed - inverse, dtype) / lam),)
+      perturbed = ranker(flat + lam * to_flat(ops.cast(g, dtype)), flat_mask)
+      # -(rk(y) - rk(y')) / lambda; both ranks are whole numbers, their difference exact.
+      return from_flat((perturbed - ranks) / lam), None
 
-    return ranks, grad
+    return from_flat(ranks), grad
 
-  return _op(scores)
+  return _op(scores, ops.ones_like(scores, dtype="bool") if mask is None else mask)
 
 
 @backend.do_not_convert
@@ -147,22 +159,8 @@ def blackbox_rank_within(scores, mask, lambda_, axis=-1, normalized=False):
   """
   lambda_ = _check_lambda(lambda_)
   scores = _as_scores(scores, finite=True)
-  mask = ops.convert_to_tensor(mask)
-  moved, _ = exact.move_axis_last(scores, axis)
-  length = exact.shape_of(moved)[-1]
-
-  @backend.custom_gradient
-  def _op(y):
-    ranks = exact.rank_within(y, mask, axis=axis)
-
-    def grad(g):
-      lam = _effective_lambda(lambda_, normalized, length, backend.dtype_name(y))
-      perturbed = exact.rank_within(y + lam * ops.cast(g, backend.dtype_name(y)), mask, axis=axis)
-      return ((perturbed - ranks) / lam,)
-
-    return ranks, grad
-
-  return _op(scores)
+  mask = exact.check_mask(mask, scores)
+  return _blackbox(scores, mask, exact.ranks_within, lambda_, axis, normalized)
 
 
 @backend.do_not_convert

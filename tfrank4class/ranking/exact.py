@@ -93,7 +93,9 @@ def shape_of(t):
   return list(t.shape) if None not in t.shape else ops.shape(t)
 
 
-def _check_mask(mask, scores):
+def check_mask(mask, scores):
+  """``mask`` as a boolean tensor of the shape of ``scores`` (``TypeError`` / ``ValueError``
+  naming ``mask`` otherwise). Shared by :func:`rank_within` and the blackbox group ranker."""
   mask = ops.convert_to_tensor(mask)
   if backend.dtype_name(mask) != "bool":
     raise TypeError(f"`mask` must be a boolean tensor, got dtype {backend.dtype_name(mask)}.")
@@ -170,23 +172,38 @@ def rank_within(scores, mask, axis=-1):
     array([[2., 1., 1., 2.]], dtype=float32)
   """
   scores, out_dtype = _to_float(scores)
-  mask = _check_mask(mask, scores)
+  mask = check_mask(mask, scores)
   scores, perm = move_axis_last(scores, axis)
   if perm is not None:
     mask = ops.transpose(mask, perm)
   shape = shape_of(scores)
   flat = ops.reshape(scores, [-1, shape[-1]])
   flat_mask = ops.reshape(mask, [-1, shape[-1]])
+  ranks = ops.reshape(ranks_within(flat, flat_mask, out_dtype), shape)
+  if perm is not None:
+    ranks = ops.transpose(ranks, perm)
+  return ranks
+
+
+def ranks_within(flat, flat_mask, dtype=None):
+  """The ranks of :func:`rank_within` for checked ``[B, n]`` scores ``flat`` and boolean
+  ``flat_mask``, as floats of ``dtype`` (default: that of ``flat``): one sort, two cumulative
+  sums and a gather.
+
+  Example:
+    >>> t = ops.convert_to_tensor
+    >>> r = ranks_within(t([[0.1, 0.9, 0.5]]), t([[True, False, True]]))
+    >>> ops.convert_to_numpy(r)
+    array([[2., 1., 1.]], dtype=float32)
+  """
+  dtype = dtype or backend.dtype_name(flat)
   order, inverse = sort_and_invert(flat)
-  in_sorted = ops.cast(ops.take_along_axis(flat_mask, order, axis=-1), out_dtype)
+  in_sorted = ops.cast(ops.take_along_axis(flat_mask, order, axis=-1), dtype)
   # Walking down the sorted list, an item's rank in its group is the count of its group so far.
   inside = ops.cumsum(in_sorted, axis=-1)
   outside = ops.cumsum(1.0 - in_sorted, axis=-1)
   sorted_ranks = ops.where(in_sorted > 0, inside, outside)
-  ranks = ops.reshape(ops.take_along_axis(sorted_ranks, inverse, axis=-1), shape)
-  if perm is not None:
-    ranks = ops.transpose(ranks, perm)
-  return ranks
+  return ops.take_along_axis(sorted_ranks, inverse, axis=-1)
 
 
 def sink(scores, keep):
