@@ -132,7 +132,7 @@ def _blackbox(scores, mask, ranker, lambda_, axis, normalized):
       # -(rk(y) - rk(y')) / lambda; both ranks are whole numbers, their difference exact.
       return from_flat((perturbed - ranks) / lam), None
 
-    return from_flat(ranks), grad
+    return from_flat(exact.mark_nan_lists(ranks, flat)), grad
 
   return _op(scores, ops.ones_like(scores, dtype="bool") if mask is None else mask)
 

@@ -83,6 +83,23 @@ def sort_and_invert(flat):
   return order, backend.invert_permutation(order)
 
 
+def mark_nan_lists(ranks, flat):
+  """``ranks`` ``[B, n]`` with every list whose scores ``flat`` hold a NaN set to NaN, when the
+  scores are traced (``jax.jit``, XLA, ``tf.function``), where the NaN check of
+  :func:`tfrank4class.checks.check_scores` cannot raise (a NaN has no place in an order: the
+  ranks would be silently wrong). Eagerly the check has raised already; nothing is added.
+
+  Example:
+    >>> ranks = ops.convert_to_tensor([[1.0, 2.0]])
+    >>> ops.convert_to_numpy(mark_nan_lists(ranks, ops.convert_to_tensor([[0.5, 0.1]])))
+    array([[1., 2.]], dtype=float32)
+  """
+  if backend.is_concrete(flat) or not _is_float(flat):
+    return ranks
+  bad = ops.any(ops.isnan(flat), axis=-1, keepdims=True)
+  return ops.where(bad, ops.cast(float("nan"), backend.dtype_name(ranks)), ranks)
+
+
 def shape_of(t):
   """The static shape of ``t`` as a list if fully known (XLA needs it), else ``ops.shape(t)``.
 
@@ -124,10 +141,10 @@ def rank(scores, axis=-1):
     integers stored as floats (exact in float32 up to 2**24 items; use float64 beyond).
 
   Raises:
-    ValueError (``InvalidArgumentError`` on TensorFlow): ``scores`` holds a NaN (a NaN has no
-      place in an order), as :func:`tfrank4class.checks.check_scores` reports it on each backend.
-      ``+-inf`` are ranked like any number. Where no check can run (XLA, ``jax.jit``), NaN scores
-      get unspecified ranks.
+    ValueError: ``scores`` holds a NaN (a NaN has no place in an order), eagerly on every
+      backend (``InvalidArgumentError`` inside ``tf.function``). ``+-inf`` are ranked like any
+      number. Where no check can raise (XLA, ``jax.jit``), a list with a NaN score gets NaN
+      ranks (:func:`mark_nan_lists`).
 
   Example:
     >>> ops.convert_to_numpy(rank([[0.1, 0.9, 0.5, 0.9]]))
@@ -138,7 +155,7 @@ def rank(scores, axis=-1):
   shape = shape_of(scores)
   flat = ops.reshape(scores, [-1, shape[-1]])
   _, inverse = sort_and_invert(flat)
-  ranks = ops.reshape(ops.cast(inverse + 1, out_dtype), shape)
+  ranks = ops.reshape(mark_nan_lists(ops.cast(inverse + 1, out_dtype), flat), shape)
   if perm is not None:
     ranks = ops.transpose(ranks, perm)
   return ranks
@@ -179,7 +196,7 @@ def rank_within(scores, mask, axis=-1):
   shape = shape_of(scores)
   flat = ops.reshape(scores, [-1, shape[-1]])
   flat_mask = ops.reshape(mask, [-1, shape[-1]])
-  ranks = ops.reshape(ranks_within(flat, flat_mask, out_dtype), shape)
+  ranks = ops.reshape(mark_nan_lists(ranks_within(flat, flat_mask, out_dtype), flat), shape)
   if perm is not None:
     ranks = ops.transpose(ranks, perm)
   return ranks
