@@ -60,11 +60,22 @@ def neuralsort(scores, temperature=1.0, hard=False):
     raise ValueError(f"`hard` must be a bool, got {hard!r}.")
   s = checks.check_scores("scores", scores, rank=2, min_length=1)
   n = ops.shape(s)[-1]
-  spread = ops.sum(ops.abs(s[:, :, None] - s[:, None, :]), axis=-1)  # [B, n]
+  spread = ops.sum(tie_neutral_abs(s[:, :, None] - s[:, None, :]), axis=-1)  # [B, n]
   position = ops.cast(2 * ops.arange(n) + 1 - n, backend.dtype_name(s))  # [n]
   logits = position[None, :, None] * s[:, None, :] - spread[:, None, :]  # [B, j, i]
   p = ops.transpose(ops.softmax(logits / temperature, axis=-1), [0, 2, 1])
   return straight_through(p) if hard else p
+
+
+def tie_neutral_abs(x):
+  """``|x|`` written as ``x sign(x)``: its derivative at ``x = 0`` (tied scores) is 0 on every
+  backend, as TensorFlow's and PyTorch's ``abs`` have it (JAX's ``abs`` has 1 there).
+
+  Example:
+    >>> ops.convert_to_numpy(tie_neutral_abs(ops.convert_to_tensor([-2.0, 0.0, 3.0])))
+    array([2., 0., 3.], dtype=float32)
+  """
+  return x * ops.sign(x)
 
 
 def straight_through(p):

@@ -22,7 +22,7 @@ Written on ``keras.ops``: TensorFlow, JAX and PyTorch backends.
 
 from tfrank4class import checks
 from tfrank4class.compat import ops
-from tfrank4class.ranking.neuralsort import straight_through
+from tfrank4class.ranking.neuralsort import straight_through, tie_neutral_abs
 
 
 def softsort(scores, temperature=1.0, power=1.0, hard=False):
@@ -54,7 +54,7 @@ def softsort(scores, temperature=1.0, power=1.0, hard=False):
     raise ValueError(f"`hard` must be a bool, got {hard!r}.")
   s = checks.check_scores("scores", scores, rank=2, min_length=1)
   ascending = ops.sort(s, axis=-1)
-  distance = ops.abs(s[:, :, None] - ascending[:, None, :])  # [B, i, j]
+  distance = tie_neutral_abs(s[:, :, None] - ascending[:, None, :])  # [B, i, j]
   if power != 1.0:
     distance = ops.power(distance, power)
   p = ops.softmax(-distance / temperature, axis=1)
