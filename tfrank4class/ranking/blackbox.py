@@ -82,15 +82,14 @@ def blackbox_rank(scores, lambda_, axis=-1, normalized=False):
   Raises:
     ValueError: ``lambda_ <= 0`` or not finite; a bad ``axis``.
 
-  Example (the gradient of the rank of item 1, on TensorFlow; the other backends alike):
-    >>> import tensorflow as tf
-    >>> y = tf.constant([[0.3, 0.1, 0.2]])
-    >>> with tf.GradientTape() as tape:
-    ...   tape.watch(y)
-    ...   r = blackbox_rank(y, lambda_=1.0)
-    ...   loss = r[0, 1]                  # the rank of item 1: lower is better
-    >>> ops.convert_to_numpy(r), ops.convert_to_numpy(tape.gradient(loss, y))
-    (array([[1., 3., 2.]], dtype=float32), array([[ 1., -2.,  1.]], dtype=float32))
+  Example (forward ranks; for ``L = r[0, 1]``, the rank of item 1, ``g = (0, 1, 0)`` and the
+  backward pass is Eq. 10 with ``rk(y + g)``, which is what the gradient of ``L`` returns):
+    >>> from tfrank4class.ranking import rank
+    >>> y = [[0.3, 0.1, 0.2]]
+    >>> ops.convert_to_numpy(blackbox_rank(y, lambda_=1.0))
+    array([[1., 3., 2.]], dtype=float32)
+    >>> ops.convert_to_numpy(-(rank(y) - rank([[0.3, 1.1, 0.2]])) / 1.0)   # dL/dy
+    array([[ 1., -2.,  1.]], dtype=float32)
   """
   lambda_ = _check_lambda(lambda_)
   scores = _as_scores(scores, finite=True)
@@ -188,9 +187,9 @@ def margin_shift(scores, relevant, margin, valid=None):
   if margin == 0.0:
     return scores
   half = ops.cast(margin / 2.0, backend.dtype_name(scores))
-  shift = ops.where(relevant, -half, half)
+  shift = ops.where(ops.convert_to_tensor(relevant), -half, half)
   if valid is not None:
-    shift = ops.where(valid, shift, ops.zeros_like(shift))
+    shift = ops.where(ops.convert_to_tensor(valid), shift, ops.zeros_like(shift))
   return scores + shift
 
 

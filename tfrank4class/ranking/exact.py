@@ -235,7 +235,7 @@ def sink(scores, keep):
     >>> ops.convert_to_numpy(sunk)
     array([[ 0.5, -1.1,  0.2]], dtype=float32)
   """
-  scores = ops.convert_to_tensor(scores)
+  scores, keep = ops.convert_to_tensor(scores), ops.convert_to_tensor(keep)
   all_lo = ops.min(scores, axis=-1, keepdims=True)
   all_hi = ops.max(scores, axis=-1, keepdims=True)
   lo = ops.min(ops.where(keep, scores, all_hi), axis=-1, keepdims=True)
