@@ -24,7 +24,8 @@ there; the gradient is that of ``P``. Deviation from difftopk 0.2.0 on purpose: 
 the argmax over positions for each item of the transposed matrix, which need not be a permutation
 (two items can pick one position); we take it per position over items, as Grover et al. do.
 
-Written on ``keras.ops``: TensorFlow, JAX and PyTorch backends.
+Written on ``keras.ops``: TensorFlow, JAX and PyTorch backends. ``torch.compile`` of
+:func:`neuralsort` was checked once (torch 2.13, CPU): the same values as eager.
 """
 
 from tfrank4class import backend, checks
