@@ -47,8 +47,9 @@ and soft sort returns the values in decreasing order. ``"ASCENDING"`` is the aut
 Written on ``keras.ops``: TensorFlow (eager, ``tf.function``, ``jit_compile=True``), JAX (eager,
 ``jax.jit``; the loop is ``lax.while_loop``, whose carry holds no gradient) and PyTorch (eager; the
 loop is a Python loop). The segment sums are scatter-adds (``ops.scatter_update(...,
-reduction="add")``): Keras' ``segment_sum`` on PyTorch computes in float32 whatever the dtype, and
-float64 is kept here on every backend.
+reduction="add")``): Keras' ``segment_sum`` on PyTorch computes in float32 whatever the dtype.
+float64 scores stay float64 on TensorFlow; on JAX (without x64) and PyTorch Keras's dtype
+promotion (``keras.backend.result_type``) computes some steps in float32.
 """
 
 from tfrank4class import backend, checks
