@@ -30,16 +30,33 @@ def case_id(config):
 
 
 def value_and_grad(fn, x, cotangents):
-  """``fn(x)`` (a tensor or tuple of tensors) and the gradient of ``sum(out * cotangent)``."""
-  import tensorflow as tf
+  """``fn(x)`` (a tensor or tuple of tensors) and the gradient of ``sum(out * cotangent)``, as
+  numpy, on the active backend."""
+  import backend_testing as bt  # noqa: PLC0415
 
-  x = tf.convert_to_tensor(x)
-  with tf.GradientTape() as tape:
-    tape.watch(x)
-    outputs = fn(x)
-    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    total = tf.add_n([tf.reduce_sum(o * tf.cast(c, o.dtype)) for o, c in zip(outputs, cotangents)])
-  return [o.numpy() for o in outputs], tape.gradient(total, x).numpy()
+  from tfrank4class import backend  # noqa: PLC0415
+  from tfrank4class.compat import ops  # noqa: PLC0415
+
+  def as_tuple(outputs):
+    return outputs if isinstance(outputs, tuple) else (outputs,)
+
+  def total(v):
+    outputs = as_tuple(fn(v))
+    terms = [ops.sum(o * ops.cast(c, backend.dtype_name(o))) for o, c in zip(outputs, cotangents)]
+    return sum(terms[1:], terms[0])
+
+  _, (grad,) = bt.value_and_grad(total, x)
+  return [bt.numpy(o) for o in as_tuple(fn(ops.convert_to_tensor(x)))], grad
+
+
+def float64_kept():
+  """Whether keras.ops keep float64 on the active backend (TensorFlow); on JAX and PyTorch Keras's
+  dtype promotion (``keras.backend.result_type``) maps float64 to float32, so float64 fixtures are
+  compared to float32 resolution there."""
+  from tfrank4class import backend  # noqa: PLC0415
+  from tfrank4class.compat import ops  # noqa: PLC0415
+
+  return backend.dtype_name(ops.maximum(ops.convert_to_tensor(np.zeros(1)), 0.0)) == "float64"
 
 
 def finite_difference(fn, x, cotangents, eps=1e-6):

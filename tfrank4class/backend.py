@@ -260,3 +260,65 @@ def graph_assert(condition, data):
   (:func:`tfrank4class.checks.check_values`)."""
   if BACKEND == "tensorflow":
     _library().debugging.Assert(condition, data, summarize=10)
+
+
+# ----------------------------------------------------------------------------------------------
+# Requested by p-ranking (tfrank4class.ranking.exact): permutation inversion and AutoGraph opt-out.
+# The TensorFlow half is TensorFlow by nature (an internal of TensorFlow, imported only on its
+# backend); the lead may fold it into the sections above.
+# ----------------------------------------------------------------------------------------------
+
+
+def _in_xla_context():
+  """Whether the TensorFlow graph being traced is compiled by XLA (``jit_compile=True``).
+
+  TensorFlow has no public API for this; ``tensorflow.python.ops.control_flow_util`` (present and
+  unchanged from TensorFlow 2.16 to 2.21) is read here, on the TensorFlow backend only. Outside a
+  graph it is ``False``.
+  """
+  from tensorflow.python.framework import ops as tf_ops  # noqa: PLC0415
+  from tensorflow.python.ops import control_flow_util  # noqa: PLC0415
+
+  return control_flow_util.GraphOrParentsInXlaContext(tf_ops.get_default_graph())
+
+
+def invert_permutation(perm):
+  """The inverse of every permutation ``perm[b]`` of ``0..n-1`` in an integer ``[B, n]`` tensor:
+  ``inverse[b, perm[b, i]] = i``, in O(B n) (no second sort).
+
+  A scatter on every backend, except TensorFlow outside XLA, where the batch is inverted with
+  ``tf.math.invert_permutation`` on the flattened rows (a scatter, ``tf.scatter_nd``, is about 60x
+  slower there: docs/rambo.md, "Inversion under XLA"; a second argsort about 8x at 1000 x 1000).
+  Under XLA ``invert_permutation`` does not lower when the permutation comes from a gathered
+  tensor, so XLA gets the scatter, which it fuses well.
+
+  Example:
+    >>> from tfrank4class.compat import ops
+    >>> ops.convert_to_numpy(invert_permutation(ops.convert_to_tensor([[1, 2, 0]]))).tolist()
+    [[2, 0, 1]]
+  """
+  shape = ops.shape(perm)
+  rows, n = shape[0], shape[1]
+  dtype = dtype_name(perm)
+  if BACKEND == "tensorflow" and not _in_xla_context():
+    # Shift row b into [b n, (b + 1) n) and invert all rows as one permutation.
+    offsets = ops.arange(rows, dtype=dtype)[:, None] * ops.cast(n, dtype)
+    flat = _library().math.invert_permutation(ops.reshape(perm + offsets, [-1]))
+    return ops.reshape(flat, shape) - offsets
+  # A scatter of the positions (``scatter_update``: ``keras.ops.scatter`` loops in Python on
+  # PyTorch).
+  row_ids = ops.broadcast_to(ops.arange(rows, dtype=dtype)[:, None], shape)
+  indices = ops.reshape(ops.stack([row_ids, perm], axis=-1), [-1, 2])
+  positions = ops.reshape(ops.broadcast_to(ops.arange(n, dtype=dtype)[None, :], shape), [-1])
+  return ops.reshape(ops.scatter_update(ops.zeros_like(perm), indices, positions), shape)
+
+
+def do_not_convert(fn):
+  """``fn`` marked for AutoGraph not to convert (TensorFlow backend; elsewhere ``fn`` itself).
+
+  The rank operators have no tensor-dependent Python control flow; converting them made the first
+  trace of a loss take about 7 s instead of 0.5 s (docs/rambo.md, "AutoGraph").
+  """
+  if BACKEND != "tensorflow":
+    return fn
+  return _library().autograph.experimental.do_not_convert(fn)

@@ -402,24 +402,6 @@ def _guard_call(cls):
     cls.variables = property(guarded_variables, variables.fset, variables.fdel, variables.__doc__)
 
 
-def in_xla_context():
-  """Whether the graph being traced is compiled by XLA (``tf.function(jit_compile=True)``).
-
-  TensorFlow has no public API for this, so this is the one place in the package that reads a
-  TensorFlow internal (``tensorflow.python.ops.control_flow_util``, present and unchanged from
-  TensorFlow 2.16 to 2.21); the exact ranks need it to pick a permutation inversion that XLA can
-  lower (:func:`tfrank4class.ranking.exact.sort_and_invert`). Outside a graph it is ``False``.
-
-  Example:
-    >>> in_xla_context()
-    False
-  """
-  from tensorflow.python.framework import ops as tf_ops  # noqa: PLC0415
-  from tensorflow.python.ops import control_flow_util  # noqa: PLC0415
-
-  return control_flow_util.GraphOrParentsInXlaContext(tf_ops.get_default_graph())
-
-
 PACKAGE = "tfrank4class"
 
 

@@ -16,8 +16,10 @@ gradient with respect to these integer ranks; with ``normalized=True`` it is mea
 normalised by the list length (``rk / n``, the convention of the paper's code and of its
 hyper-parameters), which amounts to using ``lambda * n`` with the same ``n`` in both directions.
 
-Under ``jit_compile=True`` XLA drops ``tf.debugging`` assertions, so the check that the scores are
-finite only fires eagerly and in plain ``tf.function``.
+Written on ``keras.ops`` with :func:`tfrank4class.backend.custom_gradient`: it runs on Keras 3's
+TensorFlow (eager, ``tf.function``, ``jit_compile=True``; also under tf-keras), JAX (eager,
+``jax.jit``) and PyTorch backends. The check that the scores are finite raises eagerly (and inside
+``tf.function``); where no check can run (XLA, ``jax.jit``) it is dropped.
 
 :func:`blackbox_rank_within` is the same construction for the rank of each item within its own
 group, e.g. among the valid items of a padded list (how the RaMBO losses rank), and
@@ -28,10 +30,8 @@ in the authors' code): the losses take it from :func:`tfrank4class.ranking.rank_
 gradient.
 """
 
-import tensorflow as tf
-
-from tfrank4class import checks, compat
-from tfrank4class.compat import keras
+from tfrank4class import backend, checks, compat
+from tfrank4class.compat import keras, ops
 from tfrank4class.ranking import exact
 
 
@@ -41,8 +41,8 @@ def _check_lambda(lambda_):
 
 def _effective_lambda(lambda_, normalized, length, dtype):
   if not normalized:
-    return tf.constant(lambda_, dtype)
-  return tf.constant(lambda_, dtype) * tf.cast(length, dtype)
+    return ops.cast(lambda_, dtype)
+  return ops.cast(lambda_, dtype) * ops.cast(length, dtype)
 
 
 def _as_scores(scores, finite=False):
@@ -53,7 +53,7 @@ def _as_scores(scores, finite=False):
   )
 
 
-@tf.autograph.experimental.do_not_convert
+@backend.do_not_convert
 def blackbox_rank(scores, lambda_, axis=-1, normalized=False):
   """Exact ranks with the RaMBO blackbox gradient (Rolinek et al., CVPR 2020, Eq. 10, Alg. 1).
 
@@ -67,7 +67,8 @@ def blackbox_rank(scores, lambda_, axis=-1, normalized=False):
   :func:`tfrank4class.ranking.rank` (equal scores: lower index first).
 
   Args:
-    scores: real tensor of any rank >= 1; must be finite (``InvalidArgumentError`` otherwise).
+    scores: real tensor of any rank >= 1; must be finite (the error of
+      :func:`tfrank4class.checks.check_scores` otherwise).
     lambda_: the interpolation strength, a Python number ``> 0``.
     axis: the axis holding the lists.
     normalized: if True, ``lambda_`` is meant for ranks normalised by the list length ``n``
@@ -81,48 +82,61 @@ def blackbox_rank(scores, lambda_, axis=-1, normalized=False):
   Raises:
     ValueError: ``lambda_ <= 0`` or not finite; a bad ``axis``.
 
-  Example:
-    >>> y = tf.constant([[0.3, 0.1, 0.2]])
-    >>> with tf.GradientTape() as tape:
-    ...   tape.watch(y)
-    ...   r = blackbox_rank(y, lambda_=1.0)
-    ...   loss = r[0, 1]                  # the rank of item 1: lower is better
-    >>> r.numpy(), tape.gradient(loss, y).numpy()
-    (array([[1., 3., 2.]], dtype=float32), array([[ 1., -2.,  1.]], dtype=float32))
+  Example (forward ranks; for ``L = r[0, 1]``, the rank of item 1, ``g = (0, 1, 0)`` and the
+  backward pass is Eq. 10 with ``rk(y + g)``, which is what the gradient of ``L`` returns):
+    >>> from tfrank4class.ranking import rank
+    >>> y = [[0.3, 0.1, 0.2]]
+    >>> ops.convert_to_numpy(blackbox_rank(y, lambda_=1.0))
+    array([[1., 3., 2.]], dtype=float32)
+    >>> ops.convert_to_numpy(-(rank(y) - rank([[0.3, 1.1, 0.2]])) / 1.0)   # dL/dy
+    array([[ 1., -2.,  1.]], dtype=float32)
   """
-  # Over 60 lines by its docstring: the forward and backward formulas and an example.
   lambda_ = _check_lambda(lambda_)
   scores = _as_scores(scores, finite=True)
+
+  def ranker(flat, unused_mask):
+    return ops.cast(exact.sort_and_invert(flat)[1] + 1, backend.dtype_name(flat))
+
+  return _blackbox(scores, None, ranker, lambda_, axis, normalized)
+
+
+def _blackbox(scores, mask, ranker, lambda_, axis, normalized):
+  """``ranker`` (``[B, n]`` scores and mask -> float ranks) applied along ``axis``, with the
+  blackbox gradient ``-(ranker(y) - ranker(y + lam g)) / lam`` (Eq. 10, Algorithm 1).
+
+  ``mask`` (or, when ``None``, a placeholder) is an input of the custom gradient, not a value it
+  closes over: under ``jax.grad`` of a ``jax.jit`` function a closed-over traced value fails.
+  """
   moved, perm = exact.move_axis_last(scores, axis)  # also validates axis
   shape = exact.shape_of(moved)
 
   def to_flat(t):
     if perm is not None:
-      t = tf.transpose(t, perm)
-    return tf.reshape(t, [-1, shape[-1]])
+      t = ops.transpose(t, perm)
+    return ops.reshape(t, [-1, shape[-1]])
 
   def from_flat(t):
-    t = tf.reshape(t, shape)
-    return tf.transpose(t, perm) if perm is not None else t
+    t = ops.reshape(t, shape)
+    return ops.transpose(t, perm) if perm is not None else t
 
-  @tf.custom_gradient
-  def _op(y):
-    flat = to_flat(y)
-    _, inverse = exact.sort_and_invert(flat)
-    ranks = from_flat(tf.cast(inverse + 1, y.dtype))
+  @backend.custom_gradient
+  def _op(y, m):
+    dtype = backend.dtype_name(y)
+    flat, flat_mask = to_flat(y), to_flat(m)
+    ranks = ranker(flat, flat_mask)
 
     def grad(g):
-      lam = _effective_lambda(lambda_, normalized, shape[-1], y.dtype)
-      _, perturbed = exact.sort_and_invert(flat + lam * to_flat(tf.cast(g, y.dtype)))
-      # -(rk(y) - rk(y')) / lambda, with both ranks as 0-based integer positions.
-      return from_flat(tf.cast(perturbed - inverse, y.dtype) / lam)
+      lam = _effective_lambda(lambda_, normalized, shape[-1], dtype)
+      perturbed = ranker(flat + lam * to_flat(ops.cast(g, dtype)), flat_mask)
+      # -(rk(y) - rk(y')) / lambda; both ranks are whole numbers, their difference exact.
+      return from_flat((perturbed - ranks) / lam), None
 
-    return ranks, grad
+    return from_flat(exact.mark_nan_lists(ranks, flat)), grad
 
-  return _op(scores)
+  return _op(scores, ops.ones_like(scores, dtype="bool") if mask is None else mask)
 
 
-@tf.autograph.experimental.do_not_convert
+@backend.do_not_convert
 def blackbox_rank_within(scores, mask, lambda_, axis=-1, normalized=False):
   """Ranks within groups (``mask`` True / False) with the RaMBO blackbox gradient.
 
@@ -138,30 +152,17 @@ def blackbox_rank_within(scores, mask, lambda_, axis=-1, normalized=False):
   full list length, both groups together).
 
   Example:
-    >>> blackbox_rank_within([[0.1, 0.9, 0.5]], [[True, False, True]], lambda_=1.0).numpy()
+    >>> r = blackbox_rank_within([[0.1, 0.9, 0.5]], [[True, False, True]], lambda_=1.0)
+    >>> ops.convert_to_numpy(r)
     array([[2., 1., 1.]], dtype=float32)
   """
   lambda_ = _check_lambda(lambda_)
   scores = _as_scores(scores, finite=True)
-  mask = tf.convert_to_tensor(mask)
-  moved, _ = exact.move_axis_last(scores, axis)
-  length = exact.shape_of(moved)[-1]
-
-  @tf.custom_gradient
-  def _op(y):
-    ranks = exact.rank_within(y, mask, axis=axis)
-
-    def grad(g):
-      lam = _effective_lambda(lambda_, normalized, length, y.dtype)
-      perturbed = exact.rank_within(y + lam * tf.cast(g, y.dtype), mask, axis=axis)
-      return (perturbed - ranks) / lam
-
-    return ranks, grad
-
-  return _op(scores)
+  mask = exact.check_mask(mask, scores)
+  return _blackbox(scores, mask, exact.ranks_within, lambda_, axis, normalized)
 
 
-@tf.autograph.experimental.do_not_convert
+@backend.do_not_convert
 def margin_shift(scores, relevant, margin, valid=None):
   """The RaMBO margin (Rolinek et al., Sec. 4.4, Eq. 14-15), applied to scores before ranking.
 
@@ -178,17 +179,17 @@ def margin_shift(scores, relevant, margin, valid=None):
     valid: optional boolean tensor; invalid (padded) items are not shifted.
 
   Example:
-    >>> margin_shift([[1.0, 2.0]], [[True, False]], margin=0.5).numpy()
+    >>> ops.convert_to_numpy(margin_shift([[1.0, 2.0]], [[True, False]], margin=0.5))
     array([[0.75, 2.25]], dtype=float32)
   """
   margin = checks.check_float("margin", margin, minimum=0.0)
   scores = _as_scores(scores)
   if margin == 0.0:
     return scores
-  half = tf.constant(margin / 2.0, scores.dtype)
-  shift = tf.where(relevant, -half, half)
+  half = ops.cast(margin / 2.0, backend.dtype_name(scores))
+  shift = ops.where(ops.convert_to_tensor(relevant), -half, half)
   if valid is not None:
-    shift = tf.where(valid, shift, tf.zeros_like(shift))
+    shift = ops.where(ops.convert_to_tensor(valid), shift, ops.zeros_like(shift))
   return scores + shift
 
 
@@ -208,7 +209,7 @@ class BlackboxRanker(keras.layers.Layer):
     normalized: ``lambda_`` for ranks normalised by the list length (see :func:`blackbox_rank`).
 
   Example:
-    >>> BlackboxRanker(lambda_=1.0)(tf.constant([[0.2, 0.7, 0.1]])).numpy()
+    >>> ops.convert_to_numpy(BlackboxRanker(lambda_=1.0)(ops.convert_to_tensor([[0.2, 0.7, 0.1]])))
     array([[2., 1., 3.]], dtype=float32)
   """
 
@@ -221,11 +222,11 @@ class BlackboxRanker(keras.layers.Layer):
     self.margin = checks.check_float("margin", margin, minimum=0.0)
     self.axis = checks.check_int("axis", axis)
 
-  @tf.autograph.experimental.do_not_convert
+  @backend.do_not_convert
   def call(self, scores, relevance=None, training=None):
     scores = _as_scores(scores)
     if self.margin > 0 and training and relevance is not None:
-      relevance = tf.cast(relevance, scores.dtype)
+      relevance = ops.cast(relevance, backend.dtype_name(scores))
       scores = margin_shift(scores, relevance > 0, self.margin, valid=relevance >= 0)
     return blackbox_rank(scores, self.lambda_, axis=self.axis, normalized=self.normalized)
 

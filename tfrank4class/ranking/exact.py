@@ -7,20 +7,27 @@ lower index gets the better (smaller) rank, so the ranks of a list are always a 
 1..n and are deterministic. This is the ``rk`` of Rolinek et al. (CVPR 2020), Sec. 3.1, Eq. 1-2
 (the paper leaves ties out, "proper rankings"; Eq. 2 alone would give tied items equal ranks).
 
-Cost: one stable ``tf.argsort`` (O(n log n)) and an O(n) inversion of the resulting permutation
-(``tf.math.invert_permutation`` on the flattened batch), so a rank costs one sort plus a linear
-pass; the inversion does not need a second argsort.
+Cost: one stable argsort (O(n log n), :func:`tfrank4class.backend.stable_argsort`) and an O(n)
+inversion of the resulting permutation (:func:`tfrank4class.backend.invert_permutation`), so a
+rank costs one sort plus a linear pass; the inversion does not need a second argsort.
+
+Written on ``keras.ops``: it runs on Keras 3's TensorFlow (eager, ``tf.function``,
+``jit_compile=True``; also under tf-keras), JAX (eager, ``jax.jit``) and PyTorch backends
+(eager; ``torch.compile`` of :func:`rank` was checked once, torch 2.13 on CPU: the same ranks).
 
 :func:`rank_within` ranks every item among the items of its own group (two groups given by a
 boolean mask), again with one sort and a linear pass. :func:`sink` moves padded items below every
 other item of their list, the one way the losses keep padding out of a ranking.
 """
 
-import tensorflow as tf
-
-from tfrank4class import checks, compat
+from tfrank4class import backend, checks
+from tfrank4class.compat import ops
 
 _INT32_MAX = 2**31 - 1
+
+
+def _is_float(x):
+  return "float" in backend.dtype_name(x)
 
 
 def _to_float(scores):
@@ -29,25 +36,25 @@ def _to_float(scores):
   scores = checks.check_scores(
     "scores", scores, rank=None, min_length=0, finite="no_nan", cast=None
   )
-  return scores, (scores.dtype if scores.dtype.is_floating else tf.float32)
+  return scores, (backend.dtype_name(scores) if _is_float(scores) else "float32")
 
 
 def move_axis_last(scores, axis):
   """Transposes ``axis`` of ``scores`` to the end; returns the tensor and the permutation.
 
   The permutation is ``None`` when ``axis`` already is the last one; it is its own inverse, so
-  ``tf.transpose(result, perm)`` restores the original layout. Shared by the exact and the
+  ``ops.transpose(result, perm)`` restores the original layout. Shared by the exact and the
   blackbox rank operators.
 
   Raises:
     ValueError: ``axis`` is not an integer in ``[-rank, rank)``.
 
   Example:
-    >>> moved, perm = move_axis_last(tf.zeros([2, 3, 4]), 1)
-    >>> moved.shape, perm
-    (TensorShape([2, 4, 3]), [0, 2, 1])
+    >>> moved, perm = move_axis_last(ops.zeros([2, 3, 4]), 1)
+    >>> tuple(moved.shape), perm
+    ((2, 4, 3), [0, 2, 1])
   """
-  rank_ = scores.shape.rank
+  rank_ = len(scores.shape)
   axis = checks.check_int("axis", axis)
   if not -rank_ <= axis < rank_:
     raise ValueError(f"`axis` must be in [{-rank_}, {rank_}), got {axis}.")
@@ -56,7 +63,7 @@ def move_axis_last(scores, axis):
     return scores, None
   perm = list(range(rank_))
   perm[axis], perm[-1] = perm[-1], perm[axis]
-  return tf.transpose(scores, perm), perm
+  return ops.transpose(scores, perm), perm
 
 
 def sort_and_invert(flat):
@@ -66,49 +73,60 @@ def sort_and_invert(flat):
   stable sort and an O(B n) permutation inversion, the whole cost of a rank.
 
   Example:
-    >>> order, inverse = sort_and_invert(tf.constant([[0.1, 0.9, 0.5]]))
-    >>> order.numpy().tolist(), inverse.numpy().tolist()
+    >>> order, inverse = sort_and_invert(ops.convert_to_tensor([[0.1, 0.9, 0.5]]))
+    >>> ops.convert_to_numpy(order).tolist(), ops.convert_to_numpy(inverse).tolist()
     ([[1, 2, 0]], [[2, 0, 1]])
   """
-  order = tf.argsort(flat, axis=-1, direction="DESCENDING", stable=True)
-  size = flat.shape.num_elements()
-  index_dtype = tf.int64 if (size is not None and size > _INT32_MAX) else tf.int32
-  order = tf.cast(order, index_dtype)
-  shape = shape_of(flat)
-  offsets = tf.range(shape[0], dtype=index_dtype)[:, None] * tf.cast(shape[1], index_dtype)
-  # Invert all B permutations at once in O(B n): shift row b into [b n, (b + 1) n).
-  inverse = tf.reshape(_invert_permutation(tf.reshape(order + offsets, [-1])), shape) - offsets
-  return order, inverse
+  order = backend.stable_argsort(flat, axis=-1, descending=True)
+  size = None if None in flat.shape else flat.shape[0] * flat.shape[1]
+  index_dtype = "int64" if (size is not None and size > _INT32_MAX) else "int32"
+  order = ops.cast(order, index_dtype)
+  return order, backend.invert_permutation(order)
 
 
-def _invert_permutation(perm):
-  """Inverse of the 1-D permutation ``perm`` in O(n).
+def mark_nan_lists(ranks, flat):
+  """``ranks`` ``[B, n]`` with every list whose scores ``flat`` hold a NaN set to NaN, when the
+  scores are traced (``jax.jit``, XLA, ``tf.function``), where the NaN check of
+  :func:`tfrank4class.checks.check_scores` cannot raise (a NaN has no place in an order: the
+  ranks would be silently wrong). Eagerly the check has raised already; nothing is added.
 
-  ``tf.math.invert_permutation`` is the fast CPU kernel (``tf.scatter_nd`` is much slower outside
-  XLA: docs/rambo.md, "Inversion under XLA"); under XLA its lowering
-  fails when the permutation comes from a gathered tensor, so inside ``jit_compile`` we scatter
-  instead (XLA fuses that well).
+  Example:
+    >>> ranks = ops.convert_to_tensor([[1.0, 2.0]])
+    >>> ops.convert_to_numpy(mark_nan_lists(ranks, ops.convert_to_tensor([[0.5, 0.1]])))
+    array([[1., 2.]], dtype=float32)
   """
-  if compat.in_xla_context():
-    return tf.scatter_nd(
-      perm[:, None],
-      tf.range(tf.size(perm, out_type=perm.dtype)),
-      tf.shape(perm, out_type=perm.dtype),
-    )
-  return tf.math.invert_permutation(perm)
+  if backend.is_concrete(flat) or not _is_float(flat):
+    return ranks
+  bad = ops.any(ops.isnan(flat), axis=-1, keepdims=True)
+  return ops.where(bad, ops.cast(float("nan"), backend.dtype_name(ranks)), ranks)
 
 
 def shape_of(t):
-  """The static shape of ``t`` as a list if fully known (XLA needs it), else ``tf.shape(t)``.
+  """The static shape of ``t`` as a list if fully known (XLA needs it), else ``ops.shape(t)``.
 
   Example:
-    >>> shape_of(tf.zeros([2, 3]))
+    >>> shape_of(ops.zeros([2, 3]))
     [2, 3]
   """
-  return t.shape.as_list() if t.shape.is_fully_defined() else tf.shape(t)
+  return list(t.shape) if None not in t.shape else ops.shape(t)
 
 
-@tf.autograph.experimental.do_not_convert
+def check_mask(mask, scores):
+  """``mask`` as a boolean tensor of the shape of ``scores`` (``TypeError`` / ``ValueError``
+  naming ``mask`` otherwise). Shared by :func:`rank_within` and the blackbox group ranker."""
+  mask = ops.convert_to_tensor(mask)
+  if backend.dtype_name(mask) != "bool":
+    raise TypeError(f"`mask` must be a boolean tensor, got dtype {backend.dtype_name(mask)}.")
+  if len(mask.shape) != len(scores.shape) or any(
+    a is not None and b is not None and a != b for a, b in zip(mask.shape, scores.shape)
+  ):
+    raise ValueError(
+      f"`mask` must have the shape of `scores` {tuple(scores.shape)}, got {tuple(mask.shape)}."
+    )
+  return mask
+
+
+@backend.do_not_convert
 def rank(scores, axis=-1):
   """Exact float ranks of ``scores`` along ``axis``, 1 = highest, ties broken by lower index first.
 
@@ -124,26 +142,27 @@ def rank(scores, axis=-1):
     integers stored as floats (exact in float32 up to 2**24 items; use float64 beyond).
 
   Raises:
-    InvalidArgumentError: ``scores`` holds a NaN (a NaN has no place in an order), eagerly and
-      inside ``tf.function``. ``+-inf`` are ranked like any number. XLA drops the check: under
-      ``jit_compile=True`` NaN scores get unspecified ranks.
+    ValueError: ``scores`` holds a NaN (a NaN has no place in an order), eagerly on every
+      backend (``InvalidArgumentError`` inside ``tf.function``). ``+-inf`` are ranked like any
+      number. Where no check can raise (XLA, ``jax.jit``), a list with a NaN score gets NaN
+      ranks (:func:`mark_nan_lists`).
 
   Example:
-    >>> rank([[0.1, 0.9, 0.5, 0.9]]).numpy()
+    >>> ops.convert_to_numpy(rank([[0.1, 0.9, 0.5, 0.9]]))
     array([[4., 1., 3., 2.]], dtype=float32)
   """
   scores, out_dtype = _to_float(scores)
   scores, perm = move_axis_last(scores, axis)
   shape = shape_of(scores)
-  flat = tf.reshape(scores, [-1, shape[-1]])
+  flat = ops.reshape(scores, [-1, shape[-1]])
   _, inverse = sort_and_invert(flat)
-  ranks = tf.reshape(tf.cast(inverse + 1, out_dtype), shape)
+  ranks = ops.reshape(mark_nan_lists(ops.cast(inverse + 1, out_dtype), flat), shape)
   if perm is not None:
-    ranks = tf.transpose(ranks, perm)
+    ranks = ops.transpose(ranks, perm)
   return ranks
 
 
-@tf.autograph.experimental.do_not_convert
+@backend.do_not_convert
 def rank_within(scores, mask, axis=-1):
   """Exact ranks of each item among the items of its own group, ``mask`` True or False.
 
@@ -163,33 +182,46 @@ def rank_within(scores, mask, axis=-1):
     Float ranks of the same shape as ``scores``.
 
   Raises:
-    InvalidArgumentError: ``scores`` holds a NaN, as for :func:`rank` (not under XLA).
+    TypeError: ``mask`` is not boolean. ValueError: its shape differs from that of ``scores``;
+      ``scores`` holds a NaN, as for :func:`rank`.
 
   Example:
-    >>> rank_within([[0.1, 0.9, 0.5, 0.7]], [[True, False, True, False]]).numpy()
+    >>> ops.convert_to_numpy(rank_within([[0.1, 0.9, 0.5, 0.7]], [[True, False, True, False]]))
     array([[2., 1., 1., 2.]], dtype=float32)
   """
   scores, out_dtype = _to_float(scores)
-  mask = tf.convert_to_tensor(mask)
-  if mask.dtype != tf.bool:
-    raise TypeError(f"`mask` must be a boolean tensor, got dtype {mask.dtype.name}.")
-  scores.shape.assert_is_compatible_with(mask.shape)
+  mask = check_mask(mask, scores)
   scores, perm = move_axis_last(scores, axis)
   if perm is not None:
-    mask = tf.transpose(mask, perm)
+    mask = ops.transpose(mask, perm)
   shape = shape_of(scores)
-  flat = tf.reshape(scores, [-1, shape[-1]])
-  flat_mask = tf.reshape(mask, [-1, shape[-1]])
-  order, inverse = sort_and_invert(flat)
-  in_sorted = tf.cast(tf.gather(flat_mask, order, batch_dims=1), out_dtype)
-  # Walking down the sorted list, an item's rank in its group is the count of its group so far.
-  inside = tf.cumsum(in_sorted, axis=-1)
-  outside = tf.cumsum(1.0 - in_sorted, axis=-1)
-  sorted_ranks = tf.where(in_sorted > 0, inside, outside)
-  ranks = tf.reshape(tf.gather(sorted_ranks, inverse, batch_dims=1), shape)
+  flat = ops.reshape(scores, [-1, shape[-1]])
+  flat_mask = ops.reshape(mask, [-1, shape[-1]])
+  ranks = ops.reshape(mark_nan_lists(ranks_within(flat, flat_mask, out_dtype), flat), shape)
   if perm is not None:
-    ranks = tf.transpose(ranks, perm)
+    ranks = ops.transpose(ranks, perm)
   return ranks
+
+
+def ranks_within(flat, flat_mask, dtype=None):
+  """The ranks of :func:`rank_within` for checked ``[B, n]`` scores ``flat`` and boolean
+  ``flat_mask``, as floats of ``dtype`` (default: that of ``flat``): one sort, two cumulative
+  sums and a gather.
+
+  Example:
+    >>> t = ops.convert_to_tensor
+    >>> r = ranks_within(t([[0.1, 0.9, 0.5]]), t([[True, False, True]]))
+    >>> ops.convert_to_numpy(r)
+    array([[2., 1., 1.]], dtype=float32)
+  """
+  dtype = dtype or backend.dtype_name(flat)
+  order, inverse = sort_and_invert(flat)
+  in_sorted = ops.cast(ops.take_along_axis(flat_mask, order, axis=-1), dtype)
+  # Walking down the sorted list, an item's rank in its group is the count of its group so far.
+  inside = ops.cumsum(in_sorted, axis=-1)
+  outside = ops.cumsum(1.0 - in_sorted, axis=-1)
+  sorted_ranks = ops.where(in_sorted > 0, inside, outside)
+  return ops.take_along_axis(sorted_ranks, inverse, axis=-1)
 
 
 def sink(scores, keep):
@@ -200,12 +232,14 @@ def sink(scores, keep):
   gradient; their own scores, however large, do not matter.
 
   Example:
-    >>> sink([[0.5, 9.0, 0.2]], [[True, False, True]]).numpy()   # 0.2 - (0.5 - 0.2) - 1 = -1.1
+    >>> sunk = sink([[0.5, 9.0, 0.2]], [[True, False, True]])  # 0.2 - (0.5 - 0.2) - 1 = -1.1
+    >>> ops.convert_to_numpy(sunk)
     array([[ 0.5, -1.1,  0.2]], dtype=float32)
   """
-  all_lo = tf.reduce_min(scores, axis=-1, keepdims=True)
-  all_hi = tf.reduce_max(scores, axis=-1, keepdims=True)
-  lo = tf.reduce_min(tf.where(keep, scores, tf.broadcast_to(all_hi, tf.shape(scores))), -1, True)
-  hi = tf.reduce_max(tf.where(keep, scores, tf.broadcast_to(all_lo, tf.shape(scores))), -1, True)
-  floor = tf.stop_gradient(lo - (hi - lo) - 1.0)
-  return tf.where(keep, scores, tf.broadcast_to(floor, tf.shape(scores)))
+  scores, keep = ops.convert_to_tensor(scores), ops.convert_to_tensor(keep)
+  all_lo = ops.min(scores, axis=-1, keepdims=True)
+  all_hi = ops.max(scores, axis=-1, keepdims=True)
+  lo = ops.min(ops.where(keep, scores, all_hi), axis=-1, keepdims=True)
+  hi = ops.max(ops.where(keep, scores, all_lo), axis=-1, keepdims=True)
+  floor = ops.stop_gradient(lo - (hi - lo) - 1.0)
+  return ops.where(keep, scores, floor)

@@ -23,11 +23,13 @@ forward value is the one-hot matrix that puts, at each position, the item with t
 there; the gradient is that of ``P``. Deviation from difftopk 0.2.0 on purpose: difftopk takes
 the argmax over positions for each item of the transposed matrix, which need not be a permutation
 (two items can pick one position); we take it per position over items, as Grover et al. do.
+
+Written on ``keras.ops``: TensorFlow, JAX and PyTorch backends. ``torch.compile`` of
+:func:`neuralsort` was checked once (torch 2.13, CPU): the same values as eager.
 """
 
-import tensorflow as tf
-
-from tfrank4class import checks
+from tfrank4class import backend, checks
+from tfrank4class.compat import ops
 
 
 def neuralsort(scores, temperature=1.0, hard=False):
@@ -49,7 +51,7 @@ def neuralsort(scores, temperature=1.0, hard=False):
     every column sums to 1.
 
   Example:
-    >>> neuralsort([[2.0, 0.0, 1.0]], temperature=0.01).numpy().round(2)[0]
+    >>> ops.convert_to_numpy(neuralsort([[2.0, 0.0, 1.0]], temperature=0.01)).round(2)[0]
     array([[0., 0., 1.],
            [1., 0., 0.],
            [0., 1., 0.]], dtype=float32)
@@ -58,12 +60,27 @@ def neuralsort(scores, temperature=1.0, hard=False):
   if not isinstance(hard, bool):
     raise ValueError(f"`hard` must be a bool, got {hard!r}.")
   s = checks.check_scores("scores", scores, rank=2, min_length=1)
-  n = tf.shape(s)[-1]
-  spread = tf.reduce_sum(tf.abs(s[:, :, None] - s[:, None, :]), axis=-1)  # [B, n]
-  position = tf.cast(2 * tf.range(n) + 1 - n, s.dtype)  # [n]
+  n = ops.shape(s)[-1]
+  spread = ops.sum(tie_neutral_abs(s[:, :, None] - s[:, None, :]), axis=-1)  # [B, n]
+  position = ops.cast(2 * ops.arange(n) + 1 - n, backend.dtype_name(s))  # [n]
   logits = position[None, :, None] * s[:, None, :] - spread[:, None, :]  # [B, j, i]
-  p = tf.transpose(tf.nn.softmax(logits / temperature, axis=-1), [0, 2, 1])
-  if hard:
-    one_hot = tf.one_hot(tf.argmax(p, axis=1), n, axis=1, dtype=p.dtype)
-    p = p + tf.stop_gradient(one_hot - p)
-  return p
+  p = ops.transpose(ops.softmax(logits / temperature, axis=-1), [0, 2, 1])
+  return straight_through(p) if hard else p
+
+
+def tie_neutral_abs(x):
+  """``|x|`` written as ``x sign(x)``: its derivative at ``x = 0`` (tied scores) is 0 on every
+  backend, as TensorFlow's and PyTorch's ``abs`` have it (JAX's ``abs`` has 1 there).
+
+  Example:
+    >>> ops.convert_to_numpy(tie_neutral_abs(ops.convert_to_tensor([-2.0, 0.0, 3.0])))
+    array([2., 0., 3.], dtype=float32)
+  """
+  return x * ops.sign(x)
+
+
+def straight_through(p):
+  """``p`` ``[B, n, n]`` with the forward value one-hot at each column's largest entry (the
+  straight-through estimator: the gradient is that of ``p``)."""
+  one_hot = ops.one_hot(ops.argmax(p, axis=1), ops.shape(p)[1], axis=1, dtype=backend.dtype_name(p))
+  return p + ops.stop_gradient(one_hot - p)

@@ -30,10 +30,10 @@ whose solution is constant on blocks of consecutive indices, each block ``B`` at
 
 :func:`isotonic_regression` finds the blocks by pooling adjacent violators (PAV, Sec. 4) in
 parallel: every round merges *all* adjacent pairs of blocks that violate the order at once
-(pooling a violating pair is always part of the solution, in any order), in a ``tf.while_loop``
+(pooling a violating pair is always part of the solution, in any order), in a ``while_loop``
 batched over the rows, each round ``O(n)`` work per row with segment sums. The number of rounds
 is at most ``n - 1`` and usually far smaller. The blocks are then a constant for the gradient and
-the values ``gamma(B)`` are recomputed with differentiable segment sums, so TensorFlow's autodiff
+the values ``gamma(B)`` are recomputed with differentiable segment sums, so the backend's autodiff
 gives the paper's Jacobian (Sec. 4, Lemma 1 / Prop. 4: block-wise means for "l2", block-wise
 softmax weights for "kl"). Deviation from the paper on purpose: the sequential PAV of the
 authors' code is ``O(n)`` per row but cannot be batched or compiled by XLA; the parallel rounds
@@ -43,11 +43,18 @@ Direction: the package ranks with 1 = highest score (:func:`tfrank4class.ranking
 ``direction="DESCENDING"`` here (the default): the highest score gets the soft rank closest to 1
 and soft sort returns the values in decreasing order. ``"ASCENDING"`` is the authors' default
 (rank 1 = lowest; increasing order).
+
+Written on ``keras.ops``: TensorFlow (eager, ``tf.function``, ``jit_compile=True``), JAX (eager,
+``jax.jit``; the loop is ``lax.while_loop``, whose carry holds no gradient) and PyTorch (eager; the
+loop is a Python loop). The segment sums are scatter-adds (``ops.scatter_update(...,
+reduction="add")``): Keras' ``segment_sum`` on PyTorch computes in float32 whatever the dtype.
+float64 scores stay float64 on TensorFlow; on JAX (without x64) and PyTorch Keras's dtype
+promotion (``keras.backend.result_type``) computes some steps in float32.
 """
 
-import tensorflow as tf
-
-from tfrank4class import checks
+from tfrank4class import backend, checks
+from tfrank4class.compat import ops
+from tfrank4class.ranking import exact
 
 REGULARIZATIONS = ("l2", "kl")
 DIRECTIONS = ("ASCENDING", "DESCENDING")
@@ -60,20 +67,28 @@ def _check(regularization_strength, regularization, direction):
   return float(regularization_strength)
 
 
+def _segment_sum(x, segments, num_segments):
+  """Sums of the entries of ``x`` ``[B, n]`` by global segment id ``segments`` ``[B, n]``, in
+  the dtype of ``x``."""
+  zeros = ops.zeros((num_segments,), backend.dtype_name(x))
+  return ops.scatter_update(
+    zeros, ops.reshape(segments, (-1, 1)), ops.reshape(x, (-1,)), reduction="add"
+  )
+
+
 def _segment_values(s, w, segments, num_segments, regularization):
   """``gamma(B)`` of every block ``B`` (by global segment id), differentiable in ``s`` and ``w``."""
   if regularization == "l2":
-    total = tf.math.unsorted_segment_sum(s - w, segments, num_segments)
-    count = tf.math.unsorted_segment_sum(tf.ones_like(s), segments, num_segments)
-    return total / tf.maximum(count, 1)
+    total = _segment_sum(s - w, segments, num_segments)
+    count = _segment_sum(ops.ones_like(s), segments, num_segments)
+    return total / ops.maximum(count, 1.0)
 
   def log_sum_exp(x):
-    top = tf.stop_gradient(tf.math.unsorted_segment_max(x, segments, num_segments))
-    top = tf.where(tf.math.is_finite(top), top, tf.zeros_like(top))
-    total = tf.math.unsorted_segment_sum(
-      tf.exp(x - tf.gather(top, segments)), segments, num_segments
-    )
-    return tf.math.log(tf.where(total > 0, total, tf.ones_like(total))) + top  # 0: empty block
+    flat_segments = ops.reshape(segments, (-1,))
+    top = ops.segment_max(ops.reshape(x, (-1,)), flat_segments, num_segments=num_segments)
+    top = ops.stop_gradient(ops.where(ops.isfinite(top), top, ops.zeros_like(top)))
+    total = _segment_sum(ops.exp(x - ops.take(top, segments)), segments, num_segments)
+    return ops.log(ops.where(total > 0, total, ops.ones_like(total))) + top  # 0: empty block
 
   return log_sum_exp(s) - log_sum_exp(w)
 
@@ -96,43 +111,44 @@ def isotonic_regression(s, w, regularization="l2"):
 
   Example:
     >>> v = isotonic_regression([[1.0, 3.0, 2.0, 0.0]], [[0.0, 0.0, 0.0, 0.0]])
-    >>> v.numpy().tolist()  # 1 < 3 violate: both pooled to 2, then 2, 0 are in order
+    >>> ops.convert_to_numpy(v).tolist()  # 1 < 3 violate: both pooled to 2, then 2, 0 in order
     [[2.0, 2.0, 2.0, 0.0]]
   """
   checks.check_choice("regularization", regularization, REGULARIZATIONS)
   s = checks.check_scores("s", s)
-  w = tf.cast(checks.check_scores("w", w), s.dtype)
-  shape = tf.shape(s)
-  rows, n = shape[0], shape[1]
-  offsets = (tf.range(rows) * n)[:, None]
+  w = ops.cast(checks.check_scores("w", w), backend.dtype_name(s))
+  rows, n = exact.shape_of(s)
+  offsets = (ops.arange(rows, dtype="int32") * n)[:, None]
   num_segments = rows * n
-  s_const, w_const = tf.stop_gradient(s), tf.stop_gradient(w)
+  s_const, w_const = ops.stop_gradient(s), ops.stop_gradient(w)
 
-  def values(starts):
-    segments = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1 + offsets
-    gamma = _segment_values(s_const, w_const, segments, num_segments, regularization)
-    return tf.gather(gamma, segments)
+  def segments_of(starts):
+    return ops.cumsum(ops.cast(starts, "int32"), axis=1) - 1 + offsets
 
   def violations(starts):
-    v = values(starts)
+    segments = segments_of(starts)
+    v = ops.take(
+      _segment_values(s_const, w_const, segments, num_segments, regularization), segments
+    )
     # A block start i > 0 whose block does not lie below the previous one: a block above breaks
     # v_{i-1} >= v_i; one at the same value is pooled too, so that the gradient treats adjacent
     # blocks of equal value (a point where it is not unique) as one block, as the authors' code.
-    up = tf.concat([tf.zeros_like(starts[:, :1]), v[:, :-1] <= v[:, 1:]], axis=1)
-    return starts & up
+    up = ops.concatenate([ops.zeros_like(starts[:, :1]), v[:, :-1] <= v[:, 1:]], axis=1)
+    return ops.logical_and(starts, up)
 
   def body(starts, bad):
-    return starts & ~bad, violations(starts & ~bad)
+    kept = ops.logical_and(starts, ops.logical_not(bad))
+    return kept, violations(kept)
 
-  starts = tf.ones_like(s, tf.bool)
-  starts, _ = tf.while_loop(
-    lambda starts, bad: tf.reduce_any(bad),
+  starts = ops.ones_like(s, dtype="bool")
+  starts, _ = ops.while_loop(
+    lambda starts, bad: ops.any(bad),
     body,
     (starts, violations(starts)),
-    maximum_iterations=tf.maximum(n - 1, 0),
+    maximum_iterations=ops.maximum(n - 1, 0) if ops.is_tensor(n) else max(n - 1, 0),
   )
-  segments = tf.stop_gradient(tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1 + offsets)
-  return tf.gather(_segment_values(s, w, segments, num_segments, regularization), segments)
+  segments = ops.stop_gradient(segments_of(starts))
+  return ops.take(_segment_values(s, w, segments, num_segments, regularization), segments)
 
 
 def _sorted_descending(values):
@@ -141,15 +157,14 @@ def _sorted_descending(values):
   Tied values keep their order (a stable sort). At ties the operators are not differentiable and
   this order decides which one-sided derivative the gradient is.
   """
-  order = tf.argsort(values, axis=-1, direction="DESCENDING", stable=True)
-  inverse = tf.argsort(order, axis=-1, stable=True)
-  return tf.gather(values, order, batch_dims=1), inverse
+  order, inverse = exact.sort_and_invert(values)
+  return ops.take_along_axis(values, order, axis=-1), inverse
 
 
 def _rho(like):
   """``(n, n - 1, ..., 1)`` in every row of ``like``."""
-  n = tf.shape(like)[-1]
-  return tf.broadcast_to(tf.cast(tf.range(n, 0, -1), like.dtype), tf.shape(like))
+  n = ops.shape(like)[-1]
+  return ops.broadcast_to(ops.cast(ops.arange(n, 0, -1), backend.dtype_name(like)), ops.shape(like))
 
 
 def soft_rank(scores, regularization_strength=1.0, regularization="l2", direction="DESCENDING"):
@@ -184,10 +199,10 @@ def soft_rank(scores, regularization_strength=1.0, regularization="l2", directio
   z = scores * (sign / eps)
   s, inverse = _sorted_descending(z)
   rho = _rho(s)
-  w = rho if regularization == "l2" else tf.math.log(rho)
+  w = rho if regularization == "l2" else ops.log(rho)
   primal = s - isotonic_regression(s, w, regularization)
-  primal = tf.gather(primal, inverse, batch_dims=1)
-  ranks = primal if regularization == "l2" else tf.exp(primal)
+  primal = ops.take_along_axis(primal, inverse, axis=-1)
+  ranks = primal if regularization == "l2" else ops.exp(primal)
   return ranks
 
 

@@ -26,10 +26,12 @@ Two formulas, each written once here:
   ties (``t = 1``) it is ``(R + 1)/(a + 1) = rk+_i / rk_i``, the formula from ranks.
 
 The per-list AP is the mean of these over the relevant items; :mod:`tfrank4class.metrics.reference`
-keeps an independent float64 implementation to test them against.
+keeps an independent float64 implementation to test them against. Written on ``keras.ops``
+(TensorFlow, JAX and PyTorch backends; ``digamma`` from :mod:`tfrank4class.backend`).
 """
 
-import tensorflow as tf
+from tfrank4class import backend
+from tfrank4class.compat import ops
 
 # H(a + t) - H(a) in float32: terms 1/q for q <= EXACT_TERMS are added one by one, the rest of the
 # range comes from the asymptotic expansion of H, whose first dropped term is below 3e-8 relative.
@@ -47,7 +49,7 @@ def harmonic_difference(a, t):
       log1p(d / y0) - u/2 + u (1/y0 + 1/y1) / 12 - u (1/y0 + 1/y1)(1/y0^2 + 1/y1^2) / 120,
 
   relative error below ``5e-7`` (the dropped ``n^-6`` term is below ``3e-8`` relative for
-  ``y0 >= 10``); a float32 ``tf.math.digamma`` difference loses about ``a * 1.5e-7`` relative
+  ``y0 >= 10``); a float32 ``digamma`` difference loses about ``a * 1.5e-7`` relative
   instead (measured: 1.5e-3 at ``a = 10,000``, ``t = 1``). float64: the difference
   ``digamma(a + t + 1) - digamma(a + 1)``, whose error (about ``1e-16 * ln a`` absolute) is far
   below float32 resolution.
@@ -56,26 +58,23 @@ def harmonic_difference(a, t):
     >>> round(float(harmonic_difference(2.0, 2.0)), 6)  # 1/3 + 1/4
     0.583333
   """
-  a = tf.convert_to_tensor(a)
-  t = tf.convert_to_tensor(t)
-  if a.dtype == tf.float64 and t.dtype == tf.float64:
-    return tf.math.digamma(a + t + 1.0) - tf.math.digamma(a + 1.0)
-  a = tf.cast(a, tf.float32)
-  t = tf.cast(t, tf.float32)
+  a = ops.convert_to_tensor(a)
+  t = ops.convert_to_tensor(t)
+  if backend.dtype_name(a) == "float64" and backend.dtype_name(t) == "float64":
+    return backend.digamma(a + t + 1.0) - backend.digamma(a + 1.0)
+  a = ops.cast(a, "float32")
+  t = ops.cast(t, "float32")
   end = a + t
-  q = tf.range(1, EXACT_TERMS + 1, dtype=tf.float32)
-  inside = (q > a[..., None]) & (q <= end[..., None])
-  exact = tf.reduce_sum(tf.where(inside, 1.0 / q, tf.zeros_like(q)), axis=-1)
-  y0 = tf.maximum(a, float(EXACT_TERMS))
-  y1 = tf.maximum(end, float(EXACT_TERMS))
+  q = ops.arange(1, EXACT_TERMS + 1, dtype="float32")
+  inside = ops.logical_and(q > a[..., None], q <= end[..., None])
+  exact = ops.sum(ops.where(inside, 1.0 / q, ops.zeros_like(q)), axis=-1)
+  y0 = ops.maximum(a, float(EXACT_TERMS))
+  y1 = ops.maximum(end, float(EXACT_TERMS))
   d = y1 - y0
   u = d / (y0 * y1)
   v0, v1 = 1.0 / y0, 1.0 / y1
   tail = (
-    tf.math.log1p(d / y0)
-    - u / 2.0
-    + u * (v0 + v1) / 12.0
-    - u * (v0 + v1) * (v0 * v0 + v1 * v1) / 120.0
+    ops.log1p(d / y0) - u / 2.0 + u * (v0 + v1) / 12.0 - u * (v0 + v1) * (v0 * v0 + v1 * v1) / 120.0
   )
   return exact + tail
 
@@ -99,19 +98,19 @@ def expected_precision(above, tied, rel_above, rel_tied, cutoff=None):
 
   Example:
     >>> # relevant items at ranks 1 and 3 of 3, no ties: AP = (1/1 + 2/3) / 2
-    >>> p = expected_precision(tf.constant([0.0, 2.0]), tf.constant([1.0, 1.0]),
-    ...                        tf.constant([0.0, 1.0]), tf.constant([1.0, 1.0]))
-    >>> round(float(tf.reduce_mean(p)), 6)
+    >>> t = ops.convert_to_tensor
+    >>> p = expected_precision(t([0.0, 2.0]), t([1.0, 1.0]), t([0.0, 1.0]), t([1.0, 1.0]))
+    >>> round(float(ops.mean(p)), 6)
     0.833333
   """
-  a, t = above, tied
+  a, t = ops.convert_to_tensor(above), ops.convert_to_tensor(tied)
   c0 = rel_above + 1.0
-  c1 = tf.math.divide_no_nan(rel_tied - 1.0, t - 1.0)
+  c1 = ops.divide_no_nan(rel_tied - 1.0, t - 1.0)
   if cutoff is None:
-    h_over_t = harmonic_difference(a, t) / tf.maximum(t, 1.0)
+    h_over_t = harmonic_difference(a, t) / ops.maximum(t, 1.0)
     return (c0 - c1) * h_over_t + c1 * (1.0 - a * h_over_t)
-  m = tf.clip_by_value(cutoff - a, 0.0, tf.maximum(t, 0.0))
-  size = tf.maximum(t, 1.0)
+  m = ops.minimum(ops.maximum(cutoff - a, 0.0), ops.maximum(t, 0.0))
+  size = ops.maximum(t, 1.0)
   h_over_t = harmonic_difference(a, m) / size
   return (c0 - c1) * h_over_t + c1 * (m / size - a * h_over_t)
 
@@ -138,8 +137,9 @@ def average_precision_from_ranks(ranks, relevant_ranks, relevant):
     >>> round(float(ap[0]), 6)   # (1/1 + 2/3) / 2
     0.833333
   """
-  ranks = tf.convert_to_tensor(ranks)
-  relevant = tf.cast(relevant, ranks.dtype)
-  precision = tf.math.divide_no_nan(tf.cast(relevant_ranks, ranks.dtype), ranks)
-  total = tf.reduce_sum(precision * relevant, axis=-1)
-  return tf.math.divide_no_nan(total, tf.reduce_sum(relevant, axis=-1))
+  ranks = ops.convert_to_tensor(ranks)
+  dtype = backend.dtype_name(ranks)
+  relevant = ops.cast(relevant, dtype)
+  precision = ops.divide_no_nan(ops.cast(relevant_ranks, dtype), ranks)
+  total = ops.sum(precision * relevant, axis=-1)
+  return ops.divide_no_nan(total, ops.sum(relevant, axis=-1))

@@ -16,11 +16,13 @@ tau)``, whose columns sum to 1.
 
 ``hard=True`` is the straight-through estimator of the paper (Sec. 3, as for NeuralSort): the
 forward value puts a one at each position's largest weight, the gradient is the relaxed one.
+
+Written on ``keras.ops``: TensorFlow, JAX and PyTorch backends.
 """
 
-import tensorflow as tf
-
 from tfrank4class import checks
+from tfrank4class.compat import ops
+from tfrank4class.ranking.neuralsort import straight_through, tie_neutral_abs
 
 
 def softsort(scores, temperature=1.0, power=1.0, hard=False):
@@ -41,7 +43,7 @@ def softsort(scores, temperature=1.0, power=1.0, hard=False):
     every column sums to 1. The gradient flows through both ``s_i`` and the sorted values.
 
   Example:
-    >>> softsort([[2.0, 0.0, 1.0]], temperature=0.01).numpy().round(2)[0]
+    >>> ops.convert_to_numpy(softsort([[2.0, 0.0, 1.0]], temperature=0.01)).round(2)[0]
     array([[0., 0., 1.],
            [1., 0., 0.],
            [0., 1., 0.]], dtype=float32)
@@ -51,12 +53,9 @@ def softsort(scores, temperature=1.0, power=1.0, hard=False):
   if not isinstance(hard, bool):
     raise ValueError(f"`hard` must be a bool, got {hard!r}.")
   s = checks.check_scores("scores", scores, rank=2, min_length=1)
-  ascending = tf.sort(s, axis=-1)
-  distance = tf.abs(s[:, :, None] - ascending[:, None, :])  # [B, i, j]
+  ascending = ops.sort(s, axis=-1)
+  distance = tie_neutral_abs(s[:, :, None] - ascending[:, None, :])  # [B, i, j]
   if power != 1.0:
-    distance = tf.pow(distance, power)
-  p = tf.nn.softmax(-distance / temperature, axis=1)
-  if hard:
-    one_hot = tf.one_hot(tf.argmax(p, axis=1), tf.shape(s)[-1], axis=1, dtype=p.dtype)
-    p = p + tf.stop_gradient(one_hot - p)
-  return p
+    distance = ops.power(distance, power)
+  p = ops.softmax(-distance / temperature, axis=1)
+  return straight_through(p) if hard else p

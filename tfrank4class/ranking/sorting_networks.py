@@ -58,8 +58,9 @@ Cost. No ``n x n`` layer matrix (diffsort multiplies by dense split and combine 
 wires are the leading axis (values ``[n, B]``), and each layer permutes them once so that the
 first inputs of its comparators, then the second ones, then the untouched wires are contiguous
 blocks, combines the first two blocks elementwise and concatenates; ``O(n)`` per layer for the
-values. The permutation's gradient is the inverse permutation (a custom gradient: one gather,
-where ``tf.gather``'s would be a segment sum), so that the gradient graph stays a few small ops
+values. The permutation's gradient is the inverse permutation (a custom gradient,
+:func:`tfrank4class.backend.custom_gradient`: one gather, where the gather's own would be a
+segment sum or a scatter-add), so that the gradient graph stays a few small ops
 per layer: in a graph without XLA the time of the many small ops, not the arithmetic, is what a
 step costs at tens of classes (``benchmarks/topk.py``). The full permutation
 (:func:`sorting_network_sort`) carries an ``[n, n]`` matrix per example through the layers,
@@ -67,6 +68,9 @@ step costs at tens of classes (``benchmarks/topk.py``). The full permutation
 Sec. 3) goes backwards from the last ``k`` wires only and carries ``[n, k]``, ``O(n k)`` per
 layer, which is what makes ``n = 1,000`` classes affordable (difftopk's "sparse" execution; its
 dense execution computes the same numbers).
+
+Written on ``keras.ops``: TensorFlow (eager, ``tf.function``, ``jit_compile=True``), JAX (eager,
+``jax.jit``) and PyTorch backends.
 """
 
 import functools
@@ -74,9 +78,9 @@ import math
 import typing
 
 import numpy as np
-import tensorflow as tf
 
-from tfrank4class import checks
+from tfrank4class import backend, checks
+from tfrank4class.compat import ops
 
 NETWORKS = ("odd_even", "bitonic", "splitter_selection")
 #: The networks that sort every position (the others select the top ``k`` only).
@@ -228,40 +232,44 @@ def swap_probability(difference, distribution="cauchy", steepness=10.0, art_lamb
   sigmoids give ``1/2`` at 0 and tend to 1 (0) as ``difference -> +inf`` (``-inf``).
 
   Example:
-    >>> swap_probability(tf.constant([0.0, 0.1]), "logistic", steepness=10.0).numpy()
+    >>> alpha = swap_probability(ops.convert_to_tensor([0.0, 0.1]), "logistic", steepness=10.0)
+    >>> ops.convert_to_numpy(alpha)
     array([0.5      , 0.7310586], dtype=float32)
   """
-  d = difference
+  d = ops.convert_to_tensor(difference)
   if distribution == "logistic":
-    return tf.sigmoid(steepness * d)
+    return ops.sigmoid(steepness * d)
   if distribution == "logistic_phi":
-    return tf.sigmoid(steepness * d / tf.pow(tf.abs(d) + 1e-10, art_lambda))
+    return ops.sigmoid(steepness * d / ops.power(ops.abs(d) + 1e-10, art_lambda))
   v = steepness * d
   if distribution == "gaussian":
     # Phi(v) = erfc(-v / sqrt 2) / 2: accurate in float32 in the lower tail, where
     # 1/2 + erf(v / sqrt 2) / 2 cancels (erf -> -1) and loses every digit below ~1e-7.
-    return 0.5 * tf.math.erfc(-v / math.sqrt(2.0))
+    return 0.5 * ops.erfc(-v / math.sqrt(2.0))
   if distribution == "reciprocal":
-    return 0.5 * (v / (2.0 + tf.abs(v)) + 1.0)
+    return 0.5 * (v / (2.0 + ops.abs(v)) + 1.0)
   if distribution == "cauchy":
-    return tf.atan(v) / math.pi + 0.5
+    return ops.arctan(v) / math.pi + 0.5
   if distribution == "optimal":
-    outside = tf.cast(v > 0.25, v.dtype) - tf.cast(v < -0.25, v.dtype)
-    tail = 0.25 - 1.0 / 16.0 / (tf.abs(v) + 1e-10)
-    return tf.clip_by_value(v, -0.25, 0.25) + 0.5 + outside * tail
+    outside = ops.cast(v > 0.25, backend.dtype_name(v)) - ops.cast(v < -0.25, backend.dtype_name(v))
+    tail = 0.25 - 1.0 / 16.0 / (ops.abs(v) + 1e-10)
+    return ops.clip(v, -0.25, 0.25) + 0.5 + outside * tail
   raise ValueError(f"`distribution` must be one of {sorted(DISTRIBUTIONS)}, got {distribution!r}.")
 
 
 def _permute(rows, index):
   """``rows[index]`` along axis 0 for a permutation ``index`` (a NumPy array). Its gradient is
-  the inverse permutation, one gather (``tf.gather``'s own would be a segment sum)."""
+  the inverse permutation, one gather (the gather's own would be a segment sum)."""
   if np.array_equal(index, np.arange(len(index))):
     return rows
+  forward = index.astype(np.int32)
   inverse = np.argsort(index).astype(np.int32)
 
-  @tf.custom_gradient
+  @backend.custom_gradient
   def permute(values):
-    return tf.gather(values, index.astype(np.int32)), lambda upstream: tf.gather(upstream, inverse)
+    return ops.take(values, forward, axis=0), lambda upstream: (
+      ops.take(upstream, inverse, axis=0),
+    )
 
   return permute(rows)
 
@@ -281,8 +289,8 @@ def _through_layers(rows, steps):
     c = len(u)
     rest = np.setdiff1d(np.arange(n), np.concatenate([u, v]))
     rows = _permute(rows, np.argsort(order)[np.concatenate([u, v, rest])])
-    first, second, kept = tf.split(rows, [c, c, n - 2 * c], axis=0)
-    rows = tf.concat([*combine(first, second), kept], axis=0)
+    first, second, kept = rows[:c], rows[c : 2 * c], rows[2 * c :]
+    rows = ops.concatenate([*combine(first, second), kept], axis=0)
     order = np.concatenate([u_out, v_out, rest])
   return _permute(rows, np.argsort(order))
 
@@ -351,9 +359,9 @@ def sorting_network_sort(
   Example:
     >>> x = [[3.0, 1.0, 2.0]]
     >>> values, p = sorting_network_sort(x, distribution="logistic", steepness=100.0)
-    >>> values.numpy().round(2)
+    >>> ops.convert_to_numpy(values).round(2)
     array([[1., 2., 3.]], dtype=float32)
-    >>> p.numpy().round(2)[0]
+    >>> ops.convert_to_numpy(p).round(2)[0]
     array([[0., 0., 1.],
            [1., 0., 0.],
            [0., 1., 0.]], dtype=float32)
@@ -362,9 +370,10 @@ def sorting_network_sort(
   x = _scores(scores)
   n = x.shape[-1]
   layers = comparator_network(network, n)
-  values, alphas = _forward(tf.transpose(x), layers, distribution, steepness, art_lambda)
+  values, alphas = _forward(ops.transpose(x), layers, distribution, steepness, art_lambda)
   # p[j, b, i]: the weight of input i at position j (positions first, as the wires).
-  p = tf.transpose(tf.eye(n, batch_shape=tf.shape(x)[:1], dtype=x.dtype), [1, 0, 2])
+  eye = ops.eye(n, dtype=backend.dtype_name(x))[:, None, :]
+  p = ops.broadcast_to(eye, (n, ops.shape(x)[0], n))
   p = _through_layers(
     p,
     [
@@ -372,7 +381,7 @@ def sorting_network_sort(
       for layer, alpha in zip(layers, alphas)
     ],
   )
-  return tf.transpose(values), tf.transpose(p, [1, 2, 0])
+  return ops.transpose(values), ops.transpose(p, [1, 2, 0])
 
 
 def sorting_network_topk(
@@ -397,7 +406,8 @@ def sorting_network_topk(
     ``n - k + j`` (the last column is the top-1). Rows sum to at most 1, columns to 1.
 
   Example:
-    >>> sorting_network_topk([[3.0, 1.0, 2.0]], k=2, steepness=1e3).numpy().round(2)[0]
+    >>> top = sorting_network_topk([[3.0, 1.0, 2.0]], k=2, steepness=1e3)
+    >>> ops.convert_to_numpy(top).round(2)[0]
     array([[0., 1.],
            [0., 0.],
            [1., 0.]], dtype=float32)
@@ -407,9 +417,9 @@ def sorting_network_topk(
   n = x.shape[-1]
   _check_k(k, n)
   layers = comparator_network(network, n, k if network == "splitter_selection" else None)
-  _, alphas = _forward(tf.transpose(x), layers, distribution, steepness, art_lambda)
-  last = tf.one_hot(tf.range(n - k, n), n, axis=0, dtype=x.dtype)  # [n, k], no n x n eye
-  q = tf.broadcast_to(last[:, None, :], tf.concat([[n], tf.shape(x)[:1], [k]], axis=0))
+  _, alphas = _forward(ops.transpose(x), layers, distribution, steepness, art_lambda)
+  last = ops.convert_to_tensor(np.eye(n, k, k - n), backend.dtype_name(x))  # [n, k], no n x n eye
+  q = ops.broadcast_to(last[:, None, :], (n, ops.shape(x)[0], k))
   q = _through_layers(
     q,
     [
@@ -417,4 +427,4 @@ def sorting_network_topk(
       for layer, alpha in zip(reversed(layers), reversed(alphas))
     ],
   )
-  return tf.transpose(q, [1, 0, 2])
+  return ops.transpose(q, [1, 0, 2])

@@ -14,9 +14,13 @@ Performance Measures Efficiently in the Presence of Tied Scores", ECIR 2008). Th
 :mod:`tfrank4class.metrics.functional` are the exact expectations over that tie-breaking
 (average precision: :func:`tfrank4class.ranking.precision.expected_precision`);
 :func:`log_binomial` gives the binomial ratios behind the hit probabilities of a tie group.
+
+Written on ``keras.ops`` (TensorFlow, JAX and PyTorch backends); the batched ``searchsorted`` and
+``lgamma`` come from :mod:`tfrank4class.backend`.
 """
 
-import tensorflow as tf
+from tfrank4class import backend
+from tfrank4class.compat import ops
 
 
 def tie_statistics(scores, relevant=None, mask=None):
@@ -30,35 +34,42 @@ def tie_statistics(scores, relevant=None, mask=None):
   Returns:
     A dict of float ``[B, n]`` tensors ``above``, ``tied`` (and ``rel_above``, ``rel_tied`` if
     ``relevant`` is given). Values at padded positions are meaningless.
+
+  Example:
+    >>> out = tie_statistics([[1.0, 3.0, 3.0, 2.0]], relevant=[[1.0, 1.0, 0.0, 1.0]])
+    >>> [ops.convert_to_numpy(out[k]).tolist() for k in ("above", "tied", "rel_above")]
+    [[[3.0, 0.0, 0.0, 2.0]], [[1.0, 2.0, 2.0, 1.0]], [[2.0, 0.0, 0.0, 1.0]]]
   """
-  scores = tf.convert_to_tensor(scores)
-  dtype = scores.dtype
+  scores = ops.convert_to_tensor(scores)
+  dtype = backend.dtype_name(scores)
   if mask is not None:
     # Padded items sink below every valid one and are never counted.
-    scores = tf.where(mask, scores, tf.constant(-float("inf"), dtype))
-  n = tf.shape(scores)[-1]
+    scores = ops.where(mask, scores, ops.cast(-float("inf"), dtype))
+  n = ops.shape(scores)[-1]
   if relevant is None:
-    ascending = tf.sort(scores, axis=-1)
+    ascending = ops.sort(scores, axis=-1)
   else:
     # One sort serves both: the permutation orders the relevance, the gathered values are searched.
-    order = tf.argsort(scores, axis=-1, direction="ASCENDING", stable=True)
-    ascending = tf.gather(scores, order, batch_dims=1)
+    order = backend.stable_argsort(scores, axis=-1)
+    ascending = ops.take_along_axis(scores, order, axis=-1)
   # Positions in the ascending sort: items <= s_i and items < s_i.
-  n_le = tf.searchsorted(ascending, scores, side="right")
-  n_lt = tf.searchsorted(ascending, scores, side="left")
-  above = tf.cast(n - n_le, dtype)
-  tied = tf.cast(n_le - n_lt, dtype)
+  n_le = ops.cast(backend.searchsorted(ascending, scores, side="right"), "int32")
+  n_lt = ops.cast(backend.searchsorted(ascending, scores, side="left"), "int32")
+  above = ops.cast(n - n_le, dtype)
+  tied = ops.cast(n_le - n_lt, dtype)
   out = {"above": above, "tied": tied}
   if relevant is not None:
-    relevant = tf.cast(relevant, dtype)
+    relevant = ops.cast(relevant, dtype)
     if mask is not None:
-      relevant = tf.where(mask, relevant, tf.zeros_like(relevant))
-    rel_sorted = tf.gather(relevant, order, batch_dims=1)
+      relevant = ops.where(mask, relevant, ops.zeros_like(relevant))
+    rel_sorted = ops.take_along_axis(relevant, order, axis=-1)
     # cum[k] = relevance of the k smallest items; prepend 0 so cum[0] = 0.
-    cum = tf.concat([tf.zeros_like(rel_sorted[:, :1]), tf.cumsum(rel_sorted, axis=-1)], axis=-1)
+    cum = ops.concatenate(
+      [ops.zeros_like(rel_sorted[:, :1]), ops.cumsum(rel_sorted, axis=-1)], axis=-1
+    )
     total = cum[:, -1:]
-    rel_le = tf.gather(cum, n_le, batch_dims=1)
-    rel_lt = tf.gather(cum, n_lt, batch_dims=1)
+    rel_le = ops.take_along_axis(cum, n_le, axis=-1)
+    rel_lt = ops.take_along_axis(cum, n_lt, axis=-1)
     out["rel_above"] = total - rel_le
     out["rel_tied"] = rel_le - rel_lt
   return out
@@ -72,7 +83,9 @@ def log_binomial(n, k):
   ``C(t - r, m) / C(t, m) = exp(log_binomial(t - r, m) - log_binomial(t, m))``.
 
   Example:
-    >>> round(float(tf.exp(log_binomial(5.0, 2.0))), 6)
+    >>> round(float(ops.exp(log_binomial(5.0, 2.0))), 6)
     10.0
   """
-  return tf.math.lgamma(n + 1.0) - tf.math.lgamma(k + 1.0) - tf.math.lgamma(n - k + 1.0)
+  n = ops.convert_to_tensor(n)
+  k = ops.convert_to_tensor(k)
+  return backend.lgamma(n + 1.0) - backend.lgamma(k + 1.0) - backend.lgamma(n - k + 1.0)
