@@ -22,6 +22,11 @@ only module of the core that calls a backend's own library:
   ``keras.ops.map`` is ``tf.map_fn`` with its default of up to 10 iterations at once in a graph);
 * :func:`static_value`, :func:`dtype_name`, :func:`graph_assert`: a value known when traced,
   a dtype's name, and TensorFlow's in-graph assertion (nothing on the other backends);
+* :func:`invert_permutation`: batched, in O(n), with TensorFlow's own op outside XLA (the one
+  place that asks TensorFlow's internals whether XLA compiles the graph); :func:`do_not_convert`
+  keeps AutoGraph off the rank operators (TensorFlow only);
+* :func:`vector_jacobian`, :func:`sequential_map`: a backward pass inside a custom gradient, and
+  a map that runs one chunk at a time (the chunked interactions' memory bound);
 * :func:`is_concrete`: whether a tensor's values can be read now (eager) or are being traced
   (``tf.function``, ``jax.jit``, ``torch.compile``, Keras's symbolic shapes), so that a
   data-dependent check can raise eagerly and mark the result NaN when traced
@@ -260,13 +265,6 @@ def graph_assert(condition, data):
   (:func:`tfrank4class.checks.check_values`)."""
   if BACKEND == "tensorflow":
     _library().debugging.Assert(condition, data, summarize=10)
-
-
-# ----------------------------------------------------------------------------------------------
-# Requested by p-ranking (tfrank4class.ranking.exact): permutation inversion and AutoGraph opt-out.
-# The TensorFlow half is TensorFlow by nature (an internal of TensorFlow, imported only on its
-# backend); the lead may fold it into the sections above.
-# ----------------------------------------------------------------------------------------------
 
 
 def _in_xla_context():
