@@ -34,7 +34,9 @@ def normalised_l1(sorter, n, lists=256, seed=424242):
 def check_gradient(sorter, n):
   scores, _ = synthetic.synthetic_batch(8, n, seed=[7, n])
   weights = np.random.default_rng(1).normal(size=(8, n)).astype(np.float32)
-  _, (grad,) = backend_testing.value_and_grad(lambda s: ops.sum(sorter(s) * weights), scores)
+  _, (grad,) = backend_testing.value_and_grad(
+    lambda s: ops.sum(ops.multiply(sorter(s), weights)), scores
+  )
   assert np.isfinite(grad).all()
   assert np.abs(grad).max() > 0
 
@@ -172,3 +174,11 @@ def separable_blobs(num_classes, n=512, seed=0):
   centres = rng.normal(size=(num_classes, 4)) * 2.0
   y = rng.integers(0, num_classes, size=n)
   return (centres[y] + 0.5 * rng.normal(size=(n, 4))).astype(np.float32), y
+
+
+def seeded_linear(num_inputs, num_outputs, seed=0):
+  """``Dense(num_outputs)`` on ``num_inputs`` features whose kernel is drawn by numpy (the same
+  start on every backend, whose own random draws differ), bias 0."""
+  kernel = np.random.default_rng(seed).normal(scale=0.5, size=(num_inputs, num_outputs))
+  dense = keras.layers.Dense(num_outputs, kernel_initializer=keras.initializers.Constant(kernel))
+  return keras.Sequential([keras.Input([num_inputs]), dense])

@@ -63,7 +63,7 @@ def test_gradient_finite_nonzero_and_long_list_blocks():
   s = np.random.default_rng(2).uniform(-1, 1, size=(2, 1500)).astype(np.float32)
   sorter = PairwiseSigmoidSorter(steepness=50.0, block_size=128)
   weights = np.arange(1500, dtype=np.float32)
-  _, (g,) = backend_testing.value_and_grad(lambda x: ops.sum(sorter(x) * weights), s)
+  _, (g,) = backend_testing.value_and_grad(lambda x: ops.sum(ops.multiply(sorter(x), weights)), s)
   assert np.isfinite(g).all() and np.abs(g).sum() > 0
   # Sum of soft ranks is n(n+1)/2 exactly (sigmoid(x) + sigmoid(-x) = 1).
   np.testing.assert_allclose(backend_testing.numpy(sorter(s)).sum(-1), 1500 * 1501 / 2, rtol=1e-5)

@@ -58,9 +58,10 @@ def standardize(scores, epsilon=1e-12):
     array([[-1.,  1.]], dtype=float32)
   """
   scores = ops.convert_to_tensor(scores)
-  mean = ops.mean(scores, axis=-1, keepdims=True)
-  centred = scores - mean
-  var = ops.mean(ops.square(centred), axis=-1, keepdims=True)
+  # Means as sums over n: Keras's PyTorch `mean` computes float64 in float32.
+  n = ops.cast(ops.shape(scores)[-1], scores.dtype)
+  centred = scores - ops.sum(scores, axis=-1, keepdims=True) / n
+  var = ops.sum(ops.square(centred), axis=-1, keepdims=True) / n
   scale = ops.rsqrt(var + ops.cast(epsilon, scores.dtype))
   two_items = ops.cast(ops.equal(ops.shape(scores)[-1], 2), scores.dtype)
   scale = two_items * ops.stop_gradient(scale) + (1.0 - two_items) * scale
