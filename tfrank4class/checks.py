@@ -137,7 +137,8 @@ def check_scores(name, scores, rank=2, min_length=1, finite=True, cast="at_least
   Args:
     name: the argument name used in error messages.
     scores: array-like or tensor.
-    rank: ``2`` for a matrix ``[batch_size, list_size]`` (losses, metrics, sorters), or ``None``
+    rank: ``2`` for a matrix ``[batch_size, list_size]`` (losses, metrics, sorters; an unknown
+      rank, possible for a TensorFlow graph input, passes), or ``None``
       for any known rank ``>= 1`` (the rank operators, whose lists lie along an axis the caller
       chooses).
     min_length: the smallest allowed list length; checked when the call is traced, or by
@@ -182,13 +183,14 @@ def check_scores(name, scores, rank=2, min_length=1, finite=True, cast="at_least
     cast == "to_float" and "int" in dtype
   ):
     scores = ops.cast(scores, "float32")
-  shape = tuple(scores.shape)
+  shape = _shape(scores)
   if rank is None:
-    if len(shape) == 0:
+    if not shape:
       raise ValueError(f"`{name}` must have a known rank >= 1, got shape {shape}.")
-  elif len(shape) != rank:
+  elif shape is not None and len(shape) != rank:
     raise ValueError(f"`{name}` must have shape [batch_size, list_size], got shape {shape}.")
-  _check_list_length(name, scores, min_length)
+  if shape is not None:  # an unknown rank (a TensorFlow graph input) passes
+    _check_list_length(name, scores, min_length)
   if "float" in backend.dtype_name(scores):
     if finite is True:
       check_values(ops.isfinite(scores), f"`{name}` must be finite (no NaN or Inf),", scores)
@@ -199,6 +201,15 @@ def check_scores(name, scores, rank=2, min_length=1, finite=True, cast="at_least
         scores,
       )
   return scores
+
+
+def _shape(x):
+  """The shape of ``x`` as a tuple (``None`` for an unknown size), or ``None`` for an unknown
+  rank (possible for a TensorFlow graph input only)."""
+  try:
+    return tuple(x.shape)
+  except ValueError:
+    return None
 
 
 def _numeric_tensor(name, value, what, allow_bool):

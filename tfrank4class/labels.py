@@ -84,7 +84,7 @@ def _numeric(name, labels):
   try:
     labels = ops.convert_to_tensor(labels)
   except (TypeError, ValueError) as e:
-    raise TypeError(f"`{name}` must be a numeric tensor, got {labels!r}: {e}") from None
+    raise TypeError(f"`{name}` must be numeric, got {labels!r}: {e}") from None
   dtype = backend.dtype_name(labels)
   if not ("float" in dtype or "int" in dtype or dtype == "bool"):
     raise TypeError(f"`{name}` must be numeric, got dtype {dtype}.")
@@ -182,7 +182,8 @@ def _parse_ids(name, labels, num_classes):
   """:class:`Labels` of class ids ``labels`` ``[B]``, their values checked."""
   floating = "float" in backend.dtype_name(labels)
   if floating:
-    whole = ops.equal(ops.floor(labels), labels)  # false for fractions, NaN and +-inf
+    # False for fractions, NaN and +-inf.
+    whole = ops.logical_and(ops.isfinite(labels), ops.equal(ops.floor(labels), labels))
     ids = ops.cast(ops.where(whole, labels, ops.zeros_like(labels)), "int32")
   else:
     whole = None
