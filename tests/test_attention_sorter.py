@@ -1,14 +1,16 @@
 """Tests of AttentionSorter: shipped weights close to exact ranks at n = 10..1000, gradients,
-modes (eager / tf.function / XLA / MirroredStrategy), save/load, bad input."""
+the backend's compile modes (and TensorFlow's MirroredStrategy), save/load, bad input."""
 
+import backend_testing
 import numpy as np
 import pytest
-import tensorflow as tf
 from _sorter_checks import (
   check_gradient,
+  check_mirrored,
   check_mixed_float16,
   check_modes,
   check_save_load,
+  check_savedmodel_export,
   check_two_item_gradient,
   normalised_l1,
 )
@@ -32,8 +34,9 @@ def test_nearest_gap_and_neighbour_counts_against_numpy():
   z = np.array([[0.0, 0.5, 0.1, 2.0, 0.45]], np.float32)
   d = np.abs(z[0][:, None] - z[0][None, :])
   np.fill_diagonal(d, np.inf)
-  np.testing.assert_allclose(attention_sorter.nearest_gap(z).numpy()[0], d.min(1), rtol=1e-6)
-  counts = attention_sorter.neighbour_counts(tf.constant(z), (0.06, 0.5)).numpy()[0]
+  gap = backend_testing.numpy(attention_sorter.nearest_gap(z))[0]
+  np.testing.assert_allclose(gap, d.min(1), rtol=1e-6)
+  counts = backend_testing.numpy(attention_sorter.neighbour_counts(z, (0.06, 0.5)))[0]
   np.testing.assert_array_equal(counts[:, 0], (d <= 0.06).sum(1))
   np.testing.assert_array_equal(counts[:, 1], (d <= 0.5).sum(1))
 
@@ -51,12 +54,22 @@ def test_mixed_float16_policy():
   check_mixed_float16(AttentionSorter, 6)  # sub-layers built under the policy
 
 
-def test_modes(sorter, mirrored_strategy):
-  check_modes(sorter, 12, mirrored_strategy)
+def test_modes(sorter):
+  check_modes(sorter, 12)
+
+
+@pytest.mark.tensorflow_only
+def test_mirrored_strategy(sorter, mirrored_strategy):
+  check_mirrored(sorter, 12, mirrored_strategy)
 
 
 def test_save_load_round_trip(sorter, tmp_path):
   check_save_load(sorter, 10, tmp_path)
+
+
+@pytest.mark.tensorflow_only
+def test_savedmodel_export(sorter, tmp_path):
+  check_savedmodel_export(sorter, 10, tmp_path)
 
 
 def test_pretrained_is_frozen_or_trainable():
@@ -66,9 +79,9 @@ def test_pretrained_is_frozen_or_trainable():
 
 def test_bad_input(sorter):
   with pytest.raises(ValueError, match="at least 2 items"):
-    sorter(tf.zeros([2, 1]))
+    sorter(np.zeros([2, 1], np.float32))
   with pytest.raises(ValueError, match=r"shape \[batch_size, list_size\]"):
-    sorter(tf.zeros([2, 3, 4]))
+    sorter(np.zeros([2, 3, 4], np.float32))
   with pytest.raises(ValueError, match="`max_sharpness`"):
     AttentionSorter(min_sharpness=2.0, max_sharpness=1.0)
   with pytest.raises(ValueError, match="`bandwidths`"):

@@ -1,14 +1,18 @@
-"""The shipped sorter weights give the same ranks under every Keras flavour.
+"""The shipped sorter weights give the same ranks under every Keras flavour and backend.
 
 Each learned sorter's forward pass is written out in numpy, reading the arrays straight from
 ``tfrank4class/resources/sorters/<kind>.npz`` by their keys (no Keras, no layer code), and the
 sorter loaded by ``pretrained()`` must agree with it. This pins every array to its role (a kernel
 loaded as a recurrent kernel, or a moving mean as a beta, would change the ranks) under Keras 3
-and tf-keras alike, which load the same files.
+(TensorFlow, JAX and PyTorch backends) and tf-keras alike, which load the same files. A second
+expectation is committed: the ranks the TensorFlow code gave before the keras.ops port
+(``tests/fixtures/shipped_sorter_outputs.npz``, written by ``tools/sorter_outputs_reference.py``).
 """
 
 import json
+import pathlib
 
+import backend_testing
 import numpy as np
 import pytest
 from scipy.special import expit as sigmoid
@@ -118,8 +122,25 @@ def test_pretrained_sorter_matches_a_numpy_forward_pass_of_the_shipped_arrays(
   kind, reference, n, atol
 ):
   scores, _ = synthetic.synthetic_batch(4, n, seed=[21, n])
-  got = PRETRAINED_SORTERS.get(kind)(scores).numpy()
-  np.testing.assert_allclose(got, reference(scores.numpy().astype(np.float64)), atol=atol)
+  got = backend_testing.numpy(PRETRAINED_SORTERS.get(kind)(scores))
+  np.testing.assert_allclose(got, reference(scores.astype(np.float64)), atol=atol)
+
+
+FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "shipped_sorter_outputs.npz"
+
+
+def test_pretrained_sorters_give_the_ranks_of_the_tensorflow_code_before_the_port():
+  # Same float32 arithmetic up to the order of operations: the differences are rounding, as in
+  # the numpy test above (n = 300 takes the block-wise path of the attention sorter).
+  with np.load(FIXTURE) as data:
+    fixture = dict(data)
+  cases = sorted(key.split("/")[0] for key in fixture if key.endswith("/scores"))
+  assert cases == ["attention_2", "attention_23", "attention_300", "conv_100", "lstm_17"]
+  for case in cases:
+    sorter = PRETRAINED_SORTERS.get(case.split("_")[0])
+    got = backend_testing.numpy(sorter(fixture[f"{case}/scores"]))
+    atol = 1e-3 if case.startswith("conv") else 1e-4
+    np.testing.assert_allclose(got, fixture[f"{case}/ranks"], atol=atol, err_msg=case)
 
 
 def test_every_shipped_array_is_a_weight_and_every_weight_is_shipped():
@@ -128,7 +149,7 @@ def test_every_shipped_array_is_a_weight_and_every_weight_is_shipped():
     table = PRETRAINED_SORTERS.get(kind).weight_table()
     assert sorted(table) == sorted(arrays), kind
     for key, variable in table.items():
-      np.testing.assert_array_equal(variable.numpy(), arrays[key].astype(np.float32))
+      np.testing.assert_array_equal(backend_testing.numpy(variable), arrays[key].astype(np.float32))
 
 
 def test_weight_file_with_a_missing_or_misshaped_array_is_refused(tmp_path):

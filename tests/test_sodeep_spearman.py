@@ -2,21 +2,22 @@
 ranks against scipy's spearmanr (ties, the L1 term, over the batch, padding), bad input, and a
 real-data check (Spearman correlation on the diabetes set rises when trained with the loss)."""
 
+import backend_testing
 import numpy as np
 import pytest
-import tensorflow as tf
 from scipy.stats import spearmanr
 
+from tfrank4class.compat import keras
 from tfrank4class.losses.sodeep.spearman import SpearmanLoss
 
-NONE = tf.keras.losses.Reduction.NONE
+NONE = "none"
 
 
 def test_spearman_exact_equals_one_minus_scipy_rho():
   rng = np.random.default_rng(0)
   y = rng.exponential(size=(5, 12)).astype(np.float32)  # graded targets (>= 0; < 0 is padding)
   s = rng.normal(size=(5, 12)).astype(np.float32)
-  got = SpearmanLoss(ranker="exact", reduction=NONE)(y, s).numpy()
+  got = backend_testing.numpy(SpearmanLoss(ranker="exact", reduction=NONE)(y, s))
   ref = [1.0 - spearmanr(a, b).statistic for a, b in zip(y, s)]
   np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
 
@@ -27,14 +28,14 @@ def test_spearman_tied_targets_use_average_ranks_and_l1_term():
   # Target ranks (1 = highest, ties averaged): [1.5, 1.5, 4, 3]; score ranks: [4, 1, 2, 3].
   d2 = (4 - 1.5) ** 2 + (1 - 1.5) ** 2 + (2 - 4) ** 2 + 0.0
   ref = 6 * d2 / (4 * 15) + 0.5 * np.mean(np.abs(s - y))
-  got = SpearmanLoss(ranker="exact", l1_weight=0.5, reduction=NONE)(y, s).numpy()
+  got = backend_testing.numpy(SpearmanLoss(ranker="exact", l1_weight=0.5, reduction=NONE)(y, s))
   np.testing.assert_allclose(got, [ref], rtol=1e-6)
 
 
 def test_spearman_over_batch():
   y = np.array([1.0, 3.0, 2.0, 5.0], np.float32)
   s = np.array([[0.2], [0.1], [0.3], [0.9]], np.float32)
-  got = SpearmanLoss(ranker="exact", over_batch=True, reduction=NONE)(y, s).numpy()
+  got = backend_testing.numpy(SpearmanLoss(ranker="exact", over_batch=True, reduction=NONE)(y, s))
   np.testing.assert_allclose(got, [1.0 - spearmanr(y, s[:, 0]).statistic], rtol=1e-6)
   with pytest.raises(ValueError, match=r"over_batch=True `y_pred` must have shape \[B\] or"):
     SpearmanLoss(ranker="exact", over_batch=True)(np.zeros([2, 3]), np.zeros([2, 3]))
@@ -47,13 +48,15 @@ def test_spearman_padding_is_excluded():
   y[0, [1, 5]] = -1.0
   y[1, 0] = -1.0
   y[3, 1:] = -1.0  # one valid item: loss 0
-  got = SpearmanLoss(ranker="exact", reduction=NONE)(y, s).numpy()
+  got = backend_testing.numpy(SpearmanLoss(ranker="exact", reduction=NONE)(y, s))
   ref = [1.0 - spearmanr(a[a >= 0], b[a >= 0]).statistic for a, b in zip(y[:3], s[:3])] + [0.0]
   np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
   # Through a sorter, a padded item (whatever its score) changes the loss little.
-  padded = SpearmanLoss(ranker="attention", reduction=NONE)(y[:1], s[:1]).numpy()
+  padded = backend_testing.numpy(SpearmanLoss(ranker="attention", reduction=NONE)(y[:1], s[:1]))
   valid = y[0] >= 0
-  dropped = SpearmanLoss(ranker="attention", reduction=NONE)(y[:1, valid], s[:1, valid]).numpy()
+  dropped = backend_testing.numpy(
+    SpearmanLoss(ranker="attention", reduction=NONE)(y[:1, valid], s[:1, valid])
+  )
   np.testing.assert_allclose(padded, dropped, atol=0.02)
 
 
@@ -71,8 +74,8 @@ def test_diabetes_spearman_rises_with_spearman_loss():
   x = ((x - x.mean(0)) / x.std(0)).astype(np.float32)
   y = ((y - y.mean()) / y.std()).astype(np.float32)
   x_train, y_train, x_test, y_test = x[:342], y[:342], x[342:], y[342:]
-  tf.keras.utils.set_random_seed(0)
-  model = tf.keras.Sequential([tf.keras.Input([10]), tf.keras.layers.Dense(1)])
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input([10]), keras.layers.Dense(1)])
   # Start from a deliberately poor linear model.
   model.layers[0].set_weights(
     [
@@ -82,9 +85,7 @@ def test_diabetes_spearman_rises_with_spearman_loss():
     ]
   )
   rho_before = spearmanr(model.predict(x_test, verbose=0)[:, 0], y_test).statistic
-  model.compile(
-    tf.keras.optimizers.Adam(0.05), loss=SpearmanLoss(ranker="attention", over_batch=True)
-  )
+  model.compile(keras.optimizers.Adam(0.05), loss=SpearmanLoss(ranker="attention", over_batch=True))
   model.fit(x_train, y_train, batch_size=64, epochs=15, verbose=0, shuffle=True)
   rho_after = spearmanr(model.predict(x_test, verbose=0)[:, 0], y_test).statistic
   assert rho_after > 0.5 and rho_after > rho_before + 0.3, (rho_before, rho_after)

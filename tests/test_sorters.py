@@ -2,6 +2,7 @@
 
 import doctest
 
+import backend_testing
 import numpy as np
 import pytest
 
@@ -36,7 +37,9 @@ def test_pretrained_sorters_are_the_shipped_weights(cls):
   assert sorters.PRETRAINED_SORTERS.get(cls.KIND, trainable=True).trainable
   n = getattr(reference, "list_size", None) or 12
   scores, _ = synthetic.synthetic_batch(3, n, seed=[5, n])
-  np.testing.assert_array_equal(sorter(scores).numpy(), reference(scores).numpy())
+  np.testing.assert_array_equal(
+    backend_testing.numpy(sorter(scores)), backend_testing.numpy(reference(scores))
+  )
 
 
 def test_unknown_pretrained_sorter():

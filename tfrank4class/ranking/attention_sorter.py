@@ -19,17 +19,15 @@ reach the neighbours of an item) while making it accurate: at the default upper 
 ``a = 5`` the nearest neighbour is compared with error ``sigmoid(-5) ~ 7e-3``. The comparison
 pass is block-wise over the list, so memory is ``O(B * n * block)`` and the same weights serve
 any length ``n >= 2``. The temperature is treated as a constant in the backward pass
-(``tf.stop_gradient``); the gradient with respect to the scores flows through step 2 (for
+(``stop_gradient``); the gradient with respect to the scores flows through step 2 (for
 2-item lists see :func:`~tfrank4class.ranking.sorter_base.standardize`).
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
 
 import math
 
-import tensorflow as tf
-
-from tfrank4class import checks, compat
-from tfrank4class.compat import keras
+from tfrank4class import backend, checks, compat
+from tfrank4class.compat import keras, ops
 from tfrank4class.ranking import sorter_base
 
 _DEFAULT_BANDWIDTHS = (1e-3, 1e-2, 0.03, 0.1, 0.3, 1.0)
@@ -38,30 +36,33 @@ _DEFAULT_BANDWIDTHS = (1e-3, 1e-2, 0.03, 0.1, 0.3, 1.0)
 def neighbour_counts(z, bandwidths):
   """``c[b, i, m] = |{j != i : |z_j - z_i| <= h_m}|`` for ``z`` ``[B, n]``, in O(n log n).
 
-  Two binary searches per bandwidth in the sorted list; returns float ``[B, n, len(bandwidths)]``
-  (no gradient: the counts are piecewise constant).
+  Two binary searches per bandwidth in the sorted list (:func:`tfrank4class.backend.searchsorted`,
+  batched); returns float ``[B, n, len(bandwidths)]`` (no gradient: the counts are piecewise
+  constant).
   """
-  z = tf.stop_gradient(z)
-  ascending = tf.sort(z, axis=-1)
+  z = ops.stop_gradient(ops.convert_to_tensor(z))
+  ascending = ops.sort(z, axis=-1)
   counts = []
   for h in bandwidths:
-    hi = tf.searchsorted(ascending, z + h, side="right")
-    lo = tf.searchsorted(ascending, z - h, side="left")
-    counts.append(tf.cast(hi - lo - 1, z.dtype))
-  return tf.stack(counts, axis=-1)
+    hi = backend.searchsorted(ascending, z + h, side="right")
+    lo = backend.searchsorted(ascending, z - h, side="left")
+    counts.append(ops.cast(hi - lo - 1, z.dtype))
+  return ops.stack(counts, axis=-1)
 
 
 def nearest_gap(z):
   """``g_i = min_{j != i} |z_j - z_i|`` for ``z`` ``[B, n]`` (n >= 2), in O(n log n), no
   gradient."""
-  z = tf.stop_gradient(z)
-  order = tf.argsort(z, axis=-1, stable=True)
-  ascending = tf.gather(z, order, batch_dims=1)
+  z = ops.stop_gradient(ops.convert_to_tensor(z))
+  order = backend.stable_argsort(z, axis=-1)
+  ascending = ops.take_along_axis(z, order, axis=-1)
   gaps = ascending[:, 1:] - ascending[:, :-1]
-  big = tf.fill(tf.shape(gaps[:, :1]), tf.constant(float("inf"), z.dtype))
-  nearest_sorted = tf.minimum(tf.concat([big, gaps], -1), tf.concat([gaps, big], -1))
-  inverse = tf.argsort(order, axis=-1, stable=True)
-  return tf.gather(nearest_sorted, inverse, batch_dims=1)
+  big = ops.full_like(gaps[:, :1], float("inf"))
+  nearest_sorted = ops.minimum(
+    ops.concatenate([big, gaps], axis=-1), ops.concatenate([gaps, big], axis=-1)
+  )
+  inverse = backend.stable_argsort(order, axis=-1)
+  return ops.take_along_axis(nearest_sorted, inverse, axis=-1)
 
 
 @compat.register_serializable
@@ -78,7 +79,7 @@ class AttentionSorter(sorter_base.Sorter):
 
   Example:
     >>> sorter = AttentionSorter.pretrained()
-    >>> sorter(tf.constant([[0.1, 0.9, 0.5]])).numpy().round(1)
+    >>> ops.convert_to_numpy(sorter(ops.convert_to_tensor([[0.1, 0.9, 0.5]]))).round(1)
     array([[3., 1., 2.]], dtype=float32)
   """
 
@@ -128,22 +129,22 @@ class AttentionSorter(sorter_base.Sorter):
   def steepness(self, z):
     """The per-item steepness ``k_i = a_i / g_i`` ``[B, n]`` for standardised lists ``z``."""
     counts = neighbour_counts(z, self.bandwidths)
-    gap = tf.maximum(nearest_gap(z), tf.cast(1e-6, z.dtype))
-    log_2h = tf.constant([math.log(2.0 * h) for h in self.bandwidths], z.dtype)
+    gap = ops.maximum(nearest_gap(z), ops.cast(1e-6, z.dtype))
+    log_2h = ops.convert_to_tensor([math.log(2.0 * h) for h in self.bandwidths], z.dtype)
     # Items per local gap at each bandwidth: scale-free, ~1 in a locally even list.
-    feats = tf.math.log(counts + 0.5) - log_2h + tf.math.log(gap)[:, :, None]
-    n = tf.cast(tf.shape(z)[-1], z.dtype)
-    logn = tf.fill(tf.shape(z), tf.math.log(n))[:, :, None]
-    x = tf.concat([feats / 5.0, logn / 5.0], axis=-1)
-    logit = tf.cast(self.out(self.hidden2(self.hidden1(x)))[..., 0], z.dtype)
-    sharpness = self.min_sharpness + (self.max_sharpness - self.min_sharpness) * tf.sigmoid(logit)
-    return tf.minimum(sharpness / gap, tf.cast(1e7, z.dtype))
+    feats = ops.log(counts + 0.5) - log_2h + ops.log(gap)[:, :, None]
+    n = ops.cast(ops.shape(z)[-1], z.dtype)
+    logn = (ops.zeros_like(z) + ops.log(n))[:, :, None]
+    x = ops.concatenate([feats / 5.0, logn / 5.0], axis=-1)
+    logit = ops.cast(self.out(self.hidden2(self.hidden1(x)))[..., 0], z.dtype)
+    sharpness = self.min_sharpness + (self.max_sharpness - self.min_sharpness) * ops.sigmoid(logit)
+    return ops.minimum(sharpness / gap, ops.cast(1e7, z.dtype))
 
   def _normalised_ranks(self, scores, training=None):
     z = sorter_base.standardize(scores)
     k = self.steepness(z)
     soft = sorter_base.pairwise_sigmoid_sum(z, k, self.block_size) - 0.5
-    n = tf.cast(tf.shape(scores)[-1], scores.dtype)
+    n = ops.cast(ops.shape(scores)[-1], scores.dtype)
     return soft / (n - 1.0)
 
   def get_config(self):

@@ -21,10 +21,8 @@ n = 100); calling it on another length raises a ``ValueError`` naming both lengt
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
 
-import tensorflow as tf
-
 from tfrank4class import checks, compat
-from tfrank4class.compat import keras
+from tfrank4class.compat import keras, ops
 from tfrank4class.ranking import sorter_base
 
 
@@ -101,9 +99,9 @@ class ConvSorter(sorter_base.Sorter):
   def _normalised_ranks(self, scores, training=None):
     x = self.stem(sorter_base.standardize(scores)[:, :, None])
     for conv, norm in zip(self.convs, self.norms):
-      x = x + conv(tf.nn.relu(norm(x, training=training)))
-    x = tf.nn.relu(self.final_norm(x, training=training))
-    return tf.sigmoid(self.head(self.flatten(x)))
+      x = x + conv(ops.relu(norm(x, training=training)))
+    x = ops.relu(self.final_norm(x, training=training))
+    return ops.sigmoid(self.head(self.flatten(x)))
 
   def get_config(self):
     config = super().get_config()

@@ -14,10 +14,8 @@ shipped weights use 2 of 32 (docs/sodeep.md, "Shipped weights").
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
 
-import tensorflow as tf
-
 from tfrank4class import checks, compat
-from tfrank4class.compat import keras
+from tfrank4class.compat import keras, ops
 from tfrank4class.ranking import sorter_base
 
 
@@ -31,8 +29,8 @@ class LSTMSorter(sorter_base.Sorter):
 
   Example:
     >>> sorter = LSTMSorter.pretrained()
-    >>> sorter(tf.constant([[0.1, 0.9, 0.5]])).shape
-    TensorShape([1, 3])
+    >>> tuple(sorter(ops.convert_to_tensor([[0.1, 0.9, 0.5]])).shape)
+    (1, 3)
   """
 
   KIND = "lstm"
@@ -65,7 +63,7 @@ class LSTMSorter(sorter_base.Sorter):
     x = sorter_base.standardize(scores)[:, :, None]
     for rnn in self.rnns:
       x = rnn(x, training=training)
-    return tf.sigmoid(self.head(x)[..., 0])
+    return ops.sigmoid(self.head(x)[..., 0])
 
   def get_config(self):
     config = super().get_config()

@@ -13,9 +13,8 @@ comparison matrix is processed in column blocks (forward and backward), so memor
 ``O(B * n * block_size)`` even for long lists.
 """
 
-import tensorflow as tf
-
 from tfrank4class import checks, compat
+from tfrank4class.compat import ops
 from tfrank4class.ranking import sorter_base
 
 
@@ -36,7 +35,7 @@ class PairwiseSigmoidSorter(sorter_base.Sorter):
 
   Example:
     >>> sorter = PairwiseSigmoidSorter(steepness=100.0)
-    >>> sorter(tf.constant([[0.1, 0.9, 0.5]])).numpy().round(2)
+    >>> ops.convert_to_numpy(sorter(ops.convert_to_tensor([[0.1, 0.9, 0.5]]))).round(2)
     array([[3., 1., 2.]], dtype=float32)
   """
 
@@ -58,7 +57,7 @@ class PairwiseSigmoidSorter(sorter_base.Sorter):
     scores = sorter_base.check_scores(scores)
     if self.standardize_scores:
       scores = sorter_base.standardize(scores)
-    k = tf.fill(tf.shape(scores), tf.cast(self.steepness, scores.dtype))
+    k = ops.ones_like(scores) * ops.cast(self.steepness, scores.dtype)
     return sorter_base.pairwise_sigmoid_sum(scores, k, self.block_size) + 0.5
 
   def get_config(self):

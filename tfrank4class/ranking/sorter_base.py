@@ -27,10 +27,9 @@ import os
 import pathlib
 
 import numpy as np
-import tensorflow as tf
 
-from tfrank4class import atomic, checks
-from tfrank4class.compat import keras
+from tfrank4class import atomic, backend, checks, compat
+from tfrank4class.compat import keras, ops
 
 #: Directory of the shipped sorter weights (``<kind>.json`` + ``<kind>.npz``).
 RESOURCE_DIR = pathlib.Path(__file__).resolve().parents[1] / "resources" / "sorters"
@@ -48,37 +47,38 @@ def standardize(scores, epsilon=1e-12):
   Gradient of 2-item lists: a list of ``n = 2`` items always standardises to ``(-1, 1)`` or
   ``(1, -1)``, whatever its scores, so the exact derivative is 0 and no loss could train a
   2-class problem through a sorter. For ``n = 2`` (only) the scale ``1 / sqrt(var + epsilon)`` is
-  therefore a constant in the backward pass (``tf.stop_gradient``; the value is unchanged), and
+  therefore a constant in the backward pass (``stop_gradient``; the value is unchanged), and
   the gradient moves the two scores apart or together. For ``n >= 3`` the exact derivative is
   kept: holding the scale there too adds a component along the list's spread, which the learned
   sorters never saw in pretraining (their inputs always have unit variance), and it made
   training worse (docs/sodeep.md, "2-class lists train").
 
   Example:
-    >>> standardize([[1.0, 3.0]]).numpy().round(3)
+    >>> ops.convert_to_numpy(standardize([[1.0, 3.0]])).round(3)
     array([[-1.,  1.]], dtype=float32)
   """
-  scores = tf.convert_to_tensor(scores)
-  mean = tf.reduce_mean(scores, axis=-1, keepdims=True)
-  centred = scores - mean
-  var = tf.reduce_mean(tf.square(centred), axis=-1, keepdims=True)
-  scale = tf.math.rsqrt(var + tf.cast(epsilon, scores.dtype))
-  two_items = tf.cast(tf.equal(tf.shape(scores)[-1], 2), scores.dtype)
-  scale = two_items * tf.stop_gradient(scale) + (1.0 - two_items) * scale
+  scores = ops.convert_to_tensor(scores)
+  # Means as sums over n: Keras's PyTorch `mean` computes float64 in float32.
+  n = ops.cast(ops.shape(scores)[-1], scores.dtype)
+  centred = scores - ops.sum(scores, axis=-1, keepdims=True) / n
+  var = ops.sum(ops.square(centred), axis=-1, keepdims=True) / n
+  scale = ops.rsqrt(var + ops.cast(epsilon, scores.dtype))
+  two_items = ops.cast(ops.equal(ops.shape(scores)[-1], 2), scores.dtype)
+  scale = two_items * ops.stop_gradient(scale) + (1.0 - two_items) * scale
   return centred * scale
 
 
 def _column_blocks(values, block_size):
   """Pads ``values`` ``[B, n]`` to a multiple of ``block_size`` and returns ``[nb, B, block]``
   blocks plus the matching validity mask."""
-  n = tf.shape(values)[-1]
+  batch, n = ops.shape(values)[0], ops.shape(values)[-1]
   nb = (n + block_size - 1) // block_size
   pad = nb * block_size - n
-  padded = tf.pad(values, [[0, 0], [0, pad]])
-  mask = tf.pad(tf.ones_like(values), [[0, 0], [0, pad]])
-  shape = [tf.shape(values)[0], nb, block_size]
-  padded = tf.transpose(tf.reshape(padded, shape), [1, 0, 2])
-  mask = tf.transpose(tf.reshape(mask, shape), [1, 0, 2])
+  padded = ops.pad(values, [[0, 0], [0, pad]])
+  mask = ops.pad(ops.ones_like(values), [[0, 0], [0, pad]])
+  shape = (batch, nb, block_size)
+  padded = ops.transpose(ops.reshape(padded, shape), [1, 0, 2])
+  mask = ops.transpose(ops.reshape(mask, shape), [1, 0, 2])
   return padded, mask
 
 
@@ -86,7 +86,8 @@ def pairwise_sigmoid_sum(z, k, block_size=DEFAULT_BLOCK_SIZE):
   """``S_i = sum_j sigmoid(k_i * (z_j - z_i))`` over all ``j`` (``i`` included), memory-bounded.
 
   The ``[B, n, n]`` matrix of pairwise terms is never held at once: columns are processed
-  ``block_size`` at a time, forward and backward (the gradient is written out by hand,
+  ``block_size`` at a time (``keras.ops.map`` over the blocks), forward and backward (the
+  gradient is written out by hand with :func:`tfrank4class.backend.custom_gradient`,
   ``d/du sigmoid(u) = sigmoid(u) (1 - sigmoid(u))``), so memory is ``O(B * n * block_size)``.
 
   Args:
@@ -97,37 +98,41 @@ def pairwise_sigmoid_sum(z, k, block_size=DEFAULT_BLOCK_SIZE):
   Returns:
     float ``[B, n]``. ``1 + sum_{j != i} sigmoid(k_i (z_j - z_i)) = S_i + 0.5`` is the soft rank of
     Eq. 11-12 (Sec. 4.1.2) of the SoDeep paper.
+
+  Example:
+    >>> z = ops.convert_to_tensor([[0.0, 1.0]])
+    >>> ops.convert_to_numpy(pairwise_sigmoid_sum(z, ops.ones_like(z) * 100.0)).round(3)
+    array([[1.5, 0.5]], dtype=float32)
   """
   block_size = checks.check_int("block_size", block_size, minimum=1)
 
-  @tf.custom_gradient
+  @backend.custom_gradient
   def _op(z, k):
     zi = z[:, :, None]
     ki = k[:, :, None]
 
     def forward_block(args):
       zj, mj = args
-      return tf.reduce_sum(tf.sigmoid(ki * (zj[:, None, :] - zi)) * mj[:, None, :], axis=-1)
+      return ops.sum(ops.sigmoid(ki * (zj[:, None, :] - zi)) * mj[:, None, :], axis=-1)
 
-    total = tf.reduce_sum(_map_column_blocks(forward_block, z, block_size, z.dtype), axis=0)
+    total = ops.sum(_map_column_blocks(forward_block, z, block_size), axis=0)
 
     def grad(upstream):
       return _pairwise_sigmoid_sum_grad(z, k, upstream, block_size)
 
     return total, grad
 
-  return _op(z, k)
+  return _op(ops.convert_to_tensor(z), ops.convert_to_tensor(k))
 
 
-def _map_column_blocks(fn, z, block_size, dtypes):
+def _map_column_blocks(fn, z, block_size):
   """Applies ``fn((zj, mj))`` to every column block of ``z`` and stacks the results (one direct
   call for a list of at most ``block_size`` items)."""
   static_n = z.shape[-1]
   if static_n is not None and static_n <= block_size:
-    out = fn((z, tf.ones_like(z)))
+    out = fn((z, ops.ones_like(z)))
     return tuple(o[None] for o in out) if isinstance(out, tuple) else out[None]
-  zb, mb = _column_blocks(z, block_size)
-  return tf.map_fn(fn, (zb, mb), fn_output_signature=dtypes)
+  return ops.map(fn, _column_blocks(z, block_size))
 
 
 def _pairwise_sigmoid_sum_grad(z, k, upstream, block_size):
@@ -138,18 +143,18 @@ def _pairwise_sigmoid_sum_grad(z, k, upstream, block_size):
   def backward_block(args):
     zj, mj = args
     diff = zj[:, None, :] - zi
-    sig = tf.sigmoid(ki * diff)
+    sig = ops.sigmoid(ki * diff)
     dsig = sig * (1.0 - sig) * mj[:, None, :]
-    row = tf.reduce_sum(dsig, axis=-1)  # sum_j s'_ij
-    row_k = tf.reduce_sum(dsig * diff, axis=-1)  # sum_j s'_ij (z_j - z_i)
-    col = tf.reduce_sum(gi * ki * dsig, axis=1)  # sum_i g_i k_i s'_ij
+    row = ops.sum(dsig, axis=-1)  # sum_j s'_ij
+    row_k = ops.sum(dsig * diff, axis=-1)  # sum_j s'_ij (z_j - z_i)
+    col = ops.sum(gi * ki * dsig, axis=1)  # sum_i g_i k_i s'_ij
     return row, row_k, col
 
-  rows, rows_k, cols = _map_column_blocks(backward_block, z, block_size, (z.dtype,) * 3)
-  row = tf.reduce_sum(rows, axis=0)
-  row_k = tf.reduce_sum(rows_k, axis=0)
-  n = tf.shape(z)[-1]
-  col = tf.reshape(tf.transpose(cols, [1, 0, 2]), [tf.shape(z)[0], -1])[:, :n]
+  rows, rows_k, cols = _map_column_blocks(backward_block, z, block_size)
+  row = ops.sum(rows, axis=0)
+  row_k = ops.sum(rows_k, axis=0)
+  n = ops.shape(z)[-1]
+  col = ops.reshape(ops.transpose(cols, [1, 0, 2]), (ops.shape(z)[0], -1))[:, :n]
   return col - upstream * k * row, upstream * row_k
 
 
@@ -163,15 +168,16 @@ def check_scores(scores, min_length=2):
   finite score before ranking).
 
   Example:
-    >>> check_scores(tf.constant([[0.5, 1.5]], tf.float16)).dtype
-    tf.float32
+    >>> import numpy as np
+    >>> str(check_scores(np.array([[0.5, 1.5]], np.float16)).dtype).split(".")[-1]
+    'float32'
   """
   return checks.check_scores("scores", scores, min_length=min_length, finite=False)
 
 
 def to_ranks(normalised, n):
   """``1 + (n - 1) * normalised``: normalised ranks in [0, 1] to ranks in [1, n]."""
-  return 1.0 + tf.cast(n - 1, normalised.dtype) * normalised
+  return 1.0 + ops.cast(n - 1, normalised.dtype) * normalised
 
 
 #: The attributes that hold a Keras layer's variables under both Keras 2 and Keras 3.
@@ -206,11 +212,15 @@ def _layer_variables(prefix, layer):
 def build_sublayer(layer, input_shape):
   """Builds ``layer`` for inputs of ``input_shape`` inside its own name scope.
 
-  Keras 3 opens the scope itself; Keras 2 names a variable by the scopes open when it is
-  created, and only opens the layer's own scope when it is called, so this gives the variables
-  the names (``<sorter>/<layer>/kernel``) that a first call would give them.
+  Keras 3 opens the scope itself (on every backend); Keras 2 (tf-keras) names a variable by the
+  scopes open when it is created, and only opens the layer's own scope when it is called, so
+  there this gives the variables the names (``<sorter>/<layer>/kernel``) that a first call would
+  give them.
   """
-  with tf.name_scope(layer.name):
+  if compat.KERAS_3:
+    layer.build(input_shape)
+    return
+  with keras.backend.name_scope(layer.name):
     layer.build(input_shape)
 
 
@@ -229,9 +239,9 @@ class Sorter(keras.layers.Layer):
   Example (a sorter that returns exact normalised ranks):
     >>> class CountingSorter(Sorter):
     ...   def _normalised_ranks(self, scores, training=None):
-    ...     above = tf.reduce_sum(tf.cast(scores[:, None, :] > scores[:, :, None], tf.float32), -1)
-    ...     return above / tf.cast(tf.shape(scores)[-1] - 1, tf.float32)
-    >>> CountingSorter()(tf.constant([[0.3, 0.9, 0.1]])).numpy()
+    ...     above = ops.sum(ops.cast(scores[:, None, :] > scores[:, :, None], "float32"), -1)
+    ...     return above / ops.cast(ops.shape(scores)[-1] - 1, "float32")
+    >>> ops.convert_to_numpy(CountingSorter()(np.array([[0.3, 0.9, 0.1]], np.float32)))
     array([[2., 1., 3.]], dtype=float32)
   """
 
@@ -244,8 +254,8 @@ class Sorter(keras.layers.Layer):
   def call(self, scores, training=None):
     scores = check_scores(scores)
     self._check_length(scores)
-    n = tf.shape(scores)[-1]
-    normalised = tf.cast(self._normalised_ranks(scores, training=training), tf.float32)
+    n = ops.shape(scores)[-1]
+    normalised = ops.cast(self._normalised_ranks(scores, training=training), "float32")
     return to_ranks(normalised, n)
 
   def _check_length(self, scores):
@@ -321,7 +331,7 @@ class Sorter(keras.layers.Layer):
     table = self.weight_table()
     os.makedirs(os.path.dirname(os.path.abspath(path_prefix)), exist_ok=True)
     with atomic.writing(path_prefix + ".npz") as partial, open(partial, "wb") as f:
-      np.savez(f, **{key: np.asarray(v.numpy()) for key, v in table.items()})
+      np.savez(f, **{key: np.asarray(ops.convert_to_numpy(v)) for key, v in table.items()})
     config = self.get_config()
     config.pop("trainable", None)
     record = {

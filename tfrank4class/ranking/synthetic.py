@@ -9,14 +9,18 @@ Every list is drawn from one of four families, chosen uniformly at random per li
 * ``mixture``:  each item drawn from one of the three families above, with per-list random
   mixing proportions.
 
-The target is ``rank(s)`` (:func:`tfrank4class.ranking.rank`: 1..n, 1 = highest). Everything is
-generated with stateless random ops from ``(seed, batch index)``, so a dataset is reproducible and
-two seeds give independent data.
+The target is ``rank(s)`` (:func:`tfrank4class.ranking.rank`: 1..n, 1 = highest). The lists are
+generated with numpy (``numpy.random.default_rng`` seeded by ``(seed, batch index)``), on the
+host, whatever the Keras backend: a dataset is reproducible, two seeds give independent data, and
+the arrays feed a sorter on TensorFlow, JAX or PyTorch alike. :func:`synthetic_dataset` wraps them
+in a ``tf.data`` pipeline (TensorFlow by nature: it needs TensorFlow installed; Keras 3 feeds
+tf.data to every backend), for ``tfrank4class-pretrain-sorter``.
 """
 
-import tensorflow as tf
+import numpy as np
 
 from tfrank4class import checks
+from tfrank4class.compat import ops
 from tfrank4class.ranking.exact import rank
 
 FAMILIES = ("uniform", "normal", "spaced", "mixture")
@@ -44,59 +48,67 @@ def _check_families(families):
   return families
 
 
-def synthetic_batch(batch_size, list_size, seed, families=FAMILIES, dtype=tf.float32):
+def _check_seed(seed):
+  """``seed`` (an int or a pair of ints, each ``>= 0``) as the entropy list of numpy's RNG."""
+  if isinstance(seed, (tuple, list)):
+    if len(seed) != 2:
+      raise ValueError(f"`seed` must be an int >= 0 or a pair of them, got {seed!r}.")
+    return [checks.check_int(f"seed[{i}]", v, minimum=0) for i, v in enumerate(seed)]
+  return [checks.check_int("seed", seed, minimum=0), 0]
+
+
+def synthetic_batch(batch_size, list_size, seed, families=FAMILIES, dtype="float32"):
   """One batch ``(scores [B, n], ranks [B, n])`` of synthetic lists of length ``list_size``.
 
   Args:
     batch_size: number of lists ``B >= 1``.
-    list_size: the list length ``n >= 2`` (a Python int or an int32 scalar tensor).
-    seed: a shape-[2] int seed of the stateless random ops (or a Python int).
+    list_size: the list length ``n >= 2``.
+    seed: an int ``>= 0`` or a pair of them (e.g. ``(seed, batch index)``).
     families: the families to draw from (see the module docstring).
     dtype: float dtype of the scores and ranks.
 
   Returns:
-    ``(scores, ranks)`` with ``ranks = rank(scores)`` (1 = highest).
+    numpy arrays ``(scores, ranks)`` with ``ranks = rank(scores)`` (1 = highest).
 
   Example:
     >>> s, r = synthetic_batch(2, 5, seed=0)
-    >>> sorted(r.numpy()[0].tolist())
+    >>> sorted(r[0].tolist())
     [1.0, 2.0, 3.0, 4.0, 5.0]
   """
-  checks.check_int("batch_size", batch_size, minimum=1)
-  if isinstance(list_size, int):
-    checks.check_int("list_size", list_size, minimum=2)
+  b = checks.check_int("batch_size", batch_size, minimum=1)
+  n = checks.check_int("list_size", list_size, minimum=2)
   families = _check_families(families)
-  if isinstance(seed, int):
-    seed = [seed, 0]
-  seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
-  seeds = tf.random.experimental.stateless_split(seed, 10)
-  b, n = batch_size, list_size
-  shape = tf.stack([b, n])
-  uni = tf.random.stateless_uniform(shape, seeds[0], -1.0, 1.0, dtype=dtype)
-  nor = tf.random.stateless_normal(shape, seeds[1], dtype=dtype)
-  ends = tf.sort(tf.random.stateless_uniform([b, 2], seeds[2], -1.0, 1.0, dtype=dtype), axis=-1)
-  t = tf.cast(tf.range(n), dtype) / tf.cast(n - 1, dtype)
+  rng = np.random.default_rng(_check_seed(seed))
+  uni = rng.uniform(-1.0, 1.0, size=(b, n))
+  nor = rng.normal(size=(b, n))
+  ends = np.sort(rng.uniform(-1.0, 1.0, size=(b, 2)), axis=-1)
+  t = np.arange(n) / (n - 1)
   spaced_sorted = ends[:, :1] + (ends[:, 1:] - ends[:, :1]) * t[None, :]
-  order = tf.argsort(tf.random.stateless_uniform(shape, seeds[3]), axis=-1)
-  spaced = tf.gather(spaced_sorted, order, batch_dims=1)
-  proportions = tf.random.stateless_uniform([b, 3], seeds[4], 1e-3, 1.0)
-  component = tf.random.stateless_categorical(tf.math.log(proportions), n, seeds[5], dtype=tf.int32)
-  mixture = tf.where(component == 0, uni, tf.where(component == 1, nor, spaced))
+  order = np.argsort(rng.uniform(size=(b, n)), axis=-1)
+  spaced = np.take_along_axis(spaced_sorted, order, axis=-1)
+  proportions = rng.uniform(1e-3, 1.0, size=(b, 3))
+  cumulative = np.cumsum(proportions / proportions.sum(-1, keepdims=True), axis=-1)
+  component = (rng.uniform(size=(b, n, 1)) > cumulative[:, None, :2]).sum(-1)
+  mixture = np.choose(component, [uni, nor, spaced])
   pool = {"uniform": uni, "normal": nor, "spaced": spaced, "mixture": mixture}
-  stacked = tf.stack([pool[f] for f in families], axis=0)  # [F, B, n]
-  family = tf.random.stateless_uniform([b], seeds[6], 0, len(families), dtype=tf.int32)
-  scores = tf.gather(tf.transpose(stacked, [1, 0, 2]), family, batch_dims=1)
-  return scores, rank(scores)
+  family = rng.integers(0, len(families), size=b)
+  stacked = np.stack([pool[f] for f in families], axis=0)  # [F, B, n]
+  scores = stacked[family, np.arange(b)].astype(dtype)
+  return scores, ops.convert_to_numpy(rank(scores))
 
 
 def synthetic_dataset(batch_size, list_size=100, seed=0, families=FAMILIES, num_batches=None):
-  """A ``tf.data.Dataset`` of ``(scores [B, n], ranks [B, n])`` batches.
+  """A ``tf.data.Dataset`` of ``(scores [B, n], ranks [B, n])`` float32 batches.
+
+  Batch ``i`` is ``synthetic_batch(batch_size, n_i, seed=(seed, i), families)``, made on the host
+  (``tf.numpy_function``). TensorFlow by nature: it imports TensorFlow, which must be installed
+  (on any Keras backend).
 
   Args:
     batch_size: lists per batch.
     list_size: an int ``n >= 2`` (fixed length), or ``(min, max)``: each batch draws its length
       uniformly from ``min..max`` (all lists of one batch share it).
-    seed: an int; batch ``i`` uses the stateless seed ``(seed, i)``.
+    seed: an int ``>= 0``; batch ``i`` uses the seed ``(seed, i)``.
     families: the families to draw from (see the module docstring).
     num_batches: number of batches, or None for an endless dataset.
 
@@ -108,20 +120,21 @@ def synthetic_dataset(batch_size, list_size=100, seed=0, families=FAMILIES, num_
   checks.check_int("batch_size", batch_size, minimum=1)
   lo, hi = _check_lengths(list_size)
   families = _check_families(families)
-  checks.check_int("seed", seed)
+  checks.check_int("seed", seed, minimum=0)
   checks.check_int("num_batches", num_batches, minimum=1, allow_none=True)
+  import tensorflow as tf  # noqa: PLC0415  (tf.data: this function only, see the docstring)
+
+  def make(i):
+    i = int(i)
+    n = lo + int(np.random.default_rng([seed, i, 7919]).integers(hi - lo + 1))
+    return synthetic_batch(batch_size, n, (seed, i), families)
+
+  def make_tensors(i):
+    scores, ranks = tf.numpy_function(make, [i], (tf.float32, tf.float32), stateful=False)
+    shape = [batch_size, lo if lo == hi else None]
+    return tf.ensure_shape(scores, shape), tf.ensure_shape(ranks, shape)
+
   ds = tf.data.Dataset.counter()
   if num_batches is not None:
     ds = ds.take(num_batches)
-
-  def make(i):
-    key = tf.stack([tf.constant(seed, tf.int64), i])
-    if lo == hi:
-      n = tf.constant(lo, tf.int32)
-    else:
-      n = tf.random.stateless_uniform(
-        [], tf.stack([key[0] + 7919, key[1]]), lo, hi + 1, dtype=tf.int32
-      )
-    return synthetic_batch(batch_size, n, key, families)
-
-  return ds.map(make, num_parallel_calls=1).prefetch(2)
+  return ds.map(make_tensors, num_parallel_calls=1).prefetch(2)

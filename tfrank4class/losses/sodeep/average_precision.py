@@ -1,9 +1,8 @@
 """SoDeep's mAP loss (Engilberge et al., CVPR 2019, Sec. 3.2.2, Eq. 7) and the per-list
 ``1 - AP`` (Eq. 5-6) over a rank operator."""
 
-import tensorflow as tf
-
 from tfrank4class import compat
+from tfrank4class.compat import ops
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.sodeep.base import RankOperatorLoss
 from tfrank4class.ranking.exact import sink
@@ -56,7 +55,8 @@ class SorterMAPLoss(RankOperatorLoss):
   Example:
     >>> loss = SorterMAPLoss(ranker="exact")
     >>> # class 0: positives ranked 1 and 3 of 3 -> 1 of 2 pairs wrong; class 1: no positive.
-    >>> float(loss([[1, 0], [0, 0], [1, 0]], [[0.9, 0.1], [0.5, 0.2], [0.1, 0.3]]))
+    >>> float(ops.convert_to_numpy(loss([[1, 0], [0, 0], [1, 0]],
+    ...                                   [[0.9, 0.1], [0.5, 0.2], [0.1, 0.3]]))[0])
     0.5
     >>> import tfrank4class.metrics
     >>> from tfrank4class.compat import keras
@@ -85,19 +85,19 @@ class SorterMAPLoss(RankOperatorLoss):
         f"SorterMAPLoss ranks each class down the batch (SoDeep Eq. 7) and needs a batch of at "
         f"least 2 items, got `y_pred` of shape {scores.shape}."
       )
-    columns = tf.transpose(scores)  # [C, B]: one list per class
-    relevance = tf.transpose(relevance)
+    columns = ops.transpose(scores)  # [C, B]: one list per class
+    relevance = ops.transpose(relevance)
     valid = relevance >= 0
     positive = relevance > 0
-    pos = tf.cast(positive, scores.dtype)
-    num_pos = tf.reduce_sum(pos, axis=-1)
-    num_neg = tf.reduce_sum(tf.cast(valid, scores.dtype), axis=-1) - num_pos
+    pos = ops.cast(positive, scores.dtype)
+    num_pos = ops.sum(pos, axis=-1)
+    num_neg = ops.sum(ops.cast(valid, scores.dtype), axis=-1) - num_pos
     lists = sink(columns, valid)
-    rank_sum = tf.reduce_sum(self.ranks(lists) * pos, axis=-1)
-    wrong = (rank_sum - num_pos * (num_pos + 1.0) / 2.0) / tf.maximum(num_pos * num_neg, 1.0)
-    kept = tf.cast(tf.logical_and(num_pos > 0, num_neg > 0), scores.dtype)
-    loss = tf.math.divide_no_nan(tf.reduce_sum(wrong * kept), tf.reduce_sum(kept))
-    return self.with_finetune(tf.reshape(loss, [1]), lists)
+    rank_sum = ops.sum(self.ranks(lists) * pos, axis=-1)
+    wrong = (rank_sum - num_pos * (num_pos + 1.0) / 2.0) / ops.maximum(num_pos * num_neg, 1.0)
+    kept = ops.cast(ops.logical_and(num_pos > 0, num_neg > 0), scores.dtype)
+    loss = ops.divide_no_nan(ops.sum(wrong * kept), ops.sum(kept))
+    return self.with_finetune(ops.reshape(loss, (1,)), lists)
 
 
 @register("sorter_ap_loss")
@@ -124,7 +124,7 @@ class SorterAPLoss(RankOperatorLoss):
 
   Example:
     >>> loss = SorterAPLoss(ranker="exact", reduction="none")
-    >>> loss([[1.0, 0.0, 1.0]], [[0.9, 0.5, 0.1]]).numpy().round(4)   # AP = (1/1 + 2/3) / 2
+    >>> ops.convert_to_numpy(loss([[1.0, 0.0, 1.0]], [[0.9, 0.5, 0.1]])).round(4)  # (1 + 2/3) / 2
     array([0.1667], dtype=float32)
     >>> import tfrank4class.metrics
     >>> from tfrank4class.compat import keras
@@ -148,5 +148,5 @@ class SorterAPLoss(RankOperatorLoss):
     lists = sink(scores, relevance >= 0)
     relevant_ranks = self.ranks(sink(scores, positive))
     ap = average_precision_from_ranks(self.ranks(lists), relevant_ranks, positive)
-    loss = tf.where(tf.reduce_any(positive, axis=-1), 1.0 - ap, tf.zeros_like(ap))
+    loss = ops.where(ops.any(positive, axis=-1), 1.0 - ap, ops.zeros_like(ap))
     return self.with_finetune(loss, lists)

@@ -18,9 +18,10 @@ So sorters, the blackbox ranker and exact ranks are interchangeable.
 Fine-tuning the sorter on real scores (SoDeep Sec. 3.2.1, "optionally, the block can be
 fine-tuned"): with ``ranker_trainable=True`` each call of the loss also takes one Adam step
 (``ranker_learning_rate``) that moves the sorter towards the exact ranks of the lists it is
-currently fed (the L1 loss of Eq. 1, ``tf.stop_gradient`` on the scores); with ``False`` (the
-default) the sorter is frozen. Fine-tuning is not available under a distribution strategy (a
-clear error is raised).
+currently fed (the L1 loss of Eq. 1, the scores held constant); with ``False`` (the default)
+the sorter is frozen. Fine-tuning is TensorFlow by nature (a variable update inside the traced loss,
+:mod:`~tfrank4class.losses.sodeep.tf_finetune`): it is available on the TensorFlow backend (and
+tf-keras) but not under a distribution strategy, and refused on JAX and PyTorch (clear errors).
 
 Padding: as everywhere in the package, relevance below 0 marks a padded item. Padded items are
 excluded: before ranking they are moved below every valid item of their list (to
@@ -35,8 +36,6 @@ Serialization: ``get_config`` stores a named ranker by its name (the shipped wei
 and a layer with ``keras.utils.serialize_keras_object``; a sorter layer's *learned weights* are
 not part of a Keras loss config, so pass pretrained sorters by name when the model must be saved.
 """
-
-import tensorflow as tf
 
 from tfrank4class import checks, compat
 from tfrank4class.compat import keras
@@ -81,14 +80,15 @@ class RankOperatorLoss(ListwiseLoss):
   ``ranker_trainable=True``, see the module docstring).
 
   Example (a loss on the summed ranks of the relevant items):
+    >>> from tfrank4class.compat import ops
     >>> from tfrank4class.ranking.exact import sink
     >>> class RelevantRankLoss(RankOperatorLoss):
     ...   def loss_values(self, scores, relevance):
     ...     lists = sink(scores, relevance >= 0)
-    ...     ranks = tf.where(relevance > 0, self.ranks(lists), 0.0)
-    ...     return self.with_finetune(tf.reduce_sum(ranks, -1), lists)
+    ...     ranks = ops.where(relevance > 0, self.ranks(lists), 0.0)
+    ...     return self.with_finetune(ops.sum(ranks, -1), lists)
     >>> loss = RelevantRankLoss(ranker="exact", reduction="none")
-    >>> loss([2, 0], [[0.1, 0.2, 0.7], [0.1, 0.8, 0.3]]).numpy()   # the true classes rank 1, 3
+    >>> ops.convert_to_numpy(loss([2, 0], [[0.1, 0.2, 0.7], [0.1, 0.8, 0.3]]))  # ranks 1 and 3
     array([1., 3.], dtype=float32)
     >>> model = keras.Sequential([keras.layers.Dense(3)])
     >>> model.compile(optimizer="adam", loss=RelevantRankLoss(ranker="attention"))
@@ -114,6 +114,12 @@ class RankOperatorLoss(ListwiseLoss):
     self._ranker_config, self.ranker = resolve_ranker(ranker, trainable=ranker_trainable)
     self._ranker_optimizer = None
     if ranker_trainable:
+      if compat.BACKEND != "tensorflow":
+        raise ValueError(
+          f"`ranker_trainable=True` (fine-tuning the sorter inside the loss) needs the TensorFlow "
+          f"backend, got KERAS_BACKEND={compat.BACKEND!r}: pretrain or fine-tune the sorter "
+          f"separately (tfrank4class.losses.sodeep.tf_finetune says why)."
+        )
       if not isinstance(self.ranker, sorter_base.Sorter) or not self.ranker.trainable_weights:
         raise ValueError(
           f"`ranker_trainable=True` needs a learned sorter layer (e.g. 'attention', 'lstm', "
@@ -129,30 +135,14 @@ class RankOperatorLoss(ListwiseLoss):
       return self.ranker(scores, training=False)
     return self.ranker(scores)
 
-  def _finetune(self, scores):
-    """One Adam step of the sorter towards the exact ranks of the lists ``scores`` it ranked
-    (Eq. 1); returns a dependency to attach to the loss."""
-    if tf.distribute.has_strategy():
-      raise ValueError(
-        "`ranker_trainable=True` (fine-tuning the sorter inside the loss) is not supported "
-        "under a tf.distribute strategy; pretrain or fine-tune the sorter separately."
-      )
-    scores = tf.stop_gradient(scores)
-    target = rank(scores)
-    n = tf.cast(tf.shape(scores)[-1], scores.dtype)
-    with tf.GradientTape() as tape:
-      fit = tf.reduce_mean(tf.abs(self.ranker(scores, training=True) - target)) / (n - 1.0)
-    variables = self.ranker.trainable_variables
-    grads = tape.gradient(fit, variables)
-    return self._ranker_optimizer.apply_gradients(zip(grads, variables))
-
   def with_finetune(self, loss, lists):
     """``loss``, after one fine-tuning step on ``lists`` if ``ranker_trainable`` (else as is)."""
     if not self.ranker_trainable:
       return loss
-    op = self._finetune(lists)
-    with tf.control_dependencies([op] if op is not None else []):
-      return tf.identity(loss)
+    # TensorFlow by nature, and only reachable on the TensorFlow backend (see __init__).
+    from tfrank4class.losses.sodeep import tf_finetune  # noqa: PLC0415
+
+    return tf_finetune.after_finetune_step(loss, self.ranker, self._ranker_optimizer, lists)
 
   def get_config(self):
     config = super().get_config()

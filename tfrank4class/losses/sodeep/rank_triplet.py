@@ -1,9 +1,8 @@
 """SoDeep's rank triplet loss (Engilberge et al., CVPR 2019, Sec. 3.2.3, Eq. 9-10) over a rank
 operator, for retrieval."""
 
-import tensorflow as tf
-
 from tfrank4class import checks, compat
+from tfrank4class.compat import ops
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.sodeep.base import RankOperatorLoss
 from tfrank4class.ranking.exact import sink
@@ -36,7 +35,7 @@ class RankTripletLoss(RankOperatorLoss):
 
   Example:
     >>> loss = RankTripletLoss(ranker="exact", alpha=0.5, reduction="none")
-    >>> loss([[0.0, 1.0, 0.0]], [[0.9, 0.5, 0.1]]).numpy()   # r_p = 0.5, hardest r_q = 0
+    >>> ops.convert_to_numpy(loss([[0.0, 1.0, 0.0]], [[0.9, 0.5, 0.1]]))  # r_p = .5, r_q = 0
     array([1.], dtype=float32)
     >>> from tfrank4class.compat import keras
     >>> scorer = keras.Sequential([keras.layers.Dense(3)])   # a query's scores of 3 candidates
@@ -58,17 +57,17 @@ class RankTripletLoss(RankOperatorLoss):
   def loss_values(self, scores, relevance):
     valid = relevance >= 0
     positive = relevance > 0
-    negative = tf.logical_and(valid, tf.logical_not(positive))
-    pos = tf.cast(positive, scores.dtype)
-    m = tf.reduce_sum(tf.cast(valid, scores.dtype), axis=-1, keepdims=True)
+    negative = ops.logical_and(valid, ops.logical_not(positive))
+    pos = ops.cast(positive, scores.dtype)
+    m = ops.sum(ops.cast(valid, scores.dtype), axis=-1, keepdims=True)
     lists = sink(scores, valid)
-    r = tf.math.divide_no_nan(self.ranks(lists) - 1.0, m - 1.0)
-    hardest = tf.reduce_min(tf.where(negative, r, tf.ones_like(r) * 2.0), axis=-1, keepdims=True)
-    hinge = tf.nn.relu(self.alpha + r - hardest) * pos
-    num_pos = tf.reduce_sum(pos, axis=-1)
-    has_both = tf.logical_and(num_pos > 0, tf.reduce_any(negative, axis=-1))
-    loss = tf.where(
-      has_both, tf.math.divide_no_nan(tf.reduce_sum(hinge, -1), num_pos), tf.zeros_like(num_pos)
+    r = ops.divide_no_nan(self.ranks(lists) - 1.0, m - 1.0)
+    hardest = ops.min(ops.where(negative, r, ops.ones_like(r) * 2.0), axis=-1, keepdims=True)
+    hinge = ops.relu(self.alpha + r - hardest) * pos
+    num_pos = ops.sum(pos, axis=-1)
+    has_both = ops.logical_and(num_pos > 0, ops.any(negative, axis=-1))
+    loss = ops.where(
+      has_both, ops.divide_no_nan(ops.sum(hinge, -1), num_pos), ops.zeros_like(num_pos)
     )
     return self.with_finetune(loss, lists)
 

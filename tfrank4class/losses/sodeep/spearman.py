@@ -1,9 +1,8 @@
 """SoDeep's Spearman loss (Engilberge et al., CVPR 2019, Sec. 3.2.1, Eq. 2-4) over a rank
 operator."""
 
-import tensorflow as tf
-
 from tfrank4class import checks, compat
+from tfrank4class.compat import ops
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.sodeep.base import RankOperatorLoss
 from tfrank4class.ranking.exact import sink
@@ -42,9 +41,9 @@ class SpearmanLoss(RankOperatorLoss):
 
   Example:
     >>> loss = SpearmanLoss(ranker="exact", reduction="none")
-    >>> loss([[3.0, 2.0, 1.0]], [[0.9, 0.5, 0.1]]).numpy()
+    >>> ops.convert_to_numpy(loss([[3.0, 2.0, 1.0]], [[0.9, 0.5, 0.1]]))
     array([0.], dtype=float32)
-    >>> loss([[3.0, -1.0, 2.0, 1.0]], [[0.9, 5.0, 0.1, 0.5]]).numpy()   # item 1 is padding
+    >>> ops.convert_to_numpy(loss([[3.0, -1.0, 2.0, 1.0]], [[0.9, 5.0, 0.1, 0.5]]))  # 1 is padding
     array([0.5], dtype=float32)
     >>> from tfrank4class.compat import keras
     >>> regressor = keras.Sequential([keras.layers.Dense(1)])   # one score per example
@@ -71,14 +70,15 @@ class SpearmanLoss(RankOperatorLoss):
   def call(self, y_true, y_pred):
     if not self.over_batch:
       return super().call(y_true, y_pred)
-    y_pred = tf.convert_to_tensor(y_pred)
-    if y_pred.shape.rank not in (1, 2) or (y_pred.shape.rank == 2 and y_pred.shape[-1] != 1):
+    y_pred = ops.convert_to_tensor(y_pred)
+    ndim = len(y_pred.shape)
+    if ndim not in (1, 2) or (ndim == 2 and y_pred.shape[-1] != 1):
       raise ValueError(
         f"With over_batch=True `y_pred` must have shape [B] or [B, 1], got shape {y_pred.shape}."
       )
-    scores = checks.check_scores("y_pred", tf.reshape(y_pred, [1, -1]), min_length=2, finite=False)
-    target = tf.reshape(tf.cast(y_true, scores.dtype), [1, -1])
-    return self._loss(scores, target, tf.ones_like(scores, tf.bool))
+    scores = checks.check_scores("y_pred", ops.reshape(y_pred, (1, -1)), min_length=2, finite=False)
+    target = ops.reshape(ops.cast(y_true, scores.dtype), (1, -1))
+    return self._loss(scores, target, ops.ones_like(scores, "bool"))
 
   def loss_values(self, scores, relevance):
     return self._loss(scores, relevance, relevance >= 0)
@@ -86,14 +86,14 @@ class SpearmanLoss(RankOperatorLoss):
   def _loss(self, scores, target, valid):
     stats = tie_statistics(target, mask=valid)
     target_ranks = stats["above"] + (stats["tied"] + 1.0) / 2.0
-    m = tf.reduce_sum(tf.cast(valid, scores.dtype), axis=-1)
+    m = ops.sum(ops.cast(valid, scores.dtype), axis=-1)
     lists = sink(scores, valid)
-    zeros = tf.zeros_like(scores)
-    sq = tf.reduce_sum(tf.where(valid, tf.square(self.ranks(lists) - target_ranks), zeros), -1)
-    loss = tf.math.divide_no_nan(6.0 * sq, m * (m * m - 1.0))
+    zeros = ops.zeros_like(scores)
+    sq = ops.sum(ops.where(valid, ops.square(self.ranks(lists) - target_ranks), zeros), -1)
+    loss = ops.divide_no_nan(6.0 * sq, m * (m * m - 1.0))
     if self.l1_weight:
-      l1 = tf.reduce_sum(tf.where(valid, tf.abs(scores - target), zeros), axis=-1)
-      loss += self.l1_weight * tf.math.divide_no_nan(l1, m)
+      l1 = ops.sum(ops.where(valid, ops.abs(scores - target), zeros), axis=-1)
+      loss += self.l1_weight * ops.divide_no_nan(l1, m)
     return self.with_finetune(loss, lists)
 
   def get_config(self):
