@@ -1,44 +1,28 @@
 """Forward + backward time and peak memory of every loss family and rank operator on Keras 3's
-TensorFlow, JAX and PyTorch backends, side by side with today's main and with rax and difftopk.
+TensorFlow, JAX and PyTorch backends, beside today's main (A/B), rax and difftopk.
 
-Cells (B = 64 lists, C classes, one thread; scores ``N(0, 1)`` and class-id labels from one seed,
-``topk.inputs``, the same in every process):
+Cells: B = 64 lists of C classes, one thread, the same scores and class ids in every process
+(``topk.inputs``). Losses are built with :func:`tfrank4class.losses.get` (``LOSSES``) and called
+as Keras losses on class ids; rank operators (``OPERATORS``) are reduced to ``mean(op(s) ** 2)``.
+The full sorting network runs at C <= 100 only (at 1000 its backward would hold 55 layers of
+64 x 1000 x 1000 floats). Variants (``VARIANTS``): ``tf`` (``tf.function``) and ``xla``
+(``jit_compile=True``) of this checkout, ``main:tf`` and ``main:xla`` of the checkout given as
+``--reference``, ``jax`` (``jax.jit(jax.value_and_grad(...))``), ``rax`` (its softmax, pairwise
+logistic, ListMLE, and ``approx_t12n(ndcg_metric)`` at TF-Ranking's temperature 0.1, on one-hot
+labels made inside the jitted function), ``torch`` (eager, ``backward``) and ``difftopk`` (its
+top-k cross-entropy and smooth top-k SVM, built as ``benchmarks/topk.py`` does).
 
-* losses, built by name through :func:`tfrank4class.losses.get` and called as a Keras loss
-  ``loss(labels, scores)`` (class ids; the mean over the batch): ``softmax``,
-  ``pairwise_logistic``, ``list_mle``, ``approx_ndcg`` (the TF-Ranking keys), ``rambo_recall``,
-  ``rambo_ap`` (RaMBO, blackbox ranks), ``sodeep_spearman`` (SoDeep, the shipped attention
-  sorter), ``topk_cross_entropy`` (bitonic network, Cauchy, inverse temperature 2,
-  ``p_k = (.5, 0, 0, 0, .5)``, ``m = 16`` at C = 1000), ``smooth_topk_svm`` (k = 5, tau = 1),
-  ``soft_rank_topk`` (k = 5, eps = 1);
-* rank operators, reduced to ``mean(op(scores) ** 2)``: ``blackbox_rank`` (lambda = 1),
-  ``neuralsort`` and ``softsort`` (temperature 1), ``sorting_network`` (the full bitonic
-  permutation, ``O(C^2)`` per layer: C <= 100 only, at 1000 it would hold 55 layers of
-  64 x 1000 x 1000 floats), ``sorting_network_topk`` (its top-5 form, ``O(C k)`` per layer),
-  ``soft_rank`` (eps = 1).
+One worker process per backend (``KERAS_BACKEND`` is fixed per process; ``WORKER_ENV``, thread
+pools of one, ``_common.PEAK_MEMORY_ENV``). Warm-up (build, trace, compile) runs in all workers at
+once; then every round times each (cell, C) in all its variants in turn, one worker at a time,
+the order rotated from round to round. A timing is the fastest of up to ``--repeats`` calls
+(``CALL_BUDGET_MS`` of calls, at least 3): on a shared machine a call's time is its cost plus the
+time it was preempted. The table gives the median over rounds; each ratio is taken within a
+round (median and min-max over rounds). Peak memory: ``_common.peak_rss_mb`` of one call, after
+the rounds. A cell that cannot be built (a module not ported to that backend yet, a missing
+package) reads "n/a" and its error is listed. docs/backends.md has the tables and the reasons.
 
-Variants: ``tf`` (this checkout, ``tf.function``), ``xla`` (``jit_compile=True``), ``main:tf`` and
-``main:xla`` (the same cells from a reference checkout, ``--reference``: the A/B against today's
-main), ``jax`` (``jax.jit(jax.value_and_grad(...))``), ``rax`` (rax's softmax, pairwise logistic,
-ListMLE and ``approx_t12n(ndcg_metric, temperature=0.1)``, TF-Ranking's approx NDCG temperature,
-on one-hot labels made inside the jitted function), ``torch`` (eager forward + ``backward``) and
-``difftopk`` (its ``TopKCrossEntropyLoss`` and ``Topk_Smooth_SVM``, as in ``benchmarks/topk.py``).
-
-Each backend runs in its own long-lived worker process (``KERAS_BACKEND`` is fixed per process):
-the TensorFlow one with ``_common.setup_tensorflow(1)``, JAX with
-``--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1``, PyTorch with
-``torch.set_num_threads(1)``; every worker has ``_common.PEAK_MEMORY_ENV``. The driver interleaves
-them: every round times each (cell, C) in all its variants in turn, the order rotated from round
-to round, so a change in the machine's load hits all variants alike. A timing is the median of up
-to ``--repeats`` calls (at least 3; fewer where a call is slow, ``CALL_BUDGET_MS`` per timing)
-after two warm-up calls (tracing, compiling); the table gives the median over rounds, and each
-ratio is taken within a round (median and min-max over rounds). Peak memory: the growth of the
-worker's resident set during one call (``_common.peak_rss_mb``), after the rounds.
-
-A cell that cannot be built or run (a module not ported to that backend yet, a missing package)
-reads "n/a" and its error is listed under the table: the script measures whatever exists.
-
-Usage (from the checkout's root; the side venvs are found beside the checkout, or given):
+Usage (the side venvs are found beside the checkout, or given):
   nice python benchmarks/backends.py --reference ../wt-ref \\
       --jax_python ../venv-jax/bin/python --torch_python ../venv-torch/bin/python
   python benchmarks/backends.py --quick    # C = 10, 2 cells, TensorFlow against itself, 2 rounds
@@ -47,12 +31,15 @@ Writes benchmarks/out/backends.json and benchmarks/out/backends.png.
 """
 
 import argparse
+import concurrent.futures
+import importlib
 import json
 import os
 import pathlib
 import statistics
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import _common  # noqa: E402
@@ -75,17 +62,18 @@ LOSSES = {
   "smooth_topk_svm": ("smooth_topk_svm_loss", {"k": K, "tau": 1.0}),
   "soft_rank_topk": ("soft_rank_topk_loss", {"k": K, "regularization_strength": 1.0}),
 }
-OPERATORS = (
-  "blackbox_rank",
-  "neuralsort",
-  "softsort",
-  "sorting_network",
-  "sorting_network_topk",
-  "soft_rank",
-)
+#: Rank operator -> its call, given the package's ``ranking`` module and the scores.
+OPERATORS = {
+  "blackbox_rank": lambda ranking, s: ranking.blackbox_rank(s, 1.0),
+  "neuralsort": lambda ranking, s: ranking.neuralsort(s, 1.0),
+  "softsort": lambda ranking, s: ranking.softsort(s, 1.0),
+  "sorting_network": lambda ranking, s: ranking.sorting_network_sort(s, "bitonic")[1],
+  "sorting_network_topk": lambda ranking, s: ranking.sorting_network_topk(s, K, "bitonic"),
+  "soft_rank": lambda ranking, s: ranking.soft_rank(s, 1.0),
+}
 QUICK_CELLS = ("softmax", "soft_rank")
 RAX = {"softmax", "pairwise_logistic", "list_mle", "approx_ndcg"}
-DIFFTOPK = {"smooth_topk_svm": "smooth_topk_svm", "topk_cross_entropy": "topk_cross_entropy"}
+DIFFTOPK = {"smooth_topk_svm", "topk_cross_entropy"}  # the names benchmarks/topk.py gives them
 #: Variant -> (worker, the cells it has or None for all).
 VARIANTS = {
   "tf": ("tf", None),
@@ -95,11 +83,15 @@ VARIANTS = {
   "jax": ("jax", None),
   "rax": ("jax", RAX),
   "torch": ("torch", None),
-  "difftopk": ("torch", set(DIFFTOPK)),
+  "difftopk": ("torch", DIFFTOPK),
 }
 #: The ratios of the table: (variant, its baseline, goal).
-RATIOS = (("tf", "main:tf", 1.05), ("xla", "main:xla", 1.05), ("jax", "rax", 1.0))
-RATIOS += (("torch", "difftopk", 1.0),)
+RATIOS = (
+  ("tf", "main:tf", 1.05),
+  ("xla", "main:xla", 1.05),
+  ("jax", "rax", 1.0),
+  ("torch", "difftopk", 1.0),
+)
 WORKER_ENV = {
   "tf": {"KERAS_BACKEND": "tensorflow"},
   "main": {"KERAS_BACKEND": "tensorflow"},
@@ -133,15 +125,7 @@ def our_function(name, c):
     return lambda s, y: loss(y, s)
   from tfrank4class import ranking  # pylint: disable=g-import-not-at-top
 
-  operator = {
-    "blackbox_rank": lambda s: ranking.blackbox_rank(s, 1.0),
-    "neuralsort": lambda s: ranking.neuralsort(s, 1.0),
-    "softsort": lambda s: ranking.softsort(s, 1.0),
-    "sorting_network": lambda s: ranking.sorting_network_sort(s, "bitonic")[1],
-    "sorting_network_topk": lambda s: ranking.sorting_network_topk(s, K, "bitonic"),
-    "soft_rank": lambda s: ranking.soft_rank(s, 1.0),
-  }[name]
-  return lambda s, y: keras.ops.mean(keras.ops.square(operator(s)))
+  return lambda s, y: keras.ops.mean(keras.ops.square(OPERATORS[name](ranking, s)))
 
 
 def rax_function(name):
@@ -210,11 +194,13 @@ def build(variant, name, c):
     return jax_call(rax_function(name), scores, labels)
   if variant == "torch":
     return torch_call(our_function(name, c), scores, labels)
-  return topk.torch_calls([c], [DIFFTOPK[name]])["torch", DIFFTOPK[name], c]
+  return topk.torch_calls([c], [name])["torch", name, c]
 
 
 def setup_worker(worker, package):
-  """Fixes the thread pools, puts ``package`` first on ``sys.path``; returns the package path."""
+  """Fixes the thread pools, puts ``package`` first on ``sys.path`` and imports its losses and
+  rank operators now, so that a checkout changing during the run cannot mix versions; returns
+  the package's path and what failed to import (each failure is then every such cell's error)."""
   if worker in ("tf", "main"):
     _common.setup_tensorflow(1).get_logger().setLevel("ERROR")  # no retracing notices
   elif worker == "torch":
@@ -222,11 +208,24 @@ def setup_worker(worker, package):
 
     torch.set_num_threads(1)
   sys.path.insert(0, package)
-  try:
-    import tfrank4class  # pylint: disable=g-import-not-at-top
-  except Exception as e:  # pylint: disable=broad-except  (reported as every cell's error)
-    return f"not importable: {type(e).__name__}: {e}"
-  return tfrank4class.__file__
+  imported = []
+  for module in ("tfrank4class", "tfrank4class.losses", "tfrank4class.ranking"):
+    try:
+      imported.append(importlib.import_module(module).__file__)
+    except Exception as e:  # pylint: disable=broad-except  (see the docstring)
+      imported.append(f"{module} not importable ({type(e).__name__}: {e})")
+  return "; ".join(imported)
+
+
+def fastest(call, calls):
+  """The least ms of ``calls`` calls: on a shared machine a call's time is its cost plus the
+  time it was preempted, and the fastest call is the least inflated."""
+  times = []
+  for _ in range(calls):
+    start = time.perf_counter()
+    call()
+    times.append((time.perf_counter() - start) * 1e3)
+  return min(times)
 
 
 def answer(calls, request):
@@ -234,9 +233,9 @@ def answer(calls, request):
   if "warm" in request:
     calls[cell] = build(*cell)
     calls[cell]()
-    return {"ms": topk.timed(calls[cell], 1)}
+    return {"ms": fastest(calls[cell], 1)}
   if "time" in request:
-    return {"ms": topk.timed(calls[cell], request["calls"] - 1)}
+    return {"ms": fastest(calls[cell], request["calls"])}
   return {"peak_mb": _common.peak_rss_mb(calls[cell])}
 
 
@@ -264,15 +263,10 @@ class Worker:
   """A ``serve`` process: ``ask(request)`` sends one request and returns its reply."""
 
   def __init__(self, worker, python, package):
-    env = {**os.environ, **_common.PEAK_MEMORY_ENV, **WORKER_ENV[worker]}
-    env["PYTHONPATH"] = ""  # the package comes from ``package`` only
-    self.process = subprocess.Popen(
-      [python, __file__, "--worker", worker, "--package", package],
-      stdin=subprocess.PIPE,
-      stdout=subprocess.PIPE,
-      text=True,
-      env=env,
-    )
+    # no PYTHONPATH: the package comes from ``package`` only
+    env = {**os.environ, **_common.PEAK_MEMORY_ENV, **WORKER_ENV[worker], "PYTHONPATH": ""}
+    command, pipe = [python, __file__, "--worker", worker, "--package", package], subprocess.PIPE
+    self.process = subprocess.Popen(command, stdin=pipe, stdout=pipe, text=True, env=env)
     self.package = self.ask({"hello": True})["package"]
 
   def ask(self, request):
@@ -289,23 +283,37 @@ class Worker:
 
 
 def warm_up(workers, names, sizes, repeats):
-  """Builds every cell once; returns the rows and ``{cell: calls per timing}`` of those that ran."""
+  """Builds every cell and calls it twice, the workers in parallel (nothing here is timed but
+  the second call, which sets the calls per timing); returns the rows and
+  ``{cell: calls per timing}`` of the cells that ran."""
+  cells = [
+    (variant, name, c)
+    for name in names
+    for c in sizes
+    for variant, (worker, _) in VARIANTS.items()
+    if worker in workers and has_cell(variant, name, c)
+  ]
+
+  def warm(worker):
+    replies = {}
+    for cell in (cell for cell in cells if VARIANTS[cell[0]][0] == worker):
+      replies[cell] = workers[worker].ask({"warm": cell})
+      print(f"warm {' '.join(map(str, cell))}: {replies[cell]}", file=sys.stderr, flush=True)
+    return replies
+
+  replies = {}
+  with concurrent.futures.ThreadPoolExecutor(len(workers)) as pool:
+    for part in pool.map(warm, workers):
+      replies.update(part)
   rows, calls = {}, {}
-  for name in names:
-    print(f"warming up {name}", file=sys.stderr, flush=True)
-    for c in sizes:
-      for variant, (worker, _) in VARIANTS.items():
-        if worker not in workers or not has_cell(variant, name, c):
-          continue
-        cell = (variant, name, c)
-        rows[cell] = {"variant": variant, "cell": name, "C": c}
-        reply = workers[worker].ask({"warm": cell})
-        if "error" in reply:
-          rows[cell]["error"] = reply["error"]
-          continue
-        budget = int(CALL_BUDGET_MS / max(reply["ms"], 1e-3))
-        calls[cell] = max(MIN_CALLS, min(repeats, budget))
-        rows[cell]["rounds"] = []
+  for cell in cells:
+    rows[cell] = {"variant": cell[0], "cell": cell[1], "C": cell[2]}
+    if "error" in replies[cell]:
+      rows[cell]["error"] = replies[cell]["error"]
+      continue
+    budget = int(CALL_BUDGET_MS / max(replies[cell]["ms"], 1e-3))
+    calls[cell] = max(MIN_CALLS, min(repeats, budget))
+    rows[cell].update(warm_ms=replies[cell]["ms"], rounds=[])
   return rows, calls
 
 
@@ -390,7 +398,7 @@ def report(rows, names, sizes, rounds, packages):
     "",
     *memory_table(index, variants, names, max(sizes)),
     "",
-    "packages: " + ", ".join(f"{w} {p}" for w, p in packages.items()),
+    *(f"{worker} imports: {imported}" for worker, imported in packages.items()),
   ]
   lines += sorted(
     f"n/a: {r['variant']} {r['cell']} C={r['C']}: {r['error']}" for r in rows if "error" in r
