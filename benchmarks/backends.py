@@ -5,12 +5,13 @@ Cells: B = 64 lists of C classes, one thread, the same scores and class ids in e
 (``topk.inputs``). Losses are built with :func:`tfrank4class.losses.get` (``LOSSES``) and called
 as Keras losses on class ids; rank operators (``OPERATORS``) are reduced to ``mean(op(s) ** 2)``.
 The full sorting network runs at C <= 100 only (at 1000 its backward would hold 55 layers of
-64 x 1000 x 1000 floats). Variants (``VARIANTS``): ``tf`` (``tf.function``) and ``xla``
-(``jit_compile=True``) of this checkout, ``main:tf`` and ``main:xla`` of the checkout given as
-``--reference``, ``jax`` (``jax.jit(jax.value_and_grad(...))``), ``rax`` (its softmax, pairwise
-logistic, ListMLE, and ``approx_t12n(ndcg_metric)`` at TF-Ranking's temperature 0.1, on one-hot
-labels made inside the jitted function), ``torch`` (eager, ``backward``) and ``difftopk`` (its
-top-k cross-entropy and smooth top-k SVM, built as ``benchmarks/topk.py`` does).
+64 x 1000 x 1000 floats); ``--quadratic_max_c`` caps the C of the cells in ``QUADRATIC``.
+Variants (``VARIANTS``): ``tf`` (``tf.function``) and ``xla`` (``jit_compile=True``) of this
+checkout, ``main:tf`` and ``main:xla`` of the checkout given as ``--reference``, ``jax``
+(``jax.jit(jax.value_and_grad(...))``), ``rax`` (its softmax, pairwise logistic, ListMLE, and
+``approx_t12n(ndcg_metric)`` at TF-Ranking's temperature 0.1, on one-hot labels made inside the
+jitted function), ``torch`` (eager, ``backward``) and ``difftopk`` (its top-k cross-entropy and
+smooth top-k SVM, built as ``benchmarks/topk.py`` does).
 
 One worker process per backend (``KERAS_BACKEND`` is fixed per process; ``WORKER_ENV``, thread
 pools of one, ``_common.PEAK_MEMORY_ENV``). Warm-up (build, trace, compile) runs in all workers at
@@ -22,12 +23,11 @@ round (median and min-max over rounds). Peak memory: ``_common.peak_rss_mb`` of 
 the rounds. A cell that cannot be built (a module not ported to that backend yet, a missing
 package) reads "n/a" and its error is listed. docs/backends.md has the tables and the reasons.
 
-Usage (the side venvs are found beside the checkout, or given):
+Usage (writes benchmarks/out/backends.json and .png; side venvs are found beside the checkout):
   nice python benchmarks/backends.py --reference ../wt-ref \\
       --jax_python ../venv-jax/bin/python --torch_python ../venv-torch/bin/python
   python benchmarks/backends.py --quick    # C = 10, 2 cells, TensorFlow against itself, 2 rounds
-  python benchmarks/backends.py --cells softmax,neuralsort --sizes 10,100
-Writes benchmarks/out/backends.json and benchmarks/out/backends.png.
+  python benchmarks/backends.py --cells softmax,neuralsort --sizes 10,100 --rounds 3
 """
 
 import argparse
@@ -49,6 +49,8 @@ B, K, M_AT_1000 = topk.B, topk.K, topk.M_AT_1000
 REPLY = "@backends-worker "
 CALL_BUDGET_MS, MIN_CALLS = 100.0, 1
 FULL_SORT_MAX_C = 100
+#: The cells whose cost grows as C^2 per list (pairs, C x C matrices): ``--quadratic_max_c``.
+QUADRATIC = {"pairwise_logistic", "approx_ndcg", "sodeep_spearman", "neuralsort", "softsort"}
 #: Table name -> (registry key, constructor arguments).
 LOSSES = {
   "softmax": ("softmax_loss", {}),
@@ -104,11 +106,10 @@ WORKER_ENV = {
 }
 
 
-def has_cell(variant, name, c):
-  cells = VARIANTS[variant][1]
-  return (cells is None or name in cells) and not (
-    name == "sorting_network" and c > FULL_SORT_MAX_C
-  )
+def has_cell(variant, name, c, quadratic_max_c):
+  cells, largest = VARIANTS[variant][1], quadratic_max_c if name in QUADRATIC else c
+  largest = min(quadratic_max_c, FULL_SORT_MAX_C) if name == "sorting_network" else largest
+  return (cells is None or name in cells) and c <= largest
 
 
 def our_function(name, c):
@@ -282,7 +283,7 @@ class Worker:
     self.process.wait()
 
 
-def warm_up(workers, names, sizes, repeats):
+def warm_up(workers, names, sizes, repeats, quadratic_max_c):
   """Builds every cell and calls it twice, the workers in parallel (nothing here is timed but
   the second call, which sets the calls per timing); returns the rows and
   ``{cell: calls per timing}`` of the cells that ran."""
@@ -291,7 +292,7 @@ def warm_up(workers, names, sizes, repeats):
     for name in names
     for c in sizes
     for variant, (worker, _) in VARIANTS.items()
-    if worker in workers and has_cell(variant, name, c)
+    if worker in workers and has_cell(variant, name, c, quadratic_max_c)
   ]
 
   def warm(worker):
@@ -317,9 +318,9 @@ def warm_up(workers, names, sizes, repeats):
   return rows, calls
 
 
-def measure(workers, names, sizes, rounds, repeats):
+def measure(workers, names, sizes, rounds, repeats, quadratic_max_c):
   """Per cell the per-round timings, interleaved (module docstring), then peak memory."""
-  rows, calls = warm_up(workers, names, sizes, repeats)
+  rows, calls = warm_up(workers, names, sizes, repeats, quadratic_max_c)
   groups = {}
   for cell in calls:
     groups.setdefault(cell[1:], []).append(cell)
@@ -465,6 +466,7 @@ def main(argv):
   parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
   parser.add_argument("--repeats", type=int, default=30, help="most calls per timing (30)")
   parser.add_argument("--sizes", default="10,100,1000", help="the C values (default 10,100,1000)")
+  parser.add_argument("--quadratic_max_c", type=int, default=1000, help="largest C of QUADRATIC")
   parser.add_argument("--cells", help="a comma-separated subset of the cells (default: all)")
   parser.add_argument("--worker", choices=list(WORKER_ENV), help=argparse.SUPPRESS)
   parser.add_argument("--package", help=argparse.SUPPRESS)
@@ -481,7 +483,7 @@ def main(argv):
     names, sizes, args.rounds = list(QUICK_CELLS), [10], 2
     args.reference = str(_common.ROOT)  # an A/A run: the A/B machinery, in seconds
   workers = start_workers(args)
-  rows = measure(workers, names, sizes, args.rounds, args.repeats)
+  rows = measure(workers, names, sizes, args.rounds, args.repeats, args.quadratic_max_c)
   packages = {w: worker.package for w, worker in workers.items()}
   for worker in workers.values():
     worker.close()
