@@ -1,15 +1,16 @@
 """Tests of tfrank4class.losses.rambo.ndcg.BlackboxNDCGLoss against scikit-learn's ndcg_score
 and TF-Ranking's NDCG metric, with hand-computed cases and bad input."""
 
+import _tf_ranking_reference as tf_ranking_reference
 import numpy as np
 import pytest
 import tensorflow as tf
 from sklearn.metrics import ndcg_score
 
-from tfrank4class import compat, losses
+from tfrank4class import losses
 from tfrank4class.losses import BlackboxNDCGLoss
 
-tfr_metrics = compat.tf_ranking_module("keras.metrics")
+tfr_metrics = tf_ranking_reference.module("keras.metrics")
 
 
 def test_hand_case():
