@@ -40,6 +40,7 @@ def test_every_benchmark_is_smoke_tested():
     assert "--quick" in (ROOT / "benchmarks" / name).read_text(), f"{name} has no --quick mode"
 
 
+@pytest.mark.tensorflow_only  # every quick mode runs TensorFlow in sys.executable
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_quick_mode_prints_a_table_and_writes_its_output(
   script, tmp_path, datasets_dir, decoy_package
