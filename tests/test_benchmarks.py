@@ -6,6 +6,7 @@ exists. Outputs go to a temporary folder through ``TFRANK4CLASS_BENCHMARK_OUT``.
 grid and its checks are in ``experiments/``, tested by ``tests/test_experiments_*.py``.)
 """
 
+import importlib.util
 import os
 import pathlib
 import subprocess
@@ -39,6 +40,7 @@ def test_every_benchmark_is_smoke_tested():
     assert "--quick" in (ROOT / "benchmarks" / name).read_text(), f"{name} has no --quick mode"
 
 
+@pytest.mark.tensorflow_only  # every quick mode runs TensorFlow in sys.executable
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_quick_mode_prints_a_table_and_writes_its_output(
   script, tmp_path, datasets_dir, decoy_package
@@ -65,3 +67,28 @@ def test_quick_mode_prints_a_table_and_writes_its_output(
   written = [p for p in tmp_path.rglob("*") if p.is_file()]
   assert written, f"{script} wrote nothing to {tmp_path}"
   assert all(p.stat().st_size > 0 for p in written)
+
+
+def _backends_module():
+  spec = importlib.util.spec_from_file_location("backends", ROOT / "benchmarks" / "backends.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_backends_goals_take_the_median_of_the_per_round_ratios():
+  backends = _backends_module()
+  rows = [
+    {"variant": "tf", "cell": "softmax", "C": 10, "rounds": [1.0, 4.0, 3.3]},
+    {"variant": "main:tf", "cell": "softmax", "C": 10, "rounds": [1.0, 2.0, 3.0]},  # 1, 2, 1.1
+    {"variant": "tf", "cell": "softmax", "C": 100, "rounds": [2.0, 2.0]},
+    {"variant": "main:tf", "cell": "softmax", "C": 100, "rounds": [2.0, 1.95]},  # 1, 1.026
+    {"variant": "jax", "cell": "softmax", "C": 10, "rounds": [0.9]},
+    {"variant": "rax", "cell": "softmax", "C": 10, "error": "ImportError: no rax"},
+  ]
+  index = {(r["variant"], r["cell"], r["C"]): r for r in rows}
+  lines = backends.goals(index, ["softmax"], [10, 100])
+  assert lines[0] == "tf/main:tf <= 1.05: met in 1 of 2 cells; missed: softmax C=10 (1.10)"
+  assert lines[1] == "xla/main:xla <= 1.05: met in 0 of 0 cells"
+  assert lines[2] == "jax/rax <= 1.0: met in 0 of 0 cells"  # rax failed: no ratio
+  assert backends.ratios(index, "tf", "main:tf", "softmax", 10) == pytest.approx([1.0, 2.0, 1.1])
