@@ -2,8 +2,10 @@
 with a virtual item), ``unique_softmax_loss``, ``list_mle_loss``, ``coupled_rankdistil_loss``.
 
 Padded items get the logit ``log(1e-10)`` as in TF-Ranking. Every log-sum-exp is taken with its
-maximum out, so the losses stay finite at any score spread (TF-Ranking's ListMLE sums
-``exp(s - max s)`` and returns ``-inf`` once the scores spread by about 90).
+maximum out or as a scan of ``logaddexp``, so the losses stay finite at any score spread
+(TF-Ranking's ListMLE sums ``exp(s - max s)`` and returns ``-inf`` once the scores spread by about
+90). ``list_mle_loss`` and ``unique_softmax_loss`` cost ``O(n log n)`` per list (a sort, then a
+cumulative log-sum-exp); ``softmax_loss`` ranks the items only for a :class:`DCGLambdaWeight`.
 
 Example:
   >>> import numpy as np
@@ -14,15 +16,16 @@ Example:
   0.1698
 """
 
+from tfrank4class.backend import searchsorted, stable_argsort
 from tfrank4class.compat import ops
 from tfrank4class.losses.lambda_weights import DCGLambdaWeight, ListMLELambdaWeight
 from tfrank4class.losses.ranking_losses.base import Core
 from tfrank4class.losses.ranking_losses.sampling import (
   LOG_EPSILON,
-  masked_logsumexp,
-  pairwise,
+  cumulative_logsumexp,
+  gather,
+  order,
   ranks,
-  sort_by_ranks,
   uniform,
 )
 
@@ -42,10 +45,12 @@ class SoftmaxLoss(Core):
     """``(losses [B], weights [B])``; ``weights`` (``[B, 1]`` or ``[B, n]``) scale the labels."""
     logits = self.get_logits(logits)
     valid = labels >= 0
-    item_ranks = ranks(logits, valid)
-    _, labels, logits = _cleaned(labels, logits)
     if isinstance(self.lambda_weight, DCGLambdaWeight):
+      item_ranks = ranks(logits, valid)
+      _, labels, logits = _cleaned(labels, logits)
       labels = self.lambda_weight.individual_weights(labels, item_ranks)
+    else:
+      _, labels, logits = _cleaned(labels, logits)
     if weights is not None:
       labels = labels * weights
     label_sum = ops.sum(labels, axis=1)
@@ -65,11 +70,17 @@ class UniqueSoftmaxLoss(Core):
 
   def compute_unreduced_loss(self, labels, logits):
     valid, labels, logits = _cleaned(labels, logits)
-    lower = ops.logical_and(pairwise(ops.greater, labels), pairwise(ops.logical_and, valid))
-    size = ops.shape(labels)[1]
-    mask = ops.logical_or(lower, ops.expand_dims(ops.eye(size, dtype=logits.dtype) > 0, 0))
-    others = ops.repeat(ops.expand_dims(logits, 1), size, axis=1)
-    per_item = masked_logsumexp(others, mask) - logits
+    # Valid items by label ascending (padded ones last): the items of lower label than item i
+    # are the first `lower[i]` of that order, so their log-sum-exp is a prefix scan's.
+    key = ops.where(valid, labels, float("inf"))
+    permutation = stable_argsort(key)
+    sorted_key, sorted_logits = gather(permutation, key, logits)
+    lower = searchsorted(sorted_key, key)
+    prefix = ops.take_along_axis(
+      cumulative_logsumexp(sorted_logits), ops.maximum(lower - 1, 0), axis=-1
+    )
+    has_lower = ops.logical_and(valid, lower > 0)
+    per_item = ops.where(has_lower, ops.logaddexp(prefix, logits), logits) - logits
     losses = ops.sum(per_item * (ops.power(2.0, labels) - 1.0), axis=1, keepdims=True)
     return losses, ops.ones_like(losses)
 
@@ -87,15 +98,11 @@ class ListMLELoss(Core):
 
   def compute_unreduced_loss(self, labels, logits):
     valid, labels, logits = _cleaned(labels, logits)
-    order = ranks(labels, valid, tiebreak=uniform(ops.shape(labels), self.seed, logits.dtype))
-    sorted_labels, sorted_logits = sort_by_ranks(order, labels, logits)
-    index = ops.arange(ops.shape(labels)[1])
-    later = ops.expand_dims(index[None, :] >= index[:, None], 0)
-    size = ops.shape(labels)[1]
-    rest = ops.repeat(ops.expand_dims(sorted_logits, 1), size, axis=1)
-    terms = masked_logsumexp(rest, later) - sorted_logits
+    tiebreak = uniform(ops.shape(labels), self.seed, logits.dtype)
+    sorted_labels, sorted_logits = gather(order(labels, valid, tiebreak), labels, logits)
+    terms = cumulative_logsumexp(sorted_logits, reverse=True) - sorted_logits
     if isinstance(self.lambda_weight, ListMLELambdaWeight):
-      positions = ops.cast(ops.expand_dims(index + 1, 0), labels.dtype)
+      positions = ops.cast(ops.expand_dims(ops.arange(ops.shape(labels)[1]) + 1, 0), labels.dtype)
       terms = terms * self.lambda_weight.individual_weights(sorted_labels, positions)
     losses = ops.sum(terms, axis=1, keepdims=True)
     return losses, ops.ones_like(losses)
@@ -124,7 +131,7 @@ class CoupledRankDistilLoss(Core):
     teacher = ops.reshape(ops.log(ops.softmax(teacher, axis=-1) + 1e-10), (-1, size))
     student = ops.reshape(ops.repeat(ops.expand_dims(student, 1), samples, axis=1), (-1, size))
     tiebreak = uniform(ops.shape(teacher), self.seed, logits.dtype)
-    (student,) = sort_by_ranks(ranks(teacher, tiebreak=tiebreak), student)
+    (student,) = gather(order(teacher, tiebreak=tiebreak), student)
     topk = size if self.topk is None else self.topk  # slicing stops at the list's end
     index = ops.arange(size)
     later = ops.expand_dims(index[None, :] >= index[:topk, None], 0)  # [1, k, n]

@@ -1,11 +1,10 @@
 """What TF-Ranking's loss cores share: ranks by score, sorting by them, random draws, Gumbel lists.
 
-Ranks and sorts are exact and deterministic: an item's rank counts the items before it (valid
-items first, then a higher key, then on a tie a lower ``tiebreak`` value, then a lower index), so
-no sort op is needed and every backend breaks ties alike. TF-Ranking breaks ties in a random
-order; ``list_mle_loss`` and ``coupled_rankdistil_loss``, where ties are the rule (one-hot labels),
-pass a uniform draw as ``tiebreak`` and so draw that random order too. The counting costs
-``O(n^2)`` memory per list, as the pairwise losses do anyway.
+Ranks and sorts are exact and deterministic: :func:`order` puts the valid items first, then a
+higher key first, on a tie a lower ``tiebreak`` value first, then a lower index (successive
+stable sorts, ``O(n log n)``), and every backend breaks ties alike. TF-Ranking breaks ties in a
+random order; ``list_mle_loss`` and ``coupled_rankdistil_loss``, where ties are the rule (one-hot
+labels), pass a uniform draw as ``tiebreak`` and so draw that random order too.
 
 Random draws come from :func:`uniform` (``keras.random.uniform`` with the loss's
 ``keras.random.SeedGenerator``); the oracle test (``tests/test_tf_ranking_oracle.py``) replaces
@@ -22,6 +21,7 @@ import math
 
 from keras import random as keras_random
 
+from tfrank4class.backend import invert_permutation, stable_argsort
 from tfrank4class.compat import ops
 
 #: ``log(1e-10)``: TF-Ranking's logit for a padded item in its listwise losses.
@@ -38,36 +38,40 @@ def uniform(shape, seed, dtype):
   return keras_random.uniform(shape, dtype=dtype, seed=seed)
 
 
-def ranks(keys, valid=None, tiebreak=None):
-  """1-based ranks ``[B, n]`` (int32) by ``keys`` descending; see the module docstring."""
-  index = ops.arange(ops.shape(keys)[-1])
-  before = pairwise(ops.less, keys)  # [b, i, j]: item j's key is higher than item i's
-  ties = pairwise(ops.equal, keys)
-  earlier = ops.expand_dims(ops.greater(index[:, None], index[None, :]), 0)
-  if tiebreak is not None:
-    lower = pairwise(ops.greater, tiebreak)
-    earlier = ops.logical_or(lower, ops.logical_and(pairwise(ops.equal, tiebreak), earlier))
-  before = ops.logical_or(before, ops.logical_and(ties, earlier))
+def _refine(permutation, key, descending):
+  """``permutation`` stably re-sorted by ``key`` (given in the items' original order)."""
+  if permutation is None:
+    return stable_argsort(key, descending=descending)
+  step = stable_argsort(ops.take_along_axis(key, permutation, axis=-1), descending=descending)
+  return ops.take_along_axis(permutation, step, axis=-1)
+
+
+def order(keys, valid=None, tiebreak=None):
+  """The items' indices ``[B, n]`` (int32) from first to last; see the module docstring.
+
+  A lexicographic sort as successive stable sorts, from the last key to the first.
+  """
+  permutation = None if tiebreak is None else _refine(None, tiebreak, descending=False)
+  permutation = _refine(permutation, keys, descending=True)
   if valid is not None:
-    same = pairwise(ops.equal, valid)
-    before = ops.where(same, before, ops.expand_dims(valid, 1))
-  return ops.sum(ops.cast(before, "int32"), axis=2) + 1
+    permutation = _refine(permutation, ops.cast(valid, "int32"), descending=True)
+  return permutation
 
 
-def sort_by_ranks(item_ranks, *tensors):
-  """Each of ``tensors`` ``[B, n]`` in the order of ``item_ranks`` (unique ``1..n`` per list)."""
-  order = ops.argsort(item_ranks, axis=-1)
-  return [ops.take_along_axis(tensor, order, axis=-1) for tensor in tensors]
+def ranks(keys, valid=None, tiebreak=None):
+  """1-based ranks ``[B, n]`` (int32) in :func:`order`: the inverse of that permutation."""
+  return invert_permutation(order(keys, valid, tiebreak)) + 1
 
 
-def masked_logsumexp(x, mask):
-  """``log(sum(exp(x)))`` over the last axis where ``mask`` holds; the diagonal of every row
-  ``[..., i, i]`` must be in ``mask`` (masked entries take its value, so nothing overflows)."""
-  diagonal = ops.expand_dims(ops.diagonal(x, axis1=-2, axis2=-1), -1)
-  x = ops.where(mask, x, diagonal)
-  top = ops.stop_gradient(ops.max(x, axis=-1, keepdims=True))
-  total = ops.sum(ops.where(mask, ops.exp(x - top), 0.0), axis=-1)
-  return ops.squeeze(top, -1) + ops.log(total)
+def gather(permutation, *tensors):
+  """Each of ``tensors`` ``[B, n]`` in the order of ``permutation`` (indices ``[B, n]``)."""
+  return [ops.take_along_axis(tensor, permutation, axis=-1) for tensor in tensors]
+
+
+def cumulative_logsumexp(x, reverse=False):
+  """``log(sum(exp(x_j)))`` over ``j <= i`` (``j >= i`` with ``reverse``) along the last axis of
+  ``[B, n]``, in ``O(n)`` work: a scan of ``logaddexp``, finite at any spread of ``x``."""
+  return ops.associative_scan(ops.logaddexp, x, reverse=reverse, axis=1)
 
 
 class GumbelSampler:
