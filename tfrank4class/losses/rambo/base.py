@@ -8,8 +8,8 @@ scores ``[B, n]`` (each row one list) and labels in the package's forms (class i
 ``[B, 1]`` or dense relevance ``[B, n]``: ``> 0`` relevant, ``0`` irrelevant, ``< 0`` padding;
 :func:`list_relevance`); ``where`` (bool ``[B, n]``, optional) leaves the items where it is False
 out, as padding. This module holds what they share: :func:`list_ranks` and
-:class:`BlackboxRankLoss`. Ranks come from :func:`tfrank4class.ranking.blackbox_rank_within` (exact forward, blackbox
-backward: Eq. 10 of Sec. 3.2, Algorithm 1 of Sec. 4.1):
+:class:`BlackboxRankLoss`. Ranks come from :func:`tfrank4class.ranking.blackbox_rank_within`
+(exact forward, blackbox backward: Eq. 10 of Sec. 3.2, Algorithm 1 of Sec. 4.1):
 
     rk_i   = rank of item i among the valid items of its list       (rk(y), Sec. 3.1, Eq. 2)
     rk+_i  = rank of relevant item i among the relevant items only (rk(y^+), Sec. 4.5, Eq. 17)

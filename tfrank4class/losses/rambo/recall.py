@@ -14,9 +14,7 @@ WEIGHTINGS = ("log", "loglog")
 SIMILARITIES = ("cosine", "dot")
 
 
-def recall_loss_values(
-  scores, labels, *, where=None, lambda_=1.0, margin=0.0, weighting="log"
-):
+def recall_loss_values(scores, labels, *, where=None, lambda_=1.0, margin=0.0, weighting="log"):
   """Per-list recall loss (Rolinek et al., Sec. 4.5, Eq. 16-20).
 
   With ``r_i = rk_i - rk+_i`` the number of irrelevant items ranked above relevant item ``i``

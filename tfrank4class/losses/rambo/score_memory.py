@@ -123,11 +123,6 @@ class _EagerRows:
     self.kept = []
 
 
-def _dtype_name(x):
-  """``"float32"``... for a tensor of any backend (a torch dtype prints as ``torch.float32``)."""
-  return getattr(x.dtype, "name", None) or str(x.dtype).removeprefix("torch.")
-
-
 @export()
 class ScoreMemory:
   """Remembers the values and labels of the last ``batches`` batches (RaMBO Sec. 4.3).
@@ -167,7 +162,7 @@ class ScoreMemory:
     labels = ops.convert_to_tensor(labels)
     if self.batches == 0:
       return values, labels
-    dtypes = (_dtype_name(values), _dtype_name(labels))
+    dtypes = (backend.dtype_name(values), backend.dtype_name(labels))
     if self._store is None:
       rows = _VariableRows if compat.BACKEND == "tensorflow" else _EagerRows
       self._store = rows(self.batches, values, labels)
@@ -202,4 +197,3 @@ class ScoreMemory:
   @classmethod
   def from_config(cls, config):
     return cls(**config)
-

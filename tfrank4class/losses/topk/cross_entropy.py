@@ -32,19 +32,20 @@ The sorting networks here run in their top-``k`` form
 SoftSort build the full ``n x n`` matrix, which is inherent to them.
 
 Labels. Class ids ``[B]`` / ``[B, 1]`` as in the paper. Dense labels ``[B, C]`` (parsed by
-:func:`tfrank4class.labels.parse_labels`) are read as a target distribution over the classes,
-``t(c) = max(r_c, 0) / sum_c' max(r_c', 0)``, and the loss is ``-sum_c t(c) log(...)`` with the
-same term per class as above: one-hot rows give exactly the class-id loss, multi-hot rows the
-mean over their relevant classes (an extension of ours; the paper has one true class). A row
-without a positive entry has loss 0. ``where`` (bool ``[B, n]``, optional) marks the classes that
-take part: a class where it is False is padding, as a dense entry below 0. Entries below 0 mark padded classes: they are not targets,
-they are left out of the softmax of ``"sm"`` / ``"smce"``, and before ranking their scores are
-moved below every valid score of the row (to ``lo - (hi - lo) - 1``, ``lo`` / ``hi`` the
-smallest / largest valid score, a constant for the gradient), so they occupy the lowest
-positions; with the heavy-tailed sigmoids (Cauchy, reciprocal, optimal) a sorting network still
-mixes a little of their weight into the others, as it does for any low-scoring class. With ``m``
-set, every row must have exactly one positive entry (one-hot), which is taken as the class id:
-another row raises a ``ValueError`` eagerly and gets a NaN loss in compiled code.
+:func:`tfrank4class.labels.parse_labels`) are read as a target distribution over the classes, ``t(c)
+= max(r_c, 0) / sum_c' max(r_c', 0)``, and the loss is ``-sum_c t(c) log(...)`` with the same term
+per class as above: one-hot rows give exactly the class-id loss, multi-hot rows the mean over their
+relevant classes (an extension of ours; the paper has one true class). A row without a positive
+entry has loss 0. ``where`` (bool ``[B, n]``, optional) marks the classes that take part: a class
+where it is False is padding, as a dense entry below 0. Entries below 0 mark padded classes: they
+are not targets, they are left out of the softmax of ``"sm"`` / ``"smce"``, and before ranking their
+scores are moved below every valid score of the row (to ``lo - (hi - lo) - 1``, ``lo`` / ``hi`` the
+smallest / largest valid score, a constant for the gradient), so they occupy the lowest positions;
+with the heavy-tailed sigmoids (Cauchy, reciprocal, optimal) a sorting network still mixes a little
+of their weight into the others, as it does for any low-scoring class. With ``m`` set, every row
+must have exactly one positive entry (one-hot), which is taken as the class id: another row raises a
+``ValueError`` eagerly (a failed assertion inside ``tf.function``) and gets a NaN loss where nothing
+can raise (XLA, ``jax.jit``).
 
 Deviations from difftopk 0.2.0: per-example values (Keras reduces them; the mean equals
 difftopk's value); ``distribution`` defaults to ``"cauchy"`` (difftopk's ``None`` fails for the
@@ -162,11 +163,12 @@ def _preselect(scores, logits, target, parsed, relevance, m):
   ids, not_one_hot = parsed.ids, None
   if ids is None:
     not_one_hot = ops.sum(ops.cast(relevance > 0, "int32"), axis=-1) != 1
-    if backend.is_concrete(not_one_hot) and bool(ops.any(not_one_hot)):
-      raise ValueError(
-        "With `m` set, dense labels must have one positive entry per row (one-hot); rows "
-        f"without exactly one: {np.flatnonzero(ops.convert_to_numpy(not_one_hot)).tolist()}."
-      )
+    checks.check_values(
+      ops.logical_not(not_one_hot),
+      "With `m` set, dense labels must have one positive entry per row (one-hot); rows "
+      "without exactly one:",
+      ops.arange(ops.shape(not_one_hot)[0], dtype="int32"),
+    )
     ids = ops.argmax(relevance, axis=-1)
   has_target = ops.cast(ops.any(target > 0, axis=-1, keepdims=True), scores.dtype)
   first = ops.cast(ops.equal(ops.arange(m), 0), scores.dtype)

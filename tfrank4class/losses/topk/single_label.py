@@ -9,8 +9,9 @@ two forms (:func:`tfrank4class.labels.parse_labels`):
   padded classes, which take no part in the loss (neither as the true class nor as a rival).
   A row without an entry ``> 0`` has no true class and its loss is 0 (as a list without a
   relevant item in the ranking losses). A row with two or more entries ``> 0`` is multi-label,
-  for which these losses are not defined: eagerly it raises a ``ValueError``; in compiled code
-  (where nothing can raise) :attr:`SingleLabel.multi` marks it, and the losses return NaN for it.
+  for which these losses are not defined: eagerly it raises a ``ValueError`` (inside
+  ``tf.function`` a ``tf.debugging`` assertion fails); where nothing can raise (XLA, ``jax.jit``)
+  :attr:`SingleLabel.multi` marks it, and the losses return NaN for it.
 
 ``where`` (bool ``[B, C]``, optional) marks the classes that take part; a class where it is
 False is padding, as a dense entry below 0.
@@ -20,7 +21,7 @@ import typing
 
 import numpy as np
 
-from tfrank4class import backend
+from tfrank4class import backend, checks
 from tfrank4class.compat import ops
 from tfrank4class.labels import check_batch_size, num_items, parse_labels
 
@@ -86,13 +87,14 @@ def single_label(labels, scores, name="y_true", where=None):
   positive = relevance > 0
   count = ops.sum(ops.cast(positive, "int32"), axis=-1)
   multi = count > 1
+  rows = ops.arange(ops.shape(count)[0], dtype="int32")
+  checks.check_values(
+    ops.logical_not(multi),
+    f"`{name}` given as dense relevance must have at most one entry > 0 per row (one true "
+    "class: these Top-K losses are single-label); rows with several:",
+    rows,
+  )
   if backend.is_concrete(multi):
-    rows = np.flatnonzero(ops.convert_to_numpy(multi))
-    if rows.size:
-      raise ValueError(
-        f"`{name}` given as dense relevance must have at most one entry > 0 per row (one true "
-        f"class: these Top-K losses are single-label); rows with several: {rows.tolist()}."
-      )
-    multi = None
+    multi = None  # checked
   ids = ops.cast(ops.argmax(ops.cast(positive, "int32"), axis=-1), "int32")
   return SingleLabel(ids, count > 0, relevance >= 0, parsed, multi)
