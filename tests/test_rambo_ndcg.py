@@ -12,6 +12,13 @@ from tfrank4class.losses import BlackboxNDCGLoss
 from tfrank4class.losses.rambo.ndcg import ndcg_loss_values
 
 
+@pytest.fixture(autouse=True)
+def _float64():
+  """float64 inputs stay float64 on every backend (JAX: jax_enable_x64 for the test)."""
+  with bt.float64():
+    yield
+
+
 def test_hand_case():
   np.testing.assert_allclose(
     bt.numpy(BlackboxNDCGLoss(reduction="none")([1], [[0.9, 0.5]])), [1 - 1 / np.log2(3)], rtol=1e-6

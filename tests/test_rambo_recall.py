@@ -16,6 +16,13 @@ from tfrank4class.losses import RecallLoss
 from tfrank4class.losses.rambo.recall import recall_loss_values, similarity_lists
 
 
+@pytest.fixture(autouse=True)
+def _float64():
+  """float64 inputs stay float64 on every backend (JAX: jax_enable_x64 for the test)."""
+  with bt.float64():
+    yield
+
+
 def np_recall(scores, relevance, weighting="log"):
   """Per-list E_{i relevant} phi(r_i), r_i = #irrelevant valid items with a higher score."""
   out = []
@@ -77,6 +84,7 @@ def test_from_embeddings_matches_numpy_and_memory_extends_gallery():
     seen.append((emb, labels))
 
 
+@pytest.mark.skipif(BACKEND == "jax", reason="a memory keeps no traced values (jax.grad traces)")
 @pytest.mark.parametrize("weighting,margin", [("log", 0.0), ("loglog", 0.1)])
 def test_from_embeddings_gradient_with_memory_matches_algorithm_1(weighting, margin):
   """dL/dS by Algorithm 1 (rk+ constant) on the lists [batch; memory], then the cosine chain rule

@@ -9,6 +9,13 @@ from tfrank4class.compat import BACKEND, keras
 from tfrank4class.losses import ScoreMemory
 
 
+@pytest.fixture(autouse=True)
+def _float64():
+  """float64 inputs stay float64 on every backend (JAX: jax_enable_x64 for the test)."""
+  with bt.float64():
+    yield
+
+
 def batches(sizes, width=3):
   return [
     (np.full((b, width), 10.0 * k + 1, np.float32), np.full((b, width), k, np.float32))
