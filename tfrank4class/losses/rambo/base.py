@@ -36,7 +36,7 @@ the blackbox gradient is :func:`tfrank4class.ranking.blackbox_rank_within`'s.
 
 import math
 
-from tfrank4class import checks, compat
+from tfrank4class import backend, checks, compat
 from tfrank4class.compat import ops
 from tfrank4class.labels import check_batch_size, num_items, parse_labels
 from tfrank4class.losses.base import ListwiseLoss
@@ -60,8 +60,8 @@ def list_relevance(scores, labels, where=None):
   relevance = parsed.to_relevance(num_items(scores), scores.dtype)
   if where is not None:
     where = ops.convert_to_tensor(where)
-    if where.dtype != "bool":
-      raise TypeError(f"`where` must be a boolean tensor, got dtype {where.dtype}.")
+    if backend.dtype_name(where) != "bool":
+      raise TypeError(f"`where` must be a boolean tensor, got dtype {backend.dtype_name(where)}.")
     relevance = ops.where(where, relevance, -ops.ones_like(relevance))
   return scores, relevance, parsed
 
@@ -113,8 +113,9 @@ def list_ranks(scores, relevance, lambda_=1.0, margin=0.0):
   scores = ops.convert_to_tensor(scores)
   relevance = ops.cast(relevance, scores.dtype)
   scores, relevant, valid = prepared(scores, relevance, margin)
-  rk = blackbox_rank_within(scores, valid, lambda_, normalized=True)
-  rk_plus = ops.stop_gradient(rank_within(scores, relevant))
+  # The ranks in the scores' dtype (on PyTorch the rank operators return float32 ranks).
+  rk = ops.cast(blackbox_rank_within(scores, valid, lambda_, normalized=True), scores.dtype)
+  rk_plus = ops.stop_gradient(ops.cast(rank_within(scores, relevant), scores.dtype))
   return rk, rk_plus, relevant, valid
 
 
