@@ -1,4 +1,10 @@
-"""TF-Ranking 0.5.5's own Keras losses as a reference, in the Keras bound in this process.
+"""TF-Ranking 0.5.5 as a test oracle: its modules (:func:`module`), its Keras losses (:func:`loss`).
+
+The package itself does not need tensorflow-ranking (its losses are ported to ``keras.ops``);
+the tests of the TensorFlow leg compare with it. tensorflow-ranking 0.5.5 pins
+``tensorflow<2.16``, so it is installed with ``pip install --no-deps`` (the Makefile does), and
+its package ``__init__`` imports the removed ``tf.estimator``: :func:`module` loads the module
+asked for without that ``__init__``.
 
 TF-Ranking's Keras losses (``python/keras/losses.py``) subclass ``tf.keras.losses.Loss``: tf-keras
 runs them as written. Under Keras 3 two things in them are Keras-2-only, and
@@ -14,13 +20,59 @@ Keras's own reduction as they are:
 """
 
 import contextlib
+import importlib
+import importlib.util
+import os
+import sys
 import types
 
 import tensorflow as tf
 
 from tfrank4class import compat
 
-tfr_losses = compat.tf_ranking_module("keras.losses")
+#: The command that installs tensorflow-ranking beside TensorFlow 2.16+.
+INSTALL = 'python -m pip install --no-deps "tensorflow-ranking==0.5.5"'
+_MODULES = {}
+
+
+def module(name):
+  """A module of tensorflow-ranking 0.5.5, e.g. ``"losses_impl"`` or ``"keras.losses"``.
+
+  The parent packages are stood in for by empty namespace modules just long enough to import
+  ``name`` and its own imports, then removed again: a later ``import tensorflow_ranking``
+  behaves as it would without this loader.
+
+  Raises:
+    ImportError: tensorflow-ranking is not installed; the message gives the command.
+  """
+  full = f"tensorflow_ranking.python.{name}"
+  if full in _MODULES:
+    return _MODULES[full]
+  spec = importlib.util.find_spec("tensorflow_ranking")
+  if spec is None:
+    raise ImportError(f"The TF-Ranking oracle needs tensorflow-ranking. Run: {INSTALL}")
+  root = os.path.dirname(spec.origin)
+  stand_ins = []
+  for package in (
+    "tensorflow_ranking",
+    "tensorflow_ranking.python",
+    "tensorflow_ranking.python.keras",
+  ):
+    if package not in sys.modules:
+      stand_in = types.ModuleType(package)
+      stand_in.__path__ = [os.path.join(root, *package.split(".")[1:])]
+      sys.modules[package] = stand_in
+      stand_ins.append(package)
+  try:
+    loaded = importlib.import_module(full)
+  finally:
+    for package in stand_ins:
+      del sys.modules[package]
+  _MODULES[full] = loaded
+  return loaded
+
+
+tfr_losses = module("keras.losses")
 
 
 def _weighted_loss(losses, sample_weight, reduction):

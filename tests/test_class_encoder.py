@@ -2,8 +2,9 @@
 
 import numpy as np
 import pytest
-import tensorflow as tf
+from backend_testing import numpy
 
+from tfrank4class.compat import keras, ops
 from tfrank4class.heads.class_encoder import ClassEncoder
 
 
@@ -15,9 +16,9 @@ def test_table_is_a_one_hot_lookup():
   # c_i = W^T e_i: multiplying the one-hot matrix by the table picks rows.
   ids = np.array([2, 0, 3])
   one_hot = np.eye(4, dtype=np.float32)[ids]
-  np.testing.assert_array_equal(enc(tf.constant(ids)).numpy(), one_hot @ table)
-  np.testing.assert_array_equal(enc.all_embeddings().numpy(), table)
-  assert enc(tf.constant([[1, 2]])).shape == (1, 2, 3)
+  np.testing.assert_array_equal(numpy(enc(ids)), one_hot @ table)
+  np.testing.assert_array_equal(numpy(enc.all_embeddings()), table)
+  assert tuple(enc(np.array([[1, 2]])).shape) == (1, 2, 3)
   assert [v.name.split("/")[-1].split(":")[0] for v in enc.trainable_variables] == ["table"]
 
 
@@ -25,19 +26,19 @@ def test_class_features_mlp_matches_numpy():
   rng = np.random.default_rng(0)
   feats = rng.normal(size=(5, 6)).astype(np.float32)
   enc = ClassEncoder(5, 3, class_features=feats, hidden_units=(4,), activation="tanh")
-  out = enc.all_embeddings().numpy()
-  (w1, b1), (w2, b2) = [(dense.kernel.numpy(), dense.bias.numpy()) for dense in enc._mlp]
+  out = numpy(enc.all_embeddings())
+  (w1, b1), (w2, b2) = [(numpy(dense.kernel), numpy(dense.bias)) for dense in enc._mlp]
   np.testing.assert_allclose(out, np.tanh(feats @ w1 + b1) @ w2 + b2, rtol=1e-5, atol=1e-6)
   # The features are stored but not trained by default.
   assert len(enc.non_trainable_variables) == 1
-  np.testing.assert_array_equal(enc.non_trainable_variables[0].numpy(), feats)
+  np.testing.assert_array_equal(numpy(enc.non_trainable_variables[0]), feats)
   assert (
     ClassEncoder(5, 3, class_features=feats, train_class_features=True).all_embeddings() is not None
   )
 
 
 def test_class_features_from_a_tensor_and_linear_projection():
-  feats = tf.constant([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+  feats = ops.convert_to_tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
   enc = ClassEncoder(3, 2, class_features=feats)
   enc.build(None)
   w = enc._mlp[0]
@@ -45,20 +46,20 @@ def test_class_features_from_a_tensor_and_linear_projection():
   w.bias.assign([0.5, -0.5])
   # Rows: [1,0]W+b, [0,1]W+b, [1,1]W+b
   np.testing.assert_allclose(
-    enc(tf.constant([0, 1, 2])).numpy(), [[1.5, 1.5], [3.5, 3.5], [4.5, 5.5]], rtol=1e-6
+    numpy(enc(np.array([0, 1, 2]))), [[1.5, 1.5], [3.5, 3.5], [4.5, 5.5]], rtol=1e-6
   )
 
 
 def test_config_round_trip_restores_features_from_weights():
   feats = np.random.default_rng(1).normal(size=(3, 2)).astype(np.float32)
   enc = ClassEncoder(3, 4, class_features=feats, hidden_units=(5,))
-  out = enc.all_embeddings().numpy()
+  out = numpy(enc.all_embeddings())
   config = enc.get_config()
   assert config["class_feature_dim"] == 2 and "class_features" not in config
   clone = ClassEncoder.from_config(config)
   clone.build(None)
   clone.set_weights(enc.get_weights())
-  np.testing.assert_allclose(clone.all_embeddings().numpy(), out, rtol=1e-6)
+  np.testing.assert_allclose(numpy(clone.all_embeddings()), out, rtol=1e-6)
 
 
 def test_bias_initializer_makes_a_dense_like_table():
@@ -66,12 +67,12 @@ def test_bias_initializer_makes_a_dense_like_table():
   enc = ClassEncoder(
     3,
     5,
-    embeddings_initializer=tf.keras.initializers.GlorotUniform(4),
-    bias_initializer=tf.keras.initializers.Constant(0.25),
+    embeddings_initializer=keras.initializers.GlorotUniform(4),
+    bias_initializer=keras.initializers.Constant(0.25),
   )
   enc.build(None)
-  table = enc.table.numpy()
-  dense_kernel = tf.keras.initializers.GlorotUniform(4)((4, 3)).numpy()  # Dense(3), 4 inputs
+  table = numpy(enc.table)
+  dense_kernel = numpy(keras.initializers.GlorotUniform(4)((4, 3)))  # Dense(3), 4 inputs
   np.testing.assert_array_equal(table[:, :4], dense_kernel.T)
   np.testing.assert_array_equal(table[:, 4], [0.25] * 3)
   # Glorot's bound uses Dense's fans: sqrt(6 / (4 + 3)), not the table's sqrt(6 / (3 + 5)).
@@ -104,7 +105,7 @@ def test_bad_input():
   with pytest.raises(ValueError, match=r"`class_features` must be a numeric matrix"):
     ClassEncoder(2, 2, class_features=[["a"], ["b"]])
   with pytest.raises(TypeError, match=r"`class_ids` must be an integer tensor, got dtype float32"):
-    ClassEncoder(3, 2)(tf.constant([0.0]))
+    ClassEncoder(3, 2)(np.array([0.0], np.float32))
   with pytest.raises(
     ValueError,
     match=r"`bias_initializer` applies to the class table only, got "

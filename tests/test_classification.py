@@ -1,5 +1,6 @@
 """Keras metric classes: batch accumulation, sample weights, compile/fit, save/load, strategy."""
 
+import _tf_ranking_reference as tf_ranking_reference
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -343,9 +344,8 @@ _TFR_METRICS = [
 
 def _tf_rankings(cls, topn, relevance, scores, item_weights):
   """TF-Ranking's weighted mean: its per-list values and the list weights it folds."""
-  from tfrank4class import compat
 
-  metric = getattr(compat.tf_ranking_module("metrics_impl"), cls)("m", topn=topn)
+  metric = getattr(tf_ranking_reference.module("metrics_impl"), cls)("m", topn=topn)
   values, weights = metric.compute(relevance, scores, item_weights)
   return float(tf.reduce_sum(values * weights) / tf.reduce_sum(weights))
 

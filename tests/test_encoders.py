@@ -3,6 +3,7 @@
 import pytest
 
 from tfrank4class import encoders
+from tfrank4class.compat import BACKEND
 
 
 def test_names_and_get():
@@ -16,6 +17,10 @@ def test_names_and_get():
   ]
   encoder = encoders.get("small_cnn", input_shape=(8, 8, 3), filters=(2,), embedding_dim=3)
   assert encoder.output_shape == (None, 3)
+
+
+@pytest.mark.tensorflow_only
+def test_raw_string_encoder_by_name():
   text = encoders.get(
     "transformer",
     vocabulary=["a", "b"],
@@ -26,6 +31,23 @@ def test_names_and_get():
     ff_dim=4,
   )
   assert text.output_shape == (None, 4)
+
+
+@pytest.mark.parametrize(
+  "name, kwargs",
+  [
+    ("transformer", {"vocabulary": ["a", "b"]}),
+    ("bert_checkpoint", {"path": "/nonexistent"}),
+    ("saved_model", {"path": "/nonexistent"}),
+  ],
+)
+def test_tensorflow_encoders_name_the_backend_elsewhere(name, kwargs):
+  """The raw-string and SavedModel encoders are TensorFlow's: on JAX and PyTorch asking for one
+  is an ImportError naming it and the setting, before any argument is read."""
+  if BACKEND == "tensorflow":
+    pytest.skip("the TensorFlow backend builds them (tested in their own files)")
+  with pytest.raises(ImportError, match=rf"encoders\.{name}.*KERAS_BACKEND"):
+    encoders.get(name, **kwargs)
 
 
 def test_unknown_name():

@@ -4,17 +4,17 @@ scikit-learn, Keras and TF-Ranking."""
 import itertools
 import math
 
+import _tf_ranking_reference as tf_ranking_reference
 import numpy as np
 import pytest
 import tensorflow as tf
 from scipy.stats import spearmanr
 from sklearn.metrics import label_ranking_average_precision_score, ndcg_score, top_k_accuracy_score
 
-from tfrank4class import compat
 from tfrank4class.metrics import functional as F
 from tfrank4class.metrics import reference as R
 
-tfr_metrics = compat.tf_ranking_module("keras.metrics")
+tfr_metrics = tf_ranking_reference.module("keras.metrics")
 
 RNG = np.random.default_rng(2024)
 

@@ -15,8 +15,8 @@ import shutil
 
 import numpy as np
 import pytest
-import tensorflow as tf
 from _tiny_bert import CONFIG, random_tensors, write_checkpoint
+from backend_testing import compile_modes, compiled, numpy
 
 from tfrank4class import encoders
 from tfrank4class.encoders import huggingface_bert as bc
@@ -77,13 +77,22 @@ def _numpy_mean(states, ids, normalize):
 
 
 def _ids(model, texts):
-  return model.get_layer("wordpiece")(tf.constant(texts)).numpy()
+  return numpy(model.get_layer("wordpiece")(np.array(texts)))
+
+
+@pytest.fixture
+def tf():
+  """TensorFlow, for the tests of the raw-string encoder (``bert_checkpoint``: TensorFlow only)."""
+  import tensorflow  # noqa: PLC0415
+
+  return tensorflow
 
 
 # ---------------------------------------------------------------------------------------------
 # tiny checkpoint
 
 
+@pytest.mark.tensorflow_only
 def test_tokenisation_hand_computed(tiny):
   model = bc.bert_checkpoint(tiny, max_length=8)
   ids = _ids(model, TEXTS)
@@ -104,8 +113,9 @@ def test_tokenisation_hand_computed(tiny):
   np.testing.assert_array_equal(_ids(short, ["unaffable a"]), [[2, 9, 10, 3]])
 
 
+@pytest.mark.tensorflow_only
 @pytest.mark.parametrize("normalize", [False, True])
-def test_matches_numpy_bert(tiny, normalize):
+def test_matches_numpy_bert(tiny, normalize, tf):
   model = bc.bert_checkpoint(tiny, max_length=8, normalize=normalize)
   ids = _ids(model, TEXTS)
   tensors = random_tensors(CONFIG)
@@ -118,7 +128,8 @@ def test_matches_numpy_bert(tiny, normalize):
     np.testing.assert_allclose(traced(texts).numpy(), expected, atol=1e-5)
 
 
-def test_token_states_match_numpy_bert(tiny):
+@pytest.mark.tensorflow_only
+def test_token_states_match_numpy_bert(tiny, tf):
   model = bc.bert_checkpoint(tiny, max_length=8, output_mode="tokens")
   ids = _ids(model, TEXTS)
   expected = _numpy_bert(random_tensors(CONFIG), ids) * (ids != 0)[..., None]
@@ -127,7 +138,8 @@ def test_token_states_match_numpy_bert(tiny):
   np.testing.assert_allclose(states, expected, atol=1e-5)
 
 
-def test_padding_does_not_change_the_embedding(tiny):
+@pytest.mark.tensorflow_only
+def test_padding_does_not_change_the_embedding(tiny, tf):
   text = ["hello world"]
   alone = bc.bert_checkpoint(tiny, max_length=5)(tf.constant(text)).numpy()
   model = bc.bert_checkpoint(tiny, max_length=16)
@@ -136,29 +148,31 @@ def test_padding_does_not_change_the_embedding(tiny):
   # would move the embedding by orders of magnitude more.
   np.testing.assert_allclose(batched[:1], alone, rtol=1e-5, atol=1e-5)
   # Without trimming, the attention and pooling masks alone keep the padding out.
-  untrimmed = _untrimmed_copy(model)
+  untrimmed = _untrimmed_copy(model, tf.name_scope("copy"))
   np.testing.assert_allclose(untrimmed(_ids(model, text)).numpy(), alone, atol=1e-6)
 
 
-def _untrimmed_copy(model, scope=None):
+def _untrimmed_copy(model, scope):
   """model's BertEncoder without trim_padding (static shapes), sharing its weight values."""
   layer = model.get_layer("bert")
   config = {**layer.get_config(), "trim_padding": False}
-  with scope or tf.name_scope("copy"):
+  with scope:
     copy = bc.BertEncoder.from_config(config)
-    copy.build(tf.TensorShape([None, None]))
+    copy.build((None, None))
   copy.set_weights(layer.get_weights())
   return copy
 
 
-def test_jit_compile(tiny):
+@pytest.mark.tensorflow_only
+def test_jit_compile(tiny, tf):
   model = bc.bert_checkpoint(tiny, max_length=8)
   ids = tf.constant(_ids(model, TEXTS))
-  compiled = tf.function(_untrimmed_copy(model), jit_compile=True)
+  compiled = tf.function(_untrimmed_copy(model, tf.name_scope("copy")), jit_compile=True)
   np.testing.assert_allclose(compiled(ids).numpy(), model.get_layer("bert")(ids).numpy(), atol=1e-5)
 
 
-def test_mirrored_strategy(tiny, mirrored_strategy):
+@pytest.mark.tensorflow_only
+def test_mirrored_strategy(tiny, mirrored_strategy, tf):
   model = bc.bert_checkpoint(tiny, max_length=8)
   ids = tf.constant(_ids(model, TEXTS))
   replicated = _untrimmed_copy(model, mirrored_strategy.scope())
@@ -167,7 +181,8 @@ def test_mirrored_strategy(tiny, mirrored_strategy):
     np.testing.assert_allclose(value.numpy(), model.get_layer("bert")(ids).numpy(), atol=1e-5)
 
 
-def test_keras_round_trip_without_the_folder(tmp_path):
+@pytest.mark.tensorflow_only
+def test_keras_round_trip_without_the_folder(tmp_path, tf):
   folder = write_checkpoint(tmp_path / "ckpt", sentence=True)
   model = encoders.get("bert_checkpoint", path=folder, trainable=True)
   # sentence-transformers files: max_seq_length 10 and L2 normalisation.
@@ -182,7 +197,8 @@ def test_keras_round_trip_without_the_folder(tmp_path):
   assert len(loaded.trainable_weights) == 5 + 2 * 16
 
 
-def test_trainable(tiny):
+@pytest.mark.tensorflow_only
+def test_trainable(tiny, tf):
   frozen = bc.bert_checkpoint(tiny, max_length=8)
   assert frozen.trainable_weights == [] and len(frozen.weights) == 5 + 2 * 16
   tuned = bc.bert_checkpoint(tiny, max_length=8, trainable=True, dropout=0.1)
@@ -194,7 +210,8 @@ def test_trainable(tiny):
   assert all(g is not None and np.any(tf.convert_to_tensor(g).numpy()) for g in grads)
 
 
-def test_bert_prefix_and_gamma_beta_names(tmp_path):
+@pytest.mark.tensorflow_only
+def test_bert_prefix_and_gamma_beta_names(tmp_path, tf):
   tensors = {}
   for name, array in random_tensors(CONFIG).items():
     name = name.replace("LayerNorm.weight", "LayerNorm.gamma").replace(
@@ -209,7 +226,8 @@ def test_bert_prefix_and_gamma_beta_names(tmp_path):
   )
 
 
-def test_bad_checkpoints_and_arguments(tmp_path, tiny):
+@pytest.mark.tensorflow_only
+def test_bad_checkpoints_and_arguments(tmp_path, tiny, tf):
   with pytest.raises(FileNotFoundError, match="`path` must be an existing local checkpoint"):
     bc.bert_checkpoint(tmp_path / "nowhere")
   with pytest.raises(ValueError, match="`path` must be a checkpoint folder path, got 3"):
@@ -268,6 +286,42 @@ def test_bad_checkpoints_and_arguments(tmp_path, tiny):
     bc.bert_checkpoint(tiny, max_length=8).get_layer("bert")(tf.zeros([1, 20], tf.int32))
 
 
+#: The tiny checkpoint's WordPiece ids of TEXTS (test_tokenisation_hand_computed), 0 = padding.
+TEXT_IDS = np.array(
+  [
+    [2, 5, 6, 7, 8, 3, 0, 0],
+    [2, 9, 10, 11, 14, 13, 3, 0],
+    [2, 13, 3, 0, 0, 0, 0, 0],
+    [2, 15, 12, 1, 3, 0, 0, 0],
+  ]
+)
+
+
+def _encoder_from_checkpoint(path, **kwargs):
+  """A BertEncoder over token ids with the weights of the checkpoint folder ``path``."""
+  encoder = bc.BertEncoder(pad_id=0, **checkpoint_lib.read_bert_config(path), **kwargs)
+  encoder.build((None, None))
+  bc._load_bert_weights(encoder, path)
+  return encoder
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_encoder_on_token_ids_matches_numpy_bert_on_every_backend(tiny, normalize):
+  expected = _numpy_mean(_numpy_bert(random_tensors(CONFIG), TEXT_IDS), TEXT_IDS, normalize)
+  trimmed = _encoder_from_checkpoint(tiny, normalize=normalize)
+  np.testing.assert_allclose(numpy(trimmed(TEXT_IDS)), expected, atol=1e-5)
+  whole = _encoder_from_checkpoint(tiny, normalize=normalize, trim_padding=False)
+  for mode in compile_modes():
+    got = numpy(compiled(whole, mode)(TEXT_IDS))
+    np.testing.assert_allclose(got, expected, atol=1e-5, err_msg=mode)
+
+
+def test_token_states_on_token_ids_match_numpy_bert_on_every_backend(tiny):
+  encoder = _encoder_from_checkpoint(tiny, output_mode="tokens")
+  expected = _numpy_bert(random_tensors(CONFIG), TEXT_IDS) * (TEXT_IDS != 0)[..., None]
+  np.testing.assert_allclose(numpy(encoder(TEXT_IDS)), expected, atol=1e-5)
+
+
 # ---------------------------------------------------------------------------------------------
 # the real all-MiniLM-L6-v2 against sentence-transformers
 
@@ -283,6 +337,7 @@ def minilm():
   return model, reference
 
 
+@pytest.mark.tensorflow_only
 def test_minilm_token_ids_match_exactly(minilm):
   model, reference = minilm
   ids = _ids(model, list(reference["sentences"]))
@@ -291,7 +346,8 @@ def test_minilm_token_ids_match_exactly(minilm):
   assert (ids[:, length:] == 0).all()
 
 
-def test_minilm_embeddings_match_sentence_transformers(minilm):
+@pytest.mark.tensorflow_only
+def test_minilm_embeddings_match_sentence_transformers(minilm, tf):
   model, reference = minilm
   # Both sides compute in float32 (PyTorch vs TensorFlow kernels, other summation orders): the
   # differences are rounding, a few float32 ulps of the O(1) values after 6 layers; 1e-5 on
@@ -300,8 +356,21 @@ def test_minilm_embeddings_match_sentence_transformers(minilm):
   np.testing.assert_allclose(model(texts).numpy(), reference["embeddings"], atol=1e-5)
 
 
+@pytest.mark.tensorflow_only
+def test_minilm_on_token_ids_matches_sentence_transformers_on_every_backend():
+  """The reference's token ids through BertEncoder alone (no TensorFlow string ops)."""
+  try:
+    path = checkpoint_lib.installed_minilm_path()
+  except ModuleNotFoundError:
+    pytest.skip(f"all-MiniLM-L6-v2 is not installed (optional: `{checkpoint_lib.MINILM_INSTALL}`)")
+  reference = np.load(FIXTURES / "minilm_reference.npz")
+  encoder = _encoder_from_checkpoint(path, normalize=True)
+  got = numpy(encoder(reference["input_ids"]))
+  np.testing.assert_allclose(got, reference["embeddings"], atol=1e-5)
+
+
 @pytest.mark.slow  # builds two more 22M-parameter encoders
-def test_minilm_mean_and_token_states_match_sentence_transformers(minilm):
+def test_minilm_mean_and_token_states_match_sentence_transformers(minilm, tf):
   model, reference = minilm
   layer = model.get_layer("bert")
   ids = model.get_layer("wordpiece")(tf.constant(list(reference["sentences"])))
@@ -309,7 +378,7 @@ def test_minilm_mean_and_token_states_match_sentence_transformers(minilm):
     other = bc.BertEncoder.from_config(
       {**layer.get_config(), "output_mode": mode, "normalize": False}
     )
-    other.build(tf.TensorShape([None, None]))
+    other.build((None, None))
     other.set_weights(layer.get_weights())
     out = other(ids).numpy()
     if mode == "mean":

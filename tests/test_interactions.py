@@ -2,8 +2,15 @@
 
 import numpy as np
 import pytest
-import tensorflow as tf
+from backend_testing import (
+  compile_modes,
+  compiled,
+  finite_difference_grad,
+  numpy,
+  value_and_grad,
+)
 
+from tfrank4class.compat import ops
 from tfrank4class.heads import interactions
 from tfrank4class.heads.interactions import (
   ConcatInteraction,
@@ -26,7 +33,7 @@ def _mlp(x, dense_weights, hidden_count):
 
 
 def _latent_cross_reference(layer, h, c):
-  weights = [(dense.kernel.numpy(), dense.bias.numpy()) for dense in layer._dense_layers]
+  weights = [(numpy(dense.kernel), numpy(dense.bias)) for dense in layer._dense_layers]
   crossed = h[:, None, :] * (1.0 + c[None, :, :])  # [B, C, d]
   return _mlp(crossed, weights, len(layer.hidden_units))[..., 0]
 
@@ -36,8 +43,8 @@ def _concat_reference(layer, h, c):
   pairs = np.concatenate(
     [np.repeat(h[:, None, :], n, axis=1), np.repeat(c[None, :, :], b, axis=0)], axis=-1
   )  # explicit [B, C, d+e]
-  weights = [(layer.first_kernel.numpy(), layer.first_bias.numpy())]
-  weights += [(dense.kernel.numpy(), dense.bias.numpy()) for dense in layer._dense_layers]
+  weights = [(numpy(layer.first_kernel), numpy(layer.first_bias))]
+  weights += [(numpy(dense.kernel), numpy(dense.bias)) for dense in layer._dense_layers]
   return _mlp(pairs, weights, len(layer.hidden_units))[..., 0]
 
 
@@ -54,8 +61,8 @@ def test_dot_product_hand_computed():
   c = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, -1.0], [2.0, 2.0, 0.0]], np.float32)
   # s = [h, 1] . c_i: row 0: [1 + 0.5, 2 - 1, 2 + 4] ; row 1: [0 + 0.5, -1 - 1, -2]
   expected = np.array([[1.5, 1.0, 6.0], [0.5, -2.0, -2.0]], np.float32)
-  np.testing.assert_allclose(DotProductInteraction()([h, c]).numpy(), expected, rtol=1e-6)
-  no_bias = DotProductInteraction(use_bias=False)([h, c[:, :2]]).numpy()
+  np.testing.assert_allclose(numpy(DotProductInteraction()([h, c])), expected, rtol=1e-6)
+  no_bias = numpy(DotProductInteraction(use_bias=False)([h, c[:, :2]]))
   np.testing.assert_allclose(no_bias, [[1.0, 2.0, 6.0], [0.0, -1.0, -2.0]], rtol=1e-6)
 
 
@@ -64,7 +71,7 @@ def test_dot_product_hand_computed():
 def test_latent_cross_matches_numpy(hidden_units, chunk):
   h, c = _data()
   layer = LatentCrossInteraction(hidden_units=hidden_units, class_chunk_size=chunk)
-  out = layer([h, c]).numpy()
+  out = numpy(layer([h, c]))
   assert out.shape == (3, 5)
   np.testing.assert_allclose(out, _latent_cross_reference(layer, h, c), rtol=1e-5, atol=1e-5)
 
@@ -74,7 +81,7 @@ def test_latent_cross_matches_numpy(hidden_units, chunk):
 def test_concat_matches_explicit_concatenation(hidden_units, chunk):
   h, c = _data(e=3)  # d = 4, e = 3: sizes may differ
   layer = ConcatInteraction(hidden_units=hidden_units, class_chunk_size=chunk)
-  out = layer([h, c]).numpy()
+  out = numpy(layer([h, c]))
   assert out.shape == (3, 5)
   np.testing.assert_allclose(out, _concat_reference(layer, h, c), rtol=1e-5, atol=1e-5)
 
@@ -87,26 +94,52 @@ def test_chunked_gradients_equal_unchunked(cls):
   chunked = cls(hidden_units=(5, 5), class_chunk_size=3)  # 3 + 3 + 1 classes
   chunked([h, c])
   chunked.set_weights(full.get_weights())
-  grads = []
-  for layer in (full, chunked):
-    hv, cv = tf.Variable(h), tf.Variable(c)
-    with tf.GradientTape() as tape:
-      loss = tf.reduce_sum(tf.sin(layer([hv, cv])))
-    grads.append(tape.gradient(loss, [hv, cv] + layer.trainable_variables))
   assert chunked.num_chunks(7) == 3
+  grads = [
+    value_and_grad(lambda a, b, f=layer: ops.sum(ops.sin(f([a, b]))), h, c)[1]
+    for layer in (full, chunked)
+  ]
   for g_full, g_chunk in zip(*grads):
-    np.testing.assert_allclose(g_chunk.numpy(), g_full.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(g_chunk, g_full, rtol=1e-4, atol=1e-5)
 
 
-def test_latent_cross_gradient_matches_finite_differences():
+@pytest.mark.parametrize("cls", [LatentCrossInteraction, ConcatInteraction])
+def test_recompute_gradient_of_inputs_and_weights_equals_plain_autodiff(cls):
+  """The custom gradient of one chunk, for h, c and every weight, against the backend's own
+  gradient of the same function without it."""
+  h, c = _data(n=3, e=3 if cls is ConcatInteraction else None)
+  layer = cls(hidden_units=(5, 4), activation="tanh")
+  layer([h, c])
+  weights = [numpy(w) for w in layer.chunk_weights()]
+
+  def loss(score):
+    return lambda a, b, *w: ops.sum(ops.sin(score(a, b, list(w))))
+
+  _, custom = value_and_grad(loss(layer._recomputed_score), h, c, *weights)
+  _, plain = value_and_grad(loss(layer.score_with), h, c, *weights)
+  assert len(custom) == 2 + len(weights)
+  for got, want in zip(custom, plain):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("cls", [LatentCrossInteraction, ConcatInteraction])
+def test_chunked_gradient_matches_finite_differences(cls):
+  h, c = _data(b=2, d=3, n=4, e=2 if cls is ConcatInteraction else None)
+  layer = cls(hidden_units=(4,), activation="tanh", class_chunk_size=3)
+  layer([h, c])
+  _, (grad_h, grad_c) = value_and_grad(lambda a, b: ops.sum(layer([a, b]) ** 2), h, c)
+  numeric_h = finite_difference_grad(lambda a: ops.sum(layer([a, c]) ** 2), h, eps=1e-2)
+  numeric_c = finite_difference_grad(lambda b: ops.sum(layer([h, b]) ** 2), c, eps=1e-2)
+  np.testing.assert_allclose(grad_h, numeric_h, rtol=2e-2, atol=2e-3)
+  np.testing.assert_allclose(grad_c, numeric_c, rtol=2e-2, atol=2e-3)
+
+
+def test_latent_cross_gradient_matches_numpy_finite_differences():
   h, c = _data(b=2, d=3, n=4)
   layer = LatentCrossInteraction(hidden_units=(4,), activation="tanh", class_chunk_size=3)
-  hv = tf.Variable(h)
-  with tf.GradientTape() as tape:
-    loss = tf.reduce_sum(layer([hv, c]) ** 2)
-  grad = tape.gradient(loss, hv).numpy()
+  _, (grad,) = value_and_grad(lambda a: ops.sum(layer([a, c]) ** 2), h)
   weights = [
-    (dense.kernel.numpy().astype(np.float64), dense.bias.numpy().astype(np.float64))
+    (numpy(dense.kernel).astype(np.float64), numpy(dense.bias).astype(np.float64))
     for dense in layer._dense_layers
   ]
 
@@ -115,14 +148,7 @@ def test_latent_cross_gradient_matches_finite_differences():
     x = np.tanh(x @ weights[0][0] + weights[0][1])
     return np.sum((x @ weights[1][0] + weights[1][1]) ** 2)
 
-  eps = 1e-5
-  numeric = np.zeros_like(h, np.float64)
-  for idx in np.ndindex(*h.shape):
-    plus, minus = h.astype(np.float64), h.astype(np.float64)
-    plus[idx] += eps
-    minus[idx] -= eps
-    numeric[idx] = (f(plus) - f(minus)) / (2 * eps)
-  np.testing.assert_allclose(grad, numeric, rtol=1e-3, atol=1e-3)
+  np.testing.assert_allclose(grad, finite_difference_grad(f, h, eps=1e-5), rtol=1e-3, atol=1e-3)
 
 
 @pytest.mark.parametrize(
@@ -133,17 +159,19 @@ def test_latent_cross_gradient_matches_finite_differences():
     ("concat", {"hidden_units": (4, 4), "class_chunk_size": 2}, 2),
   ],
 )
-def test_tf_function_and_jit(name, kwargs, e):
+def test_compiled_equals_eager(name, kwargs, e):
   h, c = _data(e=e)
   layer = interactions.get(name, **kwargs)
-  eager = layer([h, c]).numpy()
-  graph = tf.function(lambda a, b: layer([a, b]))(h, c).numpy()
-  jit = tf.function(lambda a, b: layer([a, b]), jit_compile=True)(h, c).numpy()
-  np.testing.assert_allclose(graph, eager, rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(jit, eager, rtol=1e-4, atol=1e-5)
+  eager = numpy(layer([h, c]))
+  for mode in compile_modes():
+    got = numpy(compiled(lambda a, b: layer([a, b]), mode)(h, c))
+    np.testing.assert_allclose(got, eager, rtol=1e-4, atol=1e-5, err_msg=mode)
 
 
-def test_jit_gradients_of_chunked_interaction():
+@pytest.mark.tensorflow_only
+def test_xla_gradients_of_chunked_interaction():
+  import tensorflow as tf  # noqa: PLC0415
+
   h, c = _data(n=5)
   layer = LatentCrossInteraction(hidden_units=(4,), class_chunk_size=2)
   layer([h, c])
@@ -171,11 +199,11 @@ def test_get_config_round_trip():
     (ConcatInteraction((3,), class_chunk_size=4), 3),
   ):
     c = rng.normal(size=(5, e)).astype(np.float32)
-    out = layer([h, c]).numpy()
+    out = numpy(layer([h, c]))
     clone = type(layer).from_config(layer.get_config())
     clone([h, c])
     clone.set_weights(layer.get_weights())
-    np.testing.assert_allclose(clone([h, c]).numpy(), out, rtol=1e-6)
+    np.testing.assert_allclose(numpy(clone([h, c])), out, rtol=1e-6)
     assert clone.get_config() == layer.get_config()
 
 
@@ -196,7 +224,7 @@ def test_mismatched_sizes_are_refused():
   with pytest.raises(ValueError, match=r"instance embeddings must have shape \[B, d\]"):
     ConcatInteraction(hidden_units=(2,))([h[None], c])
   with pytest.raises(ValueError, match=r"expects inputs \[instance_embeddings"):
-    ConcatInteraction(hidden_units=(2,))(tf.constant(h))
+    ConcatInteraction(hidden_units=(2,))(ops.convert_to_tensor(h))
 
 
 def test_bad_arguments():
@@ -237,17 +265,16 @@ def test_mixed_float16_policy(cls, kwargs, e):
   h = rng.normal(size=(3, 4)).astype(np.float32)
   c = rng.normal(size=(5, e)).astype(np.float32)
   exact = cls(**kwargs)
-  want = exact([h, c]).numpy()
+  want = numpy(exact([h, c]))
   half = cls(dtype="mixed_float16", **kwargs)
   half.build([h.shape, c.shape])
   half.set_weights(exact.get_weights())
-  with tf.GradientTape() as tape:
-    got = half([h, c])
-    total = tf.reduce_sum(tf.cast(got, tf.float32))
-  assert got.dtype == tf.float16 and all(w.dtype == tf.float32 for w in half.weights)
-  np.testing.assert_allclose(got.numpy().astype(np.float32), want, rtol=1e-2, atol=1e-2)
-  grads = tape.gradient(total, half.trainable_weights)
-  assert all(np.all(np.isfinite(g.numpy())) for g in grads)
+  got = half([h, c])
+  assert numpy(got).dtype == np.float16
+  assert all(numpy(w).dtype == np.float32 for w in half.weights)
+  np.testing.assert_allclose(numpy(got).astype(np.float32), want, rtol=1e-2, atol=1e-2)
+  _, grads = value_and_grad(lambda a: ops.sum(ops.cast(half([a, c]), "float32")), h)
+  assert np.all(np.isfinite(grads[0]))
 
 
 def test_interactions_registry_keeps_its_dict_like_use():

@@ -40,7 +40,6 @@ LONG_FUNCTIONS = {
 
 #: Module label: why it is longer than 500 lines.
 LONG_MODULES = {
-  "compat.py": "the one place that knows both Keras flavours",
   "metrics/functional.py": "every metric's closed form beside the shared tie expectation",
 }
 

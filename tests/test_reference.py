@@ -4,6 +4,7 @@ enumeration."""
 import itertools
 import math
 
+import _tf_ranking_reference as tf_ranking_reference
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -17,10 +18,9 @@ from sklearn.metrics import (
   top_k_accuracy_score,
 )
 
-from tfrank4class import compat
 from tfrank4class.metrics import reference as F
 
-tfr_metrics = compat.tf_ranking_module("keras.metrics")
+tfr_metrics = tf_ranking_reference.module("keras.metrics")
 
 RNG = np.random.default_rng(1234)
 B, C = 40, 8

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-import tensorflow as tf
+from backend_testing import numpy
 
-from tfrank4class import losses
+from tfrank4class.compat import keras
 from tfrank4class.encoders import resnet50
 from tfrank4class.heads import build_model
 
@@ -28,10 +28,10 @@ def test_shapes_params_and_local_weights(tmp_path):
   for a, b in zip(loaded.layers[1].get_weights(), base.get_weights()):
     np.testing.assert_array_equal(a, b)
   # get_config round trip of the whole encoder (model.save/load_model is in the slow test).
-  clone = tf.keras.Model.from_config(loaded.get_config())
+  clone = keras.Model.from_config(loaded.get_config())
   clone.set_weights(loaded.get_weights())
   x = rng.uniform(size=(2, 32, 32, 3)).astype(np.float32)
-  np.testing.assert_allclose(clone(x).numpy(), loaded(x).numpy(), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(numpy(clone(x)), numpy(loaded(x)), rtol=1e-5, atol=1e-5)
 
 
 def test_never_downloads_and_bad_input(tmp_path):
@@ -60,8 +60,11 @@ def test_never_downloads_and_bad_input(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.tensorflow_only
 def test_trains_under_mirrored_strategy_and_round_trips(tmp_path, mirrored_strategy):
-  tf.keras.utils.set_random_seed(0)  # deterministic initial weights
+  from tfrank4class import losses  # noqa: PLC0415
+
+  keras.utils.set_random_seed(0)  # deterministic initial weights
   rng = np.random.default_rng(1)
   x = rng.uniform(size=(8, 32, 32, 3)).astype(np.float32)
   y = rng.integers(0, 3, size=8)
@@ -72,10 +75,10 @@ def test_trains_under_mirrored_strategy_and_round_trips(tmp_path, mirrored_strat
       interaction="latent_cross",
       hidden_units=(16, 16),
     )
-    model.compile(optimizer=tf.keras.optimizers.Adam(1e-4), loss=losses.get("softmax_loss"))
+    model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=losses.get("softmax_loss"))
   history = model.fit(x, y, batch_size=4, epochs=2, verbose=0).history["loss"]
   assert np.all(np.isfinite(history))
-  expected = model(x, training=False).numpy()  # replica-averaged BN statistics, as saved
+  expected = numpy(model(x, training=False))  # replica-averaged BN statistics, as saved
   model.save(tmp_path / "m.keras")
-  loaded = tf.keras.models.load_model(tmp_path / "m.keras")
-  np.testing.assert_allclose(loaded(x, training=False).numpy(), expected, rtol=1e-4, atol=1e-4)
+  loaded = keras.models.load_model(tmp_path / "m.keras")
+  np.testing.assert_allclose(numpy(loaded(x, training=False)), expected, rtol=1e-4, atol=1e-4)

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-import tensorflow as tf
+from backend_testing import compile_modes, compiled, numpy
 
-from tfrank4class import losses
+from tfrank4class.compat import keras
 from tfrank4class.encoders import small_cnn
 from tfrank4class.heads import build_model
 
@@ -14,7 +14,7 @@ def test_architecture_and_forward():
   # conv(3->4): 27*4+4, conv(4->8): 36*8+8, dense(8->5): 40+5
   assert encoder.count_params() == (27 * 4 + 4) + (36 * 8 + 8) + (8 * 5 + 5)
   x = np.random.default_rng(0).uniform(size=(3, 16, 16, 3)).astype(np.float32)
-  out = encoder(x).numpy()
+  out = numpy(encoder(x))
   assert out.shape == (3, 5) and np.all(out >= 0)
 
 
@@ -32,21 +32,23 @@ def test_single_stage_matches_numpy():
   conv = np.maximum(conv, 0)
   pooled = conv.reshape(2, 2, 2, 2, 2).max(axis=(1, 3))  # 2x2 max pool
   expected = np.maximum(pooled.mean(axis=(0, 1)) @ w + c, 0)
-  np.testing.assert_allclose(encoder(x).numpy()[0], expected, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(numpy(encoder(x))[0], expected, rtol=1e-5, atol=1e-6)
 
 
-def test_tf_function_and_jit():
+def test_compiled_equals_eager():
   encoder = small_cnn(input_shape=(8, 8, 3), filters=(4,), embedding_dim=5)
   x = np.random.default_rng(3).uniform(size=(2, 8, 8, 3)).astype(np.float32)
-  eager = encoder(x).numpy()
-  np.testing.assert_allclose(tf.function(encoder)(x).numpy(), eager, rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(
-    tf.function(encoder, jit_compile=True)(x).numpy(), eager, rtol=1e-4, atol=1e-5
-  )
+  eager = numpy(encoder(x))
+  for mode in compile_modes():
+    got = numpy(compiled(encoder, mode)(x))
+    np.testing.assert_allclose(got, eager, rtol=1e-4, atol=1e-5, err_msg=mode)
 
 
+@pytest.mark.tensorflow_only
 def test_trains_under_mirrored_strategy_and_round_trips(tmp_path, mirrored_strategy):
-  tf.keras.utils.set_random_seed(0)  # deterministic initial weights
+  from tfrank4class import losses  # noqa: PLC0415
+
+  keras.utils.set_random_seed(0)  # deterministic initial weights
   rng = np.random.default_rng(2)
   x = rng.uniform(size=(16, 8, 8, 3)).astype(np.float32)
   y = rng.integers(0, 4, size=16)
@@ -58,12 +60,12 @@ def test_trains_under_mirrored_strategy_and_round_trips(tmp_path, mirrored_strat
       hidden_units=(8,),
       class_chunk_size=3,
     )
-    model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss=losses.get("approx_ndcg_loss"))
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=losses.get("approx_ndcg_loss"))
   history = model.fit(x, y, batch_size=8, epochs=3, verbose=0).history["loss"]
   assert np.all(np.isfinite(history)) and history[-1] < history[0]
   model.save(tmp_path / "m.keras")
-  loaded = tf.keras.models.load_model(tmp_path / "m.keras")
-  np.testing.assert_allclose(loaded(x).numpy(), model(x).numpy(), rtol=1e-5, atol=1e-6)
+  loaded = keras.models.load_model(tmp_path / "m.keras")
+  np.testing.assert_allclose(numpy(loaded(x)), numpy(model(x)), rtol=1e-5, atol=1e-6)
 
 
 def test_bad_input():

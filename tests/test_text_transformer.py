@@ -2,17 +2,27 @@
 
 import numpy as np
 import pytest
-import tensorflow as tf
+from backend_testing import compile_modes, compiled, numpy
 
-from tfrank4class import compat, losses
+from tfrank4class import compat
 from tfrank4class.encoders import TransformerTextEncoder, transformer
 from tfrank4class.heads import build_model
+
+
+@pytest.fixture
+def tf():
+  """TensorFlow, for the tests of the raw-string model (``transformer``: TensorFlow only)."""
+  import tensorflow  # noqa: PLC0415
+
+  return tensorflow
+
 
 VOCAB = ["good", "bad", "film", "plot"]
 SMALL = dict(sequence_length=6, embedding_dim=8, num_heads=2, num_layers=1, ff_dim=16, dropout=0.0)
 
 
-def test_no_block_encoder_is_masked_mean_of_embeddings():
+@pytest.mark.tensorflow_only
+def test_no_block_encoder_is_masked_mean_of_embeddings(tf):
   enc = transformer(vocabulary=VOCAB, **{**SMALL, "num_layers": 0})
   layer = enc.get_layer("transformer")
   tok = layer.token_embedding.embeddings.numpy()
@@ -26,7 +36,8 @@ def test_no_block_encoder_is_masked_mean_of_embeddings():
     np.testing.assert_allclose(row, expected, rtol=1e-5, atol=1e-6)
 
 
-def test_string_shapes_and_empty_text():
+@pytest.mark.tensorflow_only
+def test_string_shapes_and_empty_text(tf):
   enc = transformer(vocabulary=VOCAB, **SMALL)
   flat = enc(tf.constant(["good film", ""])).numpy()
   column = enc(tf.constant([["good film"], [""]])).numpy()
@@ -34,30 +45,42 @@ def test_string_shapes_and_empty_text():
   assert flat.shape == (2, 8) and np.all(np.isfinite(flat))
 
 
+def test_no_block_layer_is_masked_mean_of_embeddings():
+  layer = TransformerTextEncoder(10, 6, embedding_dim=8, num_heads=2, num_layers=0)
+  ids = np.array([[2, 4, 0, 0, 0, 0], [3, 5, 1, 0, 0, 0], [5, 0, 0, 0, 0, 0]])
+  out = numpy(layer(ids))
+  tok, pos = numpy(layer.token_embedding.embeddings), numpy(layer.position_embedding)
+  for row, row_ids in zip(out, ids):
+    kept = [t for t, i in enumerate(row_ids) if i != 0]
+    expected = np.mean([tok[row_ids[t]] + pos[t] for t in kept], axis=0)
+    np.testing.assert_allclose(row, expected, rtol=1e-5, atol=1e-6)
+
+
 def test_padding_does_not_leak_into_attention():
   layer = TransformerTextEncoder(
     10, 8, embedding_dim=8, num_heads=2, num_layers=2, ff_dim=16, dropout=0.0
   )
-  short = layer(tf.constant([[3, 4, 7, 0]])).numpy()
-  long = layer(tf.constant([[3, 4, 7, 0, 0, 0, 0, 0]])).numpy()
+  short = numpy(layer(np.array([[3, 4, 7, 0]])))
+  long = numpy(layer(np.array([[3, 4, 7, 0, 0, 0, 0, 0]])))
   np.testing.assert_allclose(short, long, rtol=1e-5, atol=1e-6)
-  other = layer(tf.constant([[3, 4, 8, 0]])).numpy()
+  other = numpy(layer(np.array([[3, 4, 8, 0]])))
   assert np.abs(other - short).max() > 1e-4
 
 
-def test_jit_compiled_encoder_layer():
+def test_compiled_encoder_layer():
   layer = TransformerTextEncoder(
     10, 4, embedding_dim=8, num_heads=2, num_layers=1, ff_dim=8, dropout=0.0, output_dim=3
   )
-  ids = tf.constant([[3, 4, 0, 0], [5, 0, 0, 0]])
-  eager = layer(ids).numpy()
+  ids = np.array([[3, 4, 0, 0], [5, 0, 0, 0]])
+  eager = numpy(layer(ids))
   assert eager.shape == (2, 3)
-  np.testing.assert_allclose(
-    tf.function(layer, jit_compile=True)(ids).numpy(), eager, rtol=1e-5, atol=1e-6
-  )
+  for mode in compile_modes():
+    got = numpy(compiled(layer, mode)(ids))
+    np.testing.assert_allclose(got, eager, rtol=1e-5, atol=1e-6, err_msg=mode)
 
 
-def test_adapted_layer_and_get_vocabulary_output_are_accepted():
+@pytest.mark.tensorflow_only
+def test_adapted_layer_and_get_vocabulary_output_are_accepted(tf):
   adapted = tf.keras.layers.TextVectorization(output_sequence_length=6)
   adapted.adapt(["good good film", "bad film", "good plot"])
   vocab = adapted.get_vocabulary()  # ['', '[UNK]', 'good', 'film', ...]
@@ -72,7 +95,8 @@ def test_adapted_layer_and_get_vocabulary_output_are_accepted():
   )
 
 
-def test_round_trips_with_raw_string_inputs(tmp_path):
+@pytest.mark.tensorflow_only
+def test_round_trips_with_raw_string_inputs(tmp_path, tf):
   enc = transformer(vocabulary=VOCAB, **SMALL)
   model = build_model(enc, 3, interaction="latent_cross", hidden_units=(4,))
   texts = tf.constant([["good film"], ["bad plot"]])
@@ -90,7 +114,10 @@ def test_round_trips_with_raw_string_inputs(tmp_path):
   assert TransformerTextEncoder.from_config(config).get_config() == config
 
 
-def test_trains_under_mirrored_strategy(mirrored_strategy):
+@pytest.mark.tensorflow_only
+def test_trains_under_mirrored_strategy(mirrored_strategy, tf):
+  from tfrank4class import losses  # noqa: PLC0415
+
   tf.keras.utils.set_random_seed(0)  # deterministic initial weights
   texts = np.array(["good film", "bad film", "good plot", "bad plot"] * 4)
   labels = np.array([0, 1, 0, 1] * 4)
@@ -106,7 +133,8 @@ def test_trains_under_mirrored_strategy(mirrored_strategy):
   assert np.all(np.isfinite(history)) and history[-1] < history[0]
 
 
-def test_bad_input():
+@pytest.mark.tensorflow_only
+def test_bad_input(tf):
   with pytest.raises(ValueError, match=r"Pass exactly one of `vocabulary`"):
     transformer()
   with pytest.raises(ValueError, match=r"Pass exactly one of `vocabulary`"):

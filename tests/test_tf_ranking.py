@@ -1,132 +1,259 @@
-"""Our thin wrapper over TF-Ranking's loss core against TF-Ranking's own Keras losses.
+"""RankingLoss (TF-Ranking's losses on keras.ops) on the active backend: hand-computed cases, the
+per-list reduction, sample weights, dtype, argument checks, bad labels, large score spreads.
 
-The reference is TF-Ranking 0.5.5's ``python/keras/losses.py`` (loaded through the compatibility
-module), in the Keras bound in this process as ours are (``tests/_tf_ranking_reference.py``).
-With ``normalization="tf_ranking"`` ours must equal it; with the default ``"lists"``, its
-unreduced (``"none"``) values summed per list by hand (and averaged over a list's Gumbel samples).
+TF-Ranking itself is the oracle of ``tests/test_tf_ranking_oracle.py`` (TensorFlow leg); the
+references here are computed by hand or in numpy.
 """
 
-import _tf_ranking_reference as tf_ranking_reference
+import math
+
 import numpy as np
 import pytest
-import tensorflow as tf
+from backend_testing import compile_modes, compiled, finite_difference_grad, numpy, value_and_grad
 
-from tfrank4class import compat
-from tfrank4class.compat import keras
+from tfrank4class.compat import keras, ops
+from tfrank4class.losses import lambda_weights as lw
 from tfrank4class.losses import tf_ranking
 
 C = 5
-# Losses that sample (Gumbel noise, label-tie shuffling): compared with a fixed seed where they
-# take one, else on finiteness.
-UNSEEDED_STOCHASTIC = ("coupled_rankdistil_loss", "list_mle_loss")
-SEEDED = ("gumbel_approx_ndcg_loss", "yeti_logistic_loss")
-
-
-def _theirs(key, **kwargs):
-  return tf_ranking_reference.loss(key, **kwargs)
-
-
-def test_keys_are_tf_rankings_in_order():
-  keys = compat.tf_ranking_module("keras.losses").RankingLossKey.all_keys()
-  assert list(tf_ranking.TFR_KEYS) == list(keys)
-
-
-def _inputs(seed=1, b=8):
-  rng = np.random.default_rng(seed)
-  scores = rng.normal(size=(b, C)).astype(np.float32)
-  relevance = rng.integers(0, 3, size=(b, C)).astype(np.float32)
-  relevance[0] = [1, 0, 0, 0, -1]  # one padded item
-  return relevance, scores
-
-
-@pytest.mark.parametrize("reduction", ["auto", "sum", "none"])
-@pytest.mark.parametrize("key", tf_ranking.TFR_KEYS)
-def test_values_equal_tf_ranking(key, reduction):
-  relevance, scores = _inputs()
-  kwargs = {"seed": 3} if key in SEEDED else {}
-  ours = tf_ranking.RankingLoss(key, reduction=reduction, normalization="tf_ranking", **kwargs)
-  theirs = _theirs(key, reduction=reduction, **kwargs)
-  tf.random.set_seed(0)  # the same Gumbel draws for both (op seeds advance per eager call)
-  ours = ours(relevance, scores)
-  tf.random.set_seed(0)
-  theirs = theirs(relevance, scores[..., None] if key == "ordinal_loss" else scores)
-  if key in UNSEEDED_STOCHASTIC:
-    assert ours.shape == theirs.shape and np.all(np.isfinite(ours.numpy()))
-    return
-  np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize(
-  "key",
-  [
-    "softmax_loss",
-    "pairwise_logistic_loss",
-    "approx_ndcg_loss",
-    "mean_squared_loss",
-    "calibrated_softmax_loss",
-  ],
+# Keys whose value does not depend on a random draw.
+DETERMINISTIC = tuple(
+  k
+  for k in tf_ranking.TFR_KEYS
+  if k
+  not in (
+    "yeti_logistic_loss",
+    "gumbel_approx_ndcg_loss",
+    "list_mle_loss",
+    "coupled_rankdistil_loss",
+  )
 )
-@pytest.mark.parametrize("weights", ["list", "item"])
-def test_sample_weights_equal_tf_ranking(key, weights):
-  relevance, scores = _inputs(seed=2)
-  rng = np.random.default_rng(5)
-  shape = (len(scores), 1) if weights == "list" else scores.shape
-  sample_weight = rng.uniform(0.5, 2.0, size=shape).astype(np.float32)
-  ours = tf_ranking.RankingLoss(key, normalization="tf_ranking")(relevance, scores, sample_weight)
-  theirs = _theirs(key)(relevance, scores, sample_weight)
-  np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5)
+# JAX computes in float32 unless `jax_enable_x64` is set: float64 inputs become float32 there.
+FLOAT64 = numpy(ops.convert_to_tensor(np.zeros(1))).dtype == np.float64
 
 
-def _theirs_per_list(key, relevance, scores, sample_weight=None, **kwargs):
-  """TF-Ranking's unreduced weighted losses summed over each list's items, then averaged over
-  each list's Gumbel samples (its rows come list by list, ``sample_size`` rows each)."""
-  theirs = _theirs(key, reduction="none", **kwargs)
-  values = theirs(relevance, scores[..., None] if key == "ordinal_loss" else scores, sample_weight)
-  values = np.asarray(values).reshape(values.shape[0], -1).sum(axis=1)
-  return values.reshape(len(scores), -1).mean(axis=1)
+def _scores(seed=0, b=4, scale=1.0, dtype="float32"):
+  return (np.random.default_rng(seed).normal(size=(b, C)) * scale).astype(dtype)
 
 
-@pytest.mark.parametrize("key", tf_ranking.TFR_KEYS)
-def test_default_is_one_loss_per_list(key):
-  relevance, scores = _inputs()
-  kwargs = {"seed": 3} if key in SEEDED else {}
-  tf.random.set_seed(0)
-  values = tf_ranking.RankingLoss(key, reduction="none", **kwargs)(relevance, scores).numpy()
-  assert values.shape == (len(scores),)
-  if key in UNSEEDED_STOCHASTIC:
-    assert np.all(np.isfinite(values))
-    return
-  tf.random.set_seed(0)
-  want = _theirs_per_list(key, relevance, scores, **kwargs)
-  np.testing.assert_allclose(values, want, rtol=1e-5, atol=1e-6)
-  for reduction, reduce in (("sum_over_batch_size", np.mean), ("sum", np.sum)):
-    tf.random.set_seed(0)
-    got = tf_ranking.RankingLoss(key, reduction=reduction, **kwargs)(relevance, scores)
-    np.testing.assert_allclose(float(got), reduce(want), rtol=1e-5, atol=1e-6)
+def _value(loss, y, scores, sample_weight=None):
+  return numpy(loss(y, scores, sample_weight))
 
 
-@pytest.mark.parametrize("key", ["pairwise_logistic_loss", "approx_ndcg_loss", "mean_squared_loss"])
-@pytest.mark.parametrize("weights", ["list", "item"])
-def test_default_per_list_with_sample_weights(key, weights):
-  relevance, scores = _inputs(seed=2)
-  rng = np.random.default_rng(5)
-  shape = (len(scores), 1) if weights == "list" else scores.shape
-  sample_weight = rng.uniform(0.5, 2.0, size=shape).astype(np.float32)
-  ours = tf_ranking.RankingLoss(key, reduction="none")(relevance, scores, sample_weight)
-  want = _theirs_per_list(key, relevance, scores, sample_weight)
-  np.testing.assert_allclose(ours.numpy(), want, rtol=1e-5)
+def test_hand_computed_softmax_and_virtual_label():
+  want = -np.log(np.exp(3.0) / (1 + np.e + np.exp(3.0)))
+  got = _value(tf_ranking.RankingLoss("softmax_loss"), np.array([2]), [[0.0, 1.0, 3.0]])
+  np.testing.assert_allclose(got, want, rtol=1e-6)
+  # Calibrated softmax (Yan et al. 2022): a virtual item of score 0 and label y0 = 0.5.
+  denom = 1 + np.exp(0.0) + np.exp(1.0) + np.exp(3.0)
+  want = -np.log(np.exp(3.0) / denom) - 0.5 * np.log(1 / denom)
+  loss = tf_ranking.RankingLoss("calibrated_softmax_loss", virtual_label=0.5)
+  np.testing.assert_allclose(_value(loss, np.array([2]), [[0.0, 1.0, 3.0]]), want, rtol=1e-6)
 
 
-def test_hand_computed_sigmoid_cross_entropy_per_list():
-  # Two lists of three classes, class 0 relevant in both; the loss of a list is the sum of the
-  # items' binary cross-entropies; "tf_ranking" divides the sum by B * C = 6 items, "lists" by 2.
+def test_hand_computed_sigmoid_cross_entropy_per_list_and_per_item():
   scores = np.array([[2.0, 0.0, -1.0], [0.0, 1.0, 0.0]], np.float32)
   labels = np.array([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
   per_item = np.log1p(np.exp(-scores)) * labels + np.log1p(np.exp(scores)) * (1 - labels)
   lists = tf_ranking.RankingLoss("sigmoid_cross_entropy_loss")
-  np.testing.assert_allclose(float(lists([0, 0], scores)), per_item.sum() / 2, rtol=1e-6)
+  np.testing.assert_allclose(_value(lists, np.array([0, 0]), scores), per_item.sum() / 2, 1e-6)
   items = tf_ranking.RankingLoss("sigmoid_cross_entropy_loss", normalization="tf_ranking")
-  np.testing.assert_allclose(float(items([0, 0], scores)), per_item.sum() / 6, rtol=1e-6)
+  np.testing.assert_allclose(_value(items, np.array([0, 0]), scores), per_item.sum() / 6, 1e-6)
+
+
+def test_hand_computed_pairwise_with_label_difference_weights():
+  # Labels [2, 0, 1]: pairs (0,1) weight 2, (0,2) weight 1, (2,1) weight 1; hinge max(0, 1 - d).
+  scores = np.array([[0.5, 0.0, 1.0]], np.float32)
+  relevance = np.array([[2.0, 0.0, 1.0]], np.float32)
+  want = 2 * max(0, 1 - 0.5) + 1 * max(0, 1 - (0.5 - 1.0)) + 1 * max(0, 1 - 1.0)
+  loss = tf_ranking.RankingLoss(
+    "pairwise_hinge_loss", lambda_weight=lw.LabelDiffLambdaWeight(), reduction="none"
+  )
+  np.testing.assert_allclose(_value(loss, relevance, scores), [want], rtol=1e-6)
+
+
+def test_hand_computed_list_mle_of_distinct_labels():
+  # Labels 2 > 1 > 0 fix the order (no ties): -log of its Plackett-Luce probability.
+  scores = np.array([[0.3, -1.0, 2.0]], np.float32)
+  relevance = np.array([[1.0, 0.0, 2.0]], np.float32)
+  s = scores[0].astype(np.float64)[[2, 0, 1]]
+  want = sum(np.log(np.exp(s[p:]).sum()) - s[p] for p in range(3))
+  loss = tf_ranking.RankingLoss("list_mle_loss", reduction="none")
+  np.testing.assert_allclose(_value(loss, relevance, scores), [want], rtol=1e-6)
+
+
+def test_hand_computed_approx_mrr_and_ndcg_at_a_clear_order():
+  # Temperature 0.1 and gaps of 10: the approximate ranks are the ranks; item 1 is first.
+  scores = np.array([[0.0, 10.0, -10.0]], np.float32)
+  mrr = tf_ranking.RankingLoss("approx_mrr_loss", reduction="none")
+  np.testing.assert_allclose(_value(mrr, np.array([1]), scores), [-1.0], atol=1e-6)
+  np.testing.assert_allclose(_value(mrr, np.array([2]), scores), [-1 / 3], rtol=1e-5)
+  ndcg = tf_ranking.RankingLoss("approx_ndcg_loss", reduction="none")
+  np.testing.assert_allclose(_value(ndcg, np.array([0]), scores), [-1 / np.log2(3)], rtol=1e-5)
+
+
+@pytest.mark.parametrize("key", tf_ranking.TFR_KEYS)
+def test_one_loss_per_list_and_keras_reductions(key):
+  scores, y = _scores(), np.array([0, 1, 2, 4])
+  kwargs = {"seed": 3} if "seed" in tf_ranking.SPECS[key].extra_args else {}
+  values = _value(tf_ranking.RankingLoss(key, reduction="none", **kwargs), y, scores)
+  assert values.shape == (4,) and np.all(np.isfinite(values))
+  if key in DETERMINISTIC:
+    mean = _value(tf_ranking.RankingLoss(key), y, scores)
+    total = _value(tf_ranking.RankingLoss(key, reduction="sum"), y, scores)
+    np.testing.assert_allclose([mean, total], [values.mean(), values.sum()], rtol=1e-5)
+
+
+@pytest.mark.parametrize("key", DETERMINISTIC)
+def test_list_weights_multiply_the_list_losses(key):
+  scores, y = _scores(1), np.array([0, 1, 2, 4])
+  w = np.array([0.5, 2.0, 0.0, 1.0], np.float32)
+  loss = tf_ranking.RankingLoss(key, reduction="none")
+  np.testing.assert_allclose(
+    _value(loss, y, scores, w), w * _value(loss, y, scores), rtol=1e-5, atol=1e-7
+  )
+
+
+def test_item_weights_of_a_pointwise_key_weigh_each_item():
+  scores, y = _scores(2), np.array([0, 1, 2, 4])
+  w = np.random.default_rng(3).uniform(0.5, 2.0, size=(4, C)).astype(np.float32)
+  z = np.eye(C)[y]
+  per_item = np.square(z - scores)
+  loss = tf_ranking.RankingLoss("mean_squared_loss", reduction="none")
+  np.testing.assert_allclose(_value(loss, y, scores, w), (per_item * w).sum(1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("key", tf_ranking.TFR_KEYS)
+@pytest.mark.skipif(not FLOAT64, reason="the backend has no float64 (JAX without x64)")
+def test_float64_is_computed_in_float64(key):
+  # The loss values before the Keras reduction (which casts to the loss's dtype under Keras 3).
+  scores = _scores(4, dtype="float64")
+  relevance = np.eye(C)[[0, 1, 2, 4]]
+  kwargs = {"seed": 3} if "seed" in tf_ranking.SPECS[key].extra_args else {}
+  value = tf_ranking.RankingLoss(key, **kwargs).loss_values(scores, relevance)
+  assert ops.convert_to_numpy(value).dtype == np.float64
+  if key in DETERMINISTIC:
+    single = tf_ranking.RankingLoss(key).loss_values(
+      scores.astype("float32"), relevance.astype("float32")
+    )
+    np.testing.assert_allclose(numpy(value), numpy(single), rtol=1e-5)
+
+
+@pytest.mark.parametrize("key", tf_ranking.TFR_KEYS)
+def test_large_score_spreads_stay_finite(key):
+  # Scores spread by ~1000 (TF-Ranking's ListMLE is -inf from a spread of about 90).
+  relevance = np.array([[2.0, 0.0, 1.0, -1.0, 0.0], [0.0, 1.0, 0.0, 0.0, 3.0]], np.float32)
+  scores = _scores(5, b=2, scale=300.0)
+  loss = tf_ranking.RankingLoss(key, reduction="sum")
+  value, (grad,) = value_and_grad(lambda s: loss(relevance, s), scores)
+  assert np.isfinite(value) and np.all(np.isfinite(grad))
+
+
+@pytest.mark.parametrize(
+  "key", ["softmax_loss", "pairwise_logistic_loss", "unique_softmax_loss", "approx_ndcg_loss"]
+)
+def test_gradients_match_finite_differences(key):
+  # float64 and small steps where the backend has it (see FLOAT64), else float32 and 1e-2.
+  dtype, eps, tolerance = ("float64", 1e-5, 1e-5) if FLOAT64 else ("float32", 1e-2, 1e-3)
+  relevance = np.array([[2.0, 0.0, 1.0, -1.0, 0.0], [0.0, 1.0, 0.0, 0.0, 3.0]], dtype)
+  scores = _scores(6, b=2, dtype=dtype)
+  loss = tf_ranking.RankingLoss(key, temperature=1.0)
+
+  def total(s):  # in float64 (the Keras reduction would cast to the loss's float32)
+    return ops.sum(loss.loss_values(s, ops.convert_to_tensor(relevance)))
+
+  _, (grad,) = value_and_grad(total, scores)
+  want = finite_difference_grad(total, scores, eps=eps)
+  np.testing.assert_allclose(grad, want, rtol=tolerance, atol=tolerance / 100)
+
+
+@pytest.mark.parametrize("mode", compile_modes())
+@pytest.mark.parametrize("key", ["softmax_loss", "pairwise_hinge_loss", "approx_mrr_loss"])
+def test_compiled_equals_eager_and_bad_ids_give_nan(key, mode):
+  scores, y = _scores(7), np.array([0, 1, 2, 4])
+  loss = tf_ranking.RankingLoss(key, reduction="none")
+  eager = _value(loss, y, scores)
+  np.testing.assert_allclose(numpy(compiled(loss, mode)(y, scores)), eager, rtol=1e-5)
+  bad = np.array([0, 1, 7, 4])  # class id 7 of 5 classes
+  if mode in ("eager", "function"):  # eagerly a ValueError; tf.function: an in-graph assertion
+    with pytest.raises(ValueError if mode == "eager" else Exception, match="y_true"):
+      compiled(loss, mode)(bad, scores)
+    return
+  got = numpy(compiled(loss, mode)(bad, scores))
+  assert np.isnan(got[2]) and np.allclose(got[[0, 1, 3]], eager[[0, 1, 3]], rtol=1e-5)
+
+
+def test_non_finite_dense_relevance_is_refused():
+  relevance = np.array([[1.0, np.nan, 0.0, 0.0, 0.0]], np.float32)
+  with pytest.raises(ValueError, match="y_true"):
+    tf_ranking.RankingLoss("softmax_loss")(relevance, _scores(b=1))
+
+
+@pytest.mark.parametrize(
+  "kwargs, error, message",
+  [
+    ({"temperature": 0.0}, ValueError, r"`temperature` must be a finite number > 0.0, got 0.0"),
+    ({"temperature": -1}, ValueError, r"`temperature` must be a finite number > 0.0, got -1"),
+    ({"temperature": math.nan}, ValueError, r"`temperature` must be a finite number > 0.0, got"),
+    ({"lambda_weight": "ndcg"}, TypeError, r"`lambda_weight` must be None or .*got 'ndcg'"),
+    ({"lambda_weight": lw.ListMLELambdaWeight(lw.inverse)}, TypeError, r"`lambda_weight` of"),
+  ],
+)
+def test_bad_arguments_of_a_pairwise_key(kwargs, error, message):
+  with pytest.raises(error, match=message):
+    tf_ranking.RankingLoss("pairwise_logistic_loss", **kwargs)
+
+
+@pytest.mark.parametrize(
+  "key, kwargs, error, message",
+  [
+    ("gumbel_approx_ndcg_loss", {"sample_size": 0}, ValueError, r"`sample_size` must be an "),
+    ("yeti_logistic_loss", {"gumbel_temperature": math.inf}, ValueError, "`gumbel_temperature`"),
+    ("yeti_logistic_loss", {"seed": 1.5}, ValueError, r"`seed` must be an integer or None"),
+    ("coupled_rankdistil_loss", {"sample_size": 0}, ValueError, r"`sample_size`.*got 0"),
+    ("coupled_rankdistil_loss", {"topk": 0}, ValueError, r"`topk` must be an integer >= 1"),
+    ("ordinal_loss", {"ordinal_size": 3}, ValueError, r"`ordinal_size` must be 1 .*got 3"),
+    ("ordinal_loss", {"use_fraction_label": "yes"}, ValueError, "`use_fraction_label`"),
+    ("approx_ndcg_loss", {"lambda_weight": lw.NDCGLambdaWeight()}, TypeError, "ignores it"),
+    ("approx_ndcg_loss", {"topn": 3}, ValueError, r"Invalid keyword arguments \['topn'\]"),
+    ("calibrated_softmax_loss", {"virtual_label": -1}, ValueError, r"`virtual_label` must be"),
+    ("softmax", {}, ValueError, r"`key` must be one of .*'softmax_loss'.*got 'softmax'"),
+    ("softmax_loss", {"normalization": "items"}, ValueError, r"`normalization` must be one of"),
+  ],
+)
+def test_bad_arguments(key, kwargs, error, message):
+  with pytest.raises(error, match=message):
+    tf_ranking.RankingLoss(key, **kwargs)
+
+
+def test_bad_lambda_weight_arguments():
+  with pytest.raises(ValueError, match=r"`topn` must be an integer >= 1, got None"):
+    lw.PrecisionLambdaWeight()
+  with pytest.raises(ValueError, match=r"`rank_discount_fn` is required"):
+    lw.ListMLELambdaWeight()
+  with pytest.raises(ValueError, match=r"`smooth_fraction` must be a finite number in \[0, 1\]"):
+    lw.DCGLambdaWeight(smooth_fraction=1.5)
+  with pytest.raises(TypeError, match=r"`gain_fn` must be a function"):
+    lw.NDCGLambdaWeightV2(gain_fn="pow")
+  with pytest.raises(ValueError, match=r"`topn` must be an integer >= 1 or None, got 0"):
+    lw.NDCGLambdaWeight(topn=0)
+
+
+def test_lambda_weight_round_trips_and_old_configs_load():
+  weight = lw.NDCGLambdaWeightV2(topn=3)
+  loss = tf_ranking.RankingLoss("pairwise_logistic_loss", lambda_weight=weight)
+  restored = keras.utils.deserialize_keras_object(keras.utils.serialize_keras_object(loss))
+  assert restored.loss_kwargs["lambda_weight"] == weight
+  scores, y = _scores(8), np.array([0, 1, 2, 4])
+  np.testing.assert_allclose(_value(restored, y, scores), _value(loss, y, scores), rtol=1e-6)
+  # A config saved while the loss wrapped TF-Ranking names TF-Ranking's class and functions.
+  config = loss.get_config()
+  config["lambda_weight"] = {
+    "class_name": "tensorflow_ranking>NDCGLambdaWeightV2",
+    "config": {"topn": 3, "gain_fn": {"tfr_utils": "pow_minus_1"}, "rank_discount_fn": None},
+  }
+  old = tf_ranking.RankingLoss.from_config(config)
+  assert old.loss_kwargs["lambda_weight"] == weight
 
 
 def test_normalization_round_trips_and_old_configs_keep_tf_rankings():
@@ -139,55 +266,13 @@ def test_normalization_round_trips_and_old_configs_keep_tf_rankings():
   assert tf_ranking.RankingLoss.from_config(config).normalization == "tf_ranking"
 
 
-def test_hand_computed_softmax_and_virtual_label():
-  # softmax: -log(e^3 / (1 + e + e^3)) for the true class 2.
-  want = -np.log(np.exp(3.0) / (1 + np.e + np.exp(3.0)))
-  got = tf_ranking.RankingLoss("softmax_loss")([2], [[0.0, 1.0, 3.0]])
-  np.testing.assert_allclose(float(got), want, rtol=1e-6)
-  # calibrated softmax (Yan et al. 2022): a virtual item of score 0 and label y0 = 0.5 joins the
-  # list: -sum_i y_i log(e^s_i / (1 + sum_j e^s_j)) - y0 log(1 / (1 + sum_j e^s_j)).
-  denom = 1 + np.exp(0.0) + np.exp(1.0) + np.exp(3.0)
-  want = -np.log(np.exp(3.0) / denom) - 0.5 * np.log(1 / denom)
-  got = tf_ranking.RankingLoss("calibrated_softmax_loss", virtual_label=0.5)([2], [[0.0, 1.0, 3.0]])
-  np.testing.assert_allclose(float(got), want, rtol=1e-6)
-
-
-def test_lambda_weight_round_trips():
-  lambda_weights = compat.tf_ranking_module("keras.losses")
-  loss = tf_ranking.RankingLoss(
-    "pairwise_logistic_loss", lambda_weight=lambda_weights.NDCGLambdaWeightV2(topn=3)
-  )
-  config = keras.utils.serialize_keras_object(loss)
-  restored = keras.utils.deserialize_keras_object(config)
-  assert isinstance(restored.loss_kwargs["lambda_weight"], lambda_weights.NDCGLambdaWeightV2)
-  relevance, scores = _inputs()
-  np.testing.assert_allclose(restored(relevance, scores).numpy(), loss(relevance, scores).numpy())
-
-
-def test_bad_arguments():
-  with pytest.raises(ValueError, match=r"`key` must be one of .*'softmax_loss'.*got 'softmax'"):
-    tf_ranking.RankingLoss("softmax")
-  with pytest.raises(
-    ValueError,
-    match=r"Invalid keyword arguments \['topn'\] for loss "
-    r"'approx_ndcg_loss'; it takes \['lambda_weight', "
-    r"'temperature'\]",
-  ):
-    tf_ranking.RankingLoss("approx_ndcg_loss", topn=3)
-  with pytest.raises(ValueError, match=r"`virtual_label` must be a finite number >= 0.0, got -1"):
-    tf_ranking.RankingLoss("calibrated_softmax_loss", virtual_label=-1)
-  with pytest.raises(
-    ValueError, match=r"`normalization` must be one of \['lists', 'tf_ranking'\], got 'items'"
-  ):
-    tf_ranking.RankingLoss("softmax_loss", normalization="items")
-
-
-def test_trains_in_compile_under_tf_function():
+def test_trains_in_compile():
   rng = np.random.default_rng(0)
   x = rng.normal(size=(64, 6)).astype(np.float32)
   y = np.abs(x[:, :C]).argmax(1)
   keras.utils.set_random_seed(0)
   model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(C)])
-  model.compile(optimizer=keras.optimizers.Adam(0.05), loss=tf_ranking.RankingLoss("softmax_loss"))
+  loss = tf_ranking.RankingLoss("pairwise_logistic_loss", lambda_weight=lw.NDCGLambdaWeightV2())
+  model.compile(optimizer=keras.optimizers.Adam(0.05), loss=loss)
   history = model.fit(x, y, batch_size=16, epochs=5, verbose=0)
   assert history.history["loss"][-1] < history.history["loss"][0]

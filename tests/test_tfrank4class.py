@@ -1,14 +1,17 @@
-"""The package import: it registers every Keras object, so a .keras file loads in a new process."""
+"""The package import: it registers every Keras object, so a .keras file loads in a new process,
+on every backend; on JAX and PyTorch it imports no TensorFlow."""
 
+import json
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
+from backend_testing import numpy
 
 import tfrank4class
 from tfrank4class import heads, losses, metrics
-from tfrank4class.compat import keras
+from tfrank4class.compat import BACKEND, keras
 
 
 def test_import_registers_the_keras_objects_for_load_model(tmp_path):
@@ -26,19 +29,44 @@ def test_import_registers_the_keras_objects_for_load_model(tmp_path):
   model.save(path)
   np.save(tmp_path / "x.npy", x)
   code = f"""
-    import numpy as np, tensorflow as tf
+    import numpy as np
     import tfrank4class  # nothing else of ours
-    model = tf.keras.models.load_model({str(path)!r})
+    from tfrank4class.compat import keras, ops
+    model = keras.models.load_model({str(path)!r})
     x = np.load({str(tmp_path / "x.npy")!r})
-    np.save({str(tmp_path / "scores.npy")!r}, model(x).numpy())
+    np.save({str(tmp_path / "scores.npy")!r}, ops.convert_to_numpy(model(x)))
     print(type(model.loss).__name__, [type(m).__name__ for m in model.metrics])
     """
   result = subprocess.run(
     [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300
   )
   assert result.returncode == 0, result.stderr[-3000:]
-  np.testing.assert_allclose(np.load(tmp_path / "scores.npy"), model(x).numpy(), rtol=1e-6)
+  np.testing.assert_allclose(np.load(tmp_path / "scores.npy"), numpy(model(x)), rtol=1e-6)
   assert "RankingLoss" in result.stdout
+
+
+def test_the_import_loads_tensorflow_only_on_its_backend():
+  """On JAX and PyTorch ``import tfrank4class`` (all of the core) imports no TensorFlow and none
+  of the TensorFlow-by-nature modules; on TensorFlow it also imports ``tfrank4class.data``, whose
+  WordPieceVectorizer saved BERT encoders hold."""
+  code = """
+    import json, sys
+    import tfrank4class
+    fenced = ("tfrank4class.data", "tfrank4class.train", "tfrank4class.retrieval.inputs",
+              "tfrank4class.encoders.saved_model_text")
+    print(json.dumps(sorted(m for m in ("tensorflow", "tf_keras", *fenced) if m in sys.modules)))
+    """
+  result = subprocess.run(
+    [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  loaded = json.loads(result.stdout.strip().splitlines()[-1])
+  if BACKEND == "tensorflow":
+    assert {"tensorflow", "tfrank4class.data", "tfrank4class.encoders.saved_model_text"} <= set(
+      loaded
+    )
+  else:
+    assert loaded == []
 
 
 def test_public_subpackages():

@@ -16,6 +16,10 @@ only module of the core that calls a backend's own library:
   and ``jax.custom_gradient`` on JAX, whose gradient function receives the upstream gradient as
   its argument; on PyTorch Keras calls it as ``grad_fn(*inputs, upstream=...)`` and saves every
   input for the backward pass (so every input must be a tensor). One signature here;
+* :func:`vector_jacobian`: ``keras.ops`` has no autodiff; a custom gradient that recomputes its
+  forward pass (the chunked heads) takes the gradients of that recomputation with it;
+* :func:`sequential_map`: ``keras.ops.map`` one item at a time on every backend (on TensorFlow
+  ``keras.ops.map`` is ``tf.map_fn`` with its default of up to 10 iterations at once in a graph);
 * :func:`static_value`, :func:`dtype_name`, :func:`graph_assert`: a value known when traced,
   a dtype's name, and TensorFlow's in-graph assertion (nothing on the other backends);
 * :func:`is_concrete`: whether a tensor's values can be read now (eager) or are being traced
@@ -165,6 +169,50 @@ def custom_gradient(f):
     return y, grad
 
   return ops.custom_gradient(with_tuple)
+
+
+def vector_jacobian(fn, inputs, upstream):
+  """The gradients of ``sum(upstream * fn(*inputs))`` with respect to each of ``inputs`` (a
+  list of tensors), with the backend's own autodiff: ``tf.GradientTape``, ``jax.vjp`` or
+  ``torch.autograd.grad``. An input that ``fn`` does not use gets a zero gradient. For use inside
+  a :func:`custom_gradient`'s gradient function (PyTorch runs that with gradients off; this
+  turns them on).
+
+  Example:
+    >>> x = ops.convert_to_tensor([1.0, 2.0])
+    >>> [ops.convert_to_numpy(g) for g in vector_jacobian(lambda a, b: a * a, [x, x], ops.ones(2))]
+    [array([2., 4.], dtype=float32), array([0., 0.], dtype=float32)]
+  """
+  library = _library()
+  if BACKEND == "jax":
+    return list(library.vjp(fn, *inputs)[1](upstream))
+  if BACKEND == "torch":
+    with library.enable_grad():
+      leaves = [x.detach().requires_grad_(True) for x in inputs]
+      grads = library.autograd.grad(fn(*leaves), leaves, grad_outputs=upstream, allow_unused=True)
+  else:
+    with library.GradientTape() as tape:
+      tape.watch(inputs)
+      again = fn(*inputs)
+    grads = tape.gradient(again, inputs, output_gradients=upstream)
+  return [ops.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
+
+
+def sequential_map(f, xs):
+  """``keras.ops.map(f, xs)`` evaluated one item at a time, so that one item's intermediates are
+  alive at a time, forward and backward (the chunked heads bound their memory with it). ``f``
+  returns a tensor of the dtype of ``xs``. TensorFlow: ``tf.map_fn(parallel_iterations=1)``;
+  JAX's ``lax.map`` and PyTorch's loop (``keras.ops.map``) are sequential already.
+
+  Example:
+    >>> xs = ops.convert_to_tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> ops.convert_to_numpy(sequential_map(lambda x: x * ops.sum(x), xs))
+    array([[ 3.,  6.],
+           [21., 28.]], dtype=float32)
+  """
+  if BACKEND == "tensorflow":
+    return _library().map_fn(f, xs, parallel_iterations=1)
+  return ops.map(f, xs)
 
 
 def is_concrete(x):

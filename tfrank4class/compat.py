@@ -28,12 +28,9 @@ TensorFlow backend, import ``tensorflow``: the core imports on a machine without
 """
 
 import functools
-import importlib
-import importlib.util
 import json
 import os
 import sys
-import types
 import weakref
 
 #: The oldest TensorFlow the package supports (for tf-keras and the TensorFlow-by-nature parts).
@@ -246,8 +243,7 @@ def reduce_loss(loss, values):
     allowed it (``Model.compile`` sets that permission on the loss it is given, and scales the
     replicas' losses itself), with its own message.
 
-  Values are computed in the loss's dtype under Keras 3 (``loss.dtype``), in their own under
-  Keras 2, as the flavours' ``Loss.__call__`` do.
+  Values are in the loss's dtype under Keras 3 (``loss.dtype``), in their own under Keras 2.
 
   Example:
     >>> class Halves(keras.losses.Loss):
@@ -497,110 +493,3 @@ def resolve_by_name(kind, registry):
     functools.update_wrapper(get, keras_get)
     get.keras_get = keras_get
     module.get = get
-
-
-#: The command that installs tensorflow-ranking beside TensorFlow 2.16+ (its metadata pins
-#: ``tensorflow<2.16``, so it is installed without its dependencies).
-TF_RANKING_INSTALL = 'python -m pip install --no-deps "tensorflow-ranking==0.5.5"'
-
-_TF_RANKING_MODULES = {}
-
-
-def tf_ranking_module(name):
-  """A module of tensorflow-ranking 0.5.5, e.g. ``"losses_impl"`` or ``"keras.losses"``.
-
-  The package ``__init__`` of tensorflow-ranking cannot run on TensorFlow 2.16+ (it imports
-  ``tf.estimator``), so the parent packages are stood in for by empty namespace modules just long
-  enough to import ``name`` and its own imports, then removed again: a later
-  ``import tensorflow_ranking`` by the user behaves as it would without us.
-
-  Raises:
-    ImportError: tensorflow-ranking is not installed; the message gives the command.
-
-  Example:
-    >>> tf_ranking_module("losses_impl").SoftmaxLoss.__name__
-    'SoftmaxLoss'
-  """
-  full = f"tensorflow_ranking.python.{name}"
-  if full in _TF_RANKING_MODULES:
-    return _TF_RANKING_MODULES[full]
-  spec = importlib.util.find_spec("tensorflow_ranking")
-  if spec is None:
-    raise ImportError(
-      "This part of tfrank4class computes TF-Ranking's losses, and tensorflow-ranking is not "
-      f"installed. Run: {TF_RANKING_INSTALL}"
-    )
-  root = os.path.dirname(spec.origin)
-  stand_ins = []
-  for package in (
-    "tensorflow_ranking",
-    "tensorflow_ranking.python",
-    "tensorflow_ranking.python.keras",
-  ):
-    if package not in sys.modules:
-      stand_in = types.ModuleType(package)
-      stand_in.__path__ = [os.path.join(root, *package.split(".")[1:])]
-      sys.modules[package] = stand_in
-      stand_ins.append(package)
-  try:
-    module = importlib.import_module(full)
-  finally:
-    for package in stand_ins:
-      del sys.modules[package]
-  _TF_RANKING_MODULES[full] = module
-  return module
-
-
-def track_variables(layer, trainable, non_trainable):
-  """Makes existing ``tf.Variable``\\ s (e.g. a loaded SavedModel's) weights of ``layer``.
-
-  ``trainable`` become ``layer.trainable_weights`` (while ``layer.trainable``), ``non_trainable``
-  its non-trainable weights; both are saved and loaded with the layer. Keras has no public API
-  for variables created outside ``add_weight``: Keras 2 keeps a layer's own weights in
-  ``_trainable_weights`` / ``_non_trainable_weights``, Keras 3 in ``_trainable_variables`` /
-  ``_non_trainable_variables`` (and files a variable by its own ``trainable`` flag), and reads
-  a ``regularizer`` attribute from each, which this sets to ``None`` when missing.
-
-  Example:
-    >>> import tensorflow as tf
-    >>> layer = keras.layers.Layer()
-    >>> track_variables(layer, [tf.Variable(1.0)], [tf.Variable(2.0, trainable=False)])
-    >>> [float(w.numpy()) for w in layer.weights]
-    [1.0, 2.0]
-  """
-  if KERAS_3:
-    for variable in (*trainable, *non_trainable):
-      if not hasattr(variable, "regularizer"):
-        variable.regularizer = None  # Keras 3 reads it from every weight (add_weight sets it)
-    layer._trainable_variables.extend(trainable)  # pylint: disable=protected-access
-    layer._non_trainable_variables.extend(non_trainable)  # pylint: disable=protected-access
-  else:
-    layer._trainable_weights.extend(trainable)  # pylint: disable=protected-access
-    layer._non_trainable_weights.extend(non_trainable)  # pylint: disable=protected-access
-
-
-def build_attention(layer, query_shape, value_shape):
-  """Builds a ``keras.layers.MultiHeadAttention`` for inputs of these shapes (before any call).
-
-  A layer that holds attention layers builds them in its own ``build``, so that a model loaded
-  from a ``.keras`` file has every weight before its values are read (Keras 3 builds the loaded
-  layers from their input shapes, without calling them). Keras 3 spells this
-  ``build(query_shape, value_shape)`` and creates the weights; Keras 2 only has
-  ``_build_from_signature(query, value)``, which sets up the projections and leaves their weights
-  to the first call (its loader restores them then).
-
-  Example:
-    >>> import tensorflow as tf
-    >>> attention = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
-    >>> build_attention(attention, (None, 5, 8), (None, 5, 8))
-    >>> len(attention.weights) == (8 if KERAS_3 else 0)
-    True
-    >>> attention(tf.zeros([1, 5, 8]), tf.zeros([1, 5, 8])).shape
-    TensorShape([1, 5, 8])
-  """
-  if KERAS_3:
-    layer.build(query_shape, value_shape)
-  else:
-    layer._build_from_signature(  # pylint: disable=protected-access
-      _tensorflow().TensorShape(query_shape), _tensorflow().TensorShape(value_shape)
-    )

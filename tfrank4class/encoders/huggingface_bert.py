@@ -18,30 +18,32 @@ downloaded.
     h    = sum_t m_t x_{N,t} / sum_t m_t   (then h / ||h||_2 when normalising)
 
 The tokenisation runs in the graph (:class:`tfrank4class.data.text.WordPieceVectorizer`), so the
-encoder takes raw strings and a saved model serves them. The Transformer is written here with
-plain TensorFlow ops (no keras-hub: it needs Keras 3 and tensorflow-text, and the package also
-runs on tf-keras). The weights are read from ``model.safetensors`` with numpy
+encoder of :func:`bert_checkpoint` takes raw strings and a saved model serves them; string tensors
+are TensorFlow's, so :func:`bert_checkpoint` runs on the TensorFlow backend only (elsewhere it
+raises ``ImportError``). :class:`BertEncoder`, the Transformer over token ids, is written here
+with ``keras.ops`` and runs on every backend (no keras-hub: it needs Keras 3 and tensorflow-text,
+and the package also runs on tf-keras). The weights are read from ``model.safetensors`` with numpy
 (:mod:`tfrank4class.encoders.huggingface_checkpoint`), so the ``safetensors``
 package is not needed either.
 """
 
 import numpy as np
-import tensorflow as tf
 
-from tfrank4class import checks, compat
-from tfrank4class.compat import keras
-from tfrank4class.data.text import WordPieceVectorizer, read_vocabulary
+from tfrank4class import backend, checks, compat
+from tfrank4class.compat import keras, ops
 from tfrank4class.encoders import huggingface_checkpoint as checkpoint_lib
+from tfrank4class.registry import export
 
 _OUTPUTS = ("mean", "tokens")
 
 
 def _layer_norm(x, gamma, beta, eps):
-  mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
-  return (x - mean) * tf.math.rsqrt(variance + eps) * gamma + beta
+  mean = ops.mean(x, axis=-1, keepdims=True)
+  variance = ops.mean(ops.square(x - mean), axis=-1, keepdims=True)
+  return (x - mean) * ops.rsqrt(variance + eps) * gamma + beta
 
 
-@compat.register_serializable
+@export()
 class BertEncoder(keras.layers.Layer):
   """BERT over WordPiece ids ``[B, L]``: token states or mean-pooled embedding (module doc).
 
@@ -69,8 +71,8 @@ class BertEncoder(keras.layers.Layer):
   Example (random weights):
     >>> enc = BertEncoder(vocab_size=10, hidden_size=8, num_layers=1, num_heads=2,
     ...                   intermediate_size=16, max_positions=6, type_vocab_size=2)
-    >>> enc(tf.constant([[2, 5, 3, 0], [2, 3, 0, 0]])).shape
-    TensorShape([2, 8])
+    >>> tuple(enc(np.array([[2, 5, 3, 0], [2, 3, 0, 0]])).shape)
+    (2, 8)
   """
 
   def __init__(
@@ -159,74 +161,88 @@ class BertEncoder(keras.layers.Layer):
 
   def _dense(self, x, name):
     w = self.weights_by_name
-    return tf.matmul(x, w[f"{name}.weight"]) + w[f"{name}.bias"]
+    return ops.matmul(x, w[f"{name}.weight"]) + w[f"{name}.bias"]
 
   def _norm(self, x, name):
     w = self.weights_by_name
     return _layer_norm(x, w[f"{name}.weight"], w[f"{name}.bias"], self.layer_norm_eps)
 
   def call(self, token_ids, training=None):
-    ids = tf.cast(token_ids, tf.int32)
-    if ids.shape.rank != 2:
-      raise ValueError(f"`token_ids` must have shape [B, L], got shape {ids.shape}.")
+    ids = ops.cast(token_ids, "int32")
+    if len(ids.shape) != 2:
+      raise ValueError(f"`token_ids` must have shape [B, L], got shape {tuple(ids.shape)}.")
     if ids.shape[1] is not None and ids.shape[1] > self.max_positions:
       raise ValueError(
         f"`token_ids` must have at most max_positions={self.max_positions} tokens, got shape "
-        f"{ids.shape}."
+        f"{tuple(ids.shape)}."
       )
-    full_length = tf.shape(ids)[1]
+    full_length = ops.shape(ids)[1]
     if self.trim_padding:
-      longest = tf.reduce_max(tf.reduce_sum(tf.cast(ids != self.pad_id, tf.int32), axis=1))
-      ids = ids[:, :longest]
-    length = tf.shape(ids)[1]
-    mask = tf.cast(ids != self.pad_id, tf.float32)  # [B, L]
-    w = self.weights_by_name
+      ids = self._trimmed(ids)
+    length = ops.shape(ids)[1]
+    mask = ops.cast(ops.not_equal(ids, self.pad_id), "float32")  # [B, L]
+    w = {name: ops.convert_to_tensor(v) for name, v in self.weights_by_name.items()}
     x = (
-      tf.gather(w["embeddings.word_embeddings.weight"], ids)
-      + w["embeddings.position_embeddings.weight"][tf.newaxis, :length]
-      + w["embeddings.token_type_embeddings.weight"][tf.newaxis, tf.newaxis, 0]
+      ops.take(w["embeddings.word_embeddings.weight"], ids, axis=0)
+      + w["embeddings.position_embeddings.weight"][None, :length]
+      + w["embeddings.token_type_embeddings.weight"][None, None, 0]
     )
     x = self.dropout_layer(self._norm(x, "embeddings.LayerNorm"), training=training)
     heads, head_size = self.num_heads, self.hidden_size // self.num_heads
-    batch = tf.shape(ids)[0]
+    batch = ops.shape(ids)[0]
     # Additive attention mask over the keys: 0 for tokens, a large negative number for padding.
-    key_bias = (1.0 - mask)[:, tf.newaxis, tf.newaxis, :] * tf.float32.min
+    key_bias = (1.0 - mask)[:, None, None, :] * float(np.finfo(np.float32).min)
 
     def split(t):  # [B, L, d] -> [B, H, L, d_h]
-      return tf.transpose(tf.reshape(t, [batch, length, heads, head_size]), [0, 2, 1, 3])
+      return ops.transpose(ops.reshape(t, (batch, length, heads, head_size)), (0, 2, 1, 3))
 
     for i in range(self.num_layers):
       p = f"encoder.layer.{i}."
       q = split(self._dense(x, p + "attention.self.query"))
       k = split(self._dense(x, p + "attention.self.key"))
       v = split(self._dense(x, p + "attention.self.value"))
-      scores = tf.matmul(q, k, transpose_b=True) / np.sqrt(head_size).astype(np.float32)
-      probs = self.dropout_layer(tf.nn.softmax(scores + key_bias, axis=-1), training=training)
-      context = tf.reshape(
-        tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3]), [batch, length, self.hidden_size]
+      scores = ops.matmul(q, ops.swapaxes(k, -1, -2)) / float(np.sqrt(head_size))
+      probs = self.dropout_layer(ops.softmax(scores + key_bias, axis=-1), training=training)
+      context = ops.reshape(
+        ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3)), (batch, length, self.hidden_size)
       )
       attended = self._dense(context, p + "attention.output.dense")
       x = self._norm(
         x + self.dropout_layer(attended, training=training), p + "attention.output.LayerNorm"
       )
       hidden = self._dense(x, p + "intermediate.dense")
-      hidden = 0.5 * hidden * (1.0 + tf.math.erf(hidden / np.sqrt(2.0).astype(np.float32)))
+      hidden = 0.5 * hidden * (1.0 + ops.erf(hidden / float(np.sqrt(2.0))))
       out = self._dense(hidden, p + "output.dense")
       x = self._norm(x + self.dropout_layer(out, training=training), p + "output.LayerNorm")
     if self.output_mode == "tokens":
-      x = x * mask[:, :, tf.newaxis]
-      return tf.pad(x, [[0, 0], [0, full_length - length], [0, 0]])
-    pooled = tf.reduce_sum(x * mask[:, :, tf.newaxis], axis=1) / tf.maximum(
-      tf.reduce_sum(mask, axis=1, keepdims=True), 1.0
+      x = x * mask[:, :, None]
+      return ops.pad(x, [[0, 0], [0, full_length - length], [0, 0]])
+    pooled = ops.sum(x * mask[:, :, None], axis=1) / ops.maximum(
+      ops.sum(mask, axis=1, keepdims=True), 1.0
     )
-    if self.normalize:
-      pooled = tf.math.l2_normalize(pooled, axis=-1, epsilon=1e-24)
+    if self.normalize:  # x / max(||x||, 1e-12), as tf.math.l2_normalize(epsilon=1e-24)
+      pooled = pooled * ops.rsqrt(
+        ops.maximum(ops.sum(ops.square(pooled), -1, keepdims=True), 1e-24)
+      )
     return pooled
+
+  def _trimmed(self, ids):
+    """``ids`` cut to the longest non-padding length of the batch (see ``trim_padding``).
+
+    The length is data-dependent: eager and in TensorFlow graphs that is fine; under ``jax.jit``
+    a slice needs a static size, so there (and in any traced non-TensorFlow code) the ids are kept
+    whole (padding is masked anyway, so
+    the outputs are the same; only the saving of work is lost).
+    """
+    if compat.BACKEND != "tensorflow" and not backend.is_concrete(ids):
+      return ids
+    longest = ops.max(ops.sum(ops.cast(ops.not_equal(ids, self.pad_id), "int32"), axis=1))
+    return ids[:, :longest]
 
   def compute_output_shape(self, input_shape):
     if self.output_mode == "tokens":
-      return tf.TensorShape([input_shape[0], input_shape[1], self.hidden_size])
-    return tf.TensorShape([input_shape[0], self.hidden_size])
+      return (input_shape[0], input_shape[1], self.hidden_size)
+    return (input_shape[0], self.hidden_size)
 
   def get_config(self):
     config = super().get_config()
@@ -282,6 +298,8 @@ def _load_bert_weights(encoder, path):
 def _bert_layers(path, architecture, vocabulary, max_length, output_mode, normalize, dropout):
   """The folder's WordPiece vectorizer and its BERT encoder, built, with the checkpoint's
   weights."""
+  from tfrank4class.data.text import WordPieceVectorizer  # pylint: disable=g-import-not-at-top
+
   vectorizer = WordPieceVectorizer(
     vocabulary,
     output_sequence_length=max_length,
@@ -299,7 +317,7 @@ def _bert_layers(path, architecture, vocabulary, max_length, output_mode, normal
     name="bert",
     **architecture,
   )
-  encoder.build(tf.TensorShape([None, max_length]))
+  encoder.build((None, max_length))
   _load_bert_weights(encoder, path)
   return vectorizer, encoder
 
@@ -319,6 +337,8 @@ def _checked_max_length(path, max_length, default_length, max_positions):
 
 def _checked_vocabulary(path, vocab_size):
   """The tokens of the folder's ``vocab.txt``, which must be ``config.json``'s ``vocab_size``."""
+  from tfrank4class.data.text import read_vocabulary  # pylint: disable=g-import-not-at-top
+
   vocabulary = read_vocabulary(checkpoint_lib.checkpoint_file(path, "vocab.txt"))
   if len(vocabulary) != vocab_size:
     raise ValueError(
@@ -365,12 +385,16 @@ def bert_checkpoint(
   Returns:
     A functional ``keras.Model`` with a ``tf.string`` input ``[B, 1]`` (``[B]`` accepted).
 
+  Raises:
+    ImportError: on JAX and PyTorch (string tensors); use :class:`BertEncoder` on token ids.
+
   Example:
     >>> from tfrank4class.encoders.huggingface_checkpoint import installed_minilm_path
     >>> enc = bert_checkpoint(installed_minilm_path(), max_length=128)  # doctest: +SKIP
-    >>> enc(tf.constant(["So happy for you!"])).shape                  # doctest: +SKIP
-    TensorShape([1, 384])
+    >>> tuple(enc(np.array(["So happy for you!"])).shape)              # doctest: +SKIP
+    (1, 384)
   """
+  compat.require_tensorflow_backend("tfrank4class.encoders.bert_checkpoint (raw strings)")
   path = checkpoint_lib.check_checkpoint_dir(path)
   architecture = checkpoint_lib.read_bert_config(path)
   default_length, default_normalize = checkpoint_lib.read_sentence_options(path)
@@ -382,5 +406,5 @@ def bert_checkpoint(
     path, architecture, vocabulary, max_length, output_mode, normalize, dropout
   )
   encoder.trainable = bool(trainable)
-  texts = keras.Input(shape=(1,), dtype=tf.string, name="text")
+  texts = keras.Input(shape=(1,), dtype="string", name="text")
   return keras.Model(texts, encoder(vectorizer(texts)), name=name)

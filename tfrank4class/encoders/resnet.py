@@ -7,8 +7,6 @@ out. Normalisation belongs to the data pipeline. Weights are random by default; 
 come only from a local file (``weights_path``), never from the network.
 """
 
-import tensorflow as tf
-
 from tfrank4class.compat import keras
 from tfrank4class.encoders import _common
 
@@ -56,7 +54,7 @@ def resnet50(
       raise ValueError(
         f"Could not load ResNet50 (include_top=False) weights from weights_path={path!r}: {e}"
       ) from None
-  images = keras.Input(shape=input_shape, dtype=tf.float32, name="images")
+  images = keras.Input(shape=input_shape, dtype="float32", name="images")
   x = base(images)
   if embedding_dim is not None:
     x = keras.layers.Dense(embedding_dim, name="projection")(x)

@@ -5,14 +5,22 @@ user beforehand) as the instance encoder.
 
 ``pick`` takes ``output_key`` from a dict output (``"pooled_output"`` for TF Hub BERT/ELECTRA
 encoders). Nothing is downloaded: ``path`` must be a local SavedModel directory.
+
+A SavedModel is TensorFlow's by nature: this module imports TensorFlow and is imported by
+:mod:`tfrank4class.encoders` on the TensorFlow backend only (elsewhere ``encoders.get(
+"saved_model")`` raises ``ImportError``).
 """
 
 import os
 
-import tensorflow as tf
-
 from tfrank4class import compat
-from tfrank4class.compat import keras
+
+compat.require_tensorflow_backend("tfrank4class.encoders.saved_model_text")  # the fence
+
+import tensorflow as tf  # noqa: E402
+
+from tfrank4class.compat import keras  # noqa: E402
+from tfrank4class.registry import export  # noqa: E402
 
 #: Input names of the TF Hub BERT/ELECTRA encoder convention.
 BERT_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -47,7 +55,34 @@ def _saved_model_variables(obj):
   return trainable, [v for v in every if id(v) not in ids]
 
 
-@compat.register_serializable
+def track_variables(layer, trainable, non_trainable):
+  """Makes existing ``tf.Variable``\\ s (e.g. a loaded SavedModel's) weights of ``layer``.
+
+  ``trainable`` become ``layer.trainable_weights`` (while ``layer.trainable``), ``non_trainable``
+  its non-trainable weights; both are saved and loaded with the layer. Keras has no public API
+  for variables created outside ``add_weight``: Keras 2 keeps a layer's own weights in
+  ``_trainable_weights`` / ``_non_trainable_weights``, Keras 3 in ``_trainable_variables`` /
+  ``_non_trainable_variables`` (and files a variable by its own ``trainable`` flag), and reads
+  a ``regularizer`` attribute from each, which this sets to ``None`` when missing.
+
+  Example:
+    >>> layer = keras.layers.Layer()
+    >>> track_variables(layer, [tf.Variable(1.0)], [tf.Variable(2.0, trainable=False)])
+    >>> [float(w.numpy()) for w in layer.weights]
+    [1.0, 2.0]
+  """
+  if compat.KERAS_3:
+    for variable in (*trainable, *non_trainable):
+      if not hasattr(variable, "regularizer"):
+        variable.regularizer = None  # Keras 3 reads it from every weight (add_weight sets it)
+    layer._trainable_variables.extend(trainable)  # pylint: disable=protected-access
+    layer._non_trainable_variables.extend(non_trainable)  # pylint: disable=protected-access
+  else:
+    layer._trainable_weights.extend(trainable)  # pylint: disable=protected-access
+    layer._non_trainable_weights.extend(non_trainable)  # pylint: disable=protected-access
+
+
+@export()
 class SavedModelEncoder(keras.layers.Layer):
   """A Keras layer around ``tf.saved_model.load(path)`` (see module doc).
 
@@ -147,7 +182,7 @@ class SavedModelEncoder(keras.layers.Layer):
     trainable_vars, others = _saved_model_variables(self._encoder)
     # The SavedModel's variables become this layer's weights (saved by model.save, trained when
     # the layer is trainable).
-    compat.track_variables(self, trainable_vars, others)
+    track_variables(self, trainable_vars, others)
 
   def _call_encoder(self, inputs):
     if self.signature is None:

@@ -4,8 +4,6 @@ for each width f in ``filters``: conv3x3(f) -> ReLU -> 2x2 max pool;
 then global average pooling -> Dense(embedding_dim, ReLU)
 """
 
-import tensorflow as tf
-
 from tfrank4class import checks
 from tfrank4class.compat import keras
 from tfrank4class.encoders import _common
@@ -35,7 +33,7 @@ def small_cnn(
   input_shape = _common.check_image_shape(input_shape, minimum=2 ** len(filters))
   embedding_dim = checks.check_int("embedding_dim", embedding_dim, minimum=1)
   path = _common.check_weights(None, weights_path)
-  images = keras.Input(shape=input_shape, dtype=tf.float32, name="images")
+  images = keras.Input(shape=input_shape, dtype="float32", name="images")
   x = images
   for i, f in enumerate(filters):
     x = keras.layers.Conv2D(f, 3, padding="same", activation="relu", name=f"conv{i + 1}")(x)

@@ -6,18 +6,20 @@
     x_l = LayerNorm(a_l + W_2 relu(W_1 a_l + b_1) + b_2)
     h   = sum_t m_t x_{L,t} / max(1, sum_t m_t)         mean over non-padding tokens, m = ids != 0
 
-The model takes RAW STRINGS (``tf.string`` ``[B]`` or ``[B, 1]``) and holds the
-``TextVectorization`` layer, so a trained model exports with string inputs and round-trips
-through ``model.save`` / ``keras.models.load_model``.
+The model of :func:`transformer` takes RAW STRINGS (``tf.string`` ``[B]`` or ``[B, 1]``) and
+holds the ``TextVectorization`` layer, so a trained model exports with string inputs and
+round-trips through ``model.save`` / ``keras.models.load_model``. String tensors and
+``TextVectorization`` are TensorFlow's, so :func:`transformer` runs on the TensorFlow backend only
+(elsewhere it raises ``ImportError``); :class:`TransformerTextEncoder`, the layer from token ids,
+runs on every backend.
 """
 
-import tensorflow as tf
-
 from tfrank4class import checks, compat
-from tfrank4class.compat import keras
+from tfrank4class.compat import keras, ops
+from tfrank4class.registry import export
 
 
-@compat.register_serializable
+@export()
 class TransformerTextEncoder(keras.layers.Layer):
   """Token ids ``[B, L]`` (0 = padding) to a pooled text embedding ``[B, d]`` (see module doc).
 
@@ -34,8 +36,8 @@ class TransformerTextEncoder(keras.layers.Layer):
   Example:
     >>> enc = TransformerTextEncoder(vocab_size=10, sequence_length=4, embedding_dim=8,
     ...                              num_heads=2, num_layers=1, ff_dim=16)
-    >>> enc(tf.constant([[3, 4, 0, 0]])).shape
-    TensorShape([1, 8])
+    >>> tuple(enc(ops.convert_to_tensor([[3, 4, 0, 0]])).shape)
+    (1, 8)
   """
 
   def __init__(
@@ -103,40 +105,41 @@ class TransformerTextEncoder(keras.layers.Layer):
       initializer=keras.initializers.RandomNormal(stddev=0.02),
       trainable=True,
     )
-    self.token_embedding.build(tf.TensorShape([None, None]))
-    seq = tf.TensorShape([None, None, d])
+    self.token_embedding.build((None, None))
+    seq = (None, None, d)
     for i in range(self.num_layers):
-      compat.build_attention(self.attention[i], seq, seq)
+      build_attention(self.attention[i], seq, seq)
       self.norm1[i].build(seq)
       self.ff1[i].build(seq)
-      self.ff2[i].build(tf.TensorShape([None, None, self.ff_dim]))
+      self.ff2[i].build((None, None, self.ff_dim))
       self.norm2[i].build(seq)
     if self.projection is not None:
-      self.projection.build(tf.TensorShape([None, d]))
+      self.projection.build((None, d))
     super().build(input_shape)
 
   def call(self, token_ids, training=None):
-    ids = tf.cast(token_ids, tf.int32)
-    if ids.shape.rank != 2:
-      raise ValueError(f"`token_ids` must have shape [B, L], got shape {ids.shape}.")
+    ids = ops.cast(token_ids, "int32")
+    if len(ids.shape) != 2:
+      raise ValueError(f"`token_ids` must have shape [B, L], got shape {tuple(ids.shape)}.")
     ids = ids[:, : self.sequence_length]
-    length = tf.shape(ids)[1]
-    mask = tf.not_equal(ids, 0)  # [B, L]
-    x = self.token_embedding(ids) + self.position_embedding[tf.newaxis, :length, :]
-    attention_mask = tf.logical_and(mask[:, :, tf.newaxis], mask[:, tf.newaxis, :])
+    length = ops.shape(ids)[1]
+    mask = ops.not_equal(ids, 0)  # [B, L]
+    positions = ops.convert_to_tensor(self.position_embedding)[:length]
+    x = self.token_embedding(ids) + positions[None, :, :]
+    attention_mask = ops.logical_and(mask[:, :, None], mask[:, None, :])
     for i in range(self.num_layers):
       attended = self.attention[i](x, x, attention_mask=attention_mask, training=training)
       x = self.norm1[i](x + self.block_dropout[i](attended, training=training))
       ff = self.ff2[i](self.ff1[i](x))
       x = self.norm2[i](x + self.block_dropout[i](ff, training=training))
-    weights = tf.cast(mask, x.dtype)[:, :, tf.newaxis]
-    pooled = tf.reduce_sum(x * weights, axis=1) / tf.maximum(tf.reduce_sum(weights, axis=1), 1.0)
+    weights = ops.cast(mask, ops.dtype(x))[:, :, None]
+    pooled = ops.sum(x * weights, axis=1) / ops.maximum(ops.sum(weights, axis=1), 1.0)
     if self.projection is not None:
       pooled = self.projection(pooled)
     return pooled
 
   def compute_output_shape(self, input_shape):
-    return tf.TensorShape([input_shape[0], self.output_dim or self.embedding_dim])
+    return (input_shape[0], self.output_dim or self.embedding_dim)
 
   def get_config(self):
     config = super().get_config()
@@ -153,6 +156,35 @@ class TransformerTextEncoder(keras.layers.Layer):
       }
     )
     return config
+
+
+def build_attention(layer, query_shape, value_shape):
+  """Builds a ``keras.layers.MultiHeadAttention`` for inputs of these shapes (before any call).
+
+  A layer that holds attention layers builds them in its own ``build``, so that a model loaded
+  from a ``.keras`` file has every weight before its values are read (Keras 3 builds the loaded
+  layers from their input shapes, without calling them). Keras 3 spells this
+  ``build(query_shape, value_shape)`` and creates the weights; Keras 2 (tf-keras) only has
+  ``_build_from_signature(query, value)``, which sets up the projections and leaves their weights
+  to the first call (its loader restores them then).
+
+  Example:
+    >>> attention = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    >>> build_attention(attention, (None, 5, 8), (None, 5, 8))
+    >>> len(attention.weights) == (8 if compat.KERAS_3 else 0)
+    True
+    >>> x = ops.zeros((1, 5, 8))
+    >>> tuple(attention(x, x).shape)
+    (1, 5, 8)
+  """
+  if compat.KERAS_3:
+    layer.build(query_shape, value_shape)
+  else:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top  (tf-keras: TF by nature)
+
+    layer._build_from_signature(  # pylint: disable=protected-access
+      tf.TensorShape(query_shape), tf.TensorShape(value_shape)
+    )
 
 
 def _strip_reserved(vocabulary):
@@ -229,12 +261,17 @@ def transformer(
     A functional ``keras.Model`` whose input is a ``tf.string`` tensor ``[B, 1]`` (``[B]``
     is accepted too).
 
+  Raises:
+    ImportError: on the JAX and PyTorch backends (string tensors and ``TextVectorization`` are
+      TensorFlow's); use :class:`TransformerTextEncoder` on token ids there.
+
   Example:
     >>> enc = transformer(vocabulary=["good", "bad"], sequence_length=4, embedding_dim=8,
     ...                   num_heads=2, num_layers=1, ff_dim=16)
-    >>> enc(tf.constant(["good film", "bad"])).shape
-    TensorShape([2, 8])
+    >>> tuple(enc(ops.convert_to_tensor(["good film", "bad"])).shape)
+    (2, 8)
   """
+  compat.require_tensorflow_backend("tfrank4class.encoders.transformer (raw strings)")
   if (vocabulary is None) == (text_vectorization is None):
     raise ValueError(
       "Pass exactly one of `vocabulary` (a list of tokens) and "
@@ -247,7 +284,7 @@ def transformer(
     vectorizer = _new_vectorizer(vocabulary, sequence_length, standardize)
   else:
     vectorizer = _checked_vectorizer(text_vectorization)
-  texts = keras.Input(shape=(1,), dtype=tf.string, name="text")
+  texts = keras.Input(shape=(1,), dtype="string", name="text")
   ids = vectorizer(texts)
   pooled = TransformerTextEncoder(
     vectorizer.vocabulary_size(), sequence_length, name="transformer", **encoder_kwargs

@@ -7,8 +7,6 @@ normalisation of Liu & Deng, ACPR 2015).
 Float images ``[B, 32, 32, 3]`` in, ``[B, embedding_dim]`` out.
 """
 
-import tensorflow as tf
-
 from tfrank4class import checks
 from tfrank4class.compat import keras
 from tfrank4class.encoders import _common
@@ -95,7 +93,7 @@ def vgg16_cifar(
   width_multiplier = checks.check_float(
     "width_multiplier", width_multiplier, minimum=0.0, strict=True
   )
-  images = keras.Input(shape=input_shape, dtype=tf.float32, name="images")
+  images = keras.Input(shape=input_shape, dtype="float32", name="images")
   x = _conv_blocks(images, batch_norm, width_multiplier)
   x = keras.layers.GlobalAveragePooling2D(name="pool")(x)  # 1x1 at 32x32: a flatten
   if dropout:

@@ -18,10 +18,10 @@ future work; the feature MLP is our own design and has no published figures to c
 """
 
 import numpy as np
-import tensorflow as tf
 
-from tfrank4class import checks, compat
-from tfrank4class.compat import keras
+from tfrank4class import checks
+from tfrank4class.compat import keras, ops
+from tfrank4class.registry import export
 
 
 def check_class_features(class_features, num_classes):
@@ -33,7 +33,7 @@ def check_class_features(class_features, num_classes):
   """
   try:
     array = np.asarray(
-      class_features.numpy() if isinstance(class_features, tf.Tensor) else class_features
+      ops.convert_to_numpy(class_features) if ops.is_tensor(class_features) else class_features
     )
   except (TypeError, ValueError) as e:
     raise ValueError(
@@ -61,7 +61,7 @@ def check_class_features(class_features, num_classes):
   return array
 
 
-@compat.register_serializable
+@export()
 class ClassEncoder(keras.layers.Layer):
   """Maps class ids to class embeddings ``c_i`` (Rank4Class, Sec. 3.2).
 
@@ -97,11 +97,11 @@ class ClassEncoder(keras.layers.Layer):
 
   Example:
     >>> enc = ClassEncoder(num_classes=3, embedding_dim=2)
-    >>> enc(tf.constant([0, 2])).shape
-    TensorShape([2, 2])
+    >>> tuple(enc(np.array([0, 2])).shape)
+    (2, 2)
     >>> enc = ClassEncoder(3, 2, class_features=[[1.0], [2.0], [3.0]])
-    >>> enc.all_embeddings().shape
-    TensorShape([3, 2])
+    >>> tuple(enc.all_embeddings().shape)
+    (3, 2)
   """
 
   def __init__(
@@ -186,7 +186,7 @@ class ClassEncoder(keras.layers.Layer):
       num_classes, width = shape
       kernel = kernel_initializer((width - 1, num_classes), dtype=dtype)  # [d, C], as Dense's
       bias = bias_initializer((num_classes,), dtype=dtype)
-      return tf.transpose(tf.concat([kernel, bias[tf.newaxis, :]], axis=0))
+      return ops.transpose(ops.concatenate([kernel, bias[None, :]], axis=0))
 
     return dense_like
 
@@ -206,7 +206,7 @@ class ClassEncoder(keras.layers.Layer):
       )
       width = self.class_feature_dim
       for layer in self._mlp:
-        layer.build(tf.TensorShape([None, width]))
+        layer.build((None, width))
         width = layer.units
     else:
       self.table = self.add_weight(
@@ -222,20 +222,21 @@ class ClassEncoder(keras.layers.Layer):
     if not self.built:
       self.build(None)
     if not self.uses_class_features:
-      return tf.convert_to_tensor(self.table)
-    x = tf.convert_to_tensor(self.class_features)
+      return ops.convert_to_tensor(self.table)
+    x = ops.convert_to_tensor(self.class_features)
     for layer in self._mlp:
       x = layer(x)
     return x
 
   def call(self, class_ids):
-    class_ids = tf.convert_to_tensor(class_ids)
-    if not class_ids.dtype.is_integer:
-      raise TypeError(f"`class_ids` must be an integer tensor, got dtype {class_ids.dtype.name}.")
-    return tf.gather(self.all_embeddings(), class_ids)
+    class_ids = ops.convert_to_tensor(class_ids)
+    dtype = ops.dtype(class_ids)
+    if "int" not in dtype:
+      raise TypeError(f"`class_ids` must be an integer tensor, got dtype {dtype}.")
+    return ops.take(self.all_embeddings(), class_ids, axis=0)
 
   def compute_output_shape(self, input_shape):
-    return tf.TensorShape(input_shape).concatenate([self.embedding_dim])
+    return (*input_shape, self.embedding_dim)
 
   def get_config(self):
     config = super().get_config()

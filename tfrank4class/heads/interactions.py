@@ -17,20 +17,25 @@ bytes (plus ``4 * B * C * d`` for the latent cross, whose crossed input ``(1 + c
 builds the ``[B, C, d + e]`` concatenation: its first layer is ``W [h, c_i] + b =
 W_h h + W_c c_i + b``, computed as a ``[B, w]`` and a ``[C, w]`` product broadcast-added.
 ``class_chunk_size=k`` evaluates the interaction on ``ceil(C / k)`` chunks of ``k`` classes, each
-under a recompute-in-backward custom gradient (like ``tf.recompute_grad``) inside a sequential
-``tf.map_fn``, so that forward and backward peak memory scale with ``B x k x w`` instead of
-``B x C x w``, at the cost of recomputing the MLP forward pass once in the backward pass.
-``benchmarks/heads.py`` measures both.
+under a recompute-in-backward custom gradient (like ``tf.recompute_grad``;
+:func:`tfrank4class.backend.custom_gradient`) inside a sequential loop
+(:func:`tfrank4class.backend.sequential_map`: ``tf.map_fn(parallel_iterations=1)``,
+``jax.lax.map``, a Python loop on PyTorch), so that forward and backward peak memory scale with
+``B x k x w`` instead of ``B x C x w``, at the cost of recomputing the MLP forward pass once in the
+backward pass. ``benchmarks/heads.py`` measures both (on TensorFlow; the other backends' memory
+is not measured). The recomputation in the backward pass uses the backend's own autodiff
+(:func:`tfrank4class.backend.vector_jacobian`).
 """
 
 import math
 
-import tensorflow as tf
-
-from tfrank4class import checks, compat
-from tfrank4class.compat import keras
+from tfrank4class import backend, checks, compat
+from tfrank4class.compat import keras, ops
 from tfrank4class.heads.class_encoder import check_units, fresh_initializer
-from tfrank4class.registry import Registry
+from tfrank4class.registry import Registry, export
+
+#: The interactions by name (``INTERACTIONS["dot"]`` is the class; :func:`get` builds one).
+INTERACTIONS = Registry("interaction", argument="interaction")
 
 
 class Interaction(keras.layers.Layer):
@@ -48,10 +53,10 @@ class Interaction(keras.layers.Layer):
   Example (a variable-free interaction, ``s_{b,i} = -|h_b - c_i|``):
     >>> class NegativeDistance(Interaction):
     ...   def score_with(self, h, c, weights):
-    ...     return -tf.norm(h[:, None, :] - c[None, :, :], axis=-1)
-    >>> h = tf.constant([[0.0, 0.0]])
-    >>> c = tf.constant([[3.0, 4.0], [0.0, 1.0], [1.0, 0.0]])
-    >>> NegativeDistance(class_chunk_size=2)([h, c]).numpy()   # two chunks: 2 + 1 classes
+    ...     return -ops.norm(h[:, None, :] - c[None, :, :], axis=-1)
+    >>> h = ops.convert_to_tensor([[0.0, 0.0]])
+    >>> c = ops.convert_to_tensor([[3.0, 4.0], [0.0, 1.0], [1.0, 0.0]])
+    >>> ops.convert_to_numpy(NegativeDistance(class_chunk_size=2)([h, c]))  # chunks: 2 + 1
     array([[-5., -1., -1.]], dtype=float32)
   """
 
@@ -79,28 +84,26 @@ class Interaction(keras.layers.Layer):
     return self.score_with(h, c, self._weight_values(h.dtype))
 
   def _weight_values(self, dtype):
-    return [tf.cast(w, dtype) for w in self.chunk_weights()]
+    return [ops.cast(w, dtype) for w in self.chunk_weights()]
 
   def _recomputed_score(self, h, c, weights):
     """:meth:`score_with` that keeps only its inputs for the backward pass and recomputes the
     rest there: what ``tf.recompute_grad`` does, written out with the weight values as explicit
     inputs, so no variable is read inside the custom gradient and the weight gradients flow back
-    through the ordinary variable reads (eager, ``tf.function``, XLA and MirroredStrategy are
-    tested)."""
+    through the ordinary variable reads (tested against finite differences on every backend;
+    on TensorFlow also under ``tf.function``, XLA and MirroredStrategy)."""
 
-    @tf.custom_gradient
     def chunk(h, c, *weights):
       def grad(upstream):
-        inputs = [h, c, *weights]
-        with tf.GradientTape() as tape:
-          tape.watch(inputs)
-          again = self.score_with(h, c, list(weights))
-        grads = tape.gradient(again, inputs, output_gradients=upstream)
-        return [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
+        return backend.vector_jacobian(
+          lambda *args: self.score_with(args[0], args[1], list(args[2:])),
+          [h, c, *weights],
+          upstream,
+        )
 
       return self.score_with(h, c, list(weights)), grad
 
-    return chunk(h, c, *weights)
+    return backend.custom_gradient(chunk)(h, c, *weights)
 
   def _dims(self, input_shape):
     # Keras 3 gives a single tensor's shape as a tuple of ints: not a pair of shapes.
@@ -113,10 +116,10 @@ class Interaction(keras.layers.Layer):
         f"{type(self).__name__} expects inputs [instance_embeddings [B, d], "
         f"class_embeddings [C, e]], got input shapes {input_shape!r}."
       )
-    h_shape, c_shape = (tf.TensorShape(s) for s in input_shape)
-    if h_shape.rank != 2:
+    h_shape, c_shape = (_shape_tuple(s) for s in input_shape)
+    if len(h_shape) != 2:
       raise ValueError(f"instance embeddings must have shape [B, d], got shape {h_shape}.")
-    if c_shape.rank != 2:
+    if len(c_shape) != 2:
       raise ValueError(f"class embeddings must have shape [C, e], got shape {c_shape}.")
     d, e = h_shape[-1], c_shape[-1]
     if d is None or e is None:
@@ -132,9 +135,7 @@ class Interaction(keras.layers.Layer):
     super().build(input_shape)
 
   def call(self, inputs):
-    h, c = inputs
-    h = tf.convert_to_tensor(h)
-    c = tf.cast(c, h.dtype)
+    h, c = _cast_pair(inputs)
     self._dims([h.shape, c.shape])
     num_classes = c.shape[0]
     k = self.class_chunk_size
@@ -142,24 +143,21 @@ class Interaction(keras.layers.Layer):
       return self.score(h, c)
     if num_classes is None:
       raise ValueError("class_chunk_size needs a statically known number of classes.")
-    weights = self._weight_values(h.dtype)
+    weights = self._weight_values(ops.dtype(h))
     num_chunks = self.num_chunks(num_classes)
     # Pad the classes to whole chunks; the padded scores are sliced off (zero gradient).
-    padded = tf.pad(c, [[0, num_chunks * k - num_classes], [0, 0]])
-    chunks = tf.reshape(padded, [num_chunks, k, c.shape[-1]])
-    # A sequential loop (parallel_iterations=1): one chunk's [B, k, w] activations are alive at a
-    # time, forward and backward; a Python loop would let the executor run all chunks at once.
-    scores = tf.map_fn(
-      lambda c_k: self._recomputed_score(h, c_k, weights),
-      chunks,
-      fn_output_signature=tf.TensorSpec([None, k], h.dtype),
-      parallel_iterations=1,
+    padded = ops.pad(c, [[0, num_chunks * k - num_classes], [0, 0]])
+    chunks = ops.reshape(padded, (num_chunks, k, c.shape[-1]))
+    # A sequential loop: one chunk's [B, k, w] activations are alive at a time, forward and
+    # backward; a Python loop would let TensorFlow's executor run all chunks at once.
+    scores = backend.sequential_map(
+      lambda c_k: self._recomputed_score(h, c_k, weights), chunks
     )  # [num_chunks, B, k]
-    scores = tf.reshape(tf.transpose(scores, [1, 0, 2]), [-1, num_chunks * k])
+    scores = ops.reshape(ops.transpose(scores, (1, 0, 2)), (-1, num_chunks * k))
     return scores[:, :num_classes]
 
   def compute_output_shape(self, input_shape):
-    return tf.TensorShape([input_shape[0][0], input_shape[1][0]])
+    return (input_shape[0][0], input_shape[1][0])
 
   def num_chunks(self, num_classes):
     """How many class chunks a call over ``num_classes`` classes uses."""
@@ -173,7 +171,7 @@ class Interaction(keras.layers.Layer):
     return config
 
 
-@compat.register_serializable
+@export(INTERACTIONS, "dot")
 class DotProductInteraction(Interaction):
   """Dot product with a bias term: ``s_{b,i} = [h_b, 1] . c_i`` (Rank4Class, Sec. 3.2).
 
@@ -188,7 +186,9 @@ class DotProductInteraction(Interaction):
 
   Example:
     >>> dot = DotProductInteraction()
-    >>> dot([tf.constant([[1.0, 2.0]]), tf.constant([[1.0, 0.0, 0.5], [0.0, 1.0, -1.0]])]).numpy()
+    >>> h = ops.convert_to_tensor([[1.0, 2.0]])
+    >>> c = ops.convert_to_tensor([[1.0, 0.0, 0.5], [0.0, 1.0, -1.0]])
+    >>> ops.convert_to_numpy(dot([h, c]))
     array([[1.5, 1. ]], dtype=float32)
   """
 
@@ -209,20 +209,18 @@ class DotProductInteraction(Interaction):
 
   def call(self, inputs):
     # The dot product only forms the [B, C] output: chunking would not save anything.
-    h, c = inputs
-    h = tf.convert_to_tensor(h)
-    c = tf.cast(c, h.dtype)
+    h, c = _cast_pair(inputs)
     self._dims([h.shape, c.shape])
     return self.score(h, c)
 
   def score_with(self, h, c, weights):
     del weights  # no variables
     if not self.use_bias:
-      return tf.matmul(h, c, transpose_b=True)
+      return ops.matmul(h, ops.transpose(c))
     # h' = [h, 1] (one matmul; slicing c into kernel and bias instead made a training step at
-    # C = 1000 about 1.8x slower, from the gradient of the slices).
-    ones = tf.ones([tf.shape(h)[0], 1], h.dtype)
-    return tf.matmul(tf.concat([h, ones], axis=1), c, transpose_b=True)
+    # C = 1000 about 1.8x slower on TensorFlow, from the gradient of the slices).
+    ones = ops.ones_like(h[:, :1])
+    return ops.matmul(ops.concatenate([h, ones], axis=1), ops.transpose(c))
 
   def get_config(self):
     config = super().get_config()
@@ -266,7 +264,7 @@ class _MLPInteraction(Interaction):
   def _apply_layers(self, x, weights):
     """Applies ``self._dense_layers`` to ``x [B, k, w]`` with weights ``[W_1, b_1, W_2, ...]``."""
     for layer, kernel, bias in zip(self._dense_layers, weights[0::2], weights[1::2]):
-      x = tf.einsum("bkw,wu->bku", x, kernel) + bias
+      x = ops.einsum("bkw,wu->bku", x, kernel) + bias
       if layer.activation is not None:
         x = layer.activation(x)
     return x
@@ -283,7 +281,7 @@ class _MLPInteraction(Interaction):
     return config
 
 
-@compat.register_serializable
+@export(INTERACTIONS, "latent_cross")
 class LatentCrossInteraction(_MLPInteraction):
   """Latent cross then an MLP: ``s_{b,i} = MLP((1 + c_i) * h_b)`` (Rank4Class, Sec. 4.2).
 
@@ -303,8 +301,8 @@ class LatentCrossInteraction(_MLPInteraction):
 
   Example:
     >>> lc = LatentCrossInteraction(hidden_units=(8,))
-    >>> lc([tf.ones([4, 3]), tf.zeros([5, 3])]).shape
-    TensorShape([4, 5])
+    >>> tuple(lc([ops.ones((4, 3)), ops.zeros((5, 3))]).shape)
+    (4, 5)
   """
 
   def _make_layers(self):
@@ -324,7 +322,7 @@ class LatentCrossInteraction(_MLPInteraction):
     d, _ = self._dims(input_shape)
     width = d
     for layer in self._dense_layers:
-      layer.build(tf.TensorShape([None, None, width]))
+      layer.build((None, None, width))
       width = layer.units
     super().build(input_shape)
 
@@ -332,11 +330,11 @@ class LatentCrossInteraction(_MLPInteraction):
     return [w for layer in self._dense_layers for w in (layer.kernel, layer.bias)]
 
   def score_with(self, h, c, weights):
-    x = h[:, tf.newaxis, :] * (1.0 + c[tf.newaxis, :, :])  # [B, k, d]
-    return tf.squeeze(self._apply_layers(x, weights), axis=-1)
+    x = h[:, None, :] * (1.0 + c[None, :, :])  # [B, k, d]
+    return ops.squeeze(self._apply_layers(x, weights), axis=-1)
 
 
-@compat.register_serializable
+@export(INTERACTIONS, "concat")
 class ConcatInteraction(_MLPInteraction):
   """Concatenation then an MLP: ``s_{b,i} = MLP([h_b, c_i])`` (Rank4Class, Sec. 4.2).
 
@@ -355,8 +353,8 @@ class ConcatInteraction(_MLPInteraction):
 
   Example:
     >>> cat = ConcatInteraction(hidden_units=(8, 8))
-    >>> cat([tf.ones([4, 3]), tf.zeros([5, 2])]).shape
-    TensorShape([4, 5])
+    >>> tuple(cat([ops.ones((4, 3)), ops.zeros((5, 2))]).shape)
+    (4, 5)
   """
 
   def _make_layers(self):
@@ -384,7 +382,7 @@ class ConcatInteraction(_MLPInteraction):
     )
     width = self._first_units
     for layer in self._dense_layers:
-      layer.build(tf.TensorShape([None, None, width]))
+      layer.build((None, None, width))
       width = layer.units
     super().build(input_shape)
 
@@ -395,19 +393,24 @@ class ConcatInteraction(_MLPInteraction):
 
   def score_with(self, h, c, weights):
     kernel, bias = weights[0], weights[1]
-    from_h = tf.matmul(h, kernel[: self._d])  # [B, u]
-    from_c = tf.matmul(c, kernel[self._d :])  # [k, u]
-    x = from_h[:, tf.newaxis, :] + from_c[tf.newaxis, :, :] + bias
+    from_h = ops.matmul(h, kernel[: self._d])  # [B, u]
+    from_c = ops.matmul(c, kernel[self._d :])  # [k, u]
+    x = from_h[:, None, :] + from_c[None, :, :] + bias
     if self._first_activation is not None:
       x = self._first_activation(x)
-    return tf.squeeze(self._apply_layers(x, weights[2:]), axis=-1)
+    return ops.squeeze(self._apply_layers(x, weights[2:]), axis=-1)
 
 
-#: The interactions by name (``INTERACTIONS["dot"]`` is the class; :func:`get` builds one).
-INTERACTIONS = Registry("interaction", argument="interaction")
-INTERACTIONS.add("dot", DotProductInteraction)
-INTERACTIONS.add("latent_cross", LatentCrossInteraction)
-INTERACTIONS.add("concat", ConcatInteraction)
+def _shape_tuple(shape):
+  """A static shape (a tuple, list or ``tf.TensorShape``) as a tuple of ints and ``None``."""
+  return tuple(None if d is None else int(d) for d in shape)
+
+
+def _cast_pair(inputs):
+  """``[h, c]`` as tensors, ``c`` in the dtype of ``h``."""
+  h, c = inputs
+  h = ops.convert_to_tensor(h)
+  return h, ops.cast(c, ops.dtype(h))
 
 
 def get(interaction, **kwargs):

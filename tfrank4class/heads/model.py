@@ -3,8 +3,6 @@
 scores = Rank4ClassHead(encoder(x))        [B, C]
 """
 
-import tensorflow as tf
-
 from tfrank4class import encoders as encoders_lib
 from tfrank4class.compat import keras
 from tfrank4class.heads.rank4class_head import Rank4ClassHead
@@ -38,7 +36,7 @@ def _encoder(encoder, encoder_kwargs):
 def _model_inputs(encoder, input_shape, input_dtype):
   """New Keras inputs: of ``input_shape`` if given, else like the encoder's inputs."""
   if input_shape is not None:
-    return keras.Input(shape=tuple(input_shape), dtype=input_dtype or tf.float32)
+    return keras.Input(shape=tuple(input_shape), dtype=input_dtype or "float32")
   if isinstance(encoder, keras.Model) and getattr(encoder, "inputs", None):
     inputs = _new_inputs(encoder)
     return inputs[0] if len(inputs) == 1 else inputs
@@ -85,8 +83,8 @@ def build_model(
   Example:
     >>> model = build_model("small_cnn", 10, interaction="concat", hidden_units=(16, 16),
     ...                     encoder_kwargs=dict(input_shape=(8, 8, 3), filters=(4,)))
-    >>> model(tf.zeros([2, 8, 8, 3])).shape
-    TensorShape([2, 10])
+    >>> tuple(model(ops.zeros((2, 8, 8, 3))).shape)
+    (2, 10)
   """
   encoder = _encoder(encoder, encoder_kwargs)
   head = Rank4ClassHead(

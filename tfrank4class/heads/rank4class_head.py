@@ -8,15 +8,15 @@ with ``f`` the dot product ``[h, 1] . c_i`` (Rank4Class, ICLR 2022 submission, S
 """
 
 import numpy as np
-import tensorflow as tf
 
-from tfrank4class import checks, compat
-from tfrank4class.compat import keras
+from tfrank4class import checks
+from tfrank4class.compat import keras, ops
 from tfrank4class.heads import interactions as interactions_lib
 from tfrank4class.heads.class_encoder import ClassEncoder, check_class_features, check_units
+from tfrank4class.registry import export
 
 
-@compat.register_serializable
+@export()
 class Rank4ClassHead(keras.layers.Layer):
   """Scores every class for every instance: ``[B, d]`` instance embeddings to ``[B, C]`` scores.
 
@@ -58,8 +58,8 @@ class Rank4ClassHead(keras.layers.Layer):
 
   Example:
     >>> head = Rank4ClassHead(num_classes=4, interaction="latent_cross", hidden_units=(8, 8))
-    >>> head(tf.ones([2, 3])).shape
-    TensorShape([2, 4])
+    >>> tuple(head(np.ones((2, 3), np.float32)).shape)
+    (2, 4)
   """
 
   def __init__(
@@ -128,8 +128,8 @@ class Rank4ClassHead(keras.layers.Layer):
     return want
 
   def build(self, input_shape):
-    input_shape = tf.TensorShape(input_shape)
-    if input_shape.rank != 2 or input_shape[-1] is None:
+    input_shape = tuple(None if d is None else int(d) for d in input_shape)
+    if len(input_shape) != 2 or input_shape[-1] is None:
       raise ValueError(
         f"Rank4ClassHead expects instance embeddings of shape [B, d] with a known "
         f"d, got shape {input_shape}."
@@ -151,20 +151,20 @@ class Rank4ClassHead(keras.layers.Layer):
       name="class_encoder",
     )
     self.class_encoder.build(None)
-    self.interaction.build([tf.TensorShape([None, d]), tf.TensorShape([self.num_classes, e])])
+    self.interaction.build([(None, d), (self.num_classes, e)])
     super().build(input_shape)
 
   def call(self, inputs):
-    h = tf.convert_to_tensor(inputs)
-    if h.shape.rank != 2:
+    h = ops.convert_to_tensor(inputs)
+    if len(h.shape) != 2:
       raise ValueError(
         f"Rank4ClassHead expects instance embeddings of shape [B, d], got shape {h.shape}."
       )
     c = self.class_encoder.all_embeddings()
-    return self.interaction([h, tf.cast(c, h.dtype)])
+    return self.interaction([h, ops.cast(c, ops.dtype(h))])
 
   def compute_output_shape(self, input_shape):
-    return tf.TensorShape([tf.TensorShape(input_shape)[0], self.num_classes])
+    return (input_shape[0], self.num_classes)
 
   def set_dense_weights(self, kernel, bias=None):
     """Makes a ``"dot"`` head compute ``h @ kernel + bias``, the scores of ``Dense(C)``.

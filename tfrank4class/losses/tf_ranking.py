@@ -1,10 +1,11 @@
-"""TF-Ranking 0.5.5's sixteen losses as Keras losses that accept integer class ids.
+"""TF-Ranking 0.5.5's sixteen losses as Keras losses that take integer class ids, on any backend.
 
-The maths is TF-Ranking's own Keras-free core (``tensorflow_ranking/python/losses_impl.py``,
-reached through :func:`tfrank4class.compat.tf_ranking_module`); this module only does what
-TF-Ranking's Keras layer (``python/keras/losses.py``) does around it, so that the values are
-TF-Ranking's on every stack, including TensorFlow 2.16+ where TF-Ranking's own Keras classes
-cannot be used with tf-keras:
+The maths is a port of TF-Ranking's Keras-free core (``tensorflow_ranking/python/losses_impl.py``)
+to ``keras.ops``, one module per family under :mod:`tfrank4class.losses.ranking_losses`, with
+TF-Ranking's lambda weights in :mod:`tfrank4class.losses.lambda_weights`; tensorflow-ranking is
+not needed (``tests/test_tf_ranking_oracle.py`` compares every key with it, values and gradients,
+where it is installed). This module does what TF-Ranking's Keras layer
+(``python/keras/losses.py``) does around the core:
 
 * labels: integer class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, C]`` become
   relevance with :func:`~tfrank4class.losses.to_relevance` (``< 0`` = padding);
@@ -28,46 +29,60 @@ cannot be used with tf-keras:
   So for every key but the Gumbel ones ``"sum"`` is the same number in both, and
   ``"sum_over_batch_size"`` with ``"lists"`` is TF-Ranking's ``"sum"`` divided by ``B``.
 
-``tests/test_tf_ranking.py`` checks every key against TF-Ranking's own Keras losses.
+Differences from TF-Ranking, all where TF-Ranking's value is not a number or is arbitrary: the
+port computes in the scores' dtype (float64 stays float64; TF-Ranking fails on it), takes every
+log-sum-exp with its maximum out (TF-Ranking's ListMLE is ``-inf`` once scores spread by about
+90), and breaks ties of scores, when ranking for a lambda weight, by the lower class id
+(TF-Ranking: at random). Every constructor argument is checked (a non-positive or NaN
+temperature, ``sample_size=0``, a lambda weight given by name or one the key ignores raise).
+Random draws (Gumbel keys: ``seed``; ListMLE's and Coupled-RankDistil's random order of tied
+labels: seed 37 as TF-Ranking's) come from a ``keras.random.SeedGenerator`` of the loss. It
+advances at every call eagerly, under ``tf.function`` and on PyTorch; under ``jax.jit`` (JAX's
+``fit``) it is not part of the traced state (Keras tracks the seed generators of layers, not of
+losses), so a compiled step draws the same numbers each time it runs.
 """
 
 import collections
 
-import tensorflow as tf
+from keras import random as keras_random
 
 from tfrank4class import checks, compat
-from tfrank4class.compat import keras
+from tfrank4class.compat import ops
 from tfrank4class.labels import num_items
+from tfrank4class.losses import lambda_weights as lw
 from tfrank4class.losses.base import ListwiseLoss
+from tfrank4class.losses.ranking_losses import approx, listwise, pairwise, pointwise
+from tfrank4class.losses.ranking_losses.sampling import GumbelSampler
 
-# impl: the losses_impl class; shape: "item" ([B, n] per-item losses), "pair" ([B, n, n] summed
-# over the last axis) or "list" ([B] per-list losses); impl_args: constructor arguments of the
-# impl class with TF-Ranking's Keras defaults; extra_args: arguments used around it.
+# impl: the core class (tfrank4class.losses.ranking_losses); shape: "item" ([B, n] per-item
+# losses), "pair" ([B, n, n] summed over the last axis) or "list" ([B] per-list losses);
+# impl_args: arguments of the core with TF-Ranking's Keras defaults; extra_args: arguments used
+# around it.
 _Spec = collections.namedtuple("_Spec", "impl shape impl_args extra_args")
 _LISTWISE = {"lambda_weight": None, "temperature": 1.0}
 _APPROX = {"lambda_weight": None, "temperature": 0.1}
 _GUMBEL = {"sample_size": 8, "gumbel_temperature": 1.0, "seed": None}
 
 SPECS = {
-  "pairwise_hinge_loss": _Spec("PairwiseHingeLoss", "pair", _LISTWISE, {}),
-  "pairwise_logistic_loss": _Spec("PairwiseLogisticLoss", "pair", _LISTWISE, {}),
-  "pairwise_soft_zero_one_loss": _Spec("PairwiseSoftZeroOneLoss", "pair", _LISTWISE, {}),
-  "pairwise_mse_loss": _Spec("PairwiseMSELoss", "pair", _LISTWISE, {}),
-  "yeti_logistic_loss": _Spec("PairwiseLogisticLoss", "pair", _LISTWISE, _GUMBEL),
-  "softmax_loss": _Spec("SoftmaxLoss", "list", _LISTWISE, {}),
-  "calibrated_softmax_loss": _Spec("SoftmaxLoss", "list", _LISTWISE, {"virtual_label": 0.0}),
-  "unique_softmax_loss": _Spec("UniqueSoftmaxLoss", "item", _LISTWISE, {}),
-  "sigmoid_cross_entropy_loss": _Spec("SigmoidCrossEntropyLoss", "item", {}, {}),
-  "mean_squared_loss": _Spec("MeanSquaredLoss", "item", {}, {}),
+  "pairwise_hinge_loss": _Spec(pairwise.PairwiseHingeLoss, "pair", _LISTWISE, {}),
+  "pairwise_logistic_loss": _Spec(pairwise.PairwiseLogisticLoss, "pair", _LISTWISE, {}),
+  "pairwise_soft_zero_one_loss": _Spec(pairwise.PairwiseSoftZeroOneLoss, "pair", _LISTWISE, {}),
+  "pairwise_mse_loss": _Spec(pairwise.PairwiseMSELoss, "pair", _LISTWISE, {}),
+  "yeti_logistic_loss": _Spec(pairwise.PairwiseLogisticLoss, "pair", _LISTWISE, _GUMBEL),
+  "softmax_loss": _Spec(listwise.SoftmaxLoss, "list", _LISTWISE, {}),
+  "calibrated_softmax_loss": _Spec(listwise.SoftmaxLoss, "list", _LISTWISE, {"virtual_label": 0.0}),
+  "unique_softmax_loss": _Spec(listwise.UniqueSoftmaxLoss, "item", _LISTWISE, {}),
+  "sigmoid_cross_entropy_loss": _Spec(pointwise.SigmoidCrossEntropyLoss, "item", {}, {}),
+  "mean_squared_loss": _Spec(pointwise.MeanSquaredLoss, "item", {}, {}),
   "ordinal_loss": _Spec(
-    "OrdinalLoss", "item", {"ordinal_size": 1, "use_fraction_label": False}, {}
+    pointwise.OrdinalLoss, "item", {"ordinal_size": 1, "use_fraction_label": False}, {}
   ),
-  "list_mle_loss": _Spec("ListMLELoss", "item", _LISTWISE, {}),
-  "approx_ndcg_loss": _Spec("ApproxNDCGLoss", "item", _APPROX, {}),
-  "approx_mrr_loss": _Spec("ApproxMRRLoss", "item", _APPROX, {}),
-  "gumbel_approx_ndcg_loss": _Spec("ApproxNDCGLoss", "item", _APPROX, _GUMBEL),
+  "list_mle_loss": _Spec(listwise.ListMLELoss, "item", _LISTWISE, {}),
+  "approx_ndcg_loss": _Spec(approx.ApproxNDCGLoss, "item", _APPROX, {}),
+  "approx_mrr_loss": _Spec(approx.ApproxMRRLoss, "item", _APPROX, {}),
+  "gumbel_approx_ndcg_loss": _Spec(approx.ApproxNDCGLoss, "item", _APPROX, _GUMBEL),
   "coupled_rankdistil_loss": _Spec(
-    "CoupledRankDistilLoss", "item", {"sample_size": 8, "topk": None, "temperature": 1.0}, {}
+    listwise.CoupledRankDistilLoss, "item", {"sample_size": 8, "topk": None, "temperature": 1.0}, {}
   ),
 }
 
@@ -78,10 +93,68 @@ TFR_KEYS = tuple(SPECS)
 NORMALIZATIONS = ("lists", "tf_ranking")
 #: What a saved config without ``normalization`` (saved before the argument existed) loads as.
 SAVED_BEFORE_NORMALIZATION = "tf_ranking"
+#: The lambda weights each key uses (TF-Ranking ignores any other; here it raises).
+_PAIR_WEIGHTS = tuple(
+  lw.CLASSES[name]
+  for name in (
+    "LabelDiffLambdaWeight",
+    "DCGLambdaWeight",
+    "DCGLambdaWeightV2",
+    "PrecisionLambdaWeight",
+  )
+)
+LAMBDA_WEIGHTS = {
+  **{key: _PAIR_WEIGHTS for key, spec in SPECS.items() if spec.shape == "pair"},
+  "softmax_loss": (lw.DCGLambdaWeight,),
+  "calibrated_softmax_loss": (lw.DCGLambdaWeight,),
+  "list_mle_loss": (lw.ListMLELambdaWeight,),
+}
+#: The seed of the random order of tied labels, TF-Ranking's.
+_TIE_SEED = 37
 
 
-def _tfr_keras_losses():
-  return compat.tf_ranking_module("keras.losses")
+def _check_arguments(key, args):
+  """Each argument of ``key`` checked; returns them with the lambda weight converted."""
+  args = dict(args)
+  for name in ("temperature", "gumbel_temperature"):
+    if name in args:
+      checks.check_float(name, args[name], minimum=0.0, strict=True)
+  if "sample_size" in args:
+    checks.check_int("sample_size", args["sample_size"], minimum=1)
+  if "seed" in args:
+    checks.check_int("seed", args["seed"], allow_none=True)
+  if "topk" in args:
+    checks.check_int("topk", args["topk"], minimum=1, allow_none=True)
+  if "virtual_label" in args:
+    checks.check_float("virtual_label", args["virtual_label"], minimum=0.0)
+  if "ordinal_size" in args and args["ordinal_size"] != 1:
+    raise ValueError(
+      f"`ordinal_size` must be 1 (one logit per item: scores [B, C]), got {args['ordinal_size']!r}."
+    )
+  if not isinstance(args.get("use_fraction_label", False), bool):
+    raise ValueError(
+      f"`use_fraction_label` must be True or False, got {args['use_fraction_label']!r}."
+    )
+  if "lambda_weight" in args:
+    weight = lw.get(args["lambda_weight"])
+    allowed = LAMBDA_WEIGHTS.get(key, ())
+    if weight is not None and not isinstance(weight, allowed):
+      names = sorted(cls.__name__ for cls in allowed) or "none (TF-Ranking ignores it)"
+      raise TypeError(
+        f"`lambda_weight` of {key!r} must be None or one of {names} (and their subclasses), "
+        f"got {weight!r}."
+      )
+    args["lambda_weight"] = weight
+  return args
+
+
+def _core(key, args):
+  """The core of ``key`` with its arguments (and its seed generator where it draws)."""
+  spec = SPECS[key]
+  kwargs = {name: args[name] for name in spec.impl_args if name != "ordinal_size"}
+  if key in ("list_mle_loss", "coupled_rankdistil_loss"):
+    kwargs["seed"] = keras_random.SeedGenerator(_TIE_SEED)
+  return spec.impl(**kwargs)
 
 
 @compat.register_serializable
@@ -106,14 +179,15 @@ class RankingLoss(ListwiseLoss):
     **loss_kwargs: the arguments TF-Ranking's loss of that key takes (``lambda_weight``,
       ``temperature``, ``sample_size``, ``gumbel_temperature``, ``seed``, ``virtual_label``,
       ``ordinal_size``, ``use_fraction_label``, ``topk``), with TF-Ranking's defaults. Lambda
-      weights are TF-Ranking's Keras lambda-weight classes, e.g.
-      ``compat.tf_ranking_module("keras.losses").NDCGLambdaWeightV2()``.
+      weights are objects of :mod:`tfrank4class.losses.lambda_weights` (e.g.
+      ``NDCGLambdaWeightV2(topn=5)``; :data:`LAMBDA_WEIGHTS` lists which key uses which), or
+      TF-Ranking's own objects, converted to ours.
 
   Sample weights: ``[B]`` or ``[B, 1]`` weigh each list, ``[B, C]`` each item (TF-Ranking's
   item weights, which its listwise losses fold into a per-list weight with the labels); all are
-  checked by :func:`tfrank4class.checks.check_sample_weight` (finite, ``>= 0``). They reach
-  TF-Ranking's core, which normalises them with the labels (and samples them with the list)
-  before they multiply the losses, so :meth:`__call__` does not multiply them again as
+  checked by :func:`tfrank4class.checks.check_sample_weight` (finite, ``>= 0``). They are
+  normalised with the labels as TF-Ranking does (and sampled with the list) before they multiply
+  the losses, so :meth:`__call__` does not multiply them again as
   :class:`~tfrank4class.losses.base.Loss` does. A list weight ``w_b`` multiplies the list's loss
   under either normalisation.
 
@@ -121,24 +195,31 @@ class RankingLoss(ListwiseLoss):
   Keras reduction: ``[B]`` with ``"lists"``, TF-Ranking's shape with ``"tf_ranking"``.
 
   Raises:
-    ValueError: an unknown key, normalisation or keyword argument, naming the allowed ones.
-    ImportError: tensorflow-ranking is not installed (the message gives the command).
+    ValueError: an unknown key, normalisation or keyword argument, or a bad value of one
+      (naming it, the value and what is allowed).
+    TypeError: a lambda weight that is not an object of ours or of TF-Ranking (e.g. a name), or
+      one the key does not use.
 
   Example:
+    >>> import numpy as np
+    >>> from keras import ops
     >>> loss = RankingLoss("softmax_loss")
-    >>> round(float(loss([2], [[0.0, 1.0, 3.0]])), 4)  # -log softmax(s)_2
+    >>> round(float(ops.convert_to_numpy(loss([2], [[0.0, 1.0, 3.0]]))), 4)  # -log softmax(s)_2
     0.1698
-    >>> scores = [[0.0, 1.0, 3.0], [2.0, 0.0, 0.0]]
-    >>> RankingLoss("sigmoid_cross_entropy_loss", reduction="none")([2, 0], scores).shape
-    TensorShape([2])
+    >>> scores = np.array([[0.0, 1.0, 3.0], [2.0, 0.0, 0.0]], "float32")
+    >>> tuple(RankingLoss("sigmoid_cross_entropy_loss", reduction="none")([2, 0], scores).shape)
+    (2,)
     >>> per_item = RankingLoss("sigmoid_cross_entropy_loss", normalization="tf_ranking")
     >>> lists = RankingLoss("sigmoid_cross_entropy_loss")
-    >>> round(float(lists([2, 0], scores) / per_item([2, 0], scores)), 4)  # C = 3 items a list
+    >>> ratio = lists([2, 0], scores) / per_item([2, 0], scores)  # C = 3 items a list
+    >>> round(float(ops.convert_to_numpy(ratio)), 4)
     3.0
     >>> import tfrank4class.metrics
+    >>> from tfrank4class.compat import keras
+    >>> from tfrank4class.losses.lambda_weights import NDCGLambdaWeightV2
     >>> model = keras.Sequential([keras.layers.Dense(3)])
-    >>> model.compile(optimizer="adam", loss=RankingLoss("approx_ndcg_loss"),
-    ...               metrics=[tfrank4class.metrics.NDCG(5)])
+    >>> loss = RankingLoss("pairwise_logistic_loss", lambda_weight=NDCGLambdaWeightV2(topn=5))
+    >>> model.compile(optimizer="adam", loss=loss, metrics=[tfrank4class.metrics.NDCG(5)])
   """
 
   item_weights = True
@@ -148,10 +229,6 @@ class RankingLoss(ListwiseLoss):
   ):
     checks.check_choice("key", key, TFR_KEYS)
     self.normalization = checks.check_choice("normalization", normalization, NORMALIZATIONS)
-    name = name or key
-    super().__init__(reduction=reduction, name=name)
-    self.key = key
-    self.loss_kwargs = dict(loss_kwargs)
     spec = SPECS[key]
     allowed = {**spec.impl_args, **spec.extra_args}
     unknown = sorted(set(loss_kwargs) - set(allowed))
@@ -160,80 +237,76 @@ class RankingLoss(ListwiseLoss):
         f"Invalid keyword arguments {unknown} for loss {key!r}; it takes "
         f"{sorted(allowed) or 'none'}."
       )
-    args = {**allowed, **loss_kwargs}
+    args = _check_arguments(key, {**allowed, **loss_kwargs})
+    super().__init__(reduction=reduction, name=name or key)
+    self.key = key
+    self.loss_kwargs = {k: args[k] for k in loss_kwargs}
     if key == "yeti_logistic_loss" and args["lambda_weight"] is None:
-      args["lambda_weight"] = _tfr_keras_losses().YetiDCGLambdaWeight()
-    if "virtual_label" in args:
-      checks.check_float("virtual_label", args["virtual_label"], minimum=0.0)
+      args["lambda_weight"] = lw.YetiDCGLambdaWeight()
     self._virtual_label = args.get("virtual_label")
-    impl = getattr(compat.tf_ranking_module("losses_impl"), spec.impl)
-    self._impl = impl(name=f"{name}_impl", **{k: args[k] for k in spec.impl_args})
+    self._impl = _core(key, args)
     self._sampler = None
     if spec.extra_args is _GUMBEL:
       self._sample_size = args["sample_size"]
-      self._sampler = compat.tf_ranking_module("losses_impl").GumbelSampler(
-        name=name,
-        sample_size=args["sample_size"],
-        temperature=args["gumbel_temperature"],
-        seed=args["seed"],
-      )
+      seed = keras_random.SeedGenerator(args["seed"])
+      self._sampler = GumbelSampler(args["sample_size"], args["gumbel_temperature"], seed)
 
   def _inputs(self, scores, relevance, sample_weight):
     """Relevance, logits and sample weights as TF-Ranking's loss core takes them."""
     if sample_weight is not None:
       sample_weight = checks.check_sample_weight(
-        sample_weight, tf.shape(scores)[0], num_items(scores), dtype=scores.dtype
+        sample_weight, ops.shape(scores)[0], num_items(scores), dtype=scores.dtype
       )
-      if sample_weight.shape.rank == 1:
+      if len(sample_weight.shape) == 1:
         sample_weight = sample_weight[:, None]  # TF-Ranking's per-list weights are [B, 1]
     if self._virtual_label is not None:
-      batch = tf.shape(relevance)[0]
-      relevance = tf.concat(
-        [relevance, tf.fill([batch, 1], tf.cast(self._virtual_label, relevance.dtype))], 1
-      )
-      scores = tf.concat([scores, tf.zeros([batch, 1], scores.dtype)], axis=1)
-      if sample_weight is not None and sample_weight.shape.rank == 2 and sample_weight.shape[1] > 1:
-        sample_weight = tf.concat([sample_weight, tf.ones([batch, 1], sample_weight.dtype)], 1)
+      column = ops.ones_like(scores[:, :1])
+      relevance = ops.concatenate([relevance, column * self._virtual_label], axis=1)
+      scores = ops.concatenate([scores, column * 0.0], axis=1)
+      if sample_weight is not None and sample_weight.shape[1] != 1:
+        sample_weight = ops.concatenate([sample_weight, column], axis=1)
     if self._sampler is not None:
-      relevance, scores, sample_weight = self._sampler.sample(
-        relevance, scores, weights=sample_weight
-      )
-    if self.key == "ordinal_loss":
-      scores = scores[..., None]
+      relevance, scores, sample_weight = self._sampler.sample(relevance, scores, sample_weight)
     return relevance, scores, sample_weight
 
   def weighted_values(self, scores, relevance, sample_weight=None):
     """Losses times TF-Ranking's weights, before the Keras reduction: one per list ``[B]`` with
     ``normalization="lists"``, else TF-Ranking's ``[B, n]`` (per item), ``[B, 1]`` or ``[B]``."""
+    # A list whose labels failed a check that could not raise (traced code) has NaN relevance.
+    invalid = ops.any(ops.isnan(relevance), axis=1)
     relevance, logits, sample_weight = self._inputs(scores, relevance, sample_weight)
     if SPECS[self.key].shape == "list":
       values, weights = self._impl.compute_per_list(relevance, logits, sample_weight)
-      return self._per_list(values * weights)
-    weights = tf.cast(self._impl.normalize_weights(relevance, sample_weight), logits.dtype)
+      return self._per_list(values * weights, invalid)
+    weights = self._impl.normalize_weights(relevance, sample_weight)
     values, item_weights = self._impl.compute_unreduced_loss(
-      labels=relevance, logits=self._impl.get_logits(logits)
+      relevance, self._impl.get_logits(logits)
     )
     values = values * item_weights
     if SPECS[self.key].shape == "pair":
-      values = tf.reduce_sum(values, axis=2)
+      values = ops.sum(values, axis=2)
     # As Keras matches a sample weight to the losses: one trailing axis more or less is squeezed
     # or added (pairwise keys normalise weights to [B, n, 1]).
-    if weights.shape.rank == values.shape.rank + 1:
-      weights = tf.squeeze(weights, axis=-1)
-    elif weights.shape.rank == values.shape.rank - 1:
+    rank = len(getattr(weights, "shape", ()))
+    if rank == len(values.shape) + 1:
+      weights = ops.squeeze(weights, axis=-1)
+    elif rank == len(values.shape) - 1:
       weights = weights[..., None]
-    return self._per_list(values * weights)
+    return self._per_list(values * weights, invalid)
 
-  def _per_list(self, values):
+  def _per_list(self, values, invalid):
     """``"lists"``: the sum over a list's items ``[B * S, n] -> [B * S]``, then the mean over
-    the ``S`` Gumbel samples of each list ``-> [B]``; ``"tf_ranking"``: ``values`` as they are."""
-    if self.normalization == "tf_ranking":
-      return values
-    if values.shape.rank == 2:
-      values = tf.reduce_sum(values, axis=1)
-    if self._sampler is not None:
-      values = tf.reduce_mean(tf.reshape(values, [-1, self._sample_size]), axis=1)
-    return values
+    the ``S`` Gumbel samples of each list ``-> [B]``; ``"tf_ranking"``: ``values`` as they are.
+    The values of ``invalid`` lists ``[B]`` (of their samples) are NaN."""
+    if self.normalization == "lists":
+      if len(values.shape) == 2:
+        values = ops.sum(values, axis=1)
+      if self._sampler is not None:
+        values = ops.mean(ops.reshape(values, (-1, self._sample_size)), axis=1)
+    elif self._sampler is not None:
+      invalid = ops.repeat(invalid, self._sample_size)
+    invalid = ops.reshape(invalid, (-1,) + (1,) * (len(values.shape) - 1))
+    return ops.where(invalid, float("nan"), values)
 
   def __call__(self, y_true, y_pred, sample_weight=None):
     # TF-Ranking normalises the sample weights with the labels (and samples them with the list).
@@ -246,7 +319,7 @@ class RankingLoss(ListwiseLoss):
     config = super().get_config()
     kwargs = dict(self.loss_kwargs)
     if kwargs.get("lambda_weight") is not None:
-      kwargs["lambda_weight"] = _serialize_lambda_weight(kwargs["lambda_weight"])
+      kwargs["lambda_weight"] = compat.keras.utils.serialize_keras_object(kwargs["lambda_weight"])
     config.update({"key": self.key, "normalization": self.normalization, **kwargs})
     return config
 
@@ -254,45 +327,5 @@ class RankingLoss(ListwiseLoss):
   def from_config(cls, config):
     config = {"normalization": SAVED_BEFORE_NORMALIZATION, **config}
     if isinstance(config.get("lambda_weight"), dict):
-      config["lambda_weight"] = _deserialize_lambda_weight(config["lambda_weight"])
+      config["lambda_weight"] = lw.deserialize(config["lambda_weight"])
     return cls(**config)
-
-
-_LAMBDA_PREFIX = "tensorflow_ranking>"
-
-
-def _serialize_lambda_weight(lambda_weight):
-  """A TF-Ranking Keras lambda weight as JSON-able config (they have ``get_config`` only).
-
-  Stored as ``{"class_name": "tensorflow_ranking>Name", "config": ...}``; TF-Ranking's gain and
-  discount functions are stored by name, any other function must be Keras-registered.
-  """
-  utils = compat.tf_ranking_module("utils")
-  config = {}
-  for key, value in lambda_weight.get_config().items():
-    if callable(value):
-      name = getattr(value, "__name__", "")
-      if getattr(utils, name, None) is value:
-        value = {"tfr_utils": name}
-      else:
-        value = keras.utils.serialize_keras_object(value)
-    config[key] = value
-  return {"class_name": _LAMBDA_PREFIX + type(lambda_weight).__name__, "config": config}
-
-
-def _deserialize_lambda_weight(spec):
-  class_name = spec["class_name"]
-  cls = None
-  if class_name.startswith(_LAMBDA_PREFIX):
-    cls = getattr(_tfr_keras_losses(), class_name[len(_LAMBDA_PREFIX) :], None)
-  if cls is None:
-    raise ValueError(f"Unknown lambda weight class {class_name!r} in a saved loss config.")
-  utils = compat.tf_ranking_module("utils")
-  config = {}
-  for key, value in spec["config"].items():
-    if isinstance(value, dict) and "tfr_utils" in value:
-      value = getattr(utils, value["tfr_utils"])
-    elif isinstance(value, dict):
-      value = keras.utils.deserialize_keras_object(value)
-    config[key] = value
-  return cls(**config)

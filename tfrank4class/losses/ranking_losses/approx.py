@@ -1,0 +1,63 @@
+"""TF-Ranking's approximate metric losses: ``approx_ndcg_loss``, ``approx_mrr_loss`` and
+``gumbel_approx_ndcg_loss`` (ApproxNDCG on Gumbel samples of the list; ``tf_ranking.py`` samples).
+
+Qin et al. 2010: the rank of an item is ``1/2 + sum_j sigmoid(s_j - s_i)`` (scores over the
+temperature, 0.1 by default), and the loss is minus the metric at those ranks; a list without
+relevance weighs 0. Padded items get the score ``min(s) - 1000``.
+
+Example:
+  >>> import numpy as np
+  >>> from keras import ops
+  >>> losses, weights = ApproxMRRLoss().compute_unreduced_loss(
+  ...   np.array([[1.0, 0.0]]), np.array([[50.0, 0.0]]))
+  >>> round(float(ops.convert_to_numpy(losses)[0, 0]), 4)   # the relevant item is first
+  -1.0
+"""
+
+from tfrank4class.compat import ops
+from tfrank4class.losses.lambda_weights import inverse_max_dcg
+from tfrank4class.losses.ranking_losses.base import Core
+from tfrank4class.losses.ranking_losses.sampling import pairwise
+
+
+def approx_ranks(logits):
+  """``1/2 + sum_j sigmoid(s_j - s_i)``, ``[B, n]``."""
+  return ops.sum(ops.sigmoid(pairwise(lambda a, b: b - a, logits)), axis=-1) + 0.5
+
+
+def _safe_gains(labels):
+  """TF-Ranking's ``2^(l - max l) - 2^(-max l)``: ``2^l - 1`` scaled, for any label size."""
+  top = ops.max(labels, axis=-1, keepdims=True)
+  return ops.power(2.0, labels - top) - ops.power(2.0, -top)
+
+
+class _Approx(Core):
+  weighting = "list"
+
+  def __init__(self, lambda_weight=None, temperature=0.1):
+    super().__init__(lambda_weight, temperature)
+
+  def compute_unreduced_loss(self, labels, logits):
+    valid = labels >= 0
+    labels = ops.where(valid, labels, 0.0)
+    lowest = ops.min(logits, axis=-1, keepdims=True) - 1e3
+    logits = ops.where(valid, logits, lowest)
+    has_relevance = ops.sum(labels, axis=1, keepdims=True) > 0
+    labels = ops.where(has_relevance, labels, 1e-10)
+    return -self._metric(labels, approx_ranks(logits)), ops.cast(has_relevance, logits.dtype)
+
+
+class ApproxNDCGLoss(_Approx):
+  """Minus NDCG at the approximate ranks (TF-Ranking's scaled gains, discount ``1/ln(1+r)``)."""
+
+  def _metric(self, labels, item_ranks):
+    dcg = ops.sum(_safe_gains(labels) / ops.log1p(item_ranks), axis=-1, keepdims=True)
+    return dcg * inverse_max_dcg(labels, gain_fn=_safe_gains)
+
+
+class ApproxMRRLoss(_Approx):
+  """Minus the label-weighted mean reciprocal approximate rank."""
+
+  def _metric(self, labels, item_ranks):
+    reciprocal = ops.sum(labels / item_ranks, axis=-1, keepdims=True)
+    return reciprocal / ops.sum(labels, axis=-1, keepdims=True)

@@ -1,0 +1,38 @@
+"""The base of TF-Ranking's loss cores and its three rules for normalising sample weights."""
+
+from tfrank4class.compat import ops
+
+
+class Core:
+  """A loss core: ``get_logits``, ``compute_unreduced_loss`` and ``normalize_weights``.
+
+  ``weights`` are TF-Ranking's: ``None``, ``[B, 1]`` per list or ``[B, n]`` per item.
+  """
+
+  #: How the core normalises weights: ``"item"`` (pointwise), ``"pair"`` or ``"list"``.
+  weighting = "item"
+
+  def __init__(self, lambda_weight=None, temperature=1.0):
+    self.lambda_weight = lambda_weight
+    self.temperature = temperature
+
+  def get_logits(self, logits):
+    return logits / self.temperature
+
+  def compute_unreduced_loss(self, labels, logits):
+    """``(losses, loss_weights)`` of the same shape."""
+    raise NotImplementedError
+
+  def normalize_weights(self, labels, weights):
+    """TF-Ranking's weights for the losses: per item (padded items 0; ``[B, n, 1]`` for pairs
+    of which the item is the first), or per list the label-weighted mean ``[B, 1]``."""
+    if self.weighting == "list":
+      if weights is None:
+        return 1.0
+      labels = ops.where(labels >= 0, labels, 0.0)
+      total = ops.sum(labels, axis=1, keepdims=True)
+      weighted = ops.sum(weights * labels, axis=1, keepdims=True)
+      return ops.where(total == 0, 0.0, weighted / ops.where(total == 0, 1.0, total))
+    weights = 1.0 if weights is None else weights
+    weights = ops.where(labels >= 0, ops.ones_like(labels) * weights, 0.0)
+    return ops.expand_dims(weights, 2) if self.weighting == "pair" else weights

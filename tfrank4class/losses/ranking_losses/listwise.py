@@ -1,0 +1,135 @@
+"""TF-Ranking's listwise losses: ``softmax_loss`` (and ``calibrated_softmax_loss``, the same core
+with a virtual item), ``unique_softmax_loss``, ``list_mle_loss``, ``coupled_rankdistil_loss``.
+
+Padded items get the logit ``log(1e-10)`` as in TF-Ranking. Every log-sum-exp is taken with its
+maximum out, so the losses stay finite at any score spread (TF-Ranking's ListMLE sums
+``exp(s - max s)`` and returns ``-inf`` once the scores spread by about 90).
+
+Example:
+  >>> import numpy as np
+  >>> from keras import ops
+  >>> losses, weights = SoftmaxLoss().compute_per_list(
+  ...   np.array([[0.0, 0.0, 1.0]]), np.array([[0.0, 1.0, 3.0]]), None)
+  >>> round(float(ops.convert_to_numpy(losses * weights)[0]), 4)   # -log softmax(s)_2
+  0.1698
+"""
+
+from tfrank4class.compat import ops
+from tfrank4class.losses.lambda_weights import DCGLambdaWeight, ListMLELambdaWeight
+from tfrank4class.losses.ranking_losses.base import Core
+from tfrank4class.losses.ranking_losses.sampling import (
+  LOG_EPSILON,
+  masked_logsumexp,
+  pairwise,
+  ranks,
+  sort_by_ranks,
+  uniform,
+)
+
+
+def _cleaned(labels, logits):
+  valid = labels >= 0
+  return valid, ops.where(valid, labels, 0.0), ops.where(valid, logits, LOG_EPSILON)
+
+
+class SoftmaxLoss(Core):
+  """The cross-entropy of the normalised labels and the softmax of the scores, per list,
+  weighted by the label sum; a :class:`DCGLambdaWeight` replaces the labels by its item weights."""
+
+  weighting = "list"
+
+  def compute_per_list(self, labels, logits, weights):
+    """``(losses [B], weights [B])``; ``weights`` (``[B, 1]`` or ``[B, n]``) scale the labels."""
+    logits = self.get_logits(logits)
+    valid = labels >= 0
+    item_ranks = ranks(logits, valid)
+    _, labels, logits = _cleaned(labels, logits)
+    if isinstance(self.lambda_weight, DCGLambdaWeight):
+      labels = self.lambda_weight.individual_weights(labels, item_ranks)
+    if weights is not None:
+      labels = labels * weights
+    label_sum = ops.sum(labels, axis=1)
+    labels = ops.where(ops.expand_dims(label_sum > 0, 1), labels, 1e-10)
+    labels = ops.where(valid, labels, 0.0)
+    total = ops.sum(labels, axis=1, keepdims=True)
+    target = ops.where(total == 0, 0.0, labels / ops.where(total == 0, 1.0, total))
+    losses = -ops.sum(target * ops.log_softmax(logits, axis=-1), axis=1)
+    return losses, label_sum
+
+
+class UniqueSoftmaxLoss(Core):
+  """For each item ``i``, ``(2^l_i - 1)`` times ``-log`` of its softmax among itself and the
+  items of lower label; summed per list ``[B, 1]``."""
+
+  weighting = "list"
+
+  def compute_unreduced_loss(self, labels, logits):
+    valid, labels, logits = _cleaned(labels, logits)
+    lower = ops.logical_and(pairwise(ops.greater, labels), pairwise(ops.logical_and, valid))
+    size = ops.shape(labels)[1]
+    mask = ops.logical_or(lower, ops.expand_dims(ops.eye(size, dtype=logits.dtype) > 0, 0))
+    others = ops.repeat(ops.expand_dims(logits, 1), size, axis=1)
+    per_item = masked_logsumexp(others, mask) - logits
+    losses = ops.sum(per_item * (ops.power(2.0, labels) - 1.0), axis=1, keepdims=True)
+    return losses, ops.ones_like(losses)
+
+
+class ListMLELoss(Core):
+  """``-log`` of the Plackett-Luce probability of the scores for the order of the labels (ties
+  in a random order, as TF-Ranking draws it); a :class:`ListMLELambdaWeight` discounts each
+  position's term. ``seed``: the ``keras.random.SeedGenerator`` of the tie order."""
+
+  weighting = "list"
+
+  def __init__(self, lambda_weight=None, temperature=1.0, seed=None):
+    super().__init__(lambda_weight, temperature)
+    self.seed = seed
+
+  def compute_unreduced_loss(self, labels, logits):
+    valid, labels, logits = _cleaned(labels, logits)
+    order = ranks(labels, valid, tiebreak=uniform(ops.shape(labels), self.seed, logits.dtype))
+    sorted_labels, sorted_logits = sort_by_ranks(order, labels, logits)
+    index = ops.arange(ops.shape(labels)[1])
+    later = ops.expand_dims(index[None, :] >= index[:, None], 0)
+    size = ops.shape(labels)[1]
+    rest = ops.repeat(ops.expand_dims(sorted_logits, 1), size, axis=1)
+    terms = masked_logsumexp(rest, later) - sorted_logits
+    if isinstance(self.lambda_weight, ListMLELambdaWeight):
+      positions = ops.cast(ops.expand_dims(index + 1, 0), labels.dtype)
+      terms = terms * self.lambda_weight.individual_weights(sorted_labels, positions)
+    losses = ops.sum(terms, axis=1, keepdims=True)
+    return losses, ops.ones_like(losses)
+
+
+class CoupledRankDistilLoss(Core):
+  """Coupled-RankDistil (Reddi et al. 2021): the mean over ``sample_size`` orders drawn from the
+  labels (Gumbel noise) of ``-log`` the top-``topk`` Plackett-Luce probability of the scores;
+  weighted 0 for a list without relevance. ``seed``: the ``keras.random.SeedGenerator``."""
+
+  weighting = "list"
+
+  def __init__(self, sample_size=8, topk=None, temperature=1.0, seed=None):
+    super().__init__(None, temperature)
+    self.sample_size = sample_size
+    self.topk = topk
+    self.seed = seed
+
+  def compute_unreduced_loss(self, labels, logits):
+    valid, labels, student = _cleaned(labels, logits)
+    has_relevance = ops.sum(labels, axis=1, keepdims=True) > 0
+    teacher = ops.where(valid, labels, LOG_EPSILON)
+    batch, size, samples = ops.shape(labels)[0], ops.shape(labels)[1], self.sample_size
+    u = uniform((batch, samples, size), self.seed, logits.dtype)
+    teacher = ops.expand_dims(teacher, 1) - ops.log(-ops.log(u + 1e-20) + 1e-20)
+    teacher = ops.reshape(ops.log(ops.softmax(teacher, axis=-1) + 1e-10), (-1, size))
+    student = ops.reshape(ops.repeat(ops.expand_dims(student, 1), samples, axis=1), (-1, size))
+    tiebreak = uniform(ops.shape(teacher), self.seed, logits.dtype)
+    (student,) = sort_by_ranks(ranks(teacher, tiebreak=tiebreak), student)
+    topk = size if self.topk is None else self.topk  # slicing stops at the list's end
+    index = ops.arange(size)
+    later = ops.expand_dims(index[None, :] >= index[:topk, None], 0)  # [1, k, n]
+    rest = ops.expand_dims(student, 1) * ops.ones_like(ops.cast(later, student.dtype))
+    log_prob = student[:, :topk] - ops.logsumexp(ops.where(later, rest, LOG_EPSILON), axis=-1)
+    nll = -ops.reshape(ops.sum(log_prob, axis=1), (-1, samples))
+    losses = ops.mean(nll, axis=1, keepdims=True)
+    return losses, ops.cast(has_relevance, logits.dtype)

@@ -1,0 +1,57 @@
+"""TF-Ranking's pointwise losses: ``sigmoid_cross_entropy_loss``, ``mean_squared_loss``,
+``ordinal_loss``, one loss per item ``[B, n]`` weighted 0 for padded items.
+
+Example:
+  >>> import numpy as np
+  >>> from keras import ops
+  >>> losses, weights = MeanSquaredLoss().compute_unreduced_loss(
+  ...   np.array([[1.0, 0.0, -1.0]]), np.array([[0.5, 0.0, 9.0]]))
+  >>> ops.convert_to_numpy(losses).tolist(), ops.convert_to_numpy(weights).tolist()
+  ([[0.25, 0.0, 0.0]], [[1.0, 1.0, 0.0]])
+"""
+
+from tfrank4class.compat import ops
+from tfrank4class.losses.ranking_losses.base import Core
+
+
+def sigmoid_cross_entropy(labels, logits):
+  """``-z log(sigmoid(x)) - (1 - z) log(1 - sigmoid(x))`` written to stay finite."""
+  return ops.relu(logits) - logits * labels + ops.log1p(ops.exp(-ops.abs(logits)))
+
+
+class _Pointwise(Core):
+  def compute_unreduced_loss(self, labels, logits):
+    valid = labels >= 0
+    labels = ops.where(valid, labels, 0.0)
+    logits = ops.where(valid, logits, 0.0)
+    return self._losses(labels, logits), ops.cast(valid, logits.dtype)
+
+
+class SigmoidCrossEntropyLoss(_Pointwise):
+  """Binary cross-entropy of each item's relevance and score."""
+
+  def _losses(self, labels, logits):
+    return sigmoid_cross_entropy(labels, logits)
+
+
+class MeanSquaredLoss(_Pointwise):
+  """``(l - s)^2`` per item."""
+
+  def _losses(self, labels, logits):
+    return ops.square(labels - logits)
+
+
+class OrdinalLoss(_Pointwise):
+  """The cross-entropy of the ordinal ``l >= 1`` (plus the fraction of a label in ``(0, 1)``
+  with ``use_fraction_label``) and the item's one logit (``ordinal_size`` is 1 for scores
+  ``[B, C]``, the only ordinal size :class:`~tfrank4class.losses.RankingLoss` takes)."""
+
+  def __init__(self, use_fraction_label=False, temperature=1.0):
+    super().__init__(None, temperature)
+    self.use_fraction_label = use_fraction_label
+
+  def _losses(self, labels, logits):
+    ordinal = ops.cast(labels >= 1.0, labels.dtype)
+    if self.use_fraction_label:
+      ordinal = ordinal + ops.where(ops.logical_and(labels > 0, labels < 1), labels, 0.0)
+    return sigmoid_cross_entropy(ordinal, logits)
