@@ -28,7 +28,7 @@ Under ``tf.distribute`` each replica mines inside its own share of the global ba
 
 import numpy as np
 
-from tfrank4class import checks, compat
+from tfrank4class import backend, checks, compat
 from tfrank4class.compat import ops
 from tfrank4class.labels import check_batch_size, num_items, parse_labels
 from tfrank4class.losses.base import ListwiseLoss, Loss
@@ -79,7 +79,7 @@ def _pair_masks(labels):
 
 def _masked_mean(values, mask, axis):
   mask = ops.cast(mask, values.dtype)
-  return ops.divide_no_nan(ops.sum(values * mask, axis), ops.sum(mask, axis))
+  return backend.divide_no_nan(ops.sum(values * mask, axis), ops.sum(mask, axis))
 
 
 @export()
@@ -115,7 +115,7 @@ class EmbeddingLoss(Loss):
     >>> class PositiveDistance(EmbeddingLoss):
     ...   def anchor_values(self, distances, positives, negatives):
     ...     mask = ops.cast(positives, distances.dtype)
-    ...     return ops.divide_no_nan(ops.sum(distances * mask, 1), ops.sum(mask, 1))
+    ...     return backend.divide_no_nan(ops.sum(distances * mask, 1), ops.sum(mask, 1))
     >>> loss = PositiveDistance(reduction="none")
     >>> e = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 0.0]], np.float32)
     >>> ops.convert_to_numpy(loss(np.array([0, 0, 1]), e)).round(4)  # sqrt(2), none
@@ -295,7 +295,7 @@ class TripletLoss(EmbeddingLoss):
       mask = ops.cast(ops.logical_and(pos[:, :, None], neg[:, None, :]), d.dtype)
       hinge = hinge * mask
       active = ops.sum(ops.cast(hinge > 0, d.dtype), axis=[1, 2])
-      loss = ops.divide_no_nan(ops.sum(hinge, axis=[1, 2]), active)
+      loss = backend.divide_no_nan(ops.sum(hinge, axis=[1, 2]), active)
     else:
       # For each (i, p): negatives farther than p; take the closest such, else the farthest.
       big = ops.max(d) + m + 1.0
@@ -357,14 +357,14 @@ def smoothed_cross_entropy(
   valid = relevance >= 0
   gains = ops.where(valid, relevance, ops.zeros_like(relevance))
   mass = ops.sum(gains, axis=-1, keepdims=True)
-  p = ops.divide_no_nan(gains, mass)
+  p = backend.divide_no_nan(gains, mass)
   if spread == "all_classes":
     receivers = ops.cast(valid, logits.dtype)
   else:
     receivers = ops.cast(ops.logical_and(valid, ops.equal(relevance, 0.0)), logits.dtype)
   count = ops.sum(receivers, axis=-1, keepdims=True)
   eps = ops.where(count > 0, ops.full_like(count, eps), ops.zeros_like(count))
-  targets = (1.0 - eps) * p + eps * ops.divide_no_nan(receivers, count)
+  targets = (1.0 - eps) * p + eps * backend.divide_no_nan(receivers, count)
   # Padded items leave the softmax (their logit becomes the dtype's lowest value).
   masked = ops.where(valid, logits, ops.full_like(logits, np.finfo(ops.dtype(logits)).min))
   log_p = ops.where(valid, ops.log_softmax(masked, axis=-1), ops.zeros_like(masked))

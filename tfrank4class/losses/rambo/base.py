@@ -122,7 +122,7 @@ def list_ranks(scores, relevance, lambda_=1.0, margin=0.0):
 def mean_over(values, mask, axis=-1):
   """Mean of ``values`` over ``mask`` along ``axis``; 0 where the mask is empty."""
   mask = ops.cast(mask, values.dtype)
-  return ops.divide_no_nan(ops.sum(values * mask, axis=axis), ops.sum(mask, axis=axis))
+  return backend.divide_no_nan(ops.sum(values * mask, axis=axis), ops.sum(mask, axis=axis))
 
 
 class BlackboxRankLoss(ListwiseLoss):

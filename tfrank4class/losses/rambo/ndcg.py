@@ -6,7 +6,7 @@ loss.
 
 import math
 
-from tfrank4class import compat
+from tfrank4class import backend, compat
 from tfrank4class.compat import ops
 from tfrank4class.losses.rambo import base
 from tfrank4class.losses.registry import register
@@ -39,7 +39,7 @@ def ndcg_loss_values(scores, labels, *, where=None, lambda_=1.0, margin=0.0):
   ideal = ops.flip(ops.sort(gains, axis=-1), axis=-1)
   positions = ops.cast(ops.arange(1, ops.shape(gains)[-1] + 1), rk.dtype)
   idcg = ops.sum(ideal * log2 / ops.log1p(positions), axis=-1)
-  ndcg = ops.divide_no_nan(dcg, idcg)
+  ndcg = backend.divide_no_nan(dcg, idcg)
   return parsed.mark_invalid(ops.where(idcg > 0, 1.0 - ndcg, ops.zeros_like(ndcg)))
 
 

@@ -154,7 +154,7 @@ def _targets(labels, scores, where):
   valid = relevance >= 0
   target = ops.where(valid, ops.maximum(relevance, 0.0), 0.0)
   mass = ops.sum(target, axis=-1, keepdims=True)
-  return parsed, relevance, ops.divide_no_nan(target, mass), valid
+  return parsed, relevance, backend.divide_no_nan(target, mass), valid
 
 
 def _preselect(scores, logits, target, parsed, relevance, m):
