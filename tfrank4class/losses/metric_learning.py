@@ -50,6 +50,17 @@ def _labels_and_embeddings(y_true, y_pred):
   return labels, y_pred
 
 
+def l2_normalize(x):
+  """``x / max(|x|, 1e-6)`` along the last axis, in ``x``'s dtype (``keras.ops.normalize``
+  computes float64 in float32 on PyTorch, Keras 3.15).
+
+  Example:
+    >>> ops.convert_to_numpy(l2_normalize(np.array([[3.0, 4.0]])))
+    array([[0.6, 0.8]])
+  """
+  return x * ops.rsqrt(ops.maximum(ops.sum(ops.square(x), axis=-1, keepdims=True), 1e-12))
+
+
 def pairwise_distances(embeddings, normalize=True):
   """Euclidean distances ``[B, B]`` between the rows of ``embeddings`` ``[B, D]``.
 
@@ -63,7 +74,7 @@ def pairwise_distances(embeddings, normalize=True):
   """
   e = ops.convert_to_tensor(embeddings)
   if normalize:
-    e = ops.normalize(e, axis=-1, epsilon=1e-6)  # e / max(|e|, 1e-6)
+    e = l2_normalize(e)
   sq = ops.sum(ops.square(e), axis=-1)
   d2 = sq[:, None] + sq[None, :] - 2.0 * ops.matmul(e, ops.transpose(e))
   return ops.sqrt(ops.maximum(d2, _EPS))

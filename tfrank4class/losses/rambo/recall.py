@@ -7,6 +7,7 @@ lists of a batch of embeddings, :class:`RecallLoss` the Keras loss over them.
 from tfrank4class import checks, compat
 from tfrank4class.compat import ops
 from tfrank4class.labels import parse_labels
+from tfrank4class.losses.metric_learning import l2_normalize
 from tfrank4class.losses.rambo import base
 from tfrank4class.losses.registry import register
 
@@ -93,8 +94,8 @@ def similarity_lists(
   if gallery_embeddings is None:
     gallery_embeddings, gallery_labels = embeddings, labels
   if similarity == "cosine":
-    embeddings = ops.normalize(embeddings, axis=-1, epsilon=1e-6)
-    gallery_embeddings = ops.normalize(gallery_embeddings, axis=-1, epsilon=1e-6)
+    embeddings = l2_normalize(embeddings)
+    gallery_embeddings = l2_normalize(gallery_embeddings)
   sims = ops.matmul(embeddings, ops.transpose(gallery_embeddings))
   same = ops.cast(ops.equal(labels[:, None], gallery_labels[None, :]), sims.dtype)
   rows = ops.arange(ops.shape(embeddings)[0])
