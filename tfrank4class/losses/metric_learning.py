@@ -52,13 +52,14 @@ def _labels_and_embeddings(y_true, y_pred):
 
 def l2_normalize(x):
   """``x / max(|x|, 1e-6)`` along the last axis, in ``x``'s dtype (``keras.ops.normalize``
-  computes float64 in float32 on PyTorch, Keras 3.15).
+  and ``ops.maximum`` with a Python float compute float64 in float32 on PyTorch, Keras 3.15).
 
   Example:
     >>> ops.convert_to_numpy(l2_normalize(np.array([[3.0, 4.0]])))
     array([[0.6, 0.8]])
   """
-  return x * ops.rsqrt(ops.maximum(ops.sum(ops.square(x), axis=-1, keepdims=True), 1e-12))
+  squares = ops.sum(ops.square(x), axis=-1, keepdims=True)
+  return x * ops.rsqrt(ops.maximum(squares, ops.full_like(squares, 1e-12)))
 
 
 def pairwise_distances(embeddings, normalize=True):
@@ -77,7 +78,7 @@ def pairwise_distances(embeddings, normalize=True):
     e = l2_normalize(e)
   sq = ops.sum(ops.square(e), axis=-1)
   d2 = sq[:, None] + sq[None, :] - 2.0 * ops.matmul(e, ops.transpose(e))
-  return ops.sqrt(ops.maximum(d2, _EPS))
+  return ops.sqrt(ops.maximum(d2, ops.full_like(d2, _EPS)))  # full_like: keeps float64 on torch
 
 
 def _pair_masks(labels):

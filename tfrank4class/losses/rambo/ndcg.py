@@ -33,7 +33,11 @@ def ndcg_loss_values(scores, labels, *, where=None, lambda_=1.0, margin=0.0):
   scores, relevance, parsed = base.list_relevance(scores, labels, where)
   shifted, _, valid = base.prepared(scores, relevance, margin)
   rk = ops.cast(blackbox_rank_within(shifted, valid, lambda_, normalized=True), scores.dtype)
-  gains = ops.where(valid, ops.power(2.0, ops.maximum(relevance, 0.0)) - 1.0, ops.zeros_like(rk))
+  gains = ops.where(
+    valid,
+    ops.power(2.0, ops.maximum(relevance, ops.zeros_like(relevance))) - 1.0,
+    ops.zeros_like(rk),
+  )
   log2 = math.log(2.0)
   dcg = ops.sum(gains * log2 / ops.log1p(rk), axis=-1)
   ideal = ops.flip(ops.sort(gains, axis=-1), axis=-1)

@@ -152,7 +152,7 @@ def _targets(labels, scores, where):
   if where is not None:
     relevance = ops.where(where, relevance, -ops.ones_like(relevance))
   valid = relevance >= 0
-  target = ops.where(valid, ops.maximum(relevance, 0.0), 0.0)
+  target = ops.where(valid, ops.maximum(relevance, ops.zeros_like(relevance)), 0.0)
   mass = ops.sum(target, axis=-1, keepdims=True)
   return parsed, relevance, backend.divide_no_nan(target, mass), valid
 
