@@ -58,6 +58,7 @@ def l2_normalize(x):
     >>> ops.convert_to_numpy(l2_normalize(np.array([[3.0, 4.0]])))
     array([[0.6, 0.8]])
   """
+  x = ops.convert_to_tensor(x)
   squares = ops.sum(ops.square(x), axis=-1, keepdims=True)
   return x * ops.rsqrt(ops.maximum(squares, ops.full_like(squares, 1e-12)))
 
