@@ -55,8 +55,8 @@ def l2_normalize(x):
   and ``ops.maximum`` with a Python float compute float64 in float32 on PyTorch, Keras 3.15).
 
   Example:
-    >>> ops.convert_to_numpy(l2_normalize(np.array([[3.0, 4.0]], np.float32))).round(4).tolist()
-    [[0.6, 0.8]]
+    >>> [round(float(v), 4) for v in ops.convert_to_numpy(l2_normalize(np.array([[3.0, 4.0]])))[0]]
+    [0.6, 0.8]
   """
   x = ops.convert_to_tensor(x)
   squares = ops.sum(ops.square(x), axis=-1, keepdims=True)
