@@ -20,6 +20,7 @@ Usage (from the repository root):
 import os
 import sys
 
+import tensorflow as tf
 from absl import app, flags
 
 from experiments import (
@@ -59,8 +60,6 @@ def define_flags():
 
 def device():
   """The device the runs train on: the first GPU's name, else ``"cpu"``."""
-  import tensorflow as tf  # the experiments run on TensorFlow; this asks it for its devices
-
   gpus = tf.config.list_logical_devices("GPU")
   return gpus[0].name if gpus else "cpu"
 
