@@ -8,12 +8,12 @@ uniformly from its true class's group, the true class included (so the effective
 ``numpy.random.default_rng(seed)`` (noise seed 0 in the protocol): the same labels on every call.
 
 Example:
-  >>> y = np.repeat(np.arange(4), 250)
+  >>> y = np.repeat(np.arange(4), 2500)
   >>> noisy = group_noise(y, 0.5, [[0, 1], [2, 3]])
   >>> bool(np.all((noisy < 2) == (y < 2)))  # a label stays in its group
   True
   >>> round(flip_rate(y, noisy), 2)  # about p (g - 1) / g = 0.25
-  0.26
+  0.24
 """
 
 import numpy as np

@@ -66,7 +66,7 @@ class EndpointCheckpoints(keras.callbacks.Callback):
       self.model.stop_training, self.stopped_by_patience = True, True
 
 
-def test_scores(model, x, y):
+def score_checkpoint(model, x, y):
   """The record's test entry of one checkpoint (see the module docstring)."""
   scores = training.predict(model, x)
   finite = bool(np.isfinite(scores).all())
@@ -91,7 +91,7 @@ def train_run(splits, num_classes, cell, head, learning_rate, scale, seed, setti
   """Trains one run and returns its result fields: ``loss_config``, ``epochs_run``,
   ``stopped_by`` (``"patience"`` or ``"budget"``), ``best_epoch`` and ``validation`` (per
   endpoint, 1-based epochs), ``validation_curve``, ``train_seconds``, ``seconds_per_epoch`` and
-  ``test`` (per endpoint, :func:`test_scores` at its checkpoint).
+  ``test`` (per endpoint, :func:`score_checkpoint` at its checkpoint).
 
   ``splits``: ``{"train", "validation", "test": (x, y)}``; ``settings``: ``max_epochs``,
   ``patience``, ``batch_size``.
@@ -112,7 +112,7 @@ def train_run(splits, num_classes, cell, head, learning_rate, scale, seed, setti
   test = {}
   for endpoint, weights in keep.weights.items():
     model.set_weights(weights)
-    test[endpoint] = test_scores(model, *splits["test"])
+    test[endpoint] = score_checkpoint(model, *splits["test"])
   epochs = len(keep.curve["top_1"])
   return {
     "loss": loss,

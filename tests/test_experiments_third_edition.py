@@ -33,7 +33,10 @@ def test_records_schema_and_counts(smoke_run):
   sweep = [r for r in loaded if r["stage"] == "sweep"]
   # softmax: one rate, no scale; the SVM: one rate x 3 scales; no widening in the smoke setting
   assert sorted((r["cell"], r["scale"]) for r in sweep) == [
-    ("softmax", None), ("svm_k5", 0.333333), ("svm_k5", 1.0), ("svm_k5", 3.0)
+    ("softmax", None),
+    ("svm_k5", 0.333333),
+    ("svm_k5", 1.0),
+    ("svm_k5", 3.0),
   ]
   for r in loaded:
     assert set(third_plan.RECORD_FIELDS) <= set(r)
@@ -115,7 +118,11 @@ def test_command_line_usage_error():
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
   result = subprocess.run(
     [sys.executable, "-m", "experiments.third_edition", "walk"],
-    cwd=ROOT, capture_output=True, text=True, env=env, check=False,
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    env=env,
+    check=False,
   )
   assert result.returncode != 0 and "Give one command, run or report" in result.stderr
 

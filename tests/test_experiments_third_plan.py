@@ -65,12 +65,30 @@ def test_ties_go_to_the_smaller_rate_then_the_scale_nearer_s0():
   assert third_plan.choice(done, R, scales, "top_1", 1.0, True, 0) == ((R[1], 3.0), [])
 
 
-def _record(experiment, stage, cell, rate, scale, seed, top_1=0.5, top_5=0.5, stopped="patience",
-            budget=P.MAX_EPOCHS):
+def _record(
+  experiment,
+  stage,
+  cell,
+  rate,
+  scale,
+  seed,
+  top_1=0.5,
+  top_5=0.5,
+  stopped="patience",
+  budget=P.MAX_EPOCHS,
+):
   return {
-    "edition": 3, "experiment": experiment, "stage": stage, "cell": cell, "head": "dot",
-    "learning_rate": rate, "scale": scale, "seed": seed, "max_epochs": budget,
-    "validation": {"top_1": top_1, "top_5": top_5}, "stopped_by": stopped,
+    "edition": 3,
+    "experiment": experiment,
+    "stage": stage,
+    "cell": cell,
+    "head": "dot",
+    "learning_rate": rate,
+    "scale": scale,
+    "seed": seed,
+    "max_epochs": budget,
+    "validation": {"top_1": top_1, "top_5": top_5},
+    "stopped_by": stopped,
   }
 
 
@@ -80,9 +98,18 @@ def _clean_sweep(cell, best_top1, best_top5):
   for r in R:
     for s in P.scale_grid(cell):
       s = third_plan._round(s)
-      found.append(_record("clinc150_clean", "sweep", cell, r, s, P.TUNING_SEED,
-                           top_1=0.9 if (r, s) == best_top1 else 0.1,
-                           top_5=0.9 if (r, s) == best_top5 else 0.1))
+      found.append(
+        _record(
+          "clinc150_clean",
+          "sweep",
+          cell,
+          r,
+          s,
+          P.TUNING_SEED,
+          top_1=0.9 if (r, s) == best_top1 else 0.1,
+          top_5=0.9 if (r, s) == best_top5 else 0.1,
+        )
+      )
   return found
 
 
@@ -90,8 +117,9 @@ def test_a_noise_condition_keeps_the_clean_scale_of_each_endpoint():
   records = _clean_sweep("svm_k5", (R[1], 1.0), (R[1], 3.0))
   records.append(_record("clinc150_clean", "sweep", "svm_k5", R[1], 9.0, P.TUNING_SEED, 0.1, 0.2))
   for endpoint, scale in (("top_1", 1.0), ("top_5", 3.0)):
-    chosen, missing = third_plan.cell_choice(records, "clinc150_domain40", "svm_k5", "dot",
-                                             endpoint)
+    chosen, missing = third_plan.cell_choice(
+      records, "clinc150_domain40", "svm_k5", "dot", endpoint
+    )
     assert chosen is None and missing == [(r, scale) for r in R]
   assert third_plan.cell_choice([], "clinc150_domain40", "svm_k5", "dot", "top_1") == (None, [])
 
@@ -112,8 +140,12 @@ def test_planned_runs_sweep_then_seeds_once_per_configuration():
 
 def test_seeds_rerun_at_twice_the_budget_below_the_converged_share():
   records = _clean_sweep("svm_k5", (R[1], 1.0), (R[1], 1.0))
-  seeds = [_record("clinc150_clean", "seeds", "svm_k5", R[1], 1.0, s,
-                   stopped="budget" if s == 0 else "patience") for s in P.EVALUATION_SEEDS]
+  seeds = [
+    _record(
+      "clinc150_clean", "seeds", "svm_k5", R[1], 1.0, s, stopped="budget" if s == 0 else "patience"
+    )
+    for s in P.EVALUATION_SEEDS
+  ]
   todo = third_plan.planned_runs(records + seeds, ["clinc150_clean"])
   rerun = [t for t in todo if t[1] == "seeds" and t[2] == "svm_k5"]
   assert [t[-1] for t in rerun] == [2 * P.MAX_EPOCHS] * len(P.EVALUATION_SEEDS)  # 5 / 6 < 0.9
@@ -127,8 +159,15 @@ def test_check_record_names_what_is_wrong():
   with pytest.raises(ValueError, match="lacks"):
     third_plan.check_record({"edition": 3})
   good = {k: None for k in third_plan.RECORD_FIELDS}
-  good.update(edition=3, stage="seeds", cell="softmax", head="dot", stopped_by="budget",
-              epochs_run=5, max_epochs=4)
+  good.update(
+    edition=3,
+    stage="seeds",
+    cell="softmax",
+    head="dot",
+    stopped_by="budget",
+    epochs_run=5,
+    max_epochs=4,
+  )
   with pytest.raises(ValueError, match="exceeds"):
     third_plan.check_record(good)
   with pytest.raises(ValueError, match="cell"):
