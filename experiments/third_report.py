@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from experiments import statistics, third_plan, third_statistics, true_ranks
+from experiments import collapse, statistics, third_plan, third_statistics, true_ranks
 from experiments import third_protocol as P
 
 BLOCKS_MODULE = "experiments.third_edition"
@@ -200,6 +200,20 @@ def _experiment_lines(records, name, smoke):
   return lines
 
 
+def _collapse_lines(records):
+  """The collapse section: the push of each loss on a dominant wrong class per class count."""
+  lines = [
+    "## The collapse: the push on a dominant wrong class",
+    "",
+    "`d loss / d s_d` at `s = scale * e_d`, the true class among the others at 0 "
+    "(`experiments.collapse`); near 0, nothing moves the dominant class down.",
+    "",
+  ]
+  for num_classes in sorted({r["num_classes"] for r in records if "num_classes" in r}):
+    lines += collapse.table_lines(num_classes) + [""]
+  return lines
+
+
 def write_report(records, path, smoke=False):
   """Writes the Markdown report of ``records`` to ``path``."""
   lines = [
@@ -218,6 +232,7 @@ def write_report(records, path, smoke=False):
     ]
   for name in third_plan.experiments(smoke):
     lines += _experiment_lines(records, name, smoke)
+  lines += _collapse_lines(records)
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(lines) + "\n")
