@@ -47,11 +47,11 @@ def _record(stage, cell, scale, seed, rank, stopped="patience", top_1=0.5, share
 def records():
   found = [_record("sweep", "softmax", None, 1000, [1, 2])]
   found += [
-    _record("sweep", "svm_k5", s, 1000, [1, 2], top_1=0.9 if s == 1.0 else 0.1)
+    _record("sweep", "pairwise_logistic", s, 1000, [1, 2], top_1=0.9 if s == 1.0 else 0.1)
     for s in (0.333333, 1.0, 3.0)
   ]
   found += [_record("seeds", "softmax", None, s, [1, 2, 7, 1], stopped="budget") for s in SEEDS]
-  found += [_record("seeds", "svm_k5", 1.0, s, [1, 1, 1, 1], share=1.0) for s in SEEDS]
+  found += [_record("seeds", "pairwise_logistic", 1.0, s, [1, 1, 1, 1], share=1.0) for s in SEEDS]
   return found
 
 
@@ -59,7 +59,7 @@ def test_comparison_against_the_reference(records):
   rows = third_report.comparisons(records, "smoke_clean", "top_1", smoke=True, replicates=500)
   assert [(r["cell"], r["config"]) for r in rows] == [
     ("softmax", (RATE, None)),
-    ("svm_k5", (RATE, 1.0)),
+    ("pairwise_logistic", (RATE, 1.0)),
   ]
   assert rows[0]["mean"] == 0.5 and rows[1]["mean"] == 1.0
   svm = rows[1]
@@ -72,8 +72,10 @@ def test_comparison_against_the_reference(records):
 
 def test_convergence_collapse_and_status(records):
   found = third_report.convergence(records, "smoke_clean")
-  assert found[("softmax", "dot")] == (0.0, 2, 2) and found[("svm_k5", "dot")][0] == 1.0
-  assert [r["cell"] for r in third_report.collapsed(records, "smoke_clean")] == ["svm_k5"] * 2
+  assert found[("softmax", "dot")] == (0.0, 2, 2) and found[("pairwise_logistic", "dot")][0] == 1.0
+  assert [r["cell"] for r in third_report.collapsed(records, "smoke_clean")] == [
+    "pairwise_logistic"
+  ] * 2
   # the softmax seeds hit the budget: their rerun is planned, so the experiment is not complete
   lines = third_report.status_lines(records, smoke=True)
   assert lines[2] == "| smoke_clean | 4 | 4 | in progress |"
@@ -88,4 +90,7 @@ def test_no_verdict_from_an_incomplete_experiment(records, tmp_path):
     r["stopped_by"] = "patience"
   third_report.write_report(records, str(path), smoke=True)
   text = path.read_text()
-  assert text.count("Not complete") == 1 and "| svm_k5 | dot | 0.01, 1.0 | 1.0000 | +0.5000" in text
+  assert (
+    text.count("Not complete") == 1
+    and "| pairwise_logistic | dot | 0.01, 1.0 | 1.0000 | +0.5000" in text
+  )
