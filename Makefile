@@ -1,7 +1,9 @@
 # The two commands of the README: `make demo` (the main job on its embedded default) and
 # `make test` (the default test suite) on the default stack (Python 3.12/3.13, TensorFlow 2.21,
-# Keras 3). `make test-legacy` runs the suite there with TF_USE_LEGACY_KERAS=1 (tf-keras). The
-# venv is created on first use.
+# Keras 3). `make test-legacy` runs the suite there with TF_USE_LEGACY_KERAS=1 (tf-keras).
+# `make test-jax` and `make test-torch` run what runs on Keras 3's JAX and PyTorch backends (the
+# core and the Keras objects; conftest.py leaves out what needs TensorFlow), each in a venv of its
+# own without TensorFlow. Each venv is created on first use.
 # The interpreter is found on PATH or under pyenv; override with PYTHON=...
 ifndef PYTHON
 PYTHON := $(shell tools/find_python.sh 3.12 3.13 2>/dev/null)
@@ -18,14 +20,23 @@ export NO_GCE_CHECK := true
 export TF_CPP_MIN_LOG_LEVEL := 2
 export TFRANK4CLASS_DATA ?= $(abspath ../shared/datasets)
 
-.PHONY: demo test test-legacy test-slow test-all minilm lint bench clean
+# The backend legs' venvs: JAX on the default stack's Python; PyTorch on Python 3.11, the only
+# Python with a CPU wheel of torch 2.13.0 on these machines (any other torch pulls CUDA).
+ifndef PYTHON_TORCH
+PYTHON_TORCH := $(shell tools/find_python.sh 3.11 2>/dev/null)
+endif
+VENV_JAX := .venv-jax
+VENV_TORCH := .venv-torch
+
+.PHONY: demo test test-legacy test-jax test-torch test-slow test-all minilm lint bench clean
 
 $(STAMP): setup.cfg pyproject.toml requirements/current.txt
 	@test -n "$(PYTHON)" || { echo "make: no Python 3.12 or 3.13 found on PATH or under pyenv; install one (e.g. pyenv install 3.12) or run make PYTHON=/path/to/python3.12" >&2; exit 2; }
 	@$(PYTHON) -c "import sys; sys.exit(not (3, 12) <= sys.version_info[:2] <= (3, 13))" 2>/dev/null || { echo "make: PYTHON=$(PYTHON) is not Python 3.12 or 3.13, which the stack (TensorFlow 2.21) needs (Python 3.11 with TensorFlow 2.15 was supported up to release 0.1.0)" >&2; exit 2; }
 	$(PY) -c "import sys; sys.exit(sys.version_info < (3, 12))" 2>/dev/null || { rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install $(PIP_QUIET) --upgrade "pip>=24" "setuptools>=68" wheel
-	$(PY) -m pip install $(PIP_QUIET) -c requirements/current.txt -e '.[test,bench,lint]'
+	$(PY) -m pip install $(PIP_QUIET) -c requirements/current.txt -e '.[tensorflow,test,bench,lint]'
+	# The tests' oracle for the ported TF-Ranking losses (the package does not need it).
 	# tensorflow-ranking 0.5.5 pins tensorflow<2.16 (tensorflow/ranking#365): no deps, see docs/stacks.md.
 	$(PY) -m pip install $(PIP_QUIET) --no-deps -c requirements/current.txt tensorflow-ranking
 	touch $(STAMP)
@@ -39,6 +50,25 @@ test: $(STAMP)
 
 test-legacy: $(STAMP)
 	TF_USE_LEGACY_KERAS=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+$(VENV_JAX)/.installed-stamp: setup.cfg pyproject.toml requirements/jax.txt
+	@test -n "$(PYTHON)" || { echo "make: no Python 3.12 or 3.13 found for the JAX leg; run make PYTHON=/path/to/python3.12" >&2; exit 2; }
+	$(PYTHON) -m venv $(VENV_JAX)
+	$(VENV_JAX)/bin/python -m pip install $(PIP_QUIET) -c requirements/jax.txt -e '.[test]' jax jaxlib
+	touch $@
+
+$(VENV_TORCH)/.installed-stamp: setup.cfg pyproject.toml requirements/torch.txt
+	@test -n "$(PYTHON_TORCH)" || { echo "make: no Python 3.11 found for the PyTorch leg (torch 2.13.0's CPU wheel is for 3.11); run make PYTHON_TORCH=/path/to/python3.11" >&2; exit 2; }
+	$(PYTHON_TORCH) -m venv $(VENV_TORCH)
+	$(VENV_TORCH)/bin/python -m pip install $(PIP_QUIET) -c requirements/torch.txt torch==2.13.0
+	$(VENV_TORCH)/bin/python -m pip install $(PIP_QUIET) -c requirements/torch.txt -e '.[test]'
+	touch $@
+
+test-jax: $(VENV_JAX)/.installed-stamp
+	KERAS_BACKEND=jax $(VENV_JAX)/bin/python -m pytest $(PYTEST_ARGS)
+
+test-torch: $(VENV_TORCH)/.installed-stamp
+	KERAS_BACKEND=torch $(VENV_TORCH)/bin/python -m pytest $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS) -m slow
@@ -57,4 +87,4 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check .
 
 clean:
-	rm -rf $(VENV) *.egg-info runs
+	rm -rf $(VENV) $(VENV_JAX) $(VENV_TORCH) *.egg-info runs

@@ -7,8 +7,13 @@ This file is loaded before either, so:
 * the environment is set before TensorFlow is imported: no GCE metadata probe (no network),
   and quiet logs. The Keras flavour is the environment's: Keras 3 (``make test``), or tf-keras when
   ``TF_USE_LEGACY_KERAS=1`` (``make test-legacy``);
-* the CPU is split into two logical devices before TensorFlow initialises them, so that
-  ``tf.distribute.MirroredStrategy(["CPU:0", "CPU:1"])`` can run on this machine;
+* on TensorFlow, the CPU is split into two logical devices before TensorFlow initialises them,
+  so that ``tf.distribute.MirroredStrategy(["CPU:0", "CPU:1"])`` can run on this machine;
+* on Keras 3's JAX and PyTorch backends (``KERAS_BACKEND``; no TensorFlow installed there), only
+  what runs on that backend is collected (:func:`pytest_ignore_collect`): the test files and
+  package modules that import neither TensorFlow nor a TensorFlow-by-nature part of the package
+  (tf.data pipelines, binaries, SavedModel, the evidence grid); tests marked
+  ``tensorflow_only`` inside the other files are skipped there;
 * the absl binaries of ``tfrank4class/train/`` (modules that define flags at import) have their
   doctests run in a process of their own: they define flags of the same names in absl's global
   registry, so two of them cannot be imported into one process (``DuplicateFlagError``). Such a
@@ -29,10 +34,52 @@ os.environ.setdefault("NO_GCE_CHECK", "true")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
-_cpus = tf.config.list_physical_devices("CPU")
-tf.config.set_logical_device_configuration(_cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+from tfrank4class import compat  # noqa: E402
+
+if compat.BACKEND == "tensorflow":
+  import tensorflow as tf  # noqa: E402
+
+  _cpus = tf.config.list_physical_devices("CPU")
+  tf.config.set_logical_device_configuration(_cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+
+#: A module that needs TensorFlow: it imports it, tf-keras, a TensorFlow-by-nature part of the
+#: package (``compat.require_tensorflow_backend`` fences them) or the evidence grid.
+_NEEDS_TENSORFLOW = re.compile(
+  r"^(?:import|from) (?:tensorflow|tf_keras|experiments"
+  r"|tfrank4class\.(?:data|train|encoders\.saved_model_text|retrieval\.inputs)\b"
+  r"|tfrank4class import [^\n]*\b(?:data|train)\b)",
+  re.MULTILINE,
+)
+#: Package folders that are TensorFlow by nature (collected on the TensorFlow backend only).
+TENSORFLOW_FOLDERS = ("data", "train")
+
+
+def needs_tensorflow(path):
+  """Whether the module at ``path`` needs TensorFlow (see :data:`_NEEDS_TENSORFLOW`)."""
+  path = pathlib.Path(path)
+  if PACKAGE in path.parents and path.relative_to(PACKAGE).parts[0] in TENSORFLOW_FOLDERS:
+    return True
+  return bool(_NEEDS_TENSORFLOW.search(path.read_text(encoding="utf-8")))
+
+
+def pytest_ignore_collect(collection_path, config):
+  """On the JAX and PyTorch backends, leaves out the modules that need TensorFlow."""
+  del config
+  if compat.BACKEND == "tensorflow" or collection_path.suffix != ".py":
+    return None
+  return True if needs_tensorflow(collection_path) else None
+
+
+def pytest_collection_modifyitems(items):
+  """Skips the ``tensorflow_only`` tests on the JAX and PyTorch backends."""
+  if compat.BACKEND == "tensorflow":
+    return
+  skip = pytest.mark.skip(reason=f"TensorFlow only; this suite runs on {compat.BACKEND}")
+  for item in items:
+    if "tensorflow_only" in item.keywords:
+      item.add_marker(skip)
+
 
 ROOT = pathlib.Path(__file__).resolve().parent
 PACKAGE = ROOT / "tfrank4class"

@@ -11,7 +11,6 @@ import pathlib
 
 import pytest
 
-from experiments import grid
 from tfrank4class import compat
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -43,6 +42,8 @@ def datasets_dir():
 def smoke_grid(tmp_path_factory):
   """``(records path, RecordStore)`` of the grid's smoke configuration (random features, 2
   losses, 1 head, 2 learning rates, 2 seeds, 2 epochs), run once."""
+  from experiments import grid  # noqa: PLC0415  (TensorFlow only)
+
   tmp = tmp_path_factory.mktemp("grid")
   output = tmp / "grid.json"
   return output, grid.run_grid(str(output), str(tmp / "work"), None, smoke=True)
@@ -52,6 +53,8 @@ def smoke_grid(tmp_path_factory):
 def cifar_grid(tmp_path_factory, datasets_dir):
   """``(records path, RecordStore)`` of the grid's CIFAR-10 smoke configuration (a few real
   images per class, a tiny CNN), run once."""
+  from experiments import grid  # noqa: PLC0415  (TensorFlow only)
+
   tmp = tmp_path_factory.mktemp("grid_cifar")
   output = tmp / "grid.json"
   records = grid.run_grid(

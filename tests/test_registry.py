@@ -134,9 +134,7 @@ def test_bad_kwargs_and_labels():
     ValueError, match=r"Invalid keyword arguments \['nope'\] for loss 'softmax_loss'"
   ):
     losses.get("softmax_loss", nope=1)
-  with pytest.raises(
-    tf.errors.InvalidArgumentError, match=r"`y_true` must be class ids in \[0, num_classes=5\)"
-  ):
+  with pytest.raises(ValueError, match=r"`y_true` must be class ids in \[0, num_classes=5\)"):
     losses.get("softmax_loss")([0, 7], np.zeros((2, C), np.float32))
   with pytest.raises(ValueError, match=r"y_pred.*shape \[batch_size, list_size\]"):
     losses.get("softmax_loss")([0], np.zeros((C,), np.float32))
@@ -241,11 +239,12 @@ def test_registry_doctests():
 
 
 def test_registry_module_imports_only_the_standard_library():
-  # `import tfrank4class` itself imports TensorFlow and Keras (it registers the Keras objects),
-  # but the registry module depends on neither: its own imports are the standard library's.
+  # `import tfrank4class` itself imports Keras (it registers the Keras objects), but the
+  # registry module depends on no framework: its module-level imports are the standard
+  # library's (`export` imports the Keras binding when it is called).
   tree = ast.parse(pathlib.Path(registry_lib.__file__).read_text(encoding="utf-8"))
   imported = set()
-  for node in ast.walk(tree):
+  for node in tree.body:
     if isinstance(node, ast.Import):
       imported.update(alias.name.split(".")[0] for alias in node.names)
     elif isinstance(node, ast.ImportFrom):

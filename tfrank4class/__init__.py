@@ -10,6 +10,9 @@ Datasets) load with the package.
 
 __version__ = "0.1.0"
 
-from tfrank4class import encoders, heads, losses, metrics, ranking  # noqa: E402
+from tfrank4class import compat  # noqa: E402
+
+if compat.BACKEND == "tensorflow":  # being ported: the core imports on every backend soon
+  from tfrank4class import encoders, heads, losses, metrics, ranking  # noqa: E402
 
 __all__ = ["encoders", "heads", "losses", "metrics", "ranking"]

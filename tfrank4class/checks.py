@@ -3,14 +3,22 @@ loss or metric check their arguments with the same functions and messages.
 
 Each check raises a ``ValueError`` (or ``TypeError``) whose message names the argument, the value
 received and what is allowed, so that a bad call fails at construction time with a readable error.
-Tensor checks work eagerly and inside ``tf.function`` (static facts are checked in Python, dynamic
-ones with ``tf.debugging`` assertions that carry the same message).
+Tensor checks run on every backend. Static facts (dtype, rank, known sizes) are checked in Python
+when the call is traced. Facts about values (NaN scores, a negative weight, a class id out of
+range: :func:`check_values`) raise a ``ValueError`` with the same message on every backend when
+the values are at hand (eager calls); inside ``tf.function`` they become ``tf.debugging``
+assertions with that message (the call fails when it runs); where no check can run (XLA,
+``jax.jit``, ``torch.compile``) the result is made NaN instead of silently wrong (see
+:meth:`tfrank4class.labels.Labels.mark_invalid` and :func:`check_sample_weight`).
 """
 
 import numbers
 import os
 
-import tensorflow as tf
+import numpy as np
+
+from tfrank4class import backend
+from tfrank4class.compat import ops
 
 
 def check_int(name, value, minimum=None, allow_none=False):
@@ -85,6 +93,40 @@ FINITE = (True, "no_nan", False)
 CASTS = ("at_least_float32", "to_float", None)
 
 
+#: How many offending values a message shows.
+SHOWN = 10
+
+
+def check_values(ok, message, shown=None):
+  """The one data-dependent check: ``ok`` (a bool tensor) must be all true.
+
+  Eagerly (:func:`tfrank4class.backend.is_concrete`), ``ValueError(message + " got <values>.")``
+  when it is not, on every backend, ``<values>`` being the entries of ``shown`` where ``ok`` is
+  false (at most :data:`SHOWN`), or nothing when ``shown`` is ``None``. Traced on TensorFlow: a
+  ``tf.debugging.Assert`` with the message (the function fails when it runs; XLA drops it).
+  Traced elsewhere: nothing here; the caller makes the result NaN.
+
+  Example:
+    >>> check_values(ops.convert_to_tensor([True, False]), "`w` must be >= 0,",
+    ...              ops.convert_to_tensor([1.0, -2.0]))
+    Traceback (most recent call last):
+    ...
+    ValueError: `w` must be >= 0, got [-2.0].
+  """
+  if backend.is_concrete(ok):
+    ok = np.asarray(ops.convert_to_numpy(ok), bool)
+    if ok.all():
+      return
+    if shown is None:
+      raise ValueError(message.rstrip(",") + ".")
+    values = np.broadcast_to(np.asarray(ops.convert_to_numpy(shown)), ok.shape)[~ok]
+    raise ValueError(f"{message} got {values[:SHOWN].tolist()}.")
+  # Integer data only: a float tensor in an assertion's data makes TensorFlow guard it with a
+  # tf.cond, which costs more than the check.
+  show = shown is not None and backend.dtype_name(ops.convert_to_tensor(shown)) == "int32"
+  backend.graph_assert(ops.all(ok), [message] + ([shown] if show else []))
+
+
 def check_scores(name, scores, rank=2, min_length=1, finite=True, cast="at_least_float32"):
   """The one score check: converts ``scores`` to a real tensor and checks its dtype, rank, list
   length and values.
@@ -96,15 +138,16 @@ def check_scores(name, scores, rank=2, min_length=1, finite=True, cast="at_least
     name: the argument name used in error messages.
     scores: array-like or tensor.
     rank: ``2`` for a matrix ``[batch_size, list_size]`` (losses, metrics, sorters; an unknown
-      rank passes), or ``None`` for any known rank ``>= 1`` (the rank operators, whose lists lie
-      along an axis the caller chooses).
-    min_length: the smallest allowed list length; checked when the graph is traced, or by an
-      assertion when the length is only known at run time (``0``: not checked).
+      rank, possible for a TensorFlow graph input, passes), or ``None``
+      for any known rank ``>= 1`` (the rank operators, whose lists lie along an axis the caller
+      chooses).
+    min_length: the smallest allowed list length; checked when the call is traced, or by
+      :func:`check_values` when the length is only known at run time (``0``: not checked).
     finite: ``True``: NaN and +-inf raise (``"`name` must be finite (no NaN or Inf)."``);
       ``"no_nan"``: only NaN raises, +-inf are ordinary scores (exact ranks: ``-inf`` is a common
-      way to push an item to the bottom), and the message counts the NaN entries; ``False``: the
-      values are not checked here (losses whose padded entries may hold anything check after
-      masking, or leave it to the ranker).
+      way to push an item to the bottom); ``False``: the values are not checked here (losses
+      whose padded entries may hold anything check after masking, or leave it to the ranker).
+      Traced where no check can run, a NaN score makes the result NaN by itself.
     cast: ``"at_least_float32"``: integer, ``float16`` and ``bfloat16`` scores become
       ``float32``, ``float32`` and ``float64`` are kept (losses and metrics: the rank maths
       always runs in at least single precision, so a model whose last layer computes in
@@ -118,69 +161,74 @@ def check_scores(name, scores, rank=2, min_length=1, finite=True, cast="at_least
 
   Raises:
     TypeError: non-numeric scores.
-    ValueError: a wrong rank, or lists shorter than ``min_length`` (known when traced).
-    InvalidArgumentError: NaN (or +-inf) scores, or lists shorter than ``min_length`` at run
-      time, eagerly and inside ``tf.function``.
-
-  The value check is ``tf.reduce_all(tf.math.is_finite(x))`` in a ``tf.debugging.Assert`` with
-  string data beside the computation, not a gate on it (a quarter of the cost of the
-  ``CheckNumerics`` kernel behind ``tf.debugging.assert_all_finite``, and no ``tf.cond``): eagerly
-  it raises at once, inside ``tf.function`` it runs as a stateful op of the function, so the call
-  fails. XLA drops assertions, so under ``jit_compile=True`` the values are not checked.
+    ValueError: a wrong rank, lists shorter than ``min_length``, or NaN (or +-inf) scores (see
+      :func:`check_values` for when values are checked).
 
   Example:
-    >>> check_scores("scores", tf.constant([[1.0, 2.0]], tf.float16)).dtype
-    tf.float32
-    >>> try:
-    ...   check_scores("y_pred", [[1.0, float("nan")]])
-    ... except tf.errors.InvalidArgumentError as e:
-    ...   print("`y_pred` must be finite (no NaN or Inf)" in e.message)
-    True
+    >>> from tfrank4class import backend
+    >>> backend.dtype_name(check_scores("scores", np.array([[1.0, 2.0]], "float16")))
+    'float32'
+    >>> check_scores("y_pred", [[1.0, float("nan")]])
+    Traceback (most recent call last):
+    ...
+    ValueError: `y_pred` must be finite (no NaN or Inf), got [nan].
   """
   # Over 60 lines by its docstring, which documents every option of the one score check.
   for option, value, choices in (("finite", finite, FINITE), ("cast", cast, CASTS)):
     if not any(value is c or (isinstance(c, str) and value == c) for c in choices):
       raise ValueError(f"`{option}` must be one of {list(choices)}, got {value!r}.")
-  try:
-    scores = tf.convert_to_tensor(scores)
-  except (TypeError, ValueError) as e:
-    raise TypeError(f"`{name}` must be a numeric tensor, got {scores!r}: {e}") from None
-  dtype = scores.dtype
-  if not (dtype.is_floating or dtype.is_integer):
-    raise TypeError(
-      f"`{name}` must be a numeric tensor (a real tensor: integer or floating point), got dtype "
-      f"{dtype.name}."
-    )
-  if (cast == "at_least_float32" and dtype not in (tf.float32, tf.float64)) or (
-    cast == "to_float" and dtype.is_integer
+  scores = _numeric_tensor(name, scores, "a numeric tensor", allow_bool=False)
+  dtype = backend.dtype_name(scores)
+  if (cast == "at_least_float32" and dtype not in ("float32", "float64")) or (
+    cast == "to_float" and "int" in dtype
   ):
-    scores = tf.cast(scores, tf.float32)
-  shape = scores.shape
+    scores = ops.cast(scores, "float32")
+  shape = _shape(scores)
   if rank is None:
-    if shape.rank is None or shape.rank == 0:
+    if not shape:
       raise ValueError(f"`{name}` must have a known rank >= 1, got shape {shape}.")
-  elif shape.rank is not None and shape.rank != rank:
+  elif shape is not None and len(shape) != rank:
     raise ValueError(f"`{name}` must have shape [batch_size, list_size], got shape {shape}.")
-  _check_list_length(name, scores, min_length)
-  if finite is True and scores.dtype.is_floating:
-    tf.debugging.Assert(
-      tf.reduce_all(tf.math.is_finite(scores)), [f"`{name}` must be finite (no NaN or Inf)."]
-    )
-  elif finite == "no_nan" and scores.dtype.is_floating:
-    nan = tf.math.is_nan(scores)
-    tf.debugging.Assert(
-      tf.logical_not(tf.reduce_any(nan)),
-      [
-        f"`{name}` must not contain NaN (finite numbers and +-inf are allowed); NaN entries:",
-        tf.reduce_sum(tf.cast(nan, tf.int32)),
-      ],
-    )
+  if shape is not None:  # an unknown rank (a TensorFlow graph input) passes
+    _check_list_length(name, scores, min_length)
+  if "float" in backend.dtype_name(scores):
+    if finite is True:
+      check_values(ops.isfinite(scores), f"`{name}` must be finite (no NaN or Inf),", scores)
+    elif finite == "no_nan":
+      check_values(
+        ops.logical_not(ops.isnan(scores)),
+        f"`{name}` must not contain NaN (finite numbers and +-inf are allowed),",
+        scores,
+      )
   return scores
 
 
+def _shape(x):
+  """The shape of ``x`` as a tuple (``None`` for an unknown size), or ``None`` for an unknown
+  rank (possible for a TensorFlow graph input only)."""
+  try:
+    return tuple(x.shape)
+  except ValueError:
+    return None
+
+
+def _numeric_tensor(name, value, what, allow_bool):
+  """``value`` as a tensor, or ``TypeError`` naming ``name`` when it is not numeric."""
+  try:
+    tensor = ops.convert_to_tensor(value)
+  except (TypeError, ValueError) as e:
+    raise TypeError(f"`{name}` must be {what}, got {value!r}: {e}") from None
+  dtype = backend.dtype_name(tensor)
+  numeric = "float" in dtype or "int" in dtype or (allow_bool and dtype == "bool")
+  if not numeric:
+    real = "" if allow_bool else " (a real tensor: integer or floating point)"
+    raise TypeError(f"`{name}` must be {what}{real}, got dtype {dtype}.")
+  return tensor
+
+
 def _check_list_length(name, scores, min_length):
-  """Raises (statically) or asserts (at run time) that the last axis holds ``>= min_length``."""
-  if scores.shape.rank is None or min_length <= 0:
+  """Raises (known length) or checks at run time that the last axis holds ``>= min_length``."""
+  if min_length <= 0:
     return
   allowed = (
     "a non-empty list" if min_length == 1 else f"lists of at least {min_length} items to be ranked"
@@ -188,31 +236,30 @@ def _check_list_length(name, scores, min_length):
   n = scores.shape[-1]
   if n is not None:
     if n < min_length:
-      raise ValueError(f"`{name}` must hold {allowed}, got shape {scores.shape}.")
+      raise ValueError(f"`{name}` must hold {allowed}, got shape {tuple(scores.shape)}.")
     return
-  tf.debugging.Assert(
-    tf.shape(scores)[-1] >= min_length,
-    [f"`{name}` must hold {allowed}, got lists of", tf.shape(scores)[-1], "items"],
-  )
+  length = ops.shape(scores)[-1]
+  check_values(ops.convert_to_tensor(length >= min_length), f"`{name}` must hold {allowed},")
 
 
-def check_sample_weight(sample_weight, batch_size, list_size=None, dtype=tf.float32):
+def check_sample_weight(sample_weight, batch_size, list_size=None, dtype="float32"):
   """The one sample-weight check of the losses and metrics: per-example (or per-item) weights.
 
   Allowed shapes: ``[B]`` and ``[B, 1]`` (one weight per example, as ``fit(sample_weight=...)``,
   ``fit(class_weight=...)`` and a dataset of ``(x, y, w)`` give them), and ``[B, C]`` (one weight
   per item of each list) where ``list_size`` is given. Weights must be finite and ``>= 0`` (a
-  weight of 0 removes an example); a NaN, an infinity or a negative weight raises, eagerly and
-  inside ``tf.function`` (XLA drops the assertion), so that no NaN reaches a loss silently.
-  Keras itself multiplies by any weight; negative ones are refused here on purpose: TF-Ranking's
-  listwise losses multiply the labels by the weights and renormalise them, so a negative weight
-  would not negate a loss but invert which items are relevant, and a batch-level loss (see
-  :mod:`tfrank4class.losses.base`) keeps the examples of non-zero weight.
+  weight of 0 removes an example): a NaN, an infinity or a negative weight raises
+  (:func:`check_values`), and where no check can run (XLA, ``jax.jit``) such a weight becomes
+  NaN, so that the loss shows it. Keras itself multiplies by any weight; negative ones are
+  refused here on purpose: TF-Ranking's listwise losses multiply the labels by the weights and
+  renormalise them, so a negative weight would not negate a loss but invert which items are
+  relevant, and a batch-level loss (see :mod:`tfrank4class.losses.base`) keeps the examples of
+  non-zero weight.
 
   Args:
     sample_weight: array-like or tensor.
     batch_size: ``B``, an int or a scalar tensor (the static size is checked when known, the
-      dynamic one by an assertion).
+      dynamic one at run time).
     list_size: ``C`` if per-item weights ``[B, C]`` are allowed, else ``None``.
     dtype: the dtype of the returned weights.
 
@@ -221,12 +268,10 @@ def check_sample_weight(sample_weight, batch_size, list_size=None, dtype=tf.floa
 
   Raises:
     TypeError: non-numeric weights.
-    ValueError: a shape other than the allowed ones (known when traced).
-    InvalidArgumentError: NaN, +-inf or negative weights, or a batch size that differs at run
-      time.
+    ValueError: a shape other than the allowed ones, or NaN, +-inf or negative weights.
 
   Example:
-    >>> check_sample_weight([[2.0], [0.5]], batch_size=2).numpy()
+    >>> ops.convert_to_numpy(check_sample_weight([[2.0], [0.5]], batch_size=2))
     array([2. , 0.5], dtype=float32)
     >>> try:
     ...   check_sample_weight([[1.0, 2.0], [3.0, 4.0]], batch_size=2)
@@ -236,16 +281,9 @@ def check_sample_weight(sample_weight, batch_size, list_size=None, dtype=tf.floa
 with batch_size 2, got shape (2, 2).
   """
   # Over 60 lines by its docstring: the shapes and rules of the one sample-weight check.
-  try:
-    weights = tf.convert_to_tensor(sample_weight)
-  except (TypeError, ValueError) as e:
-    raise TypeError(
-      f"`sample_weight` must be a numeric tensor, got {sample_weight!r}: {e}"
-    ) from None
-  if not (weights.dtype.is_floating or weights.dtype.is_integer or weights.dtype == tf.bool):
-    raise TypeError(f"`sample_weight` must be a numeric tensor, got dtype {weights.dtype.name}.")
-  static_batch = tf.get_static_value(batch_size)
-  static_list = tf.get_static_value(list_size) if list_size is not None else None
+  weights = _numeric_tensor("sample_weight", sample_weight, "a numeric tensor", allow_bool=True)
+  static_batch = _static_int(batch_size)
+  static_list = _static_int(list_size) if list_size is not None else None
   allowed = "[batch_size] or [batch_size, 1] (one weight per example)"
   if list_size is not None:
     allowed = (
@@ -256,26 +294,34 @@ with batch_size 2, got shape (2, 2).
   if static_list is not None:
     sizes += f" and list_size {static_list}"
   message = f"`sample_weight` must have shape {allowed}" + (f" with {sizes}" if sizes else "")
-  shape = weights.shape
-  if shape.rank is not None:
-    per_item = shape.rank == 2 and shape[1] is not None and shape[1] != 1
-    bad = (
-      shape.rank not in (1, 2)
-      or (static_batch is not None and shape[0] is not None and shape[0] != static_batch)
-      or (per_item and list_size is None)
-      or (per_item and None not in (shape[1], static_list) and shape[1] != static_list)
+  shape = tuple(weights.shape)
+  per_item = len(shape) == 2 and shape[1] is not None and shape[1] != 1
+  bad = (
+    len(shape) not in (1, 2)
+    or (static_batch is not None and shape[0] is not None and shape[0] != static_batch)
+    or (per_item and list_size is None)
+    or (per_item and None not in (shape[1], static_list) and shape[1] != static_list)
+  )
+  if bad:
+    raise ValueError(f"{message}, got shape {shape}.")
+  if len(shape) == 2 and (shape[1] == 1 or (shape[1] is None and list_size is None)):
+    weights = ops.reshape(weights, [-1])  # [B, 1]; a batch of any other size fails below
+  weights = ops.cast(weights, dtype)
+  if static_batch is None or weights.shape[0] is None:
+    check_values(
+      ops.convert_to_tensor(ops.shape(weights)[0] == batch_size),
+      f"{message}; the batch sizes of the weights and the examples differ,",
     )
-    if bad:
-      raise ValueError(f"{message}, got shape {tuple(shape)}.")
-    if shape.rank == 2 and (shape[1] == 1 or (shape[1] is None and list_size is None)):
-      weights = tf.reshape(weights, [-1])  # [B, 1]; a batch of any other size fails below
-  weights = tf.cast(weights, dtype)
-  tf.debugging.Assert(
-    tf.equal(tf.shape(weights)[0], tf.cast(batch_size, tf.int32)),
-    [f"{message}; got a batch of", tf.shape(weights)[0], "weights for", batch_size, "examples."],
+  valid = ops.logical_and(ops.isfinite(weights), weights >= 0)
+  check_values(
+    valid, "`sample_weight` must be finite and >= 0 (no NaN, Inf or negative weight),", weights
   )
-  tf.debugging.Assert(
-    tf.reduce_all(tf.logical_and(tf.math.is_finite(weights), weights >= 0)),
-    ["`sample_weight` must be finite and >= 0 (no NaN, Inf or negative weight)."],
-  )
+  if not backend.is_concrete(weights):
+    weights = ops.where(valid, weights, ops.cast(float("nan"), weights.dtype))
   return weights
+
+
+def _static_int(value):
+  """``value`` as a Python int if it is known now, else ``None``."""
+  known = backend.static_value(value)
+  return None if known is None else int(known)

@@ -1,40 +1,32 @@
-"""The one place that decides which TensorFlow, Keras and TF-Ranking the package runs on.
-
-One stack is supported (docs/stacks.md): TensorFlow 2.16-2.21 on Python 3.12+, with Keras 3
-(``keras``), or Keras 2 from the ``tf-keras`` package when ``TF_USE_LEGACY_KERAS=1``. (TensorFlow
-2.15, whose ``tf.keras`` is Keras 2.15, was supported up to release 0.1.0.)
+"""The one place that decides which Keras the package is bound to, and how a loss reduces.
 
 **Keras.** Every Keras object of tfrank4class (losses, metrics, layers) is written once, against
-``keras`` below, which is the Keras that ``tf.keras`` is in the process (the rule TensorFlow
-itself follows): Keras 3 on TensorFlow 2.16+, tf-keras there when ``TF_USE_LEGACY_KERAS=1`` is
-set before TensorFlow is imported. The package never sets the
-variable (it does not change the user's environment). So ``import keras`` code and
-``TF_USE_LEGACY_KERAS=1`` code both keep working; what cannot work is one process that mixes
-them: a model of the other Keras that is handed one of our objects fails at once with
-:class:`KerasFlavourError` naming the fix (see :func:`register_serializable`), instead of
-training with untracked weights or averaging running means. Keras 3 must run on its TensorFlow
-backend: when ``KERAS_BACKEND`` or ``keras.json`` selects ``jax`` or ``torch``, the import stops
-with an error that names which of the two did (:func:`keras_backend_setting`).
-Where the flavours differ in spelling, this module holds the one switch
-(:data:`DEFAULT_REDUCTION`, :func:`loss_reduction`, :data:`KERAS_3`).
+``keras`` below:
 
-**TF-Ranking.** tensorflow-ranking 0.5.5, its last release, pins ``tensorflow<2.16``
-(tensorflow/ranking#365) and its package ``__init__`` imports ``tf.estimator``, which TensorFlow
-2.16 removed (tensorflow/ranking#362). Its Keras-free core (``python/losses_impl.py``,
-``python/utils.py``) and its Keras loss module, which we use only for ``RankingLossKey`` and the
-lambda-weight classes, import cleanly on TensorFlow 2.21; :func:`tf_ranking_module` loads them
-without running the package ``__init__``. This module is the only one in the package that
-imports tensorflow-ranking.
+* Keras 3 (``import keras``) on any of its backends, TensorFlow, JAX or PyTorch (the
+  ``KERAS_BACKEND`` variable or ``keras.json``, Keras's own rule; :data:`BACKEND`);
+* Keras 2 from the ``tf-keras`` package when ``TF_USE_LEGACY_KERAS=1`` is set before TensorFlow
+  is imported (TensorFlow 2.16-2.21), the Keras ``tf.keras`` then is (the rule TensorFlow itself
+  follows). The package never sets the variable.
 
-**TensorFlow internals.** :func:`in_xla_context` (whether XLA compiles the graph being traced)
-and :func:`op_determinism` (reading and switching off op determinism) have no public TensorFlow
-API; this module is the only one that imports ``tensorflow.python``.
+The maths of the core is written on Keras 3's ``keras.ops`` (:data:`ops`), whatever the bound
+Keras: on the TensorFlow backend it takes and returns ``tf.Tensor``\\ s, so the same core serves
+tf-keras models (inside them, under ``jit_compile``, with gradients). What ``keras.ops`` lacks is
+in :mod:`tfrank4class.backend`. One process cannot mix the two Keras flavours: a model of the
+other Keras that is handed one of our objects fails at once with :class:`KerasFlavourError`
+naming the fix (see :func:`register_serializable`), instead of training with untracked weights
+or averaging running means.
+
+**TensorFlow by nature.** The tf.data pipelines (:mod:`tfrank4class.data`), the absl binaries
+(:mod:`tfrank4class.train`), SavedModel export and the SavedModel text encoder need TensorFlow
+and Keras's TensorFlow backend; they call :func:`require_tensorflow_backend` when imported, which
+names what selected another backend. Only they, and :mod:`tfrank4class.backend` on the
+TensorFlow backend, import ``tensorflow``: the core imports on a machine without it.
+
+**Reduction.** Where the flavours differ in spelling, this module holds the one switch
+(:data:`DEFAULT_REDUCTION`, :func:`loss_reduction`, :func:`reduce_loss`).
 """
 
-# Longer than the 500 lines the house allows a module, on purpose: this is the one place that
-# knows which Keras is bound, and splitting it would make two.
-
-import contextlib
 import functools
 import importlib
 import importlib.util
@@ -44,18 +36,8 @@ import sys
 import types
 import weakref
 
-import tensorflow as tf
-from tensorflow.python.framework import config as tf_config
-from tensorflow.python.framework import ops as tf_ops
-from tensorflow.python.ops import control_flow_util
-
-#: The oldest TensorFlow the package supports.
+#: The oldest TensorFlow the package supports (for tf-keras and the TensorFlow-by-nature parts).
 MIN_TENSORFLOW = (2, 16)
-
-#: The command that installs tensorflow-ranking beside TensorFlow 2.16+ (its metadata pins
-#: ``tensorflow<2.16``, so it is installed without its dependencies; it needs none beyond
-#: TensorFlow for the parts we use).
-TF_RANKING_INSTALL = 'python -m pip install --no-deps "tensorflow-ranking==0.5.5"'
 
 
 class KerasFlavourError(TypeError):
@@ -73,7 +55,11 @@ def tensorflow_version(version=None):
     >>> tensorflow_version("2.21.0rc1")
     (2, 21)
   """
-  major, minor = (version or tf.__version__).split(".")[:2]
+  if version is None:
+    import tensorflow as tf  # noqa: PLC0415  (only asked for on the TensorFlow side)
+
+    version = tf.__version__
+  major, minor = version.split(".")[:2]
   return int(major), int(minor)
 
 
@@ -87,7 +73,6 @@ def check_tensorflow_version(version=None):
     ...
     ImportError: tfrank4class needs TensorFlow >= 2.16, found 2.15.1. ...
   """
-  version = version or tf.__version__
   if tensorflow_version(version) < MIN_TENSORFLOW:
     raise ImportError(
       f"tfrank4class needs TensorFlow >= {MIN_TENSORFLOW[0]}.{MIN_TENSORFLOW[1]}, found "
@@ -110,11 +95,10 @@ def legacy_keras_requested(environ=None):
 def keras_backend_setting(environ=None):
   """``(backend, source)``: the Keras 3 backend the environment selects, and what selects it.
 
-  Keras 3's own rule, read without importing Keras (which would fail on a backend that is not
-  installed): ``KERAS_BACKEND`` when it is set and not empty, else the ``"backend"`` of
-  ``keras.json`` in ``KERAS_HOME`` (default ``~/.keras``, or ``/tmp/.keras`` when the home
-  directory is not writable), else ``"tensorflow"``. ``source`` is ``"KERAS_BACKEND"``, the path
-  of that ``keras.json``, or ``None`` for the default.
+  Keras 3's own rule, read without importing Keras: ``KERAS_BACKEND`` when it is set and not
+  empty, else the ``"backend"`` of ``keras.json`` in ``KERAS_HOME`` (default ``~/.keras``, or
+  ``/tmp/.keras`` when the home directory is not writable), else ``"tensorflow"``. ``source`` is
+  ``"KERAS_BACKEND"``, the path of that ``keras.json``, or ``None`` for the default.
 
   Example:
     >>> keras_backend_setting({"KERAS_BACKEND": "jax"})
@@ -141,52 +125,72 @@ def keras_backend_setting(environ=None):
   return "tensorflow", None
 
 
-def _check_keras_backend(backend, source):
-  """Refuses a Keras 3 backend other than TensorFlow, naming what set it (``source``: as from
-  :func:`keras_backend_setting`, or ``None`` for a Keras already imported)."""
-  if backend == "tensorflow":
+def require_tensorflow_backend(what):
+  """Raises ``ImportError`` unless the package runs on TensorFlow (Keras 3's TensorFlow backend
+  or tf-keras); ``what`` names the part that needs it. The fence of the TensorFlow-by-nature
+  modules (tf.data pipelines, binaries, SavedModel): each calls this when imported.
+
+  Example:
+    >>> require_tensorflow_backend("tfrank4class.data") if BACKEND == "tensorflow" else None
+  """
+  if BACKEND == "tensorflow":
     return
+  backend, source = keras_backend_setting()
   if source == "KERAS_BACKEND":
-    found, fix = f"KERAS_BACKEND is {backend!r}", "Set KERAS_BACKEND=tensorflow"
+    found, fix = f"KERAS_BACKEND is {backend!r}", "set KERAS_BACKEND=tensorflow"
   elif source is None:
-    found = f"the Keras already imported in this process runs on {backend!r}"
-    fix = "Set KERAS_BACKEND=tensorflow"
+    found, fix = f"Keras runs on {BACKEND!r}", "set KERAS_BACKEND=tensorflow"
   else:
     found = f'the Keras config file {source} sets "backend": {json.dumps(backend)}'
-    fix = (
-      f'Set "backend": "tensorflow" in {source}, or set KERAS_BACKEND=tensorflow in the '
-      "environment,"
-    )
+    fix = 'set "backend": "tensorflow" there (or KERAS_BACKEND=tensorflow)'
   raise ImportError(
-    f"tfrank4class is TensorFlow-only: its losses, metrics and layers run their maths in "
-    f"TensorFlow ops, which Keras 3 runs only on its TensorFlow backend, but {found}. {fix} "
-    "before Keras is imported."
+    f"{what} is TensorFlow by nature (tf.data, tf.distribute, SavedModel) and needs Keras's "
+    f"TensorFlow backend, but {found}: {fix} before Keras is imported. The losses, metrics, "
+    "rank operators and heads run on every backend without it."
   )
 
 
 def _bind_keras():
-  check_tensorflow_version()
-  version = tensorflow_version()
+  """``(bound Keras, backend name)``."""
   if legacy_keras_requested():
+    import tensorflow as tf  # noqa: PLC0415  (tf-keras is TensorFlow's Keras 2)
+
+    check_tensorflow_version(tf.__version__)
     try:
-      import tf_keras  # pylint: disable=g-import-not-at-top
+      import tf_keras  # noqa: PLC0415
     except ImportError:
+      version = tensorflow_version(tf.__version__)
       raise ImportError(
         "TF_USE_LEGACY_KERAS=1 asks for Keras 2, which TensorFlow "
         f"{tf.__version__} gets from the tf-keras package, and it is not installed. Run: "
         f'python -m pip install "tf-keras~={version[0]}.{version[1]}.0"'
       ) from None
-    return tf_keras
-  _check_keras_backend(*keras_backend_setting())
-  import keras  # pylint: disable=g-import-not-at-top
+    return tf_keras, "tensorflow"
+  import keras  # noqa: PLC0415
 
-  _check_keras_backend(keras.backend.backend(), None)
-  return keras
+  backend = keras.backend.backend()
+  if backend == "tensorflow":
+    import tensorflow as tf  # noqa: PLC0415
+
+    check_tensorflow_version(tf.__version__)
+  elif backend not in ("jax", "torch"):
+    raise ImportError(
+      f"tfrank4class runs on Keras 3's tensorflow, jax and torch backends, but Keras runs on "
+      f"{backend!r}. Set KERAS_BACKEND to one of them before Keras is imported."
+    )
+  return keras, backend
 
 
 #: The Keras every object of the package is built on: Keras 3 (``keras``), or tf-keras when
 #: ``TF_USE_LEGACY_KERAS=1``.
-keras = _bind_keras()
+keras, BACKEND = _bind_keras()
+
+import keras as _keras_3  # noqa: E402  (Keras 3, whose ops the core is written on)
+
+#: Keras 3's ``keras.ops``: the core's maths on every backend (with tf-keras: its TensorFlow one).
+ops = _keras_3.ops
+#: Keras 3's ``keras.tree`` (nested structures, on every backend).
+tree = _keras_3.tree
 
 #: Top-level package of the bound Keras: "keras" (Keras 3) or "tf_keras".
 KERAS_PACKAGE = keras.__name__.split(".")[0]
@@ -215,6 +219,13 @@ def loss_reduction(reduction):
   return reduction
 
 
+def _tensorflow():
+  """TensorFlow, on the TensorFlow side only (tf-keras, or Keras 3's TensorFlow backend)."""
+  import tensorflow as tf  # noqa: PLC0415
+
+  return tf
+
+
 def reduce_loss(loss, values):
   """Reduces a loss's (already weighted) values as the bound Keras's ``Loss.__call__`` does.
 
@@ -226,7 +237,7 @@ def reduce_loss(loss, values):
         Keras 3 also "mean")
       "mean_with_sample_weight" (Keras 3):     sum(v) / n            (the weights are already in v)
 
-  then, as each flavour does it under a ``tf.distribute`` strategy:
+  then, as each flavour does it under a ``tf.distribute`` strategy (TensorFlow only):
 
   * Keras 3 divides a mean (not a sum) by the number of replicas in sync, since it sums the
     replicas' gradients; it returns a scalar ``v`` unreduced and unscaled, as its
@@ -242,18 +253,19 @@ def reduce_loss(loss, values):
     >>> class Halves(keras.losses.Loss):
     ...   def call(self, y_true, y_pred):
     ...     return y_pred / 2.0
-    >>> float(reduce_loss(Halves(reduction="sum"), tf.constant([1.0, 2.0, 3.0])))
+    >>> float(reduce_loss(Halves(reduction="sum"), ops.convert_to_tensor([1.0, 2.0, 3.0])))
     6.0
-    >>> float(reduce_loss(Halves(), tf.constant([[1.0, 2.0], [3.0, 6.0]])))
+    >>> float(reduce_loss(Halves(), ops.convert_to_tensor([[1.0, 2.0], [3.0, 6.0]])))
     3.0
   """
   reduction = loss.reduction
-  values = tf.convert_to_tensor(values)
+  values = ops.convert_to_tensor(values)
   if KERAS_3:
-    values = tf.cast(values, loss.dtype)
-    if reduction in (None, "none") or values.shape.rank == 0 or tuple(values.shape) == (0,):
+    values = ops.cast(values, loss.dtype)
+    if reduction in (None, "none") or len(values.shape) == 0 or tuple(values.shape) == (0,):
       return values
   else:
+    tf = _tensorflow()
     if (
       reduction in ("auto", "sum_over_batch_size")
       and tf.distribute.has_strategy()
@@ -266,14 +278,14 @@ def reduce_loss(loss, values):
       )
     if reduction == "none":
       return values
-  total = tf.reduce_sum(values)
+  total = ops.sum(values)
   if reduction == "sum":
     return total
-  mean = tf.math.divide_no_nan(total, tf.cast(tf.size(values), total.dtype))
-  if KERAS_3:
-    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+  mean = ops.divide_no_nan(total, ops.cast(ops.size(values), total.dtype))
+  if KERAS_3 and BACKEND == "tensorflow":
+    replicas = _tensorflow().distribute.get_strategy().num_replicas_in_sync
     if replicas > 1:
-      mean = mean * tf.cast(1.0 / replicas, mean.dtype)
+      mean = mean * ops.cast(1.0 / replicas, mean.dtype)
   return mean
 
 
@@ -322,7 +334,7 @@ def check_keras_flavour(obj, args=(), kwargs=None, caller_modules=()):
   for module in caller_modules:
     if _is_foreign_keras(module):
       raise _mix_up(obj, "it is being used by", module.split(".")[0])
-  for leaf in tf.nest.flatten((args, kwargs or {})):
+  for leaf in tree.flatten((args, kwargs or {})):
     module = type(leaf).__module__
     if _is_foreign_keras(module):
       raise _mix_up(obj, f"it was given a {type(leaf).__name__} from", module.split(".")[0])
@@ -345,12 +357,14 @@ def _calling_modules(depth=_STACK_DEPTH):
 def _check_caller(obj, args=(), kwargs=None):
   """:func:`check_keras_flavour` for a call of ``obj``, walking the call stack only when needed.
 
-  The arguments are checked on every call (a ``tf.nest.flatten``). The callers' modules are read
+  The arguments are checked on every call (a ``tree.flatten``). The callers' modules are read
   from the stack once per trace (a call inside a ``tf.function`` being traced: Keras's train,
   test and predict steps) and, eagerly, on the object's first call only, not on every step.
   """
   check_keras_flavour(obj, args, kwargs)
-  if tf.executing_eagerly():
+  if BACKEND != "tensorflow":
+    return  # one Keras only: tf-keras needs TensorFlow's backend
+  if _tensorflow().executing_eagerly():
     if obj in _CHECKED_EAGERLY:
       return
     check_keras_flavour(obj, caller_modules=_calling_modules(depth=_STACK_DEPTH + 1))
@@ -404,32 +418,10 @@ def in_xla_context():
     >>> in_xla_context()
     False
   """
+  from tensorflow.python.framework import ops as tf_ops  # noqa: PLC0415
+  from tensorflow.python.ops import control_flow_util  # noqa: PLC0415
+
   return control_flow_util.GraphOrParentsInXlaContext(tf_ops.get_default_graph())
-
-
-@contextlib.contextmanager
-def op_determinism():
-  """Op determinism on inside the ``with`` block, and the process's own setting after it.
-
-  TensorFlow's public API turns it on (``tf.config.experimental.enable_op_determinism``) but can
-  neither read nor undo that; ``tensorflow.python.framework.config`` (the module Keras itself
-  reads it from) can. Keras 3 compiles nothing with XLA while it is on (``Trainer.compile``
-  turns ``jit_compile`` off), so leaving it on would silently change later models of the process.
-
-  Example:
-    >>> with op_determinism():
-    ...   tf_config.is_op_determinism_enabled()
-    True
-    >>> tf_config.is_op_determinism_enabled()
-    False
-  """
-  was_on = tf_config.is_op_determinism_enabled()
-  tf.config.experimental.enable_op_determinism()
-  try:
-    yield
-  finally:
-    if not was_on:
-      tf_config.disable_op_determinism()
 
 
 PACKAGE = "tfrank4class"
@@ -456,7 +448,9 @@ def _name_modules(kind):
   one ``compile`` calls (``keras.src.losses`` / ``tf_keras.src.losses``, where ``get`` is
   defined) and the public ones (``keras.losses``, and ``tf.keras.losses`` where it differs)."""
   public = getattr(keras, kind)
-  modules = [sys.modules[public.get.__module__], public, getattr(tf.keras, kind, public)]
+  modules = [sys.modules[public.get.__module__], public]
+  if BACKEND == "tensorflow":
+    modules.append(getattr(_tensorflow().keras, kind, public))
   return list({id(m): m for m in modules}.values())
 
 
@@ -504,6 +498,10 @@ def resolve_by_name(kind, registry):
     get.keras_get = keras_get
     module.get = get
 
+
+#: The command that installs tensorflow-ranking beside TensorFlow 2.16+ (its metadata pins
+#: ``tensorflow<2.16``, so it is installed without its dependencies).
+TF_RANKING_INSTALL = 'python -m pip install --no-deps "tensorflow-ranking==0.5.5"'
 
 _TF_RANKING_MODULES = {}
 
@@ -564,6 +562,7 @@ def track_variables(layer, trainable, non_trainable):
   a ``regularizer`` attribute from each, which this sets to ``None`` when missing.
 
   Example:
+    >>> import tensorflow as tf
     >>> layer = keras.layers.Layer()
     >>> track_variables(layer, [tf.Variable(1.0)], [tf.Variable(2.0, trainable=False)])
     >>> [float(w.numpy()) for w in layer.weights]
@@ -591,6 +590,7 @@ def build_attention(layer, query_shape, value_shape):
   to the first call (its loader restores them then).
 
   Example:
+    >>> import tensorflow as tf
     >>> attention = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
     >>> build_attention(attention, (None, 5, 8), (None, 5, 8))
     >>> len(attention.weights) == (8 if KERAS_3 else 0)
@@ -602,5 +602,5 @@ def build_attention(layer, query_shape, value_shape):
     layer.build(query_shape, value_shape)
   else:
     layer._build_from_signature(  # pylint: disable=protected-access
-      tf.TensorShape(query_shape), tf.TensorShape(value_shape)
+      _tensorflow().TensorShape(query_shape), _tensorflow().TensorShape(value_shape)
     )

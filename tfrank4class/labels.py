@@ -17,45 +17,40 @@ One set of errors, each naming the argument, the value and what is allowed:
 
 * ``TypeError``: labels that are not numeric (integer, floating point or bool);
 * ``ValueError``: a shape other than ``[B]``, ``[B, 1]`` or ``[B, C]`` (``C`` the list size when
-  it is known), dense relevance where only class ids are allowed, ``num_classes < 2``, or
-  (:func:`check_batch_size`) labels and scores of different batch sizes known when traced;
-* ``InvalidArgumentError``: class ids that are not whole numbers or lie outside ``[0, C)``
-  (``>= 0`` when ``C`` is not given), or batch sizes that differ at run time.
+  it is known), dense relevance where only class ids are allowed, ``num_classes < 2``, labels
+  and scores of different batch sizes (:func:`check_batch_size`); and, for the values
+  (:func:`tfrank4class.checks.check_values`), class ids that are not whole numbers or lie
+  outside ``[0, C)`` (``>= 0`` when ``C`` is not given), or dense relevance that is not finite.
 
-Run-time checks are ``tf.debugging.Assert`` ops *beside* the computation, not gates on it. Eagerly
-they raise at once; inside ``tf.function`` they run as stateful ops of the function (a
-``tf.function`` runs every stateful op it traced), so the call fails with their message. Not
-gating keeps the label computations of several metrics on one batch identical graph nodes, which
-TensorFlow's graph optimiser merges (see :mod:`tfrank4class.metrics.functional`), and the data of
-every assertion is a string or int32 tensor, which TensorFlow checks without a ``tf.cond`` guard.
-XLA drops assertions: under ``jit_compile=True`` a bad id passes unchecked (a fractional id is
-truncated towards zero, and :func:`to_relevance` turns an id outside ``[0, C)`` into an all-zero
-row).
+The value checks raise eagerly on every backend, and inside ``tf.function`` run as
+``tf.debugging`` assertions. Where no check can run (XLA, ``jax.jit``, ``torch.compile``), the
+lists whose labels are bad are marked in :attr:`Labels.invalid`: their relevance rows are NaN and
+:meth:`Labels.mark_invalid` makes a loss or metric of those lists NaN, so a bad label shows
+instead of giving a silently wrong value.
 
-This module imports only TensorFlow and :mod:`tfrank4class.checks`, so that losses, metrics,
+This module imports only ``keras.ops`` and :mod:`tfrank4class.checks`, so that losses, metrics,
 heads and retrieval can all use it without breaking the one-way flow of the package.
 """
 
 import typing
 
-import tensorflow as tf
-
-from tfrank4class import checks
-
-#: The number of label values an assertion message shows.
-SUMMARIZE = 10
+from tfrank4class import backend, checks
+from tfrank4class.compat import ops
 
 
 class Labels(typing.NamedTuple):
-  """Parsed labels (see :func:`parse_labels`): exactly one of the two fields is set.
+  """Parsed labels (see :func:`parse_labels`): exactly one of ``ids`` and ``relevance`` is set.
 
   Attributes:
-    ids: int64 class ids ``[B]``, or ``None`` for dense relevance.
+    ids: int32 class ids ``[B]``, or ``None`` for dense relevance.
     relevance: float dense relevance ``[B, C]`` (``< 0`` = padding), or ``None`` for class ids.
+    invalid: bool ``[B]``, the lists whose labels failed a value check that could not raise
+      (traced code), or ``None`` when the values were checked (or could not be bad).
   """
 
-  ids: tf.Tensor | None = None
-  relevance: tf.Tensor | None = None
+  ids: typing.Any = None
+  relevance: typing.Any = None
+  invalid: typing.Any = None
 
   @property
   def is_class_ids(self):
@@ -67,20 +62,32 @@ class Labels(typing.NamedTuple):
     """The set field: ``ids`` ``[B]`` or ``relevance`` ``[B, C]``."""
     return self.ids if self.ids is not None else self.relevance
 
-  def to_relevance(self, num_classes, dtype=tf.float32):
-    """Relevance ``[B, num_classes]``: the one-hot rows of class ids, or the dense relevance."""
+  def to_relevance(self, num_classes, dtype="float32"):
+    """Relevance ``[B, num_classes]``: the one-hot rows of class ids, or the dense relevance;
+    NaN rows for :attr:`invalid` lists."""
     if self.ids is None:
-      return tf.cast(self.relevance, dtype)
-    return tf.one_hot(self.ids, tf.cast(num_classes, tf.int32), dtype=dtype)
+      relevance = ops.cast(self.relevance, dtype)
+    else:
+      relevance = ops.one_hot(self.ids, num_classes, dtype=dtype)
+    return self.mark_invalid(relevance)
+
+  def mark_invalid(self, values):
+    """``values`` (one row or value per list, ``[B, ...]``) with NaN for :attr:`invalid` lists;
+    ``values`` unchanged when there are none to mark."""
+    if self.invalid is None:
+      return values
+    invalid = ops.reshape(self.invalid, (-1,) + (1,) * (len(values.shape) - 1))
+    return ops.where(invalid, ops.cast(float("nan"), values.dtype), values)
 
 
 def _numeric(name, labels):
   try:
-    labels = tf.convert_to_tensor(labels)
+    labels = ops.convert_to_tensor(labels)
   except (TypeError, ValueError) as e:
-    raise TypeError(f"`{name}` must be a numeric tensor, got {labels!r}: {e}") from None
-  if not (labels.dtype.is_floating or labels.dtype.is_integer or labels.dtype.is_bool):
-    raise TypeError(f"`{name}` must be numeric, got dtype {labels.dtype.name}.")
+    raise TypeError(f"`{name}` must be numeric, got {labels!r}: {e}") from None
+  dtype = backend.dtype_name(labels)
+  if not ("float" in dtype or "int" in dtype or dtype == "bool"):
+    raise TypeError(f"`{name}` must be numeric, got dtype {dtype}.")
   return labels
 
 
@@ -88,30 +95,32 @@ def _static(value):
   """A Python int if ``value`` is one or a tensor of known value, else ``None``."""
   if value is None or isinstance(value, int):
     return value
-  static = tf.get_static_value(value)
-  return None if static is None else int(static)
+  known = backend.static_value(value)
+  return None if known is None else int(known)
 
 
-def _whole(values, ids):
-  """Whether every float in ``values`` is a whole number (its int64 truncation ``ids`` converts
-  back to it: false for fractions, NaN and +-inf), and the first one that is not, as a string
-  (a value for an assertion message that needs no ``tf.cond`` guard)."""
-  whole = tf.equal(tf.cast(ids, values.dtype), values)
-  first = tf.argmin(tf.cast(whole, tf.int32), output_type=tf.int32)
-  return tf.reduce_all(whole), tf.strings.as_string(tf.gather(values, first))
+def _check(labels, valid, message, shown):
+  """:func:`checks.check_values` of ``valid`` ``[B]``; the labels marked where it cannot raise."""
+  checks.check_values(valid, message, shown)
+  if backend.is_concrete(valid):
+    return labels
+  invalid = ops.logical_not(valid)
+  if labels.invalid is not None:
+    invalid = ops.logical_or(invalid, labels.invalid)
+  return labels._replace(invalid=invalid)
 
 
-def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype=tf.float32, size="B"):
+def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype="float32", size="B"):
   """Parses class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, C]`` into :class:`Labels`.
 
   Rules (in this order):
 
   * rank 2 with a known last dimension other than 1: dense relevance, which must have
     ``num_classes`` columns when that is known; returned as ``Labels(relevance=...)`` in
-    ``dtype``, unchanged otherwise (entries below 0 mark padding);
+    ``dtype``, unchanged otherwise (entries below 0 mark padding); every entry must be finite;
   * rank 1, or rank 2 with a last dimension of 1 (or unknown): class ids. Float ids must be
     whole (and finite); ids must be ``>= 0`` and ``< num_classes`` when that is given. Returned
-    as ``Labels(ids=...)``, int64 ``[B]``;
+    as ``Labels(ids=...)``, int32 ``[B]``;
   * anything else raises ``ValueError``.
 
   Args:
@@ -128,23 +137,27 @@ def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype=tf.f
 
   Raises:
     TypeError: non-numeric labels.
-    ValueError: a bad shape or ``num_classes`` (see the module docstring).
-    InvalidArgumentError: class ids that are not whole numbers or lie outside
-      ``[0, num_classes)``, eagerly and inside ``tf.function`` (not under XLA).
+    ValueError: a bad shape or ``num_classes``; class ids that are not whole numbers or lie
+      outside ``[0, num_classes)``, or non-finite dense relevance (see the module docstring
+      for when values are checked).
 
   Example:
-    >>> parse_labels([[2.0], [0.0]], 3).ids.numpy()
-    array([2, 0])
-    >>> parse_labels([[1.0, 0.0, -1.0]], 3).relevance.numpy()
+    >>> ops.convert_to_numpy(parse_labels([[2.0], [0.0]], 3).ids)
+    array([2, 0], dtype=int32)
+    >>> ops.convert_to_numpy(parse_labels([[1.0, 0.0, -1.0]], 3).relevance)
     array([[ 1.,  0., -1.]], dtype=float32)
+    >>> parse_labels([4, 1], 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: `labels` must be class ids in [0, num_classes=3), got [4].
   """
   # Over 60 lines by its docstring, which states the parsing rules in order.
   if isinstance(num_classes, int):
     checks.check_int("num_classes", num_classes, minimum=2)
   labels = _numeric(name, labels)
-  shape = labels.shape
+  shape = tuple(labels.shape)
   ids_shape = f"class ids of shape [{size}] or [{size}, 1]"
-  if shape.rank == 2 and shape[-1] is not None and shape[-1] != 1:
+  if len(shape) == 2 and shape[-1] is not None and shape[-1] != 1:
     if not dense:
       raise ValueError(f"`{name}` must be {ids_shape}, got shape {shape}.")
     static_c = _static(num_classes)
@@ -153,48 +166,63 @@ def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype=tf.f
         f"`{name}` of shape {shape} do not match the {static_c} scores per list: expected "
         f"{ids_shape}, or dense relevance [{size}, {static_c}]."
       )
-    return Labels(relevance=tf.cast(labels, dtype))
-  if shape.rank == 2:
-    labels = tf.squeeze(labels, axis=-1)
-  elif shape.rank != 1:
+    relevance = ops.cast(labels, dtype)
+    finite = ops.all(ops.isfinite(relevance), axis=-1)
+    message = f"`{name}` given as dense relevance must be finite (no NaN or Inf),"
+    return _check(Labels(relevance=relevance), finite, message, ops.min(relevance, axis=-1))
+  if len(shape) == 2:
+    labels = ops.squeeze(labels, axis=-1)
+  elif len(shape) != 1:
     allowed = f"{ids_shape}, or dense relevance [{size}, C];" if dense else f"{ids_shape},"
     raise ValueError(f"`{name}` must be {allowed} got shape {shape}.")
-  ids = tf.cast(labels, tf.int64)
-  if labels.dtype.is_floating:
-    whole, shown = _whole(labels, ids)
-    tf.debugging.Assert(whole, [f"`{name}` given as class ids must be whole numbers, got", shown])
+  return _parse_ids(name, labels, num_classes)
+
+
+def _parse_ids(name, labels, num_classes):
+  """:class:`Labels` of class ids ``labels`` ``[B]``, their values checked."""
+  floating = "float" in backend.dtype_name(labels)
+  if floating:
+    # False for fractions, NaN and +-inf.
+    whole = ops.logical_and(ops.isfinite(labels), ops.equal(ops.floor(labels), labels))
+    ids = ops.cast(ops.where(whole, labels, ops.zeros_like(labels)), "int32")
+  else:
+    whole = None
+    ids = ops.cast(labels, "int32")
+  parsed = Labels(ids=ids)
+  if whole is not None:
+    message = f"`{name}` given as class ids must be whole numbers,"
+    parsed = _check(parsed, whole, message, labels)
   valid = ids >= 0
   if num_classes is None:
     allowed = "class ids >= 0"
   else:
     static_c = _static(num_classes)
     allowed = f"class ids in [0, num_classes={static_c if static_c is not None else 'C'})"
-    valid = valid & (ids < tf.cast(num_classes, tf.int64))
-  shown = labels if labels.dtype == tf.int32 else tf.cast(ids, tf.int32)
-  tf.debugging.Assert(
-    tf.reduce_all(valid), [f"`{name}` must be {allowed}, got", shown], summarize=SUMMARIZE
-  )
-  return Labels(ids=ids)
+    valid = ops.logical_and(valid, ids < ops.cast(num_classes, "int32"))
+  if whole is not None:
+    valid = ops.logical_or(valid, ops.logical_not(whole))  # reported above
+  return _check(parsed, valid, f"`{name}` must be {allowed},", labels)
 
 
 def class_ids(labels, num_classes=None, name="labels"):
-  """Validated int64 class ids ``[B]``: :func:`parse_labels` with ``dense=False``.
+  """Validated int32 class ids ``[B]``: :func:`parse_labels` with ``dense=False``. (Where no
+  value check can run, use :func:`parse_labels` and :meth:`Labels.mark_invalid`.)
 
   Example:
-    >>> class_ids([[2.0], [0.0]], 3).numpy()
-    array([2, 0])
+    >>> ops.convert_to_numpy(class_ids([[2.0], [0.0]], 3))
+    array([2, 0], dtype=int32)
   """
   return parse_labels(labels, num_classes, name=name, dense=False).ids
 
 
-def to_relevance(labels, num_classes, dtype=tf.float32):
+def to_relevance(labels, num_classes, dtype="float32"):
   """Float relevance ``[B, num_classes]`` of class ids (one-hot rows) or dense relevance.
 
   :func:`parse_labels` followed by :meth:`Labels.to_relevance`. ``num_classes`` is the number of
   classes ``C >= 2`` (a Python int or a scalar tensor).
 
   Example:
-    >>> to_relevance([2, 0], 3).numpy()
+    >>> ops.convert_to_numpy(to_relevance([2, 0], 3))
     array([[0., 0., 1.],
            [1., 0., 0.]], dtype=float32)
   """
@@ -205,11 +233,11 @@ def num_items(scores):
   """The static list size of ``scores`` ``[B, C]`` if known, else a scalar tensor.
 
   Example:
-    >>> num_items(tf.zeros([2, 5]))
+    >>> num_items(ops.zeros([2, 5]))
     5
   """
   size = scores.shape[-1]
-  return int(size) if size is not None else tf.shape(scores)[-1]
+  return int(size) if size is not None else ops.shape(scores)[-1]
 
 
 def check_batch_size(
@@ -217,8 +245,8 @@ def check_batch_size(
 ):
   """Checks that ``labels`` and ``other`` hold the same number of lists (their first axis).
 
-  Raises ``ValueError`` when both sizes are known when traced, else adds an assertion (see the
-  module docstring).
+  Raises ``ValueError`` when both sizes are known when traced, else checks them at run time
+  (:func:`tfrank4class.checks.check_values`).
 
   Args:
     labels: :class:`Labels`, or a tensor of labels (first axis: the lists).
@@ -228,24 +256,24 @@ def check_batch_size(
     dimension: what is compared, in the message ("batch size", "length").
 
   Example:
-    >>> check_batch_size(tf.constant([0, 1, 2]), tf.zeros([2, 4]))
+    >>> check_batch_size(ops.convert_to_tensor([0, 1, 2]), ops.zeros([2, 4]))
     Traceback (most recent call last):
     ...
     ValueError: `labels` and `scores` must have the same batch size, got 3 labels for 2 score lists.
   """
   labels, other = _with_shape(labels), _with_shape(other)
-  n, m = tf.TensorShape(labels.shape)[0], tf.TensorShape(other.shape)[0]
-  message = f"`{name}` and `{other_name}` must have the same {dimension}, got"
+  n, m = tuple(labels.shape)[0], tuple(other.shape)[0]
+  message = f"`{name}` and `{other_name}` must have the same {dimension}"
   if n is not None and m is not None:
     if n != m:
-      raise ValueError(f"{message} {n} labels for {m} {items}.")
+      raise ValueError(f"{message}, got {n} labels for {m} {items}.")
     return
-  n, m = tf.shape(labels)[0], tf.shape(other)[0]
-  tf.debugging.Assert(tf.equal(n, m), [message, n, "labels for", m, items])
+  same = ops.convert_to_tensor(ops.shape(labels)[0] == ops.shape(other)[0])
+  checks.check_values(same, f"{message}; they differ,")
 
 
 def _with_shape(value):
   """``value`` itself if it has a shape (a tensor, a numpy array), else as a tensor."""
   if isinstance(value, Labels):
     return value.tensor
-  return value if hasattr(value, "shape") else tf.convert_to_tensor(value)
+  return value if hasattr(value, "shape") else ops.convert_to_tensor(value)

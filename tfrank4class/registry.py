@@ -182,3 +182,58 @@ class Registry:
 
   def __repr__(self):
     return f"Registry({self.kind!r}, names={list(self.names())})"
+
+
+#: Every Keras object of the package made public by :func:`export`: class name -> class. The
+#: public API list (``tests/test_registry.py`` checks that each is reachable from its package's
+#: ``__all__``).
+PUBLIC = {}
+
+#: The Keras identifier kind of each registry kind whose names ``compile`` also accepts.
+_KERAS_KINDS = {"loss": "losses", "metric": "metrics"}
+
+
+def export(registry=None, name=None):
+  """The one decorator that makes a Keras class of the package public.
+
+  It (1) registers the class with the bound Keras as ``tfrank4class>ClassName``, so ``.keras``
+  files reload it without ``custom_objects`` (:func:`tfrank4class.compat.register_serializable`);
+  (2) adds it to ``registry`` under ``name`` when both are given, so ``registry.get(name)`` and,
+  for the loss and metric registries, ``compile(loss=name)`` / ``compile(metrics=[name])``
+  build it; a name Keras itself resolves is refused (Keras's own names keep their meaning);
+  (3) records it in :data:`PUBLIC`.
+
+  Raises:
+    ValueError: ``name`` is already registered, or is a Keras loss or metric identifier.
+
+  Example (a new loss is this decorator over one class; see CONTRIBUTING.md):
+    >>> from tfrank4class.compat import keras
+    >>> toy_losses = Registry("loss")
+    >>> @export(toy_losses, "toy_loss")
+    ... class ToyLoss(keras.losses.Loss):
+    ...   def call(self, y_true, y_pred):
+    ...     return y_pred
+    >>> type(toy_losses.get("toy_loss")).__name__
+    'ToyLoss'
+    >>> PUBLIC.pop("ToyLoss") is ToyLoss  # a doctest's class is not part of the API
+    True
+  """
+  from tfrank4class import compat  # noqa: PLC0415  (this module itself imports no Keras)
+
+  if (registry is None) != (name is None):
+    raise ValueError("`registry` and `name` go together: give both or neither.")
+  keras_kind = _KERAS_KINDS.get(getattr(registry, "kind", None))
+  if keras_kind and compat.keras_resolves(keras_kind, name):
+    raise ValueError(
+      f"Cannot register a {registry.kind} named {name!r}: it is a Keras {registry.kind} "
+      f"identifier, and `compile` builds Keras's own. Choose another name."
+    )
+
+  def decorator(cls):
+    if registry is not None:
+      registry.add(name, cls)  # refuses a duplicate before Keras sees the class
+    cls = compat.register_serializable(cls)
+    PUBLIC[cls.__name__] = cls
+    return cls
+
+  return decorator

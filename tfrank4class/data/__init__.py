@@ -38,13 +38,17 @@ import os
 
 os.environ.setdefault("NO_GCE_CHECK", "true")
 
-from tfrank4class.data import (
-  _common,  # noqa: E402
-  cifar,  # noqa: E402
-  goemotions,  # noqa: E402
-  imagenet,  # noqa: E402
-  mind,  # noqa: E402
-  text,  # noqa: E402
+from tfrank4class import compat  # noqa: E402
+
+compat.require_tensorflow_backend("tfrank4class.data")  # the fence: tf.data is TensorFlow
+
+from tfrank4class.data import (  # noqa: E402
+  _common,
+  cifar,
+  goemotions,
+  imagenet,
+  mind,
+  text,
 )
 from tfrank4class.data import options as options_lib  # noqa: E402
 from tfrank4class.registry import Registry  # noqa: E402

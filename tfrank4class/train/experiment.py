@@ -16,13 +16,15 @@ named here too.
 """
 
 import collections
+import contextlib
 import os
 import shutil
 
 import tensorflow as tf
 from absl import logging as absl_logging
+from tensorflow.python.framework import config as tf_config  # reads the setting; no public API
 
-from tfrank4class import atomic, compat, errors
+from tfrank4class import atomic, errors
 from tfrank4class import data as data_lib
 from tfrank4class import encoders as encoders_lib
 from tfrank4class import heads as heads_lib
@@ -222,8 +224,33 @@ def train(config):
   ``MalformedRowError`` for a malformed line (with ``on_corrupt="error"``). Op determinism is on
   while it runs; the process's setting is restored after.
   """
-  with compat.op_determinism():
+  with op_determinism():
     return _train(config)
+
+
+@contextlib.contextmanager
+def op_determinism():
+  """Op determinism on inside the ``with`` block, and the process's own setting after it.
+
+  TensorFlow's public API turns it on (``tf.config.experimental.enable_op_determinism``) but can
+  neither read nor undo that; ``tensorflow.python.framework.config`` (the module Keras itself
+  reads it from) can. Keras 3 compiles nothing with XLA while it is on (``Trainer.compile``
+  turns ``jit_compile`` off), so leaving it on would silently change later models of the process.
+
+  Example:
+    >>> with op_determinism():
+    ...   tf_config.is_op_determinism_enabled()
+    True
+    >>> tf_config.is_op_determinism_enabled()
+    False
+  """
+  was_on = tf_config.is_op_determinism_enabled()
+  tf.config.experimental.enable_op_determinism()
+  try:
+    yield
+  finally:
+    if not was_on:
+      tf_config.disable_op_determinism()
 
 
 def _train(config):
