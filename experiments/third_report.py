@@ -132,6 +132,16 @@ def collapsed(records, experiment):
   ]
 
 
+def unscored(records, experiment):
+  """The runs of ``experiment`` with a checkpoint missing (no finite validation epoch) or with
+  non-finite test scores at one."""
+  return [
+    r
+    for r in third_plan.select(records, experiment=experiment)
+    if any(not r["test"].get(e, {}).get("finite", False) for e in P.VALIDATION_ENDPOINTS)
+  ]
+
+
 def status_lines(records, smoke=False):
   """The status table: per experiment, its runs recorded and its state."""
   lines = ["| experiment | sweep runs | seeds runs | state |", "|---|---|---|---|"]
@@ -194,7 +204,8 @@ def _experiment_lines(records, name, smoke):
   lines += [
     "",
     f"Collapsed runs (one class first for >= 99 % of test inputs): "
-    f"{len(collapsed(records, name))}.",
+    f"{len(collapsed(records, name))}. Runs without finite test scores at some checkpoint (left "
+    f"out of the comparisons above): {len(unscored(records, name))}.",
     "",
   ]
   return lines

@@ -73,6 +73,9 @@ def test_comparison_against_the_reference(records):
 def test_convergence_collapse_and_status(records):
   found = third_report.convergence(records, "smoke_clean")
   assert found[("softmax", "dot")] == (0.0, 2, 2) and found[("pairwise_logistic", "dot")][0] == 1.0
+  assert third_report.unscored(records, "smoke_clean") == []
+  records[0]["test"] = {"top_1": {"finite": False}}
+  assert third_report.unscored(records, "smoke_clean") == [records[0]]
   assert [r["cell"] for r in third_report.collapsed(records, "smoke_clean")] == [
     "pairwise_logistic"
   ] * 2
