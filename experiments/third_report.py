@@ -192,6 +192,9 @@ def _experiment_lines(records, name, smoke):
   lines = [f"## {name}", ""]
   if not is_complete(records, name, smoke):
     return lines + ["Not complete: no verdict is drawn from it.", ""]
+  flips = {r["flip_rate"] for r in third_plan.select(records, experiment=name) if "flip_rate" in r}
+  if flips:
+    lines += [f"Training labels changed by the noise: {', '.join(f'{f:.4f}' for f in flips)}.", ""]
   for endpoint in P.ENDPOINTS:
     lines += [f"### {METRIC_NAMES[endpoint]}", ""]
     lines += comparison_lines(comparisons(records, name, endpoint, smoke), endpoint) + [""]

@@ -38,6 +38,7 @@ def _record(stage, cell, scale, seed, rank, stopped="patience", top_1=0.5, share
     "best_epoch": {"top_1": 1, "top_5": 2},
     "validation": {"top_1": top_1, "top_5": top_1},
     "test": _test(rank, share),
+    "flip_rate": 0.0,
     "seconds_per_epoch": 1.0,
     "train_seconds": 2.0,
   }
@@ -93,6 +94,7 @@ def test_no_verdict_from_an_incomplete_experiment(records, tmp_path):
     r["stopped_by"] = "patience"
   third_report.write_report(records, str(path), smoke=True)
   text = path.read_text()
+  assert "Training labels changed by the noise: 0.0000." in text
   assert (
     text.count("Not complete") == 1
     and "| pairwise_logistic | dot | 0.01, 1.0 | 1.0000 | +0.5000" in text
