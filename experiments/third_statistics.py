@@ -32,7 +32,7 @@ import numpy as np
 from experiments import statistics
 from tfrank4class import checks
 
-CHUNK = 500
+CHUNK = 200
 
 
 def _paired(values, reference):
@@ -65,8 +65,8 @@ def two_stage_bootstrap(values, reference, replicates=10_000, seed=0, confidence
   for start in range(0, replicates, CHUNK):
     n = min(CHUNK, replicates - start)
     seed_counts = rng.multinomial(seeds, [1.0 / seeds] * seeds, size=n)  # [n, S]
-    example_counts = rng.multinomial(examples, [1.0 / examples] * examples, size=n)  # [n, N]
-    per_seed = example_counts @ difference.T  # [n, S]: each seed's sum over the drawn examples
+    drawn = rng.integers(0, examples, size=(n, examples))  # the test examples of each replicate
+    per_seed = difference[:, drawn].sum(axis=-1).T  # [n, S]: each seed's sum over them
     draws.append((per_seed * seed_counts).sum(axis=1) / (seeds * examples))
   draws = np.concatenate(draws)
   tail = (1.0 - confidence) / 2.0
