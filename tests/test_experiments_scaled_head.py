@@ -11,7 +11,7 @@ from experiments import scaled_head
 def test_scale_control_against_numpy():
   x = np.random.default_rng(0).normal(size=(4, 7)).astype("float32")
   layer = scaled_head.ScaleControl()
-  layer.build(x.shape)
+  layer(x)  # builds the weight (a direct build() call does not mark tf-keras layers built)
   layer.log_temperature.assign(0.7)
   expected = np.exp(0.7) * (x - x.mean(1, keepdims=True)) / (x.std(1, keepdims=True) + 1e-6)
   np.testing.assert_allclose(np.asarray(layer(x)), expected, rtol=1e-5, atol=1e-5)
@@ -22,7 +22,7 @@ def test_temperature_gradient_against_finite_differences():
   x = np.random.default_rng(1).normal(size=(3, 5)).astype("float32")
   weights = np.random.default_rng(2).normal(size=(3, 5)).astype("float32")
   layer = scaled_head.ScaleControl()
-  layer.build(x.shape)
+  layer(x)  # builds the weight (a direct build() call does not mark tf-keras layers built)
 
   def objective(t):
     layer.log_temperature.assign(t)
