@@ -19,7 +19,7 @@ import re
 from experiments import store
 
 #: The files, relative to the repository root, whose blocks the report commands keep.
-FILES = ("README.md", "docs/evidence-grid.md")
+FILES = ("README.md", "docs/evidence-grid.md", "docs/evidence-third-edition.md")
 
 
 def _markers(name):

@@ -10,6 +10,8 @@ package, and reads results back with :func:`numpy`:
       np.testing.assert_allclose(numpy(compiled(fn, mode)(x)), expected)
 """
 
+import contextlib
+
 import numpy as np
 
 from tfrank4class.compat import BACKEND, ops
@@ -87,3 +89,13 @@ def finite_difference_grad(fn, x, eps=1e-3):
     down = float(numpy(fn((x - step).astype(x.dtype))))
     grad[index] = (up - down) / (2 * eps)
   return grad
+
+
+def float64():
+  """A context in which float64 inputs stay float64: JAX computes in float32 unless
+  ``jax_enable_x64`` is on (on for the block here); the other backends need nothing."""
+  if BACKEND == "jax":
+    import jax  # noqa: PLC0415
+
+    return jax.enable_x64(True)
+  return contextlib.nullcontext()

@@ -49,6 +49,7 @@ def _folder(tmp_path, readme, doc):
   (tmp_path / "docs").mkdir()
   (tmp_path / "README.md").write_text(readme)
   (tmp_path / "docs" / "evidence-grid.md").write_text(doc)
+  (tmp_path / "docs" / "evidence-third-edition.md").write_text("no blocks here\n")
   return tmp_path
 
 

@@ -148,9 +148,7 @@ def test_tf_function_raises_with_the_message_and_a_dynamic_num_classes():
   np.testing.assert_array_equal(fn(tf.constant([1]), tf.zeros([1, 4])).numpy(), [[0, 1, 0, 0]])
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels.*\[0, num_classes=3\)"):
     tf.function(lambda y: to_relevance(y, 3))(tf.constant([-1]))
-  with pytest.raises(
-    tf.errors.InvalidArgumentError, match=r"\[0, num_classes=3\),\] \[0 7 1\]"
-  ):
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r"\[0, num_classes=3\),\] \[0 7 1\]"):
     tf.function(lambda y: parse_labels(y, 3))(tf.constant([0, 7, 1], tf.int32))
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"whole numbers"):
     tf.function(parse_labels)(tf.constant([1.0, 2.5, 0.5]))

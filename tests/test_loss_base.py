@@ -206,20 +206,19 @@ def test_nan_sample_weights_raise_eagerly_and_in_a_function(name):
   weights = _WEIGHTS.copy()
   weights[1] = np.nan
   loss = short_list_loss(name)
-  for call in (loss, tf.function(loss)):
-    with pytest.raises(
-      tf.errors.InvalidArgumentError, match="`sample_weight` must be finite and >= 0"
-    ):
-      call(_WEIGHT_IDS, _WEIGHT_SCORES, weights)
+  with pytest.raises(ValueError, match="`sample_weight` must be finite and >= 0"):
+    loss(_WEIGHT_IDS, _WEIGHT_SCORES, weights)
+  with pytest.raises(
+    tf.errors.InvalidArgumentError, match="`sample_weight` must be finite and >= 0"
+  ):
+    tf.function(loss)(_WEIGHT_IDS, _WEIGHT_SCORES, weights)
 
 
 @pytest.mark.parametrize("name", ["softmax_loss", "recall_loss", "mean_average_precision_loss"])
 def test_negative_sample_weights_raise(name):
   weights = _WEIGHTS.copy()
   weights[1] = -1.0
-  with pytest.raises(
-    tf.errors.InvalidArgumentError, match="`sample_weight` must be finite and >= 0"
-  ):
+  with pytest.raises(ValueError, match="`sample_weight` must be finite and >= 0"):
     short_list_loss(name)(_WEIGHT_IDS, _WEIGHT_SCORES, weights)
 
 

@@ -1,25 +1,27 @@
-"""Tests of tfrank4class.losses.rambo.base (the RaMBO loss functions) against independent
-references: hand-computed cases, scikit-learn's average_precision_score / ndcg_score, numpy
-implementations of the closed forms, and the numpy Algorithm 1 of ``_rambo_reference``
-(rk+ a constant)."""
+"""Tests of tfrank4class.losses.rambo.base (the ranks and label handling the RaMBO losses share)
+through the per-list loss functions, against independent references: hand-computed cases and the
+numpy Algorithm 1 of ``_rambo_reference`` (rk+ a constant), on every backend."""
 
 import _rambo_reference as ref
+import backend_testing as bt
 import numpy as np
 import pytest
-import tensorflow as tf
-from sklearn.metrics import average_precision_score, ndcg_score
 
+from tfrank4class.compat import ops
 from tfrank4class.losses.rambo import base as rambo
+from tfrank4class.losses.rambo.average_precision import average_precision_loss_values
+from tfrank4class.losses.rambo.ndcg import ndcg_loss_values
+from tfrank4class.losses.rambo.recall import recall_loss_values
 
 
-def np_negatives_above(scores, relevance):
-  """r_i = #{j valid, irrelevant : s_j > s_i} for relevant i, counted directly (no ties)."""
-  r = np.zeros(scores.shape)
-  for b in range(scores.shape[0]):
-    neg = relevance[b] == 0
-    for i in np.flatnonzero(relevance[b] > 0):
-      r[b, i] = np.sum(neg & (scores[b] > scores[b, i]))
-  return r
+@pytest.fixture(autouse=True)
+def _float64():
+  """float64 inputs stay float64 on every backend (JAX: jax_enable_x64 for the test)."""
+  with bt.float64():
+    yield
+
+
+PER_LIST = [recall_loss_values, average_precision_loss_values, ndcg_loss_values]
 
 
 def random_lists(seed, batch=6, n=15, pad=True):
@@ -34,57 +36,33 @@ def random_lists(seed, batch=6, n=15, pad=True):
   return scores, relevance
 
 
+def _gradient(fn, scores, relevance, **kwargs):
+  return bt.value_and_grad(lambda y: ops.sum(fn(y, relevance, **kwargs)), scores)[1][0]
+
+
 def test_list_ranks_hand_case():
-  rk, rkp, rel, valid = rambo.list_ranks([[0.9, 0.5, 0.7, 3.0]], [[0.0, 1.0, 1.0, -1.0]], 1.0)
-  np.testing.assert_array_equal(rk.numpy()[:, :3], [[1, 3, 2]])  # the padded 3.0 is ignored
-  np.testing.assert_array_equal(rkp.numpy()[:, 1:3], [[2, 1]])
-  np.testing.assert_array_equal(rel.numpy(), [[False, True, True, False]])
-  np.testing.assert_array_equal(valid.numpy(), [[True, True, True, False]])
+  scores = np.array([[0.9, 0.5, 0.7, 3.0]], np.float32)
+  rk, rkp, rel, valid = rambo.list_ranks(scores, np.array([[0.0, 1.0, 1.0, -1.0]], np.float32))
+  np.testing.assert_array_equal(bt.numpy(rk)[:, :3], [[1, 3, 2]])  # the padded 3.0 is ignored
+  np.testing.assert_array_equal(bt.numpy(rkp)[:, 1:3], [[2, 1]])
+  np.testing.assert_array_equal(bt.numpy(rel), [[False, True, True, False]])
+  np.testing.assert_array_equal(bt.numpy(valid), [[True, True, True, False]])
 
 
-def test_recall_hand_cases():
-  # list 1: relevant at 0.9 (r=0) and 0.5 (r=1, behind 0.7): (log 1 + log 2) / 2.
-  # list 2: relevant 0.1 behind two irrelevant items: r = 2 -> log 3; loglog: log(1 + log 3).
-  scores = [[0.9, 0.5, 0.7], [0.3, 0.1, 0.2]]
-  relevance = [[1.0, 1.0, 0.0], [0.0, 1.0, 0.0]]
-  log = rambo.recall_loss_values(scores, relevance, 1.0).numpy()
-  np.testing.assert_allclose(log, [np.log(2) / 2, np.log(3)], rtol=1e-6)
-  loglog = rambo.recall_loss_values(scores, relevance, 1.0, weighting="loglog").numpy()
-  np.testing.assert_allclose(loglog, [np.log(1 + np.log(2)) / 2, np.log(1 + np.log(3))], rtol=1e-6)
-
-
-@pytest.mark.parametrize("weighting", ["log", "loglog"])
-def test_recall_matches_direct_count(weighting):
-  scores, relevance = random_lists(0)
-  r = np_negatives_above(scores, relevance)
-  phi = np.log1p(r) if weighting == "log" else np.log1p(np.log1p(r))
-  pos = relevance > 0
-  expected = (phi * pos).sum(-1) / pos.sum(-1)
-  got = rambo.recall_loss_values(scores, relevance, 1.0, weighting=weighting).numpy()
-  np.testing.assert_allclose(got, expected, rtol=1e-10)
-
-
-def test_proposition_2_weighted_recall_at_k():
-  """log(1 + r) = sum_K log(1 + 1/K) * L@K with L@K = 1[relevant item not within the top K
-  among the irrelevant ones] = 1[r >= K], averaged over the relevant items (Proposition 2)."""
-  scores, relevance = random_lists(1, batch=5, n=60, pad=False)
-  r = np_negatives_above(scores, relevance)
-  pos = relevance > 0
-  weighted = np.zeros(scores.shape[0])
-  for k in range(1, scores.shape[1] + 1):
-    loss_at_k = ((r >= k) * pos).sum(-1) / pos.sum(-1)  # 1 - Recall@K, mean over relevant items
-    weighted += np.log1p(1.0 / k) * loss_at_k
-  got = rambo.recall_loss_values(scores, relevance, 1.0).numpy()
-  np.testing.assert_allclose(got, weighted, rtol=1e-10)
-  assert np.all(weighted > 0)
-
-
-def _gradient(fn, scores, relevance, *args, **kwargs):
-  y = tf.constant(scores)
-  with tf.GradientTape() as tape:
-    tape.watch(y)
-    loss = tf.reduce_sum(fn(y, relevance, *args, **kwargs))
-  return tape.gradient(loss, y).numpy()
+def test_labels_as_class_ids_dense_or_masked_by_where_give_one_list():
+  """Class ids are one-hot rows; ``where`` False is padding, as relevance -1 is."""
+  scores = np.array([[0.9, 0.5, 0.7, 3.0], [0.1, 0.4, 0.3, 0.2]], np.float32)
+  dense = np.array([[0.0, 1.0, 0.0, -1.0], [0.0, 0.0, 1.0, -1.0]], np.float32)
+  where = dense >= 0
+  for fn in PER_LIST:
+    want = bt.numpy(fn(scores, dense))
+    got = bt.numpy(fn(scores, np.array([1, 2]), where=where))
+    np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=fn.__name__)
+    np.testing.assert_allclose(
+      bt.numpy(fn(scores, np.maximum(dense, 0.0), where=where)), want, rtol=1e-6
+    )
+  with pytest.raises(TypeError, match="`where` must be a boolean tensor"):
+    recall_loss_values(scores, dense, where=where.astype(np.float32))
 
 
 def test_three_item_gradient_by_hand():
@@ -102,13 +80,13 @@ def test_three_item_gradient_by_hand():
   themselves, adding (1/3, 0, -1/3) for both, a positive gradient pushing the top relevant item
   down.)
   """
-  scores, relevance = [[1.0, 0.9, 0.8]], [[1.0, 0.0, 1.0]]
+  scores, relevance = np.array([[1.0, 0.9, 0.8]]), np.array([[1.0, 0.0, 1.0]])
   expected = [[0.0, 1 / 3, -1 / 3]]
-  for fn, kind in ((rambo.recall_loss_values, "log"), (rambo.average_precision_loss_values, "ap")):
+  for fn, kind in ((recall_loss_values, "log"), (average_precision_loss_values, "ap")):
     np.testing.assert_allclose(
       ref.list_gradient(scores, relevance, 1.0, kind), expected, atol=1e-15
     )
-    got = _gradient(fn, np.array(scores), relevance, 1.0)
+    got = _gradient(fn, scores, relevance)
     np.testing.assert_allclose(got, expected, atol=1e-15)
     assert got[0, 0] == 0.0
 
@@ -125,142 +103,76 @@ def test_three_item_gradient_by_hand():
   ],
 )
 def test_gradient_matches_algorithm_1_with_constant_rk_plus(kind, shape, lam, margin):
-  """Square and non-square batches, with and without margin, padding included."""
+  """Square and non-square batches, with and without margin, padding included (float64)."""
   scores, relevance = random_lists(shape[0] + shape[1], batch=shape[0], n=shape[1])
   expected = ref.list_gradient(scores, relevance, lam, kind, margin)
   if kind == "ap":
-    got = _gradient(rambo.average_precision_loss_values, scores, relevance, lam, margin)
+    got = _gradient(average_precision_loss_values, scores, relevance, lambda_=lam, margin=margin)
   else:
-    got = _gradient(rambo.recall_loss_values, scores, relevance, lam, margin, kind)
+    got = _gradient(
+      recall_loss_values, scores, relevance, lambda_=lam, margin=margin, weighting=kind
+    )
   np.testing.assert_allclose(got, expected, atol=1e-12)
   assert np.count_nonzero(expected) > 5
 
 
-@pytest.mark.parametrize(
-  "shape,lam,margin", [((16, 5), 2.0, 0.0), ((5, 16), 8.0, 0.2), ((7, 7), 3.0, 0.1)]
-)
-def test_map_and_apc_gradients_match_algorithm_1(shape, lam, margin):
-  rng = np.random.default_rng(shape[0] * 100 + shape[1])
-  scores = rng.standard_normal(shape)
-  relevance = np.eye(shape[1])[rng.integers(0, shape[1], shape[0])]
-  for fn, reference in (
-    (rambo.mean_average_precision_loss_value, ref.map_gradient),
-    (rambo.apc_loss_value, ref.apc_gradient),
-  ):
-    expected = reference(scores, relevance, lam, margin)
-    np.testing.assert_allclose(_gradient(fn, scores, relevance, lam, margin), expected, atol=1e-12)
-    assert np.count_nonzero(expected) > 3
+@pytest.mark.parametrize("fn", PER_LIST)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_score_dtype_is_kept(fn, dtype):
+  scores, relevance = random_lists(7)
+  values = fn(scores.astype(dtype), relevance.astype(dtype))
+  assert bt.numpy(values).dtype == dtype
 
 
-def test_average_precision_matches_sklearn():
-  scores, relevance = random_lists(3)
-  got = rambo.average_precision_loss_values(scores, relevance, 1.0).numpy()
-  for b in range(scores.shape[0]):
-    valid = relevance[b] >= 0
-    ap = average_precision_score(relevance[b, valid] > 0, scores[b, valid])
-    np.testing.assert_allclose(got[b], 1 - ap, rtol=1e-10)
-
-
-def test_average_precision_hand_case():
-  got = rambo.average_precision_loss_values([[0.9, 0.5, 0.7]], [[1.0, 1.0, 0.0]], 1.0).numpy()
-  np.testing.assert_allclose(got, [1 - (1 + 2 / 3) / 2], rtol=1e-6)
-
-
-def test_margin_changes_ranking_as_eq_14_15():
-  # relevant 0.6 vs irrelevant 0.5: without margin AP = 1; with margin 0.2 the gap is
-  # 0.6 - 0.1 < 0.5 + 0.1, so the relevant item drops to rank 2 and AP = 1/2.
-  scores, relevance = [[0.6, 0.5]], [[1.0, 0.0]]
-  np.testing.assert_allclose(rambo.average_precision_loss_values(scores, relevance, 1.0), [0.0])
-  np.testing.assert_allclose(
-    rambo.average_precision_loss_values(scores, relevance, 1.0, margin=0.2), [0.5]
-  )
-
-
-@pytest.mark.parametrize("shape", [(16, 5), (5, 16), (7, 7)])
-def test_mean_average_precision_non_square_matches_sklearn(shape):
-  rng = np.random.default_rng(shape[0])
-  scores = rng.standard_normal(shape)
-  labels = rng.integers(0, shape[1], shape[0])
-  relevance = np.eye(shape[1])[labels]
-  present = [c for c in range(shape[1]) if relevance[:, c].any()]
-  expected = 1 - np.mean([average_precision_score(relevance[:, c], scores[:, c]) for c in present])
-  got = rambo.mean_average_precision_loss_value(scores, relevance, 1.0).numpy()
-  np.testing.assert_allclose(got, expected, rtol=1e-10)
-  apc = rambo.apc_loss_value(scores, relevance, 1.0).numpy()
-  np.testing.assert_allclose(
-    apc, 1 - average_precision_score(relevance.ravel(), scores.ravel()), rtol=1e-10
-  )
-
-
-def test_ndcg_matches_sklearn_with_exponential_gains():
-  rng = np.random.default_rng(4)
-  scores = rng.standard_normal((5, 12))
-  relevance = rng.integers(0, 4, (5, 12)).astype(np.float64)
-  relevance[:, 0] = 3.0
-  got = rambo.ndcg_loss_values(scores, relevance, 1.0).numpy()
-  expected = [1 - ndcg_score([2 ** relevance[b] - 1], [scores[b]]) for b in range(5)]
-  np.testing.assert_allclose(got, expected, rtol=1e-10)
-
-
-def test_ndcg_hand_case_and_padding():
-  got = rambo.ndcg_loss_values([[0.9, 0.5, 5.0]], [[0.0, 1.0, -1.0]], 1.0).numpy()
-  np.testing.assert_allclose(got, [1 - 1 / np.log2(3)], rtol=1e-6)
-
-
-def test_similarity_lists_matches_numpy():
-  rng = np.random.default_rng(5)
-  emb = rng.standard_normal((4, 3))
-  labels = np.array([0, 1, 0, 2])
-  mem_emb, mem_labels = rng.standard_normal((3, 3)), np.array([1, 0, 2])
-  gallery, gallery_labels = np.concatenate([emb, mem_emb]), np.concatenate([labels, mem_labels])
-  sims, rel = rambo.similarity_lists(emb, labels, gallery, gallery_labels)
-  unit = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)
-  np.testing.assert_allclose(sims.numpy(), unit(emb) @ unit(gallery).T, rtol=1e-10)
-  expected = (labels[:, None] == gallery_labels[None]).astype(float)
-  expected[np.arange(4), np.arange(4)] = -1
-  np.testing.assert_array_equal(rel.numpy(), expected)
-  dot, _ = rambo.similarity_lists(emb, labels, similarity="dot")
-  np.testing.assert_allclose(dot.numpy(), emb @ emb.T, rtol=1e-10)
-
-
-@pytest.mark.parametrize(
-  "fn", [rambo.recall_loss_values, rambo.average_precision_loss_values, rambo.ndcg_loss_values]
-)
+@pytest.mark.parametrize("fn", PER_LIST)
 def test_degenerate_lists_finite_loss_and_gradient(fn):
   cases = [
     ([[0.3, 0.2, 0.1]], [[0.0, 0.0, 0.0]], 0.0),  # no relevant item
-    ([[0.3]], [[1.0]], 0.0),  # single item
+    ([[0.3, 9.0]], [[1.0, -1.0]], 0.0),  # a single valid item (labels are lists of >= 2)
     ([[0.5, 0.5, 0.5, 0.5]], [[0.0, 1.0, 0.0, 1.0]], None),  # all-equal scores
     ([[0.1, 0.2]], [[-1.0, -1.0]], 0.0),  # only padding
   ]
   for scores, relevance, expected in cases:
-    y = tf.constant(scores)
-    with tf.GradientTape() as tape:
-      tape.watch(y)
-      loss = fn(y, relevance, 1.0)
-    grad = tape.gradient(loss, y)
-    assert np.all(np.isfinite(loss.numpy())) and np.all(np.isfinite(grad.numpy()))
+    relevance = np.array(relevance, np.float32)
+    value, (grad,) = bt.value_and_grad(
+      lambda y, r=relevance: ops.sum(fn(y, r)), np.array(scores, np.float32)
+    )
+    assert np.all(np.isfinite(value)) and np.all(np.isfinite(grad))
     if expected is not None:
-      np.testing.assert_allclose(loss.numpy(), [expected])
+      np.testing.assert_allclose(value, expected)
+
+
+@pytest.mark.parametrize("fn", PER_LIST)
+def test_compiled_like_eager(fn):
+  scores, relevance = random_lists(8)
+  scores, relevance = scores.astype(np.float32), relevance.astype(np.float32)
+  want = bt.numpy(fn(scores, relevance))
+  for mode in bt.compile_modes():
+    got = bt.numpy(bt.compiled(lambda s, r: fn(s, r, margin=0.1), mode)(scores, relevance))
+    np.testing.assert_allclose(got, bt.numpy(fn(scores, relevance, margin=0.1)), rtol=1e-5)
+  assert np.all(np.isfinite(want))
 
 
 def test_all_equal_scores_tie_rule():
   # Ties are broken by index: relevant items 1 and 3 rank 2nd and 4th, each behind 1 / 2
   # irrelevant items: recall = (log 2 + log 3) / 2.
-  got = rambo.recall_loss_values([[0.5, 0.5, 0.5, 0.5]], [[0.0, 1.0, 0.0, 1.0]], 1.0).numpy()
-  np.testing.assert_allclose(got, [(np.log(2) + np.log(3)) / 2], rtol=1e-6)
+  got = recall_loss_values(
+    np.full([1, 4], 0.5, np.float32), np.array([[0.0, 1.0, 0.0, 1.0]], np.float32)
+  )
+  np.testing.assert_allclose(bt.numpy(got), [(np.log(2) + np.log(3)) / 2], rtol=1e-6)
 
 
 def test_non_finite_scores_raise_not_nan():
-  for fn in (rambo.recall_loss_values, rambo.average_precision_loss_values):
-    with pytest.raises(tf.errors.InvalidArgumentError, match="must be finite"):
-      fn([[0.1, np.nan]], [[1.0, 0.0]], 1.0)
+  for fn in (recall_loss_values, average_precision_loss_values):
+    with pytest.raises(ValueError, match="must be finite"):
+      fn(np.array([[0.1, np.nan]], np.float32), np.array([[1.0, 0.0]], np.float32))
 
 
-def test_bad_weighting_and_similarity():
-  with pytest.raises(
-    ValueError, match=r"`weighting` must be one of \['log', 'loglog'\], got 'sqrt'"
-  ):
-    rambo.recall_loss_values([[0.1]], [[1.0]], 1.0, weighting="sqrt")
-  with pytest.raises(ValueError, match="`similarity` must be one of"):
-    rambo.similarity_lists(np.ones((2, 2)), np.zeros(2), similarity="l1")
+def test_bad_labels_raise_eagerly_and_are_nan_where_nothing_can_raise():
+  scores = np.array([[0.1, 0.2, 0.3], [0.3, 0.2, 0.1]], np.float32)
+  with pytest.raises(ValueError, match=r"in \[0, num_classes=3\), got \[3\]"):
+    recall_loss_values(scores, np.array([0, 3]))
+  for mode in bt.compile_modes():
+    if mode in ("xla", "jit"):
+      got = bt.numpy(bt.compiled(recall_loss_values, mode)(scores, np.array([0, 3])))
+      assert np.isfinite(got[0]) and np.isnan(got[1]), (mode, got)

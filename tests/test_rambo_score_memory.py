@@ -1,10 +1,19 @@
-"""Tests of tfrank4class.losses.rambo.score_memory.ScoreMemory (RaMBO Sec. 4.3)."""
+"""Tests of tfrank4class.losses.rambo.score_memory.ScoreMemory (RaMBO Sec. 4.3), on every backend
+(tf.function and strategies: TensorFlow only)."""
 
+import backend_testing as bt
 import numpy as np
 import pytest
-import tensorflow as tf
 
+from tfrank4class.compat import BACKEND, keras
 from tfrank4class.losses import ScoreMemory
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+  """float64 inputs stay float64 on every backend (JAX: jax_enable_x64 for the test)."""
+  with bt.float64():
+    yield
 
 
 def batches(sizes, width=3):
@@ -20,10 +29,25 @@ def expected_concat(data, t, tau):
   return np.concatenate([v for v, _ in keep]), np.concatenate([lab for _, lab in keep])
 
 
-@pytest.mark.parametrize("compiled", [False, True])
-def test_keeps_last_tau_batches_of_varying_size(compiled):
+ONES, ZEROS = np.ones([2, 3], np.float32), np.zeros([2, 3], np.float32)
+
+
+def test_keeps_last_tau_batches_of_varying_size():
   memory = ScoreMemory(batches=2)
-  call = tf.function(memory.__call__) if compiled else memory
+  data = batches([2, 3, 1, 4, 2])
+  for t, (v, lab) in enumerate(data):
+    got_v, got_l = memory(v, lab)
+    ref_v, ref_l = expected_concat(data, t, 2)
+    np.testing.assert_array_equal(bt.numpy(got_v), ref_v)
+    np.testing.assert_array_equal(bt.numpy(got_l), ref_l)
+
+
+@pytest.mark.tensorflow_only
+def test_keeps_last_tau_batches_inside_a_tf_function():
+  import tensorflow as tf  # noqa: PLC0415
+
+  memory = ScoreMemory(batches=2)
+  call = tf.function(memory.__call__)
   data = batches([2, 3, 1, 4, 2])
   for t, (v, lab) in enumerate(data):
     got_v, got_l = call(tf.constant(v), tf.constant(lab))
@@ -34,30 +58,44 @@ def test_keeps_last_tau_batches_of_varying_size(compiled):
 
 def test_zero_batches_is_identity_and_reset():
   memory = ScoreMemory(0)
-  v, lab = memory(tf.ones([2, 3]), tf.zeros([2, 3]))
-  assert v.shape == (2, 3) and lab.shape == (2, 3)
+  v, lab = memory(ONES, ZEROS)
+  assert tuple(v.shape) == (2, 3) and tuple(lab.shape) == (2, 3)
   memory = ScoreMemory(3)
   assert memory.remembered() == (None, None)
-  memory(tf.ones([2, 3]), tf.zeros([2, 3]))
-  np.testing.assert_array_equal(memory.remembered()[0].numpy(), np.ones([2, 3]))
+  memory(ONES, ZEROS)
+  np.testing.assert_array_equal(bt.numpy(memory.remembered()[0]), np.ones([2, 3]))
   memory.reset()
-  v, _ = memory(tf.ones([2, 3]), tf.zeros([2, 3]))
-  assert v.shape == (2, 3)
+  v, _ = memory(ONES, ZEROS)
+  assert tuple(v.shape) == (2, 3)
 
 
+@pytest.mark.skipif(BACKEND == "jax", reason="a memory keeps no traced values (jax.grad traces)")
 def test_gradient_flows_only_through_current_batch():
   memory = ScoreMemory(1)
-  memory(tf.ones([2, 2]), tf.zeros([2, 2]))
-  x = tf.Variable(2.0 * tf.ones([2, 2]))
-  with tf.GradientTape() as tape:
-    v, _ = memory(x * 1.0, tf.zeros([2, 2]))
-    total = tf.reduce_sum(v * v)
-  assert v.shape == (4, 2)
+  memory(np.ones([2, 2], np.float32), np.zeros([2, 2], np.float32))
+
+  def total(x):
+    v, _ = memory(x * 1.0, np.zeros([2, 2], np.float32))
+    assert tuple(v.shape) == (4, 2)
+    return keras.ops.sum(v * v)
+
   # d/dx sum(x^2) = 2x = 4 for the current rows; the remembered rows are constants.
-  np.testing.assert_array_equal(tape.gradient(total, x).numpy(), np.full((2, 2), 4.0))
+  _, (grad,) = bt.value_and_grad(total, np.full([2, 2], 2.0, np.float32))
+  np.testing.assert_array_equal(grad, np.full((2, 2), 4.0))
 
 
+def test_traced_values_are_refused_on_jax_only():
+  memory = ScoreMemory(1)
+  for mode in bt.compile_modes():
+    if mode == "jit":
+      with pytest.raises(ValueError, match="inside a traced function.*Use memory=0"):
+        bt.compiled(lambda v: memory(v, ZEROS)[0], mode)(ONES)
+
+
+@pytest.mark.tensorflow_only
 def test_per_replica_memory_under_mirrored_strategy(mirrored_strategy):
+  import tensorflow as tf  # noqa: PLC0415
+
   memory = ScoreMemory(1)
 
   @tf.function
@@ -82,31 +120,31 @@ def test_bad_arguments():
   with pytest.raises(ValueError, match=r"`batches` must be an integer >= 0, got 1.5"):
     ScoreMemory(1.5)
   memory = ScoreMemory(1)
-  memory(tf.ones([2, 3]), tf.zeros([2, 3]))
+  memory(ONES, ZEROS)
   with pytest.raises(ValueError, match="built for values float32"):
-    memory(tf.ones([2, 3], tf.float64), tf.zeros([2, 3]))
+    memory(ONES.astype(np.float64), ZEROS)
 
 
 def test_config_round_trip():
   memory = ScoreMemory(4, name="mem")
   clone = ScoreMemory.from_config(memory.get_config())
   assert clone.batches == 4 and clone.name == "mem"
-  assert tf.keras.utils.get_registered_object("tfrank4class>ScoreMemory") is ScoreMemory
+  assert keras.utils.get_registered_object("tfrank4class>ScoreMemory") is ScoreMemory
 
 
+@pytest.mark.tensorflow_only
 def test_per_replica_memory_in_keras_fit_under_mirrored_strategy(mirrored_strategy):
   """In ``fit`` (Keras 3 and Keras 2 alike) each replica remembers the shards it trained on.
 
   Global batches of 4 rows over 2 replicas: replica 0 gets rows 0-1 of each batch, replica 1 rows
   2-3. With ``batches=1`` after two steps each replica holds its own shard of the second batch.
   """
-  keras = tf.keras
   memory = ScoreMemory(1)
 
   class MemoryLoss(keras.losses.Loss):
     def call(self, y_true, y_pred):
       values, _ = memory(y_pred, y_true)
-      return tf.reduce_mean(values) + 0.0 * y_pred[:, 0]
+      return keras.ops.mean(values) + 0.0 * y_pred[:, 0]
 
   x = np.arange(8, dtype=np.float32)[:, None]
   with mirrored_strategy.scope():

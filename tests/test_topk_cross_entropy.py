@@ -1,5 +1,6 @@
 """The top-k cross-entropy: difftopk fixtures, hand cases, labels, padding, m, Keras, modes."""
 
+import backend_testing as bt
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -124,7 +125,7 @@ def test_top_m_ranks_the_true_class_and_the_best_others(method):
   expected = topk_cross_entropy(np.array(selected), np.zeros(3, int), **kwargs)
   np.testing.assert_allclose(topk_cross_entropy(s, y, m=m, **kwargs), expected, rtol=1e-12)
   np.testing.assert_allclose(topk_cross_entropy(s, np.eye(20)[y], m=m, **kwargs), expected)
-  with pytest.raises(tf.errors.InvalidArgumentError, match="one positive entry per row"):
+  with pytest.raises(ValueError, match="one positive entry per row"):
     topk_cross_entropy(s, np.ones((3, 20)), m=m, **kwargs)
 
 
@@ -133,7 +134,7 @@ def test_gradient_matches_finite_differences(method):
   s = np.random.default_rng(6).normal(size=(2, 5))
   kwargs = dict(p_k=[0.3, 0.3, 0.4], method=method, top1_mode="sort")
   _, grad = value_and_grad(lambda v: topk_cross_entropy(v, [1, 3], **kwargs), s, [np.ones(2)])
-  numeric = finite_difference(lambda v: topk_cross_entropy(v, [1, 3], **kwargs).numpy(), s, [1.0])
+  numeric = finite_difference(lambda v: bt.numpy(topk_cross_entropy(v, [1, 3], **kwargs)), s, [1.0])
   np.testing.assert_allclose(grad, numeric, atol=1e-6)
 
 
@@ -213,7 +214,7 @@ def test_bad_arguments():
     topk_cross_entropy(s, [0, 1], p_k=[0.5, 0.5], m=6)
   with pytest.raises(ValueError, match="`p_k` has K=5 entries, more than the n=4 classes"):
     topk_cross_entropy(s[:, :4], [0, 1])
-  with pytest.raises(tf.errors.InvalidArgumentError, match="class ids in \\[0, num_classes=6\\)"):
+  with pytest.raises(ValueError, match="class ids in \\[0, num_classes=6\\)"):
     topk_cross_entropy(s, [0, 6])
   with pytest.raises(ValueError, match="same batch size"):
     topk_cross_entropy(s, [0, 1, 2])

@@ -258,6 +258,20 @@ def dtype_name(x):
   return _keras_3.backend.standardize_dtype(x.dtype)
 
 
+def divide_no_nan(x, y):
+  """``x / y``, 0 where ``y == 0``, in the inputs' dtype (``keras.ops.divide_no_nan`` returns
+  float32 for float64 inputs on PyTorch, Keras 3.15).
+
+  Example:
+    >>> ops.convert_to_numpy(divide_no_nan(np.array([1.0, 2.0]), np.array([2.0, 0.0])))
+    array([0.5, 0. ])
+  """
+  x, y = ops.convert_to_tensor(x), ops.convert_to_tensor(y)
+  nonzero = ops.not_equal(y, 0)
+  quotient = x / ops.where(nonzero, y, ops.ones_like(y))
+  return ops.where(nonzero, quotient, ops.zeros_like(quotient))
+
+
 def graph_assert(condition, data):
   """On TensorFlow inside ``tf.function``: a ``tf.debugging.Assert(condition, data)`` beside the
   computation (the call fails with its message when the function runs; XLA drops it). Elsewhere

@@ -29,18 +29,30 @@ declared by the class attribute :attr:`Loss.coupling`:
   ranked neither as queries nor as items), and the batch loss of the others is scaled by the mean
   weight: ``L_w = L(batch without the w = 0 examples) * sum_i w_i / B``, whatever the reduction.
   Unit weights give the unweighted loss.
+
+The class is written on ``keras.ops`` (:mod:`tfrank4class.compat`) and runs on every Keras 3
+backend and on tf-keras. Labels that are bad in a way only their values show (a class id out of
+range, a fractional id, non-finite dense relevance) raise eagerly; inside compiled code
+(``tf.function``, XLA, ``jax.jit``) the parser marks them (:attr:`tfrank4class.labels.Labels.
+invalid`) and :meth:`ListwiseLoss.call` returns NaN for them (:meth:`Loss.mark_invalid`): NaN for
+the lists with bad labels where each list's loss depends on it alone, NaN for the whole batch
+otherwise, never a silently wrong value.
 """
 
+import math
 import re
 
-import tensorflow as tf
-
 from tfrank4class import checks, compat
-from tfrank4class.compat import keras
+from tfrank4class.compat import keras, ops
 from tfrank4class.labels import check_batch_size, num_items, parse_labels, to_relevance
 
 #: The values of :attr:`Loss.coupling`.
 COUPLINGS = ("example", "anchor", "batch")
+
+
+def _name_scope(name):
+  """The bound Keras's name scope (Keras 3: every backend; tf-keras: TensorFlow's)."""
+  return keras.name_scope(name) if compat.KERAS_3 else keras.backend.name_scope(name)
 
 
 class Loss(keras.losses.Loss):
@@ -54,13 +66,15 @@ class Loss(keras.losses.Loss):
   the class's :attr:`coupling`; other shapes raise a ``ValueError`` naming ``sample_weight``.
 
   Example:
+    >>> import numpy as np
     >>> class FirstScore(Loss):
     ...   def call(self, y_true, y_pred):
-    ...     return tf.cast(y_true, y_pred.dtype) * y_pred[:, 0]
+    ...     return ops.cast(y_true, y_pred.dtype) * y_pred[:, 0]
     >>> loss = FirstScore(reduction="sum")
-    >>> float(loss(tf.constant([1, 2]), tf.constant([[1.0, 0.0], [3.0, 0.0]])))
+    >>> y, s = np.array([1, 2]), np.array([[1.0, 0.0], [3.0, 0.0]], np.float32)
+    >>> float(loss(y, s))
     7.0
-    >>> float(loss(tf.constant([1, 2]), tf.constant([[1.0, 0.0], [3.0, 0.0]]), [1.0, 0.0]))
+    >>> float(loss(y, s, np.array([1.0, 0.0], np.float32)))
     1.0
     >>> model = keras.Sequential([keras.layers.Dense(2)])
     >>> model.compile(optimizer="adam", loss=FirstScore())
@@ -83,7 +97,7 @@ class Loss(keras.losses.Loss):
     super().__init__(reduction=compat.loss_reduction(reduction), name=name)
 
   def __call__(self, y_true, y_pred, sample_weight=None):
-    with tf.name_scope(self._scope()):
+    with _name_scope(self._scope()):
       if sample_weight is not None and self.coupling == "batch":
         return self._batch_weighted(y_true, y_pred, sample_weight)
       values = self.call(y_true, y_pred)
@@ -99,11 +113,11 @@ class Loss(keras.losses.Loss):
   def _batch_weighted(self, y_true, y_pred, sample_weight):
     """A batch-level loss without the zero-weight examples, scaled by the mean weight."""
     scores = checks.check_scores("y_pred", y_pred, finite=False)
-    batch = tf.shape(scores)[0]
+    batch = ops.shape(scores)[0]
     weights = checks.check_sample_weight(sample_weight, batch, dtype=scores.dtype)
     relevance = to_relevance(y_true, num_items(scores), dtype=scores.dtype)
-    relevance = tf.where(weights[:, None] != 0, relevance, -tf.ones_like(relevance))
-    mean_weight = tf.reduce_sum(weights) / tf.cast(batch, weights.dtype)
+    relevance = ops.where(ops.not_equal(weights[:, None], 0), relevance, -ops.ones_like(relevance))
+    mean_weight = ops.sum(weights) / ops.cast(batch, weights.dtype)
     return self.reduce(self.call(relevance, scores) * mean_weight)
 
   def reduce(self, values, sample_weight=None):
@@ -113,17 +127,32 @@ class Loss(keras.losses.Loss):
     them) or a batch-level loss (no weights). With ``reduction="none"`` the result has the shape
     of ``values`` under both flavours.
     """
-    values = tf.convert_to_tensor(values)
+    values = ops.convert_to_tensor(values)
     if sample_weight is not None:
-      if values.shape.rank is not None and values.shape.rank != 1:
+      if len(values.shape) != 1:
         raise ValueError(
           f"{type(self).__name__} returned values of shape {values.shape} from `call`; "
           "per-example `sample_weight` needs one loss per example, shape [batch_size] (a "
           'batch-level loss declares coupling = "batch").'
         )
-      weights = checks.check_sample_weight(sample_weight, tf.shape(values)[0], dtype=values.dtype)
+      weights = checks.check_sample_weight(sample_weight, ops.shape(values)[0], dtype=values.dtype)
       values = values * weights
     return compat.reduce_loss(self, values)
+
+  def mark_invalid(self, labels, values):
+    """``values`` with NaN where ``labels`` (a :class:`tfrank4class.labels.Labels`) were bad.
+
+    The parser sets ``labels.invalid`` (bool ``[B]``) only where it could not raise (compiled
+    code). Per-list values (``coupling = "example"``) get NaN in the lists with bad labels, via
+    :meth:`~tfrank4class.labels.Labels.mark_invalid`; values that couple the batch (``"anchor"``,
+    ``"batch"``) are NaN throughout when any list's labels are bad.
+    """
+    if labels.invalid is None:
+      return values
+    if self.coupling == "example":
+      return labels.mark_invalid(values)
+    nan = ops.full_like(values, math.nan)
+    return ops.where(ops.any(labels.invalid), nan, values)
 
 
 class ListwiseLoss(Loss):
@@ -149,15 +178,17 @@ class ListwiseLoss(Loss):
 
   Example (the softmax cross-entropy of the relevant items, ListNet's top-one loss for one-hot
   labels):
+    >>> import numpy as np
     >>> class TopOneLoss(ListwiseLoss):
     ...   def loss_values(self, scores, relevance):
     ...     valid = relevance >= 0
-    ...     log_p = tf.nn.log_softmax(tf.where(valid, scores, -1e9))
-    ...     target = tf.where(valid, relevance, 0.0)
-    ...     target /= tf.reduce_sum(target, -1, keepdims=True)
-    ...     return -tf.reduce_sum(tf.where(valid, target * log_p, 0.0), -1)
+    ...     log_p = ops.log_softmax(ops.where(valid, scores, -1e9))
+    ...     target = ops.where(valid, relevance, 0.0)
+    ...     target /= ops.sum(target, -1, keepdims=True)
+    ...     return -ops.sum(ops.where(valid, target * log_p, 0.0), -1)
     >>> loss = TopOneLoss(reduction="none")
-    >>> loss([0, 1], [[0.0, 0.0], [1.0, 1.0]]).numpy().round(4)   # log 2 each
+    >>> s = np.array([[0.0, 0.0], [1.0, 1.0]], np.float32)
+    >>> ops.convert_to_numpy(loss(np.array([0, 1]), s)).round(4)   # log 2 each
     array([0.6931, 0.6931], dtype=float32)
     >>> model = keras.Sequential([keras.layers.Dense(2)])
     >>> model.compile(optimizer="adam", loss=TopOneLoss())
@@ -166,14 +197,25 @@ class ListwiseLoss(Loss):
   #: The shortest list the loss ranks (checked when the graph is traced, or at run time).
   min_list_size = 1
 
-  def lists(self, y_true, y_pred):
-    """``(scores, relevance)`` from the raw labels and scores: the score check and the parser
-    (whose messages name ``y_true`` and ``y_pred``)."""
+  def parse(self, y_true, y_pred):
+    """``(scores, labels)`` from the raw labels and scores: the score check and the parser
+    (whose messages name ``y_true`` and ``y_pred``); ``labels`` is a
+    :class:`tfrank4class.labels.Labels`."""
     scores = checks.check_scores("y_pred", y_pred, min_length=self.min_list_size, finite=False)
-    size = num_items(scores)
-    labels = parse_labels(y_true, size, name="y_true", dtype=scores.dtype)
+    labels = parse_labels(y_true, num_items(scores), name="y_true", dtype=scores.dtype)
     check_batch_size(labels, scores, name="y_true", other_name="y_pred")
-    return scores, labels.to_relevance(size, scores.dtype)
+    return scores, labels
+
+  def extend(self, scores, relevance):
+    """The lists the loss ranks, from the batch's ``scores`` and ``relevance`` ``[B, C]``: the
+    batch itself; a subclass may lengthen them (RaMBO's score memory)."""
+    return scores, relevance
+
+  def lists(self, y_true, y_pred):
+    """``(scores, relevance)`` from the raw labels and scores: :meth:`parse`, the relevance of
+    the labels in the scores' dtype, then :meth:`extend`."""
+    scores, labels = self.parse(y_true, y_pred)
+    return self.extend(scores, labels.to_relevance(num_items(scores), scores.dtype))
 
   def loss_values(self, scores, relevance):
     """One loss per list ``[B]`` from scores and relevance ``[B, C]``; subclasses implement it."""
@@ -181,6 +223,7 @@ class ListwiseLoss(Loss):
       f"{type(self).__name__} must implement loss_values(scores, relevance)."
     )
 
-  @tf.autograph.experimental.do_not_convert
   def call(self, y_true, y_pred):
-    return self.loss_values(*self.lists(y_true, y_pred))
+    scores, labels = self.parse(y_true, y_pred)
+    relevance = labels.to_relevance(num_items(scores), scores.dtype)
+    return self.mark_invalid(labels, self.loss_values(*self.extend(scores, relevance)))

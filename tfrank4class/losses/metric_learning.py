@@ -7,9 +7,9 @@ The pairwise losses take class (identity) ids ``y_true`` ``[B]`` / ``[B, 1]`` an
 ``y_pred`` ``[B, D]``, and mine pairs or triplets inside the batch, so a batch must hold several
 items of each class: use :class:`tfrank4class.data.sampling.ClassBalancedSampler` (P classes x K
 items per batch). Ids must be whole numbers ``>= 0`` (:func:`tfrank4class.labels.parse_labels`,
-the package's one label parser): others raise ``InvalidArgumentError`` eagerly and inside
-``tf.function``; under ``jit_compile=True`` XLA drops that check, and a fractional id is
-truncated towards zero.
+the package's one label parser): others raise a ``ValueError`` eagerly; in compiled code, where
+nothing can raise, the loss of the whole batch is NaN (the pairs of every anchor depend on every
+label).
 
 Distances are Euclidean, by default between L2-normalised embeddings (``normalize=True``), where
 ``d(a, b)^2 = 2 - 2 cos(a, b)`` lies in ``[0, 4]``. ``P(i)`` are the other items of ``i``'s class
@@ -26,25 +26,41 @@ contributes 0.
 Under ``tf.distribute`` each replica mines inside its own share of the global batch.
 """
 
-import tensorflow as tf
+import numpy as np
 
-from tfrank4class import checks, compat
-from tfrank4class.labels import check_batch_size, parse_labels
+from tfrank4class import backend, checks, compat
+from tfrank4class.compat import ops
+from tfrank4class.labels import check_batch_size, num_items, parse_labels
 from tfrank4class.losses.base import ListwiseLoss, Loss
 from tfrank4class.losses.registry import register
+from tfrank4class.registry import export
 
 _EPS = 1e-12
 
 
 def _labels_and_embeddings(y_true, y_pred):
-  """Validated int64 class ids ``[B]`` and float embeddings ``[B, D]``."""
+  """The parsed class ids (a :class:`~tfrank4class.labels.Labels`) and float embeddings
+  ``[B, D]``."""
   y_pred = checks.check_scores("y_pred", y_pred)
   try:
-    y_true = parse_labels(y_true, name="y_true", dense=False).ids
+    labels = parse_labels(y_true, name="y_true", dense=False)
   except ValueError as e:
     raise ValueError(f"{e} The embedding losses take class ids, not dense relevance.") from None
-  check_batch_size(y_true, y_pred, name="y_true", other_name="y_pred", items="embeddings")
-  return y_true, y_pred
+  check_batch_size(labels.ids, y_pred, name="y_true", other_name="y_pred", items="embeddings")
+  return labels, y_pred
+
+
+def l2_normalize(x):
+  """``x / max(|x|, 1e-6)`` along the last axis, in ``x``'s dtype (``keras.ops.normalize``
+  and ``ops.maximum`` with a Python float compute float64 in float32 on PyTorch, Keras 3.15).
+
+  Example:
+    >>> [round(float(v), 4) for v in ops.convert_to_numpy(l2_normalize(np.array([[3.0, 4.0]])))[0]]
+    [0.6, 0.8]
+  """
+  x = ops.convert_to_tensor(x)
+  squares = ops.sum(ops.square(x), axis=-1, keepdims=True)
+  return x * ops.rsqrt(ops.maximum(squares, ops.full_like(squares, 1e-12)))
 
 
 def pairwise_distances(embeddings, normalize=True):
@@ -54,31 +70,32 @@ def pairwise_distances(embeddings, normalize=True):
   for identical rows), after ``e <- e / |e|`` when ``normalize``.
 
   Example:
-    >>> d = pairwise_distances([[1.0, 0.0], [0.0, 1.0]])
+    >>> d = pairwise_distances(np.array([[1.0, 0.0], [0.0, 1.0]], np.float32))
     >>> round(float(d[0, 1]) ** 2, 6)
     2.0
   """
-  e = tf.convert_to_tensor(embeddings)
+  e = ops.convert_to_tensor(embeddings)
   if normalize:
-    e = tf.math.l2_normalize(e, axis=-1)
-  sq = tf.reduce_sum(tf.square(e), axis=-1)
-  d2 = sq[:, None] + sq[None, :] - 2.0 * tf.matmul(e, e, transpose_b=True)
-  return tf.sqrt(tf.maximum(d2, _EPS))
+    e = l2_normalize(e)
+  sq = ops.sum(ops.square(e), axis=-1)
+  d2 = sq[:, None] + sq[None, :] - 2.0 * ops.matmul(e, ops.transpose(e))
+  return ops.sqrt(ops.maximum(d2, ops.full_like(d2, _EPS)))  # full_like: keeps float64 on torch
 
 
 def _pair_masks(labels):
   """Boolean ``[B, B]`` masks of positive pairs (same class, i != j) and negative pairs."""
-  same = tf.equal(labels[:, None], labels[None, :])
-  not_self = tf.logical_not(tf.eye(tf.shape(labels)[0], dtype=tf.bool))
-  return tf.logical_and(same, not_self), tf.logical_not(same)
+  same = ops.equal(labels[:, None], labels[None, :])
+  index = ops.arange(ops.shape(labels)[0])
+  not_self = ops.not_equal(index[:, None], index[None, :])
+  return ops.logical_and(same, not_self), ops.logical_not(same)
 
 
 def _masked_mean(values, mask, axis):
-  mask = tf.cast(mask, values.dtype)
-  return tf.math.divide_no_nan(tf.reduce_sum(values * mask, axis), tf.reduce_sum(mask, axis))
+  mask = ops.cast(mask, values.dtype)
+  return backend.divide_no_nan(ops.sum(values * mask, axis), ops.sum(mask, axis))
 
 
-@compat.register_serializable
+@export()
 class EmbeddingLoss(Loss):
   """The base of a metric-learning loss over embeddings: implement ``anchor_values``.
 
@@ -110,11 +127,11 @@ class EmbeddingLoss(Loss):
   Example (the mean distance of an anchor to its positives):
     >>> class PositiveDistance(EmbeddingLoss):
     ...   def anchor_values(self, distances, positives, negatives):
-    ...     mask = tf.cast(positives, distances.dtype)
-    ...     return tf.math.divide_no_nan(tf.reduce_sum(distances * mask, 1),
-    ...                                  tf.reduce_sum(mask, 1))
+    ...     mask = ops.cast(positives, distances.dtype)
+    ...     return backend.divide_no_nan(ops.sum(distances * mask, 1), ops.sum(mask, 1))
     >>> loss = PositiveDistance(reduction="none")
-    >>> loss([0, 0, 1], [[1.0, 0.0], [0.0, 2.0], [1.0, 0.0]]).numpy().round(4)  # sqrt(2), none
+    >>> e = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 0.0]], np.float32)
+    >>> ops.convert_to_numpy(loss(np.array([0, 0, 1]), e)).round(4)  # sqrt(2), none
     array([1.4142, 1.4142, 0.    ], dtype=float32)
     >>> from tfrank4class.compat import keras
     >>> embedder = keras.Sequential([keras.layers.Dense(8)])
@@ -131,7 +148,7 @@ class EmbeddingLoss(Loss):
   def pairs(self, y_true, y_pred):
     """Distances ``D`` ``[B, B]`` and the positive and negative pair masks ``P``, ``N``."""
     labels, e = _labels_and_embeddings(y_true, y_pred)
-    return (pairwise_distances(e, self.normalize), *_pair_masks(labels))
+    return (pairwise_distances(e, self.normalize), *_pair_masks(labels.ids))
 
   def anchor_values(self, distances, positives, negatives):
     """One loss per anchor ``[B]`` from ``D``, ``P`` and ``N`` ``[B, B]``; subclasses implement
@@ -141,7 +158,9 @@ class EmbeddingLoss(Loss):
     )
 
   def call(self, y_true, y_pred):
-    return self.anchor_values(*self.pairs(y_true, y_pred))
+    labels, e = _labels_and_embeddings(y_true, y_pred)
+    pairs = (pairwise_distances(e, self.normalize), *_pair_masks(labels.ids))
+    return self.mark_invalid(labels, self.anchor_values(*pairs))
 
   def get_config(self):
     config = super().get_config()
@@ -162,9 +181,9 @@ def _hardest(d, pos, neg, margin):
 
   Anchors without positives get 0, anchors without negatives a distance beyond any hinge.
   """
-  hardest_pos = tf.reduce_max(tf.where(pos, d, tf.zeros_like(d)), axis=1)
-  beyond = tf.reduce_max(d) + margin + 1.0
-  hardest_neg = tf.reduce_min(tf.where(neg, d, beyond + tf.zeros_like(d)), axis=1)
+  hardest_pos = ops.max(ops.where(pos, d, ops.zeros_like(d)), axis=1)
+  beyond = ops.max(d) + margin + 1.0
+  hardest_neg = ops.min(ops.where(neg, d, beyond + ops.zeros_like(d)), axis=1)
   return hardest_pos, hardest_neg
 
 
@@ -211,18 +230,18 @@ class ContrastiveLoss(EmbeddingLoss):
     self.margin, self.mining = _margin_and_mining(margin, mining, self.MINING)
 
   def anchor_values(self, distances, positives, negatives):
-    d, pos, neg, m = distances, positives, negatives, tf.cast(self.margin, distances.dtype)
+    d, pos, neg, m = distances, positives, negatives, self.margin
     if self.mining == "all":
-      pos_term = _masked_mean(0.5 * tf.square(d), pos, axis=1)
-      active = tf.logical_and(neg, d < m)
-      neg_term = _masked_mean(0.5 * tf.square(tf.nn.relu(m - d)), active, axis=1)
+      pos_term = _masked_mean(0.5 * ops.square(d), pos, axis=1)
+      active = ops.logical_and(neg, d < m)
+      neg_term = _masked_mean(0.5 * ops.square(ops.relu(m - d)), active, axis=1)
     else:
-      has_pos = tf.reduce_any(pos, axis=1)
-      has_neg = tf.reduce_any(neg, axis=1)
+      has_pos = ops.any(pos, axis=1)
+      has_neg = ops.any(neg, axis=1)
       hardest_pos, hardest_neg = _hardest(d, pos, neg, m)
-      pos_term = tf.where(has_pos, 0.5 * tf.square(hardest_pos), tf.zeros_like(hardest_pos))
-      neg_term = tf.where(
-        has_neg, 0.5 * tf.square(tf.nn.relu(m - hardest_neg)), tf.zeros_like(hardest_neg)
+      pos_term = ops.where(has_pos, 0.5 * ops.square(hardest_pos), ops.zeros_like(hardest_pos))
+      neg_term = ops.where(
+        has_neg, 0.5 * ops.square(ops.relu(m - hardest_neg)), ops.zeros_like(hardest_neg)
       )
     return pos_term + neg_term
 
@@ -276,36 +295,94 @@ class TripletLoss(EmbeddingLoss):
     self.margin, self.mining = _margin_and_mining(margin, mining, self.MINING)
 
   def anchor_values(self, distances, positives, negatives):
-    d, pos, neg, m = distances, positives, negatives, tf.cast(self.margin, distances.dtype)
-    has_pos = tf.reduce_any(pos, axis=1)
-    has_neg = tf.reduce_any(neg, axis=1)
-    valid = tf.logical_and(has_pos, has_neg)
+    d, pos, neg, m = distances, positives, negatives, self.margin
+    has_pos = ops.any(pos, axis=1)
+    has_neg = ops.any(neg, axis=1)
+    valid = ops.logical_and(has_pos, has_neg)
     if self.mining == "batch_hard":
       hardest_pos, hardest_neg = _hardest(d, pos, neg, m)
-      loss = tf.nn.relu(m + hardest_pos - hardest_neg)
+      loss = ops.relu(m + hardest_pos - hardest_neg)
     elif self.mining == "batch_all":
       # hinge[i, p, n] = [m + d_ip - d_in]_+ on valid (i, p, n).
-      hinge = tf.nn.relu(m + d[:, :, None] - d[:, None, :])
-      mask = tf.cast(tf.logical_and(pos[:, :, None], neg[:, None, :]), d.dtype)
+      hinge = ops.relu(m + d[:, :, None] - d[:, None, :])
+      mask = ops.cast(ops.logical_and(pos[:, :, None], neg[:, None, :]), d.dtype)
       hinge = hinge * mask
-      active = tf.reduce_sum(tf.cast(hinge > 0, d.dtype), axis=[1, 2])
-      loss = tf.math.divide_no_nan(tf.reduce_sum(hinge, axis=[1, 2]), active)
+      active = ops.sum(ops.cast(hinge > 0, d.dtype), axis=[1, 2])
+      loss = backend.divide_no_nan(ops.sum(hinge, axis=[1, 2]), active)
     else:
       # For each (i, p): negatives farther than p; take the closest such, else the farthest.
-      b = tf.shape(d)[0]
-      big = tf.reduce_max(d) + m + 1.0
-      d_in = tf.broadcast_to(d[:, None, :], tf.stack([b, b, b]))  # [i, p, n] -> d_in
-      outside = tf.logical_and(neg[:, None, :], d_in > d[:, :, None])
-      closest_outside = tf.reduce_min(tf.where(outside, d_in, big), axis=2)
-      farthest = tf.reduce_max(tf.where(neg, d, tf.zeros_like(d)), axis=1, keepdims=True)
-      d_neg = tf.where(tf.reduce_any(outside, axis=2), closest_outside, farthest)
-      loss = _masked_mean(tf.nn.relu(m + d - d_neg), pos, axis=1)
-    return tf.where(valid, loss, tf.zeros_like(loss))
+      big = ops.max(d) + m + 1.0
+      d_in = d[:, None, :] + ops.zeros_like(d)[:, :, None]  # [i, p, n] -> d_in
+      outside = ops.logical_and(neg[:, None, :], d_in > d[:, :, None])
+      closest_outside = ops.min(ops.where(outside, d_in, big), axis=2)
+      farthest = ops.max(ops.where(neg, d, ops.zeros_like(d)), axis=1, keepdims=True)
+      d_neg = ops.where(ops.any(outside, axis=2), closest_outside, farthest)
+      loss = _masked_mean(ops.relu(m + d - d_neg), pos, axis=1)
+    return ops.where(valid, loss, ops.zeros_like(loss))
 
   def get_config(self):
     config = super().get_config()
     config.update({"margin": self.margin, "mining": self.mining})
     return config
+
+
+SPREADS = ("other_classes", "all_classes")
+
+
+def _check_smoothing(label_smoothing):
+  label_smoothing = checks.check_float("label_smoothing", label_smoothing, minimum=0.0)
+  if label_smoothing >= 1.0:
+    raise ValueError(
+      f"`label_smoothing` must be a finite number in [0, 1), got {label_smoothing!r}."
+    )
+  return label_smoothing
+
+
+def smoothed_cross_entropy(
+  scores, labels, *, where=None, label_smoothing=0.1, spread="other_classes"
+):
+  """Per-list softmax cross-entropy against a smoothed target (see
+  :class:`SmoothedCrossEntropy` for the targets of ``spread``, dense labels and padding).
+
+  Args:
+    scores: logits ``[B, C]``.
+    labels: class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, C]`` (``< 0``: padding).
+    where: optional bool ``[B, C]``; items where it is False are padding.
+    label_smoothing: ``eps`` in ``[0, 1)``.
+    spread: ``"other_classes"`` or ``"all_classes"``.
+
+  Returns:
+    ``[B]`` losses in the scores' dtype.
+
+  Example:
+    >>> s = np.array([[0.0, 0.0, 0.0]], np.float32)
+    >>> ops.convert_to_numpy(smoothed_cross_entropy(s, np.array([0]))).round(4)   # log 3
+    array([1.0986], dtype=float32)
+  """
+  eps = _check_smoothing(label_smoothing)
+  checks.check_choice("spread", spread, SPREADS)
+  logits = checks.check_scores("scores", scores)
+  parsed = parse_labels(labels, num_items(logits), name="labels", dtype=logits.dtype)
+  check_batch_size(parsed, logits, name="labels", other_name="scores")
+  relevance = parsed.to_relevance(num_items(logits), logits.dtype)
+  if where is not None:
+    relevance = ops.where(where, relevance, -ops.ones_like(relevance))
+  valid = relevance >= 0
+  gains = ops.where(valid, relevance, ops.zeros_like(relevance))
+  mass = ops.sum(gains, axis=-1, keepdims=True)
+  p = backend.divide_no_nan(gains, mass)
+  if spread == "all_classes":
+    receivers = ops.cast(valid, logits.dtype)
+  else:
+    receivers = ops.cast(ops.logical_and(valid, ops.equal(relevance, 0.0)), logits.dtype)
+  count = ops.sum(receivers, axis=-1, keepdims=True)
+  eps = ops.where(count > 0, ops.full_like(count, eps), ops.zeros_like(count))
+  targets = (1.0 - eps) * p + eps * backend.divide_no_nan(receivers, count)
+  # Padded items leave the softmax (their logit becomes the dtype's lowest value).
+  masked = ops.where(valid, logits, ops.full_like(logits, np.finfo(ops.dtype(logits)).min))
+  log_p = ops.where(valid, ops.log_softmax(masked, axis=-1), ops.zeros_like(masked))
+  loss = -ops.sum(targets * log_p, axis=-1)
+  return parsed.mark_invalid(ops.where(mass[:, 0] > 0, loss, ops.zeros_like(loss)))
 
 
 @register("smoothed_cross_entropy")
@@ -340,12 +417,11 @@ class SmoothedCrossEntropy(ListwiseLoss):
   over the valid items of relevance 0 (``"other_classes"``; ``q = p`` if there is none). Padded
   items (relevance ``< 0``) are excluded: they get no target mass and leave the softmax. A list
   without any relevant item (only padding or zeros) contributes 0, as in TF-Ranking's softmax
-  loss. Class ids outside ``[0, C)`` raise ``InvalidArgumentError``, except under
-  ``jit_compile=True``, where XLA drops the check and such an id gives an all-zero row, so the
-  list contributes 0.
+  loss. Class ids outside ``[0, C)`` raise a ``ValueError`` eagerly and give the list a NaN loss
+  in compiled code.
 
   A :class:`~tfrank4class.losses.ListwiseLoss`: ``loss_values(scores, relevance)`` is the loss of
-  each list.
+  each list, :func:`smoothed_cross_entropy`.
 
   Args:
     label_smoothing: ``eps`` in ``[0, 1)``.
@@ -354,9 +430,9 @@ class SmoothedCrossEntropy(ListwiseLoss):
 
   Example:
     >>> loss = SmoothedCrossEntropy(label_smoothing=0.0)
-    >>> round(float(loss([0], [[0.0, 0.0]])), 4)   # log 2
+    >>> round(float(loss(np.array([0]), np.zeros([1, 2], np.float32))), 4)   # log 2
     0.6931
-    >>> round(float(SmoothedCrossEntropy(0.5)([0], [[0.0, 0.0, 0.0]])), 4)   # log 3, any q
+    >>> round(float(SmoothedCrossEntropy(0.5)(np.array([0]), np.zeros([1, 3], np.float32))), 4)
     1.0986
     >>> import tfrank4class.metrics
     >>> from tfrank4class.compat import keras
@@ -365,7 +441,7 @@ class SmoothedCrossEntropy(ListwiseLoss):
     ...               metrics=[tfrank4class.metrics.TopKAccuracy(1)])
   """
 
-  SPREADS = ("other_classes", "all_classes")
+  SPREADS = SPREADS
 
   def __init__(
     self,
@@ -375,31 +451,13 @@ class SmoothedCrossEntropy(ListwiseLoss):
     name="smoothed_cross_entropy",
   ):
     super().__init__(reduction=reduction, name=name)
-    self.label_smoothing = checks.check_float("label_smoothing", label_smoothing, minimum=0.0)
-    if self.label_smoothing >= 1.0:
-      raise ValueError(
-        f"`label_smoothing` must be a finite number in [0, 1), got {label_smoothing!r}."
-      )
+    self.label_smoothing = _check_smoothing(label_smoothing)
     self.spread = checks.check_choice("spread", spread, self.SPREADS)
 
   def loss_values(self, scores, relevance):
-    logits = checks.check_scores("y_pred", scores)
-    valid = relevance >= 0
-    gains = tf.where(valid, relevance, tf.zeros_like(relevance))
-    mass = tf.reduce_sum(gains, axis=-1, keepdims=True)
-    p = tf.math.divide_no_nan(gains, mass)
-    if self.spread == "all_classes":
-      receivers = tf.cast(valid, logits.dtype)
-    else:
-      receivers = tf.cast(tf.logical_and(valid, tf.equal(relevance, 0.0)), logits.dtype)
-    count = tf.reduce_sum(receivers, axis=-1, keepdims=True)
-    eps = tf.where(count > 0, tf.cast(self.label_smoothing, logits.dtype), tf.zeros_like(count))
-    targets = (1.0 - eps) * p + eps * tf.math.divide_no_nan(receivers, count)
-    # Padded items leave the softmax (their logit becomes the dtype's lowest value).
-    masked = tf.where(valid, logits, tf.fill(tf.shape(logits), logits.dtype.min))
-    log_p = tf.where(valid, tf.nn.log_softmax(masked, axis=-1), tf.zeros_like(masked))
-    loss = -tf.reduce_sum(targets * log_p, axis=-1)
-    return tf.where(mass[:, 0] > 0, loss, tf.zeros_like(loss))
+    return smoothed_cross_entropy(
+      scores, relevance, label_smoothing=self.label_smoothing, spread=self.spread
+    )
 
   def get_config(self):
     config = super().get_config()

@@ -5,8 +5,11 @@
 ``model.compile(loss=...)`` under any distribution strategy, and round-trips through
 ``model.save`` / ``keras.models.load_model``.
 
-Our own losses register themselves with the :func:`register` decorator, which also makes them
-Keras-serializable under the ``tfrank4class`` package name.
+Our own losses register themselves with the :func:`register` decorator, which is the package's
+one export decorator (:func:`tfrank4class.registry.export`) bound to this registry: it makes a
+class Keras-serializable under the ``tfrank4class`` package name, reachable by name here and
+listed in the public API (:data:`tfrank4class.registry.PUBLIC`). A new loss is one module with
+its class under ``@register("name")`` and one test file (``CONTRIBUTING.md``).
 
 Every name is also a Keras loss identifier once the package is imported:
 ``model.compile(loss="approx_ndcg_loss")`` builds ``get("approx_ndcg_loss")``, under Keras 3 and
@@ -19,7 +22,7 @@ import functools
 from tfrank4class import compat
 from tfrank4class.compat import keras
 from tfrank4class.losses.tf_ranking import TFR_KEYS, RankingLoss
-from tfrank4class.registry import Registry
+from tfrank4class.registry import Registry, export
 
 #: Every loss by name: the TF-Ranking keys (``RankingLoss(key, **kwargs)``) and ours.
 LOSSES = Registry("loss", message="Unknown loss name {value!r}; known losses are: {joined}.")
@@ -30,11 +33,12 @@ compat.resolve_by_name("losses", LOSSES)
 
 
 def register(name):
-  """Class decorator: registers a loss class under ``name``.
+  """Class decorator: exports a loss class under ``name``.
 
-  The class becomes Keras-serializable as ``tfrank4class>ClassName`` and reachable through
-  :func:`get`. Subclass :class:`tfrank4class.losses.ListwiseLoss` and implement
-  ``loss_values(scores, relevance)``, or :class:`tfrank4class.losses.Loss`, whose
+  :func:`tfrank4class.registry.export` with :data:`LOSSES`: the class becomes Keras-serializable
+  as ``tfrank4class>ClassName``, reachable through :func:`get` and listed in
+  :data:`tfrank4class.registry.PUBLIC`. Subclass :class:`tfrank4class.losses.ListwiseLoss` and
+  implement ``loss_values(scores, relevance)``, or :class:`tfrank4class.losses.Loss`, whose
   ``call(y_true, y_pred)`` receives the raw labels under both Keras flavours (Keras 3's own
   ``Loss.__call__`` casts them to float first); parse them with :func:`to_relevance` or
   :func:`class_ids`.
@@ -43,17 +47,7 @@ def register(name):
     ValueError: ``name`` is already registered (a TF-Ranking key or one of ours), or is one of
       Keras's own loss identifiers (``compile(loss=name)`` builds Keras's loss).
   """
-  if compat.keras_resolves("losses", name):
-    raise ValueError(
-      f"Cannot register a loss named {name!r}: it is a Keras loss identifier, and "
-      f"`compile(loss={name!r})` builds Keras's own. Choose another name."
-    )
-
-  def decorator(cls):
-    LOSSES.add(name, cls)  # refuses a duplicate before Keras sees the class
-    return compat.register_serializable(cls)
-
-  return decorator
+  return export(LOSSES, name)
 
 
 def names():

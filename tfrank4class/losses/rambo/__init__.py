@@ -12,17 +12,20 @@ Sec. 3.2, Eq. 10, as in Algorithm 1 (Sec. 4.1), computed by
 * the AP losses: per-list AP (Sec. 4.6, Eq. 21-22), mAP with one list per class down the batch,
   and APC with all (example, class) pairs as one list (Eq. 23).
 
-Each module holds one part:
+Each module holds one loss, its formula as a pure function ``f(scores, labels, *, where=None,
+lambda_=1.0, margin=0.0, ...)`` beside its Keras class:
 
-* ``base``: the losses as pure functions of scores and relevance (``list_ranks``,
-  ``recall_loss_values``, ``average_precision_loss_values``, ``mean_average_precision_loss_value``,
-  ``apc_loss_value``, ``ndcg_loss_values``, ``similarity_lists``) and
-  :class:`BlackboxRankLoss`, the base of the Keras losses; its docstring states the rank
-  conventions (``rk``, ``rk+``, the normalisation of ``lambda_``).
-* ``recall``: :class:`RecallLoss` (Sec. 4.5), on score rows or on embeddings.
-* ``average_precision``: :class:`AveragePrecisionLoss`, :class:`MeanAveragePrecisionLoss`,
+* ``base``: what the losses share: :func:`~tfrank4class.losses.rambo.base.list_ranks` (its
+  docstring states the rank conventions ``rk``, ``rk+`` and the normalisation of ``lambda_``),
+  the label parsing of the pure functions, and :class:`BlackboxRankLoss`, the base of the Keras
+  losses.
+* ``recall``: ``recall_loss_values``, ``similarity_lists`` and :class:`RecallLoss` (Sec. 4.5), on
+  score rows or on embeddings.
+* ``average_precision``: ``average_precision_loss_values``, ``mean_average_precision_loss_value``,
+  ``apc_loss_value`` and :class:`AveragePrecisionLoss`, :class:`MeanAveragePrecisionLoss`,
   :class:`APCLoss`, :class:`MapApcLoss` (Sec. 4.6).
-* ``ndcg``: :class:`BlackboxNDCGLoss`, ``1 - NDCG`` on blackbox ranks (beyond the paper).
+* ``ndcg``: ``ndcg_loss_values`` and :class:`BlackboxNDCGLoss`, ``1 - NDCG`` on blackbox ranks
+  (beyond the paper).
 * ``score_memory``: :class:`ScoreMemory` (Sec. 4.3).
 
 The AP of ranks, ``1/|P| sum_{i in P} rk+_i / rk_i``, is not here: it is

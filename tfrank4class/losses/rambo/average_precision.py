@@ -7,12 +7,95 @@
 * :class:`MapApcLoss`: the weighted combination of the last two (the paper used 2:1, Sec. 5.2).
 
 In all of them ``rk+`` (the rank among the relevant items) is a constant and only ``rk`` gets the
-blackbox gradient (see :func:`tfrank4class.losses.rambo.base.list_ranks`).
+blackbox gradient (see :func:`tfrank4class.losses.rambo.base.list_ranks`). The formulas are the
+pure functions :func:`average_precision_loss_values` (one value per list) and the batch-level
+:func:`mean_average_precision_loss_value` and :func:`apc_loss_value`.
 """
 
 from tfrank4class import checks, compat
+from tfrank4class.compat import ops
 from tfrank4class.losses.rambo import base
 from tfrank4class.losses.registry import register
+from tfrank4class.ranking.precision import average_precision_from_ranks
+
+
+def _ap_loss(scores, relevance, lambda_, margin):
+  """``1 - AP`` per list of checked scores and dense relevance (0 without a relevant item)."""
+  rk, rk_plus, relevant, _ = base.list_ranks(scores, relevance, lambda_, margin)
+  ap = average_precision_from_ranks(rk, rk_plus, relevant)
+  return ops.where(ops.any(relevant, axis=-1), 1.0 - ap, ops.zeros_like(ap))
+
+
+def average_precision_loss_values(scores, labels, *, where=None, lambda_=1.0, margin=0.0):
+  """Per-list ``1 - AP`` (Rolinek et al., Sec. 4.6, Eq. 21-22).
+
+      L_AP = 1 - 1/|P| sum_{i in P} Prec(i),   Prec(i) = rk+_i / rk_i
+
+  (``rk+_i`` relevant items at or above ``i`` over all items at or above ``i``; ``rk+`` is a
+  constant, see :func:`~tfrank4class.losses.rambo.base.list_ranks`; the AP is
+  :func:`tfrank4class.ranking.precision.average_precision_from_ranks`). Lists without a relevant
+  item get loss 0.
+
+  Args:
+    scores: ``[B, n]``, one list per row.
+    labels: class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, n]`` (``< 0``: padding).
+    where: optional bool ``[B, n]``; items where it is False are left out (padding).
+    lambda_: blackbox interpolation strength ``> 0``; margin: ``alpha >= 0`` (Eq. 14-15).
+
+  Returns:
+    ``[B]`` losses in the scores' dtype.
+
+  Example:
+    >>> import numpy as np
+    >>> # relevant at ranks 1 and 3: AP = (1/1 + 2/3) / 2 = 5/6
+    >>> s, r = np.array([[0.9, 0.5, 0.7]], np.float32), np.array([[1.0, 1.0, 0.0]], np.float32)
+    >>> ops.convert_to_numpy(average_precision_loss_values(s, r)).round(4)
+    array([0.1667], dtype=float32)
+  """
+  scores, relevance, parsed = base.list_relevance(scores, labels, where)
+  return parsed.mark_invalid(_ap_loss(scores, relevance, lambda_, margin))
+
+
+def mean_average_precision_loss_value(scores, labels, *, where=None, lambda_=1.0, margin=0.0):
+  """``1 - mAP`` with one list per class down the batch (Rolinek et al., Sec. 4.6; mAP: Eq. 6).
+
+  Column ``c`` of ``scores`` ``[B, C]`` is the list of the batch's scores for class ``c``; its
+  loss is Eq. 22 and ``L_mAP`` their mean over the classes (Sec. 4.6); classes without a relevant
+  item in the batch are left out of the mean. Arguments as for
+  :func:`average_precision_loss_values`. Returns a scalar (0 if no class has a relevant item).
+
+  Example:
+    >>> import numpy as np
+    >>> # class 0: relevant rows 0, 1 ranked 1st and 3rd -> AP 5/6; class 1: row 2 first -> AP 1
+    >>> s = np.array([[0.9, 0.0], [0.5, 0.1], [0.7, 0.8]], np.float32)
+    >>> round(float(mean_average_precision_loss_value(s, np.array([0, 0, 1]))), 4)
+    0.0833
+  """
+  scores, relevance, parsed = base.list_relevance(scores, labels, where)
+  relevance_t = ops.transpose(relevance)
+  per_class = _ap_loss(ops.transpose(scores), relevance_t, lambda_, margin)
+  present = ops.any(relevance_t > 0, axis=-1)
+  return base.mark_batch(parsed, base.mean_over(per_class, present, axis=0))
+
+
+def apc_loss_value(scores, labels, *, where=None, lambda_=1.0, margin=0.0):
+  """``1 - AP`` of all classes of all examples as ONE list (Rolinek et al., Sec. 4.6, Eq. 23).
+
+  Scores ``[B, C]`` are flattened to a single list of ``B * C`` items, so a relevant
+  (example, class) pair must outscore every irrelevant pair of every other example too: this
+  calibrates scores across classes. Arguments as for :func:`average_precision_loss_values`.
+  Returns a scalar.
+
+  Example:
+    >>> import numpy as np
+    >>> # one list [0.9, 0.2, 0.4, 0.6], relevant 0.9 (rank 1) and 0.6 (rank 2): AP = 1
+    >>> float(apc_loss_value(np.array([[0.9, 0.2], [0.4, 0.6]], np.float32), np.array([0, 1])))
+    0.0
+  """
+  scores, relevance, parsed = base.list_relevance(scores, labels, where)
+  flat_scores = ops.reshape(scores, [1, -1])
+  flat_relevance = ops.reshape(relevance, [1, -1])
+  return base.mark_batch(parsed, _ap_loss(flat_scores, flat_relevance, lambda_, margin)[0])
 
 
 @register("average_precision_loss")
@@ -30,8 +113,10 @@ class AveragePrecisionLoss(base.BlackboxRankLoss):
     margin: ``alpha >= 0``, the margin of Sec. 4.4, Eq. 14-15.
 
   Example:
+    >>> import numpy as np
     >>> loss = AveragePrecisionLoss(reduction="none")
-    >>> loss([[1.0, 1.0, 0.0]], [[0.9, 0.5, 0.7]]).numpy().round(4)   # AP = (1/1 + 2/3) / 2
+    >>> y, s = np.array([[1.0, 1.0, 0.0]], np.float32), np.array([[0.9, 0.5, 0.7]], np.float32)
+    >>> ops.convert_to_numpy(loss(y, s)).round(4)   # AP = (1/1 + 2/3) / 2
     array([0.1667], dtype=float32)
     >>> import tfrank4class.metrics
     >>> from tfrank4class.compat import keras
@@ -50,7 +135,9 @@ class AveragePrecisionLoss(base.BlackboxRankLoss):
     super().__init__(lambda_=lambda_, margin=margin, memory=0, reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):
-    return base.average_precision_loss_values(scores, relevance, self.lambda_, self.margin)
+    return average_precision_loss_values(
+      scores, relevance, lambda_=self.lambda_, margin=self.margin
+    )
 
   def get_config(self):
     config = super().get_config()
@@ -75,10 +162,12 @@ class MeanAveragePrecisionLoss(base.BlackboxRankLoss):
     memory: ``tau >= 0`` past batches of scores and labels kept in a :class:`ScoreMemory`.
 
   Example:
+    >>> import numpy as np
     >>> loss = MeanAveragePrecisionLoss()
     >>> # class 0: relevant rows 0, 1 ranked 1st and 3rd -> AP 5/6; class 1: row 2 first -> AP 1
-    >>> float(loss([0, 0, 1], [[0.9, 0.0], [0.5, 0.1], [0.7, 0.8]]))   # 1 - (5/6 + 1) / 2
-    0.08333331346511841
+    >>> s = np.array([[0.9, 0.0], [0.5, 0.1], [0.7, 0.8]], np.float32)
+    >>> round(float(loss(np.array([0, 0, 1]), s)), 6)   # 1 - (5/6 + 1) / 2
+    0.083333
     >>> import tfrank4class.metrics
     >>> from tfrank4class.compat import keras
     >>> model = keras.Sequential([keras.layers.Dense(2)])
@@ -100,7 +189,9 @@ class MeanAveragePrecisionLoss(base.BlackboxRankLoss):
     super().__init__(lambda_=lambda_, margin=margin, memory=memory, reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):
-    return base.mean_average_precision_loss_value(scores, relevance, self.lambda_, self.margin)
+    return mean_average_precision_loss_value(
+      scores, relevance, lambda_=self.lambda_, margin=self.margin
+    )
 
 
 @register("apc_loss")
@@ -115,9 +206,10 @@ class APCLoss(base.BlackboxRankLoss):
   weight 0 is left out of every list; the loss of the others is scaled by the mean weight.
 
   Example:
+    >>> import numpy as np
     >>> loss = APCLoss()
     >>> # one list [0.9, 0.2, 0.4, 0.6], relevant 0.9 (rank 1) and 0.6 (rank 2): AP = 1
-    >>> float(loss([0, 1], [[0.9, 0.2], [0.4, 0.6]]))
+    >>> float(loss(np.array([0, 1]), np.array([[0.9, 0.2], [0.4, 0.6]], np.float32)))
     0.0
     >>> import tfrank4class.metrics
     >>> from tfrank4class.compat import keras
@@ -135,7 +227,7 @@ class APCLoss(base.BlackboxRankLoss):
     super().__init__(lambda_=lambda_, margin=margin, memory=memory, reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):
-    return base.apc_loss_value(scores, relevance, self.lambda_, self.margin)
+    return apc_loss_value(scores, relevance, lambda_=self.lambda_, margin=self.margin)
 
 
 @register("map_apc_loss")
@@ -156,10 +248,12 @@ class MapApcLoss(base.BlackboxRankLoss):
     lambda_, margin, memory: as in :class:`MeanAveragePrecisionLoss`.
 
   Example:
+    >>> import numpy as np
     >>> loss = MapApcLoss(map_weight=2.0, apc_weight=1.0)
     >>> # 1 - mAP = 1/12 (see MeanAveragePrecisionLoss); the single list 0.9 0.8 0.7 0.5 0.1 0.0
     >>> # has relevant items at ranks 1, 2, 4: 1 - APC = 1 - (1 + 1 + 3/4) / 3 = 1/12
-    >>> round(float(loss([0, 0, 1], [[0.9, 0.0], [0.5, 0.1], [0.7, 0.8]])), 4)
+    >>> s = np.array([[0.9, 0.0], [0.5, 0.1], [0.7, 0.8]], np.float32)
+    >>> round(float(loss(np.array([0, 0, 1]), s)), 4)
     0.0833
     >>> import tfrank4class.metrics
     >>> from tfrank4class.compat import keras
@@ -189,8 +283,10 @@ class MapApcLoss(base.BlackboxRankLoss):
 
   def loss_values(self, scores, relevance):
     total = self.map_weight + self.apc_weight
-    loss_map = base.mean_average_precision_loss_value(scores, relevance, self.lambda_, self.margin)
-    loss_apc = base.apc_loss_value(scores, relevance, self.lambda_, self.margin)
+    loss_map = mean_average_precision_loss_value(
+      scores, relevance, lambda_=self.lambda_, margin=self.margin
+    )
+    loss_apc = apc_loss_value(scores, relevance, lambda_=self.lambda_, margin=self.margin)
     return (self.map_weight * loss_map + self.apc_weight * loss_apc) / total
 
   def get_config(self):

@@ -1,8 +1,50 @@
-"""1 - NDCG on blackbox ranks: an O(n log n) alternative to ApproxNDCG for long lists."""
+"""1 - NDCG on blackbox ranks: an O(n log n) alternative to ApproxNDCG for long lists.
 
-from tfrank4class import compat
+:func:`ndcg_loss_values` is the loss as a pure function, :class:`BlackboxNDCGLoss` the Keras
+loss.
+"""
+
+import math
+
+from tfrank4class import backend, compat
+from tfrank4class.compat import ops
 from tfrank4class.losses.rambo import base
 from tfrank4class.losses.registry import register
+from tfrank4class.ranking.blackbox import blackbox_rank_within
+
+
+def ndcg_loss_values(scores, labels, *, where=None, lambda_=1.0, margin=0.0):
+  """Per-list ``1 - NDCG`` with blackbox ranks (beyond the paper; O(n log n) per list).
+
+      DCG = sum_i (2^{rel_i} - 1) / log2(1 + rk_i),   NDCG = DCG / IDCG
+
+  with ``rk`` the blackbox rank among valid items and IDCG the DCG of the relevance sorted in
+  decreasing order. Lists with IDCG = 0 (no relevant item) get loss 0. Arguments as for
+  :func:`tfrank4class.losses.rambo.average_precision.average_precision_loss_values`; ``margin``
+  separates the items with relevance ``> 0`` from the others.
+
+  Example:
+    >>> import numpy as np
+    >>> # relevant item at rank 2: NDCG = 1 / log2(3)
+    >>> s = np.array([[0.9, 0.5]], np.float32)
+    >>> ops.convert_to_numpy(ndcg_loss_values(s, np.array([1]))).round(4)
+    array([0.3691], dtype=float32)
+  """
+  scores, relevance, parsed = base.list_relevance(scores, labels, where)
+  shifted, _, valid = base.prepared(scores, relevance, margin)
+  rk = ops.cast(blackbox_rank_within(shifted, valid, lambda_, normalized=True), scores.dtype)
+  gains = ops.where(
+    valid,
+    ops.power(2.0, ops.maximum(relevance, ops.zeros_like(relevance))) - 1.0,
+    ops.zeros_like(rk),
+  )
+  log2 = math.log(2.0)
+  dcg = ops.sum(gains * log2 / ops.log1p(rk), axis=-1)
+  ideal = ops.flip(ops.sort(gains, axis=-1), axis=-1)
+  positions = ops.cast(ops.arange(1, ops.shape(gains)[-1] + 1), rk.dtype)
+  idcg = ops.sum(ideal * log2 / ops.log1p(positions), axis=-1)
+  ndcg = backend.divide_no_nan(dcg, idcg)
+  return parsed.mark_invalid(ops.where(idcg > 0, 1.0 - ndcg, ops.zeros_like(ndcg)))
 
 
 @register("blackbox_ndcg_loss")
@@ -24,8 +66,10 @@ class BlackboxNDCGLoss(base.BlackboxRankLoss):
       items.
 
   Example:
+    >>> import numpy as np
     >>> loss = BlackboxNDCGLoss(reduction="none")
-    >>> loss([1], [[0.9, 0.5]]).numpy().round(4)   # the true class at rank 2: 1 - 1/log2(3)
+    >>> s = np.array([[0.9, 0.5]], np.float32)
+    >>> ops.convert_to_numpy(loss(np.array([1]), s)).round(4)   # rank 2: 1 - 1/log2(3)
     array([0.3691], dtype=float32)
     >>> import tfrank4class.metrics
     >>> from tfrank4class.compat import keras
@@ -40,7 +84,7 @@ class BlackboxNDCGLoss(base.BlackboxRankLoss):
     super().__init__(lambda_=lambda_, margin=margin, memory=0, reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):
-    return base.ndcg_loss_values(scores, relevance, self.lambda_, self.margin)
+    return ndcg_loss_values(scores, relevance, lambda_=self.lambda_, margin=self.margin)
 
   def get_config(self):
     config = super().get_config()

@@ -1,11 +1,108 @@
-"""The RaMBO recall loss (Rolinek et al., CVPR 2020, Sec. 4.5, Eq. 16-20) as a Keras loss."""
+"""The RaMBO recall loss (Rolinek et al., CVPR 2020, Sec. 4.5, Eq. 16-20).
 
-import tensorflow as tf
+:func:`recall_loss_values` is the loss as a pure function, :func:`similarity_lists` the retrieval
+lists of a batch of embeddings, :class:`RecallLoss` the Keras loss over them.
+"""
 
 from tfrank4class import checks, compat
-from tfrank4class.labels import class_ids
+from tfrank4class.compat import ops
+from tfrank4class.labels import parse_labels
+from tfrank4class.losses.metric_learning import l2_normalize
 from tfrank4class.losses.rambo import base
 from tfrank4class.losses.registry import register
+
+WEIGHTINGS = ("log", "loglog")
+SIMILARITIES = ("cosine", "dot")
+
+
+def recall_loss_values(scores, labels, *, where=None, lambda_=1.0, margin=0.0, weighting="log"):
+  """Per-list recall loss (Rolinek et al., Sec. 4.5, Eq. 16-20).
+
+  With ``r_i = rk_i - rk+_i`` the number of irrelevant items ranked above relevant item ``i``
+  (Eq. 17; ``rk+`` a constant, see :func:`tfrank4class.losses.rambo.base.list_ranks`):
+
+      weighting="log":     L = E_{i relevant} [ log(1 + r_i) ]                (Eq. 20, w_K ~ 1/K)
+      weighting="loglog":  L = E_{i relevant} [ log(1 + log(1 + r_i)) ]  (Eq. 20, w_K ~ 1/(K log K))
+
+  ``log(1 + r_i) = sum_{K >= 1} log(1 + 1/K) * 1[r_i >= K]`` (Proposition 2 and the proof of
+  Eq. 20, supplementary Sec. B): the log weighting is the sum over K of the losses ``L@K`` of
+  Eq. 18 with weights ``w_K = log(1 + 1/K)`` (Eq. 19). Lists without a relevant item get loss 0.
+
+  Args:
+    scores: ``[B, n]``, one list per row.
+    labels: class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, n]`` (``< 0``: padding).
+    where: optional bool ``[B, n]``; items where it is False are left out (padding).
+    lambda_: blackbox interpolation strength ``> 0`` (Eq. 10), for ranks normalised by the
+      list length.
+    margin: ``alpha >= 0`` (Sec. 4.4, Eq. 14-15).
+    weighting: ``"log"`` or ``"loglog"``.
+
+  Returns:
+    ``[B]`` losses in the scores' dtype.
+
+  Example:
+    >>> import numpy as np
+    >>> # relevant items at ranks 1 and 3 with one irrelevant item between: r = (0, 1)
+    >>> s, r = np.array([[0.9, 0.5, 0.7]], np.float32), np.array([[1.0, 1.0, 0.0]], np.float32)
+    >>> ops.convert_to_numpy(recall_loss_values(s, r))  # log(2)/2
+    array([0.3465736], dtype=float32)
+  """
+  checks.check_choice("weighting", weighting, WEIGHTINGS)
+  scores, relevance, parsed = base.list_relevance(scores, labels, where)
+  return parsed.mark_invalid(_recall(scores, relevance, lambda_, margin, weighting))
+
+
+def _recall(scores, relevance, lambda_, margin, weighting):
+  """The recall loss of checked scores and dense relevance ``[B, n]`` (``n`` may be unknown)."""
+  rk, rk_plus, relevant, _ = base.list_ranks(scores, relevance, lambda_, margin)
+  per_item = ops.log1p(ops.where(relevant, rk - rk_plus, ops.zeros_like(rk)))
+  if weighting == "loglog":
+    per_item = ops.log1p(per_item)
+  return base.mean_over(per_item, relevant)
+
+
+def similarity_lists(
+  embeddings, labels, gallery_embeddings=None, gallery_labels=None, similarity="cosine"
+):
+  """Retrieval lists from embeddings: queries = the batch, gallery = the batch (+ memory).
+
+      S[i, j] = <e_i, g_j> / (|e_i| |g_j|)   ("cosine")   or   <e_i, g_j>   ("dot")
+      R[i, j] = 1[label_i == glabel_j], and R[i, i] = -1 (each item's similarity with itself
+                is excluded; the first B gallery rows are the batch itself)
+
+  Args:
+    embeddings: float ``[B, d]``.
+    labels: integer class ids ``[B]``.
+    gallery_embeddings, gallery_labels: ``[G, d]`` and ``[G]`` whose first ``B`` rows are
+      ``embeddings`` / ``labels`` (defaults to them).
+    similarity: ``"cosine"`` or ``"dot"``.
+
+  Returns:
+    ``(S, R)``, both float ``[B, G]``.
+
+  Example:
+    >>> import numpy as np
+    >>> s, r = similarity_lists(np.array([[1.0, 0.0], [0.0, 2.0]], np.float32), np.array([0, 0]))
+    >>> ops.convert_to_numpy(s), ops.convert_to_numpy(r)
+    (array([[1., 0.],
+           [0., 1.]], dtype=float32), array([[-1.,  1.],
+           [ 1., -1.]], dtype=float32))
+  """
+  checks.check_choice("similarity", similarity, SIMILARITIES)
+  embeddings = ops.convert_to_tensor(embeddings)
+  labels = ops.convert_to_tensor(labels)
+  if gallery_embeddings is None:
+    gallery_embeddings, gallery_labels = embeddings, labels
+  if similarity == "cosine":
+    embeddings = l2_normalize(embeddings)
+    gallery_embeddings = l2_normalize(gallery_embeddings)
+  sims = ops.matmul(embeddings, ops.transpose(gallery_embeddings))
+  same = ops.cast(ops.equal(labels[:, None], gallery_labels[None, :]), sims.dtype)
+  rows = ops.arange(ops.shape(embeddings)[0])
+  columns = ops.arange(ops.shape(gallery_embeddings)[0])
+  is_self = ops.equal(rows[:, None], columns[None, :])
+  relevance = ops.where(is_self, -ops.ones_like(same), same)
+  return sims, relevance
 
 
 @register("recall_loss")
@@ -49,11 +146,14 @@ class RecallLoss(base.BlackboxRankLoss):
     similarity: ``"cosine"`` or ``"dot"`` (embedding mode only).
 
   Example:
+    >>> import numpy as np
     >>> loss = RecallLoss(reduction="none")
-    >>> loss([[1.0, 1.0, 0.0]], [[0.9, 0.5, 0.7]]).numpy()  # r = (0, 1): (log 1 + log 2) / 2
+    >>> y, s = np.array([[1.0, 1.0, 0.0]], np.float32), np.array([[0.9, 0.5, 0.7]], np.float32)
+    >>> ops.convert_to_numpy(loss(y, s))  # r = (0, 1): (log 1 + log 2) / 2
     array([0.3465736], dtype=float32)
     >>> emb_loss = RecallLoss(from_embeddings=True, lambda_=0.5)
-    >>> float(emb_loss([0, 0, 1, 1], [[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]]))
+    >>> e = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]], np.float32)
+    >>> float(emb_loss(np.array([0, 0, 1, 1]), e))
     0.0
     >>> import tfrank4class.metrics
     >>> from tfrank4class.compat import keras
@@ -77,11 +177,11 @@ class RecallLoss(base.BlackboxRankLoss):
     reduction=compat.DEFAULT_REDUCTION,
     name="recall_loss",
   ):
-    self.weighting = checks.check_choice("weighting", weighting, base.WEIGHTINGS)
+    self.weighting = checks.check_choice("weighting", weighting, WEIGHTINGS)
     if not isinstance(from_embeddings, bool):
       raise ValueError(f"`from_embeddings` must be True or False, got {from_embeddings!r}.")
     self.from_embeddings = from_embeddings
-    self.similarity = checks.check_choice("similarity", similarity, ("cosine", "dot"))
+    self.similarity = checks.check_choice("similarity", similarity, SIMILARITIES)
     if memory and not from_embeddings:
       checks.check_int("memory", memory, minimum=0)
       raise ValueError(
@@ -96,21 +196,23 @@ class RecallLoss(base.BlackboxRankLoss):
     return "anchor" if self.from_embeddings else "example"
 
   def loss_values(self, scores, relevance):
-    return base.recall_loss_values(scores, relevance, self.lambda_, self.margin, self.weighting)
+    return recall_loss_values(
+      scores, relevance, lambda_=self.lambda_, margin=self.margin, weighting=self.weighting
+    )
 
-  @tf.autograph.experimental.do_not_convert
   def call(self, y_true, y_pred):
     if not self.from_embeddings:
       return super().call(y_true, y_pred)
     embeddings = checks.check_scores("y_pred", y_pred, finite=False)
-    labels = class_ids(y_true, name="y_true")
+    parsed = parse_labels(y_true, name="y_true", dense=False)
+    labels = parsed.ids
     gallery, gallery_labels = embeddings, labels
     if self._memory is not None:
       gallery, gallery_labels = self._memory(embeddings, labels)
-    sims, relevance = base.similarity_lists(
-      embeddings, labels, gallery, gallery_labels, self.similarity
-    )
-    return self.loss_values(sims, relevance)
+    sims, relevance = similarity_lists(embeddings, labels, gallery, gallery_labels, self.similarity)
+    # The gallery's length may be unknown when traced (the memory grows): no label parser here.
+    values = _recall(sims, relevance, self.lambda_, self.margin, self.weighting)
+    return self.mark_invalid(parsed, values)
 
   def get_config(self):
     config = super().get_config()

@@ -10,11 +10,22 @@ the batch. The score memory keeps the (detached) scores - or embeddings - and la
 Gradients flow only through the current batch ``values_t``; the remembered rows are constants.
 After each call the current batch is pushed and the oldest batch dropped.
 
-State lives in non-trainable ``tf.Variable`` s created on the first call (their leading dimension
-is dynamic, so batches of different sizes are fine); they are plain TensorFlow variables, not
-Keras weights of the model.
+Where the state lives depends on the backend (a loss has no state Keras would carry for it, so
+the memory keeps its own):
 
-Distribution: the variables are ``ON_READ``-synchronised, so under
+* TensorFlow (Keras 3 and tf-keras): non-trainable ``tf.Variable`` s created on the first call
+  (their leading dimension is dynamic, so batches of different sizes are fine), which
+  ``tf.function`` and XLA update in place; plain TensorFlow variables, not Keras weights of the
+  model. This part is TensorFlow by nature (variables of dynamic shape, synchronised per replica)
+  and the only one of the module that imports TensorFlow, on that backend only.
+* PyTorch: the remembered rows are detached tensors held by the object, updated eagerly
+  (Keras's PyTorch trainer runs eagerly).
+* JAX: the same, but only for values readable when the memory is called (an eager call).
+  Keras's JAX trainer traces the loss (``jax.value_and_grad``, and ``jax.jit`` by default), and
+  a traced value cannot outlive the trace, so a loss with a memory cannot train on JAX: the call
+  raises a ``ValueError`` saying so (use ``memory=0``, or the TensorFlow or PyTorch backend).
+
+Distribution (TensorFlow): the variables are ``ON_READ``-synchronised, so under
 ``tf.distribute.MirroredStrategy`` every replica keeps and reads its OWN memory, i.e. the last
 ``tau`` per-replica shards it saw itself; nothing is exchanged between replicas. In ``fit`` (Keras
 3 and Keras 2 alike) a global batch of ``B`` rows over ``R`` replicas gives each replica's loss
@@ -25,13 +36,95 @@ Calls made during ``model.evaluate`` also push batches; reset with :meth:`ScoreM
 that matters.
 """
 
-import tensorflow as tf
+from tfrank4class import backend, checks, compat
+from tfrank4class.compat import ops
+from tfrank4class.registry import export
 
-from tfrank4class import checks, compat
+if compat.BACKEND == "tensorflow":
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 
-@compat.register_serializable
-class ScoreMemory(tf.Module):
+class _VariableRows:
+  """The TensorFlow store: ``ON_READ`` variables of dynamic leading dimension."""
+
+  def __init__(self, batches, values, labels):
+    for name, t in (("values", values), ("labels", labels)):
+      if t.shape.rank is None or not t.shape[1:].is_fully_defined():
+        raise ValueError(
+          f"ScoreMemory needs `{name}` with known static inner dimensions, got shape {t.shape}."
+        )
+    with tf.init_scope():
+      self.values = self._variable(values)
+      self.labels = self._variable(labels)
+      self.sizes = self._variable(tf.zeros([batches], tf.int32), leading=batches)
+
+  @staticmethod
+  def _variable(like, leading=None):
+    initial = like if leading else tf.zeros([0] + like.shape[1:].as_list(), like.dtype)
+    return tf.Variable(
+      initial,
+      shape=[leading] + like.shape[1:].as_list(),
+      trainable=False,
+      synchronization=tf.VariableSynchronization.ON_READ,
+      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+    )
+
+  def push(self, values, labels):
+    old_sizes = tf.identity(self.sizes)
+    values_all = tf.concat([values, tf.identity(self.values)], axis=0)
+    labels_all = tf.concat([labels, tf.identity(self.labels)], axis=0)
+    sizes = tf.concat([tf.shape(values)[:1], old_sizes[:-1]], axis=0)
+    keep = tf.reduce_sum(sizes)
+    with tf.control_dependencies([values_all, labels_all]):
+      updates = [
+        self.values.assign(tf.stop_gradient(values_all[:keep])),
+        self.labels.assign(labels_all[:keep]),
+        self.sizes.assign(sizes),
+      ]
+    with tf.control_dependencies(updates):
+      return tf.identity(values_all), tf.identity(labels_all)
+
+  def rows(self):
+    return tf.identity(self.values), tf.identity(self.labels)
+
+  def reset(self):
+    self.values.assign(tf.zeros([0] + self.values.shape[1:].as_list(), self.values.dtype))
+    self.labels.assign(tf.zeros([0] + self.labels.shape[1:].as_list(), self.labels.dtype))
+    self.sizes.assign(tf.zeros_like(self.sizes))
+
+
+class _EagerRows:
+  """The JAX and PyTorch store: the remembered batches as detached tensors, newest first."""
+
+  def __init__(self, batches, values, labels):
+    del values, labels
+    self.batches = batches
+    self.kept = []
+
+  def push(self, values, labels):
+    if not (backend.is_concrete(values) and backend.is_concrete(labels)):
+      raise ValueError(
+        f"ScoreMemory (a loss's `memory` > 0) keeps the batches it saw, and on the "
+        f"{backend.name()} backend it can only keep values it can read when called; it was "
+        "called inside a traced function (Keras's JAX trainer traces the loss for its "
+        "gradient). Use memory=0, or the TensorFlow or PyTorch backend."
+      )
+    values_all = ops.concatenate([values, *(v for v, _ in self.kept)], axis=0)
+    labels_all = ops.concatenate([labels, *(lab for _, lab in self.kept)], axis=0)
+    self.kept = [(ops.stop_gradient(values), labels), *self.kept[: self.batches - 1]]
+    return values_all, labels_all
+
+  def rows(self):
+    if not self.kept:
+      return None, None
+    return tuple(ops.concatenate(part, axis=0) for part in zip(*self.kept))
+
+  def reset(self):
+    self.kept = []
+
+
+@export()
+class ScoreMemory:
   """Remembers the values and labels of the last ``batches`` batches (RaMBO Sec. 4.3).
 
   ``memory(values, labels) -> (values_all, labels_all)`` with the current batch first.
@@ -40,47 +133,21 @@ class ScoreMemory(tf.Module):
     batches: ``tau >= 0``, the number of past batches kept (0 = no memory: inputs returned as is).
 
   Example:
+    >>> import numpy as np
     >>> memory = ScoreMemory(batches=1)
-    >>> v, _ = memory(tf.ones([2, 3]), tf.zeros([2, 3]))     # nothing remembered yet
-    >>> v, _ = memory(2 * tf.ones([2, 3]), tf.zeros([2, 3]))
-    >>> v.shape
-    TensorShape([4, 3])
+    >>> ones, zeros = np.ones([2, 3], np.float32), np.zeros([2, 3], np.float32)
+    >>> v, _ = memory(ones, zeros)     # nothing remembered yet
+    >>> v, _ = memory(2 * ones, zeros)
+    >>> tuple(v.shape)
+    (4, 3)
   """
 
   def __init__(self, batches, name=None):
-    super().__init__(name=name)
     self.batches = checks.check_int("batches", batches, minimum=0)
-    self._values = None
-    self._labels = None
-    self._sizes = None
+    self.name = name or "score_memory"
+    self._store = None
+    self._dtypes = None
 
-  def _variable(self, initial, shape):
-    return tf.Variable(
-      initial,
-      shape=shape,
-      trainable=False,
-      synchronization=tf.VariableSynchronization.ON_READ,
-      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-    )
-
-  def _build(self, values, labels):
-    for name, t in (("values", values), ("labels", labels)):
-      if t.shape.rank is None or not t.shape[1:].is_fully_defined():
-        raise ValueError(
-          f"ScoreMemory needs `{name}` with known static inner dimensions, got shape {t.shape}."
-        )
-    with tf.init_scope():
-      self._values = self._variable(
-        tf.zeros([0] + values.shape[1:].as_list(), values.dtype),
-        [None] + values.shape[1:].as_list(),
-      )
-      self._labels = self._variable(
-        tf.zeros([0] + labels.shape[1:].as_list(), labels.dtype),
-        [None] + labels.shape[1:].as_list(),
-      )
-      self._sizes = self._variable(tf.zeros([self.batches], tf.int32), [self.batches])
-
-  @tf.autograph.experimental.do_not_convert
   def __call__(self, values, labels):
     """Returns the current batch followed by the remembered ones, then remembers this batch.
 
@@ -91,32 +158,21 @@ class ScoreMemory(tf.Module):
     Returns:
       ``(values_all, labels_all)``: ``[b + m, ...]`` with the ``m`` remembered rows detached.
     """
-    values = tf.convert_to_tensor(values)
-    labels = tf.convert_to_tensor(labels)
+    values = ops.convert_to_tensor(values)
+    labels = ops.convert_to_tensor(labels)
     if self.batches == 0:
       return values, labels
-    if self._values is None:
-      self._build(values, labels)
-    if values.dtype != self._values.dtype or labels.dtype != self._labels.dtype:
+    dtypes = (backend.dtype_name(values), backend.dtype_name(labels))
+    if self._store is None:
+      rows = _VariableRows if compat.BACKEND == "tensorflow" else _EagerRows
+      self._store = rows(self.batches, values, labels)
+      self._dtypes = dtypes
+    if dtypes != self._dtypes:
       raise ValueError(
-        f"ScoreMemory was built for values {self._values.dtype.name} / labels "
-        f"{self._labels.dtype.name}, got {values.dtype.name} / {labels.dtype.name}."
+        f"ScoreMemory was built for values {self._dtypes[0]} / labels {self._dtypes[1]}, got "
+        f"{dtypes[0]} / {dtypes[1]}."
       )
-    old_values = tf.identity(self._values)
-    old_labels = tf.identity(self._labels)
-    old_sizes = tf.identity(self._sizes)
-    values_all = tf.concat([values, old_values], axis=0)
-    labels_all = tf.concat([labels, old_labels], axis=0)
-    sizes = tf.concat([tf.shape(values)[:1], old_sizes[:-1]], axis=0)
-    keep = tf.reduce_sum(sizes)
-    with tf.control_dependencies([values_all, labels_all]):
-      updates = [
-        self._values.assign(tf.stop_gradient(values_all[:keep])),
-        self._labels.assign(labels_all[:keep]),
-        self._sizes.assign(sizes),
-      ]
-    with tf.control_dependencies(updates):
-      return tf.identity(values_all), tf.identity(labels_all)
+    return self._store.push(values, labels)
 
   def remembered(self):
     """``(values, labels)``: the rows held now, newest first (``(None, None)`` before the first
@@ -126,16 +182,14 @@ class ScoreMemory(tf.Module):
     to read each replica's own memory; in the cross-replica context it reads the first
     replica's.
     """
-    if self._values is None:
+    if self._store is None:
       return None, None
-    return tf.identity(self._values), tf.identity(self._labels)
+    return self._store.rows()
 
   def reset(self):
     """Forgets every remembered batch."""
-    if self._values is not None:
-      self._values.assign(tf.zeros([0] + self._values.shape[1:].as_list(), self._values.dtype))
-      self._labels.assign(tf.zeros([0] + self._labels.shape[1:].as_list(), self._labels.dtype))
-      self._sizes.assign(tf.zeros([self.batches], tf.int32))
+    if self._store is not None:
+      self._store.reset()
 
   def get_config(self):
     return {"batches": self.batches, "name": self.name}

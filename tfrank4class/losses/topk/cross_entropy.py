@@ -32,18 +32,20 @@ The sorting networks here run in their top-``k`` form
 SoftSort build the full ``n x n`` matrix, which is inherent to them.
 
 Labels. Class ids ``[B]`` / ``[B, 1]`` as in the paper. Dense labels ``[B, C]`` (parsed by
-:func:`tfrank4class.labels.parse_labels`) are read as a target distribution over the classes,
-``t(c) = max(r_c, 0) / sum_c' max(r_c', 0)``, and the loss is ``-sum_c t(c) log(...)`` with the
-same term per class as above: one-hot rows give exactly the class-id loss, multi-hot rows the
-mean over their relevant classes (an extension of ours; the paper has one true class). A row
-without a positive entry has loss 0. Entries below 0 mark padded classes: they are not targets,
-they are left out of the softmax of ``"sm"`` / ``"smce"``, and before ranking their scores are
-moved below every valid score of the row (to ``lo - (hi - lo) - 1``, ``lo`` / ``hi`` the
-smallest / largest valid score, a constant for the gradient), so they occupy the lowest
-positions; with the heavy-tailed sigmoids (Cauchy, reciprocal, optimal) a sorting network still
-mixes a little of their weight into the others, as it does for any low-scoring class. With ``m``
-set, every row must have exactly one positive entry (one-hot; checked at run time, not under
-XLA), which is taken as the class id.
+:func:`tfrank4class.labels.parse_labels`) are read as a target distribution over the classes, ``t(c)
+= max(r_c, 0) / sum_c' max(r_c', 0)``, and the loss is ``-sum_c t(c) log(...)`` with the same term
+per class as above: one-hot rows give exactly the class-id loss, multi-hot rows the mean over their
+relevant classes (an extension of ours; the paper has one true class). A row without a positive
+entry has loss 0. ``where`` (bool ``[B, n]``, optional) marks the classes that take part: a class
+where it is False is padding, as a dense entry below 0. Entries below 0 mark padded classes: they
+are not targets, they are left out of the softmax of ``"sm"`` / ``"smce"``, and before ranking their
+scores are moved below every valid score of the row (to ``lo - (hi - lo) - 1``, ``lo`` / ``hi`` the
+smallest / largest valid score, a constant for the gradient), so they occupy the lowest positions;
+with the heavy-tailed sigmoids (Cauchy, reciprocal, optimal) a sorting network still mixes a little
+of their weight into the others, as it does for any low-scoring class. With ``m`` set, every row
+must have exactly one positive entry (one-hot), which is taken as the class id: another row raises a
+``ValueError`` eagerly (a failed assertion inside ``tf.function``) and gets a NaN loss where nothing
+can raise (XLA, ``jax.jit``).
 
 Deviations from difftopk 0.2.0: per-example values (Keras reduces them; the mean equals
 difftopk's value); ``distribution`` defaults to ``"cauchy"`` (difftopk's ``None`` fails for the
@@ -52,9 +54,12 @@ the loss can be built by name; ``"bitonic"`` always runs the top-``k`` form (dif
 ``"bitonic"`` and ``"bitonic__non_sparse"`` compute the same numbers).
 """
 
-import tensorflow as tf
+import math
 
-from tfrank4class import checks, compat
+import numpy as np
+
+from tfrank4class import backend, checks, compat
+from tfrank4class.compat import ops
 from tfrank4class.labels import check_batch_size, parse_labels
 from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.registry import register
@@ -103,11 +108,11 @@ def _check_arguments(p_k, method, distribution, inverse_temperature, art_lambda,
 
 def _top_m(scores, ids, m):
   """The true class's score followed by the ``m - 1`` highest other scores, ``[B, m]``."""
-  is_true = tf.one_hot(ids, tf.shape(scores)[-1], on_value=True, off_value=False)
-  others = tf.where(is_true, tf.constant(float("-inf"), scores.dtype), scores)
-  top = tf.math.top_k(others, k=m - 1).values
-  true = tf.gather(scores, ids, axis=-1, batch_dims=1)[:, None]
-  return tf.concat([true, top], axis=-1)
+  is_true = ops.equal(ops.arange(scores.shape[-1])[None, :], ops.cast(ids, "int32")[:, None])
+  others = ops.where(is_true, ops.full_like(scores, -math.inf), scores)
+  top, _ = backend.top_k(others, m - 1)
+  true = ops.take_along_axis(scores, ops.cast(ids, "int64")[:, None], axis=-1)
+  return ops.concatenate([true, top], axis=-1)
 
 
 def _top_k_columns(scores, k, method, distribution, inverse_temperature, art_lambda):
@@ -136,35 +141,39 @@ def _checked_scores(scores, k, m):
   return scores
 
 
-def _targets(labels, scores):
-  """The parsed labels, the target distribution ``t`` ``[B, n]`` (all zero for a row without a
-  positive entry) and the non-padded classes ``[B, n]`` (see the module docstring)."""
+def _targets(labels, scores, where):
+  """The parsed labels, their relevance ``[B, n]``, the target distribution ``t`` ``[B, n]`` (all
+  zero for a row without a positive entry) and the non-padded classes ``[B, n]`` (see the module
+  docstring)."""
   n = scores.shape[-1]
   parsed = parse_labels(labels, n, dtype=scores.dtype)
   check_batch_size(parsed, scores)
-  if parsed.is_class_ids:
-    target = tf.one_hot(parsed.ids, n, dtype=scores.dtype)
-    valid = tf.ones_like(scores, tf.bool)
-  else:
-    valid = parsed.relevance >= 0
-    target = tf.where(valid, tf.maximum(parsed.relevance, 0.0), 0.0)
-  mass = tf.reduce_sum(target, axis=-1, keepdims=True)
-  return parsed, tf.math.divide_no_nan(target, mass), valid
+  relevance = parsed.to_relevance(n, scores.dtype)
+  if where is not None:
+    relevance = ops.where(where, relevance, -ops.ones_like(relevance))
+  valid = relevance >= 0
+  target = ops.where(valid, ops.maximum(relevance, ops.zeros_like(relevance)), 0.0)
+  mass = ops.sum(target, axis=-1, keepdims=True)
+  return parsed, relevance, backend.divide_no_nan(target, mass), valid
 
 
-def _preselect(scores, logits, target, parsed, m):
-  """Top-``m`` pre-selection: scores, logits and target ``[B, m]``, the true class first."""
-  ids = parsed.ids
+def _preselect(scores, logits, target, parsed, relevance, m):
+  """Top-``m`` pre-selection: scores, logits and target ``[B, m]``, the true class first, and
+  the rows that are not one-hot (bool ``[B]``; ``None`` for class ids)."""
+  ids, not_one_hot = parsed.ids, None
   if ids is None:
-    positives = tf.reduce_sum(tf.cast(parsed.relevance > 0, tf.int32), axis=-1)
-    tf.debugging.Assert(
-      tf.reduce_all(positives == 1),
-      ["With `m` set, dense labels must have one positive entry per row (one-hot)."],
+    not_one_hot = ops.sum(ops.cast(relevance > 0, "int32"), axis=-1) != 1
+    checks.check_values(
+      ops.logical_not(not_one_hot),
+      "With `m` set, dense labels must have one positive entry per row (one-hot); rows "
+      "without exactly one:",
+      ops.arange(ops.shape(not_one_hot)[0], dtype="int32"),
     )
-    ids = tf.argmax(parsed.relevance, axis=-1)
-  has_target = tf.cast(tf.reduce_any(target > 0, axis=-1, keepdims=True), scores.dtype)
-  target = tf.one_hot(tf.zeros_like(ids), m, dtype=scores.dtype) * has_target
-  return _top_m(scores, ids, m), _top_m(logits, ids, m), target
+    ids = ops.argmax(relevance, axis=-1)
+  has_target = ops.cast(ops.any(target > 0, axis=-1, keepdims=True), scores.dtype)
+  first = ops.cast(ops.equal(ops.arange(m), 0), scores.dtype)
+  target = first[None, :] * has_target
+  return _top_m(scores, ids, m), _top_m(logits, ids, m), target, not_one_hot
 
 
 def _sorted_mass(scores, p_k, with_top1, relaxation):
@@ -172,23 +181,25 @@ def _sorted_mass(scores, p_k, with_top1, relaxation):
   ``with_top1`` (``top1_mode="sort"``), else over ``k >= 2``; ``relaxation`` is ``(method,
   distribution, inverse_temperature, art_lambda)``."""
   k = len(p_k)
-  weights = tf.constant(p_k[::-1], scores.dtype)  # weights[j]: P_K(K - j) of ascending column j
+  weights = np.array(p_k[::-1])  # weights[j]: P_K(K - j) of ascending column j
   if not with_top1:
-    weights = tf.concat([weights[:-1], tf.zeros([1], scores.dtype)], axis=0)
+    weights[-1] = 0.0
   if not (any(p_k[1:]) or with_top1):
-    return tf.zeros_like(scores)
+    return ops.zeros_like(scores)
   columns = _top_k_columns(scores, k, *relaxation)
-  in_top = tf.cumsum(columns, axis=-1, reverse=True)  # [..., j]: weight in the top K - j
-  return tf.linalg.matvec(in_top, weights)
+  in_top = ops.flip(ops.cumsum(ops.flip(columns, -1), axis=-1), -1)  # [..., j]: top K - j
+  return ops.sum(in_top * ops.cast(weights, scores.dtype), axis=-1)
 
 
 def _nll(q):
-  return -tf.math.log(q * (1.0 - 2.0 * _EPSILON) + _EPSILON)
+  return -ops.log(q * (1.0 - 2.0 * _EPSILON) + _EPSILON)
 
 
 def topk_cross_entropy(
   scores,
   labels,
+  *,
+  where=None,
   p_k=(0.5, 0.0, 0.0, 0.0, 0.5),
   method="bitonic",
   distribution="cauchy",
@@ -204,6 +215,7 @@ def topk_cross_entropy(
     scores: ``[B, n]`` class scores, ``n >= K`` known when traced (float16 / bfloat16 are
       computed in float32).
     labels: class ids ``[B]`` / ``[B, 1]`` or dense labels ``[B, n]`` (``< 0``: padding).
+    where: optional bool ``[B, n]``; classes where it is False are padding.
     p_k: ``P_K``, the weights of top-1 .. top-K, numbers ``>= 0`` summing to 1.
     method: the relaxed sorting operator, one of ``METHODS``.
     distribution: the sigmoid of a sorting network, one of
@@ -216,32 +228,39 @@ def topk_cross_entropy(
     top1_mode: ``"sm"``, ``"smce"`` or ``"sort"``.
 
   Returns:
-    ``[B]`` losses.
+    ``[B]`` losses in the scores' dtype (float16 / bfloat16 scores: float32).
 
   Example:
-    >>> loss = topk_cross_entropy([[2.0, 1.0, 0.0]], [1], p_k=[0.5, 0.5], method="odd_even",
+    >>> import numpy as np
+    >>> s = np.array([[2.0, 1.0, 0.0]], np.float32)
+    >>> loss = topk_cross_entropy(s, np.array([1]), p_k=[0.5, 0.5], method="odd_even",
     ...                           distribution="logistic", inverse_temperature=1e3)
     >>> # top-1: softmax; the top-2 probability of class 1 is 1: -log(0.5 * 0.24473 + 0.5)
-    >>> loss.numpy().round(4)
+    >>> ops.convert_to_numpy(loss).round(4)
     array([0.4742], dtype=float32)
   """
   p_k, inverse_temperature, art_lambda, m = _check_arguments(
     p_k, method, distribution, inverse_temperature, art_lambda, m, top1_mode
   )
   scores = _checked_scores(scores, len(p_k), m)
-  parsed, target, valid = _targets(labels, scores)
+  parsed, relevance, target, valid = _targets(labels, scores, where)
   scores = sink(scores, valid)
-  logits = tf.where(valid, scores, scores.dtype.min)  # padded classes: no softmax mass
+  lowest = np.finfo(ops.dtype(scores)).min
+  logits = ops.where(valid, scores, ops.full_like(scores, lowest))  # padded: no softmax mass
+  not_one_hot = None
   if m is not None:
-    scores, logits, target = _preselect(scores, logits, target, parsed, m)
+    scores, logits, target, not_one_hot = _preselect(scores, logits, target, parsed, relevance, m)
   relaxation = (method, distribution, inverse_temperature, art_lambda)
   q = _sorted_mass(scores, p_k, top1_mode == "sort", relaxation)
   if top1_mode == "sm":
-    q += p_k[0] * tf.nn.softmax(logits, axis=-1)
+    q += p_k[0] * ops.softmax(logits, axis=-1)
   per_class = _nll(q)
   if top1_mode == "smce":
-    per_class = sum(p_k[1:]) * per_class - p_k[0] * tf.nn.log_softmax(logits, axis=-1)
-  return tf.reduce_sum(tf.where(target > 0, target * per_class, 0.0), axis=-1)
+    per_class = sum(p_k[1:]) * per_class - p_k[0] * ops.log_softmax(logits, axis=-1)
+  values = ops.sum(ops.where(target > 0, target * per_class, 0.0), axis=-1)
+  if not_one_hot is not None:
+    values = ops.where(not_one_hot, ops.full_like(values, math.nan), values)
+  return parsed.mark_invalid(values)
 
 
 @register("topk_cross_entropy_loss")
@@ -260,9 +279,11 @@ class TopKCrossEntropyLoss(ListwiseLoss):
     reduction, name: as for every Keras loss.
 
   Example:
+    >>> import numpy as np
     >>> loss = TopKCrossEntropyLoss(p_k=[0.5, 0.5], method="odd_even", distribution="logistic",
     ...                             inverse_temperature=1e3, reduction="none")
-    >>> loss([1], [[2.0, 1.0, 0.0]]).numpy().round(4)
+    >>> s = np.array([[2.0, 1.0, 0.0]], np.float32)
+    >>> ops.convert_to_numpy(loss(np.array([1]), s)).round(4)
     array([0.4742], dtype=float32)
     >>> from tfrank4class.compat import keras
     >>> model = keras.Sequential([keras.layers.Dense(10)])

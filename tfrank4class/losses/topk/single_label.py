@@ -9,14 +9,20 @@ two forms (:func:`tfrank4class.labels.parse_labels`):
   padded classes, which take no part in the loss (neither as the true class nor as a rival).
   A row without an entry ``> 0`` has no true class and its loss is 0 (as a list without a
   relevant item in the ranking losses). A row with two or more entries ``> 0`` is multi-label,
-  for which these losses are not defined: it raises an ``InvalidArgumentError`` (eagerly and
-  inside ``tf.function``; XLA drops assertions, and then the first such entry is the true class).
+  for which these losses are not defined: eagerly it raises a ``ValueError`` (inside
+  ``tf.function`` a ``tf.debugging`` assertion fails); where nothing can raise (XLA, ``jax.jit``)
+  :attr:`SingleLabel.multi` marks it, and the losses return NaN for it.
+
+``where`` (bool ``[B, C]``, optional) marks the classes that take part; a class where it is
+False is padding, as a dense entry below 0.
 """
 
 import typing
 
-import tensorflow as tf
+import numpy as np
 
+from tfrank4class import backend, checks
+from tfrank4class.compat import ops
 from tfrank4class.labels import check_batch_size, num_items, parse_labels
 
 
@@ -27,14 +33,26 @@ class SingleLabel(typing.NamedTuple):
     ids: int32 true class ``[B]`` (0 for a row without one).
     has_true: bool ``[B]``, whether the row has a true class.
     valid: bool ``[B, C]``, the classes that are not padding.
+    parsed: the :class:`tfrank4class.labels.Labels` the parser returned.
+    multi: bool ``[B]``, the rows with several entries ``> 0`` (compiled code only; ``None``
+      where none can be, or where they raised).
   """
 
-  ids: tf.Tensor
-  has_true: tf.Tensor
-  valid: tf.Tensor
+  ids: object
+  has_true: object
+  valid: object
+  parsed: object
+  multi: object = None
+
+  def mark_invalid(self, values):
+    """Per-list ``values`` ``[B]`` with NaN in the rows whose labels were bad (compiled code)."""
+    values = self.parsed.mark_invalid(values)
+    if self.multi is None:
+      return values
+    return ops.where(self.multi, ops.full_like(values, np.nan), values)
 
 
-def single_label(labels, scores, name="y_true"):
+def single_label(labels, scores, name="y_true", where=None):
   """The true class, its presence and the non-padded classes of each row of ``scores [B, C]``.
 
   Args:
@@ -42,34 +60,41 @@ def single_label(labels, scores, name="y_true"):
       docstring).
     scores: the scores ``[B, C]`` (for the number of classes and the batch size).
     name: the argument name used in error messages.
+    where: optional bool ``[B, C]``; classes where it is False are padding.
 
   Returns:
     A :class:`SingleLabel`.
 
   Example:
-    >>> parsed = single_label([[0.0, 1.0, -1.0], [0.0, 0.0, 0.0]], tf.zeros([2, 3]))
-    >>> parsed.ids.numpy(), parsed.has_true.numpy()
+    >>> y = np.array([[0.0, 1.0, -1.0], [0.0, 0.0, 0.0]], np.float32)
+    >>> parsed = single_label(y, np.zeros([2, 3], np.float32))
+    >>> ops.convert_to_numpy(parsed.ids), ops.convert_to_numpy(parsed.has_true)
     (array([1, 0], dtype=int32), array([ True, False]))
-    >>> parsed.valid.numpy()
+    >>> ops.convert_to_numpy(parsed.valid)
     array([[ True,  True, False],
            [ True,  True,  True]])
   """
+  scores = ops.convert_to_tensor(scores)
   num_classes = num_items(scores)
   parsed = parse_labels(labels, num_classes, name=name, dtype=scores.dtype)
   check_batch_size(parsed.tensor, scores, name=name, other_name="y_pred")
-  if parsed.is_class_ids:
-    ids = tf.cast(parsed.ids, tf.int32)
-    return SingleLabel(ids, tf.ones_like(ids, tf.bool), tf.ones_like(scores, tf.bool))
-  relevance = parsed.relevance
+  if parsed.is_class_ids and where is None:
+    ids = ops.cast(parsed.ids, "int32")
+    return SingleLabel(ids, ops.ones_like(ids, "bool"), ops.ones_like(scores, "bool"), parsed)
+  relevance = parsed.to_relevance(num_classes, scores.dtype)
+  if where is not None:
+    relevance = ops.where(where, relevance, -ops.ones_like(relevance))
   positive = relevance > 0
-  count = tf.reduce_sum(tf.cast(positive, tf.int32), axis=-1)
-  tf.debugging.Assert(
-    tf.reduce_all(count <= 1),
-    [
-      f"`{name}` given as dense relevance must have at most one entry > 0 per row (one true "
-      "class: these Top-K losses are single-label); rows with several:",
-      tf.reduce_sum(tf.cast(count > 1, tf.int32)),
-    ],
+  count = ops.sum(ops.cast(positive, "int32"), axis=-1)
+  multi = count > 1
+  rows = ops.arange(ops.shape(count)[0], dtype="int32")
+  checks.check_values(
+    ops.logical_not(multi),
+    f"`{name}` given as dense relevance must have at most one entry > 0 per row (one true "
+    "class: these Top-K losses are single-label); rows with several:",
+    rows,
   )
-  ids = tf.argmax(tf.cast(positive, tf.int32), axis=-1, output_type=tf.int32)
-  return SingleLabel(ids, count > 0, relevance >= 0)
+  if backend.is_concrete(multi):
+    multi = None  # checked
+  ids = ops.cast(ops.argmax(ops.cast(positive, "int32"), axis=-1), "int32")
+  return SingleLabel(ids, count > 0, relevance >= 0, parsed, multi)

@@ -30,35 +30,36 @@ Computation (Sec. 3.1): ``log e_0 .. log e_k`` come from the coefficients of
 truncated to degree ``k``, each coefficient a log-sum-exp of ``<= k + 1`` terms. Every step is a
 log-sum-exp, so the values are finite and accurate for any scores and small ``tau`` (the scores
 are shifted by their row maximum first, which cancels exactly). Deviation from the authors'
-code on purpose: the gradient is TensorFlow's autodiff through that log-space recursion (a
+code on purpose: the gradient is the backend's autodiff through that log-space recursion (a
 softmax-weighted sum at every step, stable by construction), not their custom backward with
 its instability threshold and its series approximation for large values (Sec. 3.2), and there is
 no switch to the hard loss for large score gaps; ``tau = 0`` selects the hard loss explicitly.
 """
 
-import tensorflow as tf
+import math
+
+import numpy as np
 
 from tfrank4class import checks, compat
+from tfrank4class.compat import ops
 from tfrank4class.labels import num_items
 from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.topk.single_label import single_label
 
 
-def _minus_infinity(shape, dtype):
-  return tf.fill(shape, tf.constant(-float("inf"), dtype))
+def _minus_infinity(like):
+  return ops.full_like(like, -math.inf)
 
 
 def _log_sum_exp(terms):
   """``log sum exp`` over the last axis; ``-inf`` (and a zero gradient) when every term is."""
-  top = tf.stop_gradient(tf.reduce_max(terms, axis=-1, keepdims=True))
-  top = tf.where(tf.math.is_finite(top), top, tf.zeros_like(top))
-  total = tf.reduce_sum(tf.exp(terms - top), axis=-1)
+  top = ops.stop_gradient(ops.max(terms, axis=-1, keepdims=True))
+  top = ops.where(ops.isfinite(top), top, ops.zeros_like(top))
+  total = ops.sum(ops.exp(terms - top), axis=-1)
   positive = total > 0
-  safe = tf.where(positive, total, tf.ones_like(total))
-  return tf.where(
-    positive, tf.math.log(safe) + tf.squeeze(top, -1), _minus_infinity(tf.shape(total), total.dtype)
-  )
+  safe = ops.where(positive, total, ops.ones_like(total))
+  return ops.where(positive, ops.log(safe) + ops.squeeze(top, -1), _minus_infinity(total))
 
 
 def _multiply(left, right, k):
@@ -72,9 +73,9 @@ def _multiply(left, right, k):
   a, b = left.shape[-1] - 1, right.shape[-1] - 1
   degree = min(k, a + b)
   index = [[c - i if 0 <= c - i <= b else b + 1 for i in range(a + 1)] for c in range(degree + 1)]
-  padded = tf.concat([right, _minus_infinity(tf.shape(right[..., :1]), right.dtype)], axis=-1)
-  terms = left[..., None, :] + tf.gather(padded, index, axis=-1)
-  return _log_sum_exp(terms)
+  padded = ops.concatenate([right, _minus_infinity(right[..., :1])], axis=-1)
+  gathered = ops.take(padded, np.array(index, np.int32), axis=-1)
+  return _log_sum_exp(left[..., None, :] + gathered)
 
 
 def log_elementary_symmetric(log_values, k):
@@ -94,38 +95,34 @@ def log_elementary_symmetric(log_values, k):
     ``[..., k + 1]``: ``log e_0 = 0``, ``log e_1 = logsumexp(log_values)``, ... ``log e_k``.
 
   Example:
-    >>> out = log_elementary_symmetric(tf.math.log([[1.0, 2.0, 3.0]]), 3)
-    >>> [round(float(v), 4) for v in tf.exp(out[0])]  # 1, 1+2+3, 2+3+6, 6
+    >>> out = log_elementary_symmetric(np.log(np.array([[1.0, 2.0, 3.0]], np.float32)), 3)
+    >>> [round(float(v), 4) for v in ops.convert_to_numpy(ops.exp(out[0]))]  # 1, 6, 11, 6
     [1.0, 6.0, 11.0, 6.0]
   """
   k = checks.check_int("k", k, minimum=1)
-  log_values = tf.convert_to_tensor(log_values)
+  log_values = ops.convert_to_tensor(log_values)
   n = log_values.shape[-1]
   if n is None:
     raise ValueError(
       f"`log_values` must have a static last dimension, got shape {log_values.shape}."
     )
-  polys = tf.stack([tf.zeros_like(log_values), log_values], axis=-1)  # [..., n, 2]
+  polys = ops.stack([ops.zeros_like(log_values), log_values], axis=-1)  # [..., n, 2]
   while polys.shape[-2] > 1:
     if polys.shape[-2] % 2:  # an odd one out waits for the next round, times the polynomial 1
-      one = tf.concat(
-        [
-          tf.zeros_like(polys[..., :1, :1]),
-          _minus_infinity(tf.shape(polys[..., :1, 1:]), polys.dtype),
-        ],
-        axis=-1,
+      one = ops.concatenate(
+        [ops.zeros_like(polys[..., :1, :1]), _minus_infinity(polys[..., :1, 1:])], axis=-1
       )
-      polys = tf.concat([polys, one], axis=-2)
+      polys = ops.concatenate([polys, one], axis=-2)
     polys = _multiply(polys[..., 0::2, :], polys[..., 1::2, :], k)
   polys = polys[..., 0, :]
   missing = k + 1 - polys.shape[-1]
   if missing:
-    pad = _minus_infinity(tf.concat([tf.shape(polys)[:-1], [missing]], 0), polys.dtype)
-    polys = tf.concat([polys, pad], axis=-1)
+    pad = _minus_infinity(ops.repeat(polys[..., :1], missing, axis=-1))
+    polys = ops.concatenate([polys, pad], axis=-1)
   return polys
 
 
-def smooth_topk_svm_loss(labels, scores, k=5, tau=1.0, alpha=1.0):
+def smooth_topk_svm_loss(scores, labels, *, where=None, k=5, tau=1.0, alpha=1.0):
   """Per-example smooth top-k SVM loss ``L_{k,tau}`` (``tau > 0``) or hard ``l_k`` (``tau = 0``).
 
   Berrada et al., ICLR 2018, Sec. 2.1-2.2 (formulas in the module docstring):
@@ -139,9 +136,10 @@ def smooth_topk_svm_loss(labels, scores, k=5, tau=1.0, alpha=1.0):
   loss 0.
 
   Args:
+    scores: ``[B, C]`` class scores, ``C > k`` known when traced.
     labels: class ids ``[B]`` / ``[B, 1]`` or single-label dense relevance ``[B, C]`` (see
       :mod:`tfrank4class.losses.topk.single_label`).
-    scores: ``[B, C]`` class scores, ``C > k`` known when traced.
+    where: optional bool ``[B, C]``; classes where it is False are padding.
     k: the ``k`` of top-k, an integer ``>= 1``.
     tau: the temperature ``>= 0``; ``0`` gives the hard loss ``l_k``.
     alpha: the margin ``>= 0``.
@@ -150,12 +148,12 @@ def smooth_topk_svm_loss(labels, scores, k=5, tau=1.0, alpha=1.0):
     ``[B]`` losses in the scores' float dtype (at least float32).
 
   Example:
-    >>> s = [[3.0, 1.0, 0.0]]
-    >>> round(float(smooth_topk_svm_loss([1], s, k=1, tau=0.0)[0]), 4)  # max(1 + 3 - 1, 0)
+    >>> s, y = np.array([[3.0, 1.0, 0.0]], np.float32), np.array([1])
+    >>> round(float(smooth_topk_svm_loss(s, y, k=1, tau=0.0)[0]), 4)  # max(1 + 3 - 1, 0)
     3.0
-    >>> round(float(smooth_topk_svm_loss([1], s, k=2, tau=0.0)[0]), 4)  # max(1 + (0-1)/2, 0)
+    >>> round(float(smooth_topk_svm_loss(s, y, k=2, tau=0.0)[0]), 4)  # max(1 + (0-1)/2, 0)
     0.5
-    >>> round(float(smooth_topk_svm_loss([1], s, k=2, tau=1e-3)[0]), 4)
+    >>> round(float(smooth_topk_svm_loss(s, y, k=2, tau=1e-3)[0]), 4)
     0.5
   """
   k = checks.check_int("k", k, minimum=1)
@@ -172,55 +170,57 @@ def smooth_topk_svm_loss(labels, scores, k=5, tau=1.0, alpha=1.0):
       f"`k` must be smaller than the number of classes, got k={k} for {num_classes} classes "
       f"(`y_pred` of shape {scores.shape})."
     )
-  parsed = single_label(labels, scores)
-  classes = tf.range(num_classes, dtype=tf.int32)
-  rivals = parsed.valid & tf.not_equal(classes[None, :], parsed.ids[:, None])
-  checks.check_scores("y_pred", tf.where(parsed.valid, scores, tf.zeros_like(scores)))
-  enough = parsed.has_true & (tf.reduce_sum(tf.cast(rivals, tf.int32), axis=-1) >= k)
+  parsed = single_label(labels, scores, where=where)
+  classes = ops.arange(num_classes, dtype="int32")
+  rivals = ops.logical_and(parsed.valid, ops.not_equal(classes[None, :], parsed.ids[:, None]))
+  checks.check_scores("y_pred", ops.where(parsed.valid, scores, ops.zeros_like(scores)))
+  enough = ops.logical_and(parsed.has_true, ops.sum(ops.cast(rivals, "int32"), axis=-1) >= k)
   if tau == 0.0:
     loss = _hard_loss(scores, parsed, rivals, enough, k, alpha)
   else:
     loss = _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha)
-  return tf.where(enough, loss, tf.zeros_like(loss))
+  return parsed.mark_invalid(ops.where(enough, loss, ops.zeros_like(loss)))
 
 
 def _hard_loss(scores, parsed, rivals, enough, k, alpha):
   """``l_k = max(alpha + ((s_{\\y})_[k] - s_y) / k, 0)`` per row (0 where not ``enough``).
 
   ``(s_{\\y})_[k]`` is the score of the ``k``-th of ``k`` rounds of argmax over the rivals not
-  yet picked (ties: the lowest index first, the order of ``tf.math.top_k``), ``O(k C)`` per row.
-  Not ``tf.math.top_k`` over the masked scores: under XLA on CPU that version (its forward pass
-  and its scatter gradient) ran 5-17x slower than in a plain graph at ``C = 1,000``; the rounds
-  and their gradient (one ``where``) are no slower under XLA than in a plain graph
-  (``benchmarks/topk.py``, ``docs/topk.md``).
+  yet picked (ties: the lowest index first, the order of a stable top-k), ``O(k C)`` per row.
+  Not a top-k over the masked scores: under XLA on CPU that version (its forward pass and its
+  scatter gradient) ran 5-17x slower than in a plain graph at ``C = 1,000``; the rounds and
+  their gradient (one ``where``) are no slower under XLA than in a plain graph
+  (``benchmarks/topk.py``, ``docs/topk.md``). The rounds are a Python loop of ``k`` steps
+  (``k`` is a small Python int), unrolled when traced.
   """
-  true_score = tf.gather(scores, parsed.ids, batch_dims=1)
-  lowest = _minus_infinity(tf.shape(scores), scores.dtype)
-  num_classes = scores.shape[-1]
+  true_score = _take(scores, parsed.ids)
+  lowest = _minus_infinity(scores)
+  classes = ops.arange(scores.shape[-1], dtype="int32")[None, :]
+  left, last = rivals, None
+  for _ in range(k):
+    best = ops.cast(ops.argmax(ops.where(left, scores, lowest), axis=-1), "int32")
+    last = ops.equal(classes, best[:, None])
+    left = ops.logical_and(left, ops.logical_not(last))
+  kth = ops.sum(ops.where(last, scores, ops.zeros_like(scores)), axis=-1)
+  kth = ops.where(enough, kth, true_score)
+  return ops.relu(alpha + (kth - true_score) / k)
 
-  def pick_next(round_, _, left):
-    best = tf.argmax(tf.where(left, scores, lowest), axis=-1, output_type=tf.int32)
-    picked = tf.one_hot(best, num_classes, on_value=True, off_value=False)
-    return round_ + 1, picked, left & ~picked
 
-  _, last, _ = tf.while_loop(
-    lambda round_, *_: round_ < k, pick_next, (tf.constant(0), tf.zeros_like(rivals), rivals)
-  )
-  kth = tf.reduce_sum(tf.where(last, scores, tf.zeros_like(scores)), axis=-1)
-  kth = tf.where(enough, kth, true_score)
-  return tf.nn.relu(alpha + (kth - true_score) / k)
+def _take(values, ids):
+  """``values[b, ids[b]]`` ``[B]`` of ``values`` ``[B, C]``."""
+  return ops.take_along_axis(values, ops.cast(ids, "int64")[:, None], axis=-1)[:, 0]
 
 
 def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
   """``L_{k,tau}`` per row through the log elementary symmetric polynomials (Sec. 3)."""
-  lowest = _minus_infinity(tf.shape(scores), scores.dtype)
+  lowest = _minus_infinity(scores)
   x = scores / (k * tau)
-  shift = tf.stop_gradient(tf.reduce_max(tf.where(parsed.valid, x, lowest), -1, keepdims=True))
-  x = x - tf.where(tf.math.is_finite(shift), shift, tf.zeros_like(shift))
-  log_e = log_elementary_symmetric(tf.where(rivals, x, lowest), k)
-  x_true = tf.gather(x, parsed.ids, batch_dims=1)
+  shift = ops.stop_gradient(ops.max(ops.where(parsed.valid, x, lowest), -1, keepdims=True))
+  x = x - ops.where(ops.isfinite(shift), shift, ops.zeros_like(shift))
+  log_e = log_elementary_symmetric(ops.where(rivals, x, lowest), k)
+  x_true = _take(x, parsed.ids)
   margin = log_e[:, k] + alpha / tau - log_e[:, k - 1] - x_true
-  return tau * tf.nn.softplus(tf.where(enough, margin, tf.zeros_like(margin)))
+  return tau * ops.softplus(ops.where(enough, margin, ops.zeros_like(margin)))
 
 
 @register("smooth_topk_svm_loss")
@@ -240,7 +240,8 @@ class SmoothTopKSVMLoss(ListwiseLoss):
 
   Example:
     >>> loss = SmoothTopKSVMLoss(k=1, tau=1.0, alpha=0.0, reduction="none")
-    >>> [round(float(v), 4) for v in loss([0], [[2.0, 0.0, 0.0]])]  # cross-entropy
+    >>> values = loss(np.array([0]), np.array([[2.0, 0.0, 0.0]], np.float32))
+    >>> [round(float(v), 4) for v in ops.convert_to_numpy(values)]  # cross-entropy
     [0.2395]
     >>> from tfrank4class.compat import keras
     >>> model = keras.Sequential([keras.layers.Dense(10)])
@@ -261,7 +262,7 @@ class SmoothTopKSVMLoss(ListwiseLoss):
     super().__init__(reduction=reduction, name=name)
 
   def loss_values(self, scores, relevance):
-    return smooth_topk_svm_loss(relevance, scores, self.k, self.tau, self.alpha)
+    return smooth_topk_svm_loss(scores, relevance, k=self.k, tau=self.tau, alpha=self.alpha)
 
   def get_config(self):
     config = super().get_config()

@@ -27,9 +27,10 @@ blocks of their own, so the soft ranks of the valid classes are their soft ranks
 classes alone.
 """
 
-import tensorflow as tf
+import numpy as np
 
 from tfrank4class import checks, compat
+from tfrank4class.compat import ops
 from tfrank4class.labels import num_items
 from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.registry import register
@@ -37,13 +38,16 @@ from tfrank4class.losses.topk.single_label import single_label
 from tfrank4class.ranking.permutahedron import REGULARIZATIONS, soft_rank
 
 
-def soft_rank_topk_loss(labels, scores, k=5, regularization_strength=1.0, regularization="l2"):
+def soft_rank_topk_loss(
+  scores, labels, *, where=None, k=5, regularization_strength=1.0, regularization="l2"
+):
   """Per-example ``max(r_eps(s)_y - k, 0)`` on the soft rank (Blondel et al., ICML 2020, Eq. 9).
 
   Args:
+    scores: ``[B, C]`` class scores, ``C > k``.
     labels: class ids ``[B]`` / ``[B, 1]`` or single-label dense relevance ``[B, C]`` (see
       :mod:`tfrank4class.losses.topk.single_label`; a row without a true class has loss 0).
-    scores: ``[B, C]`` class scores, ``C > k``.
+    where: optional bool ``[B, C]``; classes where it is False are padding.
     k: the ``k`` of top-k, an integer ``>= 1``.
     regularization_strength: ``eps > 0`` of the soft rank.
     regularization: ``"l2"`` or ``"kl"``.
@@ -52,10 +56,10 @@ def soft_rank_topk_loss(labels, scores, k=5, regularization_strength=1.0, regula
     ``[B]`` losses in the scores' float dtype (at least float32).
 
   Example:
-    >>> s = [[0.1, 2.0, 1.0, 0.5]]  # the true class 0 has rank 4
-    >>> round(float(soft_rank_topk_loss([0], s, k=2, regularization_strength=0.01)[0]), 4)
+    >>> s, y = np.array([[0.1, 2.0, 1.0, 0.5]], np.float32), np.array([0])  # true class: rank 4
+    >>> round(float(soft_rank_topk_loss(s, y, k=2, regularization_strength=0.01)[0]), 4)
     2.0
-    >>> round(float(soft_rank_topk_loss([0], s, k=2, regularization_strength=1.0)[0]), 4)
+    >>> round(float(soft_rank_topk_loss(s, y, k=2, regularization_strength=1.0)[0]), 4)
     1.3
   """
   k = checks.check_int("k", k, minimum=1)
@@ -70,18 +74,19 @@ def soft_rank_topk_loss(labels, scores, k=5, regularization_strength=1.0, regula
       f"`k` must be smaller than the number of classes, got k={k} for {num_classes} classes "
       f"(`y_pred` of shape {scores.shape})."
     )
-  parsed = single_label(labels, scores)
-  valid_scores = tf.where(parsed.valid, scores, tf.zeros_like(scores))
+  parsed = single_label(labels, scores, where=where)
+  valid_scores = ops.where(parsed.valid, scores, ops.zeros_like(scores))
   checks.check_scores("y_pred", valid_scores)
-  infinity = tf.fill(tf.shape(scores), tf.constant(float("inf"), scores.dtype))
-  lowest = tf.reduce_min(tf.where(parsed.valid, scores, infinity), -1, keepdims=True)
-  lowest = tf.where(tf.math.is_finite(lowest), lowest, tf.zeros_like(lowest))  # all padded
-  sink = tf.stop_gradient(lowest - (tf.cast(tf.shape(scores)[-1], scores.dtype) + 1) * eps)
-  lists = tf.where(parsed.valid, scores, tf.broadcast_to(sink, tf.shape(scores)))
+  infinity = ops.full_like(scores, np.inf)
+  lowest = ops.min(ops.where(parsed.valid, scores, infinity), -1, keepdims=True)
+  lowest = ops.where(ops.isfinite(lowest), lowest, ops.zeros_like(lowest))  # all padded
+  size = ops.cast(ops.shape(scores)[-1], scores.dtype)
+  sink = ops.stop_gradient(lowest - (size + 1) * eps)
+  lists = ops.where(parsed.valid, scores, ops.broadcast_to(sink, ops.shape(scores)))
   ranks = soft_rank(lists, eps, regularization)
-  true_rank = tf.gather(ranks, parsed.ids, batch_dims=1)
-  loss = tf.nn.relu(true_rank - k)
-  return tf.where(parsed.has_true, loss, tf.zeros_like(loss))
+  true_rank = ops.take_along_axis(ranks, ops.cast(parsed.ids, "int64")[:, None], axis=-1)[:, 0]
+  loss = ops.relu(true_rank - k)
+  return parsed.mark_invalid(ops.where(parsed.has_true, loss, ops.zeros_like(loss)))
 
 
 @register("soft_rank_topk_loss")
@@ -101,7 +106,8 @@ class SoftRankTopKLoss(ListwiseLoss):
 
   Example:
     >>> loss = SoftRankTopKLoss(k=1, regularization_strength=0.01, reduction="none")
-    >>> [round(float(v), 4) for v in loss([2, 0], [[0.0, 1.0, 2.0], [0.0, 1.0, 2.0]])]
+    >>> s = np.array([[0.0, 1.0, 2.0], [0.0, 1.0, 2.0]], np.float32)
+    >>> [round(float(v), 4) for v in ops.convert_to_numpy(loss(np.array([2, 0]), s))]
     [0.0, 2.0]
     >>> from tfrank4class.compat import keras
     >>> model = keras.Sequential([keras.layers.Dense(10)])
@@ -125,7 +131,11 @@ class SoftRankTopKLoss(ListwiseLoss):
 
   def loss_values(self, scores, relevance):
     return soft_rank_topk_loss(
-      relevance, scores, self.k, self.regularization_strength, self.regularization
+      scores,
+      relevance,
+      k=self.k,
+      regularization_strength=self.regularization_strength,
+      regularization=self.regularization,
     )
 
   def get_config(self):

@@ -1,0 +1,252 @@
+"""The third edition's report, computed from its records.
+
+Per experiment: whether it is complete (no planned run left, :func:`experiments.third_plan.
+planned_runs`), its comparisons per endpoint (:func:`comparisons`: each cell against the
+experiment's reference, paired by seed and test example, at each endpoint's chosen configuration
+and checkpoint, ``third_protocol.ENDPOINTS``; Holm within the family of the cells other than the
+reference and our own ``OWN_CELLS``, which get unadjusted figures only), its convergence
+(:func:`convergence`) and its collapsed runs. Verdicts are drawn only for complete experiments.
+:func:`doc_blocks` gives the generated blocks of docs/evidence-third-edition.md.
+"""
+
+import os
+
+import numpy as np
+
+from experiments import collapse, statistics, third_plan, third_statistics, true_ranks
+from experiments import third_protocol as P
+
+BLOCKS_MODULE = "experiments.third_edition"
+METRIC_NAMES = {"top_1": "Top-1", "top_5": "Top-5", "ndcg_5": "NDCG@5", "mrr": "MRR"}
+
+
+def is_complete(records, experiment, smoke=False):
+  """True when ``experiment`` has records and no planned run left."""
+  found = third_plan.select(records, experiment=experiment)
+  return bool(found) and not third_plan.planned_runs(records, [experiment], smoke)
+
+
+def seeds_runs(records, experiment, cell, head, endpoint, smoke=False):
+  """The seeds runs an ``endpoint`` of a cell is read from: those at the configuration its
+  primary endpoint chose, at the longest budget that has every seed (``[]`` if none yet)."""
+  config, _ = third_plan.cell_choice(
+    records, experiment, cell, head, P.ENDPOINTS[endpoint][0], smoke
+  )
+  if config is None:
+    return []
+  runs = third_plan.select(
+    records,
+    experiment=experiment,
+    stage="seeds",
+    cell=cell,
+    head=head,
+    learning_rate=config[0],
+    scale=config[1],
+  )
+  seeds = third_plan.settings(experiment, smoke)["evaluation_seeds"]
+  for budget in sorted({r["max_epochs"] for r in runs}, reverse=True):
+    full = [r for r in runs if r["max_epochs"] == budget]
+    if sorted(r["seed"] for r in full) == sorted(seeds):
+      return sorted(full, key=lambda r: r["seed"])
+  return []
+
+
+def values(runs, endpoint):
+  """``[seeds, examples]`` per-example values of ``endpoint`` at its checkpoint, or None when a
+  run has no finite scores there."""
+  checkpoint = P.ENDPOINTS[endpoint][1]
+  rows = []
+  for run in runs:
+    test = run["test"].get(checkpoint)
+    if not test or not test["finite"]:
+      return None
+    rank, ties = true_ranks.decode(test["rank"]), true_ranks.decode(test["ties"])
+    rows.append(true_ranks.per_example(rank, ties, endpoint))
+  return np.stack(rows)
+
+
+def comparisons(records, experiment, endpoint, smoke=False, replicates=P.BOOTSTRAP_REPLICATES):
+  """One row per cell x head of ``experiment`` with its seeds runs (reference first): ``mean``,
+  and for the others ``seed`` (paired t), ``bootstrap``, ``holm_p`` (None for our own cells and
+  the reference) and ``mde`` (at alpha and at the first Holm step's alpha)."""
+  design = third_plan.settings(experiment, smoke)
+  reference = tuple(design["reference"])
+  cells = [(c, h) for c in design["cells"] for h in design["heads"]]
+  base_runs = seeds_runs(records, experiment, *reference, endpoint, smoke)
+  base = values(base_runs, endpoint) if base_runs else None
+  rows = []
+  for cell, head in sorted(cells, key=lambda c: c != reference):
+    runs = seeds_runs(records, experiment, cell, head, endpoint, smoke)
+    found = values(runs, endpoint) if runs else None
+    if found is None:
+      continue
+    row = {
+      "cell": cell,
+      "head": head,
+      "mean": float(found.mean()),
+      "config": (runs[0]["learning_rate"], runs[0]["scale"]),
+    }
+    if (cell, head) != reference and base is not None:
+      row["seed"] = third_statistics.seed_interval(found, base)
+      row["bootstrap"] = third_statistics.two_stage_bootstrap(
+        found, base, replicates, P.BOOTSTRAP_SEED
+      )
+    rows.append(row)
+  family = [r for r in rows if "bootstrap" in r and r["cell"] not in P.OWN_CELLS]
+  adjusted = statistics.holm([r["bootstrap"]["p_value"] for r in family])
+  for row, p in zip(family, adjusted):
+    row["holm_p"] = p
+  for row in rows:
+    if "bootstrap" in row:
+      se = row["bootstrap"]["se"]
+      row["mde"] = (
+        third_statistics.minimum_detectable_effect(se, P.ALPHA, P.POWER),
+        third_statistics.minimum_detectable_effect(se, P.ALPHA / max(len(family), 1), P.POWER),
+      )
+  return rows
+
+
+def convergence(records, experiment):
+  """``{(cell, head): (converged share, runs with the best epoch within NEAR_STOP_EPOCHS of the
+  stop, runs)}`` over the seeds runs of ``experiment``."""
+  found = {}
+  for r in third_plan.select(records, experiment=experiment, stage="seeds"):
+    found.setdefault((r["cell"], r["head"]), []).append(r)
+  result = {}
+  for key, runs in found.items():
+    converged = sum(r["stopped_by"] == "patience" for r in runs) / len(runs)
+    near = sum(
+      r["epochs_run"] - max(r["best_epoch"].values(), default=0) < P.NEAR_STOP_EPOCHS for r in runs
+    )
+    result[key] = (converged, near, len(runs))
+  return result
+
+
+def collapsed(records, experiment):
+  """The runs of ``experiment`` whose Top-1 checkpoint ranks one class first for at least
+  ``COLLAPSE_SHARE`` of the test inputs."""
+  return [
+    r
+    for r in third_plan.select(records, experiment=experiment)
+    if r["test"].get("top_1", {}).get("top_class_share", 0.0) >= P.COLLAPSE_SHARE
+  ]
+
+
+def unscored(records, experiment):
+  """The runs of ``experiment`` with a checkpoint missing (no finite validation epoch) or with
+  non-finite test scores at one."""
+  return [
+    r
+    for r in third_plan.select(records, experiment=experiment)
+    if any(not r["test"].get(e, {}).get("finite", False) for e in P.VALIDATION_ENDPOINTS)
+  ]
+
+
+def status_lines(records, smoke=False):
+  """The status table: per experiment, its runs recorded and its state."""
+  lines = ["| experiment | sweep runs | seeds runs | state |", "|---|---|---|---|"]
+  for name in third_plan.experiments(smoke):
+    found = third_plan.select(records, experiment=name)
+    sweep = sum(r["stage"] == "sweep" for r in found)
+    state = (
+      "complete" if is_complete(records, name, smoke) else "in progress" if found else "not started"
+    )
+    lines.append(f"| {name} | {sweep} | {len(found) - sweep} | {state} |")
+  return lines
+
+
+def doc_blocks(records):
+  """``{block name: lines}`` of docs/evidence-third-edition.md."""
+  return {f"{BLOCKS_MODULE}:status": status_lines(records)}
+
+
+def _signed(value):
+  return f"{value:+.4f}"
+
+
+def comparison_lines(rows, endpoint):
+  """A Markdown table of :func:`comparisons`' rows."""
+  lines = [
+    f"| cell | head | lr, scale | test {METRIC_NAMES[endpoint]} | difference | seeds 95 % CI "
+    "| bootstrap 95 % CI | p | Holm p | MDE (alpha, Holm step 1) |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+  ]
+  for r in rows:
+    config = f"{r['config'][0]:.3g}, {r['config'][1]}"
+    if "bootstrap" not in r:
+      lines.append(
+        f"| {r['cell']} | {r['head']} | {config} | {r['mean']:.4f} | reference | | | | | |"
+      )
+      continue
+    b, s = r["bootstrap"], r["seed"]
+    holm_p = f"{r['holm_p']:.4f}" if "holm_p" in r else "(ours, unadjusted)"
+    lines.append(
+      f"| {r['cell']} | {r['head']} | {config} | {r['mean']:.4f} | {_signed(b['difference'])} "
+      f"| [{_signed(s.low)}, {_signed(s.high)}] | [{_signed(b['low'])}, {_signed(b['high'])}] "
+      f"| {b['p_value']:.4f} | {holm_p} | {r['mde'][0]:.4f}, {r['mde'][1]:.4f} |"
+    )
+  return lines
+
+
+def _experiment_lines(records, name, smoke):
+  lines = [f"## {name}", ""]
+  if not is_complete(records, name, smoke):
+    return lines + ["Not complete: no verdict is drawn from it.", ""]
+  flips = {r["flip_rate"] for r in third_plan.select(records, experiment=name) if "flip_rate" in r}
+  if flips:
+    lines += [f"Training labels changed by the noise: {', '.join(f'{f:.4f}' for f in flips)}.", ""]
+  for endpoint in P.ENDPOINTS:
+    lines += [f"### {METRIC_NAMES[endpoint]}", ""]
+    lines += comparison_lines(comparisons(records, name, endpoint, smoke), endpoint) + [""]
+  lines += [
+    "| cell | head | converged | best epoch within 5 of stop | runs |",
+    "|---|---|---|---|---|",
+  ]
+  for (cell, head), (share, near, n) in sorted(convergence(records, name).items()):
+    lines.append(f"| {cell} | {head} | {share:.2f} | {near} | {n} |")
+  lines += [
+    "",
+    f"Collapsed runs (one class first for >= 99 % of test inputs): "
+    f"{len(collapsed(records, name))}. Runs without finite test scores at some checkpoint (left "
+    f"out of the comparisons above): {len(unscored(records, name))}.",
+    "",
+  ]
+  return lines
+
+
+def _collapse_lines(records):
+  """The collapse section: the push of each loss on a dominant wrong class per class count."""
+  lines = [
+    "## The collapse: the push on a dominant wrong class",
+    "",
+    "`d loss / d s_d` at `s = scale * e_d`, the true class among the others at 0 "
+    "(`experiments.collapse`); near 0, nothing moves the dominant class down.",
+    "",
+  ]
+  for num_classes in sorted({r["num_classes"] for r in records if "num_classes" in r}):
+    lines += collapse.table_lines(num_classes) + [""]
+  return lines
+
+
+def write_report(records, path, smoke=False):
+  """Writes the Markdown report of ``records`` to ``path``."""
+  lines = [
+    "# The evidence, third edition: report",
+    "",
+    "Generated by `python -m experiments.third_edition report` from the records.",
+    "",
+  ]
+  lines += status_lines(records, smoke) + [""]
+  seconds = [r["seconds_per_epoch"] for r in records]
+  if seconds:
+    lines += [
+      f"{len(records)} runs; median {np.median(seconds):.2f} s per epoch, median "
+      f"{np.median([r['train_seconds'] for r in records]):.0f} s per run.",
+      "",
+    ]
+  for name in third_plan.experiments(smoke):
+    lines += _experiment_lines(records, name, smoke)
+  lines += _collapse_lines(records)
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(lines) + "\n")

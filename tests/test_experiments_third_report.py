@@ -1,0 +1,101 @@
+"""experiments/third_report.py on hand-made records of the smoke design: which runs an endpoint
+is read from, the comparison against the reference (difference by hand, Holm family without our
+own cell), convergence, collapse, the status table, verdicts only for complete experiments."""
+
+import numpy as np
+import pytest
+
+from experiments import third_plan, third_report, true_ranks
+
+SEEDS = third_plan.SMOKE["evaluation_seeds"]
+RATE = third_plan.SMOKE["rates"][0]
+
+
+def _test(rank, share=0.5):
+  rank = np.asarray(rank)
+  checkpoint = {
+    "finite": True,
+    "rank": true_ranks.encode(rank),
+    "ties": true_ranks.encode(np.zeros_like(rank)),
+    "top_class_share": share,
+  }
+  return {e: checkpoint for e in ("top_1", "top_5", "ndcg_5")}
+
+
+def _record(stage, cell, scale, seed, rank, stopped="patience", top_1=0.5, share=0.5):
+  return {
+    "edition": 3,
+    "experiment": "smoke_clean",
+    "stage": stage,
+    "cell": cell,
+    "head": "dot",
+    "learning_rate": RATE,
+    "scale": scale,
+    "seed": seed,
+    "max_epochs": 2,
+    "epochs_run": 2,
+    "stopped_by": stopped,
+    "best_epoch": {"top_1": 1, "top_5": 2},
+    "validation": {"top_1": top_1, "top_5": top_1},
+    "test": _test(rank, share),
+    "flip_rate": 0.0,
+    "seconds_per_epoch": 1.0,
+    "train_seconds": 2.0,
+  }
+
+
+@pytest.fixture
+def records():
+  found = [_record("sweep", "softmax", None, 1000, [1, 2])]
+  found += [
+    _record("sweep", "pairwise_logistic", s, 1000, [1, 2], top_1=0.9 if s == 1.0 else 0.1)
+    for s in (0.333333, 1.0, 3.0)
+  ]
+  found += [_record("seeds", "softmax", None, s, [1, 2, 7, 1], stopped="budget") for s in SEEDS]
+  found += [_record("seeds", "pairwise_logistic", 1.0, s, [1, 1, 1, 1], share=1.0) for s in SEEDS]
+  return found
+
+
+def test_comparison_against_the_reference(records):
+  rows = third_report.comparisons(records, "smoke_clean", "top_1", smoke=True, replicates=500)
+  assert [(r["cell"], r["config"]) for r in rows] == [
+    ("softmax", (RATE, None)),
+    ("pairwise_logistic", (RATE, 1.0)),
+  ]
+  assert rows[0]["mean"] == 0.5 and rows[1]["mean"] == 1.0
+  svm = rows[1]
+  assert svm["bootstrap"]["difference"] == pytest.approx(0.5)
+  assert svm["holm_p"] == svm["bootstrap"]["p_value"]  # a family of one
+  assert svm["mde"][0] == svm["mde"][1]
+  mrr = third_report.comparisons(records, "smoke_clean", "mrr", smoke=True, replicates=100)
+  assert mrr[0]["mean"] == pytest.approx((1 + 1 / 2 + 1 / 7 + 1) / 4)
+
+
+def test_convergence_collapse_and_status(records):
+  found = third_report.convergence(records, "smoke_clean")
+  assert found[("softmax", "dot")] == (0.0, 2, 2) and found[("pairwise_logistic", "dot")][0] == 1.0
+  assert third_report.unscored(records, "smoke_clean") == []
+  records[0]["test"] = {"top_1": {"finite": False}}
+  assert third_report.unscored(records, "smoke_clean") == [records[0]]
+  assert [r["cell"] for r in third_report.collapsed(records, "smoke_clean")] == [
+    "pairwise_logistic"
+  ] * 2
+  # the softmax seeds hit the budget: their rerun is planned, so the experiment is not complete
+  lines = third_report.status_lines(records, smoke=True)
+  assert lines[2] == "| smoke_clean | 4 | 4 | in progress |"
+  assert lines[3] == "| smoke_group40 | 0 | 0 | not started |"
+
+
+def test_no_verdict_from_an_incomplete_experiment(records, tmp_path):
+  path = tmp_path / "r.md"
+  third_report.write_report(records, str(path), smoke=True)
+  assert "Not complete: no verdict is drawn from it." in path.read_text()
+  for r in records:
+    r["stopped_by"] = "patience"
+  third_report.write_report(records, str(path), smoke=True)
+  text = path.read_text()
+  assert "Training labels changed by the noise: 0.0000." in text
+  assert (
+    text.count("Not complete") == 1
+    and "| pairwise_logistic | dot | 0.01, 1.0 | 1.0000 | +0.5000" in text
+  )
