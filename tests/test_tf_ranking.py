@@ -14,6 +14,7 @@ from backend_testing import compile_modes, compiled, finite_difference_grad, num
 from tfrank4class.compat import keras, ops
 from tfrank4class.losses import lambda_weights as lw
 from tfrank4class.losses import tf_ranking
+from tfrank4class.losses.ranking_losses import sampling
 
 C = 5
 # Keys whose value does not depend on a random draw.
@@ -276,3 +277,28 @@ def test_trains_in_compile():
   model.compile(optimizer=keras.optimizers.Adam(0.05), loss=loss)
   history = model.fit(x, y, batch_size=16, epochs=5, verbose=0)
   assert history.history["loss"][-1] < history.history["loss"][0]
+
+
+def test_ranks_are_a_lexicographic_sort_of_validity_key_tiebreak_and_index():
+  # Few distinct keys and tiebreaks, so every level of the sort decides somewhere.
+  rng = np.random.default_rng(7)
+  keys = rng.integers(0, 3, size=(6, 9)).astype(np.float32)
+  tiebreak = rng.integers(0, 2, size=(6, 9)).astype(np.float32)
+  valid = rng.uniform(size=(6, 9)) > 0.3
+  index = np.broadcast_to(np.arange(9), keys.shape)
+  want = np.stack([np.lexsort(cols) for cols in zip(index, tiebreak, -keys, ~valid)])
+  got = sampling.order(keys, valid, tiebreak)
+  np.testing.assert_array_equal(numpy(got), want)
+  want_ranks = np.argsort(want, axis=-1) + 1
+  np.testing.assert_array_equal(numpy(sampling.ranks(keys, valid, tiebreak)), want_ranks)
+  plain = np.stack([np.lexsort(cols) for cols in zip(index, -keys)])
+  np.testing.assert_array_equal(numpy(sampling.order(keys)), plain)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumulative_logsumexp_is_finite_at_a_spread_of_a_thousand(reverse):
+  x = np.array([[-500.0, 3.0, 500.0, 2.0, -1.0], [0.1, 0.2, 0.3, 0.4, 0.5]])
+  parts = [[row[i:] if reverse else row[: i + 1] for i in range(5)] for row in x]
+  sums = [[np.logaddexp.reduce(part) for part in row] for row in parts]
+  got = numpy(sampling.cumulative_logsumexp(x.astype(np.float32), reverse=reverse))
+  np.testing.assert_allclose(got, np.array(sums), rtol=1e-6)
