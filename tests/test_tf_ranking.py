@@ -169,7 +169,9 @@ def test_gradients_match_finite_differences(key):
 
 
 @pytest.mark.parametrize("mode", compile_modes())
-@pytest.mark.parametrize("key", ["softmax_loss", "pairwise_hinge_loss", "approx_mrr_loss"])
+@pytest.mark.parametrize(
+  "key", ["softmax_loss", "pairwise_hinge_loss", "approx_mrr_loss", "unique_softmax_loss"]
+)
 def test_compiled_equals_eager_and_bad_ids_give_nan(key, mode):
   scores, y = _scores(7), np.array([0, 1, 2, 4])
   loss = tf_ranking.RankingLoss(key, reduction="none")
@@ -182,6 +184,19 @@ def test_compiled_equals_eager_and_bad_ids_give_nan(key, mode):
     return
   got = numpy(compiled(loss, mode)(bad, scores))
   assert np.isnan(got[2]) and np.allclose(got[[0, 1, 3]], eager[[0, 1, 3]], rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", compile_modes())
+def test_compiled_list_mle_of_distinct_labels_equals_the_plackett_luce_value(mode):
+  # Distinct labels: no tie to draw; -log P(order 1, 3, 0, 2) by hand in numpy.
+  relevance = np.array([[2.0, 3.0, 0.0, 1.0, -1.0]], np.float32)
+  scores = _scores(8, b=1)
+  s = scores[0, [1, 0, 3, 2]].astype(np.float64)
+  want = sum(np.logaddexp.reduce(s[i:]) - s[i] for i in range(4))
+  loss = tf_ranking.RankingLoss("list_mle_loss", reduction="none")
+  got = numpy(compiled(loss, mode)(relevance, scores))
+  # The padded item (logit log(1e-10)) comes last: its own term is 0.
+  np.testing.assert_allclose(got, [want], rtol=1e-5)
 
 
 def test_non_finite_dense_relevance_is_refused():
@@ -300,5 +315,6 @@ def test_cumulative_logsumexp_is_finite_at_a_spread_of_a_thousand(reverse):
   x = np.array([[-500.0, 3.0, 500.0, 2.0, -1.0], [0.1, 0.2, 0.3, 0.4, 0.5]])
   parts = [[row[i:] if reverse else row[: i + 1] for i in range(5)] for row in x]
   sums = [[np.logaddexp.reduce(part) for part in row] for row in parts]
-  got = numpy(sampling.cumulative_logsumexp(x.astype(np.float32), reverse=reverse))
+  x32 = ops.convert_to_tensor(x.astype(np.float32))
+  got = numpy(sampling.cumulative_logsumexp(x32, reverse=reverse))
   np.testing.assert_allclose(got, np.array(sums), rtol=1e-6)

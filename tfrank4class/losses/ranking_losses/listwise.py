@@ -2,7 +2,7 @@
 with a virtual item), ``unique_softmax_loss``, ``list_mle_loss``, ``coupled_rankdistil_loss``.
 
 Padded items get the logit ``log(1e-10)`` as in TF-Ranking. Every log-sum-exp is taken with its
-maximum out or as a scan of ``logaddexp``, so the losses stay finite at any score spread
+maximum out, so the losses stay finite at any score spread
 (TF-Ranking's ListMLE sums ``exp(s - max s)`` and returns ``-inf`` once the scores spread by about
 90). ``list_mle_loss`` and ``unique_softmax_loss`` cost ``O(n log n)`` per list (a sort, then a
 cumulative log-sum-exp); ``softmax_loss`` ranks the items only for a :class:`DCGLambdaWeight`.
@@ -24,6 +24,7 @@ from tfrank4class.losses.ranking_losses.sampling import (
   LOG_EPSILON,
   cumulative_logsumexp,
   gather,
+  logaddexp,
   order,
   ranks,
   uniform,
@@ -80,7 +81,7 @@ class UniqueSoftmaxLoss(Core):
       cumulative_logsumexp(sorted_logits), ops.maximum(lower - 1, 0), axis=-1
     )
     has_lower = ops.logical_and(valid, lower > 0)
-    per_item = ops.where(has_lower, ops.logaddexp(prefix, logits), logits) - logits
+    per_item = ops.where(has_lower, logaddexp(prefix, logits), logits) - logits
     losses = ops.sum(per_item * (ops.power(2.0, labels) - 1.0), axis=1, keepdims=True)
     return losses, ops.ones_like(losses)
 

@@ -68,10 +68,32 @@ def gather(permutation, *tensors):
   return [ops.take_along_axis(tensor, permutation, axis=-1) for tensor in tensors]
 
 
+def logaddexp(a, b):
+  """``log(exp(a) + exp(b))`` in the inputs' dtype (``keras.ops.logaddexp`` returns float32 for
+  float64 on PyTorch), with the exact gradient at ``a == b``."""
+  top = ops.stop_gradient(ops.maximum(a, b))
+  return top + ops.log(ops.exp(a - top) + ops.exp(b - top))
+
+
 def cumulative_logsumexp(x, reverse=False):
   """``log(sum(exp(x_j)))`` over ``j <= i`` (``j >= i`` with ``reverse``) along the last axis of
-  ``[B, n]``, in ``O(n)`` work: a scan of ``logaddexp``, finite at any spread of ``x``."""
-  return ops.associative_scan(ops.logaddexp, x, reverse=reverse, axis=1)
+  ``[B, n]`` (``n`` static), finite at any spread of ``x``.
+
+  A Hillis-Steele scan of :func:`logaddexp`: ``ceil(log2 n)`` steps, each combining every entry with
+  the one ``2^k`` before it, so ``O(n log n)`` work in slices and ``where``s that lower everywhere
+  (``keras.ops.associative_scan`` does not lower under XLA on TensorFlow at an odd ``n``).
+  """
+  n = x.shape[-1]
+  index = ops.arange(n)
+  step = 1
+  while step < n:
+    if reverse:
+      shifted, has = ops.pad(x[:, step:], [[0, 0], [0, step]]), index < n - step
+    else:
+      shifted, has = ops.pad(x[:, :-step], [[0, 0], [step, 0]]), index >= step
+    x = ops.where(ops.expand_dims(has, 0), logaddexp(x, shifted), x)
+    step *= 2
+  return x
 
 
 class GumbelSampler:
