@@ -43,6 +43,7 @@ if compat.BACKEND == "tensorflow":
   _cpus = tf.config.list_physical_devices("CPU")
   tf.config.set_logical_device_configuration(_cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
 
+
 def _module_name(path):
   """``tfrank4class.x.y`` for a package module's path, else ``None``."""
   path = pathlib.Path(path)

@@ -31,8 +31,6 @@ LONG_FUNCTIONS = {
   ("checks.py", "check_sample_weight"): "docstring",
   # The one label parser: its docstring states the parsing rules in order.
   ("labels.py", "parse_labels"): "docstring",
-  # The blackbox ranker's docstring carries the forward and backward formulas and an example.
-  ("ranking/blackbox.py", "blackbox_rank"): "docstring",
   # The paper's loss: one documented argument per option; the body is short.
   ("losses/topk/cross_entropy.py", "topk_cross_entropy"): "signature and docstring",
   # One argument per option of the recipe, each documented; the body is short.
