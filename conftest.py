@@ -43,24 +43,33 @@ if compat.BACKEND == "tensorflow":
   _cpus = tf.config.list_physical_devices("CPU")
   tf.config.set_logical_device_configuration(_cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
 
-#: A module that needs TensorFlow: it imports it, tf-keras, a TensorFlow-by-nature part of the
-#: package (``compat.require_tensorflow_backend`` fences them) or the evidence grid.
+
+def _module_name(path):
+  """``tfrank4class.x.y`` for a package module's path, else ``None``."""
+  path = pathlib.Path(path)
+  if PACKAGE not in path.parents:
+    return None
+  parts = path.relative_to(ROOT).with_suffix("").parts
+  return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+_FENCED = "|".join(re.escape(m) for m in compat.TENSORFLOW_MODULES)
+#: A test module that needs TensorFlow: it imports it, tf-keras, a TensorFlow-by-nature module
+#: of the package (``compat.TENSORFLOW_MODULES``) or the evidence grid.
 _NEEDS_TENSORFLOW = re.compile(
-  r"^(?:import|from) (?:tensorflow|tf_keras|experiments"
-  r"|tfrank4class\.(?:data|train|encoders\.saved_model_text|retrieval\.inputs)\b"
+  rf"^(?:import|from) (?:tensorflow|tf_keras|experiments|(?:{_FENCED})\b"
   r"|tfrank4class import [^\n]*\b(?:data|train)\b)",
   re.MULTILINE,
 )
-#: Package folders that are TensorFlow by nature (collected on the TensorFlow backend only).
-TENSORFLOW_FOLDERS = ("data", "train")
 
 
 def needs_tensorflow(path):
-  """Whether the module at ``path`` needs TensorFlow (see :data:`_NEEDS_TENSORFLOW`)."""
-  path = pathlib.Path(path)
-  if PACKAGE in path.parents and path.relative_to(PACKAGE).parts[0] in TENSORFLOW_FOLDERS:
-    return True
-  return bool(_NEEDS_TENSORFLOW.search(path.read_text(encoding="utf-8")))
+  """Whether the module at ``path`` needs TensorFlow: a TensorFlow-by-nature package module, or
+  a module that imports one (see :data:`_NEEDS_TENSORFLOW`)."""
+  name = _module_name(path)
+  if name is not None:
+    return any(name == m or name.startswith(m + ".") for m in compat.TENSORFLOW_MODULES)
+  return bool(_NEEDS_TENSORFLOW.search(pathlib.Path(path).read_text(encoding="utf-8")))
 
 
 def pytest_ignore_collect(collection_path, config):

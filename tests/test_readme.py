@@ -35,6 +35,24 @@ def _run(code, cwd):
   return result.stdout
 
 
+def _backend_of(code):
+  """The backend a block sets with ``os.environ["KERAS_BACKEND"]``, or ``"tensorflow"``."""
+  found = re.search(r'os\.environ\["KERAS_BACKEND"\] = "(\w+)"', code)
+  return found[1] if found else "tensorflow"
+
+
+def test_the_backend_examples_run_on_their_leg(tmp_path):
+  """The README's JAX and PyTorch examples train and save on their own leg (the TensorFlow leg
+  runs the quick start below)."""
+  blocks = {_backend_of(code): code for code in _blocks("Which backend")}
+  assert set(blocks) == {"jax", "torch"}
+  if compat.BACKEND not in blocks:
+    pytest.skip(f"the examples are for JAX and PyTorch; this leg runs {compat.BACKEND}")
+  _run(blocks[compat.BACKEND], tmp_path)
+  assert (tmp_path / "ranker.keras").exists()
+
+
+@pytest.mark.tensorflow_only
 def test_quick_start_trains_saves_reloads_and_serves(tmp_path):
   # Under tf-keras the same code runs with `tf.keras` for `keras`.
   quick_start, head = _blocks("Using the library")[:2]
@@ -65,6 +83,7 @@ def test_quick_start_trains_saves_reloads_and_serves(tmp_path):
   )
 
 
+@pytest.mark.tensorflow_only
 def test_own_loss_and_metric_train_save_and_reload(tmp_path):
   """The README's own loss and metric: weighted fit, ``.keras`` round trip, values by hand."""
   own, _ = _blocks("Writing your own loss or metric")
@@ -91,6 +110,7 @@ def test_own_loss_and_metric_train_save_and_reload(tmp_path):
   np.testing.assert_allclose(hit_3, np.sum(weights * hits) / np.sum(weights), rtol=1e-5)
 
 
+@pytest.mark.tensorflow_only
 def test_own_embedding_loss_trains_saves_and_reloads(tmp_path):
   """The README's own embedding loss: fit, ``.keras`` round trip, the loss by hand."""
   _, embedding = _blocks("Writing your own loss or metric")
@@ -116,6 +136,7 @@ def test_own_embedding_loss_trains_saves_and_reloads(tmp_path):
   np.testing.assert_allclose(np.load(tmp_path / "loss.npy"), np.mean(want), rtol=1e-5)
 
 
+@pytest.mark.tensorflow_only
 def test_learning_top_k_trains(tmp_path):
   (code,) = _blocks("Learning Top-K")
   check = "assert np.isfinite(model.evaluate(features, labels, verbose=0)).all()\n"
@@ -157,6 +178,8 @@ def test_every_python_block_defines_what_it_uses():
 @pytest.mark.slow  # one process per block, each importing TensorFlow: about a minute in all
 def test_every_python_block_runs_alone(tmp_path):
   for i, code in enumerate(_blocks()):
+    if _backend_of(code) != compat.BACKEND:
+      continue  # run on its own leg (test_the_backend_examples_run_on_their_leg)
     if not compat.KERAS_3:  # as in the quick-start test: `import keras` is Keras 3
       code = code.replace("import keras\n", "from tensorflow import keras\n")
     (tmp_path / str(i)).mkdir()

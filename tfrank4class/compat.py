@@ -122,6 +122,20 @@ def keras_backend_setting(environ=None):
   return "tensorflow", None
 
 
+#: The modules (and packages) of tfrank4class that are TensorFlow by nature: tf.data pipelines,
+#: the absl binaries, SavedModel export and the SavedModel text encoder, and fine-tuning a sorter
+#: inside a loss (a variable update inside a traced loss). Each calls
+#: :func:`require_tensorflow_backend` first (tfrank4class.losses.sodeep.tf_finetune: imported
+#: only on TensorFlow); no other module imports TensorFlow at module level (tests/test_layout.py).
+TENSORFLOW_MODULES = (
+  "tfrank4class.data",
+  "tfrank4class.train",
+  "tfrank4class.encoders.saved_model_text",
+  "tfrank4class.losses.sodeep.tf_finetune",
+  "tfrank4class.retrieval.export",
+)
+
+
 def require_tensorflow_backend(what):
   """Raises ``ImportError`` unless the package runs on TensorFlow (Keras 3's TensorFlow backend
   or tf-keras); ``what`` names the part that needs it. The fence of the TensorFlow-by-nature

@@ -53,6 +53,7 @@ from tfrank4class.losses import lambda_weights as lw
 from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.ranking_losses import approx, listwise, pairwise, pointwise
 from tfrank4class.losses.ranking_losses.sampling import GumbelSampler
+from tfrank4class.registry import export
 
 # impl: the core class (tfrank4class.losses.ranking_losses); shape: "item" ([B, n] per-item
 # losses), "pair" ([B, n, n] summed over the last axis) or "list" ([B] per-list losses);
@@ -157,7 +158,7 @@ def _core(key, args):
   return spec.impl(**kwargs)
 
 
-@compat.register_serializable
+@export()
 class RankingLoss(ListwiseLoss):
   """A TF-Ranking loss, by its key, that also accepts integer class ids.
 

@@ -26,9 +26,10 @@ Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 =
 
 import math
 
-from tfrank4class import backend, checks, compat
+from tfrank4class import backend, checks
 from tfrank4class.compat import keras, ops
 from tfrank4class.ranking import sorter_base
+from tfrank4class.registry import export
 
 _DEFAULT_BANDWIDTHS = (1e-3, 1e-2, 0.03, 0.1, 0.3, 1.0)
 
@@ -65,7 +66,7 @@ def nearest_gap(z):
   return ops.take_along_axis(nearest_sorted, inverse, axis=-1)
 
 
-@compat.register_serializable
+@export()
 class AttentionSorter(sorter_base.Sorter):
   """Density-adaptive pairwise-attention sorter; one set of weights for every list length.
 

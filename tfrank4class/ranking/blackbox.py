@@ -30,9 +30,10 @@ in the authors' code): the losses take it from :func:`tfrank4class.ranking.rank_
 gradient.
 """
 
-from tfrank4class import backend, checks, compat
+from tfrank4class import backend, checks
 from tfrank4class.compat import keras, ops
 from tfrank4class.ranking import exact
+from tfrank4class.registry import export
 
 
 def _check_lambda(lambda_):
@@ -193,7 +194,7 @@ def margin_shift(scores, relevant, margin, valid=None):
   return scores + shift
 
 
-@compat.register_serializable
+@export()
 class BlackboxRanker(keras.layers.Layer):
   """Keras layer: scores ``[..., n]`` -> exact ranks ``[..., n]`` (1 = highest) with the RaMBO
   blackbox gradient (Rolinek et al., CVPR 2020, Eq. 10, Algorithm 1).

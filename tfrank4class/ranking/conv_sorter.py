@@ -21,12 +21,13 @@ n = 100); calling it on another length raises a ``ValueError`` naming both lengt
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
 
-from tfrank4class import checks, compat
+from tfrank4class import checks
 from tfrank4class.compat import keras, ops
 from tfrank4class.ranking import sorter_base
+from tfrank4class.registry import export
 
 
-@compat.register_serializable
+@export()
 class ConvSorter(sorter_base.Sorter):
   """CNN sorter for lists of exactly ``list_size`` items.
 

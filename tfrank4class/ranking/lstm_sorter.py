@@ -14,12 +14,13 @@ shipped weights use 2 of 32 (docs/sodeep.md, "Shipped weights").
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
 
-from tfrank4class import checks, compat
+from tfrank4class import checks
 from tfrank4class.compat import keras, ops
 from tfrank4class.ranking import sorter_base
+from tfrank4class.registry import export
 
 
-@compat.register_serializable
+@export()
 class LSTMSorter(sorter_base.Sorter):
   """Bidirectional-LSTM sorter with a per-position output (any list length ``n >= 2``).
 

@@ -13,12 +13,13 @@ comparison matrix is processed in column blocks (forward and backward), so memor
 ``O(B * n * block_size)`` even for long lists.
 """
 
-from tfrank4class import checks, compat
+from tfrank4class import checks
 from tfrank4class.compat import ops
 from tfrank4class.ranking import sorter_base
+from tfrank4class.registry import export
 
 
-@compat.register_serializable
+@export()
 class PairwiseSigmoidSorter(sorter_base.Sorter):
   """Soft ranks ``1 + sum_{j != i} sigmoid(steepness * (s_j - s_i))`` (SoDeep Sec. 4.1.2,
   Eq. 11-12).

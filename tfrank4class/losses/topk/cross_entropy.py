@@ -239,6 +239,7 @@ def topk_cross_entropy(
     >>> ops.convert_to_numpy(loss).round(4)
     array([0.4742], dtype=float32)
   """
+  # Over 60 lines by its signature and docstring (every argument of the paper's loss).
   p_k, inverse_temperature, art_lambda, m = _check_arguments(
     p_k, method, distribution, inverse_temperature, art_lambda, m, top1_mode
   )
