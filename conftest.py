@@ -72,21 +72,41 @@ def needs_tensorflow(path):
   return bool(_NEEDS_TENSORFLOW.search(pathlib.Path(path).read_text(encoding="utf-8")))
 
 
+#: Test files that check the repository, not a backend (the layout, packaging, doctest coverage,
+#: the two Keras flavours, the examples over tf.data): run once, on the TensorFlow leg.
+TENSORFLOW_LEG_ONLY = (
+  "tests/test_layout.py",
+  "tests/test_packaging.py",
+  "tests/test_doctests.py",
+  "tests/test_front_ends.py",
+  "tests/test_examples.py",
+)
+#: Docstring examples of core modules that show a TensorFlow-only path (raw strings, tf.data).
+TENSORFLOW_DOCTESTS = (
+  "tfrank4class.encoders.text_transformer.transformer",
+  "tfrank4class.ranking.synthetic.synthetic_dataset",
+)
+
+
 def pytest_ignore_collect(collection_path, config):
-  """On the JAX and PyTorch backends, leaves out the modules that need TensorFlow."""
+  """On the JAX and PyTorch backends, leaves out the modules that need TensorFlow and the
+  repository checks of :data:`TENSORFLOW_LEG_ONLY`."""
   del config
   if compat.BACKEND == "tensorflow" or collection_path.suffix != ".py":
     return None
+  if collection_path.relative_to(ROOT).as_posix() in TENSORFLOW_LEG_ONLY:
+    return True
   return True if needs_tensorflow(collection_path) else None
 
 
 def pytest_collection_modifyitems(items):
-  """Skips the ``tensorflow_only`` tests on the JAX and PyTorch backends."""
+  """Skips the ``tensorflow_only`` tests and :data:`TENSORFLOW_DOCTESTS` on the JAX and PyTorch
+  backends."""
   if compat.BACKEND == "tensorflow":
     return
   skip = pytest.mark.skip(reason=f"TensorFlow only; this suite runs on {compat.BACKEND}")
   for item in items:
-    if "tensorflow_only" in item.keywords:
+    if "tensorflow_only" in item.keywords or item.name in TENSORFLOW_DOCTESTS:
       item.add_marker(skip)
 
 

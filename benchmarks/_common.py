@@ -89,3 +89,27 @@ def run_peak_memory_child(script, args):
     check=True,
   )
   return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+class WorkerProcess:
+  """A benchmark's worker process, spoken to in JSON lines: ``ask(request)`` writes one request
+  to its stdin and returns the reply, the first stdout line that starts with ``reply_mark``
+  (other lines, such as a library's notice on import, are skipped); ``close()`` ends it."""
+
+  def __init__(self, command, env, reply_mark):
+    self.reply_mark = reply_mark
+    self.process = subprocess.Popen(
+      command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+
+  def ask(self, request):
+    self.process.stdin.write(json.dumps(request) + "\n")
+    self.process.stdin.flush()
+    for line in self.process.stdout:
+      if line.startswith(self.reply_mark):
+        return json.loads(line[len(self.reply_mark) :])
+    raise RuntimeError(f"worker {self.process.args} ended (exit {self.process.wait()})")
+
+  def close(self):
+    self.process.stdin.close()
+    self.process.wait()

@@ -37,7 +37,6 @@ import json
 import os
 import pathlib
 import statistics
-import subprocess
 import sys
 import time
 
@@ -260,27 +259,15 @@ def serve(worker, package):
     print(REPLY + json.dumps(reply), flush=True)
 
 
-class Worker:
+class Worker(_common.WorkerProcess):
   """A ``serve`` process: ``ask(request)`` sends one request and returns its reply."""
 
   def __init__(self, worker, python, package):
     # no PYTHONPATH: the package comes from ``package`` only
     env = {**os.environ, **_common.PEAK_MEMORY_ENV, **WORKER_ENV[worker], "PYTHONPATH": ""}
-    command, pipe = [python, __file__, "--worker", worker, "--package", package], subprocess.PIPE
-    self.process = subprocess.Popen(command, stdin=pipe, stdout=pipe, text=True, env=env)
+    command = [python, __file__, "--worker", worker, "--package", package]
+    super().__init__(command, env, REPLY)
     self.package = self.ask({"hello": True})["package"]
-
-  def ask(self, request):
-    self.process.stdin.write(json.dumps(request) + "\n")
-    self.process.stdin.flush()
-    for line in self.process.stdout:  # difftopk prints a notice about torch-sparse on import
-      if line.startswith(REPLY):
-        return json.loads(line[len(REPLY) :])
-    raise RuntimeError(f"worker {self.process.args} ended (exit {self.process.wait()})")
-
-  def close(self):
-    self.process.stdin.close()
-    self.process.wait()
 
 
 def warm_up(workers, names, sizes, repeats, quadratic_max_c):

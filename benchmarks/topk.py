@@ -43,7 +43,6 @@ import json
 import os
 import pathlib
 import statistics
-import subprocess
 import sys
 import time
 
@@ -208,7 +207,7 @@ def isotonic_table(threads, repeats):
   return "\n".join(lines)
 
 
-class Worker:
+class Worker(_common.WorkerProcess):
   """A ``serve`` process: ``ask(request)`` sends one request and returns its reply."""
 
   def __init__(self, python, framework, threads, args, env):
@@ -216,21 +215,7 @@ class Worker:
     command += ["--sizes", ",".join(map(str, args.sizes))]
     if args.losses:
       command += ["--losses", ",".join(args.losses)]
-    self.process = subprocess.Popen(
-      command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, **env}
-    )
-
-  def ask(self, request):
-    self.process.stdin.write(json.dumps(request) + "\n")
-    self.process.stdin.flush()
-    for line in self.process.stdout:  # difftopk prints a notice about torch-sparse on import
-      if line.startswith(REPLY):
-        return json.loads(line[len(REPLY) :])
-    raise RuntimeError(f"worker {self.process.args} ended (exit {self.process.wait()})")
-
-  def close(self):
-    self.process.stdin.close()
-    self.process.wait()
+    super().__init__(command, {**os.environ, **env}, REPLY)
 
 
 def measure(workers, threads, args):

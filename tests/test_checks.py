@@ -8,8 +8,8 @@ import os
 
 import numpy as np
 import pytest
+from backend_testing import compile_modes, compiled, numpy
 
-from tests.backend_testing import compile_modes, compiled, numpy
 from tfrank4class import backend
 from tfrank4class.checks import check_sample_weight, check_scores, check_values, check_writable_dir
 from tfrank4class.compat import BACKEND, ops

@@ -5,8 +5,8 @@ Backend-neutral (runs on every leg); the tf.function assertions are TensorFlow o
 
 import numpy as np
 import pytest
+from backend_testing import compile_modes, compiled, numpy
 
-from tests.backend_testing import compile_modes, compiled, numpy
 from tfrank4class import backend
 from tfrank4class.compat import BACKEND, ops
 from tfrank4class.labels import check_batch_size, class_ids, parse_labels, to_relevance

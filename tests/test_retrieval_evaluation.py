@@ -1,22 +1,17 @@
 """Tests of tfrank4class.retrieval.evaluation (the host loop) against numpy brute force."""
 
 import _retrieval_reference as ref
+import backend_testing
 import numpy as np
 import pytest
 
-from tfrank4class import compat
 from tfrank4class.retrieval.evaluation import map_at_r, retrieval_metrics, retrieval_recall_at_k
 
 
 @pytest.fixture(autouse=True)
-def float64():
-  """The retrieval metrics compute in float64; JAX needs ``jax_enable_x64`` for it."""
-  if compat.BACKEND != "jax":
-    yield
-    return
-  import jax  # noqa: PLC0415
-
-  with jax.enable_x64(True):
+def float64_kept():
+  """The retrieval metrics compute in float64 (JAX: with ``jax_enable_x64``)."""
+  with backend_testing.float64():
     yield
 
 

@@ -4,11 +4,11 @@ backend, against numpy brute force over every tie-breaking order."""
 import itertools
 
 import _retrieval_reference as ref
+import backend_testing
 import numpy as np
 import pytest
 from backend_testing import compile_modes, compiled, numpy
 
-from tfrank4class import compat
 from tfrank4class.compat import ops
 from tfrank4class.retrieval.kernel import (
   average_precision_at_r,
@@ -21,14 +21,9 @@ TOL = 1e-12
 
 
 @pytest.fixture(autouse=True)
-def float64():
-  """The retrieval metrics compute in float64; JAX needs ``jax_enable_x64`` for it."""
-  if compat.BACKEND != "jax":
-    yield
-    return
-  import jax  # noqa: PLC0415
-
-  with jax.enable_x64(True):
+def float64_kept():
+  """The retrieval metrics compute in float64 (JAX: with ``jax_enable_x64``)."""
+  with backend_testing.float64():
     yield
 
 

@@ -98,6 +98,7 @@ def test_fit_with_jit():
   assert np.isfinite(hist.history["loss"][0])
 
 
+@pytest.mark.tensorflow_only
 def test_fit_under_mirrored_strategy(mirrored_strategy):
   # (XLA cannot compile a step whose variables live on two logical CPUs, so no jit here.)
   x, y = _data()

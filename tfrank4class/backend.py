@@ -263,8 +263,8 @@ def divide_no_nan(x, y):
   float32 for float64 inputs on PyTorch, Keras 3.15).
 
   Example:
-    >>> ops.convert_to_numpy(divide_no_nan(np.array([1.0, 2.0]), np.array([2.0, 0.0])))
-    array([0.5, 0. ])
+    >>> ops.convert_to_numpy(divide_no_nan(np.array([1.0, 2.0]), np.array([2.0, 0.0]))).tolist()
+    [0.5, 0.0]
   """
   x, y = ops.convert_to_tensor(x), ops.convert_to_tensor(y)
   nonzero = ops.not_equal(y, 0)

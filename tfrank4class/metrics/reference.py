@@ -153,8 +153,8 @@ def ndcg(labels, scores, k=None, gain="exp2"):
   (``gain="linear"``, scikit-learn's ``ndcg_score``, whose tie handling this matches).
 
   Example:
-    >>> ops.convert_to_numpy(ndcg([0], [[0.2, 0.9, 0.1]]))
-    array([0.63092977], dtype=float32)
+    >>> ops.convert_to_numpy(ndcg([0], [[0.2, 0.9, 0.1]])).astype(float).round(5).tolist()
+    [0.63093]
   """
   k = checks.check_int("k", k, minimum=1, allow_none=True)
   checks.check_choice("gain", gain, GAINS)
@@ -193,8 +193,9 @@ def average_precision(labels, scores):
   ``average_precision_score`` on the list.
 
   Example:
-    >>> ops.convert_to_numpy(average_precision([[1.0, 0.0, 1.0]], [[0.9, 0.8, 0.1]]))
-    array([0.8333333], dtype=float32)
+    >>> ap = average_precision([[1.0, 0.0, 1.0]], [[0.9, 0.8, 0.1]])
+    >>> ops.convert_to_numpy(ap).astype(float).round(5).tolist()
+    [0.83333]
   """
   scores, relevance, mask, out_dtype = _prepare(labels, scores)
   relevant = ops.cast(relevance > 0, scores.dtype)

@@ -36,7 +36,7 @@ def similarities(query, gallery):
 
   Example:
     >>> e = ops.convert_to_tensor(np.array([[1.0, 0.0], [0.6, 0.8]]))
-    >>> ops.convert_to_numpy(similarities(e, e)).round(6).tolist()
+    >>> ops.convert_to_numpy(similarities(e, e)).astype(float).round(6).tolist()
     [[1.0, 0.6], [0.6, 1.0]]
   """
   # einsum, not matmul: Keras's matmul returns float32 for float64 inputs on PyTorch (3.15).

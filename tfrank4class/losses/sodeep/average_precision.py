@@ -55,8 +55,8 @@ class SorterMAPLoss(RankOperatorLoss):
   Example:
     >>> loss = SorterMAPLoss(ranker="exact")
     >>> # class 0: positives ranked 1 and 3 of 3 -> 1 of 2 pairs wrong; class 1: no positive.
-    >>> float(ops.convert_to_numpy(loss([[1, 0], [0, 0], [1, 0]],
-    ...                                   [[0.9, 0.1], [0.5, 0.2], [0.1, 0.3]]))[0])
+    >>> value = loss([[1, 0], [0, 0], [1, 0]], [[0.9, 0.1], [0.5, 0.2], [0.1, 0.3]])
+    >>> float(ops.convert_to_numpy(value).ravel()[0])
     0.5
     >>> import tfrank4class.metrics
     >>> from tfrank4class.compat import keras
