@@ -78,9 +78,11 @@ def tf_losses(names=None):
   from tfrank4class.losses.topk import smooth_svm, soft_rank  # pylint: disable=g-import-not-at-top
 
   losses = {
-    "smooth_topk_svm": lambda y, s, c: smooth_svm.smooth_topk_svm_loss(y, s, K, 1.0),
-    "topk_svm": lambda y, s, c: smooth_svm.smooth_topk_svm_loss(y, s, K, 0.0),
-    "soft_rank_topk": lambda y, s, c: soft_rank.soft_rank_topk_loss(y, s, K, 1.0),
+    "smooth_topk_svm": lambda y, s, c: smooth_svm.smooth_topk_svm_loss(s, y, k=K, tau=1.0),
+    "topk_svm": lambda y, s, c: smooth_svm.smooth_topk_svm_loss(s, y, k=K, tau=0.0),
+    "soft_rank_topk": lambda y, s, c: soft_rank.soft_rank_topk_loss(
+      s, y, k=K, regularization_strength=1.0
+    ),
   }
   try:
     from tfrank4class.losses.topk import cross_entropy  # pylint: disable=g-import-not-at-top
@@ -88,7 +90,13 @@ def tf_losses(names=None):
     cross_entropy = None
   if cross_entropy is not None:
     losses["topk_cross_entropy"] = lambda y, s, c: cross_entropy.topk_cross_entropy(
-      s, y, P_K, "bitonic", "cauchy", 2.0, m=M_AT_1000 if c >= 1000 else None
+      s,
+      y,
+      p_k=P_K,
+      method="bitonic",
+      distribution="cauchy",
+      inverse_temperature=2.0,
+      m=M_AT_1000 if c >= 1000 else None,
     )
   return {n: f for n, f in losses.items() if names is None or n in names}
 

@@ -105,8 +105,7 @@ def softmax_rank_bound(labels, scores, atol=1e-9):
 
   Raises:
     ValueError: ``scores`` not ``[N, C]``, ``labels`` not ``[N]`` / ``[N, 1]``, a different
-      ``N``, an empty batch, or a negative ``atol``; ``InvalidArgumentError`` for non-finite
-      scores or ids outside ``[0, C)``.
+      ``N``, an empty batch, a negative ``atol``, non-finite scores or ids outside ``[0, C)``.
   """
   atol = checks.check_float("atol", atol, minimum=0.0)
   scores = tf.cast(checks.check_scores("scores", scores), tf.float64)

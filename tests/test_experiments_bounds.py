@@ -99,8 +99,8 @@ def test_on_a_small_trained_softmax_model():
     ([0, 1], [1.0, 2.0], ValueError, "`scores` must have shape"),
     ([0, 1, 0], [[1.0, 2.0], [0.0, 1.0]], ValueError, "same number of examples"),
     ([[0, 1]], [[1.0, 2.0]], ValueError, "`labels` must be class ids of shape"),
-    ([2], [[1.0, 2.0]], tf.errors.InvalidArgumentError, "num_classes=2"),
-    ([0], [[float("nan"), 2.0]], tf.errors.InvalidArgumentError, "`scores` must be finite"),
+    ([2], [[1.0, 2.0]], ValueError, "num_classes=2"),
+    ([0], [[float("nan"), 2.0]], ValueError, "`scores` must be finite"),
   ],
 )
 def test_bad_input_is_named(labels, scores, error, match):
