@@ -24,8 +24,16 @@ def test_the_flavour_is_the_one_of_the_keras_in_use(tmp_path):
 def test_the_keras_flavour_is_tested_in_one_place_for_training():
   """Training code reads the flavour from ``flavour.TRAINING``, never from ``compat.KERAS_3``.
 
-  ``heads/interactions.py`` keeps its own: an attribute alias that only Keras 2 ``.keras`` files
-  need, part of that layer's saved format (the heads cannot import ``train/``).
+  The other modules that test it are layers and losses below ``train/`` (they cannot import it),
+  each for a difference of the Keras API itself, not of training:
+
+  * ``heads/interactions.py``: an attribute alias that only Keras 2 ``.keras`` files need, part
+    of that layer's saved format;
+  * ``encoders/text_transformer.py`` (``build_attention``) and ``encoders/saved_model_text.py``
+    (``track_variables``): the helpers that moved out of ``compat`` to their single users in the
+    ``keras.ops`` port (Keras 3's ``build`` / weight lists against tf-keras' private ones);
+  * ``losses/base.py`` and ``ranking/sorter_base.py``: a name scope (Keras 3 has
+    ``keras.name_scope`` on every backend, tf-keras only TensorFlow's ``keras.backend.name_scope``).
   """
   package = pathlib.Path(flavour.__file__).resolve().parents[1]
   testing = sorted(
@@ -33,7 +41,15 @@ def test_the_keras_flavour_is_tested_in_one_place_for_training():
     for p in package.rglob("*.py")
     if "KERAS_3" in p.read_text(encoding="utf-8")
   )
-  assert testing == ["compat.py", "heads/interactions.py", "train/flavour.py"]
+  assert testing == [
+    "compat.py",
+    "encoders/saved_model_text.py",
+    "encoders/text_transformer.py",
+    "heads/interactions.py",
+    "losses/base.py",
+    "ranking/sorter_base.py",
+    "train/flavour.py",
+  ]
 
 
 def test_keras3_resumes_after_the_steps_its_newest_weight_backup_names(tmp_path):

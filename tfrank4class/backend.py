@@ -329,7 +329,9 @@ def do_not_convert(fn):
   """``fn`` marked for AutoGraph not to convert (TensorFlow backend; elsewhere ``fn`` itself).
 
   The rank operators have no tensor-dependent Python control flow; converting them made the first
-  trace of a loss take about 7 s instead of 0.5 s (docs/rambo.md, "AutoGraph").
+  trace of a loss take about 7 s instead of 0.5 s (docs/rambo.md, "AutoGraph"). The metrics'
+  ``update_state`` neither: tf-keras converts it even eagerly, which rewrites its errors into an
+  "in user code" traceback that Keras 3 does not add.
   """
   if BACKEND != "tensorflow":
     return fn

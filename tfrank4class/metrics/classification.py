@@ -46,7 +46,7 @@ Example (the model returns its inputs as scores, so the values can be checked by
   0.75
 """
 
-from tfrank4class import checks
+from tfrank4class import backend, checks
 from tfrank4class.compat import keras, ops
 from tfrank4class.labels import num_items, to_relevance
 from tfrank4class.metrics import functional
@@ -124,6 +124,10 @@ class PerListMetric(keras.metrics.Mean):
     valid_mean = ops.divide_no_nan(ops.sum(item_weights * valid, axis=-1), ops.sum(valid, axis=-1))
     return ops.where(total > 0, relevant_mean, valid_mean)
 
+  # No tensor-dependent Python control flow: excluded from AutoGraph conversion, which tf-keras
+  # otherwise applies even eagerly (rewriting the error of a bad label or score into an "in user
+  # code" traceback that Keras 3 does not add), so both flavours raise the same errors.
+  @backend.do_not_convert
   def update_state(self, y_true, y_pred, sample_weight=None):
     values = self.list_values(y_true, y_pred)
     if sample_weight is not None:
