@@ -104,13 +104,18 @@ _REDUCTIONS = ("sum_over_batch_size", "sum", "none")
 _FINITE_AND_NOT_NEGATIVE = "`sample_weight` must be finite and >= 0"
 
 
-def _values(loss, y, s, w=None, seed=0):
-  tf.random.set_seed(seed)  # the sampling losses draw the same numbers for the same shapes
-  return np.asarray(loss(y, s) if w is None else loss(y, s, w))
+def _values(loss, y, s, w=None):
+  """The values of a fresh copy of ``loss``: a loss that draws random numbers holds a Keras
+  ``SeedGenerator`` that advances at every call, so each copy's first call draws the same numbers
+  for the same shapes (one built with ``seed=None`` seeds it from Python's ``random``)."""
+  keras.utils.set_random_seed(0)
+  fresh = type(loss).from_config(loss.get_config())
+  return np.asarray(fresh(y, s) if w is None else fresh(y, s, w))
 
 
 def _draws_random_numbers(loss, *args):
-  return not np.array_equal(_values(loss, *args, seed=1), _values(loss, *args, seed=2))
+  """Whether two calls of one loss on the same inputs differ (its seed generator advanced)."""
+  return not np.array_equal(np.asarray(loss(*args)), np.asarray(loss(*args)))
 
 
 def _reduced(weighted, reduction):

@@ -169,8 +169,9 @@ def check_scores(scores, min_length=2):
 
   Example:
     >>> import numpy as np
-    >>> str(check_scores(np.array([[0.5, 1.5]], np.float16)).dtype).split(".")[-1]
-    'float32'
+    >>> from tfrank4class.compat import ops
+    >>> ops.convert_to_numpy(check_scores(np.array([[0.5, 1.5]], np.float16))).dtype
+    dtype('float32')
   """
   return checks.check_scores("scores", scores, min_length=min_length, finite=False)
 
