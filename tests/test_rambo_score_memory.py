@@ -5,7 +5,7 @@ import backend_testing as bt
 import numpy as np
 import pytest
 
-from tfrank4class.compat import BACKEND, keras
+from tfrank4class.compat import BACKEND, keras, ops
 from tfrank4class.losses import ScoreMemory
 
 
@@ -77,7 +77,7 @@ def test_gradient_flows_only_through_current_batch():
   def total(x):
     v, _ = memory(x * 1.0, np.zeros([2, 2], np.float32))
     assert tuple(v.shape) == (4, 2)
-    return keras.ops.sum(v * v)
+    return ops.sum(v * v)
 
   # d/dx sum(x^2) = 2x = 4 for the current rows; the remembered rows are constants.
   _, (grad,) = bt.value_and_grad(total, np.full([2, 2], 2.0, np.float32))
@@ -144,7 +144,7 @@ def test_per_replica_memory_in_keras_fit_under_mirrored_strategy(mirrored_strate
   class MemoryLoss(keras.losses.Loss):
     def call(self, y_true, y_pred):
       values, _ = memory(y_pred, y_true)
-      return keras.ops.mean(values) + 0.0 * y_pred[:, 0]
+      return ops.mean(values) + 0.0 * y_pred[:, 0]
 
   x = np.arange(8, dtype=np.float32)[:, None]
   with mirrored_strategy.scope():

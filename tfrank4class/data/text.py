@@ -31,9 +31,8 @@ import unicodedata
 
 import tensorflow as tf
 
-from tfrank4class import checks
+from tfrank4class import checks, compat
 from tfrank4class.compat import keras
-from tfrank4class.registry import export
 
 # ASCII punctuation and symbols (as BERT's basic tokenizer) and Unicode punctuation.
 _PUNCTUATION = r"([!-/:-@\[-`{-~]|\pP)"
@@ -172,7 +171,7 @@ def read_vocabulary(vocabulary):
   return tokens
 
 
-@export()
+@compat.register_serializable  # TensorFlow by nature: not in the keras.ops public API list
 class WordPieceVectorizer(keras.layers.Layer):
   """Raw strings ``[B]`` -> WordPiece ids ``int64 [B, output_sequence_length]``; see module doc.
 
