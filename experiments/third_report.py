@@ -155,9 +155,27 @@ def status_lines(records, smoke=False):
   return lines
 
 
+def deviation_lines(records):
+  """The declared deviations (``third_protocol.DEVIATIONS``), each with its date, scope, change
+  and reason, and how many records were trained with and without XLA (a record made before the
+  ``jit_compile`` field existed was trained without)."""
+  if not P.DEVIATIONS:
+    return ["None declared."]
+  lines = ["| date | experiments | what changed | why |", "|---|---|---|---|"]
+  lines += [f"| {date} | {scope} | {what} | {why} |" for date, scope, what, why in P.DEVIATIONS]
+  with_xla = sum(bool(r.get("jit_compile", False)) for r in records)
+  return lines + [
+    "",
+    f"Records trained with XLA: {with_xla}; without: {len(records) - with_xla}.",
+  ]
+
+
 def doc_blocks(records):
   """``{block name: lines}`` of docs/evidence-third-edition.md."""
-  return {f"{BLOCKS_MODULE}:status": status_lines(records)}
+  return {
+    f"{BLOCKS_MODULE}:status": status_lines(records),
+    f"{BLOCKS_MODULE}:deviations": deviation_lines(records),
+  }
 
 
 def _signed(value):
@@ -237,6 +255,7 @@ def write_report(records, path, smoke=False):
     "",
   ]
   lines += status_lines(records, smoke) + [""]
+  lines += ["## Deviations from the protocol", ""] + deviation_lines(records) + [""]
   seconds = [r["seconds_per_epoch"] for r in records]
   if seconds:
     lines += [

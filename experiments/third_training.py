@@ -90,7 +90,8 @@ def score_checkpoint(model, x, y):
 def train_run(splits, num_classes, cell, head, learning_rate, scale, seed, settings):
   """Trains one run and returns its result fields: ``loss_config``, ``epochs_run``,
   ``stopped_by`` (``"patience"`` or ``"budget"``), ``best_epoch`` and ``validation`` (per
-  endpoint, 1-based epochs), ``validation_curve``, ``train_seconds``, ``seconds_per_epoch`` and
+  endpoint, 1-based epochs), ``validation_curve``, ``jit_compile`` (the train step compiled with
+  XLA), ``train_seconds``, ``seconds_per_epoch`` and
   ``test`` (per endpoint, :func:`score_checkpoint` at its checkpoint).
 
   ``splits``: ``{"train", "validation", "test": (x, y)}``; ``settings``: ``max_epochs``,
@@ -102,7 +103,9 @@ def train_run(splits, num_classes, cell, head, learning_rate, scale, seed, setti
   model = scaled_head.head_model(x.shape[1], num_classes, head)
   loss, kwargs = third_protocol.loss_arguments(cell, scale)
   model.compile(
-    optimizer=keras.optimizers.Adam(learning_rate), loss=training.build_loss(loss, kwargs)
+    optimizer=keras.optimizers.Adam(learning_rate),
+    loss=training.build_loss(loss, kwargs),
+    jit_compile=third_protocol.JIT_COMPILE,
   )
   keep = EndpointCheckpoints(*splits["validation"], patience=settings["patience"])
   inputs = training.arrays_dataset(x, y, settings["batch_size"], shuffle_seed=seed)
@@ -124,6 +127,7 @@ def train_run(splits, num_classes, cell, head, learning_rate, scale, seed, setti
     "validation_curve": {
       m: [round(v, 5) if np.isfinite(v) else None for v in c] for m, c in keep.curve.items()
     },
+    "jit_compile": third_protocol.JIT_COMPILE,
     "train_seconds": seconds,
     "seconds_per_epoch": seconds / max(epochs, 1),
     "test": test,
