@@ -53,6 +53,13 @@ def compiled(fn, mode):
   raise ValueError(f"No compile mode {mode!r} on {BACKEND}; modes: {compile_modes()}.")
 
 
+def quickest(fn):
+  """``fn`` in the form that runs a large function quickest on the active backend, for checks of
+  values rather than of a compile mode: jitted on JAX (called eagerly, JAX compiles each op for
+  each new shape, which makes a large function many times slower), else ``fn`` itself."""
+  return compiled(fn, "jit") if BACKEND == "jax" else fn
+
+
 def value_and_grad(fn, *args):
   """``(value, grads)`` of a scalar ``fn(*args)`` with respect to every arg, as numpy, on the
   active backend (TensorFlow's ``GradientTape``, ``jax.grad``, PyTorch's autograd)."""

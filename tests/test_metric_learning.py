@@ -1,12 +1,14 @@
-"""Tests of the contrastive and triplet losses against loop-by-loop numpy references."""
+"""Tests of the contrastive and triplet losses and the smoothed cross-entropy against
+loop-by-loop numpy references, on every backend (strategies and the assertions inside
+tf.function: TensorFlow only)."""
 
 import backend_testing as bt
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import tfrank4class.losses as losses
-from tfrank4class.compat import keras
+from tfrank4class import backend
+from tfrank4class.compat import keras, ops
 from tfrank4class.losses.metric_learning import (
   ContrastiveLoss,
   EmbeddingLoss,
@@ -74,14 +76,14 @@ def _batch(seed, b=12, dim=5, classes=4):
   return y, rng.normal(size=(b, dim)).astype(np.float32)
 
 
-NONE = tf.keras.losses.Reduction.NONE
+NONE = "none"
 
 
 @pytest.mark.parametrize("mining", ["all", "hard"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_contrastive_matches_reference(mining, seed):
   y, e = _batch(seed)
-  got = ContrastiveLoss(margin=1.2, mining=mining, reduction=NONE)(y, e)
+  got = bt.numpy(ContrastiveLoss(margin=1.2, mining=mining, reduction=NONE)(y, e))
   np.testing.assert_allclose(got, _ref_contrastive(y, e, 1.2, mining), rtol=1e-5, atol=1e-6)
 
 
@@ -89,15 +91,15 @@ def test_contrastive_matches_reference(mining, seed):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_triplet_matches_reference(mining, seed):
   y, e = _batch(seed)
-  got = TripletLoss(margin=0.3, mining=mining, reduction=NONE)(y, e)
+  got = bt.numpy(TripletLoss(margin=0.3, mining=mining, reduction=NONE)(y, e))
   np.testing.assert_allclose(got, _ref_triplet(y, e, 0.3, mining), rtol=1e-5, atol=1e-6)
 
 
 def test_unnormalized_and_default_reduction():
   y, e = _batch(2)
-  got = TripletLoss(margin=1.0, normalize=False)(y[:, None], e)
+  got = bt.numpy(TripletLoss(margin=1.0, normalize=False)(y[:, None], e))
   assert float(got) == pytest.approx(_ref_triplet(y, e, 1.0, "batch_hard", False).mean(), rel=1e-5)
-  got = ContrastiveLoss(margin=2.0, normalize=False)(y, e)
+  got = bt.numpy(ContrastiveLoss(margin=2.0, normalize=False)(y, e))
   assert float(got) == pytest.approx(_ref_contrastive(y, e, 2.0, "all", False).mean(), rel=1e-5)
 
 
@@ -111,38 +113,38 @@ def test_hand_computed_triplet():
 
 
 def test_pairwise_distances():
-  d = pairwise_distances(tf.constant([[3.0, 4.0], [0.0, 2.0]]), normalize=False)
+  d = bt.numpy(pairwise_distances(np.array([[3.0, 4.0], [0.0, 2.0]], np.float32), normalize=False))
   assert float(d[0, 1]) == pytest.approx(np.sqrt(9 + 4))
 
 
 def test_gradients_finite_with_duplicates():
-  e = tf.Variable([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+  e = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]], np.float32)
   for loss in (ContrastiveLoss(), TripletLoss(mining="batch_all"), TripletLoss(mining="semi_hard")):
-    with tf.GradientTape() as tape:
-      value = loss([0, 0, 1, 1], e)
-    g = tape.gradient(value, e)
-    assert np.all(np.isfinite(bt.numpy(g))), loss.name
+    _, (g,) = bt.value_and_grad(lambda v, loss=loss: loss(np.array([0, 0, 1, 1]), v), e)
+    assert np.all(np.isfinite(g)), loss.name
 
 
-def test_tf_function_and_jit():
+@pytest.mark.parametrize("mode", [m for m in bt.compile_modes() if m != "eager"])
+def test_compiled_modes_agree_with_eager(mode):
   y, e = _batch(3)
   for loss in (
     ContrastiveLoss(mining="hard"),
     TripletLoss(mining="semi_hard"),
     TripletLoss(mining="batch_all"),
   ):
-    eager = float(loss(y, e))
-    assert float(tf.function(loss)(y, e)) == pytest.approx(eager, rel=1e-5)
-    assert float(tf.function(loss, jit_compile=True)(y, e)) == pytest.approx(eager, rel=1e-5)
+    eager = float(bt.numpy(loss(y, e)))
+    got = float(bt.numpy(bt.compiled(lambda v, loss=loss: loss(y, v), mode)(e)))
+    assert got == pytest.approx(eager, rel=1e-5)
 
 
+@pytest.mark.tensorflow_only
 def test_mirrored_strategy_mines_per_replica(mirrored_strategy):
   rng = np.random.default_rng(4)
   y = np.array([0, 0, 1, 1, 2, 2, 3, 3])
   x = rng.normal(size=(8, 3)).astype(np.float32)
   with mirrored_strategy.scope():
-    inputs = tf.keras.Input((3,))
-    model = tf.keras.Model(inputs, tf.keras.layers.Dense(3, kernel_initializer="identity")(inputs))
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, keras.layers.Dense(3, kernel_initializer="identity")(inputs))
     model.compile(loss=TripletLoss(margin=0.5), optimizer="sgd")
   got = model.evaluate(x, y, batch_size=8, verbose=0)
   want = np.concatenate(
@@ -158,11 +160,11 @@ def test_registry_config_and_keras_save(tmp_path):
   clone = TripletLoss.from_config(loss.get_config())
   assert (clone.margin, clone.mining, clone.normalize) == (0.4, "semi_hard", True)
   assert isinstance(losses.get("contrastive_loss"), ContrastiveLoss)
-  inputs = tf.keras.Input((3,))
-  model = tf.keras.Model(inputs, tf.keras.layers.Dense(2)(inputs))
+  inputs = keras.Input((3,))
+  model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
   model.compile(loss=ContrastiveLoss(margin=0.7, mining="hard"), optimizer="sgd")
   model.save(tmp_path / "m.keras")
-  loaded = tf.keras.models.load_model(tmp_path / "m.keras")
+  loaded = keras.models.load_model(tmp_path / "m.keras")
   assert loaded.loss.get_config()["margin"] == 0.7 and loaded.loss.mining == "hard"
   y, x = _batch(5, b=6, dim=3)
   assert loaded.evaluate(x, y, verbose=0) == pytest.approx(
@@ -179,10 +181,11 @@ class _PullPush(EmbeddingLoss):
     self.margin = margin
 
   def anchor_values(self, distances, positives, negatives):
-    pos, neg = tf.cast(positives, distances.dtype), tf.cast(negatives, distances.dtype)
-    pull = tf.math.divide_no_nan(tf.reduce_sum(pos * distances**2, 1), tf.reduce_sum(pos, 1))
-    push = tf.nn.relu(self.margin - distances)
-    return pull + tf.math.divide_no_nan(tf.reduce_sum(neg * push, 1), tf.reduce_sum(neg, 1))
+    dtype = backend.dtype_name(distances)
+    pos, neg = ops.cast(positives, dtype), ops.cast(negatives, dtype)
+    pull = backend.divide_no_nan(ops.sum(pos * distances**2, 1), ops.sum(pos, 1))
+    push = ops.relu(self.margin - distances)
+    return pull + backend.divide_no_nan(ops.sum(neg * push, 1), ops.sum(neg, 1))
 
   def get_config(self):
     return {**super().get_config(), "margin": self.margin}
@@ -203,10 +206,11 @@ def test_user_embedding_loss_matches_its_formula_eagerly_and_in_a_function(norma
   y, x = _batch(7, b=8, dim=3)
   loss = _PullPush(margin=0.8, normalize=normalize, reduction="none")
   want = _ref_pull_push(y, x, 0.8, normalize)
-  for call in (loss, tf.function(loss), tf.function(loss, jit_compile=True)):
-    np.testing.assert_allclose(call(y, x), want, rtol=1e-5, atol=1e-6)
+  for mode in bt.compile_modes():
+    got = bt.numpy(bt.compiled(lambda v: loss(y, v), mode)(x))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=mode)
   weights = np.linspace(0.0, 2.0, 8).astype(np.float32)
-  summed = _PullPush(margin=0.8, normalize=normalize, reduction="sum")(y, x, weights)
+  summed = bt.numpy(_PullPush(margin=0.8, normalize=normalize, reduction="sum")(y, x, weights))
   np.testing.assert_allclose(float(summed), np.sum(weights * want), rtol=1e-5)
 
 
@@ -260,19 +264,28 @@ def test_bad_input():
 @pytest.mark.parametrize("loss", [ContrastiveLoss(), TripletLoss()], ids=["contrastive", "triplet"])
 def test_identity_ids_must_be_whole_and_non_negative(loss):
   """Ids 0.5 or -1 were rounded or taken as a class: now an error naming y_true and the value
-  (eagerly); a failed assertion inside tf.function."""
+  (eagerly)."""
   e = np.eye(4, dtype=np.float32)
   with pytest.raises(ValueError, match=r"`y_true` given as class ids must be whole numbers.*0\.5"):
     loss(np.array([0.0, 0.5, 1.0, 1.0], np.float32), e)
   with pytest.raises(ValueError, match=r"`y_true` must be class ids >= 0.*-1"):
     loss(np.array([0, -1, 1, 1]), e)
+  # Whole-valued float ids are accepted: the same value as integer ids.
+  whole = bt.numpy(loss(np.array([0.0, 0.0, 1.0, 1.0], np.float32), e))
+  assert float(whole) == float(bt.numpy(loss(np.array([0, 0, 1, 1]), e)))
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("loss", [ContrastiveLoss(), TripletLoss()], ids=["contrastive", "triplet"])
+def test_identity_ids_fail_the_assertion_inside_tf_function(loss):
+  import tensorflow as tf  # noqa: PLC0415
+
+  e = np.eye(4, dtype=np.float32)
   graph = tf.function(loss.__call__)
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"must be whole numbers"):
     graph(np.array([0.0, 0.5, 1.0, 1.0], np.float32), e)
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"must be class ids >= 0"):
     graph(np.array([0, -1, 1, 1]), e)
-  # Whole-valued float ids are accepted: the same value as integer ids.
-  assert float(loss(np.array([0.0, 0.0, 1.0, 1.0], np.float32), e)) == float(loss([0, 0, 1, 1], e))
 
 
 # ---------------------------------------------------------------- smoothed cross-entropy
@@ -298,18 +311,18 @@ def test_smoothed_cross_entropy_matches_reference_and_keras():
   rng = np.random.default_rng(11)
   logits = rng.normal(size=(6, 5)).astype(np.float32) * 3
   y = rng.integers(0, 5, size=6)
-  got = SmoothedCrossEntropy(0.1, reduction=NONE)(y, logits)
+  got = bt.numpy(SmoothedCrossEntropy(0.1, reduction=NONE)(y, logits))
   np.testing.assert_allclose(got, _ref_smoothed_ce(y, logits, 0.1), rtol=1e-5)
-  uniform = SmoothedCrossEntropy(0.1, spread="all_classes", reduction=NONE)(y, logits)
+  uniform = bt.numpy(SmoothedCrossEntropy(0.1, spread="all_classes", reduction=NONE)(y, logits))
   np.testing.assert_allclose(uniform, _ref_smoothed_ce(y, logits, 0.1, "all_classes"), rtol=1e-5)
-  keras = tf.keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)
-  assert float(SmoothedCrossEntropy(0.1, spread="all_classes")(y, logits)) == pytest.approx(
-    float(keras(tf.one_hot(y, 5), logits)), rel=1e-5
-  )
-  compiled = tf.function(SmoothedCrossEntropy(0.2), jit_compile=True)
-  assert float(compiled(y, logits)) == pytest.approx(
-    _ref_smoothed_ce(y, logits, 0.2).mean(), rel=1e-5
-  )
+  keras_loss = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)
+  ours = bt.numpy(SmoothedCrossEntropy(0.1, spread="all_classes")(y, logits))
+  assert float(ours) == pytest.approx(float(bt.numpy(keras_loss(np.eye(5)[y], logits))), rel=1e-5)
+  for mode in bt.compile_modes():
+    compiled = bt.compiled(lambda v: SmoothedCrossEntropy(0.2)(y, v), mode)
+    assert float(bt.numpy(compiled(logits))) == pytest.approx(
+      _ref_smoothed_ce(y, logits, 0.2).mean(), rel=1e-5
+    ), mode
   assert isinstance(losses.get("smoothed_cross_entropy"), SmoothedCrossEntropy)
   restored = SmoothedCrossEntropy.from_config(SmoothedCrossEntropy(0.3, "all_classes").get_config())
   assert (restored.label_smoothing, restored.spread) == (0.3, "all_classes")
@@ -331,14 +344,14 @@ def test_smoothed_cross_entropy_matches_boudiaf_kl_up_to_the_target_entropy():
   logp = logits[0] - np.log(np.exp(logits[0]).sum())
   q = np.array([0.7, 0.15, 0.15])
   kl = (q * (np.log(q) - logp)).sum()
-  got = float(SmoothedCrossEntropy(0.3)([0], logits.astype(np.float32)))
+  got = float(bt.numpy(SmoothedCrossEntropy(0.3)([0], logits.astype(np.float32))))
   assert got == pytest.approx(kl - (q * np.log(q)).sum(), rel=1e-6)
 
 
 def test_smoothed_cross_entropy_config_saved_before_spread_loads_as_all_classes():
   """A config without `spread` was written when the loss always used eps / C."""
   old = {"reduction": "auto", "name": "smoothed_cross_entropy", "label_smoothing": 0.2}
-  loaded = tf.keras.utils.deserialize_keras_object(
+  loaded = keras.utils.deserialize_keras_object(
     {"class_name": "tfrank4class>SmoothedCrossEntropy", "config": old}
   )
   assert isinstance(loaded, SmoothedCrossEntropy) and loaded.spread == "all_classes"
@@ -353,7 +366,7 @@ def test_smoothed_cross_entropy_excludes_padding():
   # A padded item leaves the softmax and gets no target: the list is the list without it.
   partly = np.array([[1, 0, -1]], np.float32)
   for spread in SmoothedCrossEntropy.SPREADS:
-    got = float(SmoothedCrossEntropy(0.1, spread, reduction=NONE)(partly, logits[:1])[0])
+    got = float(bt.numpy(SmoothedCrossEntropy(0.1, spread, reduction=NONE)(partly, logits[:1]))[0])
     assert got == pytest.approx(_ref_smoothed_ce([0], logits[:1, :2], 0.1, spread)[0], rel=1e-6)
     assert got > 0
   # Multi-hot relevance: the target is (1 - eps) * relevance / sum(relevance) plus eps spread.
@@ -361,20 +374,23 @@ def test_smoothed_cross_entropy_excludes_padding():
   logp = logits[0] - np.log(np.exp(logits[0].astype(np.float64)).sum())
   want_other = -(np.array([0.45, 0.45, 0.1]) * logp).sum()
   want_all = -(np.array([0.45 + 0.1 / 3, 0.45 + 0.1 / 3, 0.1 / 3]) * logp).sum()
-  assert float(SmoothedCrossEntropy(0.1)(multi, logits[:1])) == pytest.approx(want_other, rel=1e-6)
-  assert float(SmoothedCrossEntropy(0.1, "all_classes")(multi, logits[:1])) == pytest.approx(
-    want_all, rel=1e-6
-  )
+  other = bt.numpy(SmoothedCrossEntropy(0.1)(multi, logits[:1]))
+  assert float(other) == pytest.approx(want_other, rel=1e-6)
+  every = bt.numpy(SmoothedCrossEntropy(0.1, "all_classes")(multi, logits[:1]))
+  assert float(every) == pytest.approx(want_all, rel=1e-6)
 
 
-def test_smoothed_cross_entropy_bad_class_ids_show_as_nan_under_xla():
-  """Eagerly an id outside [0, C) raises; under XLA (no assertion can run) the loss is NaN."""
+def test_smoothed_cross_entropy_bad_class_ids_raise_eagerly():
   with pytest.raises(ValueError, match=r"`y_true` must be class ids in \[0, num_classes=3\)"):
     SmoothedCrossEntropy()([-1], np.zeros((1, 3), np.float32))
-  tf.keras.utils.set_random_seed(0)
-  model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(3)])
-  model.compile(
-    optimizer=tf.keras.optimizers.SGD(1.0), loss=SmoothedCrossEntropy(), jit_compile=True
-  )
+
+
+@pytest.mark.parametrize("mode", [m for m in bt.compile_modes() if m in ("xla", "jit")])
+def test_smoothed_cross_entropy_bad_class_ids_show_as_nan_in_jit_compiled_training(mode):
+  """Under XLA or jax.jit (no assertion can run) the loss of a bad class id is NaN."""
+  del mode
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+  model.compile(optimizer=keras.optimizers.SGD(1.0), loss=SmoothedCrossEntropy(), jit_compile=True)
   loss = model.train_on_batch(np.ones((4, 4), np.float32), np.full(4, -1))
   assert np.isnan(loss)

@@ -1,6 +1,7 @@
 """Tests of tfrank4class.losses.topk.smooth_svm: the authors' PyTorch code (committed fixtures of
 ``tools/smooth_topk_reference.py``), brute force over all k-subsets, closed forms, finite
-differences, graph modes, Keras integration and bad input."""
+differences, compiled modes, Keras integration and bad input, on every backend (graph structure
+and strategies: TensorFlow only)."""
 
 import itertools
 import pathlib
@@ -8,10 +9,10 @@ import pathlib
 import backend_testing as bt
 import numpy as np
 import pytest
-import tensorflow as tf
 from scipy.special import logsumexp
 
 from tfrank4class import losses
+from tfrank4class.compat import keras, ops
 from tfrank4class.losses.topk.smooth_svm import (
   SmoothTopKSVMLoss,
   log_elementary_symmetric,
@@ -19,6 +20,13 @@ from tfrank4class.losses.topk.smooth_svm import (
 )
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "smooth_topk_svm.npz"
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+  """float64 inputs stay float64 on every backend (JAX: jax_enable_x64 for the test)."""
+  with bt.float64():
+    yield
 
 
 def brute_force(s, y, k, tau, alpha):
@@ -37,6 +45,13 @@ def hard(s, y, k, alpha):
   return max(alpha + (rivals[k - 1] - s[y]) / k, 0.0)
 
 
+def loss_and_grad(scores, labels, weights, **kwargs):
+  """The losses and the gradient of their sum weighted by ``weights``, as numpy (JAX: jitted)."""
+  fn = bt.quickest(lambda s: smooth_topk_svm_loss(s, labels, **kwargs))
+  _, (grad,) = bt.value_and_grad(lambda s: ops.sum(fn(s) * ops.array(weights)), scores)
+  return bt.numpy(fn(scores)), grad
+
+
 def fixture_cases():
   data = np.load(FIXTURES)
   names = sorted({key.split("_")[0] for key in data.files})
@@ -50,28 +65,26 @@ def fixture_cases():
   "name,case", fixture_cases(), ids=lambda v: v if isinstance(v, str) else ""
 )
 def test_agrees_with_the_authors_code(name, case):
-  c, k, tau, alpha = case["params"]
-  scores = tf.constant(case["scores"])
-  with tf.GradientTape() as tape:
-    tape.watch(scores)
-    loss = smooth_topk_svm_loss(scores, case["labels"], k=int(k), tau=tau, alpha=alpha)
-    weighted = tf.reduce_sum(loss * case["weights"])
-  np.testing.assert_allclose(bt.numpy(loss), case["loss"], atol=1e-5, rtol=0)
-  np.testing.assert_allclose(
-    bt.numpy(tape.gradient(weighted, scores)), case["grad"], atol=1e-5, rtol=0
+  _, k, tau, alpha = case["params"]
+  loss, grad = loss_and_grad(
+    case["scores"], case["labels"], case["weights"], k=int(k), tau=tau, alpha=alpha
   )
+  np.testing.assert_allclose(loss, case["loss"], atol=1e-5, rtol=0)
+  np.testing.assert_allclose(grad, case["grad"], atol=1e-5, rtol=0)
 
 
 def test_float32_at_1000_classes_and_small_tau_agrees_with_the_reference():
   case = dict(fixture_cases())["case8"]  # C = 1000, k = 5, tau = 0.01
-  scores = tf.constant(case["scores"], tf.float32)
-  with tf.GradientTape() as tape:
-    tape.watch(scores)
-    loss = smooth_topk_svm_loss(scores, case["labels"], k=5, tau=0.01, alpha=1.0)
-    weighted = tf.reduce_sum(loss * case["weights"].astype(np.float32))
-  grad = tape.gradient(weighted, scores)
-  np.testing.assert_allclose(bt.numpy(loss), case["loss"], atol=1e-4, rtol=1e-5)
-  np.testing.assert_allclose(bt.numpy(grad), case["grad"], atol=1e-4)
+  loss, grad = loss_and_grad(
+    case["scores"].astype(np.float32),
+    case["labels"],
+    case["weights"].astype(np.float32),
+    k=5,
+    tau=0.01,
+    alpha=1.0,
+  )
+  np.testing.assert_allclose(loss, case["loss"], atol=1e-4, rtol=1e-5)
+  np.testing.assert_allclose(grad, case["grad"], atol=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -118,20 +131,17 @@ def test_small_tau_tends_to_the_hard_loss_and_tau_zero_is_it():
 
 def test_stable_for_large_scores_and_tiny_tau():
   rng = np.random.default_rng(3)
-  s = tf.constant(rng.normal(size=(4, 1000)) * 100, tf.float32)
+  s = (rng.normal(size=(4, 1000)) * 100).astype(np.float32)
   y = rng.integers(0, 1000, 4)
-  with tf.GradientTape() as tape:
-    tape.watch(s)
-    loss = smooth_topk_svm_loss(s, y, k=5, tau=1e-3)
-  grad = bt.numpy(tape.gradient(loss, s))
-  assert np.all(np.isfinite(bt.numpy(loss))) and np.all(np.isfinite(grad))
-  expected = [hard(bt.numpy(s)[i].astype(np.float64), y[i], 5, 1.0) for i in range(4)]
-  np.testing.assert_allclose(bt.numpy(loss), expected, rtol=1e-4, atol=1e-2)
+  loss, grad = loss_and_grad(s, y, np.ones(4, np.float32), k=5, tau=1e-3)
+  assert np.all(np.isfinite(loss)) and np.all(np.isfinite(grad))
+  expected = [hard(s[i].astype(np.float64), y[i], 5, 1.0) for i in range(4)]
+  np.testing.assert_allclose(loss, expected, rtol=1e-4, atol=1e-2)
 
 
 def hard_gradient(s, y, k, alpha):
   """The gradient of ``hard`` in ``s``: ``+1/k`` at the k-th rival, ``-1/k`` at the true class
-  when the loss is positive. Among tied rivals the lowest index ranks first (``tf.math.top_k``'s
+  when the loss is positive. Among tied rivals the lowest index ranks first (``top_k``'s
   order), so the k-th rival is the one a strict order on (score descending, index) gives."""
   grad = np.zeros_like(s)
   if hard(s, y, k, alpha) > 0:
@@ -140,33 +150,26 @@ def hard_gradient(s, y, k, alpha):
   return grad
 
 
-@pytest.mark.parametrize("mode", ["eager", "function", "xla"])
+@pytest.mark.parametrize("mode", bt.compile_modes())
 @pytest.mark.parametrize("tied", [False, True], ids=["random", "tied"])
 def test_hard_loss_and_gradient_against_numpy(mode, tied):
   rng = np.random.default_rng(8)
   s = rng.integers(0, 3, size=(16, 12)) if tied else rng.normal(size=(16, 12))
   s = s.astype(np.float32)
   y = rng.integers(0, 12, 16)
-
-  def value_and_grad(s):
-    with tf.GradientTape() as tape:
-      tape.watch(s)
-      loss = smooth_topk_svm_loss(s, y, k=4, tau=0.0, alpha=0.5)
-    return loss, tape.gradient(loss, s)
-
-  if mode != "eager":
-    value_and_grad = tf.function(value_and_grad, jit_compile=(mode == "xla"))
-  loss, grad = value_and_grad(tf.constant(s))
-  np.testing.assert_array_equal(bt.numpy(loss), [hard(s[i], y[i], 4, 0.5) for i in range(16)])
-  np.testing.assert_array_equal(
-    bt.numpy(grad), [hard_gradient(s[i], y[i], 4, 0.5) for i in range(16)]
-  )
+  fn = bt.compiled(lambda v: smooth_topk_svm_loss(v, y, k=4, tau=0.0, alpha=0.5), mode)
+  _, (grad,) = bt.value_and_grad(lambda v: ops.sum(fn(v)), s)
+  np.testing.assert_array_equal(bt.numpy(fn(s)), [hard(s[i], y[i], 4, 0.5) for i in range(16)])
+  np.testing.assert_array_equal(grad, [hard_gradient(s[i], y[i], 4, 0.5) for i in range(16)])
 
 
+@pytest.mark.tensorflow_only
 def test_hard_loss_has_no_top_k():
   """Under XLA on CPU, ``top_k`` over the masked scores and its gradient (a scatter) made the
   hard loss 5-17x slower than a plain graph at 1,000 classes (docs/topk.md); the k rounds of
   argmax are unrolled (k is a Python int)."""
+  import tensorflow as tf  # noqa: PLC0415
+
   s, y = tf.zeros([2, 8]), tf.constant([0, 1])
 
   @tf.function
@@ -186,19 +189,10 @@ def test_hard_loss_has_no_top_k():
 def test_finite_differences_float64():
   rng = np.random.default_rng(4)
   s, y = rng.normal(size=(3, 9)), rng.integers(0, 9, 3)
-  w = rng.normal(size=3)
-  f = lambda v: float(np.sum(bt.numpy(smooth_topk_svm_loss(v, y, k=3, tau=0.3, alpha=1.0)) * w))
-  x = tf.constant(s)
-  with tf.GradientTape() as tape:
-    tape.watch(x)
-    value = tf.reduce_sum(smooth_topk_svm_loss(x, y, k=3, tau=0.3, alpha=1.0) * w)
-  grad = bt.numpy(tape.gradient(value, x))
-  eps, numeric = 1e-6, np.zeros_like(s)
-  for i, j in np.ndindex(*s.shape):
-    d = np.zeros_like(s)
-    d[i, j] = eps
-    numeric[i, j] = (f(s + d) - f(s - d)) / (2 * eps)
-  np.testing.assert_allclose(grad, numeric, atol=1e-7)
+  w = ops.array(rng.normal(size=3))
+  f = bt.quickest(lambda v: ops.sum(smooth_topk_svm_loss(v, y, k=3, tau=0.3, alpha=1.0) * w))
+  _, (grad,) = bt.value_and_grad(f, s)
+  np.testing.assert_allclose(grad, bt.finite_difference_grad(f, s, eps=1e-6), atol=1e-7)
 
 
 def test_log_elementary_symmetric_against_numpy_polynomials():
@@ -231,12 +225,11 @@ def test_label_forms_and_padding():
     np.testing.assert_allclose(got[i], expected, atol=1e-12)
   # A row without a true class, or with fewer than k rivals left, has loss 0 and gradient 0.
   dense = np.array([[0.0, 0.0, 0.0, 0.0], [1.0, 0.0, -1.0, -1.0]])
-  x = tf.constant(rng.normal(size=(2, 4)))
-  with tf.GradientTape() as tape:
-    tape.watch(x)
-    loss = smooth_topk_svm_loss(x, dense, k=2, tau=0.5)
+  x = rng.normal(size=(2, 4))
+  loss = smooth_topk_svm_loss(x, dense, k=2, tau=0.5)
+  _, (grad,) = bt.value_and_grad(lambda v: ops.sum(smooth_topk_svm_loss(v, dense, k=2, tau=0.5)), x)
   np.testing.assert_array_equal(bt.numpy(loss), [0.0, 0.0])
-  np.testing.assert_array_equal(bt.numpy(tape.gradient(loss, x)), np.zeros((2, 4)))
+  np.testing.assert_array_equal(grad, np.zeros((2, 4)))
   np.testing.assert_array_equal(bt.numpy(smooth_topk_svm_loss(x, dense, k=2, tau=0.0)), [0.0, 0.0])
 
 
@@ -248,32 +241,27 @@ def test_padded_scores_may_hold_anything():
   )
 
 
-@pytest.mark.parametrize("mode", ["function", "xla"])
-def test_graph_modes(mode):
+@pytest.mark.parametrize("mode", [m for m in bt.compile_modes() if m != "eager"])
+def test_compiled_modes_agree_with_eager(mode):
   rng = np.random.default_rng(7)
-  s = tf.constant(rng.normal(size=(4, 30)), tf.float32)
-  y = tf.constant(rng.integers(0, 30, 4))
+  s = rng.normal(size=(4, 30)).astype(np.float32)
+  y = rng.integers(0, 30, 4)
   for tau in (0.0, 0.2):
     loss = SmoothTopKSVMLoss(k=5, tau=tau, reduction="none")
-
-    def grad(y, s, loss=loss):
-      with tf.GradientTape() as tape:
-        tape.watch(s)
-        value = tf.reduce_sum(loss(y, s))
-      return loss(y, s), tape.gradient(value, s)
-
-    eager = grad(y, s)
-    traced = tf.function(grad, jit_compile=(mode == "xla"))(y, s)
-    for a, b in zip(eager, traced):
-      np.testing.assert_allclose(bt.numpy(a), bt.numpy(b), rtol=1e-5, atol=1e-6)
+    fn = bt.compiled(lambda v, loss=loss: loss(y, v), mode)
+    eager = bt.value_and_grad(lambda v, loss=loss: ops.sum(loss(y, v)), s)
+    traced = bt.value_and_grad(lambda v, fn=fn: ops.sum(fn(v)), s)
+    np.testing.assert_allclose(bt.numpy(fn(s)), bt.numpy(loss(y, s)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(traced[1][0], eager[1][0], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.tensorflow_only
 def test_fit_under_mirrored_strategy(mirrored_strategy):
   rng = np.random.default_rng(8)
   x = rng.standard_normal((64, 6)).astype(np.float32)
   y = rng.integers(0, 10, 64)
   with mirrored_strategy.scope():
-    model = tf.keras.Sequential([tf.keras.Input([6]), tf.keras.layers.Dense(10)])
+    model = keras.Sequential([keras.Input([6]), keras.layers.Dense(10)])
     model.compile("adam", loss=SmoothTopKSVMLoss(k=3, tau=0.5))
   history = model.fit(x, y, batch_size=16, epochs=1, verbose=0)
   assert np.all(np.isfinite(history.history["loss"]))
@@ -283,34 +271,28 @@ def test_fit_lowers_the_loss():
   rng = np.random.default_rng(9)
   x = rng.standard_normal((128, 8)).astype(np.float32)
   y = np.argmax(x[:, :6] @ rng.standard_normal((6, 12)), axis=1)
-  tf.keras.utils.set_random_seed(0)
-  model = tf.keras.Sequential([tf.keras.Input([8]), tf.keras.layers.Dense(12)])
-  model.compile(
-    tf.keras.optimizers.Adam(0.05), loss=losses.get("smooth_topk_svm_loss", k=2, tau=0.5)
-  )
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([keras.Input([8]), keras.layers.Dense(12)])
+  model.compile(keras.optimizers.Adam(0.05), loss=losses.get("smooth_topk_svm_loss", k=2, tau=0.5))
   history = model.fit(x, y, batch_size=32, epochs=5, verbose=0)
   assert history.history["loss"][-1] < history.history["loss"][0]
 
 
-def test_registry_config_and_save(tmp_path):
+def test_registry_and_config():
+  """Saving and loading in a model: tests/test_loss_keras.py."""
   loss = losses.get("smooth_topk_svm_loss", k=3, tau=0.0, alpha=0.5)
   assert isinstance(loss, SmoothTopKSVMLoss)
   config = loss.get_config()
   assert (config["k"], config["tau"], config["alpha"]) == (3, 0.0, 0.5)
   assert SmoothTopKSVMLoss.from_config(config).k == 3
-  model = tf.keras.Sequential([tf.keras.Input([4]), tf.keras.layers.Dense(5)])
-  model.compile("sgd", loss=loss)
-  model.save(tmp_path / "m.keras")
-  loaded = tf.keras.models.load_model(tmp_path / "m.keras")
-  assert isinstance(loaded.loss, SmoothTopKSVMLoss) and loaded.loss.alpha == 0.5
-  assert tf.keras.losses.deserialize(tf.keras.losses.serialize(loss)).k == 3
+  assert keras.losses.deserialize(keras.losses.serialize(loss)).k == 3
 
 
 def test_sample_weight_and_reduction():
   s, y = [[2.0, 0.0, 0.0], [0.0, 2.0, 0.0]], [1, 1]
   values = bt.numpy(smooth_topk_svm_loss(s, y, k=1, tau=1.0))
   got = SmoothTopKSVMLoss(k=1, reduction="sum")(y, s, [[1.0], [0.0]])
-  np.testing.assert_allclose(float(got), values[0], rtol=1e-6)
+  np.testing.assert_allclose(bt.numpy(got), values[0], rtol=1e-6)
 
 
 def test_bad_arguments():
@@ -330,6 +312,13 @@ def test_bad_arguments():
     smooth_topk_svm_loss([[1.0, np.nan, 3.0]], [0], k=1)
   with pytest.raises(ValueError, match=r"class ids in \[0, num_classes=3\)"):
     smooth_topk_svm_loss([[1.0, 2.0, 3.0]], [3], k=1)
+
+
+@pytest.mark.tensorflow_only
+def test_unknown_number_of_classes_when_traced():
+  """Only tf.function traces with an unknown dimension (jax.jit always knows the shapes)."""
+  import tensorflow as tf  # noqa: PLC0415
+
   with pytest.raises(ValueError, match="number of classes known when traced"):
     tf.function(
       lambda s: smooth_topk_svm_loss(s, [0], k=1), input_signature=[tf.TensorSpec([1, None])]
