@@ -318,3 +318,26 @@ def test_cumulative_logsumexp_is_finite_at_a_spread_of_a_thousand(reverse):
   x32 = ops.convert_to_tensor(x.astype(np.float32))
   got = numpy(sampling.cumulative_logsumexp(x32, reverse=reverse))
   np.testing.assert_allclose(got, np.array(sums), rtol=1e-6)
+
+
+@pytest.mark.parametrize("key", ["gumbel_approx_ndcg_loss", "yeti_logistic_loss", "list_mle_loss"])
+def test_fit_advances_the_draws_of_seed_generators_assigned_to_the_model(key):
+  # Reference: the draws one eager call makes (the generators' counters), times the steps. Under
+  # JAX's jitted fit, generators not assigned to the model stay put (docs/backends.md).
+  kwargs = {"seed": 3} if "seed" in tf_ranking.SPECS[key].extra_args else {}
+  probe = tf_ranking.RankingLoss(key, **kwargs)
+  assert probe.seed_generators
+  start = [numpy(g.state)[1] for g in probe.seed_generators]
+  probe(np.eye(C, dtype="float32")[:2], _scores(b=2))
+  per_call = [numpy(g.state)[1] - s for g, s in zip(probe.seed_generators, start)]
+  assert all(n > 0 for n in per_call)
+  steps = 3
+  loss = tf_ranking.RankingLoss(key, **kwargs)
+  inputs = keras.Input((C,))
+  model = keras.Model(inputs, keras.layers.Dense(C)(inputs))
+  model.loss_seed_generators = loss.seed_generators
+  model.compile("sgd", loss)
+  labels = np.eye(C, dtype="float32")[np.arange(2 * steps) % C]
+  model.fit(_scores(b=2 * steps), labels, batch_size=2, epochs=1, verbose=0)
+  after = [numpy(g.state)[1] - s for g, s in zip(loss.seed_generators, start)]
+  assert after == [steps * n for n in per_call]

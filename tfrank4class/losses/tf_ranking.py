@@ -39,7 +39,8 @@ Random draws (Gumbel keys: ``seed``; ListMLE's and Coupled-RankDistil's random o
 labels: seed 37 as TF-Ranking's) come from a ``keras.random.SeedGenerator`` of the loss. It
 advances at every call eagerly, under ``tf.function`` and on PyTorch; under ``jax.jit`` (JAX's
 ``fit``) it is not part of the traced state (Keras tracks the seed generators of layers, not of
-losses), so a compiled step draws the same numbers each time it runs.
+losses), so a compiled step draws the same numbers each time it runs, unless the generators
+(``RankingLoss.seed_generators``) are assigned to an attribute of the model.
 """
 
 import collections
@@ -251,6 +252,16 @@ class RankingLoss(ListwiseLoss):
       self._sample_size = args["sample_size"]
       seed = keras_random.SeedGenerator(args["seed"])
       self._sampler = GumbelSampler(args["sample_size"], args["gumbel_temperature"], seed)
+
+  @property
+  def seed_generators(self):
+    """The ``keras.random.SeedGenerator`` s this loss draws from (empty if it draws nothing).
+    JAX's ``fit`` advances them only when they are assigned to an attribute of the model, as
+    Keras's own random layers keep theirs: ``model.loss_seed_generators = loss.seed_generators``
+    (docs/backends.md, "What runs where")."""
+    found = [self._sampler.seed] if self._sampler is not None else []
+    tie_order = getattr(self._impl, "seed", None)
+    return found + ([tie_order] if tie_order is not None else [])
 
   def _inputs(self, scores, relevance, sample_weight):
     """Relevance, logits and sample weights as TF-Ranking's loss core takes them."""
