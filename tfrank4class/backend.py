@@ -120,6 +120,22 @@ def searchsorted(sorted_sequence, values, side="left"):
   ).to(torch.int32)
 
 
+def cumulative_logsumexp(x, reverse=False):
+  """``log(sum(exp(x_j)))`` over ``j <= i`` (``j >= i`` with ``reverse``) along the last axis,
+  finite at any spread of ``x``: each library's own scan (``tf.math.cumulative_logsumexp``,
+  ``jax.lax.cumlogsumexp``, ``torch.logcumsumexp``), ``O(n)`` where a scan of ``logaddexp`` in
+  keras.ops costs ``log2 n`` passes."""
+  x = ops.convert_to_tensor(x)
+  if BACKEND == "tensorflow":
+    return _library().math.cumulative_logsumexp(x, axis=-1, reverse=reverse)
+  if BACKEND == "jax":
+    return _library().lax.cumlogsumexp(x, axis=x.ndim - 1, reverse=reverse)
+  torch = _library()
+  if reverse:
+    return torch.flip(torch.logcumsumexp(torch.flip(x, [-1]), dim=-1), [-1])
+  return torch.logcumsumexp(x, dim=-1)
+
+
 def lgamma(x):
   """``log |Gamma(x)|`` elementwise."""
   x = ops.convert_to_tensor(x)
