@@ -120,13 +120,37 @@ def searchsorted(sorted_sequence, values, side="left"):
   ).to(torch.int32)
 
 
+def _logsumexp_scan(x, reverse):
+  """Hillis-Steele scan of ``logaddexp`` along the last axis (``n`` static): ``ceil(log2 n)``
+  steps of slices and ``where``s, each combining every entry with the one ``2^k`` before it."""
+  n = x.shape[-1]
+  index = ops.arange(n)
+  step = 1
+  while step < n:
+    if reverse:
+      shifted, has = ops.pad(x[:, step:], [[0, 0], [0, step]]), index < n - step
+    else:
+      shifted, has = ops.pad(x[:, :-step], [[0, 0], [step, 0]]), index >= step
+    top = ops.stop_gradient(ops.maximum(x, shifted))
+    combined = top + ops.log(ops.exp(x - top) + ops.exp(shifted - top))
+    x = ops.where(ops.expand_dims(has, 0), combined, x)
+    step *= 2
+  return x
+
+
 def cumulative_logsumexp(x, reverse=False):
-  """``log(sum(exp(x_j)))`` over ``j <= i`` (``j >= i`` with ``reverse``) along the last axis,
-  finite at any spread of ``x``: each library's own scan (``tf.math.cumulative_logsumexp``,
-  ``jax.lax.cumlogsumexp``, ``torch.logcumsumexp``), ``O(n)`` where a scan of ``logaddexp`` in
-  keras.ops costs ``log2 n`` passes."""
+  """``log(sum(exp(x_j)))`` over ``j <= i`` (``j >= i`` with ``reverse``) along the last axis of
+  ``[B, n]``, finite at any spread of ``x``, with the exact gradient at ties.
+
+  Each library's own ``O(n)`` scan (``tf.math.cumulative_logsumexp``, ``jax.lax.cumlogsumexp``,
+  ``torch.logcumsumexp``), except under XLA on TensorFlow, where that op lowers to a slower
+  windowed reduction and a Hillis-Steele scan of ``logaddexp`` (``log2 n`` elementwise passes,
+  ``n`` static) is faster.
+  """
   x = ops.convert_to_tensor(x)
   if BACKEND == "tensorflow":
+    if _in_xla_context():
+      return _logsumexp_scan(x, reverse)
     return _library().math.cumulative_logsumexp(x, axis=-1, reverse=reverse)
   if BACKEND == "jax":
     return _library().lax.cumlogsumexp(x, axis=x.ndim - 1, reverse=reverse)
