@@ -120,6 +120,46 @@ def searchsorted(sorted_sequence, values, side="left"):
   ).to(torch.int32)
 
 
+def _logsumexp_scan(x, reverse):
+  """Hillis-Steele scan of ``logaddexp`` along the last axis (``n`` static): ``ceil(log2 n)``
+  steps of slices and ``where``s, each combining every entry with the one ``2^k`` before it."""
+  n = x.shape[-1]
+  index = ops.arange(n)
+  step = 1
+  while step < n:
+    if reverse:
+      shifted, has = ops.pad(x[:, step:], [[0, 0], [0, step]]), index < n - step
+    else:
+      shifted, has = ops.pad(x[:, :-step], [[0, 0], [step, 0]]), index >= step
+    top = ops.stop_gradient(ops.maximum(x, shifted))
+    combined = top + ops.log(ops.exp(x - top) + ops.exp(shifted - top))
+    x = ops.where(ops.expand_dims(has, 0), combined, x)
+    step *= 2
+  return x
+
+
+def cumulative_logsumexp(x, reverse=False):
+  """``log(sum(exp(x_j)))`` over ``j <= i`` (``j >= i`` with ``reverse``) along the last axis of
+  ``[B, n]``, finite at any spread of ``x``, with the exact gradient at ties.
+
+  Each library's own ``O(n)`` scan (``tf.math.cumulative_logsumexp``, ``jax.lax.cumlogsumexp``,
+  ``torch.logcumsumexp``), except under XLA on TensorFlow, where that op lowers to a slower
+  windowed reduction and a Hillis-Steele scan of ``logaddexp`` (``log2 n`` elementwise passes,
+  ``n`` static) is faster.
+  """
+  x = ops.convert_to_tensor(x)
+  if BACKEND == "tensorflow":
+    if _in_xla_context():
+      return _logsumexp_scan(x, reverse)
+    return _library().math.cumulative_logsumexp(x, axis=-1, reverse=reverse)
+  if BACKEND == "jax":
+    return _library().lax.cumlogsumexp(x, axis=x.ndim - 1, reverse=reverse)
+  torch = _library()
+  if reverse:
+    return torch.flip(torch.logcumsumexp(torch.flip(x, [-1]), dim=-1), [-1])
+  return torch.logcumsumexp(x, dim=-1)
+
+
 def lgamma(x):
   """``log |Gamma(x)|`` elementwise."""
   x = ops.convert_to_tensor(x)

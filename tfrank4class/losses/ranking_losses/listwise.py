@@ -16,13 +16,12 @@ Example:
   0.1698
 """
 
-from tfrank4class.backend import searchsorted, stable_argsort
+from tfrank4class.backend import cumulative_logsumexp, searchsorted, stable_argsort
 from tfrank4class.compat import ops
 from tfrank4class.losses.lambda_weights import DCGLambdaWeight, ListMLELambdaWeight
 from tfrank4class.losses.ranking_losses.base import Core
 from tfrank4class.losses.ranking_losses.sampling import (
   LOG_EPSILON,
-  cumulative_logsumexp,
   gather,
   logaddexp,
   order,

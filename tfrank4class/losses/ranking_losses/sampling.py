@@ -75,27 +75,6 @@ def logaddexp(a, b):
   return top + ops.log(ops.exp(a - top) + ops.exp(b - top))
 
 
-def cumulative_logsumexp(x, reverse=False):
-  """``log(sum(exp(x_j)))`` over ``j <= i`` (``j >= i`` with ``reverse``) along the last axis of
-  ``[B, n]`` (``n`` static), finite at any spread of ``x``.
-
-  A Hillis-Steele scan of :func:`logaddexp`: ``ceil(log2 n)`` steps, each combining every entry with
-  the one ``2^k`` before it, so ``O(n log n)`` work in slices and ``where``s that lower everywhere
-  (``keras.ops.associative_scan`` does not lower under XLA on TensorFlow at an odd ``n``).
-  """
-  n = x.shape[-1]
-  index = ops.arange(n)
-  step = 1
-  while step < n:
-    if reverse:
-      shifted, has = ops.pad(x[:, step:], [[0, 0], [0, step]]), index < n - step
-    else:
-      shifted, has = ops.pad(x[:, :-step], [[0, 0], [step, 0]]), index >= step
-    x = ops.where(ops.expand_dims(has, 0), logaddexp(x, shifted), x)
-    step *= 2
-  return x
-
-
 class GumbelSampler:
   """TF-Ranking's ``GumbelSampler``: ``sample_size`` noisy copies of each list.
 
