@@ -120,6 +120,13 @@ def searchsorted(sorted_sequence, values, side="left"):
   ).to(torch.int32)
 
 
+def logaddexp(a, b):
+  """``log(exp(a) + exp(b))`` in the inputs' dtype (``keras.ops.logaddexp`` returns float32 for
+  float64 on PyTorch), with the exact gradient at ``a == b``."""
+  top = ops.stop_gradient(ops.maximum(a, b))
+  return top + ops.log(ops.exp(a - top) + ops.exp(b - top))
+
+
 def _logsumexp_scan(x, reverse):
   """Hillis-Steele scan of ``logaddexp`` along the last axis (``n`` static): ``ceil(log2 n)``
   steps of slices and ``where``s, each combining every entry with the one ``2^k`` before it."""
@@ -131,9 +138,7 @@ def _logsumexp_scan(x, reverse):
       shifted, has = ops.pad(x[:, step:], [[0, 0], [0, step]]), index < n - step
     else:
       shifted, has = ops.pad(x[:, :-step], [[0, 0], [step, 0]]), index >= step
-    top = ops.stop_gradient(ops.maximum(x, shifted))
-    combined = top + ops.log(ops.exp(x - top) + ops.exp(shifted - top))
-    x = ops.where(ops.expand_dims(has, 0), combined, x)
+    x = ops.where(ops.expand_dims(has, 0), logaddexp(x, shifted), x)
     step *= 2
   return x
 

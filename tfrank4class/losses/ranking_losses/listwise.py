@@ -16,14 +16,13 @@ Example:
   0.1698
 """
 
-from tfrank4class.backend import cumulative_logsumexp, searchsorted, stable_argsort
+from tfrank4class.backend import cumulative_logsumexp, logaddexp, searchsorted, stable_argsort
 from tfrank4class.compat import ops
 from tfrank4class.losses.lambda_weights import DCGLambdaWeight, ListMLELambdaWeight
 from tfrank4class.losses.ranking_losses.base import Core
 from tfrank4class.losses.ranking_losses.sampling import (
   LOG_EPSILON,
   gather,
-  logaddexp,
   order,
   ranks,
   uniform,

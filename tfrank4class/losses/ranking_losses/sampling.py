@@ -68,13 +68,6 @@ def gather(permutation, *tensors):
   return [ops.take_along_axis(tensor, permutation, axis=-1) for tensor in tensors]
 
 
-def logaddexp(a, b):
-  """``log(exp(a) + exp(b))`` in the inputs' dtype (``keras.ops.logaddexp`` returns float32 for
-  float64 on PyTorch), with the exact gradient at ``a == b``."""
-  top = ops.stop_gradient(ops.maximum(a, b))
-  return top + ops.log(ops.exp(a - top) + ops.exp(b - top))
-
-
 class GumbelSampler:
   """TF-Ranking's ``GumbelSampler``: ``sample_size`` noisy copies of each list.
 
