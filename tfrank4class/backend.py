@@ -42,6 +42,8 @@ Example:
   array([[1, 2]]...)
 """
 
+import importlib
+
 import keras as _keras_3
 import numpy as np
 
@@ -165,28 +167,28 @@ def cumulative_logsumexp(x, reverse=False):
   return torch.logcumsumexp(x, dim=-1)
 
 
+def _special_function(x, tensorflow, jax, torch):
+  """The elementwise function of the backend's own library at the dotted path named for this
+  backend, applied to ``x``."""
+  x = ops.convert_to_tensor(x)
+  if BACKEND == "jax":
+    importlib.import_module("jax.scipy.special")  # makes the submodule an attribute of jax
+  function = _library()
+  for part in {"tensorflow": tensorflow, "jax": jax, "torch": torch}[BACKEND].split("."):
+    function = getattr(function, part)
+  return function(x)
+
+
 def lgamma(x):
   """``log |Gamma(x)|`` elementwise."""
-  x = ops.convert_to_tensor(x)
-  if BACKEND == "tensorflow":
-    return _library().math.lgamma(x)
-  if BACKEND == "jax":
-    import jax.scipy.special  # noqa: PLC0415
-
-    return jax.scipy.special.gammaln(x)
-  return _library().lgamma(x)
+  return _special_function(x, tensorflow="math.lgamma", jax="scipy.special.gammaln", torch="lgamma")
 
 
 def digamma(x):
   """``d/dx log Gamma(x)`` elementwise."""
-  x = ops.convert_to_tensor(x)
-  if BACKEND == "tensorflow":
-    return _library().math.digamma(x)
-  if BACKEND == "jax":
-    import jax.scipy.special  # noqa: PLC0415
-
-    return jax.scipy.special.digamma(x)
-  return _library().digamma(x)
+  return _special_function(
+    x, tensorflow="math.digamma", jax="scipy.special.digamma", torch="digamma"
+  )
 
 
 def custom_gradient(f):
