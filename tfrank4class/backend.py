@@ -317,6 +317,66 @@ def divide_no_nan(x, y):
   return ops.where(nonzero, quotient, ops.zeros_like(quotient))
 
 
+# float64 kept: Keras 3.15's type promotion (``keras.backend.result_type``) maps 64-bit dtypes to
+# 32-bit on every backend but TensorFlow, and some ops cast their inputs to it: on PyTorch
+# ``ops.maximum``, ``ops.minimum``, ``ops.matmul`` and ``ops.cumsum`` return float32 for float64,
+# and ``ops.mean`` computes in float32 and casts back (on JAX too, with x64 on). The forms below
+# are those ops on the backend library's own function, which keeps the inputs' dtype; elsewhere
+# they are the ``keras.ops`` ones. (:func:`divide_no_nan` and :func:`logaddexp` above are written
+# on dtype-keeping ``keras.ops`` instead.)
+
+
+def _torch_operands(a, b):
+  """``a`` and ``b`` as tensors of the dtype PyTorch's own promotion gives their pair (a
+  Python number takes the tensor's float dtype, so float64 stays float64)."""
+  a = a if isinstance(a, (int, float)) else ops.convert_to_tensor(a)
+  b = b if isinstance(b, (int, float)) else ops.convert_to_tensor(b)
+  dtype = _library().result_type(a, b)
+  return ops.convert_to_tensor(a, dtype), ops.convert_to_tensor(b, dtype)
+
+
+def maximum(a, b):
+  """``keras.ops.maximum(a, b)`` in the inputs' dtype.
+
+  Example:
+    >>> ops.convert_to_numpy(maximum(np.array([1.0, -2.0]), 0.0)).tolist()
+    [1.0, 0.0]
+  """
+  if BACKEND != "torch":
+    return ops.maximum(a, b)
+  return _library().maximum(*_torch_operands(a, b))
+
+
+def minimum(a, b):
+  """``keras.ops.minimum(a, b)`` in the inputs' dtype."""
+  if BACKEND != "torch":
+    return ops.minimum(a, b)
+  return _library().minimum(*_torch_operands(a, b))
+
+
+def matmul(a, b):
+  """``keras.ops.matmul(a, b)`` in the inputs' dtype."""
+  if BACKEND != "torch":
+    return ops.matmul(a, b)
+  return _library().matmul(*_torch_operands(a, b))
+
+
+def cumsum(x, axis):
+  """``keras.ops.cumsum(x, axis)`` in the dtype of ``x``."""
+  if BACKEND != "torch":
+    return ops.cumsum(x, axis=axis)
+  return _library().cumsum(ops.convert_to_tensor(x), dim=axis)
+
+
+def mean(x, axis=None, keepdims=False):
+  """``keras.ops.mean(x, axis, keepdims)`` computed in the dtype of float ``x``."""
+  if BACKEND == "torch":
+    return _library().mean(ops.convert_to_tensor(x), dim=axis, keepdim=keepdims)
+  if BACKEND == "jax":
+    return _library().numpy.mean(ops.convert_to_tensor(x), axis=axis, keepdims=keepdims)
+  return ops.mean(x, axis=axis, keepdims=keepdims)
+
+
 def graph_assert(condition, data):
   """On TensorFlow inside ``tf.function``: a ``tf.debugging.Assert(condition, data)`` beside the
   computation (the call fails with its message when the function runs; XLA drops it). Elsewhere
