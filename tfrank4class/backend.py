@@ -123,7 +123,7 @@ def searchsorted(sorted_sequence, values, side="left"):
 def logaddexp(a, b):
   """``log(exp(a) + exp(b))`` in the inputs' dtype (``keras.ops.logaddexp`` returns float32 for
   float64 on PyTorch), with the exact gradient at ``a == b``."""
-  top = ops.stop_gradient(ops.maximum(a, b))
+  top = ops.stop_gradient(maximum(a, b))
   return top + ops.log(ops.exp(a - top) + ops.exp(b - top))
 
 
