@@ -1,6 +1,7 @@
 """The float64-keeping ops of tfrank4class.backend (``maximum``, ``minimum``, ``matmul``,
-``cumsum``, ``mean``) against numpy in float64, on every backend and compile mode: float64 in,
-float64 out, to float64's resolution (Keras 3.15's own forms give float32 on PyTorch)."""
+``cumsum``, ``floor``, ``mean``) against numpy in float64, on every backend and compile mode:
+float64 in, float64 out, to float64's resolution (Keras 3.15's own forms give float32 on
+PyTorch)."""
 
 import backend_testing as bt
 import numpy as np
@@ -14,7 +15,7 @@ X = RNG.standard_normal((3, 5))
 Y = RNG.standard_normal((3, 5))
 
 #: ``(name, backend form on tensors, numpy float64 reference)``; 0.3 and 0.1 are not float32
-#: numbers, so a float32 step shows in the result.
+#: numbers, and ``x * 1e8`` has fractions below float32's resolution, so a float32 step shows.
 CASES = [
   ("maximum", lambda x, y: backend.maximum(x, y), np.maximum),
   ("maximum_number", lambda x, y: backend.maximum(x, 0.3), lambda x, y: np.maximum(x, 0.3)),
@@ -23,6 +24,7 @@ CASES = [
   ("matmul", lambda x, y: backend.matmul(x, ops.transpose(y)), lambda x, y: x @ y.T),
   ("cumsum", lambda x, y: backend.cumsum(x, axis=-1), lambda x, y: np.cumsum(x, axis=-1)),
   ("cumsum_axis0", lambda x, y: backend.cumsum(y, axis=0), lambda x, y: np.cumsum(y, axis=0)),
+  ("floor", lambda x, y: backend.floor(x * 1e8), lambda x, y: np.floor(x * 1e8)),
   ("mean", lambda x, y: backend.mean(x), lambda x, y: np.mean(x)),
   (
     "mean_keepdims",

@@ -12,6 +12,10 @@ only module of the core that calls a backend's own library:
 * :func:`searchsorted`: ``keras.ops.searchsorted`` is 1-D only; here it is batched over leading
   axes, with each backend's own batched search;
 * :func:`lgamma`, :func:`digamma`: not in ``keras.ops``;
+* :func:`maximum`, :func:`minimum`, :func:`matmul`, :func:`cumsum`, :func:`floor`,
+  :func:`mean`, :func:`divide_no_nan`, :func:`logaddexp`: in the inputs' dtype, where Keras
+  3.15's forms compute float64 in float32 on PyTorch (``ops.mean``, ``ops.floor`` on JAX with
+  x64 too);
 * :func:`custom_gradient`: ``keras.ops.custom_gradient`` is ``tf.custom_gradient`` on TensorFlow
   and ``jax.custom_gradient`` on JAX, whose gradient function receives the upstream gradient as
   its argument; on PyTorch Keras calls it as ``grad_fn(*inputs, upstream=...)`` and saves every
@@ -319,11 +323,12 @@ def divide_no_nan(x, y):
 
 # float64 kept: Keras 3.15's type promotion (``keras.backend.result_type``) maps 64-bit dtypes to
 # 32-bit on every backend but TensorFlow, and some ops cast their inputs to it: on PyTorch
-# ``ops.maximum``, ``ops.minimum``, ``ops.matmul`` and ``ops.cumsum`` return float32 for float64,
-# and ``ops.mean`` computes in float32 and casts back (on JAX too, with x64 on). The forms below
-# are those ops on the backend library's own function, which keeps the inputs' dtype; elsewhere
-# they are the ``keras.ops`` ones. (:func:`divide_no_nan` and :func:`logaddexp` above are written
-# on dtype-keeping ``keras.ops`` instead.)
+# ``ops.maximum``, ``ops.minimum``, ``ops.matmul``, ``ops.cumsum`` and ``ops.floor`` return
+# float32 for float64, and ``ops.mean`` computes in float32 and casts back (``ops.mean`` and
+# ``ops.floor`` on JAX too, with x64 on). The forms below are those ops on the backend library's
+# own function, which keeps the inputs' dtype; elsewhere they are the ``keras.ops`` ones.
+# (:func:`divide_no_nan` and :func:`logaddexp` above are written on dtype-keeping ``keras.ops``
+# instead.)
 
 
 def _torch_operands(a, b):
@@ -366,6 +371,15 @@ def cumsum(x, axis):
   if BACKEND != "torch":
     return ops.cumsum(x, axis=axis)
   return _library().cumsum(ops.convert_to_tensor(x), dim=axis)
+
+
+def floor(x):
+  """``keras.ops.floor(x)`` in the dtype of float ``x``."""
+  if BACKEND == "torch":
+    return _library().floor(ops.convert_to_tensor(x))
+  if BACKEND == "jax":
+    return _library().numpy.floor(ops.convert_to_tensor(x))
+  return ops.floor(x)
 
 
 def mean(x, axis=None, keepdims=False):
