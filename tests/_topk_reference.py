@@ -50,13 +50,14 @@ def value_and_grad(fn, x, cotangents):
 
 
 def float64_kept():
-  """Whether keras.ops keep float64 on the active backend (TensorFlow); on JAX and PyTorch Keras's
-  dtype promotion (``keras.backend.result_type``) maps float64 to float32, so float64 fixtures are
-  compared to float32 resolution there."""
+  """Whether float64 input is computed in float64 on the active backend: on TensorFlow and
+  PyTorch; JAX makes it float32 unless x64 is on (off in these tests), so float64 fixtures are
+  compared to float32 resolution there. The package's :func:`tfrank4class.backend.maximum` is
+  the probe (``keras.ops.maximum`` returns float32 for float64 on PyTorch, Keras 3.15)."""
   from tfrank4class import backend  # noqa: PLC0415
   from tfrank4class.compat import ops  # noqa: PLC0415
 
-  return backend.dtype_name(ops.maximum(ops.convert_to_tensor(np.zeros(1)), 0.0)) == "float64"
+  return backend.dtype_name(backend.maximum(ops.convert_to_tensor(np.zeros(1)), 0.0)) == "float64"
 
 
 def finite_difference(fn, x, cotangents, eps=1e-6):

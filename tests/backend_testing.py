@@ -13,7 +13,6 @@ package, and reads results back with :func:`numpy`:
 import contextlib
 
 import numpy as np
-import pytest
 
 from tfrank4class.compat import BACKEND, ops
 
@@ -107,15 +106,3 @@ def float64():
 
     return jax.enable_x64(True)
   return contextlib.nullcontext()
-
-
-#: Known defect on the PyTorch leg: Keras 3.15's PyTorch ops (``maximum``, ``minimum``,
-#: ``divide_no_nan``, ``matmul``, ``mean``, ``normalize`` on float64) compute some float64 steps
-#: in float32, so a check at float64's precision fails there (docs/backends.md, "What runs
-#: where"). Marks those checks as expected to fail on PyTorch (not strict: cases without such a
-#: step pass); they pass on TensorFlow and JAX.
-torch_float64_defect = pytest.mark.xfail(
-  BACKEND == "torch",
-  reason="Keras 3.15's PyTorch ops compute some float64 steps in float32 (docs/backends.md)",
-  strict=False,
-)

@@ -9,8 +9,8 @@ from tfrank4class import backend
 from tfrank4class.compat import keras, ops
 from tfrank4class.ranking import blackbox
 
-#: The float dtype float64 input is computed in (float32 where keras.ops promote it: JAX, torch).
-F64 = np.dtype(backend.dtype_name(ops.maximum(ops.convert_to_tensor(np.zeros(1)), 0.0)))
+#: The float dtype float64 input is computed in (float32 on JAX, where x64 is off here).
+F64 = np.dtype(backend.dtype_name(backend.maximum(ops.convert_to_tensor(np.zeros(1)), 0.0)))
 
 
 def np_rank(scores):

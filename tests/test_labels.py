@@ -3,6 +3,7 @@
 Backend-neutral (runs on every leg); the tf.function assertions are TensorFlow only.
 """
 
+import backend_testing as bt
 import numpy as np
 import pytest
 from backend_testing import compile_modes, compiled, numpy
@@ -68,6 +69,15 @@ def test_class_ids_are_whole_non_negative_int32():
     ValueError, match=r"`y` must be class ids of shape \[B\] or \[B, 1\], got shape \(2, 2\)"
   ):
     class_ids(np.eye(2), name="y")
+
+
+def test_float64_class_ids_beyond_float32_integers_are_whole():
+  # 2**24 + 1 is no float32 number: a float32 step in the check would round it and refuse it.
+  ids = np.array([2.0**24 + 1, 2.0**24 + 3], np.float64)
+  with bt.float64():
+    np.testing.assert_array_equal(numpy(class_ids(ids)), [2**24 + 1, 2**24 + 3])
+    with pytest.raises(ValueError, match=r"must be whole numbers, got \[16777217\.5\]"):
+      class_ids(np.array([2.0**24 + 1.5]))
 
 
 def test_parse_labels_canonical_form():

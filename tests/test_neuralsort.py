@@ -10,9 +10,9 @@ from tfrank4class import backend, ranking
 from tfrank4class.compat import ops
 
 CASES = cases("neuralsort")
-#: float64 fixtures to 1e-10 where keras.ops keep float64 (TensorFlow), else to float32 resolution.
+#: float64 fixtures to 1e-10 where float64 is kept (not JAX, x64 off), else to float32 resolution.
 TOL = 1e-10 if float64_kept() else 2e-5
-#: Finite-difference step and tolerance: float64, or float32 where keras.ops promote to it.
+#: Finite-difference step and tolerance: float64, or float32 on JAX.
 EPS, FD_TOL = (1e-6, 1e-6) if float64_kept() else (1e-3, 2e-3)
 
 

@@ -1,6 +1,6 @@
 """Tests of tfrank4class.ranking.permutahedron: the authors' NumPy code (committed fixtures of
 ``tools/soft_sort_reference.py``), exact limits against scipy, closed forms, finite differences,
-compile modes and bad input, on every backend (float64 where keras.ops keep it: TensorFlow)."""
+compile modes and bad input, on every backend (float64 but on JAX, whose x64 is off here)."""
 
 import pathlib
 
@@ -10,7 +10,6 @@ import pytest
 import scipy.stats
 from _topk_reference import float64_kept
 
-from tfrank4class import backend
 from tfrank4class.compat import ops
 from tfrank4class.ranking.permutahedron import isotonic_regression, soft_rank, soft_sort
 
@@ -19,12 +18,10 @@ DATA = np.load(FIXTURES)
 CASES = sorted({key.split("_")[0] for key in DATA.files}, key=lambda name: int(name[4:]))
 OPS = {"rank": soft_rank, "sort": soft_sort}
 X64 = float64_kept()
-#: Whether float64 input stays float64 at all (not on JAX without x64: every op is float32 there).
-F64_INPUT = backend.dtype_name(ops.convert_to_tensor(np.zeros(1))) == "float64"
-#: The authors' float64 values to 1e-5 (relative where keras.ops compute float64 in float32);
-#: all-float32 JAX to 2e-3 (scores / eps ~ 1e3 carry float32's 1e-4 resolution into the ranks).
+#: The authors' float64 values to 1e-5; all-float32 JAX to 2e-3 (scores / eps ~ 1e3 carry
+#: float32's 1e-4 resolution into the ranks).
 RTOL = 0 if X64 else 1e-5
-ATOL = 1e-5 if F64_INPUT else 2e-3
+ATOL = 1e-5 if X64 else 2e-3
 
 
 def run(op, scores, params, cotangent):
@@ -61,7 +58,7 @@ def test_tiny_regularization_gives_exact_ranks_and_sorted_values():
   rng = np.random.default_rng(0)
   x = np.array([rng.permutation(50) * 0.01 for _ in range(4)])  # gaps of 10 * eps
   for regularization in ("l2", "kl"):
-    tol = 1e-6 if X64 else (1e-4 if F64_INPUT else 5e-3)
+    tol = 1e-6 if X64 else 5e-3
     ranks = bt.numpy(soft_rank(x, 1e-3, regularization))
     expected = np.array([scipy.stats.rankdata(-row) for row in x])  # 1 = highest
     np.testing.assert_allclose(ranks, expected, atol=tol)
@@ -89,12 +86,10 @@ def test_two_items_closed_form():
     r = 1.5 + np.clip((a - b) / (2 * eps), -0.5, 0.5)
     pair = np.array([[a, b]])
     got = bt.numpy(soft_rank(pair, eps, direction="ASCENDING"))
-    np.testing.assert_allclose(got, [[r, 3 - r]], rtol=1e-6 if F64_INPUT else 1e-5)
+    np.testing.assert_allclose(got, [[r, 3 - r]], rtol=1e-6 if X64 else 1e-5)
     half = min(abs(a - b), 1 / eps) / 2
     expected = [[(a + b) / 2 + half, (a + b) / 2 - half]]
-    np.testing.assert_allclose(
-      bt.numpy(soft_sort(pair, eps)), expected, rtol=1e-6 if F64_INPUT else 1e-5
-    )
+    np.testing.assert_allclose(bt.numpy(soft_sort(pair, eps)), expected, rtol=1e-6 if X64 else 1e-5)
 
 
 def test_isotonic_regression_against_a_direct_pav():
@@ -116,11 +111,11 @@ def test_isotonic_regression_against_a_direct_pav():
 
 
 def test_finite_differences():
-  """float64 (TensorFlow), or float32 with a larger step where keras.ops promote float64."""
+  """float64, or float32 with a larger step on JAX (x64 off)."""
   rng = np.random.default_rng(2)
   x = rng.normal(size=(2, 12))
   v = ops.convert_to_tensor(rng.normal(size=(2, 12)))
-  eps, tol = (1e-6, 1e-6) if X64 else (1e-3, 2e-3 if F64_INPUT else 1e-2)
+  eps, tol = (1e-6, 1e-6) if X64 else (1e-3, 1e-2)
   for op in (soft_rank, soft_sort):
     for regularization in ("l2", "kl"):
 
@@ -133,7 +128,7 @@ def test_finite_differences():
 
 @pytest.mark.parametrize("mode", bt.compile_modes())
 def test_compile_modes(mode):
-  x = np.random.default_rng(3).normal(size=(3, 20))  # float32 where keras.ops promote float64
+  x = np.random.default_rng(3).normal(size=(3, 20))  # float32 on JAX (x64 off)
   tol = 1e-5 if X64 else 2e-3  # float32: XLA and jit reorder the sums of the kl gradient
 
   def value(x):

@@ -1,5 +1,5 @@
 """tfrank4class.ranking.precision (the one AP core) against exact sums, brute force over orderings
-and scikit-learn, on every backend (float64 cases where the backend keeps float64)."""
+and scikit-learn, on every backend (float64 cases too: JAX with x64 on)."""
 
 import fractions
 import itertools
@@ -19,9 +19,6 @@ from tfrank4class.ranking.precision import (
 )
 
 RNG = np.random.default_rng(2024)
-#: Whether keras.ops keep float64: on TensorFlow; on JAX and PyTorch Keras's dtype promotion maps
-#: float64 to float32 (``keras.backend.result_type``), so float64 cases are checked to float32.
-X64 = backend.dtype_name(ops.maximum(ops.convert_to_tensor(np.zeros(1)), 0.0)) == "float64"
 
 
 def test_harmonic_difference_float32_error():
@@ -41,17 +38,18 @@ def test_harmonic_difference_float32_error():
   assert np.max(np.abs(got[nonzero] / want[nonzero] - 1)) < 5e-7
 
 
-@pytest.mark.skipif(not X64, reason="keras.ops promote float64 to float32 on this backend")
 def test_harmonic_difference_float64_is_exact_to_float64_resolution():
   a = np.array([0.0, 1.0, 5.0, 17.0, 1e3, 1e5])
   t = np.array([0.0, 3.0, 1.0, 9.0, 7.0, 2.0])
-  got = harmonic_difference(ops.convert_to_tensor(a), ops.convert_to_tensor(t))
-  assert backend.dtype_name(got) == "float64"
+  with bt.float64():
+    got = harmonic_difference(ops.convert_to_tensor(a), ops.convert_to_tensor(t))
+    assert backend.dtype_name(got) == "float64"
+    got = bt.numpy(got)
   want = [
     float(sum(fractions.Fraction(1, q) for q in range(int(x) + 1, int(x + y) + 1)))
     for x, y in zip(a, t)
   ]
-  np.testing.assert_allclose(bt.numpy(got), want, rtol=1e-12, atol=1e-15)
+  np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
 
 
 def _brute_expected_precision(a, t, big_r, r, cutoff=None):
@@ -69,13 +67,7 @@ def _brute_expected_precision(a, t, big_r, r, cutoff=None):
   return float(total / count)
 
 
-@pytest.mark.parametrize(
-  "dtype",
-  [
-    "float32",
-    pytest.param("float64", marks=pytest.mark.skipif(not X64, reason="float64 promoted")),
-  ],
-)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_expected_precision_equals_the_mean_over_all_orderings(dtype):
   cases = [
     (a, t, big_r, r)
@@ -86,12 +78,16 @@ def test_expected_precision_equals_the_mean_over_all_orderings(dtype):
   ]
   for cutoff in (None, 1, 3, 6):
     a, t, big_r, r = (np.array(c, np.float64) for c in zip(*cases))
-    got = expected_precision(
-      *(ops.convert_to_tensor(x, dtype) for x in (a, t, big_r, r)),
-      cutoff=None if cutoff is None else ops.convert_to_tensor(float(cutoff), dtype),
-    )
+    with bt.float64():
+      got = bt.numpy(
+        expected_precision(
+          *(ops.convert_to_tensor(x, dtype) for x in (a, t, big_r, r)),
+          cutoff=None if cutoff is None else ops.convert_to_tensor(float(cutoff), dtype),
+        )
+      )
+    assert got.dtype == dtype
     want = [_brute_expected_precision(*map(int, c), cutoff=cutoff) for c in cases]
-    np.testing.assert_allclose(bt.numpy(got), want, rtol=1e-6 if dtype == "float32" else 1e-12)
+    np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == "float32" else 1e-12)
 
 
 def test_expected_precision_without_ties_is_the_formula_from_ranks():
@@ -99,8 +95,10 @@ def test_expected_precision_without_ties_is_the_formula_from_ranks():
   a = np.array([0.0, 3.0, 9.0])
   big_r = np.array([0.0, 1.0, 4.0])
   t = ops.convert_to_tensor
-  got = expected_precision(t(a), t(np.ones(3)), t(big_r), t(np.ones(3)))
-  np.testing.assert_allclose(bt.numpy(got), (big_r + 1) / (a + 1), rtol=1e-14 if X64 else 1e-6)
+  with bt.float64():
+    got = bt.numpy(expected_precision(t(a), t(np.ones(3)), t(big_r), t(np.ones(3))))
+  assert got.dtype == np.float64
+  np.testing.assert_allclose(got, (big_r + 1) / (a + 1), rtol=1e-14)
 
 
 def test_average_precision_from_ranks_matches_sklearn():
@@ -112,9 +110,11 @@ def test_average_precision_from_ranks_matches_sklearn():
   for b in range(20):
     order = np.argsort(-np.where(relevant[b], scores[b], -np.inf))
     rel_ranks[b, order] = np.arange(1, 10)
-  got = bt.numpy(average_precision_from_ranks(ranks, rel_ranks, relevant))
+  with bt.float64():
+    got = bt.numpy(average_precision_from_ranks(ranks, rel_ranks, relevant))
+  assert got.dtype == np.float64
   want = [average_precision_score(relevant[b], scores[b]) for b in range(20)]
-  np.testing.assert_allclose(got, want, rtol=1e-12 if X64 else 1e-6)
+  np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
 def test_average_precision_from_ranks_no_relevant_item_and_gradient():

@@ -4,7 +4,6 @@ hand-computed cases and the numpy Algorithm 1 of ``_rambo_reference`` (gradients
 memory), on every backend (strategies: TensorFlow only; the score memory: not on JAX)."""
 
 import _rambo_reference as ref
-import backend_testing
 import backend_testing as bt
 import numpy as np
 import pytest
@@ -243,7 +242,6 @@ def _gradient(fn, scores, relevance, **kwargs):
   return bt.value_and_grad(lambda y: ops.sum(fn(y, relevance, **kwargs)), scores)[1][0]
 
 
-@backend_testing.torch_float64_defect
 def test_average_precision_function_matches_sklearn_in_float64():
   scores, relevance = random_lists(3)
   got = bt.numpy(average_precision_loss_values(scores, relevance))
@@ -268,7 +266,6 @@ def test_average_precision_function_hand_case_and_margin():
   )
 
 
-@backend_testing.torch_float64_defect
 @pytest.mark.parametrize("shape", [(16, 5), (5, 16), (7, 7)])
 def test_map_and_apc_functions_non_square_match_sklearn(shape):
   rng = np.random.default_rng(shape[0])

@@ -3,7 +3,6 @@ through the per-list loss functions, against independent references: hand-comput
 numpy Algorithm 1 of ``_rambo_reference`` (rk+ a constant), on every backend."""
 
 import _rambo_reference as ref
-import backend_testing
 import backend_testing as bt
 import numpy as np
 import pytest
@@ -117,7 +116,6 @@ def test_gradient_matches_algorithm_1_with_constant_rk_plus(kind, shape, lam, ma
   assert np.count_nonzero(expected) > 5
 
 
-@backend_testing.torch_float64_defect
 @pytest.mark.parametrize("fn", PER_LIST)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_score_dtype_is_kept(fn, dtype):

@@ -6,7 +6,6 @@ real ORL faces whose Recall@1 rises; on every backend (strategies: TensorFlow on
 import pathlib
 
 import _rambo_reference as ref
-import backend_testing
 import backend_testing as bt
 import numpy as np
 import pytest
@@ -85,7 +84,6 @@ def test_from_embeddings_matches_numpy_and_memory_extends_gallery():
     seen.append((emb, labels))
 
 
-@backend_testing.torch_float64_defect
 @pytest.mark.skipif(BACKEND == "jax", reason="a memory keeps no traced values (jax.grad traces)")
 @pytest.mark.parametrize("weighting,margin", [("log", 0.0), ("loglog", 0.1)])
 def test_from_embeddings_gradient_with_memory_matches_algorithm_1(weighting, margin):
@@ -389,7 +387,6 @@ def test_proposition_2_weighted_recall_at_k():
   assert np.all(weighted > 0)
 
 
-@backend_testing.torch_float64_defect
 def test_similarity_lists_matches_numpy():
   rng = np.random.default_rng(5)
   emb = rng.standard_normal((4, 3))

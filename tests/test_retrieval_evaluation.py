@@ -36,7 +36,6 @@ def test_leave_one_out_matches_sorting_without_ties():
   ref.assert_close(got, want, (1, 2, 4, 8), tol=1e-9)
 
 
-@backend_testing.torch_float64_defect
 def test_query_gallery_matches_sorting_without_ties():
   rng = np.random.default_rng(1)
   e = rng.normal(size=(80, 4)).astype(np.float32)
@@ -56,7 +55,6 @@ def test_query_gallery_matches_sorting_without_ties():
   "seed, n, num_bases, num_classes",
   [(0, 7, 3, 3), (1, 7, 3, 3), (2, 7, 3, 3), (3, 8, 2, 2), (4, 8, 3, 2)],
 )
-@backend_testing.torch_float64_defect
 def test_ties_match_average_over_all_orderings_leave_one_out(seed, n, num_bases, num_classes):
   rng = np.random.default_rng(seed)
   e, sims = ref.tied_embeddings(rng, n=n, num_bases=num_bases)
@@ -66,7 +64,6 @@ def test_ties_match_average_over_all_orderings_leave_one_out(seed, n, num_bases,
   ref.assert_close(retrieval_metrics(e, y, ks, block_size=3), want, ks)
 
 
-@backend_testing.torch_float64_defect
 @pytest.mark.parametrize("seed", [3, 4])
 def test_ties_match_average_over_all_orderings_query_gallery(seed):
   rng = np.random.default_rng(seed)
@@ -103,7 +100,6 @@ def test_blocked_equals_single_block_on_many_blocks():
   ref.assert_close(many, ref.brute_force(ref.cosine(e), y, (1, 2, 4, 8)), (1, 2, 4, 8))
 
 
-@backend_testing.torch_float64_defect
 def test_zero_embedding_has_cosine_zero():
   # Item 2 is the zero vector: similarity 0 to everything, so for query 0 ([1, 0]) it ties with
   # the orthogonal item 3 (class 0) behind item 1.

@@ -37,7 +37,6 @@ def _kernel_inputs():
   return [e, y, ids] * 2 + [np.array([1, 2, 4])]
 
 
-@backend_testing.torch_float64_defect
 def test_kernel_eager_and_compiled_agree_with_reference():
   """Eagerly against brute force; compiled (tf.function, XLA, jax.jit) against eager. MAP@R's
   top_k takes the block's largest R_q as k, which jax.jit and XLA cannot trace: Recall@K only

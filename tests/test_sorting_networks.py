@@ -15,8 +15,8 @@ from tfrank4class.ranking import sorting_networks
 SORT_CASES = cases("sort")
 TOPK_CASES = cases("topk")
 X64 = float64_kept()
-#: float64 on both sides (the observed differences are below 1e-13); float32 resolution where
-#: keras.ops promote float64 to float32 (JAX, PyTorch).
+#: float64 on both sides (the observed differences are below 1e-13); float32 resolution on JAX
+#: (x64 off: float64 input becomes float32).
 ATOL = 1e-10 if X64 else 2e-5
 #: Sums and exact limits: float64 resolution, or float32's.
 EXACT = 1e-12 if X64 else 2e-6

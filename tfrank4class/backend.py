@@ -12,6 +12,10 @@ only module of the core that calls a backend's own library:
 * :func:`searchsorted`: ``keras.ops.searchsorted`` is 1-D only; here it is batched over leading
   axes, with each backend's own batched search;
 * :func:`lgamma`, :func:`digamma`: not in ``keras.ops``;
+* :func:`maximum`, :func:`minimum`, :func:`matmul`, :func:`cumsum`, :func:`floor`,
+  :func:`mean`, :func:`divide_no_nan`, :func:`logaddexp`: in the inputs' dtype, where Keras
+  3.15's forms compute float64 in float32 on PyTorch (``ops.mean``, ``ops.floor`` on JAX with
+  x64 too);
 * :func:`custom_gradient`: ``keras.ops.custom_gradient`` is ``tf.custom_gradient`` on TensorFlow
   and ``jax.custom_gradient`` on JAX, whose gradient function receives the upstream gradient as
   its argument; on PyTorch Keras calls it as ``grad_fn(*inputs, upstream=...)`` and saves every
@@ -125,7 +129,7 @@ def searchsorted(sorted_sequence, values, side="left"):
 def logaddexp(a, b):
   """``log(exp(a) + exp(b))`` in the inputs' dtype (``keras.ops.logaddexp`` returns float32 for
   float64 on PyTorch), with the exact gradient at ``a == b``."""
-  top = ops.stop_gradient(ops.maximum(a, b))
+  top = ops.stop_gradient(maximum(a, b))
   return top + ops.log(ops.exp(a - top) + ops.exp(b - top))
 
 
@@ -317,6 +321,76 @@ def divide_no_nan(x, y):
   nonzero = ops.not_equal(y, 0)
   quotient = x / ops.where(nonzero, y, ops.ones_like(y))
   return ops.where(nonzero, quotient, ops.zeros_like(quotient))
+
+
+# float64 kept: Keras 3.15's type promotion (``keras.backend.result_type``) maps 64-bit dtypes to
+# 32-bit on every backend but TensorFlow, and some ops cast their inputs to it: on PyTorch
+# ``ops.maximum``, ``ops.minimum``, ``ops.matmul``, ``ops.cumsum`` and ``ops.floor`` return
+# float32 for float64, and ``ops.mean`` computes in float32 and casts back (``ops.mean`` and
+# ``ops.floor`` on JAX too, with x64 on). The forms below are those ops on the backend library's
+# own function, which keeps the inputs' dtype; elsewhere they are the ``keras.ops`` ones.
+# (:func:`divide_no_nan` and :func:`logaddexp` above are written on dtype-keeping ``keras.ops``
+# instead.)
+
+
+def _torch_operands(a, b):
+  """``a`` and ``b`` as tensors of the dtype PyTorch's own promotion gives their pair (a
+  Python number takes the tensor's float dtype, so float64 stays float64)."""
+  a = a if isinstance(a, (int, float)) else ops.convert_to_tensor(a)
+  b = b if isinstance(b, (int, float)) else ops.convert_to_tensor(b)
+  dtype = _library().result_type(a, b)
+  return ops.convert_to_tensor(a, dtype), ops.convert_to_tensor(b, dtype)
+
+
+def maximum(a, b):
+  """``keras.ops.maximum(a, b)`` in the inputs' dtype.
+
+  Example:
+    >>> ops.convert_to_numpy(maximum(np.array([1.0, -2.0]), 0.0)).tolist()
+    [1.0, 0.0]
+  """
+  if BACKEND != "torch":
+    return ops.maximum(a, b)
+  return _library().maximum(*_torch_operands(a, b))
+
+
+def minimum(a, b):
+  """``keras.ops.minimum(a, b)`` in the inputs' dtype."""
+  if BACKEND != "torch":
+    return ops.minimum(a, b)
+  return _library().minimum(*_torch_operands(a, b))
+
+
+def matmul(a, b):
+  """``keras.ops.matmul(a, b)`` in the inputs' dtype."""
+  if BACKEND != "torch":
+    return ops.matmul(a, b)
+  return _library().matmul(*_torch_operands(a, b))
+
+
+def cumsum(x, axis):
+  """``keras.ops.cumsum(x, axis)`` in the dtype of ``x``."""
+  if BACKEND != "torch":
+    return ops.cumsum(x, axis=axis)
+  return _library().cumsum(ops.convert_to_tensor(x), dim=axis)
+
+
+def floor(x):
+  """``keras.ops.floor(x)`` in the dtype of float ``x``."""
+  if BACKEND == "torch":
+    return _library().floor(ops.convert_to_tensor(x))
+  if BACKEND == "jax":
+    return _library().numpy.floor(ops.convert_to_tensor(x))
+  return ops.floor(x)
+
+
+def mean(x, axis=None, keepdims=False):
+  """``keras.ops.mean(x, axis, keepdims)`` computed in the dtype of float ``x``."""
+  if BACKEND == "torch":
+    return _library().mean(ops.convert_to_tensor(x), dim=axis, keepdim=keepdims)
+  if BACKEND == "jax":
+    return _library().numpy.mean(ops.convert_to_tensor(x), axis=axis, keepdims=keepdims)
+  return ops.mean(x, axis=axis, keepdims=keepdims)
 
 
 def graph_assert(condition, data):

@@ -183,7 +183,7 @@ def _parse_ids(name, labels, num_classes):
   floating = "float" in backend.dtype_name(labels)
   if floating:
     # False for fractions, NaN and +-inf.
-    whole = ops.logical_and(ops.isfinite(labels), ops.equal(ops.floor(labels), labels))
+    whole = ops.logical_and(ops.isfinite(labels), ops.equal(backend.floor(labels), labels))
     ids = ops.cast(ops.where(whole, labels, ops.zeros_like(labels)), "int32")
   else:
     whole = None

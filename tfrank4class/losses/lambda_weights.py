@@ -36,7 +36,7 @@ Example:
 
 import math
 
-from tfrank4class import checks, compat
+from tfrank4class import backend, checks, compat
 from tfrank4class.compat import keras, ops
 
 _register = keras.utils.register_keras_serializable(package=compat.PACKAGE)
@@ -274,7 +274,7 @@ class DCGLambdaWeightV2(_DCGBase):
 
   def _pair_rank_discount(self, ranks, topn):
     difference, u = self._discount_of_difference(ranks)
-    lower = _pairwise(ops.maximum, ranks)
+    lower = _pairwise(backend.maximum, ranks)
     past = lower > topn
     multiplier = ops.where(
       past, 1.0 / (1.0 - self.rank_discount_fn(ops.where(past, lower, 2.0))), 1.0

@@ -52,7 +52,8 @@ def _labels_and_embeddings(y_true, y_pred):
 
 def l2_normalize(x):
   """``x / max(|x|, 1e-6)`` along the last axis, in ``x``'s dtype (``keras.ops.normalize``
-  and ``ops.maximum`` with a Python float compute float64 in float32 on PyTorch, Keras 3.15).
+  computes float64 in float32 on PyTorch, Keras 3.15; :func:`tfrank4class.backend.maximum` keeps
+  it).
 
   Example:
     >>> [round(float(v), 4) for v in ops.convert_to_numpy(l2_normalize(np.array([[3.0, 4.0]])))[0]]
@@ -60,7 +61,7 @@ def l2_normalize(x):
   """
   x = ops.convert_to_tensor(x)
   squares = ops.sum(ops.square(x), axis=-1, keepdims=True)
-  return x * ops.rsqrt(ops.maximum(squares, ops.full_like(squares, 1e-12)))
+  return x * ops.rsqrt(backend.maximum(squares, 1e-12))
 
 
 def pairwise_distances(embeddings, normalize=True):
@@ -78,8 +79,8 @@ def pairwise_distances(embeddings, normalize=True):
   if normalize:
     e = l2_normalize(e)
   sq = ops.sum(ops.square(e), axis=-1)
-  d2 = sq[:, None] + sq[None, :] - 2.0 * ops.matmul(e, ops.transpose(e))
-  return ops.sqrt(ops.maximum(d2, ops.full_like(d2, _EPS)))  # full_like: keeps float64 on torch
+  d2 = sq[:, None] + sq[None, :] - 2.0 * backend.matmul(e, ops.transpose(e))
+  return ops.sqrt(backend.maximum(d2, _EPS))
 
 
 def _pair_masks(labels):

@@ -47,7 +47,7 @@ import collections
 
 from keras import random as keras_random
 
-from tfrank4class import checks, compat
+from tfrank4class import backend, checks, compat
 from tfrank4class.compat import ops
 from tfrank4class.labels import num_items
 from tfrank4class.losses import lambda_weights as lw
@@ -314,7 +314,7 @@ class RankingLoss(ListwiseLoss):
       if len(values.shape) == 2:
         values = ops.sum(values, axis=1)
       if self._sampler is not None:
-        values = ops.mean(ops.reshape(values, (-1, self._sample_size)), axis=1)
+        values = backend.mean(ops.reshape(values, (-1, self._sample_size)), axis=1)
     elif self._sampler is not None:
       invalid = ops.repeat(invalid, self._sample_size)
     invalid = ops.reshape(invalid, (-1,) + (1,) * (len(values.shape) - 1))

@@ -166,7 +166,9 @@ def ndcg(labels, scores, k=None, gain="exp2"):
   discount = 1.0 / (ops.log(1.0 + positions) / math.log(2.0))
   if k is not None:
     discount = ops.where(positions <= k, discount, ops.zeros_like(discount))
-  cumulative = ops.concatenate([ops.zeros([1], discount.dtype), ops.cumsum(discount)], axis=0)
+  cumulative = ops.concatenate(
+    [ops.zeros([1], discount.dtype), backend.cumsum(discount, axis=0)], axis=0
+  )
   stats = tie_statistics(scores, mask=mask)
   above = ops.cast(stats["above"], "int32")
   tied = ops.cast(stats["tied"], "int32")

@@ -81,7 +81,7 @@ def _segment_values(s, w, segments, num_segments, regularization):
   if regularization == "l2":
     total = _segment_sum(s - w, segments, num_segments)
     count = _segment_sum(ops.ones_like(s), segments, num_segments)
-    return total / ops.maximum(count, 1.0)
+    return total / backend.maximum(count, 1.0)
 
   def log_sum_exp(x):
     flat_segments = ops.reshape(segments, (-1,))

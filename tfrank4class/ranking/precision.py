@@ -105,12 +105,12 @@ def expected_precision(above, tied, rel_above, rel_tied, cutoff=None):
   """
   a, t = ops.convert_to_tensor(above), ops.convert_to_tensor(tied)
   c0 = rel_above + 1.0
-  c1 = ops.divide_no_nan(rel_tied - 1.0, t - 1.0)
+  c1 = backend.divide_no_nan(rel_tied - 1.0, t - 1.0)
   if cutoff is None:
-    h_over_t = harmonic_difference(a, t) / ops.maximum(t, 1.0)
+    h_over_t = harmonic_difference(a, t) / backend.maximum(t, 1.0)
     return (c0 - c1) * h_over_t + c1 * (1.0 - a * h_over_t)
-  m = ops.minimum(ops.maximum(cutoff - a, 0.0), ops.maximum(t, 0.0))
-  size = ops.maximum(t, 1.0)
+  m = backend.minimum(backend.maximum(cutoff - a, 0.0), backend.maximum(t, 0.0))
+  size = backend.maximum(t, 1.0)
   h_over_t = harmonic_difference(a, m) / size
   return (c0 - c1) * h_over_t + c1 * (m / size - a * h_over_t)
 
@@ -140,6 +140,6 @@ def average_precision_from_ranks(ranks, relevant_ranks, relevant):
   ranks = ops.convert_to_tensor(ranks)
   dtype = backend.dtype_name(ranks)
   relevant = ops.cast(relevant, dtype)
-  precision = ops.divide_no_nan(ops.cast(relevant_ranks, dtype), ranks)
+  precision = backend.divide_no_nan(ops.cast(relevant_ranks, dtype), ranks)
   total = ops.sum(precision * relevant, axis=-1)
-  return ops.divide_no_nan(total, ops.sum(relevant, axis=-1))
+  return backend.divide_no_nan(total, ops.sum(relevant, axis=-1))

@@ -65,7 +65,7 @@ def tie_statistics(scores, relevant=None, mask=None):
     rel_sorted = ops.take_along_axis(relevant, order, axis=-1)
     # cum[k] = relevance of the k smallest items; prepend 0 so cum[0] = 0.
     cum = ops.concatenate(
-      [ops.zeros_like(rel_sorted[:, :1]), ops.cumsum(rel_sorted, axis=-1)], axis=-1
+      [ops.zeros_like(rel_sorted[:, :1]), backend.cumsum(rel_sorted, axis=-1)], axis=-1
     )
     total = cum[:, -1:]
     rel_le = ops.take_along_axis(cum, n_le, axis=-1)

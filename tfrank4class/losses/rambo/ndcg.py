@@ -35,7 +35,7 @@ def ndcg_loss_values(scores, labels, *, where=None, lambda_=1.0, margin=0.0):
   rk = ops.cast(blackbox_rank_within(shifted, valid, lambda_, normalized=True), scores.dtype)
   gains = ops.where(
     valid,
-    ops.power(2.0, ops.maximum(relevance, ops.zeros_like(relevance))) - 1.0,
+    ops.power(2.0, backend.maximum(relevance, 0.0)) - 1.0,
     ops.zeros_like(rk),
   )
   log2 = math.log(2.0)

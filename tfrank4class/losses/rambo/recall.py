@@ -4,7 +4,7 @@
 lists of a batch of embeddings, :class:`RecallLoss` the Keras loss over them.
 """
 
-from tfrank4class import checks, compat
+from tfrank4class import backend, checks, compat
 from tfrank4class.compat import ops
 from tfrank4class.labels import parse_labels
 from tfrank4class.losses.metric_learning import l2_normalize
@@ -96,7 +96,7 @@ def similarity_lists(
   if similarity == "cosine":
     embeddings = l2_normalize(embeddings)
     gallery_embeddings = l2_normalize(gallery_embeddings)
-  sims = ops.matmul(embeddings, ops.transpose(gallery_embeddings))
+  sims = backend.matmul(embeddings, ops.transpose(gallery_embeddings))
   same = ops.cast(ops.equal(labels[:, None], gallery_labels[None, :]), sims.dtype)
   rows = ops.arange(ops.shape(embeddings)[0])
   columns = ops.arange(ops.shape(gallery_embeddings)[0])

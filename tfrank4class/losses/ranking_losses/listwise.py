@@ -16,7 +16,7 @@ Example:
   0.1698
 """
 
-from tfrank4class.backend import cumulative_logsumexp, logaddexp, searchsorted, stable_argsort
+from tfrank4class.backend import cumulative_logsumexp, logaddexp, mean, searchsorted, stable_argsort
 from tfrank4class.compat import ops
 from tfrank4class.losses.lambda_weights import DCGLambdaWeight, ListMLELambdaWeight
 from tfrank4class.losses.ranking_losses.base import Core
@@ -137,5 +137,5 @@ class CoupledRankDistilLoss(Core):
     rest = ops.expand_dims(student, 1) * ops.ones_like(ops.cast(later, student.dtype))
     log_prob = student[:, :topk] - ops.logsumexp(ops.where(later, rest, LOG_EPSILON), axis=-1)
     nll = -ops.reshape(ops.sum(log_prob, axis=1), (-1, samples))
-    losses = ops.mean(nll, axis=1, keepdims=True)
+    losses = mean(nll, axis=1, keepdims=True)
     return losses, ops.cast(has_relevance, logits.dtype)

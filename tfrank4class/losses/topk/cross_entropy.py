@@ -152,7 +152,7 @@ def _targets(labels, scores, where):
   if where is not None:
     relevance = ops.where(where, relevance, -ops.ones_like(relevance))
   valid = relevance >= 0
-  target = ops.where(valid, ops.maximum(relevance, ops.zeros_like(relevance)), 0.0)
+  target = ops.where(valid, backend.maximum(relevance, 0.0), 0.0)
   mass = ops.sum(target, axis=-1, keepdims=True)
   return parsed, relevance, backend.divide_no_nan(target, mass), valid
 
@@ -187,7 +187,7 @@ def _sorted_mass(scores, p_k, with_top1, relaxation):
   if not (any(p_k[1:]) or with_top1):
     return ops.zeros_like(scores)
   columns = _top_k_columns(scores, k, *relaxation)
-  in_top = ops.flip(ops.cumsum(ops.flip(columns, -1), axis=-1), -1)  # [..., j]: top K - j
+  in_top = ops.flip(backend.cumsum(ops.flip(columns, -1), axis=-1), -1)  # [..., j]: top K - j
   return ops.sum(in_top * ops.cast(weights, scores.dtype), axis=-1)
 
 
