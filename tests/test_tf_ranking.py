@@ -302,7 +302,10 @@ def test_ranks_are_a_lexicographic_sort_of_validity_key_tiebreak_and_index():
   tiebreak = rng.integers(0, 2, size=(6, 9)).astype(np.float32)
   valid = rng.uniform(size=(6, 9)) > 0.3
   index = np.broadcast_to(np.arange(9), keys.shape)
-  want = np.stack([np.lexsort(cols) for cols in zip(index, tiebreak, -keys, ~valid)])
+  # Padded items tie among themselves whatever their keys (TF-Ranking's `sort_by_scores` gives
+  # them all the same score), so tiebreak and index order them.
+  padded_tie = np.where(valid, keys, 0.0)
+  want = np.stack([np.lexsort(cols) for cols in zip(index, tiebreak, -padded_tie, ~valid)])
   got = sampling.order(keys, valid, tiebreak)
   np.testing.assert_array_equal(numpy(got), want)
   want_ranks = np.argsort(want, axis=-1) + 1
