@@ -314,6 +314,20 @@ def test_ranks_are_a_lexicographic_sort_of_validity_key_tiebreak_and_index():
   np.testing.assert_array_equal(numpy(sampling.order(keys)), plain)
 
 
+@pytest.mark.parametrize("mode", compile_modes())
+def test_argsort_pairs_is_a_lexicographic_sort_at_the_int32_extremes(mode):
+  low, high = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+  rng = np.random.default_rng(3)
+  primary = rng.choice(np.array([low, -1, 0, 1, high], np.int32), size=(4, 11))
+  secondary = rng.choice(np.array([low, 0, high], np.int32), size=(4, 11))
+  index = np.broadcast_to(np.arange(11), primary.shape)
+  want = np.stack([np.lexsort(cols) for cols in zip(index, secondary, primary)])
+  got = compiled(backend.argsort_pairs, mode)(
+    ops.convert_to_tensor(primary), ops.convert_to_tensor(secondary)
+  )
+  np.testing.assert_array_equal(numpy(got), want)
+
+
 @pytest.mark.parametrize("reverse", [False, True])
 def test_cumulative_logsumexp_is_finite_at_a_spread_of_a_thousand(reverse):
   x = np.array([[-500.0, 3.0, 500.0, 2.0, -1.0], [0.1, 0.2, 0.3, 0.4, 0.5]])
