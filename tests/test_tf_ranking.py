@@ -302,13 +302,30 @@ def test_ranks_are_a_lexicographic_sort_of_validity_key_tiebreak_and_index():
   tiebreak = rng.integers(0, 2, size=(6, 9)).astype(np.float32)
   valid = rng.uniform(size=(6, 9)) > 0.3
   index = np.broadcast_to(np.arange(9), keys.shape)
-  want = np.stack([np.lexsort(cols) for cols in zip(index, tiebreak, -keys, ~valid)])
+  # Padded items tie among themselves whatever their keys (TF-Ranking's `sort_by_scores` gives
+  # them all the same score), so tiebreak and index order them.
+  padded_tie = np.where(valid, keys, 0.0)
+  want = np.stack([np.lexsort(cols) for cols in zip(index, tiebreak, -padded_tie, ~valid)])
   got = sampling.order(keys, valid, tiebreak)
   np.testing.assert_array_equal(numpy(got), want)
   want_ranks = np.argsort(want, axis=-1) + 1
   np.testing.assert_array_equal(numpy(sampling.ranks(keys, valid, tiebreak)), want_ranks)
   plain = np.stack([np.lexsort(cols) for cols in zip(index, -keys)])
   np.testing.assert_array_equal(numpy(sampling.order(keys)), plain)
+
+
+@pytest.mark.parametrize("mode", compile_modes())
+def test_argsort_pairs_is_a_lexicographic_sort_at_the_int32_extremes(mode):
+  low, high = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+  rng = np.random.default_rng(3)
+  primary = rng.choice(np.array([low, -1, 0, 1, high], np.int32), size=(4, 11))
+  secondary = rng.choice(np.array([low, 0, high], np.int32), size=(4, 11))
+  index = np.broadcast_to(np.arange(11), primary.shape)
+  want = np.stack([np.lexsort(cols) for cols in zip(index, secondary, primary)])
+  got = compiled(backend.argsort_pairs, mode)(
+    ops.convert_to_tensor(primary), ops.convert_to_tensor(secondary)
+  )
+  np.testing.assert_array_equal(numpy(got), want)
 
 
 @pytest.mark.parametrize("reverse", [False, True])

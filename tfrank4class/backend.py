@@ -7,6 +7,8 @@ only module of the core that calls a backend's own library:
 
 * :func:`stable_argsort`: ``keras.ops.argsort`` promises no order among ties on TensorFlow; every
   rank of the package breaks ties by the lower index first, on every backend;
+* :func:`argsort_pairs`: a lexicographic sort on two int32 keys in one sort (``keras.ops`` has
+  none; JAX's ``lax.sort`` takes several keys, TensorFlow and PyTorch sort one int64 key);
 * :func:`top_k`: ``torch.topk`` does not order ties by index (TensorFlow and JAX put the lower
   index first); here all three do;
 * :func:`searchsorted`: ``keras.ops.searchsorted`` is 1-D only; here it is batched over leading
@@ -91,6 +93,20 @@ def stable_argsort(x, axis=-1, descending=False):
     return jnp.argsort(x, axis=axis, stable=True, descending=descending).astype("int32")
   torch = _library()
   return torch.argsort(x, dim=axis, descending=descending, stable=True).to(torch.int32)
+
+
+def argsort_pairs(primary, secondary):
+  """Indices (int32) that sort the last axis of the int32 ``primary`` ascending, ties by the int32
+  ``secondary`` ascending, then by the lower index: one sort, a two-key one on JAX, on the int64
+  key ``primary * 2^32 + secondary + 2^31`` (exact for every int32 pair) elsewhere."""
+  primary, secondary = ops.convert_to_tensor(primary), ops.convert_to_tensor(secondary)
+  if BACKEND == "jax":
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    index = jnp.broadcast_to(jnp.arange(primary.shape[-1], dtype="int32"), primary.shape)
+    return _library().lax.sort((primary, secondary, index), num_keys=2, is_stable=True)[-1]
+  key = ops.cast(primary, "int64") * 2**32 + (ops.cast(secondary, "int64") + 2**31)
+  return stable_argsort(key)
 
 
 def top_k(x, k):

@@ -1,10 +1,11 @@
 """What TF-Ranking's loss cores share: ranks by score, sorting by them, random draws, Gumbel lists.
 
-Ranks and sorts are exact and deterministic: :func:`order` puts the valid items first, then a
-higher key first, on a tie a lower ``tiebreak`` value first, then a lower index (successive
-stable sorts, ``O(n log n)``), and every backend breaks ties alike. TF-Ranking breaks ties in a
-random order; ``list_mle_loss`` and ``coupled_rankdistil_loss``, where ties are the rule (one-hot
-labels), pass a uniform draw as ``tiebreak`` and so draw that random order too.
+Ranks and sorts are exact and deterministic: :func:`order` puts the valid items first (padded
+items tie among themselves, whatever their keys, as in TF-Ranking), then a higher key first, on a
+tie a lower ``tiebreak`` value first, then a lower index (one sort, ``O(n log n)``), and every
+backend breaks ties alike. TF-Ranking breaks ties in a random order; ``list_mle_loss`` and
+``coupled_rankdistil_loss``, where ties are the rule (one-hot labels), pass a uniform draw as
+``tiebreak`` and so draw that random order too.
 
 Random draws come from :func:`uniform` (``keras.random.uniform`` with the loss's
 ``keras.random.SeedGenerator``); the oracle test (``tests/test_tf_ranking_oracle.py``) replaces
@@ -21,7 +22,7 @@ import math
 
 from keras import random as keras_random
 
-from tfrank4class.backend import invert_permutation, stable_argsort
+from tfrank4class.backend import argsort_pairs, dtype_name, invert_permutation, stable_argsort
 from tfrank4class.compat import ops
 
 #: ``log(1e-10)``: TF-Ranking's logit for a padded item in its listwise losses.
@@ -46,11 +47,41 @@ def _refine(permutation, key, descending):
   return ops.take_along_axis(permutation, step, axis=-1)
 
 
+#: Dtypes whose order an int32 ordinal keeps exactly, short of the largest int32 once complemented.
+_NARROW_INTS = ("bool", "int8", "int16", "uint8", "uint16")
+_FLOAT32_EXACT = ("float16", "bfloat16", "float32")
+
+
+def _ordinal(x):
+  """An int32 in the order of ``x`` (a dtype of ``_NARROW_INTS`` or ``_FLOAT32_EXACT``):
+  equal values alike, ``-0.0`` as ``0.0``; a float's bits with the negatives' magnitude bits
+  flipped."""
+  if dtype_name(x) in _NARROW_INTS:
+    return ops.cast(x, "int32")
+  x = ops.cast(x, "float32")
+  bits = ops.view(ops.where(x == 0, 0.0, x), "int32")
+  return ops.where(bits < 0, ops.bitwise_xor(bits, 2**31 - 1), bits)
+
+
 def order(keys, valid=None, tiebreak=None):
   """The items' indices ``[B, n]`` (int32) from first to last; see the module docstring.
 
-  A lexicographic sort as successive stable sorts, from the last key to the first.
+  One sort (:func:`tfrank4class.backend.argsort_pairs`) on ``(validity and key, tiebreak)`` as
+  int32 ordinals where both fit 32 bits; for wider dtypes (float64, int32, int64) successive
+  stable sorts, from the last key to the first.
   """
+  packable = _NARROW_INTS + _FLOAT32_EXACT
+  if dtype_name(keys) in packable and (tiebreak is None or dtype_name(tiebreak) in packable):
+    # Descending key: the bitwise complement reverses an int32's order without overflow; a
+    # padded item gets the largest int32, which no complemented ordinal reaches (NaN aside).
+    primary = ops.bitwise_not(_ordinal(keys))
+    if valid is not None:
+      primary = ops.where(valid, primary, 2**31 - 1)
+    if tiebreak is None:
+      return stable_argsort(primary)
+    return argsort_pairs(primary, _ordinal(tiebreak))
+  if valid is not None:
+    keys = ops.where(valid, keys, ops.zeros_like(keys))  # padded items tie among themselves
   permutation = None if tiebreak is None else _refine(None, tiebreak, descending=False)
   permutation = _refine(permutation, keys, descending=True)
   if valid is not None:
