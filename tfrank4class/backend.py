@@ -42,6 +42,8 @@ Example:
   array([[1, 2]]...)
 """
 
+import importlib
+
 import keras as _keras_3
 import numpy as np
 
@@ -165,28 +167,36 @@ def cumulative_logsumexp(x, reverse=False):
   return torch.logcumsumexp(x, dim=-1)
 
 
+#: The elementwise functions taken from each library itself: ``{function: {backend: (module,
+#: name)}}``.
+_OWN_ELEMENTWISE = {
+  "lgamma": {
+    "tensorflow": ("tensorflow.math", "lgamma"),
+    "jax": ("jax.scipy.special", "gammaln"),
+    "torch": ("torch", "lgamma"),
+  },
+  "digamma": {
+    "tensorflow": ("tensorflow.math", "digamma"),
+    "jax": ("jax.scipy.special", "digamma"),
+    "torch": ("torch", "digamma"),
+  },
+}
+
+
+def _own_elementwise(function, x):
+  """``function`` of ``_OWN_ELEMENTWISE`` applied to ``x`` by the backend's own library."""
+  module, attribute = _OWN_ELEMENTWISE[function][BACKEND]
+  return getattr(importlib.import_module(module), attribute)(ops.convert_to_tensor(x))
+
+
 def lgamma(x):
   """``log |Gamma(x)|`` elementwise."""
-  x = ops.convert_to_tensor(x)
-  if BACKEND == "tensorflow":
-    return _library().math.lgamma(x)
-  if BACKEND == "jax":
-    import jax.scipy.special  # noqa: PLC0415
-
-    return jax.scipy.special.gammaln(x)
-  return _library().lgamma(x)
+  return _own_elementwise("lgamma", x)
 
 
 def digamma(x):
   """``d/dx log Gamma(x)`` elementwise."""
-  x = ops.convert_to_tensor(x)
-  if BACKEND == "tensorflow":
-    return _library().math.digamma(x)
-  if BACKEND == "jax":
-    import jax.scipy.special  # noqa: PLC0415
-
-    return jax.scipy.special.digamma(x)
-  return _library().digamma(x)
+  return _own_elementwise("digamma", x)
 
 
 def custom_gradient(f):
