@@ -11,7 +11,8 @@ only module of the core that calls a backend's own library:
   index first); here all three do;
 * :func:`searchsorted`: ``keras.ops.searchsorted`` is 1-D only; here it is batched over leading
   axes, with each backend's own batched search;
-* :func:`lgamma`, :func:`digamma`: not in ``keras.ops``;
+* :func:`lgamma`, :func:`digamma`: not in ``keras.ops``; :func:`arctan`: ``keras.ops.arctan``
+  computes float64 in float32 on JAX;
 * :func:`custom_gradient`: ``keras.ops.custom_gradient`` is ``tf.custom_gradient`` on TensorFlow
   and ``jax.custom_gradient`` on JAX, whose gradient function receives the upstream gradient as
   its argument; on PyTorch Keras calls it as ``grad_fn(*inputs, upstream=...)`` and saves every
@@ -170,6 +171,11 @@ def cumulative_logsumexp(x, reverse=False):
 #: The elementwise functions taken from each library itself: ``{function: {backend: (module,
 #: name)}}``.
 _OWN_ELEMENTWISE = {
+  "arctan": {
+    "tensorflow": ("tensorflow.math", "atan"),
+    "jax": ("jax.numpy", "arctan"),
+    "torch": ("torch", "arctan"),
+  },
   "lgamma": {
     "tensorflow": ("tensorflow.math", "lgamma"),
     "jax": ("jax.scipy.special", "gammaln"),
@@ -187,6 +193,13 @@ def _own_elementwise(function, x):
   """``function`` of ``_OWN_ELEMENTWISE`` applied to ``x`` by the backend's own library."""
   module, attribute = _OWN_ELEMENTWISE[function][BACKEND]
   return getattr(importlib.import_module(module), attribute)(ops.convert_to_tensor(x))
+
+
+def arctan(x):
+  """``arctan(x)`` elementwise in the dtype of ``x``: ``keras.ops.arctan`` computes float64 in
+  float32 on JAX, with ``jax_enable_x64`` too (Keras 3.15's ``result_type`` maps float64 to
+  float32 on every backend but TensorFlow)."""
+  return _own_elementwise("arctan", x)
 
 
 def lgamma(x):
