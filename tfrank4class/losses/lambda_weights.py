@@ -244,21 +244,29 @@ class DCGLambdaWeight(_DCGBase):
     return {**super().get_config(), "smooth_fraction": self.smooth_fraction}
 
 
-@_register
-class NDCGLambdaWeight(DCGLambdaWeight):
-  """:class:`DCGLambdaWeight` normalised by the ideal DCG, gain ``2^l - 1``, discount
-  ``1 / log2(1 + r)``."""
+class _Normalized:
+  """The NDCG form of a DCG weight (put before it in the bases): always normalised by the ideal
+  DCG (``normalized`` is neither an argument nor in the config), gain ``2^l - 1`` and discount
+  ``1 / log2(1 + r)`` by default. Arguments after ``rank_discount_fn`` are the DCG weight's
+  after ``normalized``."""
 
   _default_gain = staticmethod(pow_minus_1)
   _default_discount = staticmethod(log2_inverse)
 
-  def __init__(self, topn=None, gain_fn=None, rank_discount_fn=None, smooth_fraction=0.0):
-    super().__init__(topn, gain_fn, rank_discount_fn, True, smooth_fraction)
+  def __init__(self, topn=None, gain_fn=None, rank_discount_fn=None, *args, **kwargs):
+    super().__init__(topn, gain_fn, rank_discount_fn, True, *args, **kwargs)
 
   def get_config(self):
     config = super().get_config()
     del config["normalized"]
     return config
+
+
+@_register
+class NDCGLambdaWeight(_Normalized, DCGLambdaWeight):
+  """:class:`DCGLambdaWeight` normalised by the ideal DCG, gain ``2^l - 1``, discount
+  ``1 / log2(1 + r)``; arguments ``topn``, ``gain_fn``, ``rank_discount_fn``,
+  ``smooth_fraction``."""
 
 
 @_register
@@ -277,20 +285,10 @@ class DCGLambdaWeightV2(_DCGBase):
 
 
 @_register
-class NDCGLambdaWeightV2(DCGLambdaWeightV2):
+class NDCGLambdaWeightV2(_Normalized, DCGLambdaWeightV2):
   """:class:`DCGLambdaWeightV2` normalised by the ideal DCG, gain ``2^l - 1``, discount
-  ``1 / log2(1 + r)``: TF-Ranking's ``NDCGLambdaWeightV2``."""
-
-  _default_gain = staticmethod(pow_minus_1)
-  _default_discount = staticmethod(log2_inverse)
-
-  def __init__(self, topn=None, gain_fn=None, rank_discount_fn=None):
-    super().__init__(topn, gain_fn, rank_discount_fn, True)
-
-  def get_config(self):
-    config = super().get_config()
-    del config["normalized"]
-    return config
+  ``1 / log2(1 + r)``: TF-Ranking's ``NDCGLambdaWeightV2``; arguments ``topn``, ``gain_fn``,
+  ``rank_discount_fn``."""
 
 
 @_register
