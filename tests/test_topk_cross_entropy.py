@@ -13,10 +13,10 @@ from tfrank4class.losses.topk.cross_entropy import TopKCrossEntropyLoss, topk_cr
 
 CASES = cases("loss")
 EPS = 1e-7  # the constant of the authors' log
-#: The sorting networks' relaxations compute some steps in float32 on JAX (even with
-#: jax_enable_x64): the fixtures, the hand case and the finite differences are compared at
-#: float64 resolution on TensorFlow and PyTorch and at float32's there (as test_sorting_networks).
-X64 = float64_kept()
+#: float64 stays float64 on every backend (JAX: jax_enable_x64, on for every test here): the
+#: fixtures, the hand case and the finite differences are compared at float64 resolution.
+with bt.float64():
+  X64 = float64_kept()
 TOL, RTOL = (1e-10, 1e-12) if X64 else (2e-6, 2e-6)
 FD_EPS, FD_TOL = (1e-6, 1e-6) if X64 else (1e-3, 2e-3)
 

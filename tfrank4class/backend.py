@@ -15,9 +15,9 @@ only module of the core that calls a backend's own library:
   axes, with each backend's own batched search;
 * :func:`lgamma`, :func:`digamma`: not in ``keras.ops``;
 * :func:`maximum`, :func:`minimum`, :func:`matmul`, :func:`cumsum`, :func:`floor`,
-  :func:`mean`, :func:`divide_no_nan`, :func:`logaddexp`: in the inputs' dtype, where Keras
-  3.15's forms compute float64 in float32 on PyTorch (``ops.mean``, ``ops.floor`` on JAX with
-  x64 too);
+  :func:`mean`, :func:`arctan`, :func:`divide_no_nan`, :func:`logaddexp`: in the inputs' dtype,
+  where Keras 3.15's forms compute float64 in float32 on PyTorch (``ops.mean``, ``ops.floor``
+  and ``ops.arctan`` on JAX with x64 too);
 * :func:`custom_gradient`: ``keras.ops.custom_gradient`` is ``tf.custom_gradient`` on TensorFlow
   and ``jax.custom_gradient`` on JAX, whose gradient function receives the upstream gradient as
   its argument; on PyTorch Keras calls it as ``grad_fn(*inputs, upstream=...)`` and saves every
@@ -187,28 +187,48 @@ def cumulative_logsumexp(x, reverse=False):
   return torch.logcumsumexp(x, dim=-1)
 
 
-def _special_function(x, tensorflow, jax, torch):
-  """The elementwise function of the backend's own library at the dotted path named for this
-  backend, applied to ``x``."""
-  x = ops.convert_to_tensor(x)
-  if BACKEND == "jax":
-    importlib.import_module("jax.scipy.special")  # makes the submodule an attribute of jax
-  function = _library()
-  for part in {"tensorflow": tensorflow, "jax": jax, "torch": torch}[BACKEND].split("."):
-    function = getattr(function, part)
-  return function(x)
+#: The elementwise functions taken from each library itself: ``{function: {backend: (module,
+#: name)}}``.
+_OWN_ELEMENTWISE = {
+  "arctan": {
+    "tensorflow": ("tensorflow.math", "atan"),
+    "jax": ("jax.numpy", "arctan"),
+    "torch": ("torch", "arctan"),
+  },
+  "lgamma": {
+    "tensorflow": ("tensorflow.math", "lgamma"),
+    "jax": ("jax.scipy.special", "gammaln"),
+    "torch": ("torch", "lgamma"),
+  },
+  "digamma": {
+    "tensorflow": ("tensorflow.math", "digamma"),
+    "jax": ("jax.scipy.special", "digamma"),
+    "torch": ("torch", "digamma"),
+  },
+}
+
+
+def _own_elementwise(function, x):
+  """``function`` of ``_OWN_ELEMENTWISE`` applied to ``x`` by the backend's own library."""
+  module, attribute = _OWN_ELEMENTWISE[function][BACKEND]
+  return getattr(importlib.import_module(module), attribute)(ops.convert_to_tensor(x))
+
+
+def arctan(x):
+  """``arctan(x)`` elementwise in the dtype of ``x``: ``keras.ops.arctan`` computes float64 in
+  float32 on JAX, with ``jax_enable_x64`` too (Keras 3.15's ``result_type`` maps float64 to
+  float32 on every backend but TensorFlow)."""
+  return _own_elementwise("arctan", x)
 
 
 def lgamma(x):
   """``log |Gamma(x)|`` elementwise."""
-  return _special_function(x, tensorflow="math.lgamma", jax="scipy.special.gammaln", torch="lgamma")
+  return _own_elementwise("lgamma", x)
 
 
 def digamma(x):
   """``d/dx log Gamma(x)`` elementwise."""
-  return _special_function(
-    x, tensorflow="math.digamma", jax="scipy.special.digamma", torch="digamma"
-  )
+  return _own_elementwise("digamma", x)
 
 
 def custom_gradient(f):

@@ -249,7 +249,7 @@ def swap_probability(difference, distribution="cauchy", steepness=10.0, art_lamb
   if distribution == "reciprocal":
     return 0.5 * (v / (2.0 + ops.abs(v)) + 1.0)
   if distribution == "cauchy":
-    return ops.arctan(v) / math.pi + 0.5
+    return backend.arctan(v) / math.pi + 0.5
   if distribution == "optimal":
     outside = ops.cast(v > 0.25, backend.dtype_name(v)) - ops.cast(v < -0.25, backend.dtype_name(v))
     tail = 0.25 - 1.0 / 16.0 / (ops.abs(v) + 1e-10)
