@@ -10,8 +10,7 @@ the batch. The score memory keeps the (detached) scores - or embeddings - and la
 Gradients flow only through the current batch ``values_t``; the remembered rows are constants.
 After each call the current batch is pushed and the oldest batch dropped.
 
-Where the state lives depends on the backend (a loss has no state Keras would carry for it, so
-the memory keeps its own):
+Where the state lives depends on the backend:
 
 * TensorFlow (Keras 3 and tf-keras): non-trainable ``tf.Variable`` s created on the first call
   (their leading dimension is dynamic, so batches of different sizes are fine), which
@@ -20,10 +19,16 @@ the memory keeps its own):
   and the only one of the module that imports TensorFlow, on that backend only.
 * PyTorch: the remembered rows are detached tensors held by the object, updated eagerly
   (Keras's PyTorch trainer runs eagerly).
-* JAX: the same, but only for values readable when the memory is called (an eager call).
-  Keras's JAX trainer traces the loss (``jax.value_and_grad``, and ``jax.jit`` by default), and
-  a traced value cannot outlive the trace, so a loss with a memory cannot train on JAX: the call
-  raises a ``ValueError`` saying so (use ``memory=0``, or the TensorFlow or PyTorch backend).
+* JAX: a ring of fixed-shape non-trainable ``keras.Variable`` s (values ``[tau b, ...]``, labels
+  ``[tau b, ...]``, which of the ``tau`` slots are filled), created with the batch size ``b`` of a
+  first eager call, read and assigned in the call. Keras's JAX trainer traces the loss and
+  carries only the model's variables between steps (through a ``keras.StatelessScope``), so
+  assign them to the model: ``loss.build_state(y[:b], model(x[:b]))`` then
+  ``model.loss_state_variables = loss.state_variables``. Slots not yet filled are handed out as
+  padding (labels ``-1``, values 0): the lists always have ``(tau + 1) b`` rows, and ``lambda_``
+  (normalised by the list length) differs from the other backends' shorter lists during the
+  first ``tau`` steps. A batch of another size, a traced first call, and a traced call that does
+  not carry the variables raise a ``ValueError``.
 
 Distribution (TensorFlow): the variables are ``ON_READ``-synchronised, so under
 ``tf.distribute.MirroredStrategy`` every replica keeps and reads its OWN memory, i.e. the last
