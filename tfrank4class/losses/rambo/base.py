@@ -171,6 +171,37 @@ class BlackboxRankLoss(ListwiseLoss):
       return self._memory(scores, relevance)
     return scores, relevance
 
+  @property
+  def state_variables(self):
+    """The score memory's state variables on JAX (``[]`` without a memory, on other backends).
+
+    Keras's JAX trainer traces the loss and carries only the model's variables between steps;
+    assign these to the model so that ``fit`` carries the memory::
+
+        loss.build_state(y[:batch_size], model(x[:batch_size]))   # creates them (eagerly)
+        model.loss_state_variables = loss.state_variables
+
+    Raises:
+      ValueError: on JAX, with a memory whose variables are not created yet.
+    """
+    if self._memory is None or compat.BACKEND != "jax":
+      return []
+    if not self._memory.variables:
+      raise ValueError(
+        f"{type(self).__name__}(memory={self.memory}) has no state variables yet on the jax "
+        "backend: they are created with the batch size of a first eager call; call "
+        "`loss.build_state(y_true, y_pred)` on one training batch first."
+      )
+    return self._memory.variables
+
+  def build_state(self, y_true, y_pred):
+    """Creates the score memory's state (on JAX: variables sized by this batch) by one eager
+    call, then empties the memory again. Returns :attr:`state_variables`."""
+    if self._memory is not None:
+      self(y_true, y_pred)
+      self._memory.reset()
+    return self.state_variables
+
   def get_config(self):
     config = super().get_config()
     config.update({"lambda_": self.lambda_, "margin": self.margin, "memory": self.memory})

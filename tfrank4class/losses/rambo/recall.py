@@ -68,7 +68,8 @@ def similarity_lists(
 
       S[i, j] = <e_i, g_j> / (|e_i| |g_j|)   ("cosine")   or   <e_i, g_j>   ("dot")
       R[i, j] = 1[label_i == glabel_j], and R[i, i] = -1 (each item's similarity with itself
-                is excluded; the first B gallery rows are the batch itself)
+                is excluded; the first B gallery rows are the batch itself); R[:, j] = -1
+                (padding) where glabel_j < 0
 
   Args:
     embeddings: float ``[B, d]``.
@@ -101,7 +102,9 @@ def similarity_lists(
   rows = ops.arange(ops.shape(embeddings)[0])
   columns = ops.arange(ops.shape(gallery_embeddings)[0])
   is_self = ops.equal(rows[:, None], columns[None, :])
-  relevance = ops.where(is_self, -ops.ones_like(same), same)
+  # Gallery labels < 0 are padding (a score memory's slots not yet filled).
+  padding = ops.logical_or(is_self, ops.less(gallery_labels, 0)[None, :])
+  relevance = ops.where(padding, -ops.ones_like(same), same)
   return sims, relevance
 
 

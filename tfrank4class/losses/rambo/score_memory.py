@@ -10,8 +10,7 @@ the batch. The score memory keeps the (detached) scores - or embeddings - and la
 Gradients flow only through the current batch ``values_t``; the remembered rows are constants.
 After each call the current batch is pushed and the oldest batch dropped.
 
-Where the state lives depends on the backend (a loss has no state Keras would carry for it, so
-the memory keeps its own):
+Where the state lives depends on the backend:
 
 * TensorFlow (Keras 3 and tf-keras): non-trainable ``tf.Variable`` s created on the first call
   (their leading dimension is dynamic, so batches of different sizes are fine), which
@@ -20,10 +19,16 @@ the memory keeps its own):
   and the only one of the module that imports TensorFlow, on that backend only.
 * PyTorch: the remembered rows are detached tensors held by the object, updated eagerly
   (Keras's PyTorch trainer runs eagerly).
-* JAX: the same, but only for values readable when the memory is called (an eager call).
-  Keras's JAX trainer traces the loss (``jax.value_and_grad``, and ``jax.jit`` by default), and
-  a traced value cannot outlive the trace, so a loss with a memory cannot train on JAX: the call
-  raises a ``ValueError`` saying so (use ``memory=0``, or the TensorFlow or PyTorch backend).
+* JAX: a ring of fixed-shape non-trainable ``keras.Variable`` s (values ``[tau b, ...]``, labels
+  ``[tau b, ...]``, which of the ``tau`` slots are filled), created with the batch size ``b`` of a
+  first eager call, read and assigned in the call. Keras's JAX trainer traces the loss and
+  carries only the model's variables between steps (through a ``keras.StatelessScope``), so
+  assign them to the model: ``loss.build_state(y[:b], model(x[:b]))`` then
+  ``model.loss_state_variables = loss.state_variables``. Slots not yet filled are handed out as
+  padding (labels ``-1``, values 0): the lists always have ``(tau + 1) b`` rows, and ``lambda_``
+  (normalised by the list length) differs from the other backends' shorter lists during the
+  first ``tau`` steps. A batch of another size, a traced first call, and a traced call that does
+  not carry the variables raise a ``ValueError``.
 
 Distribution (TensorFlow): the variables are ``ON_READ``-synchronised, so under
 ``tf.distribute.MirroredStrategy`` every replica keeps and reads its OWN memory, i.e. the last
@@ -42,6 +47,11 @@ from tfrank4class.registry import export
 
 if compat.BACKEND == "tensorflow":
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+if compat.BACKEND == "jax":
+  import keras  # pylint: disable=g-import-not-at-top
+
+  # No public accessors of the current scopes.
+  from keras.src.backend.common import stateless_scope, symbolic_scope
 
 
 class _VariableRows:
@@ -94,7 +104,7 @@ class _VariableRows:
 
 
 class _EagerRows:
-  """The JAX and PyTorch store: the remembered batches as detached tensors, newest first."""
+  """The PyTorch store: the remembered batches as detached tensors, newest first."""
 
   def __init__(self, batches, values, labels):
     del values, labels
@@ -121,6 +131,105 @@ class _EagerRows:
 
   def reset(self):
     self.kept = []
+
+
+class _RingRows:
+  """The JAX store: a ring of the last ``batches`` batches in fixed-shape non-trainable
+  ``keras.Variable`` s (values, labels, which slots are filled), read and assigned in the call.
+
+  Under a traced Keras ``fit`` the trainer carries them between steps once they are attributes
+  of the model (``model.loss_state_variables = loss.state_variables``): it threads the model's
+  non-trainable variables through a ``keras.StatelessScope``. Slots not yet filled are handed
+  out with labels ``-1`` (padding) and values 0.
+  """
+
+  def __init__(self, batches, values, labels):
+    if not (backend.is_concrete(values) and backend.is_concrete(labels)):
+      raise ValueError(
+        "ScoreMemory on the jax backend keeps its batches in variables of fixed shape, created "
+        "on a first eager call; it was first called inside a traced function. Call the loss "
+        "once eagerly on a batch of the training batch size (`loss.build_state(y_true, y_pred)`)"
+        " before `fit` or `jax.jit`."
+      )
+    self.batches = batches
+    self.batch_size = int(values.shape[0])
+    for name, t in (("values", values), ("labels", labels)):
+      if int(t.shape[0]) != self.batch_size:
+        raise ValueError(
+          f"ScoreMemory needs `{name}` with {self.batch_size} rows (the batch size of `values`),"
+          f" got shape {tuple(t.shape)}."
+        )
+    rows = batches * self.batch_size
+
+    def variable(shape, dtype, name):
+      return keras.Variable(
+        ops.zeros(shape, dtype), trainable=False, dtype=dtype, name=f"score_memory_{name}"
+      )
+
+    self.values = variable((rows, *values.shape[1:]), backend.dtype_name(values), "values")
+    self.labels = variable((rows, *labels.shape[1:]), backend.dtype_name(labels), "labels")
+    self.filled = variable((batches,), "bool", "filled")
+
+  @property
+  def variables(self):
+    return [self.values, self.labels, self.filled]
+
+  def _updates(self, values):
+    """Whether this call may assign the variables: eagerly, or traced inside a
+    ``keras.StatelessScope`` that carries them. Under Keras's shape inference (a symbolic scope)
+    the call only reads them; traced anywhere else (a JAX ``fit`` without the assignment, a bare
+    ``jax.jit``) it raises, since the batches would be lost."""
+    if backend.is_concrete(values):
+      return True
+    if symbolic_scope.in_symbolic_scope():
+      return False
+    scope = stateless_scope.get_stateless_scope()
+    if scope is None or scope.get_current_value(self.values) is None:
+      raise ValueError(
+        "ScoreMemory was called inside a traced function that does not carry its variables: "
+        "under Keras's JAX `fit`, assign them to the model first "
+        "(`model.loss_state_variables = loss.state_variables`); under `jax.jit`, thread them "
+        "through a `keras.StatelessScope`. Otherwise the remembered batches would be lost."
+      )
+    return True
+
+  def _padded(self):
+    """The remembered rows, newest first, with labels -1 (padding) in slots not yet filled."""
+    filled = ops.repeat(ops.convert_to_tensor(self.filled), self.batch_size)
+    labels = ops.convert_to_tensor(self.labels)
+    filled = ops.reshape(filled, (-1,) + (1,) * (len(labels.shape) - 1))
+    labels = ops.where(filled, labels, -ops.ones_like(labels))
+    return ops.convert_to_tensor(self.values), labels
+
+  def push(self, values, labels):
+    if int(values.shape[0]) != self.batch_size or int(labels.shape[0]) != self.batch_size:
+      raise ValueError(
+        f"ScoreMemory on the jax backend keeps batches of a fixed size, {self.batch_size} (the "
+        f"first batch's); got `values` of shape {tuple(values.shape)} and `labels` of shape "
+        f"{tuple(labels.shape)}. Use a fixed batch size (e.g. drop the last partial batch)."
+      )
+    old_values, old_labels = self._padded()
+    values_all = ops.concatenate([values, old_values], axis=0)
+    labels_all = ops.concatenate([labels, old_labels], axis=0)
+    if not self._updates(values):
+      return values_all, labels_all
+    keep = self.values.shape[0]
+    self.values.assign(ops.stop_gradient(values_all[:keep]))
+    self.labels.assign(ops.cast(labels_all[:keep], self.labels.dtype))
+    filled = ops.convert_to_tensor(self.filled)
+    self.filled.assign(ops.concatenate([ops.ones((1,), "bool"), filled[:-1]], axis=0))
+    return values_all, labels_all
+
+  def rows(self):
+    count = int(ops.sum(ops.cast(ops.convert_to_tensor(self.filled), "int32")))
+    if not count:
+      return None, None
+    keep = count * self.batch_size
+    return ops.convert_to_tensor(self.values)[:keep], ops.convert_to_tensor(self.labels)[:keep]
+
+  def reset(self):
+    for v in self.variables:
+      v.assign(ops.zeros(v.shape, v.dtype))
 
 
 @export()
@@ -164,7 +273,7 @@ class ScoreMemory:
       return values, labels
     dtypes = (backend.dtype_name(values), backend.dtype_name(labels))
     if self._store is None:
-      rows = _VariableRows if compat.BACKEND == "tensorflow" else _EagerRows
+      rows = {"tensorflow": _VariableRows, "jax": _RingRows}.get(compat.BACKEND, _EagerRows)
       self._store = rows(self.batches, values, labels)
       self._dtypes = dtypes
     if dtypes != self._dtypes:
@@ -173,6 +282,12 @@ class ScoreMemory:
         f"{dtypes[0]} / {dtypes[1]}."
       )
     return self._store.push(values, labels)
+
+  @property
+  def variables(self):
+    """The state variables of the JAX store (``[]`` on other backends and before the first call;
+    assign them to the model so that a traced ``fit`` carries them, see the module docstring)."""
+    return list(getattr(self._store, "variables", []))
 
   def remembered(self):
     """``(values, labels)``: the rows held now, newest first (``(None, None)`` before the first
