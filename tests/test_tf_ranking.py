@@ -6,6 +6,7 @@ references here are computed by hand or in numpy.
 """
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -356,6 +357,26 @@ def test_fit_advances_the_draws_of_seed_generators_assigned_to_the_model(key):
   model.loss_seed_generators = loss.seed_generators
   model.compile("sgd", loss)
   labels = np.eye(C, dtype="float32")[np.arange(2 * steps) % C]
-  model.fit(_scores(b=2 * steps), labels, batch_size=2, epochs=1, verbose=0)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    model.fit(_scores(b=2 * steps), labels, batch_size=2, epochs=1, verbose=0)
   after = [numpy(g.state)[1] - s for g, s in zip(loss.seed_generators, start)]
   assert after == [steps * n for n in per_call]
+  assert not [w for w in caught if "seed generator" in str(w.message)]
+
+
+def test_fit_warns_on_jax_when_the_draws_cannot_advance():
+  # Without the assignment JAX's jitted fit draws the same numbers at every step (the test
+  # above); the loss says so once, with the fix. TensorFlow and PyTorch advance in place.
+  loss = tf_ranking.RankingLoss("list_mle_loss")
+  inputs = keras.Input((C,))
+  model = keras.Model(inputs, keras.layers.Dense(C)(inputs))
+  model.compile("sgd", loss)
+  labels = np.eye(C, dtype="float32")[np.arange(6) % C]
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    model.fit(_scores(b=6), labels, batch_size=2, epochs=1, verbose=0)
+  messages = [str(w.message) for w in caught if "seed generator" in str(w.message)]
+  assert len(messages) == (1 if backend.name() == "jax" else 0), messages
+  if messages:
+    assert "model.loss_seed_generators = loss.seed_generators" in messages[0]

@@ -90,8 +90,8 @@ def _draw(shape):
 
 @pytest.fixture
 def shared_draws(monkeypatch):
-  def ours(shape, seed, dtype):
-    return tf.constant(_draw(shape), dtype)
+  def ours(shape, seed, like):
+    return tf.constant(_draw(shape), like.dtype)
 
   def gumbel(shape, eps=1e-20, seed=None):
     return -tf.math.log(-tf.math.log(tf.constant(_draw(shape)) + eps) + eps)

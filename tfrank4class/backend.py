@@ -328,6 +328,28 @@ def is_concrete(x):
   return not (isinstance(x, torch.Tensor) and x.device.type == "meta")
 
 
+def state_is_carried(variable):
+  """Whether an assignment to ``variable`` made now, in traced code, outlives the trace.
+
+  On JAX traced code cannot update a variable in place: Keras's JAX trainer runs the step in a
+  ``keras.StatelessScope`` that maps the model's variables and returns their new values. So there:
+  ``True`` inside a scope that maps ``variable``; ``False`` inside one that does not (a loss's own
+  state under ``fit`` when it is not assigned to the model) or outside any; ``None`` under Keras's
+  shape inference (a symbolic scope, where nothing is assigned). ``True`` on TensorFlow and
+  PyTorch, whose traced code updates variables in place. For eager calls, ask
+  :func:`is_concrete` first.
+  """
+  if BACKEND != "jax":
+    return True
+  # Keras has no public accessor of the current scopes.
+  from keras.src.backend.common import stateless_scope, symbolic_scope  # noqa: PLC0415
+
+  if symbolic_scope.in_symbolic_scope():
+    return None
+  scope = stateless_scope.get_stateless_scope()
+  return scope is not None and scope.get_current_value(variable) is not None
+
+
 def static_value(x):
   """The value of ``x`` as numpy if known now (a Python number, an array, an eager tensor, or a
   TensorFlow tensor whose value is fixed when traced), else ``None``."""

@@ -50,9 +50,6 @@ if compat.BACKEND == "tensorflow":
 if compat.BACKEND == "jax":
   import keras  # pylint: disable=g-import-not-at-top
 
-  # No public accessors of the current scopes.
-  from keras.src.backend.common import stateless_scope, symbolic_scope
-
 
 class _VariableRows:
   """The TensorFlow store: ``ON_READ`` variables of dynamic leading dimension."""
@@ -181,10 +178,10 @@ class _RingRows:
     ``jax.jit``) it raises, since the batches would be lost."""
     if backend.is_concrete(values):
       return True
-    if symbolic_scope.in_symbolic_scope():
+    carried = backend.state_is_carried(self.values)
+    if carried is None:
       return False
-    scope = stateless_scope.get_stateless_scope()
-    if scope is None or scope.get_current_value(self.values) is None:
+    if not carried:
       raise ValueError(
         "ScoreMemory was called inside a traced function that does not carry its variables: "
         "under Keras's JAX `fit`, assign them to the model first "

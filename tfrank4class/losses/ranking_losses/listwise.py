@@ -97,7 +97,7 @@ class ListMLELoss(Core):
 
   def compute_unreduced_loss(self, labels, logits):
     valid, labels, logits = _cleaned(labels, logits)
-    tiebreak = uniform(ops.shape(labels), self.seed, logits.dtype)
+    tiebreak = uniform(ops.shape(labels), self.seed, logits)
     sorted_labels, sorted_logits = gather(order(labels, valid, tiebreak), labels, logits)
     terms = cumulative_logsumexp(sorted_logits, reverse=True) - sorted_logits
     if isinstance(self.lambda_weight, ListMLELambdaWeight):
@@ -125,11 +125,11 @@ class CoupledRankDistilLoss(Core):
     has_relevance = ops.sum(labels, axis=1, keepdims=True) > 0
     teacher = ops.where(valid, labels, LOG_EPSILON)
     batch, size, samples = ops.shape(labels)[0], ops.shape(labels)[1], self.sample_size
-    u = uniform((batch, samples, size), self.seed, logits.dtype)
+    u = uniform((batch, samples, size), self.seed, logits)
     teacher = ops.expand_dims(teacher, 1) - ops.log(-ops.log(u + 1e-20) + 1e-20)
     teacher = ops.reshape(ops.log(ops.softmax(teacher, axis=-1) + 1e-10), (-1, size))
     student = ops.reshape(ops.repeat(ops.expand_dims(student, 1), samples, axis=1), (-1, size))
-    tiebreak = uniform(ops.shape(teacher), self.seed, logits.dtype)
+    tiebreak = uniform(ops.shape(teacher), self.seed, logits)
     (student,) = gather(order(teacher, tiebreak=tiebreak), student)
     topk = size if self.topk is None else self.topk  # slicing stops at the list's end
     index = ops.arange(size)

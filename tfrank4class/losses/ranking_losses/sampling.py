@@ -19,10 +19,19 @@ Example:
 """
 
 import math
+import warnings
+import weakref
 
 from keras import random as keras_random
 
-from tfrank4class.backend import argsort_pairs, dtype_name, invert_permutation, stable_argsort
+from tfrank4class.backend import (
+  argsort_pairs,
+  dtype_name,
+  invert_permutation,
+  is_concrete,
+  stable_argsort,
+  state_is_carried,
+)
 from tfrank4class.compat import ops
 
 #: ``log(1e-10)``: TF-Ranking's logit for a padded item in its listwise losses.
@@ -34,9 +43,28 @@ def pairwise(op, tensor):
   return op(ops.expand_dims(tensor, 2), ops.expand_dims(tensor, 1))
 
 
-def uniform(shape, seed, dtype):
-  """Uniform ``[0, 1)`` numbers of ``shape`` from ``seed`` (a ``keras.random.SeedGenerator``)."""
-  return keras_random.uniform(shape, dtype=dtype, seed=seed)
+#: The seed generators :func:`uniform` has warned about.
+_WARNED = weakref.WeakSet()
+
+
+def uniform(shape, seed, like):
+  """Uniform ``[0, 1)`` numbers of ``shape`` in the dtype of ``like`` (the scores they perturb or
+  order) from ``seed`` (a ``keras.random.SeedGenerator``).
+
+  On JAX a traced call whose scope does not carry the generator's state (Keras's JAX ``fit``
+  when the loss's generators are not assigned to the model) draws the same numbers at every
+  step: a ``UserWarning`` says so once per generator, with the line that fixes it.
+  """
+  if not is_concrete(like) and state_is_carried(seed.state) is False and seed not in _WARNED:
+    _WARNED.add(seed)
+    warnings.warn(
+      "A tfrank4class loss draws random numbers inside a traced step whose state does not carry "
+      "its seed generator, so every step draws the same numbers. Under Keras's JAX `fit`, assign "
+      "them to the model before `fit`: `model.loss_seed_generators = loss.seed_generators`.",
+      UserWarning,
+      stacklevel=2,
+    )
+  return keras_random.uniform(shape, dtype=like.dtype, seed=seed)
 
 
 def _refine(permutation, key, descending):
@@ -116,7 +144,7 @@ class GumbelSampler:
     size = self.sample_size
     batch, items = ops.shape(labels)[0], ops.shape(labels)[1]
     labels = ops.reshape(ops.repeat(ops.expand_dims(labels, 1), size, axis=1), (-1, items))
-    u = uniform((batch, size, items), self.seed, logits.dtype)
+    u = uniform((batch, size, items), self.seed, logits)
     gumbel = -ops.log(-ops.log(u + 1e-20) + 1e-20)
     logits = ops.reshape(ops.expand_dims(logits, 1) + gumbel, (-1, items))
     logits = ops.where(labels >= 0, logits / self.temperature, math.log(1e-20))
