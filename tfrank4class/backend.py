@@ -329,16 +329,10 @@ def is_concrete(x):
 
 
 def state_is_carried(variable):
-  """Whether an assignment to ``variable`` made now, in traced code, outlives the trace.
-
-  On JAX traced code cannot update a variable in place: Keras's JAX trainer runs the step in a
-  ``keras.StatelessScope`` that maps the model's variables and returns their new values. So there:
-  ``True`` inside a scope that maps ``variable``; ``False`` inside one that does not (a loss's own
-  state under ``fit`` when it is not assigned to the model) or outside any; ``None`` under Keras's
-  shape inference (a symbolic scope, where nothing is assigned). ``True`` on TensorFlow and
-  PyTorch, whose traced code updates variables in place. For eager calls, ask
-  :func:`is_concrete` first.
-  """
+  """Whether an assignment to ``variable`` made now, in traced code, outlives the trace. On JAX
+  (Keras's trainer maps the model's variables in a ``keras.StatelessScope``): ``True`` in a scope
+  mapping it, ``False`` in one that does not or outside any, ``None`` under shape inference (a
+  symbolic scope). ``True`` on TensorFlow and PyTorch. Ask :func:`is_concrete` first."""
   if BACKEND != "jax":
     return True
   # Keras has no public accessor of the current scopes.
@@ -381,19 +375,12 @@ def divide_no_nan(x, y):
   return ops.where(nonzero, quotient, ops.zeros_like(quotient))
 
 
-# float64 kept: Keras 3.15's type promotion (``keras.backend.result_type``) maps 64-bit dtypes to
-# 32-bit on every backend but TensorFlow, and some ops cast their inputs to it: on PyTorch
-# ``ops.maximum``, ``ops.minimum``, ``ops.matmul``, ``ops.cumsum`` and ``ops.floor`` return
-# float32 for float64, and ``ops.mean`` computes in float32 and casts back (``ops.mean`` and
-# ``ops.floor`` on JAX too, with x64 on). The forms below are those ops on the backend library's
-# own function, which keeps the inputs' dtype; elsewhere they are the ``keras.ops`` ones.
-# (:func:`divide_no_nan` and :func:`logaddexp` above are written on dtype-keeping ``keras.ops``
-# instead.)
+# float64 kept: Keras 3.15's ``result_type`` maps float64 to float32 on PyTorch (and for
+# ``ops.mean``/``ops.floor`` on JAX with x64); these forms call the library's own function there.
 
 
 def _torch_operands(a, b):
-  """``a`` and ``b`` as tensors of the dtype PyTorch's own promotion gives their pair (a
-  Python number takes the tensor's float dtype, so float64 stays float64)."""
+  """``a`` and ``b`` as tensors of the dtype of PyTorch's own promotion of the pair."""
   a = a if isinstance(a, (int, float)) else ops.convert_to_tensor(a)
   b = b if isinstance(b, (int, float)) else ops.convert_to_tensor(b)
   dtype = _library().result_type(a, b)
@@ -401,12 +388,7 @@ def _torch_operands(a, b):
 
 
 def maximum(a, b):
-  """``keras.ops.maximum(a, b)`` in the inputs' dtype.
-
-  Example:
-    >>> ops.convert_to_numpy(maximum(np.array([1.0, -2.0]), 0.0)).tolist()
-    [1.0, 0.0]
-  """
+  """``keras.ops.maximum(a, b)`` in the inputs' dtype."""
   if BACKEND != "torch":
     return ops.maximum(a, b)
   return _library().maximum(*_torch_operands(a, b))
