@@ -49,17 +49,6 @@ def value_and_grad(fn, x, cotangents):
   return [bt.numpy(o) for o in as_tuple(fn(ops.convert_to_tensor(x)))], grad
 
 
-def float64_kept():
-  """Whether float64 input is computed in float64 on the active backend: on TensorFlow and
-  PyTorch; JAX makes it float32 unless x64 is on (off in these tests), so float64 fixtures are
-  compared to float32 resolution there. The package's :func:`tfrank4class.backend.maximum` is
-  the probe (``keras.ops.maximum`` returns float32 for float64 on PyTorch, Keras 3.15)."""
-  from tfrank4class import backend  # noqa: PLC0415
-  from tfrank4class.compat import ops  # noqa: PLC0415
-
-  return backend.dtype_name(backend.maximum(ops.convert_to_tensor(np.zeros(1)), 0.0)) == "float64"
-
-
 def finite_difference(fn, x, cotangents, eps=1e-6):
   """Central differences of ``sum(fn(x) * cotangent)`` in float64, one entry at a time."""
   x = np.asarray(x, np.float64)

@@ -64,6 +64,17 @@ def cifar_grid(tmp_path_factory, datasets_dir):
 
 
 @pytest.fixture
+def float64_inputs():
+  """float64 inputs stay float64 for one test on every backend: JAX computes them in float32
+  unless ``jax_enable_x64`` is on (``backend_testing.float64``). A module takes it for each of its
+  tests with ``pytestmark = pytest.mark.usefixtures("float64_inputs")``."""
+  import backend_testing  # noqa: PLC0415
+
+  with backend_testing.float64():
+    yield
+
+
+@pytest.fixture
 def mixed_float16():
   """The ``mixed_float16`` Keras policy for one test (``_sorter_checks.mixed_float16``)."""
   import _sorter_checks  # pylint: disable=g-import-not-at-top

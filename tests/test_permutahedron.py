@@ -1,6 +1,6 @@
 """Tests of tfrank4class.ranking.permutahedron: the authors' NumPy code (committed fixtures of
 ``tools/soft_sort_reference.py``), exact limits against scipy, closed forms, finite differences,
-compile modes and bad input, on every backend (float64 but on JAX, whose x64 is off here)."""
+compile modes and bad input, on every backend in float64 (JAX: with ``jax_enable_x64``)."""
 
 import pathlib
 
@@ -8,7 +8,6 @@ import backend_testing as bt
 import numpy as np
 import pytest
 import scipy.stats
-from _topk_reference import float64_kept
 
 from tfrank4class.compat import ops
 from tfrank4class.ranking.permutahedron import isotonic_regression, soft_rank, soft_sort
@@ -17,11 +16,10 @@ FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "soft_sort.npz"
 DATA = np.load(FIXTURES)
 CASES = sorted({key.split("_")[0] for key in DATA.files}, key=lambda name: int(name[4:]))
 OPS = {"rank": soft_rank, "sort": soft_sort}
-X64 = float64_kept()
-#: The authors' float64 values to 1e-5; all-float32 JAX to 2e-3 (scores / eps ~ 1e3 carry
-#: float32's 1e-4 resolution into the ranks).
-RTOL = 0 if X64 else 1e-5
-ATOL = 1e-5 if X64 else 2e-3
+#: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
+pytestmark = pytest.mark.usefixtures("float64_inputs")
+#: The authors' float64 values to 1e-5.
+ATOL = 1e-5
 
 
 def run(op, scores, params, cotangent):
@@ -40,7 +38,7 @@ def run(op, scores, params, cotangent):
 def test_agrees_with_the_authors_code(case, op):
   scores, params = DATA[f"{case}_scores"], DATA[f"{case}_params"]
   values, vjp = run(op, scores, params, DATA[f"{case}_cotangent"])
-  np.testing.assert_allclose(values, DATA[f"{case}_{op}"], atol=ATOL, rtol=RTOL)
+  np.testing.assert_allclose(values, DATA[f"{case}_{op}"], atol=ATOL, rtol=0)
   ties = any(len(np.unique(row)) < len(row) for row in scores)
   if op == "sort" and ties:
     return  # not differentiable at ties; the reference's np.argsort orders ties arbitrarily
@@ -49,16 +47,16 @@ def test_agrees_with_the_authors_code(case, op):
     # The reference's SoftSort.vjp weighs KL blocks by the softmax of rho / eps instead of the
     # sorted values; compare with finite differences of its values (lists up to 100 items).
     if f"{case}_sort_numeric_vjp" in DATA.files:
-      np.testing.assert_allclose(vjp, DATA[f"{case}_sort_numeric_vjp"], atol=ATOL, rtol=RTOL)
+      np.testing.assert_allclose(vjp, DATA[f"{case}_sort_numeric_vjp"], atol=ATOL, rtol=0)
     return
-  np.testing.assert_allclose(vjp, DATA[f"{case}_{op}_vjp"], atol=ATOL, rtol=RTOL)
+  np.testing.assert_allclose(vjp, DATA[f"{case}_{op}_vjp"], atol=ATOL, rtol=0)
 
 
 def test_tiny_regularization_gives_exact_ranks_and_sorted_values():
   rng = np.random.default_rng(0)
   x = np.array([rng.permutation(50) * 0.01 for _ in range(4)])  # gaps of 10 * eps
   for regularization in ("l2", "kl"):
-    tol = 1e-6 if X64 else 5e-3
+    tol = 1e-6
     ranks = bt.numpy(soft_rank(x, 1e-3, regularization))
     expected = np.array([scipy.stats.rankdata(-row) for row in x])  # 1 = highest
     np.testing.assert_allclose(ranks, expected, atol=tol)
@@ -86,10 +84,10 @@ def test_two_items_closed_form():
     r = 1.5 + np.clip((a - b) / (2 * eps), -0.5, 0.5)
     pair = np.array([[a, b]])
     got = bt.numpy(soft_rank(pair, eps, direction="ASCENDING"))
-    np.testing.assert_allclose(got, [[r, 3 - r]], rtol=1e-6 if X64 else 1e-5)
+    np.testing.assert_allclose(got, [[r, 3 - r]], rtol=1e-6)
     half = min(abs(a - b), 1 / eps) / 2
     expected = [[(a + b) / 2 + half, (a + b) / 2 - half]]
-    np.testing.assert_allclose(bt.numpy(soft_sort(pair, eps)), expected, rtol=1e-6 if X64 else 1e-5)
+    np.testing.assert_allclose(bt.numpy(soft_sort(pair, eps)), expected, rtol=1e-6)
 
 
 def test_isotonic_regression_against_a_direct_pav():
@@ -107,15 +105,15 @@ def test_isotonic_regression_against_a_direct_pav():
     return np.concatenate([[total / count] * count for total, count in blocks])
 
   got = bt.numpy(isotonic_regression(y, np.zeros_like(y)))
-  np.testing.assert_allclose(got, [pav(row) for row in y], atol=1e-12 if X64 else 1e-5)
+  np.testing.assert_allclose(got, [pav(row) for row in y], atol=1e-12)
 
 
 def test_finite_differences():
-  """float64, or float32 with a larger step on JAX (x64 off)."""
+  """float64 on every backend."""
   rng = np.random.default_rng(2)
   x = rng.normal(size=(2, 12))
   v = ops.convert_to_tensor(rng.normal(size=(2, 12)))
-  eps, tol = (1e-6, 1e-6) if X64 else (1e-3, 1e-2)
+  eps, tol = 1e-6, 1e-6
   for op in (soft_rank, soft_sort):
     for regularization in ("l2", "kl"):
 
@@ -128,8 +126,8 @@ def test_finite_differences():
 
 @pytest.mark.parametrize("mode", bt.compile_modes())
 def test_compile_modes(mode):
-  x = np.random.default_rng(3).normal(size=(3, 20))  # float32 on JAX (x64 off)
-  tol = 1e-5 if X64 else 2e-3  # float32: XLA and jit reorder the sums of the kl gradient
+  x = np.random.default_rng(3).normal(size=(3, 20))
+  tol = 1e-5
 
   def value(x):
     r = soft_rank(x, 0.1, "kl")

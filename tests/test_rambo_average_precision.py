@@ -18,12 +18,8 @@ from tfrank4class.losses.rambo.average_precision import (
   mean_average_precision_loss_value,
 )
 
-
-@pytest.fixture(autouse=True)
-def _float64():
-  """float64 inputs stay float64 on every backend (JAX: jax_enable_x64 for the test)."""
-  with bt.float64():
-    yield
+#: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
+pytestmark = pytest.mark.usefixtures("float64_inputs")
 
 
 #: A score memory keeps only values it can read when called: on JAX, not under jax.grad.

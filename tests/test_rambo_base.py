@@ -13,12 +13,8 @@ from tfrank4class.losses.rambo.average_precision import average_precision_loss_v
 from tfrank4class.losses.rambo.ndcg import ndcg_loss_values
 from tfrank4class.losses.rambo.recall import recall_loss_values
 
-
-@pytest.fixture(autouse=True)
-def _float64():
-  """float64 inputs stay float64 on every backend (JAX: jax_enable_x64 for the test)."""
-  with bt.float64():
-    yield
+#: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
+pytestmark = pytest.mark.usefixtures("float64_inputs")
 
 
 PER_LIST = [recall_loss_values, average_precision_loss_values, ndcg_loss_values]

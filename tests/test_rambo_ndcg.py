@@ -11,12 +11,8 @@ from tfrank4class.compat import keras
 from tfrank4class.losses import BlackboxNDCGLoss
 from tfrank4class.losses.rambo.ndcg import ndcg_loss_values
 
-
-@pytest.fixture(autouse=True)
-def _float64():
-  """float64 inputs stay float64 on every backend (JAX: jax_enable_x64 for the test)."""
-  with bt.float64():
-    yield
+#: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
+pytestmark = pytest.mark.usefixtures("float64_inputs")
 
 
 def test_hand_case():

@@ -15,12 +15,8 @@ from tfrank4class.compat import BACKEND, keras
 from tfrank4class.losses import RecallLoss
 from tfrank4class.losses.rambo.recall import recall_loss_values, similarity_lists
 
-
-@pytest.fixture(autouse=True)
-def _float64():
-  """float64 inputs stay float64 on every backend (JAX: jax_enable_x64 for the test)."""
-  with bt.float64():
-    yield
+#: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
+pytestmark = pytest.mark.usefixtures("float64_inputs")
 
 
 def np_recall(scores, relevance, weighting="log"):

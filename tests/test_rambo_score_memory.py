@@ -8,12 +8,8 @@ import pytest
 from tfrank4class.compat import BACKEND, keras, ops
 from tfrank4class.losses import ScoreMemory
 
-
-@pytest.fixture(autouse=True)
-def _float64():
-  """float64 inputs stay float64 on every backend (JAX: jax_enable_x64 for the test)."""
-  with bt.float64():
-    yield
+#: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
+pytestmark = pytest.mark.usefixtures("float64_inputs")
 
 
 def batches(sizes, width=3):

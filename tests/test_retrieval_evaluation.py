@@ -1,18 +1,13 @@
 """Tests of tfrank4class.retrieval.evaluation (the host loop) against numpy brute force."""
 
 import _retrieval_reference as ref
-import backend_testing
 import numpy as np
 import pytest
 
 from tfrank4class.retrieval.evaluation import map_at_r, retrieval_metrics, retrieval_recall_at_k
 
-
-@pytest.fixture(autouse=True)
-def float64_kept():
-  """The retrieval metrics compute in float64 (JAX: with ``jax_enable_x64``)."""
-  with backend_testing.float64():
-    yield
+#: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
+pytestmark = pytest.mark.usefixtures("float64_inputs")
 
 
 # ---------------------------------------------------------------- values

@@ -4,7 +4,6 @@ backend, against numpy brute force over every tie-breaking order."""
 import itertools
 
 import _retrieval_reference as ref
-import backend_testing
 import numpy as np
 import pytest
 from backend_testing import compile_modes, compiled, numpy
@@ -20,11 +19,8 @@ from tfrank4class.retrieval.kernel import (
 TOL = 1e-12
 
 
-@pytest.fixture(autouse=True)
-def float64_kept():
-  """The retrieval metrics compute in float64 (JAX: with ``jax_enable_x64``)."""
-  with backend_testing.float64():
-    yield
+#: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
+pytestmark = pytest.mark.usefixtures("float64_inputs")
 
 
 # ---------------------------------------------------------------- execution modes

@@ -22,11 +22,8 @@ from tfrank4class.losses.topk.smooth_svm import (
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "smooth_topk_svm.npz"
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-  """float64 inputs stay float64 on every backend (JAX: jax_enable_x64 for the test)."""
-  with bt.float64():
-    yield
+#: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
+pytestmark = pytest.mark.usefixtures("float64_inputs")
 
 
 def brute_force(s, y, k, tau, alpha):

@@ -17,11 +17,8 @@ from tfrank4class.losses.topk.soft_rank import SoftRankTopKLoss, soft_rank_topk_
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "soft_sort.npz"
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-  """float64 inputs stay float64 on every backend (JAX: jax_enable_x64 for the test)."""
-  with bt.float64():
-    yield
+#: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
+pytestmark = pytest.mark.usefixtures("float64_inputs")
 
 
 def test_soft_ranks_of_the_authors_code():

@@ -3,17 +3,18 @@
 import backend_testing as bt
 import numpy as np
 import pytest
-from _topk_reference import case_id, cases, finite_difference, float64_kept, value_and_grad
+from _topk_reference import case_id, cases, finite_difference, value_and_grad
 from scipy import special
 
 from tfrank4class import backend, ranking
 from tfrank4class.compat import ops
 
 CASES = cases("softsort")
-#: float64 fixtures to 1e-10 where float64 is kept (not JAX, x64 off), else to float32 resolution.
-TOL = 1e-10 if float64_kept() else 2e-5
-#: Finite-difference step and tolerance: float64, or float32 on JAX.
-EPS, FD_TOL = (1e-6, 1e-6) if float64_kept() else (1e-3, 2e-3)
+#: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
+pytestmark = pytest.mark.usefixtures("float64_inputs")
+#: The float64 fixtures to 1e-10; finite differences: step and tolerance.
+TOL = 1e-10
+EPS, FD_TOL = 1e-6, 1e-6
 
 
 @pytest.mark.parametrize("config,arrays", CASES, ids=[case_id(c) for c, _ in CASES])

@@ -5,7 +5,7 @@ import math
 import backend_testing as bt
 import numpy as np
 import pytest
-from _topk_reference import case_id, cases, finite_difference, float64_kept, value_and_grad
+from _topk_reference import case_id, cases, finite_difference, value_and_grad
 from scipy import special
 
 from tfrank4class import backend, ranking
@@ -14,14 +14,14 @@ from tfrank4class.ranking import sorting_networks
 
 SORT_CASES = cases("sort")
 TOPK_CASES = cases("topk")
-X64 = float64_kept()
-#: float64 on both sides (the observed differences are below 1e-13); float32 resolution on JAX
-#: (x64 off: float64 input becomes float32).
-ATOL = 1e-10 if X64 else 2e-5
-#: Sums and exact limits: float64 resolution, or float32's.
-EXACT = 1e-12 if X64 else 2e-6
+#: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
+pytestmark = pytest.mark.usefixtures("float64_inputs")
+#: float64 on both sides (the observed differences are below 1e-13).
+ATOL = 1e-10
+#: Sums and exact limits: float64 resolution.
+EXACT = 1e-12
 #: Finite differences: step and tolerance.
-EPS, FD_TOL = (1e-6, 1e-6) if X64 else (1e-3, 2e-3)
+EPS, FD_TOL = 1e-6, 1e-6
 
 
 @pytest.mark.parametrize("config,arrays", SORT_CASES, ids=[case_id(c) for c, _ in SORT_CASES])
@@ -35,7 +35,7 @@ def test_sort_matches_diffsort(config, arrays):
   )
   np.testing.assert_allclose(values, arrays["out0"], atol=ATOL)
   np.testing.assert_allclose(perm, arrays["out1"], atol=ATOL)
-  np.testing.assert_allclose(grad, arrays["grad"], atol=ATOL * (1 if X64 else 50))
+  np.testing.assert_allclose(grad, arrays["grad"], atol=ATOL)
 
 
 @pytest.mark.parametrize("config,arrays", TOPK_CASES, ids=[case_id(c) for c, _ in TOPK_CASES])
@@ -53,7 +53,7 @@ def test_topk_matches_difftopk(config, arrays):
     [arrays["cot0"]],
   )
   np.testing.assert_allclose(top, arrays["out0"], atol=ATOL)
-  np.testing.assert_allclose(grad, arrays["grad"], atol=ATOL * (1 if X64 else 50))
+  np.testing.assert_allclose(grad, arrays["grad"], atol=ATOL)
 
 
 def _sigmoid(distribution, d, beta, art_lambda=0.25):

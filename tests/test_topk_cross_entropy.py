@@ -4,7 +4,7 @@ every backend (strategies: TensorFlow only)."""
 import backend_testing as bt
 import numpy as np
 import pytest
-from _topk_reference import case_id, cases, finite_difference, float64_kept, value_and_grad
+from _topk_reference import case_id, cases, finite_difference, value_and_grad
 from scipy import special
 
 from tfrank4class import backend, losses
@@ -13,19 +13,11 @@ from tfrank4class.losses.topk.cross_entropy import TopKCrossEntropyLoss, topk_cr
 
 CASES = cases("loss")
 EPS = 1e-7  # the constant of the authors' log
-#: float64 stays float64 on every backend (JAX: jax_enable_x64, on for every test here): the
+#: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test): the
 #: fixtures, the hand case and the finite differences are compared at float64 resolution.
-with bt.float64():
-  X64 = float64_kept()
-TOL, RTOL = (1e-10, 1e-12) if X64 else (2e-6, 2e-6)
-FD_EPS, FD_TOL = (1e-6, 1e-6) if X64 else (1e-3, 2e-3)
-
-
-@pytest.fixture(autouse=True)
-def _float64():
-  """float64 inputs stay float64 on every backend (JAX: jax_enable_x64 for the test)."""
-  with bt.float64():
-    yield
+pytestmark = pytest.mark.usefixtures("float64_inputs")
+TOL, RTOL = 1e-10, 1e-12
+FD_EPS, FD_TOL = 1e-6, 1e-6
 
 
 def _loss(config, x, labels):
