@@ -11,13 +11,16 @@ only module of the core that calls a backend's own library:
   none; JAX's ``lax.sort`` takes several keys, TensorFlow and PyTorch sort one int64 key);
 * :func:`top_k`: ``torch.topk`` does not order ties by index (TensorFlow and JAX put the lower
   index first); here all three do;
+* :func:`take_along_axis`: Keras's form costs many small ops on TensorFlow (one gather here);
 * :func:`searchsorted`: ``keras.ops.searchsorted`` is 1-D only; here it is batched over leading
   axes, with each backend's own batched search;
 * :func:`lgamma`, :func:`digamma`: not in ``keras.ops``;
 * :func:`maximum`, :func:`minimum`, :func:`matmul`, :func:`cumsum`, :func:`floor`,
-  :func:`mean`, :func:`arctan`, :func:`divide_no_nan`, :func:`logaddexp`: in the inputs' dtype,
-  where Keras 3.15's forms compute float64 in float32 on PyTorch (``ops.mean``, ``ops.floor``
-  and ``ops.arctan`` on JAX with x64 too);
+  :func:`mean`, :func:`segment_sum`, :func:`arctan`, :func:`divide_no_nan`, :func:`logaddexp`:
+  in the inputs' dtype, where Keras 3.15's forms compute float64 in float32 on PyTorch
+  (``ops.mean``, ``ops.floor`` and ``ops.arctan`` on JAX with x64 too);
+* :func:`uniform`: ``keras.random.uniform``'s numbers, drawn on TensorFlow with Philox under XLA
+  too, where TensorFlow's automatic choice of algorithm is about 17x slower on a CPU;
 * :func:`custom_gradient`: ``keras.ops.custom_gradient`` is ``tf.custom_gradient`` on TensorFlow
   and ``jax.custom_gradient`` on JAX, whose gradient function receives the upstream gradient as
   its argument; on PyTorch Keras calls it as ``grad_fn(*inputs, upstream=...)`` and saves every
@@ -31,8 +34,6 @@ only module of the core that calls a backend's own library:
 * :func:`invert_permutation`: batched, in O(n), with TensorFlow's own op outside XLA (the one
   place that asks TensorFlow's internals whether XLA compiles the graph); :func:`do_not_convert`
   keeps AutoGraph off the rank operators (TensorFlow only);
-* :func:`vector_jacobian`, :func:`sequential_map`: a backward pass inside a custom gradient, and
-  a map that runs one chunk at a time (the chunked interactions' memory bound);
 * :func:`is_concrete`: whether a tensor's values can be read now (eager) or are being traced
   (``tf.function``, ``jax.jit``, ``torch.compile``, Keras's symbolic shapes), so that a
   data-dependent check can raise eagerly and mark the result NaN when traced
@@ -48,6 +49,8 @@ Example:
   array([[1, 2]]...)
 """
 
+# Over 500 lines: the one module of the core that calls a backend's own library, so that every
+# workaround sits in one place (tests/test_layout.py).
 import importlib
 
 import keras as _keras_3
@@ -115,9 +118,24 @@ def top_k(x, k):
   x = ops.convert_to_tensor(x)
   if BACKEND == "torch":
     order = stable_argsort(x, axis=-1, descending=True)[..., :k]
-    return ops.take_along_axis(x, order, axis=-1), order
+    return take_along_axis(x, order), order
   values, indices = ops.top_k(x, k, sorted=True)
   return values, ops.cast(indices, "int32")
+
+
+def take_along_axis(x, indices, axis=-1):
+  """``keras.ops.take_along_axis(x, indices, axis)``, on TensorFlow one batched ``tf.gather``
+  where ``axis`` is the last and ``indices`` has the static leading shape of ``x`` (Keras's form
+  adds a broadcast, a fix of negative indices and two transposes: 40 % of the ops of a RaMBO loss
+  under ``tf.function``)."""
+  x, indices = ops.convert_to_tensor(x), ops.convert_to_tensor(indices)
+  rank = len(x.shape)
+  leading = tuple(x.shape[:-1])
+  if BACKEND != "tensorflow" or axis not in (-1, rank - 1) or None in leading:
+    return ops.take_along_axis(x, indices, axis=axis)
+  if len(indices.shape) != rank or tuple(indices.shape[:-1]) != leading:
+    return ops.take_along_axis(x, indices, axis=axis)
+  return _library().gather(x, indices, batch_dims=rank - 1, axis=-1)
 
 
 def searchsorted(sorted_sequence, values, side="left"):
@@ -167,24 +185,41 @@ def _logsumexp_scan(x, reverse):
 
 def cumulative_logsumexp(x, reverse=False):
   """``log(sum(exp(x_j)))`` over ``j <= i`` (``j >= i`` with ``reverse``) along the last axis of
-  ``[B, n]``, finite at any spread of ``x``, with the exact gradient at ties.
+  ``[B, n]``, finite at any spread of ``x``, with the exact gradient at ties; NaN where a sum
+  takes in a NaN.
 
-  Each library's own ``O(n)`` scan (``tf.math.cumulative_logsumexp``, ``jax.lax.cumlogsumexp``,
+  Where every row spans less than 60 (600 in float64): ``m + log(cumsum(exp(x - m)))`` with ``m``
+  the row's maximum, all of whose terms are normal floats (with its gradient, twice as fast as the
+  scans under ``tf.function``). Else each library's own ``O(n)`` scan
+  (``tf.math.cumulative_logsumexp``, which drops NaNs, ``jax.lax.cumlogsumexp``,
   ``torch.logcumsumexp``), except under XLA on TensorFlow, where that op lowers to a slower
   windowed reduction and a Hillis-Steele scan of ``logaddexp`` (``log2 n`` elementwise passes,
   ``n`` static) is faster.
   """
   x = ops.convert_to_tensor(x)
+  top = ops.stop_gradient(ops.max(x, axis=-1, keepdims=True))
+  spread = 600.0 if dtype_name(x) == "float64" else 60.0
+  narrow = ops.all(ops.min(x, axis=-1, keepdims=True) >= top - spread)  # False for a NaN
+  flip = (lambda y: ops.flip(y, axis=-1)) if reverse else (lambda y: y)
+
+  def shifted():
+    return top + ops.log(flip(cumsum(flip(ops.exp(x - top)), axis=-1)))
+
+  return ops.cond(narrow, shifted, lambda: _scanned(x, reverse, flip))
+
+
+def _scanned(x, reverse, flip):
+  has_nan = flip(cumsum(flip(ops.cast(ops.isnan(x), "int32")), axis=-1)) > 0
   if BACKEND == "tensorflow":
     if _in_xla_context():
-      return _logsumexp_scan(x, reverse)
-    return _library().math.cumulative_logsumexp(x, axis=-1, reverse=reverse)
-  if BACKEND == "jax":
-    return _library().lax.cumlogsumexp(x, axis=x.ndim - 1, reverse=reverse)
-  torch = _library()
-  if reverse:
-    return torch.flip(torch.logcumsumexp(torch.flip(x, [-1]), dim=-1), [-1])
-  return torch.logcumsumexp(x, dim=-1)
+      sums = _logsumexp_scan(x, reverse)
+    else:
+      sums = _library().math.cumulative_logsumexp(x, axis=-1, reverse=reverse)
+  elif BACKEND == "jax":
+    sums = _library().lax.cumlogsumexp(x, axis=x.ndim - 1, reverse=reverse)
+  else:
+    sums = flip(_library().logcumsumexp(flip(x), dim=-1))
+  return ops.where(has_nan, float("nan"), sums)
 
 
 #: The elementwise functions taken from each library itself: ``{function: {backend: (module,
@@ -229,6 +264,16 @@ def lgamma(x):
 def digamma(x):
   """``d/dx log Gamma(x)`` elementwise."""
   return _own_elementwise("digamma", x)
+
+
+def uniform(shape, seed, dtype):
+  """``keras.random.uniform(shape, dtype=dtype, seed=seed)`` for a ``keras.random.SeedGenerator``
+  ``seed``: the same numbers outside XLA (TensorFlow: Philox, its own choice there, from Keras's
+  seed; under XLA a different stream of the same law)."""
+  if BACKEND != "tensorflow":
+    return _keras_3.random.uniform(shape, dtype=dtype, seed=seed)
+  state = ops.cast(ops.mod(seed.next(), 2**31 - 2), "int32")  # as Keras casts it
+  return _library().random.stateless_uniform(shape, state, dtype=dtype, alg="philox")
 
 
 def custom_gradient(f):
@@ -387,25 +432,20 @@ def _torch_operands(a, b):
   return ops.convert_to_tensor(a, dtype), ops.convert_to_tensor(b, dtype)
 
 
-def maximum(a, b):
-  """``keras.ops.maximum(a, b)`` in the inputs' dtype."""
-  if BACKEND != "torch":
-    return ops.maximum(a, b)
-  return _library().maximum(*_torch_operands(a, b))
+def _binary(name):
+  """``keras.ops.<name>(a, b)`` in the inputs' dtype (PyTorch: its own function)."""
+
+  def kept(a, b):
+    if BACKEND != "torch":
+      return getattr(ops, name)(a, b)
+    return getattr(_library(), name)(*_torch_operands(a, b))
+
+  kept.__name__ = kept.__qualname__ = name
+  kept.__doc__ = f"``keras.ops.{name}(a, b)`` in the inputs' dtype."
+  return kept
 
 
-def minimum(a, b):
-  """``keras.ops.minimum(a, b)`` in the inputs' dtype."""
-  if BACKEND != "torch":
-    return ops.minimum(a, b)
-  return _library().minimum(*_torch_operands(a, b))
-
-
-def matmul(a, b):
-  """``keras.ops.matmul(a, b)`` in the inputs' dtype."""
-  if BACKEND != "torch":
-    return ops.matmul(a, b)
-  return _library().matmul(*_torch_operands(a, b))
+maximum, minimum, matmul = (_binary(name) for name in ("maximum", "minimum", "matmul"))
 
 
 def cumsum(x, axis):
@@ -422,6 +462,14 @@ def floor(x):
   if BACKEND == "jax":
     return _library().numpy.floor(ops.convert_to_tensor(x))
   return ops.floor(x)
+
+
+def segment_sum(x, segments, num_segments):
+  """``keras.ops.segment_sum`` of ``x`` ``[N]`` in its dtype (PyTorch: a scatter-add)."""
+  if BACKEND != "torch":
+    return ops.segment_sum(x, segments, num_segments=num_segments)
+  zeros = ops.zeros((num_segments,), dtype_name(x))
+  return ops.scatter_update(zeros, ops.reshape(segments, (-1, 1)), x, reduction="add")
 
 
 def mean(x, axis=None, keepdims=False):

@@ -249,7 +249,7 @@ def _ndcg_dense(k, gain, relevance, mask, masked):
   if k is not None:
     length = min(k, n) if n is not None else ops.minimum(k, length)
   values, index = backend.top_k(masked, length)
-  top_gains = ops.take_along_axis(gains, index, axis=-1)
+  top_gains = backend.take_along_axis(gains, index, axis=-1)
   descending = -values
   first = backend.searchsorted(descending, descending, side="left")
   last = backend.searchsorted(descending, descending, side="right")
@@ -257,7 +257,7 @@ def _ndcg_dense(k, gain, relevance, mask, masked):
     [ops.zeros_like(top_gains[:, :1]), ops.cumsum(top_gains, axis=-1)], axis=-1
   )
   within = (
-    ops.take_along_axis(cumulative, last, axis=-1) - ops.take_along_axis(cumulative, first, axis=-1)
+    backend.take_along_axis(cumulative, last) - backend.take_along_axis(cumulative, first)
   ) / ops.cast(last - first, "float32")
   # The lowest group may reach past the cut-off: average its gain over the whole list.
   boundary = values[:, -1:]
@@ -314,7 +314,7 @@ def _single(labels, scores):
   """
   n = num_items(scores)
   ids = _clipped_ids(labels.ids, n)
-  true = ops.take_along_axis(scores, ids[:, None], axis=-1)
+  true = backend.take_along_axis(scores, ids[:, None], axis=-1)
   q = ops.sign(scores - true)
   ahead_minus_below = ops.sum(q, axis=-1)
   untied = ops.sum(ops.abs(q), axis=-1)

@@ -75,7 +75,7 @@ def _first_relevant_group(scores, relevant, mask):
   big = ops.cast(ops.shape(scores)[-1] + 1, scores.dtype)
   above = ops.where(is_rel, stats["above"], big)
   best = ops.argmin(above, axis=-1)
-  pick = lambda x: ops.take_along_axis(x, best[:, None], axis=-1)[:, 0]
+  pick = lambda x: backend.take_along_axis(x, best[:, None], axis=-1)[:, 0]
   return (
     pick(stats["above"]),
     pick(stats["tied"]),

@@ -56,14 +56,14 @@ def nearest_gap(z):
   gradient."""
   z = ops.stop_gradient(ops.convert_to_tensor(z))
   order = backend.stable_argsort(z, axis=-1)
-  ascending = ops.take_along_axis(z, order, axis=-1)
+  ascending = backend.take_along_axis(z, order, axis=-1)
   gaps = ascending[:, 1:] - ascending[:, :-1]
   big = ops.full_like(gaps[:, :1], float("inf"))
   nearest_sorted = ops.minimum(
     ops.concatenate([big, gaps], axis=-1), ops.concatenate([gaps, big], axis=-1)
   )
   inverse = backend.stable_argsort(order, axis=-1)
-  return ops.take_along_axis(nearest_sorted, inverse, axis=-1)
+  return backend.take_along_axis(nearest_sorted, inverse, axis=-1)
 
 
 @export()

@@ -216,12 +216,12 @@ def ranks_within(flat, flat_mask, dtype=None):
   """
   dtype = dtype or backend.dtype_name(flat)
   order, inverse = sort_and_invert(flat)
-  in_sorted = ops.cast(ops.take_along_axis(flat_mask, order, axis=-1), dtype)
+  in_sorted = ops.cast(backend.take_along_axis(flat_mask, order, axis=-1), dtype)
   # Walking down the sorted list, an item's rank in its group is the count of its group so far.
   inside = backend.cumsum(in_sorted, axis=-1)
   outside = backend.cumsum(1.0 - in_sorted, axis=-1)
   sorted_ranks = ops.where(in_sorted > 0, inside, outside)
-  return ops.take_along_axis(sorted_ranks, inverse, axis=-1)
+  return backend.take_along_axis(sorted_ranks, inverse, axis=-1)
 
 
 def sink(scores, keep):

@@ -46,10 +46,11 @@ and soft sort returns the values in decreasing order. ``"ASCENDING"`` is the aut
 
 Written on ``keras.ops``: TensorFlow (eager, ``tf.function``, ``jit_compile=True``), JAX (eager,
 ``jax.jit``; the loop is ``lax.while_loop``, whose carry holds no gradient) and PyTorch (eager; the
-loop is a Python loop). The segment sums are scatter-adds (``ops.scatter_update(...,
-reduction="add")``): Keras' ``segment_sum`` on PyTorch computes in float32 whatever the dtype.
-float64 scores stay float64 on TensorFlow; on JAX (without x64) and PyTorch Keras's dtype
-promotion (``keras.backend.result_type``) computes some steps in float32.
+loop is a Python loop). The segment sums are :func:`tfrank4class.backend.segment_sum` (Keras's
+``segment_sum`` on PyTorch computes in float32 whatever the dtype; on TensorFlow it is
+``unsorted_segment_sum``, with which the soft rank runs about twice as fast under ``tf.function``
+as with a scatter-add).
+float64 scores stay float64 on every backend (JAX: with ``jax_enable_x64``).
 """
 
 from tfrank4class import backend, checks
@@ -70,10 +71,7 @@ def _check(regularization_strength, regularization, direction):
 def _segment_sum(x, segments, num_segments):
   """Sums of the entries of ``x`` ``[B, n]`` by global segment id ``segments`` ``[B, n]``, in
   the dtype of ``x``."""
-  zeros = ops.zeros((num_segments,), backend.dtype_name(x))
-  return ops.scatter_update(
-    zeros, ops.reshape(segments, (-1, 1)), ops.reshape(x, (-1,)), reduction="add"
-  )
+  return backend.segment_sum(ops.reshape(x, (-1,)), ops.reshape(segments, (-1,)), num_segments)
 
 
 def _segment_values(s, w, segments, num_segments, regularization):
@@ -158,7 +156,7 @@ def _sorted_descending(values):
   this order decides which one-sided derivative the gradient is.
   """
   order, inverse = exact.sort_and_invert(values)
-  return ops.take_along_axis(values, order, axis=-1), inverse
+  return backend.take_along_axis(values, order, axis=-1), inverse
 
 
 def _rho(like):
@@ -201,7 +199,7 @@ def soft_rank(scores, regularization_strength=1.0, regularization="l2", directio
   rho = _rho(s)
   w = rho if regularization == "l2" else ops.log(rho)
   primal = s - isotonic_regression(s, w, regularization)
-  primal = ops.take_along_axis(primal, inverse, axis=-1)
+  primal = backend.take_along_axis(primal, inverse, axis=-1)
   ranks = primal if regularization == "l2" else ops.exp(primal)
   return ranks
 

@@ -289,7 +289,7 @@ def _through_layers(rows, steps):
     c = len(u)
     rest = np.setdiff1d(np.arange(n), np.concatenate([u, v]))
     rows = _permute(rows, np.argsort(order)[np.concatenate([u, v, rest])])
-    first, second, kept = rows[:c], rows[c : 2 * c], rows[2 * c :]
+    first, second, kept = ops.split(rows, [c, 2 * c], axis=0)
     rows = ops.concatenate([*combine(first, second), kept], axis=0)
     order = np.concatenate([u_out, v_out, rest])
   return _permute(rows, np.argsort(order))

@@ -51,7 +51,7 @@ def tie_statistics(scores, relevant=None, mask=None):
   else:
     # One sort serves both: the permutation orders the relevance, the gathered values are searched.
     order = backend.stable_argsort(scores, axis=-1)
-    ascending = ops.take_along_axis(scores, order, axis=-1)
+    ascending = backend.take_along_axis(scores, order, axis=-1)
   # Positions in the ascending sort: items <= s_i and items < s_i.
   n_le = ops.cast(backend.searchsorted(ascending, scores, side="right"), "int32")
   n_lt = ops.cast(backend.searchsorted(ascending, scores, side="left"), "int32")
@@ -62,14 +62,14 @@ def tie_statistics(scores, relevant=None, mask=None):
     relevant = ops.cast(relevant, dtype)
     if mask is not None:
       relevant = ops.where(mask, relevant, ops.zeros_like(relevant))
-    rel_sorted = ops.take_along_axis(relevant, order, axis=-1)
+    rel_sorted = backend.take_along_axis(relevant, order, axis=-1)
     # cum[k] = relevance of the k smallest items; prepend 0 so cum[0] = 0.
     cum = ops.concatenate(
       [ops.zeros_like(rel_sorted[:, :1]), backend.cumsum(rel_sorted, axis=-1)], axis=-1
     )
     total = cum[:, -1:]
-    rel_le = ops.take_along_axis(cum, n_le, axis=-1)
-    rel_lt = ops.take_along_axis(cum, n_lt, axis=-1)
+    rel_le = backend.take_along_axis(cum, n_le, axis=-1)
+    rel_lt = backend.take_along_axis(cum, n_lt, axis=-1)
     out["rel_above"] = total - rel_le
     out["rel_tied"] = rel_le - rel_lt
   return out

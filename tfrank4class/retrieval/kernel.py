@@ -113,9 +113,9 @@ def average_precision_at_r(sims, valid, positive, num_positives):
   known = backend.static_value(k_top)
   k_top = int(known) if known is not None else k_top  # a tensor inside tf.function
   top_v, top_i = backend.top_k(ops.where(valid, sims, -np.inf), k_top)
-  top_pos = ops.cast(ops.take_along_axis(ops.convert_to_tensor(positive), top_i, axis=1), dtype)
+  top_pos = ops.cast(backend.take_along_axis(ops.convert_to_tensor(positive), top_i, axis=1), dtype)
   r_index = ops.clip(ops.cast(num_positives, "int32") - 1, 0, k_top - 1)
-  tau = ops.take_along_axis(top_v, r_index[:, None], axis=1)
+  tau = backend.take_along_axis(top_v, r_index[:, None], axis=1)
   # Groups strictly above tau: their statistics come from the top_k alone.
   above_tau = top_v > tau
   stats = tie_statistics(top_v, relevant=top_pos, mask=above_tau)

@@ -16,7 +16,14 @@ Example:
   0.1698
 """
 
-from tfrank4class.backend import cumulative_logsumexp, logaddexp, mean, searchsorted, stable_argsort
+from tfrank4class.backend import (
+  cumulative_logsumexp,
+  logaddexp,
+  mean,
+  searchsorted,
+  stable_argsort,
+  take_along_axis,
+)
 from tfrank4class.compat import ops
 from tfrank4class.losses.lambda_weights import DCGLambdaWeight, ListMLELambdaWeight
 from tfrank4class.losses.ranking_losses.base import Core
@@ -75,7 +82,7 @@ class UniqueSoftmaxLoss(Core):
     permutation = stable_argsort(key)
     sorted_key, sorted_logits = gather(permutation, key, logits)
     lower = searchsorted(sorted_key, key)
-    prefix = ops.take_along_axis(
+    prefix = take_along_axis(
       cumulative_logsumexp(sorted_logits), ops.maximum(lower - 1, 0), axis=-1
     )
     has_lower = ops.logical_and(valid, lower > 0)

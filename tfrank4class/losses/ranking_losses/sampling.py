@@ -7,7 +7,7 @@ backend breaks ties alike. TF-Ranking breaks ties in a random order; ``list_mle_
 ``coupled_rankdistil_loss``, where ties are the rule (one-hot labels), pass a uniform draw as
 ``tiebreak`` and so draw that random order too.
 
-Random draws come from :func:`uniform` (``keras.random.uniform`` with the loss's
+Random draws come from :func:`uniform` (``keras.random.uniform``'s numbers, from the loss's
 ``keras.random.SeedGenerator``); the oracle test (``tests/test_tf_ranking_oracle.py``) replaces
 it, and TF-Ranking's own draws, by the same numbers.
 
@@ -22,8 +22,6 @@ import math
 import warnings
 import weakref
 
-from keras import random as keras_random
-
 from tfrank4class.backend import (
   argsort_pairs,
   dtype_name,
@@ -31,7 +29,9 @@ from tfrank4class.backend import (
   is_concrete,
   stable_argsort,
   state_is_carried,
+  take_along_axis,
 )
+from tfrank4class.backend import uniform as backend_uniform
 from tfrank4class.compat import ops
 
 #: ``log(1e-10)``: TF-Ranking's logit for a padded item in its listwise losses.
@@ -64,15 +64,15 @@ def uniform(shape, seed, like):
       UserWarning,
       stacklevel=2,
     )
-  return keras_random.uniform(shape, dtype=like.dtype, seed=seed)
+  return backend_uniform(shape, seed, like.dtype)
 
 
 def _refine(permutation, key, descending):
   """``permutation`` stably re-sorted by ``key`` (given in the items' original order)."""
   if permutation is None:
     return stable_argsort(key, descending=descending)
-  step = stable_argsort(ops.take_along_axis(key, permutation, axis=-1), descending=descending)
-  return ops.take_along_axis(permutation, step, axis=-1)
+  step = stable_argsort(take_along_axis(key, permutation, axis=-1), descending=descending)
+  return take_along_axis(permutation, step, axis=-1)
 
 
 #: Dtypes whose order an int32 ordinal keeps exactly, short of the largest int32 once complemented.
@@ -124,7 +124,7 @@ def ranks(keys, valid=None, tiebreak=None):
 
 def gather(permutation, *tensors):
   """Each of ``tensors`` ``[B, n]`` in the order of ``permutation`` (indices ``[B, n]``)."""
-  return [ops.take_along_axis(tensor, permutation, axis=-1) for tensor in tensors]
+  return [take_along_axis(tensor, permutation, axis=-1) for tensor in tensors]
 
 
 class GumbelSampler:

@@ -111,7 +111,7 @@ def _top_m(scores, ids, m):
   is_true = ops.equal(ops.arange(scores.shape[-1])[None, :], ops.cast(ids, "int32")[:, None])
   others = ops.where(is_true, ops.full_like(scores, -math.inf), scores)
   top, _ = backend.top_k(others, m - 1)
-  true = ops.take_along_axis(scores, ops.cast(ids, "int64")[:, None], axis=-1)
+  true = backend.take_along_axis(scores, ops.cast(ids, "int64")[:, None], axis=-1)
   return ops.concatenate([true, top], axis=-1)
 
 

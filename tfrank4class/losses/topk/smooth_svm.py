@@ -40,7 +40,7 @@ import math
 
 import numpy as np
 
-from tfrank4class import checks, compat
+from tfrank4class import backend, checks, compat
 from tfrank4class.compat import ops
 from tfrank4class.labels import num_items
 from tfrank4class.losses.base import ListwiseLoss
@@ -208,7 +208,7 @@ def _hard_loss(scores, parsed, rivals, enough, k, alpha):
 
 def _take(values, ids):
   """``values[b, ids[b]]`` ``[B]`` of ``values`` ``[B, C]``."""
-  return ops.take_along_axis(values, ops.cast(ids, "int64")[:, None], axis=-1)[:, 0]
+  return backend.take_along_axis(values, ops.cast(ids, "int64")[:, None], axis=-1)[:, 0]
 
 
 def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):

@@ -29,7 +29,7 @@ classes alone.
 
 import numpy as np
 
-from tfrank4class import checks, compat
+from tfrank4class import backend, checks, compat
 from tfrank4class.compat import ops
 from tfrank4class.labels import num_items
 from tfrank4class.losses.base import ListwiseLoss
@@ -84,7 +84,7 @@ def soft_rank_topk_loss(
   sink = ops.stop_gradient(lowest - (size + 1) * eps)
   lists = ops.where(parsed.valid, scores, ops.broadcast_to(sink, ops.shape(scores)))
   ranks = soft_rank(lists, eps, regularization)
-  true_rank = ops.take_along_axis(ranks, ops.cast(parsed.ids, "int64")[:, None], axis=-1)[:, 0]
+  true_rank = backend.take_along_axis(ranks, ops.cast(parsed.ids, "int64")[:, None], axis=-1)[:, 0]
   loss = ops.relu(true_rank - k)
   return parsed.mark_invalid(ops.where(parsed.has_true, loss, ops.zeros_like(loss)))
 

@@ -1,0 +1,99 @@
+"""tfrank4class.backend's cumulative log-sum-exp and random draws, on every backend and compile
+mode, against numpy (float64 suffix and prefix sums) and Keras's own ``keras.random.uniform``."""
+
+import keras as keras_3
+import numpy as np
+import pytest
+from backend_testing import BACKEND, compile_modes, compiled, numpy, value_and_grad
+
+from tfrank4class import backend
+from tfrank4class.compat import ops
+
+#: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
+pytestmark = pytest.mark.usefixtures("float64_inputs")
+
+
+def _parts(n, reverse):
+  """``mask[i, j]``: whether ``x_j`` enters the ``i``-th sum."""
+  i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+  return j >= i if reverse else j <= i
+
+
+# (dtype, spread, tolerance): a batch whose rows all span less than 60 (600 in float64) takes the
+# shifted cumulative sum, else the scan (float64 at 1,000 and float32 at 100, whose middle row is
+# narrow: one wide row decides for the batch).
+CASES = [("float64", 1.0, 1e-12), ("float64", 1000.0, 1e-12), ("float32", 30.0, 2e-6)]
+CASES += [("float32", 100.0, 2e-6)]
+
+
+@pytest.mark.parametrize("mode", compile_modes())
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dtype,spread,tol", CASES)
+def test_cumulative_logsumexp_values_and_gradients(dtype, spread, tol, reverse, mode):
+  rng = np.random.default_rng(5)
+  x = rng.uniform(-0.5, 0.5, size=(3, 9)) * spread
+  x[1] *= 0.01  # a narrow row beside the others
+  x = x.astype(dtype)
+  weights = rng.uniform(0.5, 1.5, size=(3, 9))
+  mask = _parts(9, reverse)[None]
+  wide = x.astype(np.float64)[:, None, :]
+  top = np.max(np.where(mask, wide, -np.inf), axis=-1, keepdims=True)
+  want = top[..., 0] + np.log(np.sum(np.exp(np.where(mask, wide - top, -np.inf)), axis=-1))
+  # d/dx_j sum_i w_i lse_i = sum_i w_i exp(x_j - lse_i) over the sums i that x_j enters.
+  terms = np.exp(np.where(mask, wide - want[..., None], -np.inf))
+  want_grad = np.sum(weights[..., None] * terms, 1)
+  fn = compiled(lambda v: backend.cumulative_logsumexp(v, reverse=reverse), mode)
+  got = numpy(fn(ops.convert_to_tensor(x)))
+  assert got.dtype == np.dtype(dtype)
+  np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+  w = ops.convert_to_tensor(weights.astype(dtype))
+  _, (grad,) = value_and_grad(lambda v: ops.sum(fn(v) * w), x)
+  np.testing.assert_allclose(grad, want_grad, rtol=10 * tol, atol=10 * tol)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumulative_logsumexp_is_finite_at_a_spread_of_a_thousand(reverse):
+  x = np.array([[-500.0, 3.0, 500.0, 2.0, -1.0], [0.1, 0.2, 0.3, 0.4, 0.5]])
+  parts = [[row[i:] if reverse else row[: i + 1] for i in range(5)] for row in x]
+  sums = [[np.logaddexp.reduce(part) for part in row] for row in parts]
+  x32 = ops.convert_to_tensor(x.astype(np.float32))
+  got = numpy(backend.cumulative_logsumexp(x32, reverse=reverse))
+  np.testing.assert_allclose(got, np.array(sums), rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode", compile_modes())
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumulative_logsumexp_is_nan_where_a_sum_takes_in_a_nan(reverse, mode):
+  """On every path (TensorFlow's own op drops NaNs)."""
+  x = np.array([[0.0, np.nan, 1.0], [0.0, 1.0, 2.0]], np.float32)
+  got = numpy(compiled(lambda v: backend.cumulative_logsumexp(v, reverse=reverse), mode)(x))
+  np.testing.assert_array_equal(np.isnan(got[0]), [True, True, False] if reverse else [0, 1, 1])
+  assert np.isfinite(got[1]).all()
+
+
+#: Where a draw advances its generator by itself: not under ``jax.jit``, whose state must be
+#: handed in (Keras's JAX ``fit`` does; tests/test_tf_ranking.py checks it there).
+STATEFUL_MODES = [m for m in compile_modes() if m != "jit"]
+
+
+@pytest.mark.parametrize("mode", [m for m in STATEFUL_MODES if m != "xla"])
+def test_uniform_draws_keras_numbers_and_advances(mode):
+  """Outside XLA the numbers are ``keras.random.uniform``'s from a generator of the same seed
+  (under XLA TensorFlow draws another stream of the same law: the next test)."""
+  ours, theirs = keras_3.random.SeedGenerator(37), keras_3.random.SeedGenerator(37)
+  draw = compiled(lambda: backend.uniform((4, 6), ours, "float32"), mode)
+  first, second = numpy(draw()), numpy(draw())
+  for got in (first, second):
+    np.testing.assert_array_equal(got, numpy(keras_3.random.uniform((4, 6), seed=theirs)))
+  assert not np.array_equal(first, second)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_uniform_in_every_compile_mode_is_uniform_on_the_unit_interval(dtype):
+  """A Kolmogorov-Smirnov distance of 4,000 draws from U[0, 1) below its 0.1 % critical value."""
+  for mode in STATEFUL_MODES:
+    seed = keras_3.random.SeedGenerator(3)
+    draws = np.sort(numpy(compiled(lambda s=seed: backend.uniform((4000,), s, dtype), mode)()))
+    assert draws.dtype == np.dtype(dtype) and draws.min() >= 0.0 and draws.max() < 1.0
+    grid = np.arange(1, 4001) / 4000
+    assert np.max(np.abs(draws - grid)) < 1.95 / np.sqrt(4000), (mode, BACKEND)
