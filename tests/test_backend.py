@@ -4,7 +4,14 @@ mode, against numpy (float64 suffix and prefix sums) and Keras's own ``keras.ran
 import keras as keras_3
 import numpy as np
 import pytest
-from backend_testing import BACKEND, compile_modes, compiled, numpy, value_and_grad
+from backend_testing import (
+  BACKEND,
+  compile_modes,
+  compiled,
+  finite_difference_grad,
+  numpy,
+  value_and_grad,
+)
 
 from tfrank4class import backend
 from tfrank4class.compat import ops
@@ -97,3 +104,29 @@ def test_uniform_in_every_compile_mode_is_uniform_on_the_unit_interval(dtype):
     assert draws.dtype == np.dtype(dtype) and draws.min() >= 0.0 and draws.max() < 1.0
     grid = np.arange(1, 4001) / 4000
     assert np.max(np.abs(draws - grid)) < 1.95 / np.sqrt(4000), (mode, BACKEND)
+
+
+@pytest.mark.parametrize("mode", compile_modes())
+def test_take_along_axis_matches_numpy_with_its_gradient(mode):
+  """The batched gather (indices of the leading shape of ``x``, last axis) and Keras's form for
+  the rest (broadcast indices, another axis), against ``np.take_along_axis``; the gradient (which
+  adds up where an index repeats) against central differences, exact for this linear map."""
+  rng = np.random.default_rng(2)
+  x = rng.normal(size=(2, 3, 5))
+  cases = [
+    (rng.integers(0, 5, size=(2, 3, 4)), -1),
+    (rng.integers(0, 5, size=(2, 3, 1)), 2),
+    (rng.integers(0, 5, size=(1, 3, 4)), -1),
+    (rng.integers(0, 2, size=(1, 3, 5)), 0),
+  ]
+  for indices, axis in cases:
+    fn = compiled(lambda v, i=indices, a=axis: backend.take_along_axis(v, i, axis=a), mode)
+    want = np.take_along_axis(x, indices, axis=axis)
+    np.testing.assert_array_equal(numpy(fn(ops.convert_to_tensor(x))), want)
+    w = ops.convert_to_tensor(rng.normal(size=want.shape))
+
+    def total(v, fn=fn, w=w):
+      return ops.sum(fn(v) * w)
+
+    _, (grad,) = value_and_grad(total, x)
+    np.testing.assert_allclose(grad, finite_difference_grad(total, x, eps=0.5), atol=1e-12)
