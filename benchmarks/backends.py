@@ -14,14 +14,16 @@ jitted function), ``torch`` (eager, ``backward``) and ``difftopk`` (its top-k cr
 smooth top-k SVM, built as ``benchmarks/topk.py`` does).
 
 One worker process per backend (``KERAS_BACKEND`` is fixed per process; ``WORKER_ENV``, thread
-pools of one, ``_common.PEAK_MEMORY_ENV``). Warm-up (build, trace, compile) runs in all workers at
+pools of one, the allocator's defaults). Warm-up (build, trace, compile) runs in all workers at
 once; then every round times each (cell, C) in all its variants in turn, one worker at a time,
 the order rotated from round to round. A timing is the fastest of up to ``--repeats`` calls
 (``CALL_BUDGET_MS`` of calls, at least one): on a shared machine a call's time is its cost plus the
 time it was preempted. The table gives the median over rounds; each ratio is taken within a
-round (median and min-max over rounds). Peak memory: ``_common.peak_rss_mb`` of one call, after
-the rounds. A cell that cannot be built (a module not ported to that backend yet, a missing
-package) reads "n/a" and its error is listed. docs/backends.md has the tables and the reasons.
+round (median and min-max over rounds). Peak memory: ``_common.peak_rss_mb`` of one call at the
+largest C, after the rounds, in a second set of workers started with ``_common.PEAK_MEMORY_ENV``
+(whose mmap threshold would slow every timing that allocates buffers above 64 KiB). A cell that
+cannot be built (a module not ported to that backend yet, a missing package) reads "n/a" and its
+error is listed. docs/backends.md has the tables and the reasons.
 
 Usage (writes benchmarks/out/backends.json and .png; side venvs are found beside the checkout):
   nice python benchmarks/backends.py --reference ../wt-ref \\
@@ -260,11 +262,14 @@ def serve(worker, package):
 
 
 class Worker(_common.WorkerProcess):
-  """A ``serve`` process: ``ask(request)`` sends one request and returns its reply."""
+  """A ``serve`` process: ``ask(request)`` sends one request and returns its reply. ``memory``:
+  started with ``_common.PEAK_MEMORY_ENV`` for ``peak_rss_mb``; its 64 KiB mmap threshold makes
+  every larger buffer a fresh mapping (page faults included), so such a worker does not time."""
 
-  def __init__(self, worker, python, package):
+  def __init__(self, worker, python, package, memory=False):
     # no PYTHONPATH: the package comes from ``package`` only
-    env = {**os.environ, **_common.PEAK_MEMORY_ENV, **WORKER_ENV[worker], "PYTHONPATH": ""}
+    extra = _common.PEAK_MEMORY_ENV if memory else {}
+    env = {**os.environ, **extra, **WORKER_ENV[worker], "PYTHONPATH": ""}
     command = [python, __file__, "--worker", worker, "--package", package]
     super().__init__(command, env, REPLY)
     self.package = self.ask({"hello": True})["package"]
@@ -306,7 +311,7 @@ def warm_up(workers, names, sizes, repeats, quadratic_max_c):
 
 
 def measure(workers, names, sizes, rounds, repeats, quadratic_max_c):
-  """Per cell the per-round timings, interleaved (module docstring), then peak memory."""
+  """Per cell the per-round timings, interleaved (module docstring)."""
   rows, calls = warm_up(workers, names, sizes, repeats, quadratic_max_c)
   groups = {}
   for cell in calls:
@@ -319,9 +324,21 @@ def measure(workers, names, sizes, rounds, repeats, quadratic_max_c):
     print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
   for cell in calls:
     rows[cell].update(calls=calls[cell], ms=statistics.median(rows[cell]["rounds"]))
-    reply = workers[VARIANTS[cell[0]][0]].ask({"memory": list(cell)})
-    rows[cell]["peak_mb"] = reply.get("peak_mb")
-  return list(rows.values())
+  return rows
+
+
+def measure_memory(pythons, rows, c):
+  """Peak MB of one call of every cell at ``C = c`` that ran, in memory workers (``Worker``)."""
+  for worker, (python, package) in pythons.items():
+    cells = [cell for cell, row in rows.items() if cell[2] == c and "error" not in row]
+    cells = [cell for cell in cells if VARIANTS[cell[0]][0] == worker]
+    if not cells:
+      continue
+    probe = Worker(worker, python, package, memory=True)
+    for cell in cells:
+      probe.ask({"warm": list(cell)})
+      rows[cell]["peak_mb"] = probe.ask({"memory": list(cell)}).get("peak_mb")
+    probe.close()
 
 
 def ratios(index, variant, baseline, name, c):
@@ -430,7 +447,8 @@ def side_python(given, venv):
   return str(candidate) if candidate.exists() else None
 
 
-def start_workers(args):
+def worker_pythons(args):
+  """``{worker: (interpreter, package checkout)}`` of the workers this run starts."""
   pythons = {"tf": (sys.executable, str(_common.ROOT))}
   if args.reference:
     pythons["main"] = (sys.executable, str(pathlib.Path(args.reference).resolve()))
@@ -441,7 +459,7 @@ def start_workers(args):
     python = None if args.quick else side_python(given, venv)
     if python:
       pythons[worker] = (python, str(_common.ROOT))
-  return {w: Worker(w, python, package) for w, (python, package) in pythons.items()}
+  return pythons
 
 
 def main(argv):
@@ -469,11 +487,14 @@ def main(argv):
   if args.quick:
     names, sizes, args.rounds = list(QUICK_CELLS), [10], 2
     args.reference = str(_common.ROOT)  # an A/A run: the A/B machinery, in seconds
-  workers = start_workers(args)
+  pythons = worker_pythons(args)
+  workers = {w: Worker(w, python, package) for w, (python, package) in pythons.items()}
   rows = measure(workers, names, sizes, args.rounds, args.repeats, args.quadratic_max_c)
   packages = {w: worker.package for w, worker in workers.items()}
   for worker in workers.values():
     worker.close()
+  measure_memory(pythons, rows, max(sizes))
+  rows = list(rows.values())
   text = report(rows, names, sizes, args.rounds, packages)
   print(text)
   _common.OUT.mkdir(parents=True, exist_ok=True)
