@@ -126,7 +126,7 @@ def top_k(x, k):
 def take_along_axis(x, indices, axis=-1):
   """``keras.ops.take_along_axis(x, indices, axis)``, on TensorFlow one batched ``tf.gather``
   where ``axis`` is the last and ``indices`` has the static leading shape of ``x`` (Keras's form
-  adds a broadcast, a fix of negative indices and two transposes: 40 % of the ops of a RaMBO loss
+  adds a broadcast, a fix of negative indices and two transposes: a third of the ops of a RaMBO loss
   under ``tf.function``)."""
   x, indices = ops.convert_to_tensor(x), ops.convert_to_tensor(indices)
   rank = len(x.shape)
