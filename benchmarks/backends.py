@@ -330,8 +330,11 @@ def measure(workers, names, sizes, rounds, repeats, quadratic_max_c):
 def measure_memory(pythons, rows, c):
   """Peak MB of one call of every cell at ``C = c`` that ran, in memory workers (``Worker``)."""
   for worker, (python, package) in pythons.items():
-    cells = [cell for cell, row in rows.items() if cell[2] == c and "error" not in row]
-    cells = [cell for cell in cells if VARIANTS[cell[0]][0] == worker]
+    cells = [
+      cell
+      for cell, row in rows.items()
+      if cell[2] == c and "error" not in row and VARIANTS[cell[0]][0] == worker
+    ]
     if not cells:
       continue
     probe = Worker(worker, python, package, memory=True)

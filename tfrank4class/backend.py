@@ -129,11 +129,9 @@ def take_along_axis(x, indices, axis=-1):
   adds a broadcast, a fix of negative indices and two transposes: a third of the ops of a RaMBO loss
   under ``tf.function``)."""
   x, indices = ops.convert_to_tensor(x), ops.convert_to_tensor(indices)
-  rank = len(x.shape)
-  leading = tuple(x.shape[:-1])
-  if BACKEND != "tensorflow" or axis not in (-1, rank - 1) or None in leading:
-    return ops.take_along_axis(x, indices, axis=axis)
-  if len(indices.shape) != rank or tuple(indices.shape[:-1]) != leading:
+  rank, leading = len(x.shape), tuple(x.shape[:-1])
+  last = axis in (-1, rank - 1) and None not in leading
+  if BACKEND != "tensorflow" or not last or tuple(indices.shape[:-1]) != leading:
     return ops.take_along_axis(x, indices, axis=axis)
   return _library().gather(x, indices, batch_dims=rank - 1, axis=-1)
 
