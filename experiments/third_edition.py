@@ -192,10 +192,16 @@ def main(argv):
       FLAGS.output, FLAGS.work_dir, FLAGS.data_dir, FLAGS.experiments, FLAGS.smoke, FLAGS.max_runs
     )
   records = third_plan.open_records(FLAGS.output).records
-  third_report.write_report(records, FLAGS.report_md, smoke=FLAGS.smoke)
+  found = third_report.complete_comparisons(records, FLAGS.smoke)
+  third_report.write_report(records, FLAGS.report_md, smoke=FLAGS.smoke, found=found)
   if os.path.abspath(FLAGS.output) == str(RECORDS / "third.json"):
-    for path in blocks.rewrite(third_report.BLOCKS_MODULE, third_report.doc_blocks(records)):
-      print(f"rewrote the generated blocks of {path}")
+    generated = [
+      (third_report.BLOCKS_MODULE, third_report.doc_blocks(records)),
+      (third_report.VERDICTS_MODULE, third_report.verdict_blocks(records, found)),
+    ]
+    for module, found_blocks in generated:
+      for path in blocks.rewrite(module, found_blocks):
+        print(f"rewrote the generated blocks of {path}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ experiment's reference, paired by seed and test example, at each endpoint's chos
 and checkpoint, ``third_protocol.ENDPOINTS``; Holm within the family of the cells other than the
 reference and our own ``OWN_CELLS``, which get unadjusted figures only), its convergence
 (:func:`convergence`) and its collapsed runs. Verdicts are drawn only for complete experiments.
-:func:`doc_blocks` gives the generated blocks of docs/evidence-third-edition.md.
+:func:`doc_blocks` gives the generated status and deviation blocks of
+docs/evidence-third-edition.md, :func:`verdict_blocks` the verdict table of README.md and of that
+file (a block of its own, :data:`VERDICTS_MODULE`: it takes the bootstrap of every comparison,
+minutes, where the others take none).
 """
 
 import os
@@ -17,6 +20,7 @@ from experiments import collapse, statistics, third_plan, third_statistics, true
 from experiments import third_protocol as P
 
 BLOCKS_MODULE = "experiments.third_edition"
+VERDICTS_MODULE = "experiments.third_edition.verdicts"
 METRIC_NAMES = {"top_1": "Top-1", "top_5": "Top-5", "ndcg_5": "NDCG@5", "mrr": "MRR"}
 
 
@@ -106,6 +110,16 @@ def comparisons(records, experiment, endpoint, smoke=False, replicates=P.BOOTSTR
   return rows
 
 
+def complete_comparisons(records, smoke=False, replicates=P.BOOTSTRAP_REPLICATES):
+  """``{(experiment, endpoint): comparisons(...)}`` for every complete experiment."""
+  return {
+    (name, endpoint): comparisons(records, name, endpoint, smoke, replicates)
+    for name in third_plan.experiments(smoke)
+    if is_complete(records, name, smoke)
+    for endpoint in P.ENDPOINTS
+  }
+
+
 def convergence(records, experiment):
   """``{(cell, head): (converged share, runs with the best epoch within NEAR_STOP_EPOCHS of the
   stop, runs)}`` over the seeds runs of ``experiment``."""
@@ -178,6 +192,58 @@ def doc_blocks(records):
   }
 
 
+def _regime(records, experiment, smoke):
+  """``experiment``'s dataset, class count, labels and heads in words."""
+  design = third_plan.settings(experiment, smoke)
+  classes = sorted(
+    {r["num_classes"] for r in records if r["experiment"] == experiment and "num_classes" in r}
+  )
+  noise = design["noise"]
+  labels = (
+    "clean labels"
+    if noise is None
+    else f"{round(100 * noise[1])} % of training labels flipped "
+    + ("within their group" if noise[0] == "group" else "uniformly")
+  )
+  heads = " / ".join(design["heads"])
+  counted = f", {classes[0]} classes" if len(classes) == 1 else ""
+  return f"{design['dataset']}{counted}, {labels}, {heads} head"
+
+
+def _named(rows):
+  return ", ".join(f"{r['cell']} ({_signed(r['bootstrap']['difference'])})" for r in rows) or "none"
+
+
+def verdict_lines(records, found, smoke=False):
+  """The verdict table: per complete experiment and endpoint, the papers' cells detectably above
+  and below its reference (Holm-adjusted bootstrap p < ``ALPHA``) and our own cells below or
+  above it (unadjusted). ``found`` is :func:`complete_comparisons`' result."""
+  if not found:
+    return ["No experiment is complete yet: no verdict."]
+  lines = [
+    f"| experiment | regime | endpoint | reference | above it (Holm p < {P.ALPHA}) "
+    f"| below it (Holm p < {P.ALPHA}) | ours, unadjusted p < {P.ALPHA} |",
+    "|---|---|---|---|---|---|---|",
+  ]
+  for (name, endpoint), rows in found.items():
+    tested = [r for r in rows if "bootstrap" in r]
+    family = [r for r in tested if "holm_p" in r and r["holm_p"] < P.ALPHA]
+    above = [r for r in family if r["bootstrap"]["difference"] > 0]
+    below = [r for r in family if r["bootstrap"]["difference"] < 0]
+    ours = [r for r in tested if "holm_p" not in r and r["bootstrap"]["p_value"] < P.ALPHA]
+    reference = " + ".join(third_plan.settings(name, smoke)["reference"])
+    lines.append(
+      f"| {name} | {_regime(records, name, smoke)} | {METRIC_NAMES[endpoint]} | {reference} "
+      f"| {_named(above)} | {_named(below)} | {_named(ours)} |"
+    )
+  return lines
+
+
+def verdict_blocks(records, found, smoke=False):
+  """``{block name: lines}``: the verdict table of README.md and docs/evidence-third-edition.md."""
+  return {f"{VERDICTS_MODULE}:table": verdict_lines(records, found, smoke)}
+
+
 def _signed(value):
   return f"{value:+.4f}"
 
@@ -206,16 +272,16 @@ def comparison_lines(rows, endpoint):
   return lines
 
 
-def _experiment_lines(records, name, smoke):
+def _experiment_lines(records, name, smoke, found):
   lines = [f"## {name}", ""]
-  if not is_complete(records, name, smoke):
+  if (name, next(iter(P.ENDPOINTS))) not in found:
     return lines + ["Not complete: no verdict is drawn from it.", ""]
   flips = {r["flip_rate"] for r in third_plan.select(records, experiment=name) if "flip_rate" in r}
   if flips:
     lines += [f"Training labels changed by the noise: {', '.join(f'{f:.4f}' for f in flips)}.", ""]
   for endpoint in P.ENDPOINTS:
     lines += [f"### {METRIC_NAMES[endpoint]}", ""]
-    lines += comparison_lines(comparisons(records, name, endpoint, smoke), endpoint) + [""]
+    lines += comparison_lines(found[(name, endpoint)], endpoint) + [""]
   lines += [
     "| cell | head | converged | best epoch within 5 of stop | runs |",
     "|---|---|---|---|---|",
@@ -246,8 +312,11 @@ def _collapse_lines(records):
   return lines
 
 
-def write_report(records, path, smoke=False):
-  """Writes the Markdown report of ``records`` to ``path``."""
+def write_report(records, path, smoke=False, found=None):
+  """Writes the Markdown report of ``records`` to ``path``; ``found``: their
+  :func:`complete_comparisons` where already computed."""
+  if found is None:
+    found = complete_comparisons(records, smoke)
   lines = [
     "# The evidence, third edition: report",
     "",
@@ -264,7 +333,7 @@ def write_report(records, path, smoke=False):
       "",
     ]
   for name in third_plan.experiments(smoke):
-    lines += _experiment_lines(records, name, smoke)
+    lines += _experiment_lines(records, name, smoke, found)
   lines += _collapse_lines(records)
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path, "w", encoding="utf-8") as f:

@@ -130,3 +130,80 @@ def test_take_along_axis_matches_numpy_with_its_gradient(mode):
 
     _, (grad,) = value_and_grad(total, x)
     np.testing.assert_allclose(grad, finite_difference_grad(total, x, eps=0.5), atol=1e-12)
+
+
+def _operand(spec, v):
+  """``v`` for ``"x"``, its first column for ``"x0"``, else ``spec`` itself."""
+  if isinstance(spec, str):
+    return v if spec == "x" else v[:, 0]
+  return spec
+
+
+@pytest.mark.parametrize("mode", compile_modes())
+def test_where_matches_numpy_and_keras_dtypes_with_its_gradient(mode):
+  """``backend.where`` (TensorFlow's ``Select`` where the operands allow) against ``np.where``
+  for values, ``keras.ops.where`` for the result's dtype (Keras's promotion of a Python number
+  and of two dtypes) and central differences for the gradient (exact: the map is linear)."""
+  rng = np.random.default_rng(3)
+  x = rng.normal(size=(3, 4))
+  same, rows, vector = x > 0, x[:, :1] > 0, x[:, 0] > 0
+  cases = [  # (condition, x1, x2) as numpy; "x" marks the differentiated operand
+    (same, "x", 0.0),
+    (rows, "x", -1.5),
+    (rows, 2, "x"),
+    (same, "x", np.float64(1.0) * x[::-1]),
+    (vector, "x0", 0.5),
+    (same, "x", np.zeros((1, 4))),  # an operand Keras broadcasts
+  ]
+  for condition, a, b in cases:
+
+    def fn(v, c=condition, a=a, b=b):
+      return backend.where(ops.convert_to_tensor(c), _operand(a, v), _operand(b, v))
+
+    f = compiled(fn, mode)
+    want = np.where(condition, _operand(a, x), _operand(b, x))
+    got = f(ops.convert_to_tensor(x))
+    np.testing.assert_array_equal(numpy(got), want)
+    w = ops.convert_to_tensor(rng.normal(size=want.shape))
+
+    def total(v, f=f, w=w):
+      return ops.sum(f(v) * w)
+
+    _, (grad,) = value_and_grad(total, x)
+    np.testing.assert_allclose(grad, finite_difference_grad(total, x, eps=0.5), atol=1e-12)
+  ints = ops.convert_to_tensor(np.array([[1, 2], [3, 4]], np.int32))
+  c = ops.convert_to_tensor(np.array([[True, False], [False, True]]))
+  for a, b in [(ints, 0), (ints, 0.5), (ints, ops.cast(ints, "float32")), (0.5, ints)]:
+    got, keras_got = backend.where(c, a, b), ops.where(c, a, b)
+    assert backend.dtype_name(got) == backend.dtype_name(keras_got), (a, b)
+    np.testing.assert_array_equal(numpy(got), numpy(keras_got))
+
+
+@pytest.mark.tensorflow_only
+def test_where_with_an_unknown_batch_size_in_a_tf_function():
+  """TensorFlow: a scalar filled to a batch dimension known only at run time, and a condition
+  ``[B, 1]`` picking rows, as Keras traces a loss in ``fit`` (batch ``None``)."""
+  import tensorflow as tf  # noqa: PLC0415
+
+  @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+  def fn(v):
+    return backend.where(v[:, :1] > 0, v, 0.0), backend.where(v > 0, 1.0, v)
+
+  x = np.array([[1.0, -2.0, 3.0], [-1.0, 2.0, 3.0]], np.float32)
+  rows, same = fn(x)
+  np.testing.assert_array_equal(rows.numpy(), [[1.0, -2.0, 3.0], [0.0, 0.0, 0.0]])
+  np.testing.assert_array_equal(same.numpy(), np.where(x > 0, 1.0, x))
+  ops_run = {op.type for op in fn.get_concrete_function().graph.get_operations()}
+  assert "Select" in ops_run and "SelectV2" not in ops_run, ops_run
+
+
+def test_where_on_keras_symbolic_tensors_is_keras_own():
+  """A functional model's symbolic inputs go to ``keras.ops.where`` (on every backend)."""
+  x = keras_3.Input((3,))
+  out = backend.where(x > 0, x, 0.0)
+  assert isinstance(out, keras_3.KerasTensor) and tuple(out.shape) == (None, 3)
+  model = keras_3.Model(x, out)
+  np.testing.assert_array_equal(
+    numpy(model(ops.convert_to_tensor(np.array([[1.0, -1.0, 2.0]], np.float32)))),
+    [[1.0, 0.0, 2.0]],
+  )

@@ -140,3 +140,15 @@ def test_the_status_block_in_the_docs_is_the_committed_records():
   path = ROOT / "experiments" / "records" / "third.json"
   records = third_plan.open_records(str(path)).records
   assert blocks.stale(third_report.BLOCKS_MODULE, third_report.doc_blocks(records)) == []
+
+
+@pytest.mark.slow
+def test_the_verdict_blocks_are_the_committed_records():
+  """The verdict tables of README.md and docs/evidence-third-edition.md (minutes: the bootstrap of
+  every comparison of every complete experiment)."""
+  path = ROOT / "experiments" / "records" / "third.json"
+  records = third_plan.open_records(str(path)).records
+  found = third_report.complete_comparisons(records)
+  assert (
+    blocks.stale(third_report.VERDICTS_MODULE, third_report.verdict_blocks(records, found)) == []
+  )

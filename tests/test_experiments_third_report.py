@@ -99,3 +99,29 @@ def test_no_verdict_from_an_incomplete_experiment(records, tmp_path):
     text.count("Not complete") == 1
     and "| pairwise_logistic | dot | 0.01, 1.0 | 1.0000 | +0.5000" in text
   )
+
+
+def test_verdicts_name_the_cells_holm_separates_and_only_complete_experiments(records):
+  assert third_report.complete_comparisons(records, smoke=True, replicates=200) == {}
+  assert third_report.verdict_lines(records, {}, smoke=True) == [
+    "No experiment is complete yet: no verdict."
+  ]
+  for r in records:
+    r["stopped_by"] = "patience"
+    if r["stage"] == "seeds":  # 20 test examples: softmax ranks the true class 2nd in half
+      r["test"] = _test([1] * 20 if r["cell"] == "pairwise_logistic" else [1, 2] * 10)
+  found = third_report.complete_comparisons(records, smoke=True, replicates=500)
+  assert sorted({name for name, _ in found}) == ["smoke_clean"]
+  lines = third_report.verdict_lines(records, found, smoke=True)
+  # +0.5 on Top-1 for pairwise logistic, the only member of its Holm family (a bootstrap draw
+  # with no gain takes all 20 examples from the 10 tied ones: p about 2^-20); on Top-5 both
+  # rank every true class within the top 5.
+  top_1 = next(line for line in lines if "| Top-1 |" in line)
+  assert top_1 == (
+    "| smoke_clean | smoke, clean labels, dot head | Top-1 | softmax + dot "
+    "| pairwise_logistic (+0.5000) | none | none |"
+  )
+  top_5 = next(line for line in lines if "| Top-5 |" in line)
+  assert top_5.endswith("| none | none | none |")
+  blocks = third_report.verdict_blocks(records, found, smoke=True)
+  assert blocks == {f"{third_report.VERDICTS_MODULE}:table": lines}

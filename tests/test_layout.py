@@ -189,3 +189,19 @@ def test_the_core_imports_tensorflow_only_behind_the_fence():
     path = path if path.exists() else path.with_suffix("") / "__init__.py"
     text = path.read_text(encoding="utf-8")
     assert "require_tensorflow_backend" in text or "imported only on the TensorFlow" in text, module
+
+
+def test_every_where_of_the_core_goes_through_backend_where():
+  """``keras.ops.where`` is TensorFlow's broadcasting ``SelectV2``, slower than the ``Select``
+  that ``tfrank4class.backend.where`` takes where it can: no module of the package but
+  backend.py calls ``ops.where`` (docstring examples, written for users, may)."""
+  calls = []
+  for label, path in _modules():
+    if not label or label.startswith("experiments/") or label == "backend.py":
+      continue
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+      func = getattr(node, "func", None)
+      if isinstance(node, ast.Call) and isinstance(func, ast.Attribute) and func.attr == "where":
+        if isinstance(func.value, ast.Name) and func.value.id == "ops":
+          calls.append(f"{label}:{node.lineno}")
+  assert calls == []

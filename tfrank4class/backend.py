@@ -12,6 +12,8 @@ only module of the core that calls a backend's own library:
 * :func:`top_k`: ``torch.topk`` does not order ties by index (TensorFlow and JAX put the lower
   index first); here all three do;
 * :func:`take_along_axis`: Keras's form costs many small ops on TensorFlow (one gather here);
+* :func:`where`: Keras's form is TensorFlow's broadcasting ``SelectV2``, slower than ``Select``
+  on operands of one shape; every ``where`` of the core goes through this one;
 * :func:`searchsorted`: ``keras.ops.searchsorted`` is 1-D only; here it is batched over leading
   axes, with each backend's own batched search;
 * :func:`lgamma`, :func:`digamma`: not in ``keras.ops``;
@@ -176,7 +178,7 @@ def _logsumexp_scan(x, reverse):
       shifted, has = ops.pad(x[:, step:], [[0, 0], [0, step]]), index < n - step
     else:
       shifted, has = ops.pad(x[:, :-step], [[0, 0], [step, 0]]), index >= step
-    x = ops.where(ops.expand_dims(has, 0), logaddexp(x, shifted), x)
+    x = where(ops.expand_dims(has, 0), logaddexp(x, shifted), x)
     step *= 2
   return x
 
@@ -217,7 +219,7 @@ def _scanned(x, reverse, flip):
     sums = _library().lax.cumlogsumexp(x, axis=x.ndim - 1, reverse=reverse)
   else:
     sums = flip(_library().logcumsumexp(flip(x), dim=-1))
-  return ops.where(has_nan, float("nan"), sums)
+  return where(has_nan, float("nan"), sums)
 
 
 #: The elementwise functions taken from each library itself: ``{function: {backend: (module,
@@ -404,6 +406,70 @@ def dtype_name(x):
   return _keras_3.backend.standardize_dtype(x.dtype)
 
 
+def where(condition, x1, x2):
+  """``keras.ops.where(condition, x1, x2)``; on TensorFlow, its ``Select`` kernel on operands of
+  one shape where Keras would broadcast with ``SelectV2``.
+
+  ``SelectV2`` takes a generic broadcasting path, slower than ``Select`` on operands of one
+  shape (``Select`` also needs no broadcast of a ``[B, 1]`` condition), and a loss takes a dozen
+  per step: TF-Ranking's softmax loss under ``tf.function`` takes 0.84-0.89x the time it took
+  with ``keras.ops.where`` (medians at C = 10, 100, 1,000, B = 64; ``benchmarks/backends.py``,
+  docs/backends.md, "Select, not SelectV2"). So on TensorFlow a scalar operand (a Python number,
+  or a 0-d tensor) is filled to the shape of the other operand, and a condition ``[B, 1, ..., 1]``
+  against operands ``[B, ...]`` becomes a vector ``[B]`` (``Select`` picks whole rows by one).
+  Anything else (operands of two shapes, dtypes Keras would promote, a condition that is not
+  bool, unknown dimensions after the first, Keras's symbolic tensors) is ``keras.ops.where``'s,
+  as on the other backends.
+
+  Example:
+    >>> c = ops.convert_to_tensor([[True], [False]])
+    >>> ops.convert_to_numpy(where(c, ops.ones((2, 3)), 0.0)).tolist()
+    [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]]
+  """
+  symbolic = any(isinstance(x, _keras_3.KerasTensor) for x in (condition, x1, x2))
+  if BACKEND == "tensorflow" and not symbolic:
+    selected = _select(condition, x1, x2)
+    if selected is not None:
+      return selected
+  return ops.where(condition, x1, x2)
+
+
+def _select(condition, x1, x2):
+  """:func:`where` as TensorFlow's ``Select``, or ``None`` where that needs ``SelectV2``."""
+  tf = _library()
+  condition = tf.convert_to_tensor(condition)
+  numbers = [x for x in (x1, x2) if isinstance(x, (int, float))]
+  tensors = [tf.convert_to_tensor(x) for x in (x1, x2) if not isinstance(x, (int, float))]
+  if condition.dtype != tf.bool or condition.shape.rank is None or not tensors:
+    return None
+  dtype = tensors[0].dtype
+  integral = dtype.is_integer and not any(isinstance(x, float) for x in numbers)
+  if any(t.dtype != dtype for t in tensors) or (numbers and not (dtype.is_floating or integral)):
+    return None
+  full = [t for t in tensors if t.shape.rank != 0]
+  shape = (full or [condition])[0].shape
+  if (
+    shape.rank in (None, 0)
+    or None in shape[1:]
+    or any(t.shape.as_list() != shape.as_list() for t in full)
+  ):
+    return None
+  if condition.shape.as_list() != shape.as_list():
+    rows = condition.shape.rank == shape.rank and condition.shape[1:].as_list() == [1] * (
+      shape.rank - 1
+    )
+    if not rows or condition.shape[0] != shape[0]:
+      return None
+    condition = tf.reshape(condition, [-1])
+  dims = shape if shape.is_fully_defined() else tf.shape((full or [condition])[0])
+
+  def filled(x):
+    x = tf.convert_to_tensor(x, dtype)
+    return x if x.shape.rank else tf.fill(dims, x)
+
+  return tf.raw_ops.Select(condition=condition, x=filled(x1), y=filled(x2))
+
+
 def divide_no_nan(x, y):
   """``x / y``, 0 where ``y == 0``, in the inputs' dtype (``keras.ops.divide_no_nan`` returns
   float32 for float64 inputs on PyTorch, Keras 3.15).
@@ -414,8 +480,8 @@ def divide_no_nan(x, y):
   """
   x, y = ops.convert_to_tensor(x), ops.convert_to_tensor(y)
   nonzero = ops.not_equal(y, 0)
-  quotient = x / ops.where(nonzero, y, ops.ones_like(y))
-  return ops.where(nonzero, quotient, ops.zeros_like(quotient))
+  quotient = x / where(nonzero, y, ops.ones_like(y))
+  return where(nonzero, quotient, ops.zeros_like(quotient))
 
 
 # float64 kept: Keras 3.15's ``result_type`` maps float64 to float32 on PyTorch (and for

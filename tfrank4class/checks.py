@@ -317,7 +317,7 @@ with batch_size 2, got shape (2, 2).
     valid, "`sample_weight` must be finite and >= 0 (no NaN, Inf or negative weight),", weights
   )
   if not backend.is_concrete(weights):
-    weights = ops.where(valid, weights, ops.cast(float("nan"), weights.dtype))
+    weights = backend.where(valid, weights, ops.cast(float("nan"), weights.dtype))
   return weights
 
 

@@ -77,7 +77,7 @@ class Labels(typing.NamedTuple):
     if self.invalid is None:
       return values
     invalid = ops.reshape(self.invalid, (-1,) + (1,) * (len(values.shape) - 1))
-    return ops.where(invalid, ops.cast(float("nan"), values.dtype), values)
+    return backend.where(invalid, ops.cast(float("nan"), values.dtype), values)
 
 
 def _numeric(name, labels):
@@ -184,7 +184,7 @@ def _parse_ids(name, labels, num_classes):
   if floating:
     # False for fractions, NaN and +-inf.
     whole = ops.logical_and(ops.isfinite(labels), ops.equal(backend.floor(labels), labels))
-    ids = ops.cast(ops.where(whole, labels, ops.zeros_like(labels)), "int32")
+    ids = ops.cast(backend.where(whole, labels, ops.zeros_like(labels)), "int32")
   else:
     whole = None
     ids = ops.cast(labels, "int32")

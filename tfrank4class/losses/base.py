@@ -42,7 +42,7 @@ otherwise, never a silently wrong value.
 import math
 import re
 
-from tfrank4class import checks, compat
+from tfrank4class import backend, checks, compat
 from tfrank4class.compat import keras, ops
 from tfrank4class.labels import check_batch_size, num_items, parse_labels, to_relevance
 
@@ -116,7 +116,9 @@ class Loss(keras.losses.Loss):
     batch = ops.shape(scores)[0]
     weights = checks.check_sample_weight(sample_weight, batch, dtype=scores.dtype)
     relevance = to_relevance(y_true, num_items(scores), dtype=scores.dtype)
-    relevance = ops.where(ops.not_equal(weights[:, None], 0), relevance, -ops.ones_like(relevance))
+    relevance = backend.where(
+      ops.not_equal(weights[:, None], 0), relevance, -ops.ones_like(relevance)
+    )
     mean_weight = ops.sum(weights) / ops.cast(batch, weights.dtype)
     return self.reduce(self.call(relevance, scores) * mean_weight)
 
@@ -152,7 +154,7 @@ class Loss(keras.losses.Loss):
     if self.coupling == "example":
       return labels.mark_invalid(values)
     nan = ops.full_like(values, math.nan)
-    return ops.where(ops.any(labels.invalid), nan, values)
+    return backend.where(ops.any(labels.invalid), nan, values)
 
 
 class ListwiseLoss(Loss):

@@ -51,7 +51,7 @@ def identity(label):
 @_register
 def inverse(rank):
   """The discount ``1 / r`` (``0`` for ``r = 0``)."""
-  return ops.where(rank == 0, 0.0, 1.0 / ops.where(rank == 0, 1.0, rank))
+  return backend.where(rank == 0, 0.0, 1.0 / backend.where(rank == 0, 1.0, rank))
 
 
 @_register
@@ -64,8 +64,8 @@ def pow_minus_1(label):
 def log2_inverse(rank):
   """The discount ``1 / log2(1 + r)`` (``0`` for ``r = 0``)."""
   denominator = ops.log1p(rank)
-  return ops.where(
-    denominator == 0, 0.0, math.log(2.0) / ops.where(denominator == 0, 1.0, denominator)
+  return backend.where(
+    denominator == 0, 0.0, math.log(2.0) / backend.where(denominator == 0, 1.0, denominator)
   )
 
 
@@ -87,7 +87,7 @@ def _pairwise(op, tensor):
 def _clean(labels):
   """``(valid pairs [B, n, n], labels with padding as 0)``."""
   valid = labels >= 0
-  return _pairwise(ops.logical_and, valid), ops.where(valid, labels, 0.0)
+  return _pairwise(ops.logical_and, valid), backend.where(valid, labels, 0.0)
 
 
 def _as_float(x, like):
@@ -101,9 +101,9 @@ def inverse_max_dcg(labels, gain_fn=pow_minus_1, rank_discount_fn=None, topn=Non
   rank = ops.cast(ops.arange(1, ops.shape(labels)[-1] + 1), labels.dtype)
   discount = 1.0 / ops.log1p(rank) if rank_discount_fn is None else rank_discount_fn(rank)
   if topn is not None:
-    discount = ops.where(rank <= topn, discount, 0.0)
+    discount = backend.where(rank <= topn, discount, 0.0)
   dcg = ops.sum(_as_float(gain_fn(ideal), labels) * discount, axis=1, keepdims=True)
-  return ops.where(dcg > 0, 1.0 / ops.where(dcg > 0, dcg, 1.0), 0.0)
+  return backend.where(dcg > 0, 1.0 / backend.where(dcg > 0, dcg, 1.0), 0.0)
 
 
 class LambdaWeight:
@@ -186,14 +186,14 @@ class _DCGBase(LambdaWeight):
   def pair_weights(self, labels, ranks):
     valid_pair, labels = _clean(labels)
     gain = self._gains(labels)
-    pair_gain = ops.where(valid_pair, _pairwise(ops.subtract, gain), 0.0)
+    pair_gain = backend.where(valid_pair, _pairwise(ops.subtract, gain), 0.0)
     size = ops.shape(labels)[1]
     topn = size if self.topn is None else self.topn
     discount = self._pair_rank_discount(ops.cast(ranks, labels.dtype), topn)
     return ops.abs(pair_gain) * discount * ops.cast(size, labels.dtype)
 
   def individual_weights(self, labels, ranks):
-    labels = ops.where(labels >= 0, labels, 0.0)
+    labels = backend.where(labels >= 0, labels, 0.0)
     return self._gains(labels) * self.rank_discount_fn(ops.cast(ranks, labels.dtype))
 
   def _discount_of_difference(self, ranks):
@@ -234,11 +234,11 @@ class DCGLambdaWeight(_DCGBase):
   def _pair_rank_discount(self, ranks, topn):
     in_top = _pairwise(ops.logical_or, ranks <= topn)
     difference, u = self._discount_of_difference(ranks)
-    u = ops.where(ops.logical_and(difference > 0, in_top), u, 0.0)
-    absolute = ops.where(ranks > topn, 0.0, self.rank_discount_fn(ranks))
+    u = backend.where(ops.logical_and(difference > 0, in_top), u, 0.0)
+    absolute = backend.where(ranks > topn, 0.0, self.rank_discount_fn(ranks))
     v = ops.abs(_pairwise(ops.subtract, absolute))
     discount = (1.0 - self.smooth_fraction) * u + self.smooth_fraction * v
-    return ops.where(in_top, discount, 0.0)
+    return backend.where(in_top, discount, 0.0)
 
   def get_config(self):
     return {**super().get_config(), "smooth_fraction": self.smooth_fraction}
@@ -276,10 +276,10 @@ class DCGLambdaWeightV2(_DCGBase):
     difference, u = self._discount_of_difference(ranks)
     lower = _pairwise(backend.maximum, ranks)
     past = lower > topn
-    multiplier = ops.where(
-      past, 1.0 / (1.0 - self.rank_discount_fn(ops.where(past, lower, 2.0))), 1.0
+    multiplier = backend.where(
+      past, 1.0 / (1.0 - self.rank_discount_fn(backend.where(past, lower, 2.0))), 1.0
     )
-    return ops.where(difference > 0, u * multiplier, 0.0)
+    return backend.where(difference > 0, u * multiplier, 0.0)
 
 
 @_register
@@ -301,7 +301,7 @@ class YetiDCGLambdaWeight(DCGLambdaWeightV2):
 
   def pair_weights(self, labels, ranks):
     neighbours = ops.abs(_pairwise(ops.subtract, ops.cast(ranks, labels.dtype))) == 1
-    return ops.where(neighbours, super().pair_weights(labels, ranks), 0.0)
+    return backend.where(neighbours, super().pair_weights(labels, ranks), 0.0)
 
 
 @_register
@@ -316,8 +316,8 @@ class PrecisionLambdaWeight(LambdaWeight):
   def pair_weights(self, labels, ranks):
     valid_pair, labels = _clean(labels)
     positive = ops.cast(self.positive_fn(labels), labels.dtype)
-    difference = ops.where(valid_pair, ops.abs(_pairwise(ops.subtract, positive)), 0.0)
-    return ops.where(_pairwise(ops.logical_xor, ranks <= self.topn), difference, 0.0)
+    difference = backend.where(valid_pair, ops.abs(_pairwise(ops.subtract, positive)), 0.0)
+    return backend.where(_pairwise(ops.logical_xor, ranks <= self.topn), difference, 0.0)
 
   def get_config(self):
     return {"topn": self.topn, "positive_fn": _serialize(self.positive_fn)}

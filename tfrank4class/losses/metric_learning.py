@@ -182,9 +182,9 @@ def _hardest(d, pos, neg, margin):
 
   Anchors without positives get 0, anchors without negatives a distance beyond any hinge.
   """
-  hardest_pos = ops.max(ops.where(pos, d, ops.zeros_like(d)), axis=1)
+  hardest_pos = ops.max(backend.where(pos, d, ops.zeros_like(d)), axis=1)
   beyond = ops.max(d) + margin + 1.0
-  hardest_neg = ops.min(ops.where(neg, d, beyond + ops.zeros_like(d)), axis=1)
+  hardest_neg = ops.min(backend.where(neg, d, beyond + ops.zeros_like(d)), axis=1)
   return hardest_pos, hardest_neg
 
 
@@ -240,8 +240,8 @@ class ContrastiveLoss(EmbeddingLoss):
       has_pos = ops.any(pos, axis=1)
       has_neg = ops.any(neg, axis=1)
       hardest_pos, hardest_neg = _hardest(d, pos, neg, m)
-      pos_term = ops.where(has_pos, 0.5 * ops.square(hardest_pos), ops.zeros_like(hardest_pos))
-      neg_term = ops.where(
+      pos_term = backend.where(has_pos, 0.5 * ops.square(hardest_pos), ops.zeros_like(hardest_pos))
+      neg_term = backend.where(
         has_neg, 0.5 * ops.square(ops.relu(m - hardest_neg)), ops.zeros_like(hardest_neg)
       )
     return pos_term + neg_term
@@ -315,11 +315,11 @@ class TripletLoss(EmbeddingLoss):
       big = ops.max(d) + m + 1.0
       d_in = d[:, None, :] + ops.zeros_like(d)[:, :, None]  # [i, p, n] -> d_in
       outside = ops.logical_and(neg[:, None, :], d_in > d[:, :, None])
-      closest_outside = ops.min(ops.where(outside, d_in, big), axis=2)
-      farthest = ops.max(ops.where(neg, d, ops.zeros_like(d)), axis=1, keepdims=True)
-      d_neg = ops.where(ops.any(outside, axis=2), closest_outside, farthest)
+      closest_outside = ops.min(backend.where(outside, d_in, big), axis=2)
+      farthest = ops.max(backend.where(neg, d, ops.zeros_like(d)), axis=1, keepdims=True)
+      d_neg = backend.where(ops.any(outside, axis=2), closest_outside, farthest)
       loss = _masked_mean(ops.relu(m + d - d_neg), pos, axis=1)
-    return ops.where(valid, loss, ops.zeros_like(loss))
+    return backend.where(valid, loss, ops.zeros_like(loss))
 
   def get_config(self):
     config = super().get_config()
@@ -367,9 +367,9 @@ def smoothed_cross_entropy(
   check_batch_size(parsed, logits, name="labels", other_name="scores")
   relevance = parsed.to_relevance(num_items(logits), logits.dtype)
   if where is not None:
-    relevance = ops.where(where, relevance, -ops.ones_like(relevance))
+    relevance = backend.where(where, relevance, -ops.ones_like(relevance))
   valid = relevance >= 0
-  gains = ops.where(valid, relevance, ops.zeros_like(relevance))
+  gains = backend.where(valid, relevance, ops.zeros_like(relevance))
   mass = ops.sum(gains, axis=-1, keepdims=True)
   p = backend.divide_no_nan(gains, mass)
   if spread == "all_classes":
@@ -377,13 +377,13 @@ def smoothed_cross_entropy(
   else:
     receivers = ops.cast(ops.logical_and(valid, ops.equal(relevance, 0.0)), logits.dtype)
   count = ops.sum(receivers, axis=-1, keepdims=True)
-  eps = ops.where(count > 0, ops.full_like(count, eps), ops.zeros_like(count))
+  eps = backend.where(count > 0, ops.full_like(count, eps), ops.zeros_like(count))
   targets = (1.0 - eps) * p + eps * backend.divide_no_nan(receivers, count)
   # Padded items leave the softmax (their logit becomes the dtype's lowest value).
-  masked = ops.where(valid, logits, ops.full_like(logits, np.finfo(ops.dtype(logits)).min))
-  log_p = ops.where(valid, ops.log_softmax(masked, axis=-1), ops.zeros_like(masked))
+  masked = backend.where(valid, logits, ops.full_like(logits, np.finfo(ops.dtype(logits)).min))
+  log_p = backend.where(valid, ops.log_softmax(masked, axis=-1), ops.zeros_like(masked))
   loss = -ops.sum(targets * log_p, axis=-1)
-  return parsed.mark_invalid(ops.where(mass[:, 0] > 0, loss, ops.zeros_like(loss)))
+  return parsed.mark_invalid(backend.where(mass[:, 0] > 0, loss, ops.zeros_like(loss)))
 
 
 @register("smoothed_cross_entropy")

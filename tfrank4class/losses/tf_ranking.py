@@ -283,9 +283,16 @@ class RankingLoss(ListwiseLoss):
 
   def weighted_values(self, scores, relevance, sample_weight=None):
     """Losses times TF-Ranking's weights, before the Keras reduction: one per list ``[B]`` with
-    ``normalization="lists"``, else TF-Ranking's ``[B, n]`` (per item), ``[B, 1]`` or ``[B]``."""
-    # A list whose labels failed a check that could not raise (traced code) has NaN relevance.
+    ``normalization="lists"``, else TF-Ranking's ``[B, n]`` (per item), ``[B, 1]`` or ``[B]``;
+    NaN for the lists whose relevance has a NaN (how
+    :meth:`~tfrank4class.labels.Labels.to_relevance` marks labels that failed a check that could
+    not raise, in traced code)."""
     invalid = ops.any(ops.isnan(relevance), axis=1)
+    return self._weighted_values(scores, relevance, sample_weight, invalid)
+
+  def _weighted_values(self, scores, relevance, sample_weight, invalid):
+    """:meth:`weighted_values` with the bad lists given as ``invalid`` (bool ``[B]``, or
+    ``None`` for none)."""
     relevance, logits, sample_weight = self._inputs(scores, relevance, sample_weight)
     if SPECS[self.key].shape == "list":
       values, weights = self._impl.compute_per_list(relevance, logits, sample_weight)
@@ -309,20 +316,29 @@ class RankingLoss(ListwiseLoss):
   def _per_list(self, values, invalid):
     """``"lists"``: the sum over a list's items ``[B * S, n] -> [B * S]``, then the mean over
     the ``S`` Gumbel samples of each list ``-> [B]``; ``"tf_ranking"``: ``values`` as they are.
-    The values of ``invalid`` lists ``[B]`` (of their samples) are NaN."""
+    The values of ``invalid`` lists ``[B]`` (of their samples) are NaN (``None``: no list)."""
     if self.normalization == "lists":
       if len(values.shape) == 2:
         values = ops.sum(values, axis=1)
       if self._sampler is not None:
         values = backend.mean(ops.reshape(values, (-1, self._sample_size)), axis=1)
-    elif self._sampler is not None:
+    elif self._sampler is not None and invalid is not None:
       invalid = ops.repeat(invalid, self._sample_size)
+    if invalid is None:
+      return values
     invalid = ops.reshape(invalid, (-1,) + (1,) * (len(values.shape) - 1))
-    return ops.where(invalid, float("nan"), values)
+    return backend.where(invalid, float("nan"), values)
 
   def __call__(self, y_true, y_pred, sample_weight=None):
     # TF-Ranking normalises the sample weights with the labels (and samples them with the list).
-    return self.reduce(self.weighted_values(*self.lists(y_true, y_pred), sample_weight))
+    # The parser's own mask of bad lists rather than the NaN it would write into their relevance
+    # (in traced code, three ops over [B, C] fewer: the marking, the NaN test and its `any`).
+    scores, labels = self.parse(y_true, y_pred)
+    relevance = labels._replace(invalid=None).to_relevance(num_items(scores), scores.dtype)
+    values = self._weighted_values(
+      *self.extend(scores, relevance), sample_weight, invalid=labels.invalid
+    )
+    return self.reduce(values)
 
   def loss_values(self, scores, relevance):
     return self.weighted_values(scores, relevance)

@@ -97,8 +97,8 @@ def _dense(labels, scores):
   (below every valid item, never tied)."""
   relevance = labels.to_relevance(num_items(scores), dtype="float32")
   mask = relevance >= 0
-  relevance = ops.where(mask, relevance, 0.0)
-  masked = ops.where(mask, scores, -math.inf)
+  relevance = backend.where(mask, relevance, 0.0)
+  masked = backend.where(mask, scores, -math.inf)
   return relevance, mask, masked
 
 
@@ -178,7 +178,7 @@ def _cut_off(k, num_classes):
 def _first_relevant_group(relevant, masked):
   """``(a, t, r, has_relevant)`` of the highest tie group holding a relevant item, ``[B]`` each:
   ``a`` valid items strictly ahead of it, ``t`` items in it, ``r`` of them relevant."""
-  best = ops.max(ops.where(relevant, masked, -math.inf), axis=-1, keepdims=True)
+  best = ops.max(backend.where(relevant, masked, -math.inf), axis=-1, keepdims=True)
   in_group = masked == best
   return (
     _count(masked > best),
@@ -195,12 +195,12 @@ def _top_k_dense(k, relevant, masked):
   j = ops.arange(min(k, masked.shape[-1] or k), dtype="float32")
   # C(t - m, r) / C(t, r) = prod_{j < m} (t - r - j) / (t - j); only reached when m <= t - r.
   inside = j < m[:, None]
-  factors = ops.where(inside, (t - r)[:, None] - j, 1.0) / ops.where(
+  factors = backend.where(inside, (t - r)[:, None] - j, 1.0) / backend.where(
     inside, ops.maximum(t[:, None] - j, 1.0), 1.0
   )
   miss = ops.prod(factors, axis=-1)
-  hit = ops.where(m <= 0, 0.0, ops.where(m > t - r, 1.0, 1.0 - miss))
-  return ops.where(has_rel, hit, 0.0)
+  hit = backend.where(m <= 0, 0.0, backend.where(m > t - r, 1.0, 1.0 - miss))
+  return backend.where(has_rel, hit, 0.0)
 
 
 def _reciprocal_rank_dense(k, relevant, masked):
@@ -215,15 +215,15 @@ def _reciprocal_rank_dense(k, relevant, masked):
   a, t, r = a[:, None], t[:, None], ops.maximum(r, 1.0)[:, None]
   valid = x <= t - r + 1.0
   # p(1) = r / t; p(x) / p(x - 1) = (t - x - r + 2) / (t - x + 1).
-  ratio = ops.where(
+  ratio = backend.where(
     x == 1.0, r / ops.maximum(t, 1.0), (t - x - r + 2.0) / ops.maximum(t - x + 1.0, 1.0)
   )
-  p = ops.cumprod(ops.where(valid, ratio, 0.0), axis=-1)
+  p = ops.cumprod(backend.where(valid, ratio, 0.0), axis=-1)
   position = a + x
   if k is not None:
     valid = valid & (position <= float(k))
-  rr = ops.sum(ops.where(valid, p / position, 0.0), axis=-1)
-  return ops.where(has_rel, rr, 0.0)
+  rr = ops.sum(backend.where(valid, p / position, 0.0), axis=-1)
+  return backend.where(has_rel, rr, 0.0)
 
 
 def _positional_discounts(length):
@@ -243,7 +243,7 @@ def item_gains(relevance, gain="exp2"):
 
 def _ndcg_dense(k, gain, relevance, mask, masked):
   """DCG@k from the mean gain of the tie group covering each of the top ``k`` positions."""
-  gains = ops.where(mask, item_gains(relevance, gain), 0.0)
+  gains = backend.where(mask, item_gains(relevance, gain), 0.0)
   n = masked.shape[-1]
   length = ops.shape(masked)[-1] if n is None else n
   if k is not None:
@@ -263,10 +263,10 @@ def _ndcg_dense(k, gain, relevance, mask, masked):
   boundary = values[:, -1:]
   on_boundary = masked == boundary
   boundary_mean = ops.divide_no_nan(
-    ops.sum(ops.where(on_boundary, gains, 0.0), axis=-1, keepdims=True),
+    ops.sum(backend.where(on_boundary, gains, 0.0), axis=-1, keepdims=True),
     _count(on_boundary)[:, None],
   )
-  expected_gain = ops.where(values == boundary, boundary_mean, within)
+  expected_gain = backend.where(values == boundary, boundary_mean, within)
   discount = _positional_discounts(length)
   dcg = ops.sum(expected_gain * discount, axis=-1)
   ideal = ops.sum(backend.top_k(gains, length)[0] * discount, axis=-1)

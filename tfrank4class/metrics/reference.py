@@ -53,7 +53,7 @@ def _prepare(labels, scores):
   scores = ops.cast(scores, "float64")
   relevance = ops.cast(relevance, "float64")
   mask = relevance >= 0
-  relevance = ops.where(mask, relevance, ops.zeros_like(relevance))
+  relevance = backend.where(mask, relevance, ops.zeros_like(relevance))
   return scores, relevance, mask, out_dtype
 
 
@@ -62,7 +62,7 @@ def _divide_no_nan(x, y):
   ``maximum`` / ``minimum``) return float32 for float64 inputs on PyTorch (Keras 3.15), so this
   module uses ``where`` for all three."""
   nonzero = y != 0
-  return ops.where(nonzero, x / ops.where(nonzero, y, ops.ones_like(y)), ops.zeros_like(x))
+  return backend.where(nonzero, x / backend.where(nonzero, y, ops.ones_like(y)), ops.zeros_like(x))
 
 
 def _first_relevant_group(scores, relevant, mask):
@@ -73,7 +73,7 @@ def _first_relevant_group(scores, relevant, mask):
   stats = tie_statistics(scores, relevant=relevant, mask=mask)
   is_rel = relevant > 0
   big = ops.cast(ops.shape(scores)[-1] + 1, scores.dtype)
-  above = ops.where(is_rel, stats["above"], big)
+  above = backend.where(is_rel, stats["above"], big)
   best = ops.argmin(above, axis=-1)
   pick = lambda x: backend.take_along_axis(x, best[:, None], axis=-1)[:, 0]
   return (
@@ -106,8 +106,10 @@ def top_k_accuracy(labels, scores, k=5):
   m = float(k) - a
   safe_m = ops.clip(m, 0.0, t - r)
   miss = ops.exp(log_binomial(t - safe_m, r) - log_binomial(t, r))
-  hit = ops.where(m <= 0, ops.zeros_like(m), ops.where(m > t - r, ops.ones_like(m), 1.0 - miss))
-  return ops.cast(ops.where(has_rel, hit, ops.zeros_like(hit)), out_dtype)
+  hit = backend.where(
+    m <= 0, ops.zeros_like(m), backend.where(m > t - r, ops.ones_like(m), 1.0 - miss)
+  )
+  return ops.cast(backend.where(has_rel, hit, ops.zeros_like(hit)), out_dtype)
 
 
 def reciprocal_rank(labels, scores, k=None):
@@ -132,14 +134,16 @@ def reciprocal_rank(labels, scores, k=None):
   x = ops.arange(1, n + 1, dtype=scores.dtype)[None, :]
   a, t, r = a[:, None], t[:, None], r[:, None]
   valid = x <= t - r + 1
-  safe_x = ops.where(valid, x, ops.ones_like(x))
-  log_p = log_binomial(t - safe_x, r - 1.0) - log_binomial(t, ops.where(r > 1, r, ops.ones_like(r)))
+  safe_x = backend.where(valid, x, ops.ones_like(x))
+  log_p = log_binomial(t - safe_x, r - 1.0) - log_binomial(
+    t, backend.where(r > 1, r, ops.ones_like(r))
+  )
   position = a + x
   term = ops.exp(log_p) / position
   if k is not None:
     valid = valid & (position <= k)
-  rr = ops.sum(ops.where(valid, term, ops.zeros_like(term)), axis=-1)
-  return ops.cast(ops.where(has_rel, rr, ops.zeros_like(rr)), out_dtype)
+  rr = ops.sum(backend.where(valid, term, ops.zeros_like(term)), axis=-1)
+  return ops.cast(backend.where(has_rel, rr, ops.zeros_like(rr)), out_dtype)
 
 
 def ndcg(labels, scores, k=None, gain="exp2"):
@@ -160,12 +164,12 @@ def ndcg(labels, scores, k=None, gain="exp2"):
   checks.check_choice("gain", gain, GAINS)
   scores, relevance, mask, out_dtype = _prepare(labels, scores)
   gains = ops.power(2.0, relevance) - 1.0 if gain == "exp2" else relevance
-  gains = ops.where(mask, gains, ops.zeros_like(gains))
+  gains = backend.where(mask, gains, ops.zeros_like(gains))
   n = ops.shape(scores)[-1]
   positions = ops.arange(1, n + 1, dtype=scores.dtype)
   discount = 1.0 / (ops.log(1.0 + positions) / math.log(2.0))
   if k is not None:
-    discount = ops.where(positions <= k, discount, ops.zeros_like(discount))
+    discount = backend.where(positions <= k, discount, ops.zeros_like(discount))
   cumulative = ops.concatenate(
     [ops.zeros([1], discount.dtype), backend.cumsum(discount, axis=0)], axis=0
   )

@@ -188,9 +188,9 @@ def margin_shift(scores, relevant, margin, valid=None):
   if margin == 0.0:
     return scores
   half = ops.cast(margin / 2.0, backend.dtype_name(scores))
-  shift = ops.where(ops.convert_to_tensor(relevant), -half, half)
+  shift = backend.where(ops.convert_to_tensor(relevant), -half, half)
   if valid is not None:
-    shift = ops.where(ops.convert_to_tensor(valid), shift, ops.zeros_like(shift))
+    shift = backend.where(ops.convert_to_tensor(valid), shift, ops.zeros_like(shift))
   return scores + shift
 
 

@@ -98,7 +98,7 @@ def mark_nan_lists(ranks, flat):
   if backend.is_concrete(flat) or not _is_float(flat):
     return ranks
   bad = ops.any(ops.isnan(flat), axis=-1, keepdims=True)
-  return ops.where(bad, ops.cast(float("nan"), backend.dtype_name(ranks)), ranks)
+  return backend.where(bad, ops.cast(float("nan"), backend.dtype_name(ranks)), ranks)
 
 
 def shape_of(t):
@@ -220,7 +220,7 @@ def ranks_within(flat, flat_mask, dtype=None):
   # Walking down the sorted list, an item's rank in its group is the count of its group so far.
   inside = backend.cumsum(in_sorted, axis=-1)
   outside = backend.cumsum(1.0 - in_sorted, axis=-1)
-  sorted_ranks = ops.where(in_sorted > 0, inside, outside)
+  sorted_ranks = backend.where(in_sorted > 0, inside, outside)
   return backend.take_along_axis(sorted_ranks, inverse, axis=-1)
 
 
@@ -239,7 +239,7 @@ def sink(scores, keep):
   scores, keep = ops.convert_to_tensor(scores), ops.convert_to_tensor(keep)
   all_lo = ops.min(scores, axis=-1, keepdims=True)
   all_hi = ops.max(scores, axis=-1, keepdims=True)
-  lo = ops.min(ops.where(keep, scores, all_hi), axis=-1, keepdims=True)
-  hi = ops.max(ops.where(keep, scores, all_lo), axis=-1, keepdims=True)
+  lo = ops.min(backend.where(keep, scores, all_hi), axis=-1, keepdims=True)
+  hi = ops.max(backend.where(keep, scores, all_lo), axis=-1, keepdims=True)
   floor = ops.stop_gradient(lo - (hi - lo) - 1.0)
-  return ops.where(keep, scores, floor)
+  return backend.where(keep, scores, floor)

@@ -84,9 +84,9 @@ def _segment_values(s, w, segments, num_segments, regularization):
   def log_sum_exp(x):
     flat_segments = ops.reshape(segments, (-1,))
     top = ops.segment_max(ops.reshape(x, (-1,)), flat_segments, num_segments=num_segments)
-    top = ops.stop_gradient(ops.where(ops.isfinite(top), top, ops.zeros_like(top)))
+    top = ops.stop_gradient(backend.where(ops.isfinite(top), top, ops.zeros_like(top)))
     total = _segment_sum(ops.exp(x - ops.take(top, segments)), segments, num_segments)
-    return ops.log(ops.where(total > 0, total, ops.ones_like(total))) + top  # 0: empty block
+    return ops.log(backend.where(total > 0, total, ops.ones_like(total))) + top  # 0: empty block
 
   return log_sum_exp(s) - log_sum_exp(w)
 

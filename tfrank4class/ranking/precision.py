@@ -67,7 +67,7 @@ def harmonic_difference(a, t):
   end = a + t
   q = ops.arange(1, EXACT_TERMS + 1, dtype="float32")
   inside = ops.logical_and(q > a[..., None], q <= end[..., None])
-  exact = ops.sum(ops.where(inside, 1.0 / q, ops.zeros_like(q)), axis=-1)
+  exact = ops.sum(backend.where(inside, 1.0 / q, ops.zeros_like(q)), axis=-1)
   y0 = ops.maximum(a, float(EXACT_TERMS))
   y1 = ops.maximum(end, float(EXACT_TERMS))
   d = y1 - y0

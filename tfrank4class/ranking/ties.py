@@ -44,7 +44,7 @@ def tie_statistics(scores, relevant=None, mask=None):
   dtype = backend.dtype_name(scores)
   if mask is not None:
     # Padded items sink below every valid one and are never counted.
-    scores = ops.where(mask, scores, ops.cast(-float("inf"), dtype))
+    scores = backend.where(mask, scores, ops.cast(-float("inf"), dtype))
   n = ops.shape(scores)[-1]
   if relevant is None:
     ascending = ops.sort(scores, axis=-1)
@@ -61,7 +61,7 @@ def tie_statistics(scores, relevant=None, mask=None):
   if relevant is not None:
     relevant = ops.cast(relevant, dtype)
     if mask is not None:
-      relevant = ops.where(mask, relevant, ops.zeros_like(relevant))
+      relevant = backend.where(mask, relevant, ops.zeros_like(relevant))
     rel_sorted = backend.take_along_axis(relevant, order, axis=-1)
     # cum[k] = relevance of the k smallest items; prepend 0 so cum[0] = 0.
     cum = ops.concatenate(

@@ -71,7 +71,7 @@ def hit_probabilities(sims, valid, positive, ks):
   sims = ops.convert_to_tensor(sims)
   dtype = sims.dtype
   count = lambda x: ops.sum(ops.cast(x, dtype), axis=1)
-  best = ops.max(ops.where(positive, sims, -np.inf), axis=1, keepdims=True)
+  best = ops.max(backend.where(positive, sims, -np.inf), axis=1, keepdims=True)
   above = count(ops.logical_and(valid, sims > best))
   at_best = sims == best
   tied = count(ops.logical_and(valid, at_best))
@@ -79,10 +79,10 @@ def hit_probabilities(sims, valid, positive, ks):
   neg_tied = tied - rel_tied
   slots = ops.cast(ks, dtype)[None, :] - above[:, None]  # places left in the top K
   # Not ops.maximum nor ops.divide_no_nan: on PyTorch they return float32 for float64 inputs.
-  m = ops.clip(slots, 0.0, ops.where(neg_tied > 0, neg_tied, ops.zeros_like(neg_tied))[:, None])
+  m = ops.clip(slots, 0.0, backend.where(neg_tied > 0, neg_tied, ops.zeros_like(neg_tied))[:, None])
   miss = ops.exp(log_binomial(neg_tied[:, None], m) - log_binomial(tied[:, None], m))
-  miss = ops.where(slots <= 0.0, ops.ones_like(miss), miss)
-  miss = ops.where(slots > neg_tied[:, None], ops.zeros_like(miss), miss)
+  miss = backend.where(slots <= 0.0, ops.ones_like(miss), miss)
+  miss = backend.where(slots > neg_tied[:, None], ops.zeros_like(miss), miss)
   return 1.0 - miss
 
 
@@ -112,7 +112,7 @@ def average_precision_at_r(sims, valid, positive, num_positives):
   k_top = ops.maximum(ops.cast(ops.max(num_positives), "int32"), 1)
   known = backend.static_value(k_top)
   k_top = int(known) if known is not None else k_top  # a tensor inside tf.function
-  top_v, top_i = backend.top_k(ops.where(valid, sims, -np.inf), k_top)
+  top_v, top_i = backend.top_k(backend.where(valid, sims, -np.inf), k_top)
   top_pos = ops.cast(backend.take_along_axis(ops.convert_to_tensor(positive), top_i, axis=1), dtype)
   r_index = ops.clip(ops.cast(num_positives, "int32") - 1, 0, k_top - 1)
   tau = backend.take_along_axis(top_v, r_index[:, None], axis=1)
@@ -127,19 +127,20 @@ def average_precision_at_r(sims, valid, positive, num_positives):
     cutoff=num_positives[:, None],
   )
   above_sum = ops.sum(
-    ops.where(ops.logical_and(above_tau, top_pos > 0), per_item, ops.zeros_like(per_item)), axis=1
+    backend.where(ops.logical_and(above_tau, top_pos > 0), per_item, ops.zeros_like(per_item)),
+    axis=1,
   )
   # The group at tau: counted over the whole row.
   count = lambda x: ops.sum(ops.cast(x, dtype), axis=1)
   a_tau = count(above_tau)
-  rho_tau = ops.sum(ops.where(above_tau, top_pos, ops.zeros_like(top_pos)), axis=1)
+  rho_tau = ops.sum(backend.where(above_tau, top_pos, ops.zeros_like(top_pos)), axis=1)
   at_tau = sims == tau
   t_tau = count(ops.logical_and(valid, at_tau))
   r_tau = count(ops.logical_and(positive, at_tau))
   tau_sum = r_tau * expected_precision(a_tau, t_tau, rho_tau, r_tau, cutoff=num_positives)
   has = num_positives > 0
   ap_sum = above_sum + tau_sum
-  return ops.where(has, ap_sum / ops.where(has, num_positives, 1.0), ops.zeros_like(ap_sum))
+  return backend.where(has, ap_sum / backend.where(has, num_positives, 1.0), ops.zeros_like(ap_sum))
 
 
 def block_statistics(

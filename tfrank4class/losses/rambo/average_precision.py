@@ -12,7 +12,7 @@ pure functions :func:`average_precision_loss_values` (one value per list) and th
 :func:`mean_average_precision_loss_value` and :func:`apc_loss_value`.
 """
 
-from tfrank4class import checks, compat
+from tfrank4class import backend, checks, compat
 from tfrank4class.compat import ops
 from tfrank4class.losses.rambo import base
 from tfrank4class.losses.registry import register
@@ -23,7 +23,7 @@ def _ap_loss(scores, relevance, lambda_, margin):
   """``1 - AP`` per list of checked scores and dense relevance (0 without a relevant item)."""
   rk, rk_plus, relevant, _ = base.list_ranks(scores, relevance, lambda_, margin)
   ap = average_precision_from_ranks(rk, rk_plus, relevant)
-  return ops.where(ops.any(relevant, axis=-1), 1.0 - ap, ops.zeros_like(ap))
+  return backend.where(ops.any(relevant, axis=-1), 1.0 - ap, ops.zeros_like(ap))
 
 
 def average_precision_loss_values(scores, labels, *, where=None, lambda_=1.0, margin=0.0):

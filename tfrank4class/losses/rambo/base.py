@@ -62,7 +62,7 @@ def list_relevance(scores, labels, where=None):
     where = ops.convert_to_tensor(where)
     if backend.dtype_name(where) != "bool":
       raise TypeError(f"`where` must be a boolean tensor, got dtype {backend.dtype_name(where)}.")
-    relevance = ops.where(where, relevance, -ops.ones_like(relevance))
+    relevance = backend.where(where, relevance, -ops.ones_like(relevance))
   return scores, relevance, parsed
 
 
@@ -70,7 +70,7 @@ def mark_batch(parsed, value):
   """A batch-level ``value`` as NaN when any list's labels were bad (compiled code only)."""
   if parsed.invalid is None:
     return value
-  return ops.where(ops.any(parsed.invalid), ops.full_like(value, math.nan), value)
+  return backend.where(ops.any(parsed.invalid), ops.full_like(value, math.nan), value)
 
 
 def prepared(scores, relevance, margin):
@@ -79,7 +79,7 @@ def prepared(scores, relevance, margin):
   relevant = ops.logical_and(relevance > 0, valid)
   # Padded scores are never compared with valid ones; zero them so that they cannot trip the
   # finiteness check of the ranker.
-  scores = ops.where(valid, scores, ops.zeros_like(scores))
+  scores = backend.where(valid, scores, ops.zeros_like(scores))
   return margin_shift(scores, relevant, margin, valid=valid), relevant, valid
 
 

@@ -33,7 +33,7 @@ def ndcg_loss_values(scores, labels, *, where=None, lambda_=1.0, margin=0.0):
   scores, relevance, parsed = base.list_relevance(scores, labels, where)
   shifted, _, valid = base.prepared(scores, relevance, margin)
   rk = ops.cast(blackbox_rank_within(shifted, valid, lambda_, normalized=True), scores.dtype)
-  gains = ops.where(
+  gains = backend.where(
     valid,
     ops.power(2.0, backend.maximum(relevance, 0.0)) - 1.0,
     ops.zeros_like(rk),
@@ -44,7 +44,7 @@ def ndcg_loss_values(scores, labels, *, where=None, lambda_=1.0, margin=0.0):
   positions = ops.cast(ops.arange(1, ops.shape(gains)[-1] + 1), rk.dtype)
   idcg = ops.sum(ideal * log2 / ops.log1p(positions), axis=-1)
   ndcg = backend.divide_no_nan(dcg, idcg)
-  return parsed.mark_invalid(ops.where(idcg > 0, 1.0 - ndcg, ops.zeros_like(ndcg)))
+  return parsed.mark_invalid(backend.where(idcg > 0, 1.0 - ndcg, ops.zeros_like(ndcg)))
 
 
 @register("blackbox_ndcg_loss")

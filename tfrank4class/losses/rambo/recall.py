@@ -55,7 +55,7 @@ def recall_loss_values(scores, labels, *, where=None, lambda_=1.0, margin=0.0, w
 def _recall(scores, relevance, lambda_, margin, weighting):
   """The recall loss of checked scores and dense relevance ``[B, n]`` (``n`` may be unknown)."""
   rk, rk_plus, relevant, _ = base.list_ranks(scores, relevance, lambda_, margin)
-  per_item = ops.log1p(ops.where(relevant, rk - rk_plus, ops.zeros_like(rk)))
+  per_item = ops.log1p(backend.where(relevant, rk - rk_plus, ops.zeros_like(rk)))
   if weighting == "loglog":
     per_item = ops.log1p(per_item)
   return base.mean_over(per_item, relevant)
@@ -104,7 +104,7 @@ def similarity_lists(
   is_self = ops.equal(rows[:, None], columns[None, :])
   # Gallery labels < 0 are padding (a score memory's slots not yet filled).
   padding = ops.logical_or(is_self, ops.less(gallery_labels, 0)[None, :])
-  relevance = ops.where(padding, -ops.ones_like(same), same)
+  relevance = backend.where(padding, -ops.ones_like(same), same)
   return sims, relevance
 
 

@@ -195,7 +195,7 @@ class _RingRows:
     filled = ops.repeat(ops.convert_to_tensor(self.filled), self.batch_size)
     labels = ops.convert_to_tensor(self.labels)
     filled = ops.reshape(filled, (-1,) + (1,) * (len(labels.shape) - 1))
-    labels = ops.where(filled, labels, -ops.ones_like(labels))
+    labels = backend.where(filled, labels, -ops.ones_like(labels))
     return ops.convert_to_tensor(self.values), labels
 
   def push(self, values, labels):

@@ -14,6 +14,7 @@ Example:
   -1.0
 """
 
+from tfrank4class import backend
 from tfrank4class.compat import ops
 from tfrank4class.losses.lambda_weights import inverse_max_dcg
 from tfrank4class.losses.ranking_losses.base import Core
@@ -39,11 +40,11 @@ class _Approx(Core):
 
   def compute_unreduced_loss(self, labels, logits):
     valid = labels >= 0
-    labels = ops.where(valid, labels, 0.0)
+    labels = backend.where(valid, labels, 0.0)
     lowest = ops.min(logits, axis=-1, keepdims=True) - 1e3
-    logits = ops.where(valid, logits, lowest)
+    logits = backend.where(valid, logits, lowest)
     has_relevance = ops.sum(labels, axis=1, keepdims=True) > 0
-    labels = ops.where(has_relevance, labels, 1e-10)
+    labels = backend.where(has_relevance, labels, 1e-10)
     return -self._metric(labels, approx_ranks(logits)), ops.cast(has_relevance, logits.dtype)
 
 

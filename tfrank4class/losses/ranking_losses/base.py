@@ -1,5 +1,6 @@
 """The base of TF-Ranking's loss cores and its three rules for normalising sample weights."""
 
+from tfrank4class import backend
 from tfrank4class.compat import ops
 
 
@@ -29,10 +30,10 @@ class Core:
     if self.weighting == "list":
       if weights is None:
         return 1.0
-      labels = ops.where(labels >= 0, labels, 0.0)
+      labels = backend.where(labels >= 0, labels, 0.0)
       total = ops.sum(labels, axis=1, keepdims=True)
       weighted = ops.sum(weights * labels, axis=1, keepdims=True)
-      return ops.where(total == 0, 0.0, weighted / ops.where(total == 0, 1.0, total))
+      return backend.where(total == 0, 0.0, weighted / backend.where(total == 0, 1.0, total))
     weights = 1.0 if weights is None else weights
-    weights = ops.where(labels >= 0, ops.ones_like(labels) * weights, 0.0)
+    weights = backend.where(labels >= 0, ops.ones_like(labels) * weights, 0.0)
     return ops.expand_dims(weights, 2) if self.weighting == "pair" else weights

@@ -16,6 +16,7 @@ Example:
   0.1698
 """
 
+from tfrank4class import backend
 from tfrank4class.backend import (
   cumulative_logsumexp,
   logaddexp,
@@ -38,7 +39,7 @@ from tfrank4class.losses.ranking_losses.sampling import (
 
 def _cleaned(labels, logits):
   valid = labels >= 0
-  return valid, ops.where(valid, labels, 0.0), ops.where(valid, logits, LOG_EPSILON)
+  return valid, backend.where(valid, labels, 0.0), backend.where(valid, logits, LOG_EPSILON)
 
 
 class SoftmaxLoss(Core):
@@ -60,10 +61,10 @@ class SoftmaxLoss(Core):
     if weights is not None:
       labels = labels * weights
     label_sum = ops.sum(labels, axis=1)
-    labels = ops.where(ops.expand_dims(label_sum > 0, 1), labels, 1e-10)
-    labels = ops.where(valid, labels, 0.0)
+    labels = backend.where(ops.expand_dims(label_sum > 0, 1), labels, 1e-10)
+    labels = backend.where(valid, labels, 0.0)
     total = ops.sum(labels, axis=1, keepdims=True)
-    target = ops.where(total == 0, 0.0, labels / ops.where(total == 0, 1.0, total))
+    target = backend.where(total == 0, 0.0, labels / backend.where(total == 0, 1.0, total))
     losses = -ops.sum(target * ops.log_softmax(logits, axis=-1), axis=1)
     return losses, label_sum
 
@@ -78,7 +79,7 @@ class UniqueSoftmaxLoss(Core):
     valid, labels, logits = _cleaned(labels, logits)
     # Valid items by label ascending (padded ones last): the items of lower label than item i
     # are the first `lower[i]` of that order, so their log-sum-exp is a prefix scan's.
-    key = ops.where(valid, labels, float("inf"))
+    key = backend.where(valid, labels, float("inf"))
     permutation = stable_argsort(key)
     sorted_key, sorted_logits = gather(permutation, key, logits)
     lower = searchsorted(sorted_key, key)
@@ -86,7 +87,7 @@ class UniqueSoftmaxLoss(Core):
       cumulative_logsumexp(sorted_logits), ops.maximum(lower - 1, 0), axis=-1
     )
     has_lower = ops.logical_and(valid, lower > 0)
-    per_item = ops.where(has_lower, logaddexp(prefix, logits), logits) - logits
+    per_item = backend.where(has_lower, logaddexp(prefix, logits), logits) - logits
     losses = ops.sum(per_item * (ops.power(2.0, labels) - 1.0), axis=1, keepdims=True)
     return losses, ops.ones_like(losses)
 
@@ -130,7 +131,7 @@ class CoupledRankDistilLoss(Core):
   def compute_unreduced_loss(self, labels, logits):
     valid, labels, student = _cleaned(labels, logits)
     has_relevance = ops.sum(labels, axis=1, keepdims=True) > 0
-    teacher = ops.where(valid, labels, LOG_EPSILON)
+    teacher = backend.where(valid, labels, LOG_EPSILON)
     batch, size, samples = ops.shape(labels)[0], ops.shape(labels)[1], self.sample_size
     u = uniform((batch, samples, size), self.seed, logits)
     teacher = ops.expand_dims(teacher, 1) - ops.log(-ops.log(u + 1e-20) + 1e-20)
@@ -142,7 +143,7 @@ class CoupledRankDistilLoss(Core):
     index = ops.arange(size)
     later = ops.expand_dims(index[None, :] >= index[:topk, None], 0)  # [1, k, n]
     rest = ops.expand_dims(student, 1) * ops.ones_like(ops.cast(later, student.dtype))
-    log_prob = student[:, :topk] - ops.logsumexp(ops.where(later, rest, LOG_EPSILON), axis=-1)
+    log_prob = student[:, :topk] - ops.logsumexp(backend.where(later, rest, LOG_EPSILON), axis=-1)
     nll = -ops.reshape(ops.sum(log_prob, axis=1), (-1, samples))
     losses = mean(nll, axis=1, keepdims=True)
     return losses, ops.cast(has_relevance, logits.dtype)

@@ -11,6 +11,7 @@ Example:
   [[[0.0, 0.5], [0.0, 0.0]]]
 """
 
+from tfrank4class import backend
 from tfrank4class.compat import ops
 from tfrank4class.losses.ranking_losses.base import Core
 from tfrank4class.losses.ranking_losses.sampling import pairwise, ranks
@@ -46,7 +47,7 @@ class PairwiseSoftZeroOneLoss(_Pairwise):
   """``sigmoid(-(s_i - s_j))``."""
 
   def _pair_loss(self, x):
-    return ops.where(x > 0, 1.0 - ops.sigmoid(x), ops.sigmoid(-x))
+    return backend.where(x > 0, 1.0 - ops.sigmoid(x), ops.sigmoid(-x))
 
 
 class PairwiseMSELoss(_Pairwise):

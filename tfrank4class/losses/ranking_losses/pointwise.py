@@ -10,6 +10,7 @@ Example:
   ([[0.25, 0.0, 0.0]], [[1.0, 1.0, 0.0]])
 """
 
+from tfrank4class import backend
 from tfrank4class.compat import ops
 from tfrank4class.losses.ranking_losses.base import Core
 
@@ -22,8 +23,8 @@ def sigmoid_cross_entropy(labels, logits):
 class _Pointwise(Core):
   def compute_unreduced_loss(self, labels, logits):
     valid = labels >= 0
-    labels = ops.where(valid, labels, 0.0)
-    logits = ops.where(valid, logits, 0.0)
+    labels = backend.where(valid, labels, 0.0)
+    logits = backend.where(valid, logits, 0.0)
     return self._losses(labels, logits), ops.cast(valid, logits.dtype)
 
 
@@ -53,5 +54,5 @@ class OrdinalLoss(_Pointwise):
   def _losses(self, labels, logits):
     ordinal = ops.cast(labels >= 1.0, labels.dtype)
     if self.use_fraction_label:
-      ordinal = ordinal + ops.where(ops.logical_and(labels > 0, labels < 1), labels, 0.0)
+      ordinal = ordinal + backend.where(ops.logical_and(labels > 0, labels < 1), labels, 0.0)
     return sigmoid_cross_entropy(ordinal, logits)

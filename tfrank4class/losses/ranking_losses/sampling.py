@@ -22,6 +22,7 @@ import math
 import warnings
 import weakref
 
+from tfrank4class import backend
 from tfrank4class.backend import (
   argsort_pairs,
   dtype_name,
@@ -87,8 +88,8 @@ def _ordinal(x):
   if dtype_name(x) in _NARROW_INTS:
     return ops.cast(x, "int32")
   x = ops.cast(x, "float32")
-  bits = ops.view(ops.where(x == 0, 0.0, x), "int32")
-  return ops.where(bits < 0, ops.bitwise_xor(bits, 2**31 - 1), bits)
+  bits = ops.view(backend.where(x == 0, 0.0, x), "int32")
+  return backend.where(bits < 0, ops.bitwise_xor(bits, 2**31 - 1), bits)
 
 
 def order(keys, valid=None, tiebreak=None):
@@ -104,12 +105,12 @@ def order(keys, valid=None, tiebreak=None):
     # padded item gets the largest int32, which no complemented ordinal reaches (NaN aside).
     primary = ops.bitwise_not(_ordinal(keys))
     if valid is not None:
-      primary = ops.where(valid, primary, 2**31 - 1)
+      primary = backend.where(valid, primary, 2**31 - 1)
     if tiebreak is None:
       return stable_argsort(primary)
     return argsort_pairs(primary, _ordinal(tiebreak))
   if valid is not None:
-    keys = ops.where(valid, keys, ops.zeros_like(keys))  # padded items tie among themselves
+    keys = backend.where(valid, keys, ops.zeros_like(keys))  # padded items tie among themselves
   permutation = None if tiebreak is None else _refine(None, tiebreak, descending=False)
   permutation = _refine(permutation, keys, descending=True)
   if valid is not None:
@@ -147,7 +148,7 @@ class GumbelSampler:
     u = uniform((batch, size, items), self.seed, logits)
     gumbel = -ops.log(-ops.log(u + 1e-20) + 1e-20)
     logits = ops.reshape(ops.expand_dims(logits, 1) + gumbel, (-1, items))
-    logits = ops.where(labels >= 0, logits / self.temperature, math.log(1e-20))
+    logits = backend.where(labels >= 0, logits / self.temperature, math.log(1e-20))
     logits = ops.log(ops.softmax(logits, axis=-1) + 1e-20)
     if weights is not None:
       weights = ops.reshape(weights, (batch, 1, -1))

@@ -1,7 +1,7 @@
 """SoDeep's mAP loss (Engilberge et al., CVPR 2019, Sec. 3.2.2, Eq. 7) and the per-list
 ``1 - AP`` (Eq. 5-6) over a rank operator."""
 
-from tfrank4class import compat
+from tfrank4class import backend, compat
 from tfrank4class.compat import ops
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.sodeep.base import RankOperatorLoss
@@ -148,5 +148,5 @@ class SorterAPLoss(RankOperatorLoss):
     lists = sink(scores, relevance >= 0)
     relevant_ranks = self.ranks(sink(scores, positive))
     ap = average_precision_from_ranks(self.ranks(lists), relevant_ranks, positive)
-    loss = ops.where(ops.any(positive, axis=-1), 1.0 - ap, ops.zeros_like(ap))
+    loss = backend.where(ops.any(positive, axis=-1), 1.0 - ap, ops.zeros_like(ap))
     return self.with_finetune(loss, lists)

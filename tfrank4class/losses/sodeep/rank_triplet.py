@@ -1,7 +1,7 @@
 """SoDeep's rank triplet loss (Engilberge et al., CVPR 2019, Sec. 3.2.3, Eq. 9-10) over a rank
 operator, for retrieval."""
 
-from tfrank4class import checks, compat
+from tfrank4class import backend, checks, compat
 from tfrank4class.compat import ops
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.sodeep.base import RankOperatorLoss
@@ -62,11 +62,11 @@ class RankTripletLoss(RankOperatorLoss):
     m = ops.sum(ops.cast(valid, scores.dtype), axis=-1, keepdims=True)
     lists = sink(scores, valid)
     r = ops.divide_no_nan(self.ranks(lists) - 1.0, m - 1.0)
-    hardest = ops.min(ops.where(negative, r, ops.ones_like(r) * 2.0), axis=-1, keepdims=True)
+    hardest = ops.min(backend.where(negative, r, ops.ones_like(r) * 2.0), axis=-1, keepdims=True)
     hinge = ops.relu(self.alpha + r - hardest) * pos
     num_pos = ops.sum(pos, axis=-1)
     has_both = ops.logical_and(num_pos > 0, ops.any(negative, axis=-1))
-    loss = ops.where(
+    loss = backend.where(
       has_both, ops.divide_no_nan(ops.sum(hinge, -1), num_pos), ops.zeros_like(num_pos)
     )
     return self.with_finetune(loss, lists)

@@ -1,7 +1,7 @@
 """SoDeep's Spearman loss (Engilberge et al., CVPR 2019, Sec. 3.2.1, Eq. 2-4) over a rank
 operator."""
 
-from tfrank4class import checks, compat
+from tfrank4class import backend, checks, compat
 from tfrank4class.compat import ops
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.sodeep.base import RankOperatorLoss
@@ -89,10 +89,10 @@ class SpearmanLoss(RankOperatorLoss):
     m = ops.sum(ops.cast(valid, scores.dtype), axis=-1)
     lists = sink(scores, valid)
     zeros = ops.zeros_like(scores)
-    sq = ops.sum(ops.where(valid, ops.square(self.ranks(lists) - target_ranks), zeros), -1)
+    sq = ops.sum(backend.where(valid, ops.square(self.ranks(lists) - target_ranks), zeros), -1)
     loss = ops.divide_no_nan(6.0 * sq, m * (m * m - 1.0))
     if self.l1_weight:
-      l1 = ops.sum(ops.where(valid, ops.abs(scores - target), zeros), axis=-1)
+      l1 = ops.sum(backend.where(valid, ops.abs(scores - target), zeros), axis=-1)
       loss += self.l1_weight * ops.divide_no_nan(l1, m)
     return self.with_finetune(loss, lists)
 

@@ -109,7 +109,7 @@ def _check_arguments(p_k, method, distribution, inverse_temperature, art_lambda,
 def _top_m(scores, ids, m):
   """The true class's score followed by the ``m - 1`` highest other scores, ``[B, m]``."""
   is_true = ops.equal(ops.arange(scores.shape[-1])[None, :], ops.cast(ids, "int32")[:, None])
-  others = ops.where(is_true, ops.full_like(scores, -math.inf), scores)
+  others = backend.where(is_true, ops.full_like(scores, -math.inf), scores)
   top, _ = backend.top_k(others, m - 1)
   true = backend.take_along_axis(scores, ops.cast(ids, "int64")[:, None], axis=-1)
   return ops.concatenate([true, top], axis=-1)
@@ -150,9 +150,9 @@ def _targets(labels, scores, where):
   check_batch_size(parsed, scores)
   relevance = parsed.to_relevance(n, scores.dtype)
   if where is not None:
-    relevance = ops.where(where, relevance, -ops.ones_like(relevance))
+    relevance = backend.where(where, relevance, -ops.ones_like(relevance))
   valid = relevance >= 0
-  target = ops.where(valid, backend.maximum(relevance, 0.0), 0.0)
+  target = backend.where(valid, backend.maximum(relevance, 0.0), 0.0)
   mass = ops.sum(target, axis=-1, keepdims=True)
   return parsed, relevance, backend.divide_no_nan(target, mass), valid
 
@@ -247,7 +247,7 @@ def topk_cross_entropy(
   parsed, relevance, target, valid = _targets(labels, scores, where)
   scores = sink(scores, valid)
   lowest = np.finfo(ops.dtype(scores)).min
-  logits = ops.where(valid, scores, ops.full_like(scores, lowest))  # padded: no softmax mass
+  logits = backend.where(valid, scores, ops.full_like(scores, lowest))  # padded: no softmax mass
   not_one_hot = None
   if m is not None:
     scores, logits, target, not_one_hot = _preselect(scores, logits, target, parsed, relevance, m)
@@ -258,9 +258,9 @@ def topk_cross_entropy(
   per_class = _nll(q)
   if top1_mode == "smce":
     per_class = sum(p_k[1:]) * per_class - p_k[0] * ops.log_softmax(logits, axis=-1)
-  values = ops.sum(ops.where(target > 0, target * per_class, 0.0), axis=-1)
+  values = ops.sum(backend.where(target > 0, target * per_class, 0.0), axis=-1)
   if not_one_hot is not None:
-    values = ops.where(not_one_hot, ops.full_like(values, math.nan), values)
+    values = backend.where(not_one_hot, ops.full_like(values, math.nan), values)
   return parsed.mark_invalid(values)
 
 

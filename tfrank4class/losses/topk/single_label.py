@@ -49,7 +49,7 @@ class SingleLabel(typing.NamedTuple):
     values = self.parsed.mark_invalid(values)
     if self.multi is None:
       return values
-    return ops.where(self.multi, ops.full_like(values, np.nan), values)
+    return backend.where(self.multi, ops.full_like(values, np.nan), values)
 
 
 def single_label(labels, scores, name="y_true", where=None):
@@ -83,7 +83,7 @@ def single_label(labels, scores, name="y_true", where=None):
     return SingleLabel(ids, ops.ones_like(ids, "bool"), ops.ones_like(scores, "bool"), parsed)
   relevance = parsed.to_relevance(num_classes, scores.dtype)
   if where is not None:
-    relevance = ops.where(where, relevance, -ops.ones_like(relevance))
+    relevance = backend.where(where, relevance, -ops.ones_like(relevance))
   positive = relevance > 0
   count = ops.sum(ops.cast(positive, "int32"), axis=-1)
   multi = count > 1

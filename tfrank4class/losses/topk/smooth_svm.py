@@ -55,11 +55,11 @@ def _minus_infinity(like):
 def _log_sum_exp(terms):
   """``log sum exp`` over the last axis; ``-inf`` (and a zero gradient) when every term is."""
   top = ops.stop_gradient(ops.max(terms, axis=-1, keepdims=True))
-  top = ops.where(ops.isfinite(top), top, ops.zeros_like(top))
+  top = backend.where(ops.isfinite(top), top, ops.zeros_like(top))
   total = ops.sum(ops.exp(terms - top), axis=-1)
   positive = total > 0
-  safe = ops.where(positive, total, ops.ones_like(total))
-  return ops.where(positive, ops.log(safe) + ops.squeeze(top, -1), _minus_infinity(total))
+  safe = backend.where(positive, total, ops.ones_like(total))
+  return backend.where(positive, ops.log(safe) + ops.squeeze(top, -1), _minus_infinity(total))
 
 
 def _multiply(left, right, k):
@@ -173,13 +173,13 @@ def smooth_topk_svm_loss(scores, labels, *, where=None, k=5, tau=1.0, alpha=1.0)
   parsed = single_label(labels, scores, where=where)
   classes = ops.arange(num_classes, dtype="int32")
   rivals = ops.logical_and(parsed.valid, ops.not_equal(classes[None, :], parsed.ids[:, None]))
-  checks.check_scores("y_pred", ops.where(parsed.valid, scores, ops.zeros_like(scores)))
+  checks.check_scores("y_pred", backend.where(parsed.valid, scores, ops.zeros_like(scores)))
   enough = ops.logical_and(parsed.has_true, ops.sum(ops.cast(rivals, "int32"), axis=-1) >= k)
   if tau == 0.0:
     loss = _hard_loss(scores, parsed, rivals, enough, k, alpha)
   else:
     loss = _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha)
-  return parsed.mark_invalid(ops.where(enough, loss, ops.zeros_like(loss)))
+  return parsed.mark_invalid(backend.where(enough, loss, ops.zeros_like(loss)))
 
 
 def _hard_loss(scores, parsed, rivals, enough, k, alpha):
@@ -198,11 +198,11 @@ def _hard_loss(scores, parsed, rivals, enough, k, alpha):
   classes = ops.arange(scores.shape[-1], dtype="int32")[None, :]
   left, last = rivals, None
   for _ in range(k):
-    best = ops.cast(ops.argmax(ops.where(left, scores, lowest), axis=-1), "int32")
+    best = ops.cast(ops.argmax(backend.where(left, scores, lowest), axis=-1), "int32")
     last = ops.equal(classes, best[:, None])
     left = ops.logical_and(left, ops.logical_not(last))
-  kth = ops.sum(ops.where(last, scores, ops.zeros_like(scores)), axis=-1)
-  kth = ops.where(enough, kth, true_score)
+  kth = ops.sum(backend.where(last, scores, ops.zeros_like(scores)), axis=-1)
+  kth = backend.where(enough, kth, true_score)
   return ops.relu(alpha + (kth - true_score) / k)
 
 
@@ -215,12 +215,12 @@ def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
   """``L_{k,tau}`` per row through the log elementary symmetric polynomials (Sec. 3)."""
   lowest = _minus_infinity(scores)
   x = scores / (k * tau)
-  shift = ops.stop_gradient(ops.max(ops.where(parsed.valid, x, lowest), -1, keepdims=True))
-  x = x - ops.where(ops.isfinite(shift), shift, ops.zeros_like(shift))
-  log_e = log_elementary_symmetric(ops.where(rivals, x, lowest), k)
+  shift = ops.stop_gradient(ops.max(backend.where(parsed.valid, x, lowest), -1, keepdims=True))
+  x = x - backend.where(ops.isfinite(shift), shift, ops.zeros_like(shift))
+  log_e = log_elementary_symmetric(backend.where(rivals, x, lowest), k)
   x_true = _take(x, parsed.ids)
   margin = log_e[:, k] + alpha / tau - log_e[:, k - 1] - x_true
-  return tau * ops.softplus(ops.where(enough, margin, ops.zeros_like(margin)))
+  return tau * ops.softplus(backend.where(enough, margin, ops.zeros_like(margin)))
 
 
 @register("smooth_topk_svm_loss")

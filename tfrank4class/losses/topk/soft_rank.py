@@ -75,18 +75,18 @@ def soft_rank_topk_loss(
       f"(`y_pred` of shape {scores.shape})."
     )
   parsed = single_label(labels, scores, where=where)
-  valid_scores = ops.where(parsed.valid, scores, ops.zeros_like(scores))
+  valid_scores = backend.where(parsed.valid, scores, ops.zeros_like(scores))
   checks.check_scores("y_pred", valid_scores)
   infinity = ops.full_like(scores, np.inf)
-  lowest = ops.min(ops.where(parsed.valid, scores, infinity), -1, keepdims=True)
-  lowest = ops.where(ops.isfinite(lowest), lowest, ops.zeros_like(lowest))  # all padded
+  lowest = ops.min(backend.where(parsed.valid, scores, infinity), -1, keepdims=True)
+  lowest = backend.where(ops.isfinite(lowest), lowest, ops.zeros_like(lowest))  # all padded
   size = ops.cast(ops.shape(scores)[-1], scores.dtype)
   sink = ops.stop_gradient(lowest - (size + 1) * eps)
-  lists = ops.where(parsed.valid, scores, ops.broadcast_to(sink, ops.shape(scores)))
+  lists = backend.where(parsed.valid, scores, ops.broadcast_to(sink, ops.shape(scores)))
   ranks = soft_rank(lists, eps, regularization)
   true_rank = backend.take_along_axis(ranks, ops.cast(parsed.ids, "int64")[:, None], axis=-1)[:, 0]
   loss = ops.relu(true_rank - k)
-  return parsed.mark_invalid(ops.where(parsed.has_true, loss, ops.zeros_like(loss)))
+  return parsed.mark_invalid(backend.where(parsed.has_true, loss, ops.zeros_like(loss)))
 
 
 @register("soft_rank_topk_loss")
