@@ -274,7 +274,7 @@ def comparison_lines(rows, endpoint):
 
 def _experiment_lines(records, name, smoke, found):
   lines = [f"## {name}", ""]
-  if (name, next(iter(P.ENDPOINTS))) not in found:
+  if not is_complete(records, name, smoke):
     return lines + ["Not complete: no verdict is drawn from it.", ""]
   flips = {r["flip_rate"] for r in third_plan.select(records, experiment=name) if "flip_rate" in r}
   if flips:

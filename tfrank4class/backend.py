@@ -438,8 +438,9 @@ def _select(condition, x1, x2):
   """:func:`where` as TensorFlow's ``Select``, or ``None`` where that needs ``SelectV2``."""
   tf = _library()
   condition = tf.convert_to_tensor(condition)
-  numbers = [x for x in (x1, x2) if isinstance(x, (int, float))]
-  tensors = [tf.convert_to_tensor(x) for x in (x1, x2) if not isinstance(x, (int, float))]
+  operands = [x if isinstance(x, (int, float)) else tf.convert_to_tensor(x) for x in (x1, x2)]
+  numbers = [x for x in operands if isinstance(x, (int, float))]
+  tensors = [x for x in operands if not isinstance(x, (int, float))]
   if condition.dtype != tf.bool or condition.shape.rank is None or not tensors:
     return None
   dtype = tensors[0].dtype
@@ -467,7 +468,7 @@ def _select(condition, x1, x2):
     x = tf.convert_to_tensor(x, dtype)
     return x if x.shape.rank else tf.fill(dims, x)
 
-  return tf.raw_ops.Select(condition=condition, x=filled(x1), y=filled(x2))
+  return tf.raw_ops.Select(condition=condition, x=filled(operands[0]), y=filled(operands[1]))
 
 
 def divide_no_nan(x, y):
