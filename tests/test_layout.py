@@ -191,17 +191,18 @@ def test_the_core_imports_tensorflow_only_behind_the_fence():
     assert "require_tensorflow_backend" in text or "imported only on the TensorFlow" in text, module
 
 
-def test_every_where_of_the_core_goes_through_backend_where():
+def test_every_where_and_divide_no_nan_of_the_core_goes_through_backend():
   """``keras.ops.where`` is TensorFlow's broadcasting ``SelectV2``, slower than the ``Select``
-  that ``tfrank4class.backend.where`` takes where it can: no module of the package but
-  backend.py calls ``ops.where`` (docstring examples, written for users, may)."""
+  that ``tfrank4class.backend.where`` takes where it can, and ``keras.ops.divide_no_nan`` returns
+  float32 for float64 inputs on PyTorch: no module of the package but backend.py calls either
+  from ``ops`` (docstring examples, written for users, may)."""
   calls = []
   for label, path in _modules():
     if not label or label.startswith("experiments/") or label == "backend.py":
       continue
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
       func = getattr(node, "func", None)
-      if isinstance(node, ast.Call) and isinstance(func, ast.Attribute) and func.attr == "where":
-        if isinstance(func.value, ast.Name) and func.value.id == "ops":
+      if isinstance(node, ast.Call) and isinstance(func, ast.Attribute):
+        if func.attr in ("where", "divide_no_nan") and getattr(func.value, "id", None) == "ops":
           calls.append(f"{label}:{node.lineno}")
   assert calls == []

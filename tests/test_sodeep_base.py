@@ -7,6 +7,7 @@ also MirroredStrategy and fine-tuning the sorter inside the loss (TensorFlow by 
 import backend_testing
 import numpy as np
 import pytest
+import scipy.stats
 from _sorter_checks import mixed_float16, seeded_linear, separable_blobs
 
 from tfrank4class import compat, losses
@@ -52,6 +53,28 @@ def test_sorters_agree_with_exact_on_well_separated_scores():
   exact = backend_testing.numpy(SpearmanLoss(ranker="exact", reduction=NONE)(y, s))
   approx = backend_testing.numpy(SpearmanLoss(ranker="attention", reduction=NONE)(y, s))
   np.testing.assert_allclose(approx, exact, atol=0.02)
+
+
+@pytest.mark.parametrize("ranker", ["attention", "pairwise_sigmoid", "exact"])
+@pytest.mark.parametrize("loss_cls", [SpearmanLoss, SorterMAPLoss, SorterAPLoss, RankTripletLoss])
+def test_float64_scores_with_every_kind_of_ranker(loss_cls, ranker):
+  """float64 scores are taken, a learned sorter's float32 ranks with them (TensorFlow refused
+  the mix): the value of scores that float32 holds exactly is that of the float32 call, and
+  Spearman with the exact ranker is ``1 - rho`` of scipy."""
+  rng = np.random.default_rng(5)
+  s = np.stack([rng.permutation(64)[:8] for _ in range(4)]) / 32.0  # no ties, exact in float32
+  y = np.zeros([4, 8])
+  y[:, :3] = 1.0
+  if loss_cls is SpearmanLoss:
+    y = rng.permutation(8)[None, :] + np.zeros([4, 1])
+  with backend_testing.float64():
+    got = loss_cls(ranker=ranker, reduction=NONE)(y, s)
+    got = backend_testing.numpy(got)
+  want = loss_cls(ranker=ranker, reduction=NONE)(y.astype(np.float32), s.astype(np.float32))
+  np.testing.assert_allclose(got, backend_testing.numpy(want), rtol=1e-5)
+  if loss_cls is SpearmanLoss and ranker == "exact":
+    rho = [scipy.stats.spearmanr(a, b).statistic for a, b in zip(s, y)]
+    np.testing.assert_allclose(got, 1.0 - np.array(rho), rtol=1e-6)
 
 
 def _model(n=6):
@@ -195,6 +218,8 @@ def test_finetuning_moves_the_sorter_and_frozen_does_not(mirrored_strategy):
   model.fit(np.ones([16, 4], np.float32), y.numpy(), batch_size=8, epochs=1, verbose=0)
   assert int(tuned._ranker_optimizer.iterations) == 2  # one sorter step per batch
   assert any(not np.allclose(a, w.numpy()) for a, w in zip(before, tuned.ranker.weights))
+  assert np.isfinite(tuned(y, tf.cast(s, tf.float64)).numpy())  # float64 scores, float32 sorter
+  assert int(tuned._ranker_optimizer.iterations) == 3
   frozen = SpearmanLoss(ranker="attention")
   before = [w.numpy().copy() for w in frozen.ranker.weights]
   frozen(y, s)

@@ -291,7 +291,7 @@ def reduce_loss(loss, values):
   total = ops.sum(values)
   if reduction == "sum":
     return total
-  mean = ops.divide_no_nan(total, ops.cast(ops.size(values), total.dtype))
+  mean = total / ops.cast(ops.maximum(ops.size(values), 1), total.dtype)  # 0 for no values
   if KERAS_3 and BACKEND == "tensorflow":
     replicas = _tensorflow().distribute.get_strategy().num_replicas_in_sync
     if replicas > 1:

@@ -120,8 +120,10 @@ class PerListMetric(keras.metrics.Mean):
     valid = ops.cast(relevance >= 0, dtype)
     counts = self.item_relevance(backend.where(relevance >= 0, relevance, 0.0)) * valid
     total = ops.sum(counts, axis=-1)
-    relevant_mean = ops.divide_no_nan(ops.sum(item_weights * counts, axis=-1), total)
-    valid_mean = ops.divide_no_nan(ops.sum(item_weights * valid, axis=-1), ops.sum(valid, axis=-1))
+    relevant_mean = backend.divide_no_nan(ops.sum(item_weights * counts, axis=-1), total)
+    valid_mean = backend.divide_no_nan(
+      ops.sum(item_weights * valid, axis=-1), ops.sum(valid, axis=-1)
+    )
     return backend.where(total > 0, relevant_mean, valid_mean)
 
   # No tensor-dependent Python control flow: excluded from AutoGraph conversion, which tf-keras

@@ -262,7 +262,7 @@ def _ndcg_dense(k, gain, relevance, mask, masked):
   # The lowest group may reach past the cut-off: average its gain over the whole list.
   boundary = values[:, -1:]
   on_boundary = masked == boundary
-  boundary_mean = ops.divide_no_nan(
+  boundary_mean = backend.divide_no_nan(
     ops.sum(backend.where(on_boundary, gains, 0.0), axis=-1, keepdims=True),
     _count(on_boundary)[:, None],
   )
@@ -270,7 +270,7 @@ def _ndcg_dense(k, gain, relevance, mask, masked):
   discount = _positional_discounts(length)
   dcg = ops.sum(expected_gain * discount, axis=-1)
   ideal = ops.sum(backend.top_k(gains, length)[0] * discount, axis=-1)
-  return ops.divide_no_nan(dcg, ideal)
+  return backend.divide_no_nan(dcg, ideal)
 
 
 def _expected_hits_dense(k, relevant, masked):
@@ -281,7 +281,9 @@ def _expected_hits_dense(k, relevant, masked):
   kth = backend.top_k(masked, length)[0][:, -1:]
   above, at = masked > kth, masked == kth
   places = ops.cast(length, "float32") - _count(above)
-  hits = _count(above & relevant) + places * ops.divide_no_nan(_count(at & relevant), _count(at))
+  hits = _count(above & relevant) + places * backend.divide_no_nan(
+    _count(at & relevant), _count(at)
+  )
   return hits, _count(masked > -math.inf)
 
 
@@ -455,7 +457,7 @@ def average_precision(labels, scores):
     stats["above"], stats["tied"], stats["rel_above"], stats["rel_tied"]
   )
   total = ops.sum(relevant, axis=-1)
-  return _finish(labels, ops.divide_no_nan(ops.sum(relevant * precision, axis=-1), total))
+  return _finish(labels, backend.divide_no_nan(ops.sum(relevant * precision, axis=-1), total))
 
 
 def recall_at_k(labels, scores, k=5):
@@ -476,7 +478,7 @@ def recall_at_k(labels, scores, k=5):
     array([0.5], dtype=float32)
   """
   labels, hits, relevant, _ = _expected_hits(labels, scores, k)
-  return _finish(labels, ops.divide_no_nan(hits, relevant))
+  return _finish(labels, backend.divide_no_nan(hits, relevant))
 
 
 def precision_at_k(labels, scores, k=5):
@@ -494,7 +496,7 @@ def precision_at_k(labels, scores, k=5):
     array([0.5], dtype=float32)
   """
   labels, hits, _, valid = _expected_hits(labels, scores, k)
-  return _finish(labels, ops.divide_no_nan(hits, ops.minimum(float(k), valid)))
+  return _finish(labels, backend.divide_no_nan(hits, ops.minimum(float(k), valid)))
 
 
 def _expected_hits(labels, scores, k):
@@ -538,10 +540,10 @@ def spearman(labels, scores):
   def centred_midrank(x):
     stats = tie_statistics(x, mask=mask)
     midrank = stats["above"] + (stats["tied"] + 1.0) / 2.0
-    mean = ops.divide_no_nan(ops.sum(midrank * maskf, axis=-1, keepdims=True), count)
+    mean = backend.divide_no_nan(ops.sum(midrank * maskf, axis=-1, keepdims=True), count)
     return (midrank - mean) * maskf
 
   x, y = centred_midrank(scores), centred_midrank(relevance)
   cov = ops.sum(x * y, axis=-1)
   norm = ops.sqrt(ops.sum(x * x, axis=-1)) * ops.sqrt(ops.sum(y * y, axis=-1))
-  return _finish(labels, ops.divide_no_nan(cov, norm))
+  return _finish(labels, backend.divide_no_nan(cov, norm))

@@ -57,14 +57,6 @@ def _prepare(labels, scores):
   return scores, relevance, mask, out_dtype
 
 
-def _divide_no_nan(x, y):
-  """``x / y``, 0 where ``y == 0``, in the inputs' dtype: Keras's ``divide_no_nan`` (and
-  ``maximum`` / ``minimum``) return float32 for float64 inputs on PyTorch (Keras 3.15), so this
-  module uses ``where`` for all three."""
-  nonzero = y != 0
-  return backend.where(nonzero, x / backend.where(nonzero, y, ops.ones_like(y)), ops.zeros_like(x))
-
-
 def _first_relevant_group(scores, relevant, mask):
   """``(a, t, r, has_relevant)`` of the highest tie group holding a relevant item, each ``[B]``.
 
@@ -181,7 +173,7 @@ def ndcg(labels, scores, k=None, gain="exp2"):
   ) / ops.cast(tied, scores.dtype)
   dcg = ops.sum(gains * expected_discount, axis=-1)
   ideal = ops.sum(-ops.sort(-gains, axis=-1) * discount, axis=-1)
-  value = _divide_no_nan(dcg, ideal)
+  value = backend.divide_no_nan(dcg, ideal)
   return ops.cast(value, out_dtype)
 
 
@@ -208,11 +200,11 @@ def average_precision(labels, scores):
   stats = tie_statistics(scores, relevant=relevant, mask=mask)
   a, t = stats["above"], stats["tied"]
   c0 = stats["rel_above"] + 1.0
-  c1 = _divide_no_nan(stats["rel_tied"] - 1.0, t - 1.0)
+  c1 = backend.divide_no_nan(stats["rel_tied"] - 1.0, t - 1.0)
   harmonic = backend.digamma(a + t + 1.0) - backend.digamma(a + 1.0)
   precision = c1 + (c0 - (a + 1.0) * c1) * harmonic / t
   total = ops.sum(relevant, axis=-1)
-  ap = _divide_no_nan(ops.sum(relevant * precision, axis=-1), total)
+  ap = backend.divide_no_nan(ops.sum(relevant * precision, axis=-1), total)
   return ops.cast(ap, out_dtype)
 
 
@@ -238,10 +230,10 @@ def spearman(labels, scores):
   count = ops.sum(maskf, axis=-1, keepdims=True)
 
   def centred(x):
-    mean = _divide_no_nan(ops.sum(x * maskf, axis=-1, keepdims=True), count)
+    mean = backend.divide_no_nan(ops.sum(x * maskf, axis=-1, keepdims=True), count)
     return (x - mean) * maskf
 
   x, y = centred(midrank(scores)), centred(midrank(relevance))
   cov = ops.sum(x * y, axis=-1)
   norm = ops.sqrt(ops.sum(x * x, axis=-1) * ops.sum(y * y, axis=-1))
-  return ops.cast(_divide_no_nan(cov, norm), out_dtype)
+  return ops.cast(backend.divide_no_nan(cov, norm), out_dtype)

@@ -96,7 +96,7 @@ class SorterMAPLoss(RankOperatorLoss):
     rank_sum = ops.sum(self.ranks(lists) * pos, axis=-1)
     wrong = (rank_sum - num_pos * (num_pos + 1.0) / 2.0) / ops.maximum(num_pos * num_neg, 1.0)
     kept = ops.cast(ops.logical_and(num_pos > 0, num_neg > 0), scores.dtype)
-    loss = ops.divide_no_nan(ops.sum(wrong * kept), ops.sum(kept))
+    loss = backend.divide_no_nan(ops.sum(wrong * kept), ops.sum(kept))
     return self.with_finetune(ops.reshape(loss, (1,)), lists)
 
 

@@ -38,7 +38,7 @@ not part of a Keras loss config, so pass pretrained sorters by name when the mod
 """
 
 from tfrank4class import checks, compat
-from tfrank4class.compat import keras
+from tfrank4class.compat import keras, ops
 from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.ranking import sorter_base
 from tfrank4class.ranking.exact import rank
@@ -130,9 +130,10 @@ class RankOperatorLoss(ListwiseLoss):
       self._ranker_optimizer.build(self.ranker.trainable_variables)
 
   def ranks(self, scores):
-    """The ranks ``[B, n]`` of ``scores`` ``[B, n]`` by the rank operator (1 = highest score)."""
+    """The ranks ``[B, n]`` of ``scores`` ``[B, n]`` by the rank operator (1 = highest score), in
+    the scores' dtype (a learned sorter computes in its layer's dtype, float32 by default)."""
     if isinstance(self.ranker, keras.layers.Layer):
-      return self.ranker(scores, training=False)
+      return ops.cast(self.ranker(scores, training=False), scores.dtype)
     return self.ranker(scores)
 
   def with_finetune(self, loss, lists):

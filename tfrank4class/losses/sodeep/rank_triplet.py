@@ -61,13 +61,13 @@ class RankTripletLoss(RankOperatorLoss):
     pos = ops.cast(positive, scores.dtype)
     m = ops.sum(ops.cast(valid, scores.dtype), axis=-1, keepdims=True)
     lists = sink(scores, valid)
-    r = ops.divide_no_nan(self.ranks(lists) - 1.0, m - 1.0)
+    r = backend.divide_no_nan(self.ranks(lists) - 1.0, m - 1.0)
     hardest = ops.min(backend.where(negative, r, ops.ones_like(r) * 2.0), axis=-1, keepdims=True)
     hinge = ops.relu(self.alpha + r - hardest) * pos
     num_pos = ops.sum(pos, axis=-1)
     has_both = ops.logical_and(num_pos > 0, ops.any(negative, axis=-1))
     loss = backend.where(
-      has_both, ops.divide_no_nan(ops.sum(hinge, -1), num_pos), ops.zeros_like(num_pos)
+      has_both, backend.divide_no_nan(ops.sum(hinge, -1), num_pos), ops.zeros_like(num_pos)
     )
     return self.with_finetune(loss, lists)
 

@@ -90,10 +90,10 @@ class SpearmanLoss(RankOperatorLoss):
     lists = sink(scores, valid)
     zeros = ops.zeros_like(scores)
     sq = ops.sum(backend.where(valid, ops.square(self.ranks(lists) - target_ranks), zeros), -1)
-    loss = ops.divide_no_nan(6.0 * sq, m * (m * m - 1.0))
+    loss = backend.divide_no_nan(6.0 * sq, m * (m * m - 1.0))
     if self.l1_weight:
       l1 = ops.sum(backend.where(valid, ops.abs(scores - target), zeros), axis=-1)
-      loss += self.l1_weight * ops.divide_no_nan(l1, m)
+      loss += self.l1_weight * backend.divide_no_nan(l1, m)
     return self.with_finetune(loss, lists)
 
   def get_config(self):

@@ -35,7 +35,8 @@ def finetune_step(sorter, optimizer, scores):
   target = rank(scores)
   n = tf.cast(tf.shape(scores)[-1], scores.dtype)
   with tf.GradientTape() as tape:
-    fit = tf.reduce_mean(tf.abs(sorter(scores, training=True) - target)) / (n - 1.0)
+    ranks = tf.cast(sorter(scores, training=True), scores.dtype)  # the sorter's dtype: float32
+    fit = tf.reduce_mean(tf.abs(ranks - target)) / (n - 1.0)
   variables = sorter.trainable_variables
   grads = tape.gradient(fit, variables)
   return optimizer.apply_gradients(zip(grads, variables))
