@@ -31,6 +31,8 @@ part in the loss.
 
 Precision: scores in float16 / bfloat16 (e.g. under the ``mixed_float16`` policy) are cast to
 float32 first, and ranks are float32 (float16 holds whole numbers exactly only up to 2,048).
+float64 scores stay float64; a learned sorter (float32, its layer's dtype) ranks them in float32
+and its ranks are cast to float64.
 
 Serialization: ``get_config`` stores a named ranker by its name (the shipped weights are reloaded)
 and a layer with ``keras.utils.serialize_keras_object``; a sorter layer's *learned weights* are
