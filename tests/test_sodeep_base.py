@@ -68,8 +68,7 @@ def test_float64_scores_with_every_kind_of_ranker(loss_cls, ranker):
   if loss_cls is SpearmanLoss:
     y = rng.permutation(8)[None, :] + np.zeros([4, 1])
   with backend_testing.float64():
-    got = loss_cls(ranker=ranker, reduction=NONE)(y, s)
-    got = backend_testing.numpy(got)
+    got = backend_testing.numpy(loss_cls(ranker=ranker, reduction=NONE)(y, s))
   want = loss_cls(ranker=ranker, reduction=NONE)(y.astype(np.float32), s.astype(np.float32))
   np.testing.assert_allclose(got, backend_testing.numpy(want), rtol=1e-5)
   if loss_cls is SpearmanLoss and ranker == "exact":
