@@ -1,5 +1,6 @@
-"""tfrank4class.backend's cumulative log-sum-exp and random draws, on every backend and compile
-mode, against numpy (float64 suffix and prefix sums) and Keras's own ``keras.random.uniform``."""
+"""tfrank4class.backend's cumulative log-sum-exp, random draws and row permutation, on every backend
+and compile mode, against numpy (float64 suffix and prefix sums, indexing), finite differences and
+Keras's own ``keras.random.uniform``."""
 
 import keras as keras_3
 import numpy as np
@@ -207,3 +208,59 @@ def test_where_on_keras_symbolic_tensors_is_keras_own():
     numpy(model(ops.convert_to_tensor(np.array([[1.0, -1.0, 2.0]], np.float32)))),
     [[1.0, 0.0, 2.0]],
   )
+
+
+@pytest.mark.parametrize("mode", compile_modes())
+def test_permute_rows_and_its_gradient_the_inverse_permutation(mode):
+  """Values: NumPy's indexing; gradient: finite differences and the inverse permutation."""
+  rows = np.random.default_rng(7).normal(size=(5, 3))
+  weights = ops.convert_to_tensor(np.random.default_rng(8).normal(size=(5, 3)))
+  index = np.array([3, 0, 4, 1, 2])
+
+  def fn(r):
+    return ops.sum(backend.permute_rows(r, index) * weights)
+
+  permuted = compiled(lambda r: backend.permute_rows(r, index), mode)(ops.convert_to_tensor(rows))
+  np.testing.assert_array_equal(numpy(permuted), rows[index])
+  _, (grad,) = value_and_grad(compiled(fn, mode), rows)
+  np.testing.assert_allclose(grad, finite_difference_grad(fn, rows, 1e-6), atol=1e-6)
+  np.testing.assert_allclose(grad, numpy(weights)[np.argsort(index)], atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", compile_modes())
+@pytest.mark.parametrize("sizes", [[2, 2, 1], [1, 1, 0], [0, 3, 0]])
+def test_split_rows_matches_numpy_with_its_gradient(sizes, mode):
+  """Blocks: NumPy's slices of consecutive rows; gradient: finite differences."""
+  rows = np.random.default_rng(9).normal(size=(sum(sizes), 3))
+  weights = [np.random.default_rng(10 + i).normal(size=(size, 3)) for i, size in enumerate(sizes)]
+
+  def fn(r):
+    blocks = backend.split_rows(r, sizes)
+    return sum(ops.sum(b * ops.convert_to_tensor(w)) for b, w in zip(blocks, weights))
+
+  blocks = compiled(lambda r: backend.split_rows(r, sizes), mode)(ops.convert_to_tensor(rows))
+  starts = np.cumsum([0, *sizes])
+  for block, start, stop in zip(blocks, starts[:-1], starts[1:]):
+    np.testing.assert_array_equal(numpy(block), rows[start:stop])
+  _, (grad,) = value_and_grad(compiled(fn, mode), rows)
+  np.testing.assert_allclose(grad, finite_difference_grad(fn, rows, 1e-6), atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", compile_modes())
+def test_top_k_takes_ties_by_the_lower_index(mode):
+  """Against NumPy's lexicographic sort (by value descending, then by index): ties at and across
+  the k-th place, infinities, long rows (1,000 entries of 4 values)."""
+  rows = np.array(
+    [
+      [1.0, 3.0, 3.0, 2.0, 3.0, 0.0, 3.0],
+      [-np.inf, 1.0, np.inf, np.inf, -np.inf, 1.0, 1.0],
+      [-np.inf] * 7,
+    ]
+  )
+  long = np.random.default_rng(11).integers(0, 4, size=(3, 1000)).astype(np.float64)
+  for x in (rows, long):
+    order = np.lexsort((np.broadcast_to(np.arange(x.shape[1]), x.shape), -x), axis=-1)
+    for k in (1, 3, 6):
+      top = compiled(lambda v, k=k: backend.top_k(v, k), mode)(ops.convert_to_tensor(x))
+      np.testing.assert_array_equal(numpy(top[1]), order[:, :k])
+      np.testing.assert_array_equal(numpy(top[0]), np.take_along_axis(x, order[:, :k], -1))

@@ -181,22 +181,6 @@ def test_gradient_matches_finite_differences(network, distribution):
 
 
 @pytest.mark.parametrize("mode", bt.compile_modes())
-def test_wire_permutation_gradient_matches_finite_differences(mode):
-  """The custom gradient of the wire permutation (the inverse permutation), compiled."""
-  rows = np.random.default_rng(7).normal(size=(5, 3))
-  weights = ops.convert_to_tensor(np.random.default_rng(8).normal(size=(5, 3)))
-  index = np.array([3, 0, 4, 1, 2])
-
-  def fn(r):
-    return ops.sum(sorting_networks._permute(r, index) * weights)
-
-  _, (grad,) = bt.value_and_grad(bt.compiled(fn, mode), rows)
-  numeric = bt.finite_difference_grad(fn, rows, EPS)
-  np.testing.assert_allclose(grad, numeric, atol=FD_TOL)
-  np.testing.assert_allclose(grad, bt.numpy(weights)[np.argsort(index)], atol=EXACT)
-
-
-@pytest.mark.parametrize("mode", bt.compile_modes())
 def test_modes_agree(mode):
   x = np.random.default_rng(4).normal(size=(3, 6)).astype(np.float32)
 

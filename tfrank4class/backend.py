@@ -116,13 +116,34 @@ def argsort_pairs(primary, secondary):
 
 def top_k(x, k):
   """``(values, indices)`` of the ``k`` largest entries of the last axis of ``x``, largest first,
-  ties by the lower index first on every backend (``k`` a Python int)."""
+  ties by the lower index first on every backend (``k`` a Python int). Where NaN goes differs
+  (JAX and PyTorch: first, as in their descending sorts; TensorFlow: not consistently); the
+  package checks scores for NaN before it ranks them."""
   x = ops.convert_to_tensor(x)
-  if BACKEND == "torch":
-    order = stable_argsort(x, axis=-1, descending=True)[..., :k]
-    return take_along_axis(x, order), order
+  if BACKEND == "torch" and k > 0:
+    return _torch_top_k(x, k)
   values, indices = ops.top_k(x, k, sorted=True)
   return values, ops.cast(indices, "int32")
+
+
+def _torch_top_k(x, k):
+  """:func:`top_k` on PyTorch, whose ``topk`` leaves the order of ties open: the ``k``-th value
+  from ``topk``, every entry above it and the first entries equal to it (in index order) chosen,
+  the chosen ones gathered in index order and stably sorted: O(n) per row plus a sort of ``k``,
+  in place of a full stable sort (which took 3.4x as long at ``[64, 1000]``, ``k = 15``, one
+  thread: median of 7 interleaved rounds, range 2.4-5.7x)."""
+  torch = _library()
+  kth = torch.topk(x, k, dim=-1).values[..., -1:]
+  x_nan, kth_nan = torch.isnan(x), torch.isnan(kth)
+  above = (x > kth) | (x_nan & ~kth_nan)
+  tied = (x == kth) | (x_nan & kth_nan)
+  room = k - torch.sum(above, dim=-1, keepdim=True)
+  chosen = above | (tied & (torch.cumsum(tied.to(torch.int32), dim=-1) <= room))
+  n = x.shape[-1]
+  later_is_lower = torch.arange(n, 0, -1, device=x.device)  # topk of it: the chosen, by index
+  index = torch.topk(torch.where(chosen, later_is_lower, 0), k, dim=-1).indices
+  values, order = torch.sort(torch.gather(x, -1, index), dim=-1, descending=True, stable=True)
+  return values, torch.gather(index, -1, order).to(torch.int32)
 
 
 def take_along_axis(x, indices, axis=-1):
@@ -597,6 +618,56 @@ def invert_permutation(perm):
   indices = ops.reshape(ops.stack([row_ids, perm], axis=-1), [-1, 2])
   positions = ops.reshape(ops.broadcast_to(ops.arange(n, dtype=dtype)[None, :], shape), [-1])
   return ops.reshape(ops.scatter_update(ops.zeros_like(perm), indices, positions), shape)
+
+
+def split_rows(x, sizes):
+  """The consecutive blocks of ``sizes`` rows (Python ints summing to ``x.shape[0]``) of ``x``.
+
+  ``keras.ops.split`` at the cumulative sizes, whose gradient is one concatenation (three
+  slices, each with a full-size gradient, made the sorting networks 1.6-6.8x slower under
+  ``tf.function``: ``benchmarks/backends.py``, 5 rounds); on PyTorch ``torch.split``, as
+  Keras's ``split`` recomputes its split points through NumPy on every eager call.
+
+  Example:
+    >>> from tfrank4class.compat import ops
+    >>> [ops.convert_to_numpy(b).tolist() for b in split_rows(ops.arange(5), [2, 2, 1])]
+    [[0, 1], [2, 3], [4]]
+  """
+  if BACKEND == "torch":
+    return list(_library().split(ops.convert_to_tensor(x), list(sizes), dim=0))
+  return ops.split(x, np.cumsum(sizes)[:-1].tolist(), axis=0)
+
+
+def permute_rows(x, index):
+  """``x[index]`` along axis 0 for a fixed permutation ``index`` (a NumPy integer array).
+
+  Its gradient is the inverse permutation, one gather: on TensorFlow and JAX a custom gradient
+  (the gather's own gradient is a segment sum, TensorFlow's ``IndexedSlices``, a scatter under
+  XLA); on PyTorch ``torch.index_select``, whose native backward is already a cheap
+  ``index_add`` and which spares eager mode the Python-side ``autograd.Function`` of
+  :func:`custom_gradient` and ``keras.ops.take``'s conversions (the custom gradient took 2.3x
+  as long, forward and backward of ``[16, 64, 16]``: median of 7 interleaved rounds, 1.7-3.4x).
+
+  Example:
+    >>> from tfrank4class.compat import ops
+    >>> import numpy as np
+    >>> ops.convert_to_numpy(permute_rows(ops.convert_to_tensor([10.0, 20.0, 30.0]),
+    ...                                   np.array([2, 0, 1]))).tolist()
+    [30.0, 10.0, 20.0]
+  """
+  forward = np.asarray(index).astype(np.int32)
+  if BACKEND == "torch":
+    torch, x = _library(), ops.convert_to_tensor(x)
+    return torch.index_select(x, 0, torch.as_tensor(forward, dtype=torch.int64, device=x.device))
+  inverse = np.argsort(forward).astype(np.int32)
+
+  @custom_gradient
+  def permute(values):
+    return ops.take(values, forward, axis=0), lambda upstream: (
+      ops.take(upstream, inverse, axis=0),
+    )
+
+  return permute(x)
 
 
 def do_not_convert(fn):

@@ -257,21 +257,24 @@ def swap_probability(difference, distribution="cauchy", steepness=10.0, art_lamb
   raise ValueError(f"`distribution` must be one of {sorted(DISTRIBUTIONS)}, got {distribution!r}.")
 
 
-def _permute(rows, index):
-  """``rows[index]`` along axis 0 for a permutation ``index`` (a NumPy array). Its gradient is
-  the inverse permutation, one gather (the gather's own would be a segment sum)."""
-  if np.array_equal(index, np.arange(len(index))):
-    return rows
-  forward = index.astype(np.int32)
-  inverse = np.argsort(index).astype(np.int32)
-
-  @backend.custom_gradient
-  def permute(values):
-    return ops.take(values, forward, axis=0), lambda upstream: (
-      ops.take(upstream, inverse, axis=0),
-    )
-
-  return permute(rows)
+@functools.lru_cache(maxsize=256)
+def _routes(n, wires):
+  """The row permutations of :func:`_through_layers` for ``n`` wires and the steps' ``wires``
+  (``((u, v, u_out, v_out), ...)``, tuples of wire numbers): per step the permutation that puts
+  the read wires first (``None`` where the rows already are in that order) and the number of
+  comparators, then the permutation back to wire order. Plain NumPy, cached: a network's
+  routing is fixed, and recomputing it costs more than the step itself on PyTorch's eager
+  backend."""
+  identity = np.arange(n)
+  order = identity  # order[i]: the wire that row i holds
+  steps = []
+  for u, v, u_out, v_out in wires:
+    rest = np.setdiff1d(identity, np.array(u + v, np.int64))
+    index = np.argsort(order)[np.concatenate([u, v, rest]).astype(np.int64)]
+    steps.append((None if np.array_equal(index, identity) else index, len(u)))
+    order = np.concatenate([u_out, v_out, rest]).astype(np.int64)
+  back = np.argsort(order)
+  return tuple(steps), None if np.array_equal(back, identity) else back
 
 
 def _through_layers(rows, steps):
@@ -281,18 +284,19 @@ def _through_layers(rows, steps):
   ``reads = (u, v)`` (two arrays of ``c`` wires), ``combine(rows[u], rows[v])`` returns the two
   new blocks, written to the wires ``writes = (u', v')``; the other wires keep their rows. Between
   steps the rows stay in the order the last step left them (its written wires first), so a step
-  costs one permutation, two slices and a concatenation. Returns the rows in wire order.
+  costs one permutation, one split and a concatenation. Returns the rows in wire order.
   """
-  n = rows.shape[0]
-  order = np.arange(n)  # order[i]: the wire that row i holds
-  for (u, v), (u_out, v_out), combine in steps:
-    c = len(u)
-    rest = np.setdiff1d(np.arange(n), np.concatenate([u, v]))
-    rows = _permute(rows, np.argsort(order)[np.concatenate([u, v, rest])])
-    first, second, kept = ops.split(rows, [c, 2 * c], axis=0)
+  wires = tuple(
+    tuple(tuple(np.asarray(block).tolist()) for block in (*reads, *writes))
+    for reads, writes, _ in steps
+  )
+  routes, back = _routes(rows.shape[0], wires)
+  for (index, c), (_, _, combine) in zip(routes, steps):
+    if index is not None:
+      rows = backend.permute_rows(rows, index)
+    first, second, kept = backend.split_rows(rows, [c, c, rows.shape[0] - 2 * c])
     rows = ops.concatenate([*combine(first, second), kept], axis=0)
-    order = np.concatenate([u_out, v_out, rest])
-  return _permute(rows, np.argsort(order))
+  return rows if back is None else backend.permute_rows(rows, back)
 
 
 def _check(network, distribution, steepness, art_lambda, networks=NETWORKS):
