@@ -1,6 +1,6 @@
-"""tfrank4class.backend's cumulative log-sum-exp, random draws and row permutation, on every backend
-and compile mode, against numpy (float64 suffix and prefix sums, indexing), finite differences and
-Keras's own ``keras.random.uniform``."""
+"""tfrank4class.backend's cumulative log-sum-exp, random draws, gathers, ``where``, row permutation
+and split, and top-k, on every backend and compile mode, against numpy (float64 suffix and prefix
+sums, indexing, sorts), finite differences and Keras's own ``keras.random.uniform``."""
 
 import keras as keras_3
 import numpy as np
