@@ -269,10 +269,11 @@ def _routes(n, wires):
   order = identity  # order[i]: the wire that row i holds
   steps = []
   for u, v, u_out, v_out in wires:
-    rest = np.setdiff1d(identity, np.array(u + v, np.int64))
-    index = np.argsort(order)[np.concatenate([u, v, rest]).astype(np.int64)]
+    read = np.array(u + v, np.int64)
+    rest = np.setdiff1d(identity, read)
+    index = np.argsort(order)[np.concatenate([read, rest])]
     steps.append((None if np.array_equal(index, identity) else index, len(u)))
-    order = np.concatenate([u_out, v_out, rest]).astype(np.int64)
+    order = np.concatenate([np.array(u_out + v_out, np.int64), rest])
   back = np.argsort(order)
   return tuple(steps), None if np.array_equal(back, identity) else back
 
