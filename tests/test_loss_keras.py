@@ -44,3 +44,40 @@ def test_compile_fit_evaluate_save_load(name, tmp_path):
   assert type(loaded.loss) is type(loss)
   assert loaded.loss.get_config() == loss.get_config()
   assert loaded.evaluate(x, y, batch_size=2 * B, verbose=0) == pytest.approx(value, rel=1e-5)
+
+
+#: The losses whose ``loss_values`` takes class ids as they are (``takes_class_ids``).
+TAKES_CLASS_IDS = sorted(
+  n for n in losses.names() if getattr(losses.get(n), "takes_class_ids", False)
+)
+
+
+def test_the_top_k_losses_take_class_ids():
+  assert TAKES_CLASS_IDS == [
+    "smooth_topk_svm_loss",
+    "soft_rank_topk_loss",
+    "topk_cross_entropy_loss",
+  ]
+
+
+@pytest.mark.parametrize("mode", bt.compile_modes())
+@pytest.mark.parametrize("name", TAKES_CLASS_IDS)
+def test_class_ids_give_the_value_and_gradient_of_their_one_hot_rows(name, mode):
+  """Ids skip the one-hot rows (``ListwiseLoss.takes_class_ids``); the one-hot rows take the
+  dense path, so the two paths are checked against each other, in every compile mode. Where
+  nothing can raise (XLA, ``jax.jit``), an id out of range makes its list's loss NaN and keeps the
+  others."""
+  rng = np.random.default_rng(3)
+  s = rng.normal(size=(4, 7)).astype(np.float32)
+  y = np.array([1, 0, 6, 3], np.int32)
+  loss = losses.get(name, reduction="none", **FAMILIES[name])
+  summed = lambda labels: lambda v: keras.ops.sum(loss(labels, v))  # noqa: E731
+  want, (want_grad,) = bt.value_and_grad(summed(np.eye(7, dtype=np.float32)[y]), s)
+  for labels in (y, y[:, None]):
+    value = bt.numpy(bt.compiled(lambda v, labels: loss(labels, v), mode)(s, labels))
+    np.testing.assert_allclose(value.sum(), want, rtol=1e-5)
+    _, (grad,) = bt.value_and_grad(summed(labels), s)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=1e-7)
+  if mode in ("xla", "jit"):
+    bad = bt.numpy(bt.compiled(lambda v, labels: loss(labels, v), mode)(s, np.array([1, 9, 6, 3])))
+    assert np.isnan(bad[1]) and np.allclose(bad[[0, 2, 3]], value[[0, 2, 3]], rtol=1e-5)

@@ -106,13 +106,15 @@ def _check_arguments(p_k, method, distribution, inverse_temperature, art_lambda,
   return p_k, inverse_temperature, art_lambda, m
 
 
-def _top_m(scores, ids, m):
-  """The true class's score followed by the ``m - 1`` highest other scores, ``[B, m]``."""
-  is_true = ops.equal(ops.arange(scores.shape[-1])[None, :], ops.cast(ids, "int32")[:, None])
-  others = backend.where(is_true, ops.full_like(scores, -math.inf), scores)
-  top, _ = backend.top_k(others, m - 1)
-  true = backend.take_along_axis(scores, ops.cast(ids, "int64")[:, None], axis=-1)
-  return ops.concatenate([true, top], axis=-1)
+def _top_m(scores, logits, ids, m):
+  """The true class followed by the ``m - 1`` other classes of highest score, ``[B, m]``, from
+  ``scores`` and from ``logits``: one top-k serves both, as they order the valid classes alike
+  and put the padded ones last (tied in both, taken by index)."""
+  ids = ops.cast(ids, "int32")
+  is_true = ops.equal(ops.arange(scores.shape[-1], dtype="int32")[None, :], ids[:, None])
+  _, top = backend.top_k(backend.where(is_true, ops.full_like(scores, -math.inf), scores), m - 1)
+  index = ops.concatenate([ids[:, None], top], axis=-1)
+  return backend.take_along_axis(scores, index), backend.take_along_axis(logits, index)
 
 
 def _top_k_columns(scores, k, method, distribution, inverse_temperature, art_lambda):
@@ -173,7 +175,7 @@ def _preselect(scores, logits, target, parsed, relevance, m):
   has_target = ops.cast(ops.any(target > 0, axis=-1, keepdims=True), scores.dtype)
   first = ops.cast(ops.equal(ops.arange(m), 0), scores.dtype)
   target = first[None, :] * has_target
-  return _top_m(scores, ids, m), _top_m(logits, ids, m), target, not_one_hot
+  return *_top_m(scores, logits, ids, m), target, not_one_hot
 
 
 def _sorted_mass(scores, p_k, with_top1, relaxation):
@@ -271,8 +273,8 @@ class TopKCrossEntropyLoss(ListwiseLoss):
   A thin wrapper over :func:`topk_cross_entropy` (see the module docstring for the formula,
   the labels and the deviations from difftopk's ``TopKCrossEntropyLoss``); the arguments are
   checked here, at construction. A :class:`~tfrank4class.losses.ListwiseLoss`:
-  ``loss_values(scores, relevance)`` takes class ids as one-hot rows, which give exactly the
-  class-id loss.
+  ``loss_values(scores, labels)`` takes class ids ``[B]`` as they are
+  (:attr:`~tfrank4class.losses.ListwiseLoss.takes_class_ids`) and dense relevance ``[B, C]``.
 
   Args:
     p_k, method, distribution, inverse_temperature, art_lambda, m, top1_mode: see
@@ -316,11 +318,12 @@ class TopKCrossEntropyLoss(ListwiseLoss):
     self.top1_mode = top1_mode
 
   min_list_size = 2
+  takes_class_ids = True
 
-  def loss_values(self, scores, relevance):
+  def loss_values(self, scores, labels):
     return topk_cross_entropy(
       checks.check_scores("y_pred", scores, min_length=2),
-      relevance,
+      labels,
       p_k=self.p_k,
       method=self.method,
       distribution=self.distribution,

@@ -229,9 +229,10 @@ class SmoothTopKSVMLoss(ListwiseLoss):
 
   ``tau = 0`` gives the hard top-k SVM loss ``l_k`` (Sec. 2.1). See
   :func:`smooth_topk_svm_loss` for the formula, the labels and padding. A
-  :class:`~tfrank4class.losses.ListwiseLoss`: ``loss_values(scores, relevance)`` reads the one
-  true class of each list from the relevance (class ids arrive as one-hot rows; a dense row with
-  several entries ``> 0`` raises, see :mod:`tfrank4class.losses.topk.single_label`).
+  :class:`~tfrank4class.losses.ListwiseLoss`: ``loss_values(scores, labels)`` takes class ids
+  ``[B]`` as they are (:attr:`~tfrank4class.losses.ListwiseLoss.takes_class_ids`) and reads the
+  one true class of each list from dense relevance ``[B, C]`` (a row with several entries ``> 0``
+  raises, see :mod:`tfrank4class.losses.topk.single_label`).
 
   Args:
     k: the ``k`` of top-k (the paper's experiments use 5).
@@ -261,8 +262,10 @@ class SmoothTopKSVMLoss(ListwiseLoss):
     self.alpha = checks.check_float("alpha", alpha, minimum=0.0)
     super().__init__(reduction=reduction, name=name)
 
-  def loss_values(self, scores, relevance):
-    return smooth_topk_svm_loss(scores, relevance, k=self.k, tau=self.tau, alpha=self.alpha)
+  takes_class_ids = True
+
+  def loss_values(self, scores, labels):
+    return smooth_topk_svm_loss(scores, labels, k=self.k, tau=self.tau, alpha=self.alpha)
 
   def get_config(self):
     config = super().get_config()

@@ -95,8 +95,9 @@ class SoftRankTopKLoss(ListwiseLoss):
 
   See :func:`soft_rank_topk_loss` and the module docstring (Blondel et al., ICML 2020, Sec. 3,
   Eq. 9 for the soft rank). A :class:`~tfrank4class.losses.ListwiseLoss`:
-  ``loss_values(scores, relevance)`` reads the one true class of each list from the relevance
-  (class ids arrive as one-hot rows; a dense row with several entries ``> 0`` raises, see
+  ``loss_values(scores, labels)`` takes class ids ``[B]`` as they are
+  (:attr:`~tfrank4class.losses.ListwiseLoss.takes_class_ids`) and reads the one true class of each
+  list from dense relevance ``[B, C]`` (a row with several entries ``> 0`` raises, see
   :mod:`tfrank4class.losses.topk.single_label`).
 
   Args:
@@ -129,10 +130,12 @@ class SoftRankTopKLoss(ListwiseLoss):
     self.regularization = checks.check_choice("regularization", regularization, REGULARIZATIONS)
     super().__init__(reduction=reduction, name=name)
 
-  def loss_values(self, scores, relevance):
+  takes_class_ids = True
+
+  def loss_values(self, scores, labels):
     return soft_rank_topk_loss(
       scores,
-      relevance,
+      labels,
       k=self.k,
       regularization_strength=self.regularization_strength,
       regularization=self.regularization,
