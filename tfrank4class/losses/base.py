@@ -202,6 +202,7 @@ class ListwiseLoss(Loss):
   #: Whether class ids reach :meth:`loss_values` as they are, ``[B]`` int32, in place of one-hot
   #: rows: for a loss whose function takes either label form and reads one true class per list
   #: (the Top-K losses), which then skips building ``[B, C]`` rows only to find the ids again.
+  #: Class ids then skip :meth:`extend` too: the lists are the batch.
   takes_class_ids = False
 
   def parse(self, y_true, y_pred):
