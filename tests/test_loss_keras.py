@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tfrank4class import losses
-from tfrank4class.compat import keras
+from tfrank4class.compat import keras, ops
 
 B, C, D = 8, 6, 5
 
@@ -71,7 +71,7 @@ def test_class_ids_give_the_value_and_gradient_of_their_one_hot_rows(name, mode)
   s = rng.normal(size=(4, 7)).astype(np.float32)
   y = np.array([1, 0, 6, 3], np.int32)
   loss = losses.get(name, reduction="none", **FAMILIES[name])
-  summed = lambda labels: lambda v: keras.ops.sum(loss(labels, v))  # noqa: E731
+  summed = lambda labels: lambda v: ops.sum(loss(labels, v))  # noqa: E731
   want, (want_grad,) = bt.value_and_grad(summed(np.eye(7, dtype=np.float32)[y]), s)
   for labels in (y, y[:, None]):
     value = bt.numpy(bt.compiled(lambda v, labels: loss(labels, v), mode)(s, labels))
