@@ -46,9 +46,10 @@ def test_compile_fit_evaluate_save_load(name, tmp_path):
   assert loaded.evaluate(x, y, batch_size=2 * B, verbose=0) == pytest.approx(value, rel=1e-5)
 
 
-#: The losses whose ``loss_values`` takes class ids as they are (``takes_class_ids``).
+#: The losses whose ``loss_values`` takes class ids as they are (``takes_class_ids``), read from
+#: the registered classes (TF-Ranking's keys are partials of ``RankingLoss``, which does not).
 TAKES_CLASS_IDS = sorted(
-  n for n in losses.names() if getattr(losses.get(n), "takes_class_ids", False)
+  n for n in losses.names() if getattr(losses.registry.LOSSES[n], "takes_class_ids", False)
 )
 
 
