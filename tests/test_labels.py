@@ -113,7 +113,8 @@ def test_parse_labels_class_ids_only_and_size_letter():
 @pytest.mark.parametrize("mode", [m for m in compile_modes() if m != "eager"] or ["none"])
 def test_bad_lists_become_nan_where_no_check_can_run(mode):
   """Compiled (XLA, jax.jit), a bad id or a non-finite relevance row makes its list's relevance
-  NaN (TensorFlow's tf.function raises instead: tested below), other lists untouched."""
+  NaN and a bad id 0 (TensorFlow's tf.function raises instead: tested below), other lists
+  untouched."""
   if mode in ("none", "function"):
     pytest.skip("no compiled mode without checks on this backend")
   fn = compiled(lambda y: parse_labels(y, 3).to_relevance(3), mode)
@@ -125,6 +126,9 @@ def test_bad_lists_become_nan_where_no_check_can_run(mode):
   np.testing.assert_array_equal(dense[1], [0, 1, 0])
   marked = compiled(lambda y: parse_labels(y, 3).mark_invalid(ops.ones([2])), mode)
   np.testing.assert_array_equal(numpy(marked(np.array([0, 3], np.int32))), [1.0, np.nan])
+  # The ids of bad lists become 0, so that a gather by them stays in range.
+  ids = compiled(lambda y: parse_labels(y, 3).ids, mode)
+  np.testing.assert_array_equal(numpy(ids(np.array([7, 2, -3, 1], np.int32))), [0, 2, 0, 1])
 
 
 def test_check_batch_size():

@@ -17,6 +17,7 @@ from tfrank4class.compat import keras, ops
 from tfrank4class.losses import lambda_weights as lw
 from tfrank4class.losses import tf_ranking
 from tfrank4class.losses.ranking_losses import sampling
+from tfrank4class.losses.ranking_losses.base import Core
 
 C = 5
 # Keys whose value does not depend on a random draw.
@@ -168,6 +169,44 @@ def test_gradients_match_finite_differences(key):
   _, (grad,) = value_and_grad(total, scores)
   want = finite_difference_grad(total, scores, eps=eps)
   np.testing.assert_allclose(grad, want, rtol=tolerance, atol=tolerance / 100)
+
+
+# Keys whose core takes class ids without one-hot rows (a registry-derived list, pinned below).
+CLASS_ID_KEYS = tuple(
+  k
+  for k in tf_ranking.TFR_KEYS
+  if tf_ranking.SPECS[k].impl.compute_per_class_id is not Core.compute_per_class_id
+)
+
+
+def test_the_keys_that_take_class_ids_are_the_two_softmax_keys():
+  assert CLASS_ID_KEYS == ("softmax_loss", "calibrated_softmax_loss")
+
+
+@pytest.mark.parametrize("normalization", tf_ranking.NORMALIZATIONS)
+@pytest.mark.parametrize(
+  "key, kwargs",
+  [(k, {}) for k in CLASS_ID_KEYS]
+  + [
+    ("softmax_loss", {"temperature": 0.7}),
+    ("softmax_loss", {"lambda_weight": lw.DCGLambdaWeight(topn=2)}),  # needs the rows
+  ],
+)
+def test_class_ids_give_the_values_and_gradients_of_their_one_hot_rows(key, kwargs, normalization):
+  # The dense path (one-hot rows) is the port TF-Ranking checks (tests/test_tf_ranking_oracle.py).
+  scores, y = _scores(9), np.array([0, 1, 2, 4])
+  rng = np.random.default_rng(10)
+  weights = [
+    None,
+    np.array([0.5, 2.0, 0.0, 1.0], np.float32),
+    rng.uniform(0.5, 2.0, size=(4, C)).astype(np.float32) * (np.arange(C) != 2),  # 0 at y = 2
+  ]
+  loss = tf_ranking.RankingLoss(key, reduction="none", normalization=normalization, **kwargs)
+  for w in weights:
+    got, (grad,) = value_and_grad(lambda s, w=w: ops.sum(loss(y, s, w)), scores)
+    want, (want_grad,) = value_and_grad(lambda s, w=w: ops.sum(loss(np.eye(C)[y], s, w)), scores)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("mode", compile_modes())

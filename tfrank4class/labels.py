@@ -3,7 +3,7 @@
 A classifier's labels come in two forms, and :func:`parse_labels` turns either into one canonical
 form, a :class:`Labels` pair of which exactly one field is set:
 
-    class ids        y  [B] or [B, 1], whole numbers in [0, C)  ->  Labels(ids=y as int64 [B])
+    class ids        y  [B] or [B, 1], whole numbers in [0, C)  ->  Labels(ids=y as int32 [B])
     dense relevance  R  [B, C], any real numbers                ->  Labels(relevance=R as float)
 
 Dense relevance may be one-hot, multi-hot or graded; entries below 0 mark padded items, as in
@@ -26,7 +26,8 @@ The value checks raise eagerly on every backend, and inside ``tf.function`` run 
 ``tf.debugging`` assertions. Where no check can run (XLA, ``jax.jit``, ``torch.compile``), the
 lists whose labels are bad are marked in :attr:`Labels.invalid`: their relevance rows are NaN and
 :meth:`Labels.mark_invalid` makes a loss or metric of those lists NaN, so a bad label shows
-instead of giving a silently wrong value.
+instead of giving a silently wrong value (traced, a bad class id is also replaced by 0, so that a
+gather by the ids stays in range).
 
 This module imports only ``keras.ops`` and :mod:`tfrank4class.checks`, so that losses, metrics,
 heads and retrieval can all use it without breaking the one-way flow of the package.
@@ -42,7 +43,8 @@ class Labels(typing.NamedTuple):
   """Parsed labels (see :func:`parse_labels`): exactly one of ``ids`` and ``relevance`` is set.
 
   Attributes:
-    ids: int32 class ids ``[B]``, or ``None`` for dense relevance.
+    ids: int32 class ids ``[B]``, or ``None`` for dense relevance (0 for an id of an
+      :attr:`invalid` list).
     relevance: float dense relevance ``[B, C]`` (``< 0`` = padding), or ``None`` for class ids.
     invalid: bool ``[B]``, the lists whose labels failed a value check that could not raise
       (traced code), or ``None`` when the values were checked (or could not be bad).
@@ -201,7 +203,12 @@ def _parse_ids(name, labels, num_classes):
     valid = ops.logical_and(valid, ids < ops.cast(num_classes, "int32"))
   if whole is not None:
     valid = ops.logical_or(valid, ops.logical_not(whole))  # reported above
-  return _check(parsed, valid, f"`{name}` must be {allowed},", labels)
+  parsed = _check(parsed, valid, f"`{name}` must be {allowed},", labels)
+  if parsed.invalid is None:
+    return parsed
+  # Traced: a bad id becomes 0, so that no gather by the ids fails (inside `tf.function` before
+  # the assertion could report it) or reads out of range; its list is marked invalid.
+  return parsed._replace(ids=backend.where(parsed.invalid, ops.zeros_like(ids), ids))
 
 
 def class_ids(labels, num_classes=None, name="labels"):

@@ -263,14 +263,21 @@ class RankingLoss(ListwiseLoss):
     tie_order = getattr(self._impl, "seed", None)
     return found + ([tie_order] if tie_order is not None else [])
 
+  def _sample_weight(self, scores, sample_weight):
+    """Checked sample weights as TF-Ranking's loss core takes them: ``None``, ``[B, 1]`` per
+    list or ``[B, C]`` per item."""
+    if sample_weight is None:
+      return None
+    sample_weight = checks.check_sample_weight(
+      sample_weight, ops.shape(scores)[0], num_items(scores), dtype=scores.dtype
+    )
+    if len(sample_weight.shape) == 1:
+      sample_weight = sample_weight[:, None]  # TF-Ranking's per-list weights are [B, 1]
+    return sample_weight
+
   def _inputs(self, scores, relevance, sample_weight):
     """Relevance, logits and sample weights as TF-Ranking's loss core takes them."""
-    if sample_weight is not None:
-      sample_weight = checks.check_sample_weight(
-        sample_weight, ops.shape(scores)[0], num_items(scores), dtype=scores.dtype
-      )
-      if len(sample_weight.shape) == 1:
-        sample_weight = sample_weight[:, None]  # TF-Ranking's per-list weights are [B, 1]
+    sample_weight = self._sample_weight(scores, sample_weight)
     if self._virtual_label is not None:
       column = ops.ones_like(scores[:, :1])
       relevance = ops.concatenate([relevance, column * self._virtual_label], axis=1)
@@ -334,6 +341,12 @@ class RankingLoss(ListwiseLoss):
     # The parser's own mask of bad lists rather than the NaN it would write into their relevance
     # (in traced code, three ops over [B, C] fewer: the marking, the NaN test and its `any`).
     scores, labels = self.parse(y_true, y_pred)
+    if labels.is_class_ids and self._virtual_label is None and self._sampler is None:
+      # A core with a form for class ids (the softmax loss) takes them without one-hot rows.
+      weights = self._sample_weight(scores, sample_weight)
+      per_list = self._impl.compute_per_class_id(labels.ids, scores, weights)
+      if per_list is not None:
+        return self.reduce(self._per_list(per_list[0] * per_list[1], labels.invalid))
     relevance = labels._replace(invalid=None).to_relevance(num_items(scores), scores.dtype)
     values = self._weighted_values(
       *self.extend(scores, relevance), sample_weight, invalid=labels.invalid

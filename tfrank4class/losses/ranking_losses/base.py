@@ -24,6 +24,12 @@ class Core:
     """``(losses, loss_weights)`` of the same shape."""
     raise NotImplementedError
 
+  def compute_per_class_id(self, ids, logits, weights):
+    """What the core computes for the one-hot rows of class ids ``ids`` ``[B]``, taken from the
+    ids without building the rows, or ``None`` where the core has no such form (the caller then
+    builds the rows). ``weights``: ``None``, ``[B, 1]`` or ``[B, n]``."""
+    return None
+
   def normalize_weights(self, labels, weights):
     """TF-Ranking's weights for the losses: per item (padded items 0; ``[B, n, 1]`` for pairs
     of which the item is the first), or per list the label-weighted mean ``[B, 1]``."""

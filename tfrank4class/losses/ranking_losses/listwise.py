@@ -68,6 +68,21 @@ class SoftmaxLoss(Core):
     losses = -ops.sum(target * ops.log_softmax(logits, axis=-1), axis=1)
     return losses, label_sum
 
+  def compute_per_class_id(self, ids, logits, weights):
+    """:meth:`compute_per_list` of the one-hot rows of class ids ``ids`` ``[B]``: ``-log
+    softmax(logits)`` at the true class, weighted by that class's weight (the label sum of the
+    row); ``None`` with a :class:`DCGLambdaWeight`, which ranks the items."""
+    if isinstance(self.lambda_weight, DCGLambdaWeight):
+      return None
+    column = ops.cast(ids, "int32")[:, None]
+    log_p = ops.log_softmax(self.get_logits(logits), axis=-1)
+    losses = -take_along_axis(log_p, column, axis=-1)[:, 0]
+    if weights is None:
+      return losses, ops.ones_like(losses)
+    if weights.shape[1] != 1:
+      weights = take_along_axis(weights, column, axis=-1)
+    return losses, weights[:, 0]
+
 
 class UniqueSoftmaxLoss(Core):
   """For each item ``i``, ``(2^l_i - 1)`` times ``-log`` of its softmax among itself and the
