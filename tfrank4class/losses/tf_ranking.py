@@ -276,8 +276,8 @@ class RankingLoss(ListwiseLoss):
     return sample_weight
 
   def _inputs(self, scores, relevance, sample_weight):
-    """Relevance, logits and sample weights as TF-Ranking's loss core takes them."""
-    sample_weight = self._sample_weight(scores, sample_weight)
+    """Relevance, logits and sample weights (checked: :meth:`_sample_weight`) as TF-Ranking's
+    loss core takes them."""
     if self._virtual_label is not None:
       column = ops.ones_like(scores[:, :1])
       relevance = ops.concatenate([relevance, column * self._virtual_label], axis=1)
@@ -295,11 +295,12 @@ class RankingLoss(ListwiseLoss):
     :meth:`~tfrank4class.labels.Labels.to_relevance` marks labels that failed a check that could
     not raise, in traced code)."""
     invalid = ops.any(ops.isnan(relevance), axis=1)
+    sample_weight = self._sample_weight(scores, sample_weight)
     return self._weighted_values(scores, relevance, sample_weight, invalid)
 
   def _weighted_values(self, scores, relevance, sample_weight, invalid):
-    """:meth:`weighted_values` with the bad lists given as ``invalid`` (bool ``[B]``, or
-    ``None`` for none)."""
+    """:meth:`weighted_values` of checked sample weights, with the bad lists given as
+    ``invalid`` (bool ``[B]``, or ``None`` for none)."""
     relevance, logits, sample_weight = self._inputs(scores, relevance, sample_weight)
     if SPECS[self.key].shape == "list":
       values, weights = self._impl.compute_per_list(relevance, logits, sample_weight)
@@ -341,16 +342,14 @@ class RankingLoss(ListwiseLoss):
     # The parser's own mask of bad lists rather than the NaN it would write into their relevance
     # (in traced code, three ops over [B, C] fewer: the marking, the NaN test and its `any`).
     scores, labels = self.parse(y_true, y_pred)
+    weights = self._sample_weight(scores, sample_weight)
     if labels.is_class_ids and self._virtual_label is None and self._sampler is None:
       # A core with a form for class ids (the softmax loss) takes them without one-hot rows.
-      weights = self._sample_weight(scores, sample_weight)
       per_list = self._impl.compute_per_class_id(labels.ids, scores, weights)
       if per_list is not None:
         return self.reduce(self._per_list(per_list[0] * per_list[1], labels.invalid))
     relevance = labels._replace(invalid=None).to_relevance(num_items(scores), scores.dtype)
-    values = self._weighted_values(
-      *self.extend(scores, relevance), sample_weight, invalid=labels.invalid
-    )
+    values = self._weighted_values(*self.extend(scores, relevance), weights, labels.invalid)
     return self.reduce(values)
 
   def loss_values(self, scores, relevance):
