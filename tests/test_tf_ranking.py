@@ -175,7 +175,7 @@ def test_gradients_match_finite_differences(key):
 CLASS_ID_KEYS = tuple(
   k
   for k in tf_ranking.TFR_KEYS
-  if tf_ranking.SPECS[k].impl.compute_per_class_id is not Core.compute_per_class_id
+  if tf_ranking.SPECS[k].impl.compute_per_list_from_ids is not Core.compute_per_list_from_ids
 )
 
 

@@ -345,7 +345,7 @@ class RankingLoss(ListwiseLoss):
     weights = self._sample_weight(scores, sample_weight)
     if labels.is_class_ids and self._virtual_label is None and self._sampler is None:
       # A core with a form for class ids (the softmax loss) takes them without one-hot rows.
-      per_list = self._impl.compute_per_class_id(labels.ids, scores, weights)
+      per_list = self._impl.compute_per_list_from_ids(labels.ids, scores, weights)
       if per_list is not None:
         return self.reduce(self._per_list(per_list[0] * per_list[1], labels.invalid))
     relevance = labels._replace(invalid=None).to_relevance(num_items(scores), scores.dtype)

@@ -24,7 +24,7 @@ class Core:
     """``(losses, loss_weights)`` of the same shape."""
     raise NotImplementedError
 
-  def compute_per_class_id(self, ids, logits, weights):
+  def compute_per_list_from_ids(self, ids, logits, weights):
     """What the core computes for the one-hot rows of class ids ``ids`` ``[B]``, taken from the
     ids without building the rows, or ``None`` where the core has no such form (the caller then
     builds the rows). ``weights``: ``None``, ``[B, 1]`` or ``[B, n]``."""

@@ -68,7 +68,7 @@ class SoftmaxLoss(Core):
     losses = -ops.sum(target * ops.log_softmax(logits, axis=-1), axis=1)
     return losses, label_sum
 
-  def compute_per_class_id(self, ids, logits, weights):
+  def compute_per_list_from_ids(self, ids, logits, weights):
     """:meth:`compute_per_list` of the one-hot rows of class ids ``ids`` ``[B]``: ``-log
     softmax(logits)`` at the true class, weighted by that class's weight (the label sum of the
     row); ``None`` with a :class:`DCGLambdaWeight`, which ranks the items."""
