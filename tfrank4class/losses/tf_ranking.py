@@ -8,7 +8,9 @@ where it is installed). This module does what TF-Ranking's Keras layer
 (``python/keras/losses.py``) does around the core:
 
 * labels: integer class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, C]`` become
-  relevance with :func:`~tfrank4class.losses.to_relevance` (``< 0`` = padding);
+  relevance with :func:`~tfrank4class.losses.to_relevance` (``< 0`` = padding), except that the
+  softmax core takes class ids as they are when it needs no ranks (its
+  ``compute_per_list_from_ids``: the same values without the one-hot rows);
 * ``gumbel_approx_ndcg_loss`` and ``yeti_logistic_loss`` first draw TF-Ranking's Gumbel samples
   of the list; ``calibrated_softmax_loss`` appends a virtual item of score 0 and label
   ``virtual_label``; ``ordinal_loss`` gets its trailing logit axis ``[B, C, 1]``;
