@@ -69,12 +69,12 @@ class SoftmaxLoss(Core):
     return losses, label_sum
 
   def compute_per_list_from_ids(self, ids, logits, weights):
-    """:meth:`compute_per_list` of the one-hot rows of class ids ``ids`` ``[B]``: ``-log
+    """:meth:`compute_per_list` of the one-hot rows of int32 class ids ``ids`` ``[B]``: ``-log
     softmax(logits)`` at the true class, weighted by that class's weight (the label sum of the
     row); ``None`` with a :class:`DCGLambdaWeight`, which ranks the items."""
     if isinstance(self.lambda_weight, DCGLambdaWeight):
       return None
-    column = ops.cast(ids, "int32")[:, None]
+    column = ids[:, None]
     log_p = ops.log_softmax(self.get_logits(logits), axis=-1)
     losses = -take_along_axis(log_p, column, axis=-1)[:, 0]
     if weights is None:
