@@ -5,10 +5,12 @@ Cells: B = 64 lists of C classes, one thread, the same scores and class ids in e
 (``topk.inputs``). Losses are built with :func:`tfrank4class.losses.get` (``LOSSES``) and called
 as Keras losses on class ids; rank operators (``OPERATORS``) are reduced to ``mean(op(s) ** 2)``.
 The full sorting network runs at C <= 100 only (at 1000 its backward would hold 55 layers of
-64 x 1000 x 1000 floats); ``--quadratic_max_c`` caps the C of the cells in ``QUADRATIC``.
+64 x 1000 x 1000 floats); ``--quadratic_max_c`` caps the C of the cells in ``QUADRATIC`` and of
+the baselines' cells in ``QUADRATIC_ON_ROWS``.
 Variants (``VARIANTS``): ``tf`` (``tf.function``) and ``xla`` (``jit_compile=True``) of this
 checkout, ``main:tf`` and ``main:xla`` of the checkout given as ``--reference``, ``jax``
-(``jax.jit(jax.value_and_grad(...))``), ``rax`` (its softmax, pairwise logistic, ListMLE, and
+(``jax.jit(jax.value_and_grad(...))``), ``rax`` (its softmax, pairwise logistic, ListMLE with a
+PRNG key, so that tied labels come in a random order as in TF-Ranking's, and
 ``approx_t12n(ndcg_metric)`` at TF-Ranking's temperature 0.1, on one-hot labels made inside the
 jitted function), ``torch`` (eager, ``backward``) and ``difftopk`` (its top-k cross-entropy and
 smooth top-k SVM, built as ``benchmarks/topk.py`` does).
@@ -51,7 +53,10 @@ REPLY = "@backends-worker "
 CALL_BUDGET_MS, MIN_CALLS = 100.0, 1
 FULL_SORT_MAX_C = 100
 #: The cells whose cost grows as C^2 per list (pairs, C x C matrices): ``--quadratic_max_c``.
-QUADRATIC = {"pairwise_logistic", "approx_ndcg", "sodeep_spearman", "neuralsort", "softsort"}
+QUADRATIC = {"sodeep_spearman", "neuralsort", "softsort"}
+#: The cells that are quadratic only in the baselines, which take one-hot rows: this checkout's
+#: cores take class ids in O(C) (``compute_per_list_from_ids``).
+QUADRATIC_ON_ROWS = ({"pairwise_logistic", "approx_ndcg"}, {"main:tf", "main:xla", "rax"})
 #: Table name -> (registry key, constructor arguments).
 LOSSES = {
   "softmax": ("softmax_loss", {}),
@@ -108,7 +113,9 @@ WORKER_ENV = {
 
 
 def has_cell(variant, name, c, quadratic_max_c):
-  cells, largest = VARIANTS[variant][1], quadratic_max_c if name in QUADRATIC else c
+  names, baselines = QUADRATIC_ON_ROWS
+  quadratic = name in QUADRATIC or (name in names and variant in baselines)
+  cells, largest = VARIANTS[variant][1], quadratic_max_c if quadratic else c
   largest = min(quadratic_max_c, FULL_SORT_MAX_C) if name == "sorting_network" else largest
   return (cells is None or name in cells) and c <= largest
 
@@ -144,7 +151,9 @@ def rax_function(name):
   loss = {
     "softmax": rax.softmax_loss,
     "pairwise_logistic": rax.pairwise_logistic_loss,
-    "list_mle": rax.listmle_loss,
+    # Tied labels in a random order, as TF-Ranking's ListMLE (and ours) draws them: rax's own
+    # advice for labels with ties. Without a key rax keeps their index order (a different loss).
+    "list_mle": lambda s, y: rax.listmle_loss(s, y, key=jax.random.PRNGKey(37)),
     "approx_ndcg": rax.approx_t12n(rax.ndcg_metric, temperature=0.1),
   }[name]
   return lambda s, y: loss(s, jax.nn.one_hot(y, s.shape[-1], dtype=s.dtype))

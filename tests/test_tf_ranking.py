@@ -179,17 +179,38 @@ CLASS_ID_KEYS = tuple(
 )
 
 
-def test_the_keys_that_take_class_ids_are_the_two_softmax_keys():
-  assert CLASS_ID_KEYS == ("softmax_loss", "calibrated_softmax_loss")
+def test_the_keys_that_take_class_ids_are_the_losses_of_the_true_class_alone():
+  # Every key whose loss of a one-hot row needs no sort by the labels: the true class is first
+  # (ListMLE: then the others in its random tie order); not pairwise MSE (every pair counts), the
+  # pointwise keys (every item) or Coupled-RankDistil (orders sampled from the labels).
+  assert CLASS_ID_KEYS == (
+    "pairwise_hinge_loss",
+    "pairwise_logistic_loss",
+    "pairwise_soft_zero_one_loss",
+    "yeti_logistic_loss",
+    "softmax_loss",
+    "calibrated_softmax_loss",
+    "unique_softmax_loss",
+    "list_mle_loss",
+    "approx_ndcg_loss",
+    "approx_mrr_loss",
+    "gumbel_approx_ndcg_loss",
+  )
 
 
 @pytest.mark.parametrize("normalization", tf_ranking.NORMALIZATIONS)
 @pytest.mark.parametrize(
   "key, kwargs",
-  [(k, {}) for k in CLASS_ID_KEYS]
+  # The Gumbel keys draw different samples at each call (and take the rows: they sample them).
+  [(k, {}) for k in CLASS_ID_KEYS if "seed" not in tf_ranking.SPECS[k].extra_args]
   + [
     ("softmax_loss", {"temperature": 0.7}),
+    ("pairwise_logistic_loss", {"temperature": 0.7}),
+    ("approx_ndcg_loss", {"temperature": 0.7}),
+    ("list_mle_loss", {"temperature": 0.7}),
+    ("list_mle_loss", {"lambda_weight": lw.ListMLELambdaWeight(lw.inverse)}),  # needs the rows
     ("softmax_loss", {"lambda_weight": lw.DCGLambdaWeight(topn=2)}),  # needs the rows
+    ("pairwise_hinge_loss", {"lambda_weight": lw.DCGLambdaWeight(topn=2)}),  # needs the rows
   ],
 )
 def test_class_ids_give_the_values_and_gradients_of_their_one_hot_rows(key, kwargs, normalization):
@@ -201,8 +222,17 @@ def test_class_ids_give_the_values_and_gradients_of_their_one_hot_rows(key, kwar
     np.array([0.5, 2.0, 0.0, 1.0], np.float32),
     rng.uniform(0.5, 2.0, size=(4, C)).astype(np.float32) * (np.arange(C) != 2),  # 0 at y = 2
   ]
-  loss = tf_ranking.RankingLoss(key, reduction="none", normalization=normalization, **kwargs)
+
+  def loss(labels, s, w):  # a new loss each time: ListMLE's tie order is the same in each
+    return tf_ranking.RankingLoss(key, reduction="none", normalization=normalization, **kwargs)(
+      labels, s, w
+    )
+
   for w in weights:
+    # Elementwise, in TF-Ranking's shape with normalization="tf_ranking" ([B, n] for pairs).
+    np.testing.assert_allclose(
+      numpy(loss(y, scores, w)), numpy(loss(np.eye(C)[y], scores, w)), rtol=1e-5, atol=1e-6
+    )
     got, (grad,) = value_and_grad(lambda s, w=w: ops.sum(loss(y, s, w)), scores)
     want, (want_grad,) = value_and_grad(lambda s, w=w: ops.sum(loss(np.eye(C)[y], s, w)), scores)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

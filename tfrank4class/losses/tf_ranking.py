@@ -8,9 +8,12 @@ where it is installed). This module does what TF-Ranking's Keras layer
 (``python/keras/losses.py``) does around the core:
 
 * labels: integer class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, C]`` become
-  relevance with :func:`~tfrank4class.losses.to_relevance` (``< 0`` = padding), except that the
-  softmax core takes class ids as they are when it needs no ranks (its
-  ``compute_per_list_from_ids``: the same values without the one-hot rows);
+  relevance with :func:`~tfrank4class.losses.to_relevance` (``< 0`` = padding), except where a
+  core's loss of a one-hot row needs no sort by the labels: the true class alone (softmax,
+  unique softmax, ApproxNDCG, ApproxMRR), it against each other class (pairwise hinge,
+  logistic, soft zero-one) or it first and the others in a random order (ListMLE), with no
+  lambda weight; that core takes class ids as they are (its ``compute_per_list_from_ids``: the
+  same values in ``O(C)`` per list, ``O(C log C)`` for ListMLE, without the rows);
 * ``gumbel_approx_ndcg_loss`` and ``yeti_logistic_loss`` first draw TF-Ranking's Gumbel samples
   of the list; ``calibrated_softmax_loss`` appends a virtual item of score 0 and label
   ``virtual_label``; ``ordinal_loss`` gets its trailing logit axis ``[B, C, 1]``;
@@ -346,7 +349,7 @@ class RankingLoss(ListwiseLoss):
     scores, labels = self.parse(y_true, y_pred)
     weights = self._sample_weight(scores, sample_weight)
     if labels.is_class_ids and self._virtual_label is None and self._sampler is None:
-      # A core with a form for class ids (the softmax loss) takes them without one-hot rows.
+      # A core with a form for class ids takes them without one-hot rows (see the module doc).
       per_list = self._impl.compute_per_list_from_ids(labels.ids, scores, weights)
       if per_list is not None:
         return self.reduce(self._per_list(per_list[0] * per_list[1], labels.invalid))

@@ -17,7 +17,7 @@ Example:
 from tfrank4class import backend
 from tfrank4class.compat import ops
 from tfrank4class.losses.lambda_weights import inverse_max_dcg
-from tfrank4class.losses.ranking_losses.base import Core
+from tfrank4class.losses.ranking_losses.base import Core, true_class, true_class_weight
 from tfrank4class.losses.ranking_losses.sampling import pairwise
 
 
@@ -46,6 +46,15 @@ class _Approx(Core):
     has_relevance = ops.sum(labels, axis=1, keepdims=True) > 0
     labels = backend.where(has_relevance, labels, 1e-10)
     return -self._metric(labels, approx_ranks(logits)), ops.cast(has_relevance, logits.dtype)
+
+  def compute_per_list_from_ids(self, ids, logits, weights):
+    """The loss of one-hot rows of class ids ``ids`` ``[B]`` in ``O(n)``: only the true class
+    has a gain, so the metric is that of a one-item list at the true class's approximate rank
+    ``1/2 + sum_j sigmoid(s_j - s_y)`` ``[B, 1]``, weighted by its sample weight ``[B, 1]``."""
+    logits = self.get_logits(logits)
+    _, true = true_class(ids, logits)
+    rank = ops.sum(ops.sigmoid(logits - true), axis=-1, keepdims=True) + 0.5
+    return -self._metric(ops.ones_like(rank), rank), true_class_weight(ids, weights, logits)
 
 
 class ApproxNDCGLoss(_Approx):

@@ -1,6 +1,7 @@
 """The base of TF-Ranking's loss cores and its three rules for normalising sample weights."""
 
 from tfrank4class import backend
+from tfrank4class.backend import take_along_axis
 from tfrank4class.compat import ops
 
 
@@ -27,7 +28,9 @@ class Core:
   def compute_per_list_from_ids(self, ids, logits, weights):
     """What the core computes for the one-hot rows of class ids ``ids`` ``[B]``, taken from the
     ids without building the rows, or ``None`` where the core has no such form (the caller then
-    builds the rows). ``weights``: ``None``, ``[B, 1]`` or ``[B, n]``."""
+    builds the rows): the losses and TF-Ranking's weights, in the shapes the rows give them.
+    ``logits``: the scores (before :meth:`get_logits`); ``weights``: ``None``, ``[B, 1]`` or
+    ``[B, n]``."""
     return None
 
   def normalize_weights(self, labels, weights):
@@ -43,3 +46,21 @@ class Core:
     weights = 1.0 if weights is None else weights
     weights = backend.where(labels >= 0, ops.ones_like(labels) * weights, 0.0)
     return ops.expand_dims(weights, 2) if self.weighting == "pair" else weights
+
+
+def true_class(ids, logits):
+  """Where each list's true class is, ``[B, n]`` (bool), and its logit ``[B, 1]``, for class ids
+  ``ids`` ``[B]`` (a masked sum rather than a gather: it fuses with what follows)."""
+  is_true = ops.arange(ops.shape(logits)[1])[None, :] == ids[:, None]
+  return is_true, ops.sum(backend.where(is_true, logits, 0.0), axis=1, keepdims=True)
+
+
+def true_class_weight(ids, weights, logits):
+  """The sample weight of each list's true class ``[B, 1]`` in the dtype of ``logits`` (ones for
+  ``None``): what each of TF-Ranking's rules makes of ``weights`` for a one-hot row (per list,
+  per item, or per pair whose first item is the true class)."""
+  if weights is None:
+    return ops.ones_like(logits[:, :1])
+  if weights.shape[1] == 1:
+    return weights
+  return take_along_axis(weights, ids[:, None], axis=-1)

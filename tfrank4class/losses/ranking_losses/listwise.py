@@ -27,7 +27,7 @@ from tfrank4class.backend import (
 )
 from tfrank4class.compat import ops
 from tfrank4class.losses.lambda_weights import DCGLambdaWeight, ListMLELambdaWeight
-from tfrank4class.losses.ranking_losses.base import Core
+from tfrank4class.losses.ranking_losses.base import Core, true_class, true_class_weight
 from tfrank4class.losses.ranking_losses.sampling import (
   LOG_EPSILON,
   gather,
@@ -35,6 +35,11 @@ from tfrank4class.losses.ranking_losses.sampling import (
   ranks,
   uniform,
 )
+
+
+def _true_class_nll(ids, logits):
+  """``-log softmax(logits)`` at the class ids ``ids`` ``[B]``, ``[B, 1]``."""
+  return -take_along_axis(ops.log_softmax(logits, axis=-1), ids[:, None], axis=-1)
 
 
 def _cleaned(labels, logits):
@@ -74,14 +79,8 @@ class SoftmaxLoss(Core):
     row); ``None`` with a :class:`DCGLambdaWeight`, which ranks the items."""
     if isinstance(self.lambda_weight, DCGLambdaWeight):
       return None
-    column = ids[:, None]
-    log_p = ops.log_softmax(self.get_logits(logits), axis=-1)
-    losses = -take_along_axis(log_p, column, axis=-1)[:, 0]
-    if weights is None:
-      return losses, ops.ones_like(losses)
-    if weights.shape[1] != 1:
-      weights = take_along_axis(weights, column, axis=-1)
-    return losses, weights[:, 0]
+    losses = _true_class_nll(ids, self.get_logits(logits))[:, 0]
+    return losses, true_class_weight(ids, weights, logits)[:, 0]
 
 
 class UniqueSoftmaxLoss(Core):
@@ -106,6 +105,12 @@ class UniqueSoftmaxLoss(Core):
     losses = ops.sum(per_item * (ops.power(2.0, labels) - 1.0), axis=1, keepdims=True)
     return losses, ops.ones_like(losses)
 
+  def compute_per_list_from_ids(self, ids, logits, weights):
+    """The loss of one-hot rows of class ids ``ids`` ``[B]``: the true class is the one item
+    above the others, so ``-log softmax(logits)`` at it ``[B, 1]``, weighted by its sample weight
+    ``[B, 1]``."""
+    return _true_class_nll(ids, self.get_logits(logits)), true_class_weight(ids, weights, logits)
+
 
 class ListMLELoss(Core):
   """``-log`` of the Plackett-Luce probability of the scores for the order of the labels (ties
@@ -128,6 +133,21 @@ class ListMLELoss(Core):
       terms = terms * self.lambda_weight.individual_weights(sorted_labels, positions)
     losses = ops.sum(terms, axis=1, keepdims=True)
     return losses, ops.ones_like(losses)
+
+  def compute_per_list_from_ids(self, ids, logits, weights):
+    """The loss of one-hot rows of class ids ``ids`` ``[B]``, ``[B, 1]``: the order is the true
+    class first, then the others by the same random draws as for the rows (one sort of the draws,
+    the true class's set below them); weighted by its sample weight ``[B, 1]``. ``None`` with a
+    :class:`ListMLELambdaWeight`."""
+    if self.lambda_weight is not None:
+      return None
+    logits = self.get_logits(logits)
+    is_true, _ = true_class(ids, logits)
+    tiebreak = uniform(ops.shape(logits), self.seed, logits)
+    (sorted_logits,) = gather(stable_argsort(backend.where(is_true, -1.0, tiebreak)), logits)
+    terms = cumulative_logsumexp(sorted_logits, reverse=True) - sorted_logits
+    losses = ops.sum(terms, axis=1, keepdims=True)
+    return losses, true_class_weight(ids, weights, logits)
 
 
 class CoupledRankDistilLoss(Core):

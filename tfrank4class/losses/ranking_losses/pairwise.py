@@ -13,7 +13,7 @@ Example:
 
 from tfrank4class import backend
 from tfrank4class.compat import ops
-from tfrank4class.losses.ranking_losses.base import Core
+from tfrank4class.losses.ranking_losses.base import Core, true_class, true_class_weight
 from tfrank4class.losses.ranking_losses.sampling import pairwise, ranks
 
 
@@ -27,6 +27,18 @@ class _Pairwise(Core):
     if self.lambda_weight is not None:
       weights = weights * self.lambda_weight.pair_weights(labels, ranks(logits, valid))
     return self._pair_loss(pairwise(ops.subtract, logits)), ops.stop_gradient(weights)
+
+  def compute_per_list_from_ids(self, ids, logits, weights):
+    """The pairs of one-hot rows of class ids ``ids`` ``[B]`` in ``O(n)``: the true class
+    against each other class, summed on the true class's item ``[B, n]`` (0 elsewhere), weighted
+    by its sample weight ``[B, 1]``; ``None`` with a lambda weight, which ranks the items."""
+    if self.lambda_weight is not None:
+      return None
+    logits = self.get_logits(logits)
+    is_true, true = true_class(ids, logits)
+    margins = true - logits
+    total = ops.sum(backend.where(is_true, 0.0, self._pair_loss(margins)), axis=1, keepdims=True)
+    return backend.where(is_true, total, 0.0), true_class_weight(ids, weights, logits)
 
 
 class PairwiseLogisticLoss(_Pairwise):
@@ -50,8 +62,11 @@ class PairwiseSoftZeroOneLoss(_Pairwise):
     return backend.where(x > 0, 1.0 - ops.sigmoid(x), ops.sigmoid(-x))
 
 
-class PairwiseMSELoss(_Pairwise):
-  """``((s_i - s_j) - (l_i - l_j))^2`` over every pair of distinct valid items."""
+class PairwiseMSELoss(Core):
+  """``((s_i - s_j) - (l_i - l_j))^2`` over every pair of distinct valid items (so no ``O(n)``
+  form for class ids: the pairs without the true class count too)."""
+
+  weighting = "pair"
 
   def compute_unreduced_loss(self, labels, logits):
     valid = labels >= 0
