@@ -295,7 +295,7 @@ def uniform(shape, seed, dtype):
     return _keras_3.random.uniform(shape, dtype=dtype, seed=seed)
   tf = _library()
   state = ops.cast(ops.mod(seed.next(), 2**31 - 2), "int32")  # as Keras casts it
-  if _in_xla_context():  # the raw ops below compile to a draw 60x slower at [64, 1000] on CPU
+  if _in_xla_context():  # the raw ops below compile to a draw ~70x slower at [64, 1000] on CPU
     return tf.random.stateless_uniform(shape, state, dtype=dtype, alg="philox")
   # ``tf.random.stateless_uniform(shape, state, alg="philox")`` in two graph ops rather than about
   # 20 (on CPU and GPU this op scrambles the seed into Philox's key and counter as its Python does).
