@@ -179,7 +179,7 @@ CLASS_ID_KEYS = tuple(
 )
 
 
-def test_the_keys_that_take_class_ids_are_the_losses_of_the_true_class_alone():
+def test_the_keys_that_take_class_ids_are_those_that_need_no_sort_by_the_labels():
   # Every key whose loss of a one-hot row needs no sort by the labels: the true class is first
   # (ListMLE: then the others in its random tie order); not pairwise MSE (every pair counts), the
   # pointwise keys (every item) or Coupled-RankDistil (orders sampled from the labels).
