@@ -17,7 +17,12 @@ Example:
 from tfrank4class import backend
 from tfrank4class.compat import ops
 from tfrank4class.losses.lambda_weights import inverse_max_dcg
-from tfrank4class.losses.ranking_losses.base import Core, true_class, true_class_weight
+from tfrank4class.losses.ranking_losses.base import (
+  Core,
+  at_true_class,
+  true_class_mask,
+  true_class_weight,
+)
 from tfrank4class.losses.ranking_losses.sampling import pairwise
 
 
@@ -52,7 +57,7 @@ class _Approx(Core):
     has a gain, so the metric is that of a one-item list at the true class's approximate rank
     ``1/2 + sum_j sigmoid(s_j - s_y)`` ``[B, 1]``, weighted by its sample weight ``[B, 1]``."""
     logits = self.get_logits(logits)
-    _, true = true_class(ids, logits)
+    true = at_true_class(true_class_mask(ids, logits), logits)
     rank = ops.sum(ops.sigmoid(logits - true), axis=-1, keepdims=True) + 0.5
     return -self._metric(ops.ones_like(rank), rank), true_class_weight(ids, weights, logits)
 

@@ -48,11 +48,17 @@ class Core:
     return ops.expand_dims(weights, 2) if self.weighting == "pair" else weights
 
 
-def true_class(ids, logits):
-  """Where each list's true class is, ``[B, n]`` (bool), and its logit ``[B, 1]``, for class ids
-  ``ids`` ``[B]`` (a masked sum rather than a gather: it fuses with what follows)."""
-  is_true = ops.arange(ops.shape(logits)[1])[None, :] == ids[:, None]
-  return is_true, ops.sum(backend.where(is_true, logits, 0.0), axis=1, keepdims=True)
+def true_class_mask(ids, like):
+  """Where each list's true class is, ``[B, n]`` (bool), for class ids ``ids`` ``[B]`` and lists
+  ``like`` ``[B, n]``."""
+  return ops.arange(ops.shape(like)[1])[None, :] == ids[:, None]
+
+
+def at_true_class(is_true, values):
+  """The entry of ``values`` ``[B, n]`` at each list's true class (``is_true``), ``[B, 1]``: a
+  masked sum rather than a gather, which fuses with the ``[B, n]`` maths that uses it (the
+  softmax cores, where nothing on ``[B, n]`` follows, keep a gather)."""
+  return ops.sum(backend.where(is_true, values, 0.0), axis=1, keepdims=True)
 
 
 def true_class_weight(ids, weights, logits):

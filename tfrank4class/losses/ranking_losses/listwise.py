@@ -27,7 +27,11 @@ from tfrank4class.backend import (
 )
 from tfrank4class.compat import ops
 from tfrank4class.losses.lambda_weights import DCGLambdaWeight, ListMLELambdaWeight
-from tfrank4class.losses.ranking_losses.base import Core, true_class, true_class_weight
+from tfrank4class.losses.ranking_losses.base import (
+  Core,
+  true_class_mask,
+  true_class_weight,
+)
 from tfrank4class.losses.ranking_losses.sampling import (
   LOG_EPSILON,
   gather,
@@ -142,7 +146,7 @@ class ListMLELoss(Core):
     if self.lambda_weight is not None:
       return None
     logits = self.get_logits(logits)
-    is_true, _ = true_class(ids, logits)
+    is_true = true_class_mask(ids, logits)
     tiebreak = uniform(ops.shape(logits), self.seed, logits)
     (sorted_logits,) = gather(stable_argsort(backend.where(is_true, -1.0, tiebreak)), logits)
     terms = cumulative_logsumexp(sorted_logits, reverse=True) - sorted_logits

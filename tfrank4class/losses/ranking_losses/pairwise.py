@@ -13,7 +13,12 @@ Example:
 
 from tfrank4class import backend
 from tfrank4class.compat import ops
-from tfrank4class.losses.ranking_losses.base import Core, true_class, true_class_weight
+from tfrank4class.losses.ranking_losses.base import (
+  Core,
+  at_true_class,
+  true_class_mask,
+  true_class_weight,
+)
 from tfrank4class.losses.ranking_losses.sampling import pairwise, ranks
 
 
@@ -35,8 +40,8 @@ class _Pairwise(Core):
     if self.lambda_weight is not None:
       return None
     logits = self.get_logits(logits)
-    is_true, true = true_class(ids, logits)
-    margins = true - logits
+    is_true = true_class_mask(ids, logits)
+    margins = at_true_class(is_true, logits) - logits
     total = ops.sum(backend.where(is_true, 0.0, self._pair_loss(margins)), axis=1, keepdims=True)
     return backend.where(is_true, total, 0.0), true_class_weight(ids, weights, logits)
 
