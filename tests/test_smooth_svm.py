@@ -205,6 +205,36 @@ def test_log_elementary_symmetric_against_numpy_polynomials():
   assert np.all(got[:, 3] == -np.inf)
 
 
+def elementary_symmetric(v, k):
+  """``e_0 .. e_k`` of ``v`` (``e_j = 0`` past ``len(v)``) from numpy's polynomial product."""
+  coefficients = np.poly(-np.asarray(v)) if len(v) else np.ones(1)
+  return np.pad(coefficients, (0, k + 1))[: k + 1]
+
+
+@pytest.mark.parametrize("n,k", [(2, 1), (3, 2), (5, 3), (8, 4), (11, 4)])
+def test_log_elementary_symmetric_gradient_against_leave_one_out_polynomials(n, k):
+  # d log e_j / d x_i = v_i e_{j-1}(v without v_i) / e_j(v), v = exp(x); padded (-inf) entries
+  # have v_i = 0 and gradient 0, and an e_j = 0 (fewer than j finite entries) adds nothing.
+  rng = np.random.default_rng(n * 10 + k)
+  x = rng.normal(size=(3, n)) * 2.0
+  x[1, ::2] = -np.inf
+  x[2, :] = -np.inf
+  x[2, 0] = 0.5
+  w = rng.normal(size=(3, k + 1))
+  expected = np.zeros_like(x)
+  for row in range(3):
+    v = np.exp(x[row])
+    e = elementary_symmetric(v, k)
+    for i in range(n):
+      e_without = elementary_symmetric(np.delete(v, i), k)
+      for j in range(1, k + 1):
+        if e[j] > 0:
+          expected[row, i] += w[row, j] * v[i] * e_without[j - 1] / e[j]
+  fn = bt.quickest(lambda t: ops.sum(log_elementary_symmetric(t, k) * ops.array(w)))
+  _, (grad,) = bt.value_and_grad(fn, x)
+  np.testing.assert_allclose(grad, expected, rtol=1e-10, atol=1e-12)
+
+
 def test_label_forms_and_padding():
   rng = np.random.default_rng(6)
   s = rng.normal(size=(3, 8))

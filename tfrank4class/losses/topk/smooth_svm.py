@@ -29,7 +29,11 @@ Computation (Sec. 3.1): ``log e_0 .. log e_k`` come from the coefficients of
 (:func:`log_elementary_symmetric`): ``ceil(log2 C)`` rounds of batched products of polynomials
 truncated to degree ``k``, each coefficient a log-sum-exp of ``<= k + 1`` terms. Every step is a
 log-sum-exp, so the values are finite and accurate for any scores and small ``tau`` (the scores
-are shifted by their row maximum first, which cancels exactly). Deviation from the authors'
+are shifted by their row maximum first, which cancels exactly). Inside the products ``log 0`` is
+a finite stand-in (:data:`LOG_ZERO`), so that each step is the backend's own ``logsumexp`` with
+no case for terms that are all ``-inf`` (one native op on PyTorch, whose eager time is mostly
+the count of ops at tens of classes), and the classes are padded with values 0 to a power of two,
+so that no round has an odd one out. Deviation from the authors'
 code on purpose: the gradient is the backend's autodiff through that log-space recursion (a
 softmax-weighted sum at every step, stable by construction), not their custom backward with
 its instability threshold and its series approximation for large values (Sec. 3.2), and there is
@@ -52,30 +56,57 @@ def _minus_infinity(like):
   return ops.full_like(like, -math.inf)
 
 
-def _log_sum_exp(terms):
-  """``log sum exp`` over the last axis; ``-inf`` (and a zero gradient) when every term is."""
-  top = ops.stop_gradient(ops.max(terms, axis=-1, keepdims=True))
-  top = backend.where(ops.isfinite(top), top, ops.zeros_like(top))
-  total = ops.sum(ops.exp(terms - top), axis=-1)
-  positive = total > 0
-  safe = backend.where(positive, total, ops.ones_like(total))
-  return backend.where(positive, ops.log(safe) + ops.squeeze(top, -1), _minus_infinity(total))
+#: ``log 0`` inside the products: a finite stand-in, so that each coefficient is one
+#: ``logsumexp`` with a finite value and gradient (no case for terms that are all ``-inf``; on
+#: PyTorch one native op). Sums of it stay below ``2^rounds * LOG_ZERO``, inside float32 for any
+#: ``n < 2^100``, and any real log coefficient of the loss (``>= -k * score range / (k tau)``)
+#: lies far above ``LOG_ZERO / 2``, where :func:`log_elementary_symmetric` maps it back to
+#: ``-inf``.
+LOG_ZERO = -1e20
 
 
 def _multiply(left, right, k):
   """Log coefficients of the products of polynomials ``left * right`` truncated to degree ``k``.
 
-  ``left`` ``[..., a + 1]`` and ``right`` ``[..., b + 1]`` hold log coefficients (degree 0 first);
-  the product has degree ``min(k, a + b)``, coefficient ``c`` the log-sum-exp over ``i + j = c``
-  of ``left_i + right_j``: one gather of ``right`` into a ``[degree + 1, a + 1]`` grid per
-  product (``-inf`` where ``j = c - i`` lies outside ``0 .. b``).
+  ``left`` ``[..., a + 1]`` and ``right`` ``[..., b + 1]`` hold log coefficients (degree 0 first,
+  ``LOG_ZERO`` for 0); the product has degree ``min(k, a + b)``, coefficient ``c`` the
+  log-sum-exp over ``i + j = c`` of ``left_i + right_j``: one gather of ``right`` into a
+  ``[degree + 1, a + 1]`` grid per product, plus ``LOG_ZERO`` where ``j = c - i`` lies outside
+  ``0 .. b`` (a constant).
   """
   a, b = left.shape[-1] - 1, right.shape[-1] - 1
   degree = min(k, a + b)
-  index = [[c - i if 0 <= c - i <= b else b + 1 for i in range(a + 1)] for c in range(degree + 1)]
-  padded = ops.concatenate([right, _minus_infinity(right[..., :1])], axis=-1)
-  gathered = ops.take(padded, np.array(index, np.int32), axis=-1)
-  return _log_sum_exp(left[..., None, :] + gathered)
+  j = np.arange(degree + 1)[:, None] - np.arange(a + 1)[None, :]
+  outside = np.where((j < 0) | (j > b), LOG_ZERO, 0.0).astype(backend.dtype_name(left))
+  gathered = ops.take(right, np.clip(j, 0, b).astype(np.int32), axis=-1)
+  return ops.logsumexp(left[..., None, :] + ops.add(gathered, outside), axis=-1)
+
+
+def _log_elementary_symmetric(log_values, k):
+  """:func:`log_elementary_symmetric` of ``log_values`` whose ``-inf`` entries are ``LOG_ZERO``,
+  with ``LOG_ZERO`` or less (rather than ``-inf``) for a coefficient 0.
+
+  The entries are padded with ``LOG_ZERO`` (values 0, polynomials 1) to a power of two, so that
+  no round has an odd one out; the first round's products ``(1 + u t)(1 + v t)`` are written
+  out (``0``, ``log(exp(u) + exp(v))``, ``u + v``).
+  """
+  n = log_values.shape[-1]
+  size = 1 << max(n - 1, 1).bit_length()
+  if size > n:
+    filler = ops.full_like(log_values[..., : size - n], LOG_ZERO)
+    log_values = ops.concatenate([log_values, filler], axis=-1)
+  u, v = log_values[..., 0::2], log_values[..., 1::2]
+  # ``ops.logaddexp`` would compute float64 in float32 on PyTorch (Keras 3.15).
+  polys = [ops.zeros_like(u), ops.logsumexp(ops.stack([u, v], axis=-1), axis=-1), u + v]
+  polys = ops.stack(polys[: k + 1], axis=-1)  # [..., size / 2, min(k, 2) + 1]
+  while polys.shape[-2] > 1:
+    polys = _multiply(polys[..., 0::2, :], polys[..., 1::2, :], k)
+  polys = polys[..., 0, :]
+  missing = k + 1 - polys.shape[-1]
+  if missing:
+    pad = ops.full_like(ops.repeat(polys[..., :1], missing, axis=-1), LOG_ZERO)
+    polys = ops.concatenate([polys, pad], axis=-1)
+  return polys
 
 
 def log_elementary_symmetric(log_values, k):
@@ -84,8 +115,8 @@ def log_elementary_symmetric(log_values, k):
   The elementary symmetric polynomial ``e_j(v) = sum_{|J| = j} prod_{i in J} v_i`` is the
   coefficient of ``t^j`` in ``prod_i (1 + v_i t)`` (Berrada et al., ICLR 2018, Sec. 3.1). The
   product is taken pairwise in ``ceil(log2 n)`` rounds, in log space, truncated to degree ``k``.
-  An entry ``-inf`` is a value ``0`` (a padded item); ``log e_j = -inf`` when fewer than ``j``
-  entries are finite.
+  An entry ``-inf`` is a value ``0`` (a padded item), and so is any entry below
+  :data:`LOG_ZERO` (``-1e20``); ``log e_j = -inf`` when fewer than ``j`` entries are not.
 
   Args:
     log_values: ``[..., n]`` float tensor with a static last dimension.
@@ -106,20 +137,9 @@ def log_elementary_symmetric(log_values, k):
     raise ValueError(
       f"`log_values` must have a static last dimension, got shape {log_values.shape}."
     )
-  polys = ops.stack([ops.zeros_like(log_values), log_values], axis=-1)  # [..., n, 2]
-  while polys.shape[-2] > 1:
-    if polys.shape[-2] % 2:  # an odd one out waits for the next round, times the polynomial 1
-      one = ops.concatenate(
-        [ops.zeros_like(polys[..., :1, :1]), _minus_infinity(polys[..., :1, 1:])], axis=-1
-      )
-      polys = ops.concatenate([polys, one], axis=-2)
-    polys = _multiply(polys[..., 0::2, :], polys[..., 1::2, :], k)
-  polys = polys[..., 0, :]
-  missing = k + 1 - polys.shape[-1]
-  if missing:
-    pad = _minus_infinity(ops.repeat(polys[..., :1], missing, axis=-1))
-    polys = ops.concatenate([polys, pad], axis=-1)
-  return polys
+  floor = ops.full_like(log_values, LOG_ZERO)
+  polys = _log_elementary_symmetric(backend.where(log_values < LOG_ZERO, floor, log_values), k)
+  return backend.where(polys > LOG_ZERO / 2, polys, _minus_infinity(polys))
 
 
 def smooth_topk_svm_loss(scores, labels, *, where=None, k=5, tau=1.0, alpha=1.0):
@@ -217,7 +237,7 @@ def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
   x = scores / (k * tau)
   shift = ops.stop_gradient(ops.max(backend.where(parsed.valid, x, lowest), -1, keepdims=True))
   x = x - backend.where(ops.isfinite(shift), shift, ops.zeros_like(shift))
-  log_e = log_elementary_symmetric(backend.where(rivals, x, lowest), k)
+  log_e = _log_elementary_symmetric(backend.where(rivals, x, ops.full_like(x, LOG_ZERO)), k)
   x_true = _take(x, parsed.ids)
   margin = log_e[:, k] + alpha / tau - log_e[:, k - 1] - x_true
   return tau * ops.softplus(backend.where(enough, margin, ops.zeros_like(margin)))
