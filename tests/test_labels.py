@@ -110,6 +110,25 @@ def test_parse_labels_class_ids_only_and_size_letter():
     parse_labels(1.0)
 
 
+def test_parsed_labels_pass_through_once(monkeypatch):
+  parsed = parse_labels([2, 0], 3)
+  assert parse_labels(parsed, 3) is parsed
+  assert parse_labels(parsed, 3, dense=False) is parsed
+  dense = parse_labels(np.array([[0.0, 1.0, 0.0]]), 3)
+  assert parse_labels(dense, 3) is dense
+  with pytest.raises(ValueError, match=r"`y` must be class ids of shape \[B\] or \[B, 1\]"):
+    parse_labels(dense, 3, name="y", dense=False)
+  # A Top-K loss's Keras form hands its parse to its function: the raw labels are read once.
+  from tfrank4class import labels as labels_module  # noqa: PLC0415
+  from tfrank4class.losses import SmoothTopKSVMLoss  # noqa: PLC0415
+
+  reads = []
+  numeric = labels_module._numeric
+  monkeypatch.setattr(labels_module, "_numeric", lambda *a: reads.append(1) or numeric(*a))
+  SmoothTopKSVMLoss(k=2)(np.array([2, 0]), np.zeros((2, 4), np.float32))
+  assert len(reads) == 1
+
+
 @pytest.mark.parametrize("mode", [m for m in compile_modes() if m != "eager"] or ["none"])
 def test_bad_lists_become_nan_where_no_check_can_run(mode):
   """Compiled (XLA, jax.jit), a bad id or a non-finite relevance row makes its list's relevance

@@ -125,8 +125,12 @@ def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype="flo
     as ``Labels(ids=...)``, int32 ``[B]``;
   * anything else raises ``ValueError``.
 
+  :class:`Labels` already parsed for the same ``num_classes`` pass through as they are (a Keras
+  loss hands its parse to its loss function, which then checks nothing twice).
+
   Args:
-    labels: integer, float or bool class ids, or dense relevance (array-like or tensor).
+    labels: integer, float or bool class ids, or dense relevance (array-like or tensor); or
+      :class:`Labels`.
     num_classes: ``None`` (class ids are only required to be ``>= 0``, dense relevance may have
       any width), a Python int ``>= 2`` or a scalar tensor (the list size ``C``).
     name: the argument name used in error messages.
@@ -154,6 +158,10 @@ def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype="flo
     ValueError: `labels` must be class ids in [0, num_classes=3), got [4].
   """
   # Over 60 lines by its docstring, which states the parsing rules in order.
+  if isinstance(labels, Labels):
+    if dense or labels.is_class_ids:
+      return labels
+    labels = labels.relevance  # refused below, as dense relevance given as a tensor is
   if isinstance(num_classes, int):
     checks.check_int("num_classes", num_classes, minimum=2)
   labels = _numeric(name, labels)

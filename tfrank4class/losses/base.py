@@ -165,7 +165,9 @@ class ListwiseLoss(Loss):
   are the labels parsed by :func:`tfrank4class.losses.to_relevance` in the scores' dtype: integer
   class ids ``[B]`` / ``[B, 1]`` become one-hot rows, dense relevance passes through, and a
   value ``< 0`` marks a padded item, which the loss must leave out (its score may be anything);
-  a subclass that sets :attr:`takes_class_ids` gets class ids as the ids ``[B]`` instead.
+  a subclass that sets :attr:`takes_class_ids` gets class ids as they were parsed instead (the
+  :class:`tfrank4class.labels.Labels` of ids ``[B]``, which
+  :func:`~tfrank4class.labels.parse_labels` passes through).
   ``loss_values`` returns one loss per list ``[B]``:
 
       loss(y, s, w) = reduce_K(loss_values(s, to_relevance(y)) * w)
@@ -199,9 +201,11 @@ class ListwiseLoss(Loss):
 
   #: The shortest list the loss ranks (checked when the graph is traced, or at run time).
   min_list_size = 1
-  #: Whether class ids reach :meth:`loss_values` as they are, ``[B]`` int32, in place of one-hot
-  #: rows: for a loss whose function takes either label form and reads one true class per list
-  #: (the Top-K losses), which then skips building ``[B, C]`` rows only to find the ids again.
+  #: Whether class ids reach :meth:`loss_values` as they are, their parsed
+  #: :class:`~tfrank4class.labels.Labels` (ids ``[B]`` int32), in place of one-hot rows: for a
+  #: loss whose function takes either label form and reads one true class per list (the Top-K
+  #: losses), which then skips building ``[B, C]`` rows only to find the ids again, and parses
+  #: nothing twice.
   #: Class ids then skip :meth:`extend` too: the lists are the batch.
   takes_class_ids = False
 
@@ -234,6 +238,6 @@ class ListwiseLoss(Loss):
   def call(self, y_true, y_pred):
     scores, labels = self.parse(y_true, y_pred)
     if self.takes_class_ids and labels.is_class_ids:
-      return self.mark_invalid(labels, self.loss_values(scores, labels.ids))
+      return self.mark_invalid(labels, self.loss_values(scores, labels))
     relevance = labels.to_relevance(num_items(scores), scores.dtype)
     return self.mark_invalid(labels, self.loss_values(*self.extend(scores, relevance)))
