@@ -28,8 +28,9 @@ Computation (Sec. 3.1): ``log e_0 .. log e_k`` come from the coefficients of
 ``prod_j (1 + exp(x_j) t)``, multiplied pairwise, divide and conquer, in log space
 (:func:`log_elementary_symmetric`): ``ceil(log2 C)`` rounds of batched products of polynomials
 truncated to degree ``k``, each coefficient a log-sum-exp of ``<= k + 1`` terms. Every step is a
-log-sum-exp, so the values are finite and accurate for any scores and small ``tau`` (the scores
-are shifted by their row maximum first, which cancels exactly). Inside the products ``log 0`` is
+log-sum-exp, so the values are finite and accurate for any scores whose spread in a row is below
+``5e19 * tau`` (see :data:`LOG_ZERO`; the scores are shifted by their row maximum first, which
+cancels exactly). Inside the products ``log 0`` is
 a finite stand-in (:data:`LOG_ZERO`), so that each step is the backend's own ``logsumexp`` with
 no case for terms that are all ``-inf`` (one native op on PyTorch, whose eager time is mostly
 the count of ops at tens of classes), and the classes are padded with values 0 to a power of two,
@@ -58,10 +59,11 @@ def _minus_infinity(like):
 
 #: ``log 0`` inside the products: a finite stand-in, so that each coefficient is one
 #: ``logsumexp`` with a finite value and gradient (no case for terms that are all ``-inf``; on
-#: PyTorch one native op). Sums of it stay below ``2^rounds * LOG_ZERO``, inside float32 for any
-#: ``n < 2^100``, and any real log coefficient of the loss (``>= -k * score range / (k tau)``)
-#: lies far above ``LOG_ZERO / 2``, where :func:`log_elementary_symmetric` maps it back to
-#: ``-inf``.
+#: PyTorch one native op). After ``r`` rounds a coefficient is at least ``2^r * LOG_ZERO``, inside
+#: float32 for any ``n <= 2^61``. A real log coefficient of the loss (``x`` shifted by its row
+#: maximum) is at least ``-(score spread) / tau``, far above ``LOG_ZERO / 2`` (where
+#: :func:`log_elementary_symmetric` maps coefficients back to ``-inf``) for any spread below
+#: ``5e19 * tau``.
 LOG_ZERO = -1e20
 
 
@@ -116,7 +118,8 @@ def log_elementary_symmetric(log_values, k):
   coefficient of ``t^j`` in ``prod_i (1 + v_i t)`` (Berrada et al., ICLR 2018, Sec. 3.1). The
   product is taken pairwise in ``ceil(log2 n)`` rounds, in log space, truncated to degree ``k``.
   An entry ``-inf`` is a value ``0`` (a padded item), and so is any entry below
-  :data:`LOG_ZERO` (``-1e20``); ``log e_j = -inf`` when fewer than ``j`` entries are not.
+  :data:`LOG_ZERO` (``-1e20``); ``log e_j = -inf`` when fewer than ``j`` entries are not (and
+  reads ``-inf`` below ``LOG_ZERO / 2``).
 
   Args:
     log_values: ``[..., n]`` float tensor with a static last dimension.
