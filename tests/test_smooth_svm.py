@@ -134,6 +134,11 @@ def test_stable_for_large_scores_and_tiny_tau():
   assert np.all(np.isfinite(loss)) and np.all(np.isfinite(grad))
   expected = [hard(s[i].astype(np.float64), y[i], 5, 1.0) for i in range(4)]
   np.testing.assert_allclose(loss, expected, rtol=1e-4, atol=1e-2)
+  # Spreads of ~1e16 tau: far beyond float32's exp, inside the products' finite log 0.
+  loss, grad = loss_and_grad(s * 100, y, np.ones(4, np.float32), k=5, tau=1e-12)
+  assert np.all(np.isfinite(loss)) and np.all(np.isfinite(grad))
+  expected = [hard(s[i].astype(np.float64) * 100, y[i], 5, 1.0) for i in range(4)]
+  np.testing.assert_allclose(loss, expected, rtol=1e-5)
 
 
 def hard_gradient(s, y, k, alpha):
