@@ -158,10 +158,13 @@ def test_learns_a_separable_small_class_problem(name, kwargs, num_classes):
   model.compile(keras.optimizers.Adam(0.05), loss=losses.get(name, **kwargs))
   model.fit(x, y, batch_size=64, epochs=5, verbose=0, shuffle=False)
   top1 = (model.predict(x, verbose=0).argmax(-1) == y).mean()
-  # The 2-class AP loss swings at this rate: its top-1 after 5 epochs was 0.78 on TF 2.15 and above
-  # 0.9 on Keras 3 and tf-keras on the same CPU (longer or slower training moved other cases
-  # instead). Chance is 0.5, so 0.75 still catches a loss that passes no rank gradient.
-  assert top1 > (0.75 if name == "sorter_ap_loss" else 0.9), top1
+  # Training swings at this rate: the 2-class AP loss's top-1 after 5 epochs was 0.78 on TF 2.15
+  # and above 0.9 on Keras 3 and tf-keras on the same CPU, and the 3-class Spearman loss's read
+  # 0.88-0.91 after 4-6 epochs on PyTorch and TensorFlow on another CPU (0.95-0.98 at other
+  # epochs; longer or slower training moved other cases instead). The start reads 0.56 and 0.44
+  # (2 and 3 classes), chance 0.5 and 0.33, so 0.75 and 0.8 still catch a loss that passes no
+  # rank gradient.
+  assert top1 > (0.75 if name == "sorter_ap_loss" else 0.8), top1
 
 
 @pytest.mark.parametrize(
