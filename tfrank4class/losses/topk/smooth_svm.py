@@ -107,8 +107,7 @@ def _log_elementary_symmetric(log_values, k):
     filler = ops.full_like(log_values[..., : size - n], LOG_ZERO)
     log_values = ops.concatenate([log_values, filler], axis=-1)
   u, v = log_values[..., 0::2], log_values[..., 1::2]
-  # ``ops.logaddexp`` would compute float64 in float32 on PyTorch (Keras 3.15).
-  polys = [ops.zeros_like(u), _log_sum_exp(ops.stack([u, v], axis=-1)), u + v]
+  polys = [ops.zeros_like(u), backend.logaddexp(u, v), u + v]
   polys = ops.stack(polys[: k + 1], axis=-1)  # [..., size / 2, min(k, 2) + 1]
   while polys.shape[-2] > 1:
     polys = _multiply(polys[..., 0::2, :], polys[..., 1::2, :], k)
