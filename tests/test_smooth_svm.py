@@ -208,6 +208,11 @@ def test_log_elementary_symmetric_against_numpy_polynomials():
   got = bt.numpy(log_elementary_symmetric(padded, 3))
   np.testing.assert_allclose(got[:, :3], np.log([np.poly(-row[:2]) for row in v]), rtol=1e-12)
   assert np.all(got[:, 3] == -np.inf)
+  got = bt.numpy(log_elementary_symmetric(padded.astype(np.float16), 3))  # computed in float32
+  assert got.dtype == np.float32 and np.all(got[:, 3] == -np.inf)
+  rounded = np.exp(padded.astype(np.float16).astype(np.float64))
+  expected = np.log([np.poly(-row[:2]) for row in rounded])
+  np.testing.assert_allclose(got[:, :3], expected, rtol=1e-5)
 
 
 def elementary_symmetric(v, k):

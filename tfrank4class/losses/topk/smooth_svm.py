@@ -130,11 +130,13 @@ def log_elementary_symmetric(log_values, k):
   reads ``-inf`` below ``LOG_ZERO / 2``).
 
   Args:
-    log_values: ``[..., n]`` float tensor with a static last dimension.
+    log_values: ``[..., n]`` real tensor with a static last dimension (float16, bfloat16 and
+      integers are computed in float32).
     k: the highest degree, an integer ``>= 1``.
 
   Returns:
-    ``[..., k + 1]``: ``log e_0 = 0``, ``log e_1 = logsumexp(log_values)``, ... ``log e_k``.
+    ``[..., k + 1]`` (float32 or float64): ``log e_0 = 0``, ``log e_1 =
+    logsumexp(log_values)``, ... ``log e_k``.
 
   Example:
     >>> out = log_elementary_symmetric(np.log(np.array([[1.0, 2.0, 3.0]], np.float32)), 3)
@@ -142,7 +144,8 @@ def log_elementary_symmetric(log_values, k):
     [1.0, 6.0, 11.0, 6.0]
   """
   k = checks.check_int("k", k, minimum=1)
-  log_values = ops.convert_to_tensor(log_values)
+  # float16 and integers in float32 (LOG_ZERO is beyond float16's range), as every loss does.
+  log_values = checks.check_scores("log_values", log_values, rank=None, min_length=0, finite=False)
   n = log_values.shape[-1]
   if n is None:
     raise ValueError(
