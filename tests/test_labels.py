@@ -9,8 +9,10 @@ import pytest
 from backend_testing import compile_modes, compiled, numpy
 
 from tfrank4class import backend
+from tfrank4class import labels as labels_module
 from tfrank4class.compat import BACKEND, ops
 from tfrank4class.labels import check_batch_size, class_ids, parse_labels, to_relevance
+from tfrank4class.losses import SmoothTopKSVMLoss
 
 
 def test_class_ids_become_one_hot():
@@ -119,9 +121,6 @@ def test_parsed_labels_pass_through_once(monkeypatch):
   with pytest.raises(ValueError, match=r"`y` must be class ids of shape \[B\] or \[B, 1\]"):
     parse_labels(dense, 3, name="y", dense=False)
   # A Top-K loss's Keras form hands its parse to its function: the raw labels are read once.
-  from tfrank4class import labels as labels_module  # noqa: PLC0415
-  from tfrank4class.losses import SmoothTopKSVMLoss  # noqa: PLC0415
-
   reads = []
   numeric = labels_module._numeric
   monkeypatch.setattr(labels_module, "_numeric", lambda *a: reads.append(1) or numeric(*a))
