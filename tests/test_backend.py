@@ -1,6 +1,7 @@
-"""tfrank4class.backend's cumulative log-sum-exp, random draws, gathers, ``where``, row permutation
-and split, and top-k, on every backend and compile mode, against numpy (float64 suffix and prefix
-sums, indexing, sorts), finite differences and Keras's own ``keras.random.uniform``."""
+"""tfrank4class.backend's cumulative log-sum-exp, log-sum-exp of finite terms and ``logaddexp``,
+random draws, gathers, constants, ``where``, row permutation and split, and top-k, on every
+backend and compile mode, against numpy (float64 suffix and prefix sums, indexing, sorts), finite
+differences and Keras's own ``keras.random.uniform``."""
 
 import keras as keras_3
 import numpy as np
@@ -131,6 +132,65 @@ def test_take_along_axis_matches_numpy_with_its_gradient(mode):
 
     _, (grad,) = value_and_grad(total, x)
     np.testing.assert_allclose(grad, finite_difference_grad(total, x, eps=0.5), atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", compile_modes())
+def test_logsumexp_of_finite_matches_numpy_with_its_gradient(mode):
+  """Against numpy's ``logaddexp.reduce`` in float64 (rows spanning 1,000, where an unshifted
+  sum overflows), float64 kept; the gradient (the softmax of each row) against central
+  differences."""
+  rng = np.random.default_rng(4)
+  x = rng.normal(size=(2, 3, 4)) * 300.0
+  got = numpy(compiled(backend.logsumexp_of_finite, mode)(ops.convert_to_tensor(x)))
+  assert got.dtype == np.float64
+  np.testing.assert_allclose(got, np.logaddexp.reduce(x, axis=-1), rtol=1e-14)
+  small = rng.normal(size=(2, 3))
+  w = ops.convert_to_tensor(rng.normal(size=(2,)))
+
+  def total(v):
+    return ops.sum(compiled(backend.logsumexp_of_finite, mode)(v) * w)
+
+  _, (grad,) = value_and_grad(total, small)
+  np.testing.assert_allclose(grad, finite_difference_grad(total, small, eps=1e-5), atol=1e-8)
+
+
+@pytest.mark.parametrize("mode", compile_modes())
+def test_take_last_and_constant_match_numpy_with_the_gradient(mode):
+  """``take_last`` with a 2-D index (repeats among it) against ``np.take``, its gradient (which
+  adds up where an index repeats) against central differences; ``constant`` takes the dtype of
+  its ``like``."""
+  rng = np.random.default_rng(5)
+  x = rng.normal(size=(2, 3, 4))
+  index = np.array([[0, 3, 3], [1, 1, 2]], np.int32)
+  fn = compiled(lambda v: backend.take_last(v, index), mode)
+  want = np.take(x, index, axis=-1)
+  np.testing.assert_array_equal(numpy(fn(ops.convert_to_tensor(x))), want)
+  w = ops.convert_to_tensor(rng.normal(size=want.shape))
+
+  def total(v):
+    return ops.sum(fn(v) * w)
+
+  _, (grad,) = value_and_grad(total, x)
+  np.testing.assert_allclose(grad, finite_difference_grad(total, x, eps=0.5), atol=1e-12)
+  for dtype in ("float32", "float64"):
+    like = ops.convert_to_tensor(x.astype(dtype))
+    got = backend.constant(np.array([0.1, -1e20]), like)
+    assert backend.dtype_name(got) == dtype
+    np.testing.assert_array_equal(numpy(got), np.array([0.1, -1e20]).astype(dtype))
+
+
+@pytest.mark.parametrize("mode", compile_modes())
+def test_logaddexp_matches_numpy_with_the_half_gradient_at_ties(mode):
+  """Against ``np.logaddexp`` in float64 (far apart, tied, one operand ``-inf``), float64 kept;
+  at ``a == b`` each operand's gradient is exactly 1/2; against ``-inf`` the other's is 1."""
+  a = np.array([0.3, 700.0, -2.0, 1.5, -np.inf])
+  b = np.array([0.3, -700.0, 5.0, 1.5, 4.0])
+  got = numpy(compiled(backend.logaddexp, mode)(ops.convert_to_tensor(a), ops.convert_to_tensor(b)))
+  assert got.dtype == np.float64
+  np.testing.assert_allclose(got, np.logaddexp(a, b), rtol=1e-14)
+  _, (grad_a, grad_b) = value_and_grad(lambda u, v: ops.sum(backend.logaddexp(u, v)), a, b)
+  np.testing.assert_array_equal(grad_a[[0, 3, 4]], [0.5, 0.5, 0.0])
+  np.testing.assert_array_equal(grad_b[[0, 3, 4]], [0.5, 0.5, 1.0])
 
 
 def _operand(spec, v):

@@ -14,6 +14,9 @@ only module of the core that calls a backend's own library:
 * :func:`take_along_axis`: Keras's form costs many small ops on TensorFlow (one gather here);
 * :func:`where`: Keras's form is TensorFlow's broadcasting ``SelectV2``, slower than ``Select``
   on operands of one shape; every ``where`` of the core goes through this one;
+* :func:`logsumexp_of_finite`, :func:`take_last`: a log-sum-exp and a constant gather in the
+  library's own ops on PyTorch, where Keras's conversion of each operand costs more than the op
+  at tens of classes;
 * :func:`searchsorted`: ``keras.ops.searchsorted`` is 1-D only; here it is batched over leading
   axes, with each backend's own batched search;
 * :func:`lgamma`, :func:`digamma`: not in ``keras.ops``;
@@ -183,9 +186,51 @@ def searchsorted(sorted_sequence, values, side="left"):
 
 def logaddexp(a, b):
   """``log(exp(a) + exp(b))`` in the inputs' dtype (``keras.ops.logaddexp`` returns float32 for
-  float64 on PyTorch), with the exact gradient at ``a == b``."""
+  float64 on PyTorch), with the exact gradient at ``a == b``; on PyTorch the library's own
+  ``logaddexp`` (one op: :func:`logsumexp_of_finite` says why that matters there), which also
+  gives ``-inf`` and ``inf`` where both operands are, where the shifted form here gives NaN."""
+  if BACKEND == "torch":
+    return _library().logaddexp(*_torch_operands(a, b))
   top = ops.stop_gradient(maximum(a, b))
   return top + ops.log(ops.exp(a - top) + ops.exp(b - top))
+
+
+def logsumexp_of_finite(terms):
+  """``log sum exp`` over the last axis of finite ``terms``, shifted by their maximum (held
+  constant), keeping the ``exp`` for the gradient.
+
+  Not ``keras.ops.logsumexp``: PyTorch's own op recomputes the ``exp`` for its gradient, and
+  TensorFlow's adds a case for non-finite maxima that finite terms never need. On PyTorch (eager)
+  the library's own ops, in one call: there Keras's conversion of each operand is most of the time
+  of a small op, and a loss at tens of classes is mostly the count of its ops.
+  """
+  if BACKEND == "torch":
+    torch = _library()
+    terms = torch.as_tensor(terms)
+    top = terms.detach().amax(dim=-1, keepdim=True)
+    return torch.log(torch.exp(terms - top).sum(dim=-1)) + top[..., 0]
+  top = ops.stop_gradient(ops.max(terms, axis=-1, keepdims=True))
+  return ops.log(ops.sum(ops.exp(terms - top), axis=-1)) + top[..., 0]
+
+
+def take_last(x, indices):
+  """``keras.ops.take(x, indices, axis=-1)`` for a constant numpy integer array ``indices`` (in
+  range): ``x[..., indices]``, of shape ``x.shape[:-1] + indices.shape``. On PyTorch (eager) the
+  library's own indexing, without Keras's conversion of the operands (see
+  :func:`logsumexp_of_finite`)."""
+  if BACKEND == "torch":
+    torch, x = _library(), _library().as_tensor(x)
+    flat = torch.index_select(x, -1, torch.as_tensor(indices.reshape(-1), device=x.device))
+    return flat.reshape(x.shape[:-1] + indices.shape)
+  return ops.take(x, indices, axis=-1)
+
+
+def constant(array, like):
+  """The numpy ``array`` as a tensor of the dtype (and, on PyTorch, the device) of ``like``; on
+  PyTorch without Keras's conversion (see :func:`logsumexp_of_finite`)."""
+  if BACKEND == "torch":
+    return _library().as_tensor(array, dtype=like.dtype, device=like.device)
+  return ops.convert_to_tensor(array, dtype=dtype_name(like))
 
 
 def _logsumexp_scan(x, reverse):
@@ -520,6 +565,9 @@ def divide_no_nan(x, y):
 
 def _torch_operands(a, b):
   """``a`` and ``b`` as tensors of the dtype of PyTorch's own promotion of the pair."""
+  torch = _library()
+  if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype:
+    return a, b  # the common case, without Keras's conversion (see logsumexp_of_finite)
   a = a if isinstance(a, (int, float)) else ops.convert_to_tensor(a)
   b = b if isinstance(b, (int, float)) else ops.convert_to_tensor(b)
   dtype = _library().result_type(a, b)

@@ -344,7 +344,10 @@ def check_keras_flavour(obj, args=(), kwargs=None, caller_modules=()):
   for module in caller_modules:
     if _is_foreign_keras(module):
       raise _mix_up(obj, "it is being used by", module.split(".")[0])
-  for leaf in tree.flatten((args, kwargs or {})):
+  leaves = (*args, *(kwargs or {}).values())
+  if any(isinstance(leaf, (list, tuple, dict)) for leaf in leaves):
+    leaves = tree.flatten(leaves)  # the arguments' structure (a flat one costs ~25 us a call)
+  for leaf in leaves:
     module = type(leaf).__module__
     if _is_foreign_keras(module):
       raise _mix_up(obj, f"it was given a {type(leaf).__name__} from", module.split(".")[0])

@@ -31,15 +31,18 @@ truncated to degree ``k``, each coefficient a log-sum-exp of ``<= k + 1`` terms.
 log-sum-exp, so the values are finite and accurate for any scores whose spread in a row is below
 ``5e19 * tau`` (see :data:`LOG_ZERO`; the scores are shifted by their row maximum first, which
 cancels exactly). Inside the products ``log 0`` is a finite stand-in (:data:`LOG_ZERO`), so that
-each log-sum-exp needs no case for terms that are all ``-inf`` (four ops: PyTorch's eager time is
-mostly the count of ops at tens of classes), and the classes are padded with values 0 to a power
-of two, so that no round has an odd one out. Deviation from the authors'
+each log-sum-exp needs no case for terms that are all ``-inf`` (PyTorch's eager time is mostly
+the count of ops at tens of classes: the log-sum-exps, the gathers and their constants are
+:mod:`tfrank4class.backend`'s, in PyTorch's own ops there, and the constants are built once per
+shape), and the classes are padded with values 0 to a power of two, so that no round has an odd
+one out. Deviation from the authors'
 code on purpose: the gradient is the backend's autodiff through that log-space recursion (a
 softmax-weighted sum at every step, stable by construction), not their custom backward with
 its instability threshold and its series approximation for large values (Sec. 3.2), and there is
 no switch to the hard loss for large score gaps; ``tau = 0`` selects the hard loss explicitly.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -57,23 +60,23 @@ def _minus_infinity(like):
 
 
 #: ``log 0`` inside the products: a finite stand-in, so that each coefficient is a log-sum-exp of
-#: finite terms (:func:`_log_sum_exp`) with a finite value and gradient. After ``r`` rounds a
-#: coefficient is at least ``2^r * LOG_ZERO``, inside float32 for any ``n <= 2^61``. A real log
-#: coefficient of the loss (``x`` shifted by its row maximum) is at least ``-(score spread) /
-#: tau``, far above ``LOG_ZERO / 2`` (where :func:`log_elementary_symmetric` maps coefficients
-#: back to ``-inf``) for any spread below ``5e19 * tau``.
+#: finite terms (:func:`~tfrank4class.backend.logsumexp_of_finite`) with a finite value and
+#: gradient. After ``r`` rounds a coefficient is at least ``2^r * LOG_ZERO``, inside float32 for
+#: any ``n <= 2^61``. A real log coefficient of the loss (``x`` shifted by its row maximum) is at
+#: least ``-(score spread) / tau``, far above ``LOG_ZERO / 2`` (where
+#: :func:`log_elementary_symmetric` maps coefficients back to ``-inf``) for any spread below
+#: ``5e19 * tau``.
 LOG_ZERO = -1e20
 
 
-def _log_sum_exp(terms):
-  """``log sum exp`` over the last axis of finite ``terms``, shifted by their maximum.
-
-  Not ``ops.logsumexp``: PyTorch's native op recomputes the ``exp`` for its gradient (the
-  ``exp`` here is kept for it), which cost more than the ops saved at C = 100 and 1,000, and
-  TensorFlow's adds a case for non-finite maxima that finite terms never need.
-  """
-  top = ops.stop_gradient(ops.max(terms, axis=-1, keepdims=True))
-  return ops.log(ops.sum(ops.exp(terms - top), axis=-1)) + top[..., 0]
+@functools.cache
+def _product_grid(a, b, degree):
+  """The constants of :func:`_multiply` for degrees ``a``, ``b``: the index ``j = c - i`` into
+  ``right`` (clipped to ``0 .. b``) ``[degree + 1, a + 1]`` int32, and ``LOG_ZERO`` where it lies
+  outside (else 0). Cached: they depend on the static shapes only."""
+  j = np.arange(degree + 1)[:, None] - np.arange(a + 1)[None, :]
+  outside = np.where((j < 0) | (j > b), LOG_ZERO, 0.0)
+  return np.clip(j, 0, b).astype(np.int32), outside
 
 
 def _multiply(left, right, k):
@@ -86,11 +89,9 @@ def _multiply(left, right, k):
   ``0 .. b`` (a constant).
   """
   a, b = left.shape[-1] - 1, right.shape[-1] - 1
-  degree = min(k, a + b)
-  j = np.arange(degree + 1)[:, None] - np.arange(a + 1)[None, :]
-  outside = np.where((j < 0) | (j > b), LOG_ZERO, 0.0).astype(backend.dtype_name(left))
-  gathered = ops.take(right, np.clip(j, 0, b).astype(np.int32), axis=-1)
-  return _log_sum_exp(left[..., None, :] + ops.add(gathered, outside))
+  index, outside = _product_grid(a, b, min(k, a + b))
+  grid = left[..., None, :] + (backend.take_last(right, index) + backend.constant(outside, left))
+  return backend.logsumexp_of_finite(grid)
 
 
 def _log_elementary_symmetric(log_values, k):
