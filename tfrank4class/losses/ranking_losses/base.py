@@ -57,7 +57,7 @@ def true_class_mask(ids, like):
 def at_true_class(is_true, values):
   """The entry of ``values`` ``[B, n]`` at each list's true class (``is_true``), ``[B, 1]``: a
   masked sum rather than a gather, which fuses with the ``[B, n]`` maths that uses it (the
-  softmax cores, where nothing on ``[B, n]`` follows, keep a gather)."""
+  softmax cores, where nothing on ``[B, n]`` follows, keep a gather but on JAX)."""
   return ops.sum(backend.where(is_true, values, 0.0), axis=1, keepdims=True)
 
 
