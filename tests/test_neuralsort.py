@@ -8,6 +8,7 @@ from scipy import special
 
 from tfrank4class import backend, ranking
 from tfrank4class.compat import ops
+from tfrank4class.ranking.neuralsort import tie_neutral_abs
 
 CASES = cases("neuralsort")
 #: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
@@ -101,3 +102,14 @@ def test_bad_arguments():
     ranking.neuralsort([1.0, 2.0])
   with pytest.raises(ValueError, match="`scores` must be finite"):
     ranking.neuralsort([[1.0, float("inf")]])
+
+
+@pytest.mark.parametrize("mode", bt.compile_modes())
+def test_tie_neutral_abs_has_derivative_zero_at_ties(mode):
+  """``|x|`` in every compile mode, and its derivative ``sign(x)``, 0 at ``x = 0`` (JAX's own
+  ``abs`` has 1 there)."""
+  x = np.array([-2.0, 0.0, 3.0, 0.0])
+  got = bt.numpy(bt.compiled(tie_neutral_abs, mode)(ops.convert_to_tensor(x)))
+  np.testing.assert_array_equal(got, np.abs(x))
+  _, (grad,) = bt.value_and_grad(lambda v: ops.sum(tie_neutral_abs(v)), x)
+  np.testing.assert_array_equal(grad, [-1.0, 0.0, 1.0, 0.0])
