@@ -14,9 +14,9 @@ only module of the core that calls a backend's own library:
 * :func:`take_along_axis`: Keras's form costs many small ops on TensorFlow (one gather here);
 * :func:`where`: Keras's form is TensorFlow's broadcasting ``SelectV2``, slower than ``Select``
   on operands of one shape; every ``where`` of the core goes through this one;
-* :func:`logsumexp_of_finite`, :func:`take_last`: a log-sum-exp and a constant gather in the
-  library's own ops on PyTorch, where Keras's conversion of each operand costs more than the op
-  at tens of classes;
+* :func:`logsumexp_of_finite`, :func:`take_last`, :func:`constant`: a log-sum-exp, a gather by
+  a constant index and a constant, in the library's own ops on PyTorch, where Keras's conversion
+  of each operand costs more than a small op;
 * :func:`searchsorted`: ``keras.ops.searchsorted`` is 1-D only; here it is batched over leading
   axes, with each backend's own batched search;
 * :func:`lgamma`, :func:`digamma`: not in ``keras.ops``;
