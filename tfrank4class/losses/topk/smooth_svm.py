@@ -25,20 +25,21 @@ The margin ``alpha`` of the rewritten form is the margin of Sec. 2.1's ``max((s_
 s_y, 0)`` divided by ``k`` (and the loss is that one divided by ``k``), as in the authors' code.
 
 Computation (Sec. 3.1): ``log e_0 .. log e_k`` come from the coefficients of
-``prod_j (1 + exp(x_j) t)``, multiplied pairwise, divide and conquer, in log space (:func:`log_elementary_symmetric`):
-``ceil(log2 C)`` rounds of batched products of polynomials truncated to degree ``k``, each
-coefficient a log-sum-exp of ``<= k + 1`` terms. Every step is a log-sum-exp, so the values are
-finite and accurate for any scores whose spread in a row is below ``5e19 * tau`` (see
-:data:`LOG_ZERO`; the scores are shifted by their row maximum first, which cancels exactly). Inside
-the products ``log 0`` is a finite stand-in (:data:`LOG_ZERO`), so that each log-sum-exp needs no
-case for terms that are all ``-inf`` (PyTorch's eager time is mostly the count of ops at tens of
-classes: the log-sum-exps, the gathers and their constants are :mod:`tfrank4class.backend`'s, in
-PyTorch's own ops there, and the constants are built once per shape), and the classes are padded
-with values 0 to a power of two, so that no round has an odd one out. Deviation from the authors'
-code on purpose: the gradient is the backend's autodiff through that log-space recursion (a
-softmax-weighted sum at every step, stable by construction), not their custom backward with its
-instability threshold and its series approximation for large values (Sec. 3.2), and there is no
-switch to the hard loss for large score gaps; ``tau = 0`` selects the hard loss explicitly.
+``prod_j (1 + exp(x_j) t)``, multiplied pairwise, divide and conquer, in log space
+(:func:`log_elementary_symmetric`): ``ceil(log2 C)`` rounds of batched products of polynomials
+truncated to degree ``k``, each coefficient a log-sum-exp of ``<= k + 1`` terms. Every step is a
+log-sum-exp, so the values are finite and accurate for any scores whose spread in a row is below
+``5e19 * tau`` (see :data:`LOG_ZERO`; the scores are shifted by their row maximum first, which
+cancels exactly). Inside the products ``log 0`` is a finite stand-in (:data:`LOG_ZERO`), so that
+each log-sum-exp needs no case for terms that are all ``-inf`` (PyTorch's eager time is mostly the
+count of ops at tens of classes: the log-sum-exps, the gathers and their constants are
+:mod:`tfrank4class.backend`'s, in PyTorch's own ops there, and the constants are built once per
+shape), and the classes are padded with values 0 to a power of two, so that no round has an odd one
+out. Deviation from the authors' code on purpose: the gradient is the backend's autodiff through
+that log-space recursion (a softmax-weighted sum at every step, stable by construction), not their
+custom backward with its instability threshold and its series approximation for large values
+(Sec. 3.2), and there is no switch to the hard loss for large score gaps; ``tau = 0`` selects the
+hard loss explicitly.
 """
 
 import functools
