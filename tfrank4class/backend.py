@@ -219,7 +219,8 @@ def take_last(x, indices):
   library's own indexing, without Keras's conversion of the operands (see
   :func:`logsumexp_of_finite`)."""
   if BACKEND == "torch":
-    torch, x = _library(), _library().as_tensor(x)
+    torch = _library()
+    x = torch.as_tensor(x)
     flat = torch.index_select(x, -1, torch.as_tensor(indices.reshape(-1), device=x.device))
     return flat.reshape(x.shape[:-1] + indices.shape)
   return ops.take(x, indices, axis=-1)
