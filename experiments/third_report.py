@@ -5,7 +5,9 @@ planned_runs`), its comparisons per endpoint (:func:`comparisons`: each cell aga
 experiment's reference, paired by seed and test example, at each endpoint's chosen configuration
 and checkpoint, ``third_protocol.ENDPOINTS``; Holm within the family of the cells other than the
 reference and our own ``OWN_CELLS``, which get unadjusted figures only), its convergence
-(:func:`convergence`) and its collapsed runs. Verdicts are drawn only for complete experiments.
+(:func:`convergence`), the score scale of its test scores per cell and head
+(:func:`score_scales`, the diagnostics of the collapse) and its collapsed runs. Verdicts are
+drawn only for complete experiments.
 :func:`doc_blocks` gives the generated status and deviation blocks of
 docs/evidence-third-edition.md, :func:`verdict_blocks` the verdict table of README.md and of that
 file (a block of its own, :data:`VERDICTS_MODULE`: it takes the bootstrap of every comparison,
@@ -22,6 +24,7 @@ from experiments import third_protocol as P
 BLOCKS_MODULE = "experiments.third_edition"
 VERDICTS_MODULE = "experiments.third_edition.verdicts"
 METRIC_NAMES = {"top_1": "Top-1", "top_5": "Top-5", "ndcg_5": "NDCG@5", "mrr": "MRR"}
+SCALE_FIELDS = ("score_std", "cross_entropy", "top_class_share")
 
 
 def is_complete(records, experiment, smoke=False):
@@ -144,6 +147,28 @@ def collapsed(records, experiment):
     for r in third_plan.select(records, experiment=experiment)
     if r["test"].get("top_1", {}).get("top_class_share", 0.0) >= P.COLLAPSE_SHARE
   ]
+
+
+def score_scales(records, experiment, smoke=False):
+  """``{(cell, head): (runs, median score_std, median cross_entropy, median top_class_share,
+  collapsed runs)}`` of the test scores at the Top-1 checkpoint of the runs each cell's Top-1 is
+  read from (:func:`seeds_runs`): the protocol's diagnostics of the collapse, per head."""
+  found = {}
+  design = third_plan.settings(experiment, smoke)
+  for cell in design["cells"]:
+    for head in design["heads"]:
+      runs = seeds_runs(records, experiment, cell, head, "top_1", smoke)
+      scored = [r["test"]["top_1"] for r in runs if r["test"].get("top_1", {}).get("finite")]
+      if not scored:
+        continue
+      median = {k: float(np.median([t[k] for t in scored])) for k in SCALE_FIELDS}
+      shares = [t["top_class_share"] for t in scored]
+      found[(cell, head)] = (
+        len(scored),
+        *(median[k] for k in SCALE_FIELDS),
+        sum(share >= P.COLLAPSE_SHARE for share in shares),
+      )
+  return found
 
 
 def unscored(records, experiment):
@@ -288,6 +313,17 @@ def _experiment_lines(records, name, smoke, found):
   ]
   for (cell, head), (share, near, n) in sorted(convergence(records, name).items()):
     lines.append(f"| {cell} | {head} | {share:.2f} | {near} | {n} |")
+  lines += [
+    "",
+    "Score scale at the Top-1 checkpoint (test scores of the runs Top-1 is read from, medians "
+    "over seeds): the per-list standard deviation, the softmax cross-entropy of the scores "
+    "(nats), the share of inputs whose top class is the most common one.",
+    "",
+    "| cell | head | runs | score std | softmax CE | top-class share | collapsed |",
+    "|---|---|---|---|---|---|---|",
+  ]
+  for (cell, head), (n, std, ce, share, down) in score_scales(records, name, smoke).items():
+    lines.append(f"| {cell} | {head} | {n} | {std:.3g} | {ce:.3g} | {share:.3f} | {down} |")
   lines += [
     "",
     f"Collapsed runs (one class first for >= 99 % of test inputs): "

@@ -11,13 +11,15 @@ SEEDS = third_plan.SMOKE["evaluation_seeds"]
 RATE = third_plan.SMOKE["rates"][0]
 
 
-def _test(rank, share=0.5):
+def _test(rank, share=0.5, std=1.0):
   rank = np.asarray(rank)
   checkpoint = {
     "finite": True,
     "rank": true_ranks.encode(rank),
     "ties": true_ranks.encode(np.zeros_like(rank)),
     "top_class_share": share,
+    "score_std": std,
+    "cross_entropy": 2.0 * std,
   }
   return {e: checkpoint for e in ("top_1", "top_5", "ndcg_5")}
 
@@ -86,6 +88,17 @@ def test_convergence_collapse_and_status(records):
   assert lines[3] == "| smoke_group40 | 0 | 0 | not started |"
 
 
+def test_score_scales_are_medians_over_the_top_1_runs(records):
+  seeds = [r for r in records if r["stage"] == "seeds" and r["cell"] == "pairwise_logistic"]
+  for r, std in zip(seeds, (1.0, 5.0)):
+    r["test"] = _test([1, 1, 1, 1], share=1.0, std=std)
+  seeds[1]["test"]["top_1"]["top_class_share"] = 0.5
+  found = third_report.score_scales(records, "smoke_clean", smoke=True)
+  # two seeds: the median is the mean of the two
+  assert found[("pairwise_logistic", "dot")] == (2, 3.0, 6.0, 0.75, 1)
+  assert found[("softmax", "dot")] == (2, 1.0, 2.0, 0.5, 0)
+
+
 def test_no_verdict_from_an_incomplete_experiment(records, tmp_path):
   path = tmp_path / "r.md"
   third_report.write_report(records, str(path), smoke=True)
@@ -99,6 +112,7 @@ def test_no_verdict_from_an_incomplete_experiment(records, tmp_path):
     text.count("Not complete") == 1
     and "| pairwise_logistic | dot | 0.01, 1.0 | 1.0000 | +0.5000" in text
   )
+  assert "| pairwise_logistic | dot | 2 | 1 | 2 | 1.000 | 2 |" in text
 
 
 def test_verdicts_name_the_cells_holm_separates_and_only_complete_experiments(records):
