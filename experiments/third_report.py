@@ -235,8 +235,13 @@ def _regime(records, experiment, smoke):
   return f"{design['dataset']}{counted}, {labels}, {heads} head"
 
 
-def _named(rows):
-  return ", ".join(f"{r['cell']} ({_signed(r['bootstrap']['difference'])})" for r in rows) or "none"
+def _named(rows, with_head):
+  """The cells of ``rows`` with their differences; each with its head when ``with_head``."""
+  names = [f"{r['cell']} + {r['head']}" if with_head else r["cell"] for r in rows]
+  return (
+    ", ".join(f"{n} ({_signed(r['bootstrap']['difference'])})" for n, r in zip(names, rows))
+    or "none"
+  )
 
 
 def verdict_lines(records, found, smoke=False):
@@ -256,10 +261,11 @@ def verdict_lines(records, found, smoke=False):
     above = [r for r in family if r["bootstrap"]["difference"] > 0]
     below = [r for r in family if r["bootstrap"]["difference"] < 0]
     ours = [r for r in tested if "holm_p" not in r and r["bootstrap"]["p_value"] < P.ALPHA]
-    reference = " + ".join(third_plan.settings(name, smoke)["reference"])
+    design = third_plan.settings(name, smoke)
+    reference, heads = " + ".join(design["reference"]), len(design["heads"]) > 1
     lines.append(
       f"| {name} | {_regime(records, name, smoke)} | {METRIC_NAMES[endpoint]} | {reference} "
-      f"| {_named(above)} | {_named(below)} | {_named(ours)} |"
+      f"| {_named(above, heads)} | {_named(below, heads)} | {_named(ours, heads)} |"
     )
   return lines
 

@@ -115,7 +115,7 @@ def test_no_verdict_from_an_incomplete_experiment(records, tmp_path):
   assert "| pairwise_logistic | dot | 2 | 1 | 2 | 1.000 | 2 |" in text
 
 
-def test_verdicts_name_the_cells_holm_separates_and_only_complete_experiments(records):
+def test_verdicts_name_the_cells_holm_separates_and_only_complete_experiments(records, monkeypatch):
   assert third_report.complete_comparisons(records, smoke=True, replicates=200) == {}
   assert third_report.verdict_lines(records, {}, smoke=True) == [
     "No experiment is complete yet: no verdict."
@@ -139,3 +139,10 @@ def test_verdicts_name_the_cells_holm_separates_and_only_complete_experiments(re
   assert top_5.endswith("| none | none | none |")
   blocks = third_report.verdict_blocks(records, found, smoke=True)
   assert blocks == {f"{third_report.VERDICTS_MODULE}:table": lines}
+  # an experiment of several heads names each cell's head (one cell runs on two)
+  design = {**third_plan.SMOKE_EXPERIMENTS["smoke_clean"], "heads": ["dot", "concat"]}
+  monkeypatch.setitem(third_plan.SMOKE_EXPERIMENTS, "smoke_clean", design)
+  top_1 = next(
+    line for line in third_report.verdict_lines(records, found, smoke=True) if "| Top-1 |" in line
+  )
+  assert "dot / concat head | Top-1 | softmax + dot | pairwise_logistic + dot (+0.5000) |" in top_1
