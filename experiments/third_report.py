@@ -182,15 +182,21 @@ def unscored(records, experiment):
 
 
 def status_lines(records, smoke=False):
-  """The status table: per experiment, its runs recorded and its state."""
-  lines = ["| experiment | sweep runs | seeds runs | state |", "|---|---|---|---|"]
+  """The status table: per experiment, its runs recorded, their training time (the sum of the
+  runs' ``train_seconds``, in hours: the processes ran side by side, so this is not the wall time
+  between the first and the last run) and its state."""
+  lines = [
+    "| experiment | sweep runs | seeds runs | training hours | state |",
+    "|---|---|---|---|---|",
+  ]
   for name in third_plan.experiments(smoke):
     found = third_plan.select(records, experiment=name)
     sweep = sum(r["stage"] == "sweep" for r in found)
+    hours = sum(r["train_seconds"] for r in found) / 3600
     state = (
       "complete" if is_complete(records, name, smoke) else "in progress" if found else "not started"
     )
-    lines.append(f"| {name} | {sweep} | {len(found) - sweep} | {state} |")
+    lines.append(f"| {name} | {sweep} | {len(found) - sweep} | {hours:.1f} | {state} |")
   return lines
 
 

@@ -84,8 +84,11 @@ def test_convergence_collapse_and_status(records):
   ] * 2
   # the softmax seeds hit the budget: their rerun is planned, so the experiment is not complete
   lines = third_report.status_lines(records, smoke=True)
-  assert lines[2] == "| smoke_clean | 4 | 4 | in progress |"
-  assert lines[3] == "| smoke_group40 | 0 | 0 | not started |"
+  assert lines[2] == "| smoke_clean | 4 | 4 | 0.0 | in progress |"  # 8 runs of 2 s
+  for r, seconds in zip(records, (900, 1800, 2700, 3600, 0, 0, 0, 90)):
+    r["train_seconds"] = seconds
+  assert third_report.status_lines(records, smoke=True)[2].endswith("| 2.5 | in progress |")
+  assert lines[3] == "| smoke_group40 | 0 | 0 | 0.0 | not started |"
 
 
 def test_score_scales_are_medians_over_the_top_1_runs(records):
