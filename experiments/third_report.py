@@ -329,7 +329,8 @@ def _experiment_lines(records, name, smoke, found):
     "",
     "Score scale at the Top-1 checkpoint (test scores of the runs Top-1 is read from, medians "
     "over seeds): the per-list standard deviation, the softmax cross-entropy of the scores "
-    "(nats), the share of inputs whose top class is the most common one.",
+    "(nats), the largest share of test inputs for which one class is ranked first (1 when one "
+    "class is first for every input).",
     "",
     "| cell | head | runs | score std | softmax CE | top-class share | collapsed |",
     "|---|---|---|---|---|---|---|",
