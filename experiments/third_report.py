@@ -139,14 +139,15 @@ def convergence(records, experiment):
   return result
 
 
-def collapsed(records, experiment):
-  """The runs of ``experiment`` whose Top-1 checkpoint ranks one class first for at least
+def _is_collapsed(record):
+  """True when ``record``'s Top-1 checkpoint ranks one class first for at least
   ``COLLAPSE_SHARE`` of the test inputs."""
-  return [
-    r
-    for r in third_plan.select(records, experiment=experiment)
-    if r["test"].get("top_1", {}).get("top_class_share", 0.0) >= P.COLLAPSE_SHARE
-  ]
+  return record["test"].get("top_1", {}).get("top_class_share", 0.0) >= P.COLLAPSE_SHARE
+
+
+def collapsed(records, experiment):
+  """The runs of ``experiment`` whose Top-1 checkpoint is collapsed (:func:`_is_collapsed`)."""
+  return [r for r in third_plan.select(records, experiment=experiment) if _is_collapsed(r)]
 
 
 def score_scales(records, experiment, smoke=False):
@@ -158,15 +159,13 @@ def score_scales(records, experiment, smoke=False):
   for cell in design["cells"]:
     for head in design["heads"]:
       runs = seeds_runs(records, experiment, cell, head, "top_1", smoke)
-      scored = [r["test"]["top_1"] for r in runs if r["test"].get("top_1", {}).get("finite")]
+      scored = [r for r in runs if r["test"].get("top_1", {}).get("finite")]
       if not scored:
         continue
-      median = {k: float(np.median([t[k] for t in scored])) for k in SCALE_FIELDS}
-      shares = [t["top_class_share"] for t in scored]
       found[(cell, head)] = (
         len(scored),
-        *(median[k] for k in SCALE_FIELDS),
-        sum(share >= P.COLLAPSE_SHARE for share in shares),
+        *(float(np.median([r["test"]["top_1"][k] for r in scored])) for k in SCALE_FIELDS),
+        sum(_is_collapsed(r) for r in scored),
       )
   return found
 
