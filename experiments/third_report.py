@@ -124,11 +124,12 @@ def complete_comparisons(records, smoke=False, replicates=P.BOOTSTRAP_REPLICATES
 
 
 def convergence(records, experiment):
-  """``{(cell, head): (converged share, runs with the best epoch within NEAR_STOP_EPOCHS of the
-  stop, runs)}`` over the seeds runs of ``experiment``."""
+  """``{(cell, head, budget): (converged share, runs with the best epoch within NEAR_STOP_EPOCHS
+  of the stop, runs)}`` over the seeds runs of ``experiment``, one row per epoch budget (a cell
+  rerun at a longer budget has a row for each: the statistics read only the longest)."""
   found = {}
   for r in third_plan.select(records, experiment=experiment, stage="seeds"):
-    found.setdefault((r["cell"], r["head"]), []).append(r)
+    found.setdefault((r["cell"], r["head"], r["max_epochs"]), []).append(r)
   result = {}
   for key, runs in found.items():
     converged = sum(r["stopped_by"] == "patience" for r in runs) / len(runs)
@@ -319,11 +320,11 @@ def _experiment_lines(records, name, smoke, found):
     lines += [f"### {METRIC_NAMES[endpoint]}", ""]
     lines += comparison_lines(found[(name, endpoint)], endpoint) + [""]
   lines += [
-    "| cell | head | converged | best epoch within 5 of stop | runs |",
-    "|---|---|---|---|---|",
+    "| cell | head | epoch budget | converged | best epoch within 5 of stop | runs |",
+    "|---|---|---|---|---|---|",
   ]
-  for (cell, head), (share, near, n) in sorted(convergence(records, name).items()):
-    lines.append(f"| {cell} | {head} | {share:.2f} | {near} | {n} |")
+  for (cell, head, budget), (share, near, n) in sorted(convergence(records, name).items()):
+    lines.append(f"| {cell} | {head} | {budget} | {share:.2f} | {near} | {n} |")
   lines += [
     "",
     "Score scale at the Top-1 checkpoint (test scores of the runs Top-1 is read from, medians "

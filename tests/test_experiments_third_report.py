@@ -75,7 +75,13 @@ def test_comparison_against_the_reference(records):
 
 def test_convergence_collapse_and_status(records):
   found = third_report.convergence(records, "smoke_clean")
-  assert found[("softmax", "dot")] == (0.0, 2, 2) and found[("pairwise_logistic", "dot")][0] == 1.0
+  assert found[("softmax", "dot", 2)] == (0.0, 2, 2)
+  assert found[("pairwise_logistic", "dot", 2)][0] == 1.0
+  # a rerun at a longer budget gets its own row; the budget-2 row is unchanged
+  rerun = dict(records[-1], max_epochs=4, epochs_run=4, stopped_by="budget")
+  found = third_report.convergence(records + [rerun], "smoke_clean")
+  assert found[("pairwise_logistic", "dot", 4)] == (0.0, 1, 1)
+  assert found[("pairwise_logistic", "dot", 2)] == (1.0, 2, 2)
   assert third_report.unscored(records, "smoke_clean") == []
   records[0]["test"] = {"top_1": {"finite": False}}
   assert third_report.unscored(records, "smoke_clean") == [records[0]]
