@@ -7,7 +7,8 @@ and checkpoint, ``third_protocol.ENDPOINTS``; Holm within the family of the cell
 reference and our own ``OWN_CELLS``, which get unadjusted figures only), its convergence
 (:func:`convergence`), the score scale of its test scores per cell and head
 (:func:`score_scales`, the diagnostics of the collapse) and its collapsed runs. Verdicts are
-drawn only for complete experiments.
+drawn only for complete experiments. :func:`noise_contrasts` sets noise within groups against
+uniform noise at the same rate (the protocol's second question; unadjusted).
 :func:`doc_blocks` gives the generated status and deviation blocks of
 docs/evidence-third-edition.md, :func:`verdict_blocks` the verdict table of README.md and of that
 file (a block of its own, :data:`VERDICTS_MODULE`: it takes the bootstrap of every comparison,
@@ -121,6 +122,90 @@ def complete_comparisons(records, smoke=False, replicates=P.BOOTSTRAP_REPLICATES
     if is_complete(records, name, smoke)
     for endpoint in P.ENDPOINTS
   }
+
+
+def _differences(records, experiment, cell, endpoint, smoke):
+  """``[seeds, examples]`` per-example differences of ``cell`` (on the reference's head) from
+  ``experiment``'s reference at ``endpoint``, or None when either has no scored seeds runs."""
+  reference = tuple(third_plan.settings(experiment, smoke)["reference"])
+  found = []
+  for key in ((cell, reference[1]), reference):
+    runs = seeds_runs(records, experiment, *key, endpoint, smoke)
+    found.append(values(runs, endpoint) if runs else None)
+  return None if any(v is None for v in found) else found[0] - found[1]
+
+
+def noise_contrasts(records, smoke=False, replicates=P.BOOTSTRAP_REPLICATES):
+  """Question 2's contrast: ``{(group, uniform, endpoint): rows}`` for each complete experiment
+  of uniform noise and the complete experiment of noise within groups of the same dataset and
+  rate. A row per cell other than the reference: ``group`` and ``uniform``, the cell's mean
+  difference from its condition's reference, and ``bootstrap``, the two-stage bootstrap of the
+  group condition's per-example differences against the uniform one's (the same test examples;
+  the seeds drawn by id in both). No protocol family holds it, so it has no Holm adjustment."""
+  designs = third_plan.experiments(smoke)
+  done = [name for name in designs if is_complete(records, name, smoke)]
+  found = {}
+  for uniform in done:
+    noise = designs[uniform]["noise"]
+    if noise is None or noise[0] != "uniform":
+      continue
+    for group in done:
+      design = designs[group]
+      if design["dataset"] != designs[uniform]["dataset"] or design["noise"] is None:
+        continue
+      if tuple(design["noise"]) != ("group", noise[1]):
+        continue
+      reference = tuple(design["reference"])
+      for endpoint in P.ENDPOINTS:
+        rows = []
+        for cell in design["cells"]:
+          pair = [_differences(records, n, cell, endpoint, smoke) for n in (group, uniform)]
+          if cell == reference[0] or any(d is None for d in pair):
+            continue
+          rows.append(
+            {
+              "cell": cell,
+              "group": float(pair[0].mean()),
+              "uniform": float(pair[1].mean()),
+              "bootstrap": third_statistics.two_stage_bootstrap(
+                *pair, replicates, P.BOOTSTRAP_SEED
+              ),
+            }
+          )
+        found[(group, uniform, endpoint)] = rows
+  return found
+
+
+def _contrast_lines(found):
+  """The report's section of :func:`noise_contrasts`' result ``found``."""
+  if not found:
+    return []
+  lines = [
+    "## Noise within groups against uniform noise (question 2, unadjusted)",
+    "",
+    "Each cell's difference from the reference under noise within groups and under uniform noise "
+    "at the same rate, and the first minus the second with the two-stage bootstrap (the same "
+    "test examples, the seeds drawn by id in both conditions). The protocol names no test for "
+    "this contrast, so its p-values are unadjusted and decide no verdict.",
+    "",
+  ]
+  for (group, uniform, endpoint), rows in found.items():
+    lines += [
+      f"### {group} against {uniform}: {METRIC_NAMES[endpoint]}",
+      "",
+      f"| cell | difference, {group} | difference, {uniform} | group minus uniform "
+      "| bootstrap 95 % CI | p (unadjusted) |",
+      "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+      b = r["bootstrap"]
+      lines.append(
+        f"| {r['cell']} | {_signed(r['group'])} | {_signed(r['uniform'])} "
+        f"| {_signed(b['difference'])} | [{_signed(b['low'])}, {_signed(b['high'])}] "
+        f"| {b['p_value']:.4f} |"
+      )
+    lines.append("")
+  return lines
 
 
 def convergence(records, experiment):
@@ -383,6 +468,7 @@ def write_report(records, path, smoke=False, found=None):
     ]
   for name in third_plan.experiments(smoke):
     lines += _experiment_lines(records, name, smoke, found)
+  lines += _contrast_lines(noise_contrasts(records, smoke))
   lines += _collapse_lines(records)
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path, "w", encoding="utf-8") as f:

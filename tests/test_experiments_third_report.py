@@ -155,3 +155,35 @@ def test_verdicts_name_the_cells_holm_separates_and_only_complete_experiments(re
     line for line in third_report.verdict_lines(records, found, smoke=True) if "| Top-1 |" in line
   )
   assert "dot / concat head | Top-1 | softmax + dot | pairwise_logistic + dot (+0.5000) |" in top_1
+
+
+def test_noise_within_groups_against_uniform_noise(records, monkeypatch):
+  uniform = {**third_plan.SMOKE_EXPERIMENTS["smoke_group40"], "noise": ("uniform", 0.4)}
+  monkeypatch.setitem(third_plan.SMOKE_EXPERIMENTS, "smoke_uniform40", uniform)
+  assert third_report.noise_contrasts(records, smoke=True, replicates=100) == {}
+  for r in records:
+    r["stopped_by"] = "patience"
+  # 20 test examples; softmax ranks the true class 2nd in half of them in both conditions,
+  # pairwise logistic 1st in all of them under group noise and in the first 15 under uniform
+  ranks = {"smoke_group40": [1] * 20, "smoke_uniform40": [1] * 15 + [2] * 5}
+  for name, rank in ranks.items():
+    made = [_record("sweep", "softmax", None, 1000, [1, 2])]
+    made.append(_record("sweep", "pairwise_logistic", 1.0, 1000, [1, 2]))
+    for s in SEEDS:
+      made.append(_record("seeds", "softmax", None, s, [1, 2] * 10))
+      made.append(_record("seeds", "pairwise_logistic", 1.0, s, rank))
+    records += [dict(r, experiment=name) for r in made]
+  found = third_report.noise_contrasts(records, smoke=True, replicates=500)
+  assert list(found) == [
+    ("smoke_group40", "smoke_uniform40", e) for e in ("top_1", "top_5", "ndcg_5", "mrr")
+  ]
+  # Top-1: +0.5 under group noise, +0.25 under uniform; the contrast is 1 on examples 15-19
+  # and 0 elsewhere, so its bootstrap interval leaves out 0
+  (row,) = found[("smoke_group40", "smoke_uniform40", "top_1")]
+  assert (row["cell"], row["group"], row["uniform"]) == ("pairwise_logistic", 0.5, 0.25)
+  assert row["bootstrap"]["difference"] == pytest.approx(0.25) and row["bootstrap"]["low"] > 0
+  # Top-5: every true class is within the top 5 everywhere
+  (row,) = found[("smoke_group40", "smoke_uniform40", "top_5")]
+  assert row["group"] == row["uniform"] == row["bootstrap"]["difference"] == 0.0
+  lines = third_report._contrast_lines(found)
+  assert "| pairwise_logistic | +0.5000 | +0.2500 | +0.2500 | [" in "\n".join(lines)
