@@ -7,7 +7,8 @@ Each experiment of ``third_protocol.EXPERIMENTS`` runs in two stages:
    is made per endpoint (validation Top-1 and Top-5, each at its own best epoch; ties to the
    smaller rate, then to the scale nearer s0). When a choice sits at an edge of its rates (or
    scales), one more point beyond that edge is run with the other parameter at its chosen value,
-   at most ``max_widenings`` times per parameter (:func:`choice`). A noise experiment keeps, per
+   at most ``max_widenings`` times per parameter (:func:`choice`); a choice still at an edge of
+   what ran is flagged in the report (:func:`edges`). A noise experiment keeps, per
    endpoint, the scale its clean experiment chose and tunes the rate only.
 2. ``seeds``: the evaluation seeds at each endpoint's chosen configuration (one set when both
    endpoints chose the same). When fewer than ``CONVERGED_FRACTION`` of a configuration's seeds
@@ -189,6 +190,25 @@ def cell_choice(records, experiment, cell, head, endpoint, smoke=False):
     scales, tune = [clean[1]], False
   done = _sweep_results(records, experiment, cell, head)
   return choice(done, found["rates"], scales, endpoint, s0, tune, found["max_widenings"])
+
+
+def edges(records, experiment, cell, head, endpoint, smoke=False):
+  """``[(parameter, value, "smallest" or "largest")]``: where the configuration ``endpoint``
+  chose for a cell sits at an edge of the learning rates (or of the tuned scales) its sweep ran,
+  so after the widening :func:`choice` allows; the report flags them."""
+  config, _ = cell_choice(records, experiment, cell, head, endpoint, smoke)
+  if config is None:
+    return []
+  done = _sweep_results(records, experiment, cell, head)
+  tuned = settings(experiment, smoke)["scales_from"] is None and P.CELLS[cell][3] is not None
+  found = []
+  for index, parameter in enumerate(("rate", "scale")):
+    run = sorted({point[index] for point in done})
+    if len(run) < 2 or (parameter == "scale" and not tuned):
+      continue
+    if config[index] in (run[0], run[-1]):
+      found.append((parameter, config[index], "smallest" if config[index] == run[0] else "largest"))
+  return found
 
 
 def _seeds_todo(records, experiment, cell, head, config, found):

@@ -410,6 +410,16 @@ def _experiment_lines(records, name, smoke, found):
   ]
   for (cell, head, budget), (share, near, n) in sorted(convergence(records, name).items()):
     lines.append(f"| {cell} | {head} | {budget} | {share:.2f} | {near} | {n} |")
+  design = third_plan.settings(name, smoke)
+  flagged = [
+    f"{cell} + {head}, {METRIC_NAMES[endpoint]}: {parameter} {value:.3g} (the {end} run)"
+    for cell in design["cells"]
+    for head in design["heads"]
+    for endpoint in P.VALIDATION_ENDPOINTS[:2]  # the primary ones, which choose configurations
+    for parameter, value, end in third_plan.edges(records, name, cell, head, endpoint, smoke)
+  ]
+  lines += ["", "Choices at an edge of what the sweep ran, after its widening: "]
+  lines[-1] += "; ".join(flagged) + "." if flagged else "none."
   lines += [
     "",
     "Score scale at the Top-1 checkpoint (test scores of the runs Top-1 is read from, medians "

@@ -1,5 +1,5 @@
-"""experiments/third_plan.py: the sweep's choice and widening per endpoint, the scales a noise
-condition keeps, the seeds stage and its rerun, the record check; on hand-made records."""
+"""experiments/third_plan.py: the sweep's choice and widening per endpoint, the choices left at
+an edge, the scales a noise condition keeps, the seeds stage and its rerun, the record check; on hand-made records."""
 
 import pytest
 
@@ -122,6 +122,25 @@ def test_a_noise_condition_keeps_the_clean_scale_of_each_endpoint():
     )
     assert chosen is None and missing == [(r, scale) for r in R]
   assert third_plan.cell_choice([], "clinc150_domain40", "svm_k5", "dot", "top_1") == (None, [])
+
+
+def test_edges_name_a_choice_at_the_end_of_what_the_sweep_ran():
+  records = _clean_sweep("svm_k5", (R[2], 1.0), (R[1], 3.0))
+  # Top-5 chose the top scale, whose widening (9) was run and was worse: inside what ran
+  records.append(_record("clinc150_clean", "sweep", "svm_k5", R[1], 9.0, P.TUNING_SEED, 0.1, 0.2))
+  assert third_plan.edges(records, "clinc150_clean", "svm_k5", "dot", "top_5") == []
+  # Top-1 chose the top rate; both widenings were run and the last is still the best
+  for rate, top_1 in ((0.01, 0.95), (0.0316228, 0.99)):
+    records.append(_record("clinc150_clean", "sweep", "svm_k5", rate, 1.0, P.TUNING_SEED, top_1))
+  assert third_plan.cell_choice(records, "clinc150_clean", "svm_k5", "dot", "top_1") == (
+    (0.0316228, 1.0),
+    [],
+  )
+  assert third_plan.edges(records, "clinc150_clean", "svm_k5", "dot", "top_1") == [
+    ("rate", 0.0316228, "largest")
+  ]
+  # a cell whose sweep has not run has nothing to flag
+  assert third_plan.edges(records, "clinc150_clean", "softmax", "dot", "top_1") == []
 
 
 def test_planned_runs_sweep_then_seeds_once_per_configuration():

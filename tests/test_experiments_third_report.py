@@ -187,3 +187,21 @@ def test_noise_within_groups_against_uniform_noise(records, monkeypatch):
   assert row["group"] == row["uniform"] == row["bootstrap"]["difference"] == 0.0
   lines = third_report._contrast_lines(found)
   assert "| pairwise_logistic | +0.5000 | +0.2500 | +0.2500 | [" in "\n".join(lines)
+
+
+def test_choices_at_an_edge_of_the_sweep_are_flagged(records, tmp_path):
+  # the pairwise logistic sweep now chooses the largest of its scales (0.333, 1 and 3), where
+  # its seeds ran; the smoke design allows no widening
+  for r in records:
+    r["stopped_by"] = "patience"
+    if r["cell"] == "pairwise_logistic":
+      if r["stage"] == "sweep":
+        r["validation"] = {e: 0.9 if r["scale"] == 3.0 else 0.1 for e in ("top_1", "top_5")}
+      else:
+        r["scale"] = 3.0
+  path = tmp_path / "r.md"
+  third_report.write_report(records, str(path), smoke=True)
+  assert (
+    "Choices at an edge of what the sweep ran, after its widening: pairwise_logistic + dot, "
+    "Top-1: scale 3 (the largest run); pairwise_logistic + dot, Top-5: scale 3 (the largest run)."
+  ) in path.read_text()
