@@ -1,5 +1,6 @@
 """experiments/third_plan.py: the sweep's choice and widening per endpoint, the choices left at
-an edge, the scales a noise condition keeps, the seeds stage and its rerun, the record check; on hand-made records."""
+an edge, the scales a noise condition keeps, the seeds stage and its rerun, the record check; on
+hand-made records."""
 
 import pytest
 
