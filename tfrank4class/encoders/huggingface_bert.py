@@ -54,11 +54,11 @@ class BertEncoder(keras.layers.Layer):
   before the Transformer, which saves the work on padding positions.
 
   Args:
-    vocab_size, hidden_size, num_layers, num_heads, intermediate_size, max_positions,
-      type_vocab_size, layer_norm_eps: the architecture (``config.json``'s ``vocab_size``,
-      ``hidden_size``, ``num_hidden_layers``, ``num_attention_heads``, ``intermediate_size``,
-      ``max_position_embeddings``, ``type_vocab_size``, ``layer_norm_eps``). ``hidden_size`` must
-      be divisible by ``num_heads``.
+    vocab_size, hidden_size, num_layers, num_heads: the architecture, with the next four
+      (``config.json``'s ``vocab_size``, ``hidden_size``, ``num_hidden_layers``,
+      ``num_attention_heads``). ``hidden_size`` must be divisible by ``num_heads``.
+    intermediate_size, max_positions, type_vocab_size, layer_norm_eps: ``config.json``'s
+      ``intermediate_size``, ``max_position_embeddings``, ``type_vocab_size``, ``layer_norm_eps``.
     output_mode: ``"mean"`` (``[B, hidden_size]``, the mean of the non-padding token states) or
       ``"tokens"`` (``[B, L, hidden_size]``, zero at padding positions).
     normalize: divide the mean embedding by its L2 norm (sentence-transformers' Normalize).
