@@ -135,3 +135,10 @@ def test_docs_pages_hold_no_doctests():
 )
 def test_links_out_of_docs_become_repository_paths(page, target, expected):
   assert site.repository_path(page, target) == expected
+
+
+def test_a_list_after_a_paragraph_line_is_a_list():
+  """GitHub's reading: a blank line goes before such a list, not inside code or a list."""
+  page = "Text:\n- one\n- two\n\n```\nx\n- not a list\n```\n  indented\n- item\n+ wrapped"
+  expected = "Text:\n\n- one\n- two\n\n```\nx\n- not a list\n```\n  indented\n- item\n+ wrapped"
+  assert site.lists_after_paragraphs(page) == expected

@@ -9,9 +9,12 @@
    docstring, then a section per module that defines an exported name, with that module's
    docstring (where the formulas are) and the exported names (signature, docstring, example).
    A name that a package and its subpackage both export is on the subpackage's page.
-2. Links from ``docs/`` to other files of the repository (``../benchmarks/backends.md``), which
-   the site does not hold, become the file's repository path in code (:func:`on_page_markdown`);
-   a link to a file that exists nowhere is left as it is, and the strict build fails on it.
+2. The pages of ``docs/`` are written for GitHub's Markdown; two differences are bridged
+   (:func:`on_page_markdown`): a list right after a paragraph line is a list (Python-Markdown
+   wants a blank line first: :func:`lists_after_paragraphs`), and a link to another file of the
+   repository (``../benchmarks/backends.md``), which the site does not hold, becomes the file's
+   repository path in code; a link to a file that exists nowhere is left as it is, and the
+   strict build fails on it.
 3. A docstring example that would be shown as prose, not code, fails the strict build
    (:func:`on_page_content`).
 
@@ -137,6 +140,10 @@ def pages():
 #: A Markdown inline link: ``[text](target)``.
 LINK = re.compile(r"\[(?P<text>[^\]]*)\]\((?P<target>[^)\s]+)\)")
 
+#: A list item at the start of a line (a nested one, indented, belongs to its parent's item).
+#: Not ``+``: the pages write lists with ``-``, and a wrapped line may start with ``+ x``.
+LIST_ITEM = re.compile(r"^(?:[-*]|\d+\.) +\S")
+
 #: What a page's HTML shows as code: doctests are right there and nowhere else.
 CODE = re.compile(r"<pre\b.*?</pre>|<code\b.*?</code>", re.S)
 
@@ -156,6 +163,21 @@ def repository_path(page_path, target):
   return resolved.relative_to(ROOT).as_posix()
 
 
+def lists_after_paragraphs(markdown):
+  """``markdown`` with a blank line before each list that follows a paragraph line directly
+  (outside fenced code), as GitHub reads it."""
+  lines, fenced, previous = [], False, ""
+  for line in markdown.split("\n"):
+    if line.startswith("```"):
+      fenced = not fenced
+    paragraph = previous.strip() and not previous.startswith((" ", "|", "#", ">", "```"))
+    if not fenced and LIST_ITEM.match(line) and paragraph and not LIST_ITEM.match(previous):
+      lines.append("")
+    lines.append(line)
+    previous = line
+  return "\n".join(lines)
+
+
 def on_files(files, config):
   """MkDocs hook: adds the generated pages to the site's files (and so to its default nav)."""
   from mkdocs.structure.files import File  # noqa: PLC0415  (mkdocs is needed by the build only)
@@ -166,7 +188,7 @@ def on_files(files, config):
 
 
 def on_page_markdown(markdown, page, **kwargs):
-  """MkDocs hook: a link out of ``docs/`` to a repository file becomes its path (item 2)."""
+  """MkDocs hook: lists after paragraphs, and links out of ``docs/`` (item 2)."""
   del kwargs
 
   def replace(match):
@@ -176,7 +198,7 @@ def on_page_markdown(markdown, page, **kwargs):
     text = match["text"]
     return text if path in text else f"{text} (`{path}` in the repository)"
 
-  return LINK.sub(replace, markdown)
+  return LINK.sub(replace, lists_after_paragraphs(markdown))
 
 
 def on_page_content(html, page, **kwargs):

@@ -17,6 +17,7 @@ which order ties alike on every backend). An item with
 positions ``a + 1 .. a + t``. :func:`spearman` uses mid-ranks like ``scipy.stats.spearmanr``.
 
 Two paths, one rule.
+
   * Class ids (one relevant class ``y`` per list): no sort. With ``s_y`` the true class's score,
     ``g = #{j : s_j > s_y}`` and ``e = #{j != y : s_j = s_y}``, the rank of ``y`` is uniform on
     ``g + 1 .. g + e + 1`` and every metric is a closed-form expectation over that range:

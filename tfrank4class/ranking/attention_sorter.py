@@ -12,7 +12,7 @@ list twice, on the per-list standardised scores ``z = (s - mean) / std``:
    and ``log n`` to a *sharpness* ``a_i`` in ``[min_sharpness, max_sharpness]``;
 2. *comparison attention*: sigmoid attention whose temperature is that sharpness per local gap,
 
-       rank_hat(s)_i = 1 + sum_{j != i} sigmoid(k_i * (z_j - z_i)),     k_i = a_i / g_i.
+        rank_hat(s)_i = 1 + sum_{j != i} sigmoid(k_i * (z_j - z_i)),     k_i = a_i / g_i.
 
 Bounding ``a_i`` keeps the comparator smooth on the scale of the local spacing (so gradients
 reach the neighbours of an item) while making it accurate: at the default upper bound

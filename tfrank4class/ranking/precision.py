@@ -7,7 +7,7 @@ Two formulas, each written once here:
   items and ``rk+_i`` its rank among the relevant items (Rolinek et al., CVPR 2020, Sec. 4.6,
   Eq. 21-22; Engilberge et al., CVPR 2019, Eq. 5-6):
 
-      AP = 1/|P| sum_{i in P} rk+_i / rk_i                      (average_precision_from_ranks)
+        AP = 1/|P| sum_{i in P} rk+_i / rk_i                      (average_precision_from_ranks)
 
 * **From tie statistics** (the metrics and the retrieval evaluation: the exact expectation over
   uniformly random orderings of tied scores, McSherry & Najork, ECIR 2008). A relevant item ``i``
@@ -17,8 +17,8 @@ Two formulas, each written once here:
   the positions counted up to a cut-off ``a + M`` (``M = t`` without one, ``M = clip(R_q - a, 0,
   t)`` for AP@R):
 
-      E[prec_i 1[pos_i <= a + M]] = 1/t sum_{m=1}^{M} (c0 + (m - 1) c1) / (a + m)
-                                  = (c0 - c1) h / t + c1 (M - a h) / t    (expected_precision)
+        E[prec_i 1[pos_i <= a + M]] = 1/t sum_{m=1}^{M} (c0 + (m - 1) c1) / (a + m)
+                                    = (c0 - c1) h / t + c1 (M - a h) / t  (expected_precision)
 
   with ``c0 = R + 1``, ``c1 = (r - 1)/(t - 1)`` and ``h = H(a + M) - H(a)``
   (:func:`harmonic_difference`). He et al. (CVPR 2018, Eq. 9) write the ``M = t`` case as

@@ -17,6 +17,7 @@ precision of the first ``i`` (Musgrave et al., "A Metric Learning Reality Check"
 Section 3.2).
 
 Protocols.
+
   * Leave-one-out (CUB-200, Cars196, SOP): ``query=None, gallery=None``; every item is a query
     and the gallery is all the other items.
   * Separate query and gallery sets (In-Shop): pass ``query`` and ``gallery`` as index arrays or
