@@ -125,12 +125,15 @@ def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype="flo
     as ``Labels(ids=...)``, int32 ``[B]``;
   * anything else raises ``ValueError``.
 
+  A dict ``{"labels": y, "mask": m}`` (keras-rs's form) is the labels ``y`` with the items where
+  the boolean ``m`` ``[B, C]`` is false padded (:func:`apply_mask`); its ``"mask"`` may be left out.
+
   :class:`Labels` already parsed for the same ``num_classes`` pass through as they are (a Keras
   loss hands its parse to its loss function, which then checks nothing twice).
 
   Args:
     labels: integer, float or bool class ids, or dense relevance (array-like or tensor); or
-      :class:`Labels`.
+      :class:`Labels`; or a dict ``{"labels": ..., "mask": ...}``.
     num_classes: ``None`` (class ids are only required to be ``>= 0``, dense relevance may have
       any width), a Python int ``>= 2`` or a scalar tensor (the list size ``C``).
     name: the argument name used in error messages.
@@ -164,6 +167,8 @@ def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype="flo
     labels = labels.relevance  # refused below, as dense relevance given as a tensor is
   if isinstance(num_classes, int):
     checks.check_int("num_classes", num_classes, minimum=2)
+  if isinstance(labels, dict):
+    labels = apply_mask(labels, num_classes, name=name, dtype=dtype)
   labels = _numeric(name, labels)
   shape = tuple(labels.shape)
   ids_shape = f"class ids of shape [{size}] or [{size}, 1]"
@@ -186,6 +191,45 @@ def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype="flo
     allowed = f"{ids_shape}, or dense relevance [{size}, C];" if dense else f"{ids_shape},"
     raise ValueError(f"`{name}` must be {allowed} got shape {shape}.")
   return _parse_ids(name, labels, num_classes)
+
+
+def apply_mask(labels, num_classes=None, name="labels", dtype="float32"):
+  """Dense relevance of keras-rs's labels dict ``{"labels": y, "mask": m}``: ``y`` (class ids
+  become one-hot rows) where the boolean ``m`` ``[B, C]`` is true, ``-1`` (padding) where it is
+  false. keras-rs ignores an item whose mask is false or whose label is below 0; so does every
+  loss and metric here. Without ``"mask"`` the labels are returned as they are.
+
+  Raises:
+    ValueError: a key other than ``"labels"`` and ``"mask"``, no ``"labels"``, or a mask whose
+      shape is not the relevance's ``[B, C]``.
+    TypeError: a mask that is not boolean.
+
+  Example:
+    >>> masked = apply_mask({"labels": [[2.0, 0.0, 1.0]], "mask": [[True, True, False]]})
+    >>> ops.convert_to_numpy(masked)
+    array([[ 2.,  0., -1.]], dtype=float32)
+    >>> ops.convert_to_numpy(apply_mask({"labels": [1], "mask": [[True, True, False]]}))
+    array([[ 0.,  1., -1.]], dtype=float32)
+  """
+  unknown = sorted(set(labels) - {"labels", "mask"})
+  if "labels" not in labels or unknown:
+    raise ValueError(
+      f"`{name}` given as a dict must have the key 'labels' and may have 'mask', got keys "
+      f"{sorted(labels)}."
+    )
+  if labels.get("mask") is None:
+    return labels["labels"]
+  mask = ops.convert_to_tensor(labels["mask"])
+  if backend.dtype_name(mask) != "bool":
+    raise TypeError(f"`{name}['mask']` must be boolean, got dtype {backend.dtype_name(mask)}.")
+  width = mask.shape[-1] if num_classes is None else num_classes
+  relevance = to_relevance(labels["labels"], width, dtype=dtype)
+  if tuple(mask.shape) != tuple(relevance.shape):
+    raise ValueError(
+      f"`{name}['mask']` must have the shape of the relevance {tuple(relevance.shape)}, got "
+      f"{tuple(mask.shape)}."
+    )
+  return backend.where(mask, relevance, -ops.ones_like(relevance))
 
 
 def _parse_ids(name, labels, num_classes):

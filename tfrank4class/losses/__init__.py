@@ -10,6 +10,13 @@ the modules ``tf_ranking`` (TF-Ranking's losses) and ``metric_learning``.
 
 from tfrank4class.labels import class_ids, to_relevance
 from tfrank4class.losses.base import ListwiseLoss, Loss
+from tfrank4class.losses.keras_rs_names import (
+  ListMLELoss,
+  PairwiseHingeLoss,
+  PairwiseLogisticLoss,
+  PairwiseMeanSquaredError,
+  PairwiseSoftZeroOneLoss,
+)
 from tfrank4class.losses.metric_learning import (
   ContrastiveLoss,
   EmbeddingLoss,
@@ -41,11 +48,16 @@ __all__ = [
   "ContrastiveLoss",
   "EmbeddingLoss",
   "get",
+  "ListMLELoss",
   "ListwiseLoss",
   "Loss",
   "MapApcLoss",
   "MeanAveragePrecisionLoss",
   "names",
+  "PairwiseHingeLoss",
+  "PairwiseLogisticLoss",
+  "PairwiseMeanSquaredError",
+  "PairwiseSoftZeroOneLoss",
   "RankingLoss",
   "RankTripletLoss",
   "RecallLoss",

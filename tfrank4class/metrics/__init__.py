@@ -2,6 +2,7 @@
 
 from tfrank4class.metrics import functional, reference
 from tfrank4class.metrics.classification import (
+  DCG,
   MRR,
   NDCG,
   MeanAveragePrecision,
@@ -14,6 +15,7 @@ from tfrank4class.metrics.classification import (
 from tfrank4class.metrics.registry import get, names
 
 __all__ = [
+  "DCG",
   "functional",
   "get",
   "MeanAveragePrecision",

@@ -224,6 +224,32 @@ class NDCG(PerListMetric):
     return {**super().get_config(), "k": self.k, "gain": self.gain}
 
 
+@export(METRICS, "dcg[_K]")
+class DCG(NDCG):
+  """Mean DCG@K over lists, :class:`NDCG`'s numerator (keras-rs's ``DCG`` with its defaults)::
+
+      DCG@K = sum_{p=1}^{K} gain(rel at position p) / log2(1 + p)
+
+  Same gains, discount, ties and arguments as :class:`NDCG` (:func:`functional.dcg`). With class
+  ids the only gain is 1 and DCG@K equals NDCG@K; with graded relevance it is not bounded by 1.
+
+  Example:
+    >>> m = DCG(k=2)
+    >>> _ = m.update_state([[2.0, 0.0, 1.0]], [[0.1, 0.9, 0.5]])
+    >>> round(float(m.result()), 4)   # gains 0, 1 at positions 1, 2: 1 / log2(3)
+    0.6309
+    >>> model = keras.Sequential([keras.layers.Dense(3)])
+    >>> model.compile(optimizer="adam", loss="categorical_crossentropy", metrics=[DCG(5)])
+  """
+
+  def __init__(self, k=None, gain="exp2", name=None, dtype=None):
+    default = "dcg" if k is None else f"dcg_{k}"
+    super().__init__(k=k, gain=gain, name=name or default, dtype=dtype)
+
+  def list_values(self, y_true, y_pred):
+    return functional.dcg(y_true, y_pred, k=self.k, gain=self.gain)
+
+
 @export(METRICS, "mrr[_K]")
 class MRR(PerListMetric):
   """Mean reciprocal rank of the first relevant item (Rank4Class Sec. 2.2).

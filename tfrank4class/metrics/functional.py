@@ -242,8 +242,9 @@ def item_gains(relevance, gain="exp2"):
   return ops.power(2.0, relevance) - 1.0 if gain == "exp2" else relevance
 
 
-def _ndcg_dense(k, gain, relevance, mask, masked):
-  """DCG@k from the mean gain of the tie group covering each of the top ``k`` positions."""
+def _ndcg_dense(k, gain, relevance, mask, masked, normalize=True):
+  """NDCG@k (DCG@k if not ``normalize``) from the mean gain of the tie group covering each of the
+  top ``k`` positions."""
   gains = backend.where(mask, item_gains(relevance, gain), 0.0)
   n = masked.shape[-1]
   length = ops.shape(masked)[-1] if n is None else n
@@ -270,6 +271,8 @@ def _ndcg_dense(k, gain, relevance, mask, masked):
   expected_gain = backend.where(values == boundary, boundary_mean, within)
   discount = _positional_discounts(length)
   dcg = ops.sum(expected_gain * discount, axis=-1)
+  if not normalize:
+    return dcg
   ideal = ops.sum(backend.top_k(gains, length)[0] * discount, axis=-1)
   return backend.divide_no_nan(dcg, ideal)
 
@@ -417,6 +420,29 @@ def ndcg(labels, scores, k=None, gain="exp2"):
     )
   relevance, mask, masked = _dense(labels, scores)
   return _finish(labels, _ndcg_dense(k, gain, relevance, mask, masked))
+
+
+def dcg(labels, scores, k=None, gain="exp2"):
+  """Discounted cumulative gain at ``k``, tie-averaged: :func:`ndcg`'s numerator,
+
+      DCG@k = sum_{p=1}^{k} E[g at position p] / log2(1 + p),
+
+  with the same gains, discount and ties as :func:`ndcg` (keras-rs's ``DCG`` with its default
+  gain ``2^rel - 1`` and discount ``1 / log2(1 + p)``). With class ids the only gain is 1, so
+  DCG@k equals NDCG@k.
+
+  Example:
+    >>> # gains 2^rel - 1 = (3, 0, 1) ranked (0, 1, 3): 0 + 1 / log2(3)
+    >>> ops.convert_to_numpy(dcg([[2.0, 0.0, 1.0]], [[0.1, 0.9, 0.5]], k=2)).round(4)
+    array([0.6309], dtype=float32)
+  """
+  k = checks.check_int("k", k, minimum=1, allow_none=True)
+  checks.check_choice("gain", gain, GAINS)
+  labels, scores, single = _split(labels, scores)
+  if single:
+    return ndcg(labels, scores, k=k)
+  relevance, mask, masked = _dense(labels, scores)
+  return _finish(labels, _ndcg_dense(k, gain, relevance, mask, masked, normalize=False))
 
 
 def average_precision(labels, scores):
