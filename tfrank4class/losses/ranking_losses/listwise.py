@@ -167,7 +167,9 @@ class ListMLELoss(Core):
 class CoupledRankDistilLoss(Core):
   """Coupled-RankDistil (Reddi et al. 2021): the mean over ``sample_size`` orders drawn from the
   labels (Gumbel noise) of ``-log`` the top-``topk`` Plackett-Luce probability of the scores;
-  weighted 0 for a list without relevance. ``seed``: the ``keras.random.SeedGenerator``."""
+  weighted 0 for a list without relevance. ``seed``: the ``keras.random.SeedGenerator``.
+  ``O(n log n)`` per sample for any labels: a sort by the sampled order, then a suffix
+  log-sum-exp (TF-Ranking masks a ``[k, n]`` matrix per sample)."""
 
   weighting = "list"
 
@@ -189,10 +191,13 @@ class CoupledRankDistilLoss(Core):
     tiebreak = uniform(ops.shape(teacher), self.seed, logits)
     (student,) = gather(order(teacher, tiebreak=tiebreak), student)
     topk = size if self.topk is None else self.topk  # slicing stops at the list's end
-    index = ops.arange(size)
-    later = ops.expand_dims(index[None, :] >= index[:topk, None], 0)  # [1, k, n]
-    rest = ops.expand_dims(student, 1) * ops.ones_like(ops.cast(later, student.dtype))
-    log_prob = student[:, :topk] - ops.logsumexp(backend.where(later, rest, LOG_EPSILON), axis=-1)
+    # TF-Ranking's denominator at position p is a log-sum-exp over every item, those before p
+    # taken as log(1e-10): the items from p on (a suffix log-sum-exp, O(n)) and p times 1e-10.
+    later = cumulative_logsumexp(student, reverse=True)[:, :topk]
+    before = ops.cast(ops.arange(ops.shape(later)[1]), student.dtype)[None, :]
+    padding = ops.log(ops.maximum(before, 1.0)) + LOG_EPSILON
+    denominator = backend.where(before > 0, logaddexp(later, padding), later)
+    log_prob = student[:, :topk] - denominator
     nll = -ops.reshape(ops.sum(log_prob, axis=1), (-1, samples))
     losses = mean(nll, axis=1, keepdims=True)
     return losses, ops.cast(has_relevance, logits.dtype)
