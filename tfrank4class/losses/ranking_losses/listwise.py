@@ -20,6 +20,7 @@ from tfrank4class import backend
 from tfrank4class.backend import (
   cumulative_logsumexp,
   logaddexp,
+  logsumexp_of_finite,
   mean,
   searchsorted,
   stable_argsort,
@@ -72,11 +73,23 @@ class SoftmaxLoss(Core):
     logits = self.get_logits(logits)
     valid = labels >= 0
     if isinstance(self.lambda_weight, DCGLambdaWeight):
-      item_ranks = ranks(logits, valid)
-      _, labels, logits = _cleaned(labels, logits)
-      labels = self.lambda_weight.individual_weights(labels, item_ranks)
-    else:
-      _, labels, logits = _cleaned(labels, logits)
+      return self._lambda_weighted(labels, logits, valid, weights)
+    _, labels, logits = _cleaned(labels, logits)
+    if weights is not None:
+      labels = labels * weights
+    label_sum = ops.sum(labels, axis=1)
+    # -sum(l * log_softmax(s)) without the [B, n] log-softmax. The labels are >= 0 here, so a
+    # label sum is 0 only where every label is: TF-Ranking's uniform labels there give a finite
+    # loss it weighs by that 0, and the loss here is 0 (weighed by 0 too).
+    cross_entropy = label_sum * logsumexp_of_finite(logits) - ops.sum(labels * logits, axis=1)
+    return cross_entropy / backend.where(label_sum > 0, label_sum, 1.0), label_sum
+
+  def _lambda_weighted(self, labels, logits, valid, weights):
+    """:meth:`compute_per_list` with a :class:`DCGLambdaWeight`'s item weights as the labels
+    (any sign with a custom gain: TF-Ranking's uniform labels where their sum is not > 0)."""
+    item_ranks = ranks(logits, valid)
+    _, labels, logits = _cleaned(labels, logits)
+    labels = self.lambda_weight.individual_weights(labels, item_ranks)
     if weights is not None:
       labels = labels * weights
     label_sum = ops.sum(labels, axis=1)
