@@ -253,9 +253,10 @@ def test_pairwise_mse_of_dense_labels_is_every_pair_in_linear_time(dtype):
   ]
   want_grad = _mse_gradient(labels, scores.astype(np.float64), item_weights)
   loss = _loss_of("pairwise_mse_loss")
-  with float64():
+  with float64():  # the values before the Keras reduction, which casts to float32
+    relevance, w = (ops.convert_to_tensor(x.astype(dtype)) for x in (labels, item_weights))
     for mode in compile_modes()[:2]:
-      fn = compiled(lambda s: loss(labels.astype(dtype), s, item_weights.astype(dtype)), mode)
+      fn = compiled(lambda s: loss.weighted_values(s, relevance, w), mode)
       got, (grad,) = value_and_grad(lambda s, fn=fn: ops.sum(fn(s)), scores)
       _assert_close(numpy(fn(scores)), want, dtype)
       _assert_close(grad, want_grad, dtype)
