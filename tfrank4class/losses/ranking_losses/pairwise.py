@@ -6,7 +6,9 @@ list with :class:`YetiDCGLambdaWeight` by default.
 What it costs per list: with class ids only the true class's pairs carry weight, ``O(n)`` (the
 ranks of a lambda weight: ``O(n log n)``); pairwise MSE without a lambda weight is ``O(n)`` for
 any labels. Dense relevance with the other keys, or pairwise MSE with a lambda weight, builds
-every pair ``[B, n, n]``.
+every pair ``[B, n, n]``, though only the pairs of an item of relevance ``> 0`` carry weight:
+how many those are per list is not known when a step is traced (docs/losses.md, "What each key
+costs in the number of classes").
 
 Example:
   >>> import numpy as np
@@ -87,9 +89,10 @@ class PairwiseMSELoss(Core):
   Without a lambda weight that is ``O(n)`` for any labels: with ``d = s - l`` and any ``c``
   (here the mean of ``d`` over the ``m`` valid items, held constant: ``e = d - c``), item ``i``'s
   sum is ``sum_j (e_i - e_j)^2 = m e_i^2 - 2 e_i sum_j e_j + sum_j e_j^2``. A lambda weight
-  weighs each pair by the ranks and labels of both items: every pair ``[B, n, n]`` for dense
-  relevance; for class ids only the pairs of the true class carry weight (the others have equal
-  labels, so a zero gain or label difference), ``O(n log n)`` (the ranks' sort).
+  weighs each pair by the ranks and labels of both items, 0 for equal labels: for class ids only
+  the pairs of the true class carry weight, ``O(n log n)`` (the ranks' sort); dense relevance
+  builds every pair ``[B, n, n]`` (only those of an item of relevance ``> 0`` carry weight, but
+  how many that is per list is not known when a step is traced).
   """
 
   weighting = "pair"
