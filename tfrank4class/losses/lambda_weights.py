@@ -16,9 +16,10 @@ as ``lambda_weight=``:
 ``ranks`` are 1-based ranks by score ``[B, n]``; ``labels`` are relevance ``[B, n]`` with
 ``< 0`` for padding. ``pair_weights(labels, ranks, first=ids)`` gives one item's row of pairs
 ``[B, n]`` rather than every pair ``[B, n, n]``: for one-hot rows of class ids, the true class's
-pairs, the only ones that carry weight (equal labels weigh 0 in every weight here). The gain, discount and positive functions are TF-Ranking's
-(:func:`identity`, :func:`inverse`, :func:`pow_minus_1`, :func:`log2_inverse`,
-:func:`is_greater_equal_1`) or any Keras-registered function of a tensor written in ``keras.ops``.
+pairs, the only ones that carry weight (equal labels weigh 0 in every weight here).
+The gain, discount and positive functions are TF-Ranking's (:func:`identity`, :func:`inverse`,
+:func:`pow_minus_1`, :func:`log2_inverse`, :func:`is_greater_equal_1`) or any Keras-registered
+function of a tensor written in ``keras.ops``.
 
 :func:`get` returns one of these for ``None``, ours, or a TF-Ranking lambda-weight object (it is
 converted, so a model built with TF-Ranking's objects trains without TF-Ranking's maths); a name
