@@ -256,7 +256,7 @@ def test_pairwise_mse_of_dense_labels_is_every_pair_in_linear_time(dtype):
   with float64():  # the values before the Keras reduction, which casts to float32
     relevance, w = (ops.convert_to_tensor(x.astype(dtype)) for x in (labels, item_weights))
     for mode in compile_modes()[:2]:
-      fn = compiled(lambda s: loss.weighted_values(s, relevance, w), mode)
+      fn = compiled(lambda s: loss.weighted_values(ops.convert_to_tensor(s), relevance, w), mode)
       got, (grad,) = value_and_grad(lambda s, fn=fn: ops.sum(fn(s)), scores)
       _assert_close(numpy(fn(scores)), want, dtype)
       _assert_close(grad, want_grad, dtype)
