@@ -181,12 +181,14 @@ CLASS_ID_KEYS = tuple(
 
 def test_the_keys_that_take_class_ids_are_those_that_need_no_sort_by_the_labels():
   # Every key whose loss of a one-hot row needs no sort by the labels: the true class is first
-  # (ListMLE: then the others in its random tie order); not pairwise MSE (every pair counts), the
+  # (ListMLE: then the others in its random tie order), or only its pairs carry weight (pairwise
+  # MSE with a lambda weight; without one its O(n) form of the rows is as cheap); not the
   # pointwise keys (every item) or Coupled-RankDistil (orders sampled from the labels).
   assert CLASS_ID_KEYS == (
     "pairwise_hinge_loss",
     "pairwise_logistic_loss",
     "pairwise_soft_zero_one_loss",
+    "pairwise_mse_loss",
     "yeti_logistic_loss",
     "softmax_loss",
     "calibrated_softmax_loss",
@@ -201,7 +203,7 @@ def test_the_keys_that_take_class_ids_are_those_that_need_no_sort_by_the_labels(
 @pytest.mark.parametrize("normalization", tf_ranking.NORMALIZATIONS)
 @pytest.mark.parametrize(
   "key, kwargs",
-  # The Gumbel keys draw different samples at each call (and take the rows: they sample them).
+  # The Gumbel keys draw different samples at each call: tests/test_tf_ranking_linear.py fixes them.
   [(k, {}) for k in CLASS_ID_KEYS if "seed" not in tf_ranking.SPECS[k].extra_args]
   + [
     ("softmax_loss", {"temperature": 0.7}),
@@ -210,7 +212,7 @@ def test_the_keys_that_take_class_ids_are_those_that_need_no_sort_by_the_labels(
     ("list_mle_loss", {"temperature": 0.7}),
     ("list_mle_loss", {"lambda_weight": lw.ListMLELambdaWeight(lw.inverse)}),  # needs the rows
     ("softmax_loss", {"lambda_weight": lw.DCGLambdaWeight(topn=2)}),  # needs the rows
-    ("pairwise_hinge_loss", {"lambda_weight": lw.DCGLambdaWeight(topn=2)}),  # needs the rows
+    ("pairwise_hinge_loss", {"lambda_weight": lw.DCGLambdaWeight(topn=2)}),
   ],
 )
 def test_class_ids_give_the_values_and_gradients_of_their_one_hot_rows(key, kwargs, normalization):

@@ -14,9 +14,12 @@ as ``lambda_weight=``:
 * ``list_mle_loss``: :class:`ListMLELambdaWeight` (a discount per position).
 
 ``ranks`` are 1-based ranks by score ``[B, n]``; ``labels`` are relevance ``[B, n]`` with
-``< 0`` for padding. The gain, discount and positive functions are TF-Ranking's
-(:func:`identity`, :func:`inverse`, :func:`pow_minus_1`, :func:`log2_inverse`,
-:func:`is_greater_equal_1`) or any Keras-registered function of a tensor written in ``keras.ops``.
+``< 0`` for padding. ``pair_weights(labels, ranks, first=ids)`` gives one item's row of pairs
+``[B, n]`` rather than every pair ``[B, n, n]``: for one-hot rows of class ids, the true class's
+pairs, the only ones that carry weight (equal labels weigh 0 in every weight here).
+The gain, discount and positive functions are TF-Ranking's (:func:`identity`, :func:`inverse`,
+:func:`pow_minus_1`, :func:`log2_inverse`, :func:`is_greater_equal_1`) or any Keras-registered
+function of a tensor written in ``keras.ops``.
 
 :func:`get` returns one of these for ``None``, ours, or a TF-Ranking lambda-weight object (it is
 converted, so a model built with TF-Ranking's objects trains without TF-Ranking's maths); a name
@@ -38,6 +41,7 @@ import math
 
 from tfrank4class import backend, checks, compat
 from tfrank4class.compat import keras, ops
+from tfrank4class.losses.ranking_losses.sampling import pairwise
 
 _register = keras.utils.register_keras_serializable(package=compat.PACKAGE)
 
@@ -80,14 +84,10 @@ _FUNCTIONS = {
 }
 
 
-def _pairwise(op, tensor):
-  return op(ops.expand_dims(tensor, 2), ops.expand_dims(tensor, 1))
-
-
-def _clean(labels):
-  """``(valid pairs [B, n, n], labels with padding as 0)``."""
+def _clean(labels, first=None):
+  """``(valid pairs, labels with padding as 0)``; the pairs as :func:`pairwise` takes ``first``."""
   valid = labels >= 0
-  return _pairwise(ops.logical_and, valid), backend.where(valid, labels, 0.0)
+  return pairwise(ops.logical_and, valid, first), backend.where(valid, labels, 0.0)
 
 
 def _as_float(x, like):
@@ -109,8 +109,10 @@ def inverse_max_dcg(labels, gain_fn=pow_minus_1, rank_discount_fn=None, topn=Non
 class LambdaWeight:
   """The base of the lambda weights: Keras-serializable through ``get_config``."""
 
-  def pair_weights(self, labels, ranks):
-    """Weights of the pairs ``[B, n, n]``."""
+  def pair_weights(self, labels, ranks, first=None):
+    """Weights of the pairs: every pair ``[B, n, n]``, or with ``first`` (the index ``[B]`` of
+    one item per list, int32) the pairs of that item with each item ``[B, n]`` (row ``first`` of
+    every pair's, in ``O(n)``; every weight here is symmetric, so it is also that column)."""
     raise TypeError(
       f"{type(self).__name__} weighs items, not pairs; a pairwise loss cannot use it."
     )
@@ -158,9 +160,9 @@ def _serialize(fn):
 class LabelDiffLambdaWeight(LambdaWeight):
   """The pair weight ``|l_i - l_j|``."""
 
-  def pair_weights(self, labels, ranks):
+  def pair_weights(self, labels, ranks, first=None):
     del ranks
-    return ops.abs(_pairwise(ops.subtract, labels))
+    return ops.abs(pairwise(ops.subtract, labels, first))
 
 
 class _DCGBase(LambdaWeight):
@@ -183,22 +185,22 @@ class _DCGBase(LambdaWeight):
       gain = gain * inverse_max_dcg(labels, self.gain_fn, self.rank_discount_fn, self.topn)
     return gain
 
-  def pair_weights(self, labels, ranks):
-    valid_pair, labels = _clean(labels)
+  def pair_weights(self, labels, ranks, first=None):
+    valid_pair, labels = _clean(labels, first)
     gain = self._gains(labels)
-    pair_gain = backend.where(valid_pair, _pairwise(ops.subtract, gain), 0.0)
+    pair_gain = backend.where(valid_pair, pairwise(ops.subtract, gain, first), 0.0)
     size = ops.shape(labels)[1]
     topn = size if self.topn is None else self.topn
-    discount = self._pair_rank_discount(ops.cast(ranks, labels.dtype), topn)
+    discount = self._pair_rank_discount(ops.cast(ranks, labels.dtype), topn, first)
     return ops.abs(pair_gain) * discount * ops.cast(size, labels.dtype)
 
   def individual_weights(self, labels, ranks):
     labels = backend.where(labels >= 0, labels, 0.0)
     return self._gains(labels) * self.rank_discount_fn(ops.cast(ranks, labels.dtype))
 
-  def _discount_of_difference(self, ranks):
+  def _discount_of_difference(self, ranks, first):
     """``(|r_i - r_j|, |D(|r_i - r_j|) - D(|r_i - r_j| + 1)|)``."""
-    difference = ops.abs(_pairwise(ops.subtract, ranks))
+    difference = ops.abs(pairwise(ops.subtract, ranks, first))
     return difference, ops.abs(
       self.rank_discount_fn(difference) - self.rank_discount_fn(difference + 1.0)
     )
@@ -231,12 +233,12 @@ class DCGLambdaWeight(_DCGBase):
         f"`smooth_fraction` must be a finite number in [0, 1], got {smooth_fraction!r}."
       )
 
-  def _pair_rank_discount(self, ranks, topn):
-    in_top = _pairwise(ops.logical_or, ranks <= topn)
-    difference, u = self._discount_of_difference(ranks)
+  def _pair_rank_discount(self, ranks, topn, first):
+    in_top = pairwise(ops.logical_or, ranks <= topn, first)
+    difference, u = self._discount_of_difference(ranks, first)
     u = backend.where(ops.logical_and(difference > 0, in_top), u, 0.0)
     absolute = backend.where(ranks > topn, 0.0, self.rank_discount_fn(ranks))
-    v = ops.abs(_pairwise(ops.subtract, absolute))
+    v = ops.abs(pairwise(ops.subtract, absolute, first))
     discount = (1.0 - self.smooth_fraction) * u + self.smooth_fraction * v
     return backend.where(in_top, discount, 0.0)
 
@@ -272,9 +274,9 @@ class DCGLambdaWeightV2(_DCGBase):
   """LambdaLoss's ``u`` for every pair, and for a pair whose lower rank ``m`` is past ``topn``
   times ``1 / (1 - D(m))`` (TF-Ranking's V2)."""
 
-  def _pair_rank_discount(self, ranks, topn):
-    difference, u = self._discount_of_difference(ranks)
-    lower = _pairwise(backend.maximum, ranks)
+  def _pair_rank_discount(self, ranks, topn, first):
+    difference, u = self._discount_of_difference(ranks, first)
+    lower = pairwise(backend.maximum, ranks, first)
     past = lower > topn
     multiplier = backend.where(
       past, 1.0 / (1.0 - self.rank_discount_fn(backend.where(past, lower, 2.0))), 1.0
@@ -299,9 +301,9 @@ class YetiDCGLambdaWeight(DCGLambdaWeightV2):
   _default_gain = staticmethod(pow_minus_1)
   _default_discount = staticmethod(log2_inverse)
 
-  def pair_weights(self, labels, ranks):
-    neighbours = ops.abs(_pairwise(ops.subtract, ops.cast(ranks, labels.dtype))) == 1
-    return backend.where(neighbours, super().pair_weights(labels, ranks), 0.0)
+  def pair_weights(self, labels, ranks, first=None):
+    neighbours = ops.abs(pairwise(ops.subtract, ops.cast(ranks, labels.dtype), first)) == 1
+    return backend.where(neighbours, super().pair_weights(labels, ranks, first), 0.0)
 
 
 @_register
@@ -313,11 +315,11 @@ class PrecisionLambdaWeight(LambdaWeight):
     self.topn = checks.check_int("topn", topn, minimum=1)
     self.positive_fn = _fn("positive_fn", positive_fn, is_greater_equal_1)
 
-  def pair_weights(self, labels, ranks):
-    valid_pair, labels = _clean(labels)
+  def pair_weights(self, labels, ranks, first=None):
+    valid_pair, labels = _clean(labels, first)
     positive = ops.cast(self.positive_fn(labels), labels.dtype)
-    difference = backend.where(valid_pair, ops.abs(_pairwise(ops.subtract, positive)), 0.0)
-    return backend.where(_pairwise(ops.logical_xor, ranks <= self.topn), difference, 0.0)
+    difference = backend.where(valid_pair, ops.abs(pairwise(ops.subtract, positive, first)), 0.0)
+    return backend.where(pairwise(ops.logical_xor, ranks <= self.topn, first), difference, 0.0)
 
   def get_config(self):
     return {"topn": self.topn, "positive_fn": _serialize(self.positive_fn)}

@@ -11,12 +11,14 @@ where it is installed). This module does what TF-Ranking's Keras layer
   relevance with :func:`~tfrank4class.losses.to_relevance` (``< 0`` = padding), except where a
   core's loss of a one-hot row needs no sort by the labels: the true class alone (softmax,
   unique softmax, ApproxNDCG, ApproxMRR), it against each other class (pairwise hinge,
-  logistic, soft zero-one) or it first and the others in a random order (ListMLE), with no
-  lambda weight; that core takes class ids as they are (its ``compute_per_list_from_ids``: the
-  same values in ``O(C)`` per list, ``O(C log C)`` for ListMLE, without the rows);
+  logistic, soft zero-one, with any lambda weight, and MSE with one: the row of the true class's
+  pairs) or it first and the others in a random order (ListMLE without a lambda weight); that
+  core takes class ids as they are (its ``compute_per_list_from_ids``: the same values in
+  ``O(C)`` per list, ``O(C log C)`` where it ranks or orders the items, without the rows);
 * ``gumbel_approx_ndcg_loss`` and ``yeti_logistic_loss`` first draw TF-Ranking's Gumbel samples
-  of the list; ``calibrated_softmax_loss`` appends a virtual item of score 0 and label
-  ``virtual_label``; ``ordinal_loss`` gets its trailing logit axis ``[B, C, 1]``;
+  of the list (of class ids: samples of the scores, whose rows are the same one-hot rows);
+  ``calibrated_softmax_loss`` appends a virtual item of score 0 and label ``virtual_label``;
+  ``ordinal_loss`` gets its trailing logit axis ``[B, C, 1]``;
 * TF-Ranking's weighted losses ``l * w``: per item ``[B, C]`` (pointwise keys; pairwise keys
   summed over the second item of each pair), per list ``[B, 1]`` (listwise keys) or ``[B]``
   (the two softmax keys), with ``w`` TF-Ranking's normalised weights (padded items weigh 0);
@@ -62,7 +64,7 @@ from tfrank4class.losses.ranking_losses.sampling import GumbelSampler
 from tfrank4class.registry import export
 
 # impl: the core class (tfrank4class.losses.ranking_losses); shape: "item" ([B, n] per-item
-# losses), "pair" ([B, n, n] summed over the last axis) or "list" ([B] per-list losses);
+# losses), "pair" (losses of pairs, summed over the second item: [B, n]) or "list" ([B]);
 # impl_args: arguments of the core with TF-Ranking's Keras defaults; extra_args: arguments used
 # around it.
 _Spec = collections.namedtuple("_Spec", "impl shape impl_args extra_args")
@@ -315,10 +317,8 @@ class RankingLoss(ListwiseLoss):
       relevance, self._impl.get_logits(logits)
     )
     values = values * item_weights
-    if SPECS[self.key].shape == "pair":
-      values = ops.sum(values, axis=2)
     # As Keras matches a sample weight to the losses: one trailing axis more or less is squeezed
-    # or added (pairwise keys normalise weights to [B, n, 1]).
+    # or added (pairwise keys normalise weights to [B, n, 1], their losses are summed to [B, n]).
     rank = len(getattr(weights, "shape", ()))
     if rank == len(values.shape) + 1:
       weights = ops.squeeze(weights, axis=-1)
@@ -348,9 +348,14 @@ class RankingLoss(ListwiseLoss):
     # (in traced code, three ops over [B, C] fewer: the marking, the NaN test and its `any`).
     scores, labels = self.parse(y_true, y_pred)
     weights = self._sample_weight(scores, sample_weight)
-    if labels.is_class_ids and self._virtual_label is None and self._sampler is None:
-      # A core with a form for class ids takes them without one-hot rows (see the module doc).
-      per_list = self._impl.compute_per_list_from_ids(labels.ids, scores, weights)
+    if labels.is_class_ids and self._virtual_label is None:
+      # A core with a form for class ids takes them without one-hot rows (see the module doc);
+      # Gumbel samples of one-hot rows are one-hot rows of the same ids (both Gumbel cores have
+      # a form for class ids with any lambda weight, so nothing is drawn twice).
+      ids, logits, ids_weights = labels.ids, scores, weights
+      if self._sampler is not None:
+        ids, logits, ids_weights = self._sampler.sample(ids, scores, weights)
+      per_list = self._impl.compute_per_list_from_ids(ids, logits, ids_weights)
       if per_list is not None:
         return self.reduce(self._per_list(per_list[0] * per_list[1], labels.invalid))
     relevance = labels._replace(invalid=None).to_relevance(num_items(scores), scores.dtype)

@@ -4,7 +4,9 @@ Each core computes what TF-Ranking's ``losses_impl`` class of the same name comp
 Keras backend and in the scores' dtype, from relevance ``[B, n]`` (``< 0`` = padding) and scores
 ``[B, n]``: ``compute_unreduced_loss(labels, logits)`` -> ``(losses, loss_weights)``,
 ``normalize_weights(labels, weights)`` and ``get_logits(logits)`` (scores over the temperature);
-the two softmax cores return one loss per list from ``compute_per_list``.
+the two softmax cores return one loss per list from ``compute_per_list``; the pairwise cores
+return their pairs' weighted losses summed over each pair's second item ``[B, n]`` (with weights
+of ones): TF-Ranking's ``[B, n, n]`` summed as its Keras layer sums it.
 :class:`tfrank4class.losses.RankingLoss` reduces them (``tfrank4class/losses/tf_ranking.py``).
 
 * :mod:`.pointwise`: ``sigmoid_cross_entropy_loss``, ``mean_squared_loss``, ``ordinal_loss``;

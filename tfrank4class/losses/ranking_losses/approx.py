@@ -3,7 +3,8 @@
 
 Qin et al. 2010: the rank of an item is ``1/2 + sum_j sigmoid(s_j - s_i)`` (scores over the
 temperature, 0.1 by default), and the loss is minus the metric at those ranks; a list without
-relevance weighs 0. Padded items get the score ``min(s) - 1000``.
+relevance weighs 0. Padded items get the score ``min(s) - 1000``. With class ids only the true
+class's rank counts, ``O(n)``; dense relevance ranks every item, ``[B, n, n]``.
 
 Example:
   >>> import numpy as np

@@ -20,6 +20,7 @@ from tfrank4class import backend
 from tfrank4class.backend import (
   cumulative_logsumexp,
   logaddexp,
+  logsumexp_of_finite,
   mean,
   searchsorted,
   stable_argsort,
@@ -72,11 +73,23 @@ class SoftmaxLoss(Core):
     logits = self.get_logits(logits)
     valid = labels >= 0
     if isinstance(self.lambda_weight, DCGLambdaWeight):
-      item_ranks = ranks(logits, valid)
-      _, labels, logits = _cleaned(labels, logits)
-      labels = self.lambda_weight.individual_weights(labels, item_ranks)
-    else:
-      _, labels, logits = _cleaned(labels, logits)
+      return self._lambda_weighted(labels, logits, valid, weights)
+    _, labels, logits = _cleaned(labels, logits)
+    if weights is not None:
+      labels = labels * weights
+    label_sum = ops.sum(labels, axis=1)
+    # -sum(l * log_softmax(s)) without the [B, n] log-softmax. The labels are >= 0 here, so a
+    # label sum is 0 only where every label is: TF-Ranking's uniform labels there give a finite
+    # loss it weighs by that 0, and the loss here is 0 (weighed by 0 too).
+    cross_entropy = label_sum * logsumexp_of_finite(logits) - ops.sum(labels * logits, axis=1)
+    return cross_entropy / backend.where(label_sum > 0, label_sum, 1.0), label_sum
+
+  def _lambda_weighted(self, labels, logits, valid, weights):
+    """:meth:`compute_per_list` with a :class:`DCGLambdaWeight`'s item weights as the labels
+    (any sign with a custom gain: TF-Ranking's uniform labels where their sum is not > 0)."""
+    item_ranks = ranks(logits, valid)
+    _, labels, logits = _cleaned(labels, logits)
+    labels = self.lambda_weight.individual_weights(labels, item_ranks)
     if weights is not None:
       labels = labels * weights
     label_sum = ops.sum(labels, axis=1)
@@ -167,7 +180,9 @@ class ListMLELoss(Core):
 class CoupledRankDistilLoss(Core):
   """Coupled-RankDistil (Reddi et al. 2021): the mean over ``sample_size`` orders drawn from the
   labels (Gumbel noise) of ``-log`` the top-``topk`` Plackett-Luce probability of the scores;
-  weighted 0 for a list without relevance. ``seed``: the ``keras.random.SeedGenerator``."""
+  weighted 0 for a list without relevance. ``seed``: the ``keras.random.SeedGenerator``.
+  ``O(n log n)`` per sample for any labels: a sort by the sampled order, then a suffix
+  log-sum-exp (TF-Ranking masks a ``[k, n]`` matrix per sample)."""
 
   weighting = "list"
 
@@ -189,10 +204,13 @@ class CoupledRankDistilLoss(Core):
     tiebreak = uniform(ops.shape(teacher), self.seed, logits)
     (student,) = gather(order(teacher, tiebreak=tiebreak), student)
     topk = size if self.topk is None else self.topk  # slicing stops at the list's end
-    index = ops.arange(size)
-    later = ops.expand_dims(index[None, :] >= index[:topk, None], 0)  # [1, k, n]
-    rest = ops.expand_dims(student, 1) * ops.ones_like(ops.cast(later, student.dtype))
-    log_prob = student[:, :topk] - ops.logsumexp(backend.where(later, rest, LOG_EPSILON), axis=-1)
+    # TF-Ranking's denominator at position p is a log-sum-exp over every item, those before p
+    # taken as log(1e-10): the items from p on (a suffix log-sum-exp, O(n)) and p times 1e-10.
+    later = cumulative_logsumexp(student, reverse=True)[:, :topk]
+    before = ops.cast(ops.arange(ops.shape(later)[1]), student.dtype)[None, :]
+    padding = ops.log(ops.maximum(before, 1.0)) + LOG_EPSILON
+    denominator = backend.where(before > 0, logaddexp(later, padding), later)
+    log_prob = student[:, :topk] - denominator
     nll = -ops.reshape(ops.sum(log_prob, axis=1), (-1, samples))
     losses = mean(nll, axis=1, keepdims=True)
     return losses, ops.cast(has_relevance, logits.dtype)

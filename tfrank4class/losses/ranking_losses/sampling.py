@@ -39,9 +39,13 @@ from tfrank4class.compat import ops
 LOG_EPSILON = math.log(1e-10)
 
 
-def pairwise(op, tensor):
-  """``op(x_i, x_j)`` for every pair of items ``[B, n, n]``."""
-  return op(ops.expand_dims(tensor, 2), ops.expand_dims(tensor, 1))
+def pairwise(op, tensor, first=None):
+  """``op(x_i, x_j)`` for every pair of items ``[B, n, n]``; with ``first`` (the index ``[B]`` of
+  one item per list, int32) for the pairs of that item ``i`` with each item ``j``, ``[B, n]``:
+  the one row of the pairs that class ids need (only the true class's pairs carry weight)."""
+  if first is None:
+    return op(ops.expand_dims(tensor, 2), ops.expand_dims(tensor, 1))
+  return op(take_along_axis(tensor, ops.expand_dims(first, 1), axis=-1), tensor)
 
 
 #: The seed generators :func:`uniform` has warned about.
@@ -133,7 +137,8 @@ class GumbelSampler:
 
   Each copy's logits are ``log(softmax((s + g) / temperature) + 1e-20)`` with Gumbel noise ``g``
   (padded items get ``log(1e-20)`` before the softmax); labels and weights are repeated, and
-  the copies of a list are consecutive rows ``[B * sample_size, n]``.
+  the copies of a list are consecutive rows ``[B * sample_size, n]``. Labels may be relevance
+  ``[B, n]`` or class ids ``[B]`` (no padded item): the copies of a one-hot row are one-hot.
   """
 
   def __init__(self, sample_size, temperature, seed):
@@ -143,14 +148,14 @@ class GumbelSampler:
 
   def sample(self, labels, logits, weights=None):
     size = self.sample_size
-    batch, items = ops.shape(labels)[0], ops.shape(labels)[1]
-    labels = ops.reshape(ops.repeat(ops.expand_dims(labels, 1), size, axis=1), (-1, items))
+    batch, items = ops.shape(logits)[0], ops.shape(logits)[1]
+    labels = ops.repeat(labels, size, axis=0)
     u = uniform((batch, size, items), self.seed, logits)
     gumbel = -ops.log(-ops.log(u + 1e-20) + 1e-20)
-    logits = ops.reshape(ops.expand_dims(logits, 1) + gumbel, (-1, items))
-    logits = backend.where(labels >= 0, logits / self.temperature, math.log(1e-20))
+    logits = ops.reshape(ops.expand_dims(logits, 1) + gumbel, (-1, items)) / self.temperature
+    if len(labels.shape) == 2:
+      logits = backend.where(labels >= 0, logits, math.log(1e-20))
     logits = ops.log(ops.softmax(logits, axis=-1) + 1e-20)
     if weights is not None:
-      weights = ops.reshape(weights, (batch, 1, -1))
-      weights = ops.reshape(ops.repeat(weights, size, axis=1), (batch * size, -1))
+      weights = ops.repeat(weights, size, axis=0)
     return labels, logits, weights
