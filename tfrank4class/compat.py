@@ -276,6 +276,11 @@ def reduce_loss(loss, values):
       return values
   else:
     tf = _tensorflow()
+    # `_allow_sum_over_batch_size` is tf-keras's own flag, private: `Model.compile` sets it on
+    # the loss it is given (tf_keras/src/engine/compile_utils.py) and `Loss._get_reduction`
+    # reads it. tf-keras 2.21 has no public way to ask for that permission, and our losses
+    # override `__call__`, so `_get_reduction` never runs for them: we read the flag as it does.
+    # Keras 3 has no such refusal (it scales a mean by the replicas, below).
     if (
       reduction in ("auto", "sum_over_batch_size")
       and tf.distribute.has_strategy()
