@@ -19,7 +19,14 @@ import os
 
 import numpy as np
 
-from experiments import collapse, statistics, third_plan, third_statistics, true_ranks
+from experiments import (
+  collapse,
+  statistics,
+  third_deviations,
+  third_plan,
+  third_statistics,
+  true_ranks,
+)
 from experiments import third_protocol as P
 
 BLOCKS_MODULE = "experiments.third_edition"
@@ -294,10 +301,11 @@ def deviation_lines(records):
   lines = ["| date | experiments | what changed | why |", "|---|---|---|---|"]
   lines += [f"| {date} | {scope} | {what} | {why} |" for date, scope, what, why in P.DEVIATIONS]
   with_xla = sum(bool(r.get("jit_compile", False)) for r in records)
-  return lines + [
-    "",
-    f"Records trained with XLA: {with_xla}; without: {len(records) - with_xla}.",
-  ]
+  return (
+    lines
+    + ["", f"Records trained with XLA: {with_xla}; without: {len(records) - with_xla}."]
+    + third_deviations.undeclared_lines(records)
+  )
 
 
 def doc_blocks(records):

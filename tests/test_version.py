@@ -19,4 +19,3 @@ def test_version_is_the_changelogs_latest_section():
   config = configparser.ConfigParser()
   config.read(ROOT / "setup.cfg", encoding="utf-8")
   assert config["metadata"]["version"] == tfrank4class.__version__ == _changelog_version()
-
