@@ -10,9 +10,9 @@ reference and our own ``OWN_CELLS``, which get unadjusted figures only), its con
 drawn only for complete experiments. :func:`noise_contrasts` sets noise within groups against
 uniform noise at the same rate (the protocol's second question; unadjusted).
 :func:`doc_blocks` gives the generated status and deviation blocks of
-docs/evidence-third-edition.md, :func:`verdict_blocks` the verdict table of README.md and of that
-file (a block of its own, :data:`VERDICTS_MODULE`: it takes the bootstrap of every comparison,
-minutes, where the others take none).
+docs/evidence-third-edition.md, :func:`verdict_blocks` the verdict table of
+docs/choosing-a-loss.md and of that file (a block of its own, :data:`VERDICTS_MODULE`: it takes
+the bootstrap of every comparison, minutes, where the others take none).
 """
 
 import os
@@ -370,7 +370,8 @@ def verdict_lines(records, found, smoke=False):
 
 
 def verdict_blocks(records, found, smoke=False):
-  """``{block name: lines}``: the verdict table of README.md and docs/evidence-third-edition.md."""
+  """``{block name: lines}``: the verdict table of docs/choosing-a-loss.md and of
+  docs/evidence-third-edition.md."""
   return {f"{VERDICTS_MODULE}:table": verdict_lines(records, found, smoke)}
 
 
