@@ -25,7 +25,7 @@ round (median and min-max over rounds). Peak memory: ``_common.peak_rss_mb`` of 
 largest C, after the rounds, in a second set of workers started with ``_common.PEAK_MEMORY_ENV``
 (whose mmap threshold would slow every timing that allocates buffers above 64 KiB). A cell that
 cannot be built (a module not ported to that backend yet, a missing package) reads "n/a" and its
-error is listed. docs/backends.md has the tables and the reasons.
+error is listed. benchmarks/backends.md has the tables and the reasons.
 
 Usage (writes benchmarks/out/backends.json and .png; side venvs are found beside the checkout):
   nice python benchmarks/backends.py --reference ../wt-ref \\
@@ -393,7 +393,8 @@ def goals(index, names, sizes):
 
 
 def memory_table(index, variants, names, c):
-  """Peak MB of one call at the largest C, where the methods' costs part (docs/backends.md)."""
+  """Peak MB of one call at the largest C, where the methods' costs part (the record:
+  benchmarks/backends.md)."""
   lines = [f"peak MB of one call at C = {c}: " + _common.PEAK_MEMORY_DESCRIPTION]
   lines.append(f"{'cell':<21}" + "".join(f"{v:>10}" for v in variants))
   for name in names:

@@ -19,7 +19,12 @@ import re
 from experiments import store
 
 #: The files, relative to the repository root, whose blocks the report commands keep.
-FILES = ("README.md", "docs/evidence-grid.md", "docs/evidence-third-edition.md")
+FILES = (
+  "README.md",
+  "docs/choosing-a-loss.md",
+  "docs/evidence-grid.md",
+  "docs/evidence-third-edition.md",
+)
 
 
 def _markers(name):

@@ -10,16 +10,23 @@ reference and our own ``OWN_CELLS``, which get unadjusted figures only), its con
 drawn only for complete experiments. :func:`noise_contrasts` sets noise within groups against
 uniform noise at the same rate (the protocol's second question; unadjusted).
 :func:`doc_blocks` gives the generated status and deviation blocks of
-docs/evidence-third-edition.md, :func:`verdict_blocks` the verdict table of README.md and of that
-file (a block of its own, :data:`VERDICTS_MODULE`: it takes the bootstrap of every comparison,
-minutes, where the others take none).
+docs/evidence-third-edition.md, :func:`verdict_blocks` the verdict table of
+docs/choosing-a-loss.md and of that file (a block of its own, :data:`VERDICTS_MODULE`: it takes
+the bootstrap of every comparison, minutes, where the others take none).
 """
 
 import os
 
 import numpy as np
 
-from experiments import collapse, statistics, third_plan, third_statistics, true_ranks
+from experiments import (
+  collapse,
+  statistics,
+  third_deviations,
+  third_plan,
+  third_statistics,
+  true_ranks,
+)
 from experiments import third_protocol as P
 
 BLOCKS_MODULE = "experiments.third_edition"
@@ -294,10 +301,11 @@ def deviation_lines(records):
   lines = ["| date | experiments | what changed | why |", "|---|---|---|---|"]
   lines += [f"| {date} | {scope} | {what} | {why} |" for date, scope, what, why in P.DEVIATIONS]
   with_xla = sum(bool(r.get("jit_compile", False)) for r in records)
-  return lines + [
-    "",
-    f"Records trained with XLA: {with_xla}; without: {len(records) - with_xla}.",
-  ]
+  return (
+    lines
+    + ["", f"Records trained with XLA: {with_xla}; without: {len(records) - with_xla}."]
+    + third_deviations.undeclared_lines(records)
+  )
 
 
 def doc_blocks(records):
@@ -362,7 +370,8 @@ def verdict_lines(records, found, smoke=False):
 
 
 def verdict_blocks(records, found, smoke=False):
-  """``{block name: lines}``: the verdict table of README.md and docs/evidence-third-edition.md."""
+  """``{block name: lines}``: the verdict table of docs/choosing-a-loss.md and of
+  docs/evidence-third-edition.md."""
   return {f"{VERDICTS_MODULE}:table": verdict_lines(records, found, smoke)}
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from tfrank4class.compat import BACKEND, ops
 
 #: The compiled forms tested on each backend ("eager" is the uncompiled call). PyTorch: eager
-#: only (``torch.compile`` needs a C++ toolchain at run time; see docs/backends.md).
+#: only (``torch.compile`` needs a C++ toolchain at run time; docs/backends.md, "Caveats").
 COMPILE_MODES = {
   "tensorflow": ("eager", "function", "xla"),
   "jax": ("eager", "jit"),

@@ -49,7 +49,8 @@ def _folder(tmp_path, readme, doc):
   (tmp_path / "docs").mkdir()
   (tmp_path / "README.md").write_text(readme)
   (tmp_path / "docs" / "evidence-grid.md").write_text(doc)
-  (tmp_path / "docs" / "evidence-third-edition.md").write_text("no blocks here\n")
+  for name in ("choosing-a-loss.md", "evidence-third-edition.md"):
+    (tmp_path / "docs" / name).write_text("no blocks here\n")
   return tmp_path
 
 

@@ -184,10 +184,10 @@ def test_committed_comparisons_against_scipy_and_holm_by_hand(experiment):
     )
 
 
-def test_committed_records_back_the_readmes_verdict():
-  """README.md's "Which loss and which head?": in every experiment of the committed records, no
-  cell is detectably higher than softmax + dot on NDCG@5, Top-1 or Top-5 (scipy's paired t test,
-  Holm by hand over the experiment's cells), and nearly all are detectably lower on NDCG@5."""
+def test_committed_records_back_the_second_editions_verdict():
+  """docs/evidence-grid.md, "The answer": in every experiment of the committed records, no cell
+  is detectably higher than softmax + dot on NDCG@5, Top-1 or Top-5 (scipy's paired t test, Holm
+  by hand over the experiment's cells), and nearly all are detectably lower on NDCG@5."""
   records = _committed_records()
   lower = total = 0
   for experiment in plan.EXPERIMENTS:

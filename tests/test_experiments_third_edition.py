@@ -144,8 +144,8 @@ def test_the_status_block_in_the_docs_is_the_committed_records():
 
 @pytest.mark.slow
 def test_the_verdict_blocks_are_the_committed_records():
-  """The verdict tables of README.md and docs/evidence-third-edition.md (minutes: the bootstrap of
-  every comparison of every complete experiment)."""
+  """The verdict tables of docs/choosing-a-loss.md and docs/evidence-third-edition.md (minutes:
+  the bootstrap of every comparison of every complete experiment)."""
   path = ROOT / "experiments" / "records" / "third.json"
   records = third_plan.open_records(str(path)).records
   found = third_report.complete_comparisons(records)

@@ -1,6 +1,7 @@
-"""The README's code runs as printed, each block on its own: the Keras 3 quick start trains,
-saves, reloads and serves; and its statement of what the demo must print holds for every recorded
-demo run (docs/running.md)."""
+"""The README's code runs as printed, each block on its own: the quick start trains, saves and
+reloads on every backend and exports and serves on TensorFlow; the own loss and metric of
+docs/extending.md train, save and reload with their values checked by hand; and the README's
+statement of what the demo must print holds for every recorded demo run (docs/running.md)."""
 
 import builtins
 import os
@@ -20,11 +21,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "NO_GCE_CHECK": "true", "PYTHONPATH": str(ROOT)}
 
 
-def _blocks(section=None):
-  """The ```python blocks of the README section headed ``section`` (default: the whole README)."""
-  text = (ROOT / "README.md").read_text(encoding="utf-8")
-  body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0] if section else text
+def _blocks(section=None, path="README.md"):
+  """The ```python blocks of the section headed ``## section`` of ``path`` (a Markdown file of the
+  repository; default: the README), or of the whole file."""
+  text = (ROOT / path).read_text(encoding="utf-8")
+  body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0] if section else text
   return re.findall(r"```python\n(.*?)```", body, re.DOTALL)
+
+
+#: The Markdown files whose Python blocks are run: the README and the page its examples of an own
+#: loss and metric moved to.
+BLOCK_FILES = ("README.md", "docs/extending.md")
 
 
 def _run(code, cwd):
@@ -36,36 +43,61 @@ def _run(code, cwd):
 
 
 def _backend_of(code):
-  """The backend a block sets with ``os.environ["KERAS_BACKEND"]``, or ``"tensorflow"``."""
+  """The backend a block sets with ``os.environ["KERAS_BACKEND"]``; ``"tensorflow"`` for a block
+  that says "TensorFlow backend only"; else ``"any"``."""
   found = re.search(r'os\.environ\["KERAS_BACKEND"\] = "(\w+)"', code)
-  return found[1] if found else "tensorflow"
+  if found:
+    return found[1]
+  return "tensorflow" if "TensorFlow backend only" in code else "any"
 
 
-def test_the_backend_examples_run_on_their_leg(tmp_path):
-  """The README's JAX and PyTorch examples train and save on their own leg (the TensorFlow leg
-  runs the quick start below)."""
+def _legacy(code):
+  """``code`` for the tf-keras leg: `import keras` is Keras 3 whatever tf.keras is, so the blocks
+  that import it take tf.keras instead."""
+  return (
+    code if compat.KERAS_3 else code.replace("import keras\n", "from tensorflow import keras\n")
+  )
+
+
+_RELOAD_CHECK = textwrap.dedent("""
+  np.save("features.npy", features)
+  np.save("scores.npy", model.predict(features[:8], verbose=0))
+  reloaded = keras.models.load_model("ranker.keras")
+  np.testing.assert_allclose(reloaded.predict(features[:8], verbose=0), np.load("scores.npy"),
+                             rtol=1e-5, atol=1e-6)
+  """)
+
+
+def test_the_jax_example_runs_on_its_leg(tmp_path):
+  """The README's JAX example trains and saves on the JAX leg."""
   blocks = {_backend_of(code): code for code in _blocks("Which backend")}
-  assert set(blocks) == {"jax", "torch"}
-  if compat.BACKEND not in blocks:
-    pytest.skip(f"the examples are for JAX and PyTorch; this leg runs {compat.BACKEND}")
-  _run(blocks[compat.BACKEND], tmp_path)
+  assert set(blocks) == {"jax"}
+  if compat.BACKEND != "jax":
+    pytest.skip(f"the example is for JAX; this leg runs {compat.BACKEND}")
+  _run(blocks["jax"], tmp_path)
   assert (tmp_path / "ranker.keras").exists()
+
+
+def test_the_blocks_for_any_backend_run_here(tmp_path):
+  """Off TensorFlow, every block marked for no backend runs in one process: the quick start with
+  its reload, the head, the own loss, metric and embedding loss, Top-K (TensorFlow's leg runs
+  each on its own, with values by hand, below)."""
+  if compat.BACKEND == "tensorflow":
+    pytest.skip("the TensorFlow leg runs these blocks one by one below")
+  quick_start, *rest = [
+    code for path in BLOCK_FILES for code in _blocks(path=path) if _backend_of(code) == "any"
+  ]
+  _run(quick_start + _RELOAD_CHECK + "".join(rest), tmp_path)
+  assert (tmp_path / "custom.keras").exists() and (tmp_path / "embedder.keras").exists()
 
 
 @pytest.mark.tensorflow_only
 def test_quick_start_trains_saves_reloads_and_serves(tmp_path):
   # Under tf-keras the same code runs with `tf.keras` for `keras`.
-  quick_start, head = _blocks("Using the library")[:2]
-  check = textwrap.dedent("""
-    np.save("features.npy", features)
-    np.save("scores.npy", model.predict(features[:8], verbose=0))
-    reloaded = keras.models.load_model("ranker.keras")
-    np.testing.assert_allclose(reloaded.predict(features[:8], verbose=0), np.load("scores.npy"),
-                               rtol=1e-5, atol=1e-6)
-    """)
-  if not compat.KERAS_3:  # `import keras` is Keras 3 whatever tf.keras is; tf.keras follows
-    quick_start = quick_start.replace("import keras\n", "from tensorflow import keras\n")
-  _run(quick_start + check + head, tmp_path)
+  quick_start, export, head = _blocks("Using the library")
+  assert (_backend_of(quick_start), _backend_of(export)) == ("any", "tensorflow")
+  _run(_legacy(quick_start) + _RELOAD_CHECK + head, tmp_path)
+  _run(_legacy(export), tmp_path)
   served = _run(
     textwrap.dedent("""
       import sys, numpy as np, tensorflow as tf
@@ -85,8 +117,9 @@ def test_quick_start_trains_saves_reloads_and_serves(tmp_path):
 
 @pytest.mark.tensorflow_only
 def test_own_loss_and_metric_train_save_and_reload(tmp_path):
-  """The README's own loss and metric: weighted fit, ``.keras`` round trip, values by hand."""
-  own, _ = _blocks("Writing your own loss or metric")
+  """The own loss and metric of docs/extending.md: weighted fit, ``.keras`` round trip, values by
+  hand."""
+  (own,) = _blocks("A ranking loss and a metric", "docs/extending.md")
   check = textwrap.dedent("""
     np.save("labels.npy", labels)
     np.save("weights.npy", weights)
@@ -112,8 +145,8 @@ def test_own_loss_and_metric_train_save_and_reload(tmp_path):
 
 @pytest.mark.tensorflow_only
 def test_own_embedding_loss_trains_saves_and_reloads(tmp_path):
-  """The README's own embedding loss: fit, ``.keras`` round trip, the loss by hand."""
-  _, embedding = _blocks("Writing your own loss or metric")
+  """The own embedding loss of docs/extending.md: fit, ``.keras`` round trip, the loss by hand."""
+  (embedding,) = _blocks("A metric-learning loss", "docs/extending.md")
   check = textwrap.dedent("""
     np.save("labels.npy", labels)
     embeddings = embedder.predict(features, verbose=0)
@@ -169,21 +202,31 @@ def test_undefined_names_finds_what_a_block_does_not_define():
 
 
 def test_every_python_block_defines_what_it_uses():
-  blocks = _blocks()
-  assert len(blocks) >= 5
+  blocks = [code for path in BLOCK_FILES for code in _blocks(path=path)]
+  assert len(blocks) >= 6
   for code in blocks:
     assert _undefined_names(code) == [], code
 
 
-@pytest.mark.slow  # one process per block, each importing TensorFlow: about a minute in all
+def test_no_block_imports_tensorflow_unless_it_says_so():
+  """A block for any backend imports no TensorFlow (it would fail on JAX and PyTorch)."""
+  for path in BLOCK_FILES:
+    for code in _blocks(path=path):
+      if _backend_of(code) != "tensorflow":
+        assert not re.search(r"^(import|from) tensorflow\b", code, re.M), (path, code)
+
+
+@pytest.mark.slow  # one process per block, each importing its backend: about a minute in all
 def test_every_python_block_runs_alone(tmp_path):
-  for i, code in enumerate(_blocks()):
-    if _backend_of(code) != compat.BACKEND:
-      continue  # run on its own leg (test_the_backend_examples_run_on_their_leg)
-    if not compat.KERAS_3:  # as in the quick-start test: `import keras` is Keras 3
-      code = code.replace("import keras\n", "from tensorflow import keras\n")
-    (tmp_path / str(i)).mkdir()
-    _run(code, tmp_path / str(i))
+  """Each block in a process of its own, in the order of its file (a block may read what the one
+  before it wrote, as the export reads the quick start's model), on the legs it is for."""
+  for path in BLOCK_FILES:
+    folder = tmp_path / path.replace("/", "_")
+    folder.mkdir()
+    for code in _blocks(path=path):
+      if _backend_of(code) not in ("any", compat.BACKEND):
+        continue  # run on its own leg
+      _run(_legacy(code), folder)
 
 
 # The demo: its expected output in the README, the recorded runs in docs/running.md.

@@ -403,7 +403,7 @@ def test_argsort_pairs_is_a_lexicographic_sort_at_the_int32_extremes(mode):
 @pytest.mark.parametrize("key", ["gumbel_approx_ndcg_loss", "yeti_logistic_loss", "list_mle_loss"])
 def test_fit_advances_the_draws_of_seed_generators_assigned_to_the_model(key):
   # Reference: the draws one eager call makes (the generators' counters), times the steps. Under
-  # JAX's jitted fit, generators not assigned to the model stay put (docs/backends.md).
+  # JAX's jitted fit, generators not assigned to the model stay put (docs/backends.md, "Caveats").
   kwargs = {"seed": 3} if "seed" in tf_ranking.SPECS[key].extra_args else {}
   probe = tf_ranking.RankingLoss(key, **kwargs)
   assert probe.seed_generators

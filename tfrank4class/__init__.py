@@ -18,7 +18,7 @@ TensorFlow backend the package also imports :mod:`tfrank4class.data`, whose ``Wo
 layer the BERT checkpoint encoder tokenises with, so saved models that hold it load as before.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from tfrank4class import compat, encoders, heads, losses, metrics, ranking  # noqa: E402
 

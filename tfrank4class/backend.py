@@ -488,10 +488,11 @@ def where(condition, x1, x2):
   ``SelectV2`` takes a generic broadcasting path, slower than ``Select`` on operands of one
   shape (``Select`` also needs no broadcast of a ``[B, 1]`` condition), and a loss takes a dozen
   per step: TF-Ranking's softmax loss under ``tf.function`` takes 0.84-0.89x the time it took
-  with ``keras.ops.where`` (medians at C = 10, 100, 1,000, B = 64; ``benchmarks/backends.py``,
-  docs/backends.md, "Select, not SelectV2"). So on TensorFlow a scalar operand (a Python number,
-  or a 0-d tensor) is filled to the shape of the other operand, and a condition ``[B, 1, ..., 1]``
-  against operands ``[B, ...]`` becomes a vector ``[B]`` (``Select`` picks whole rows by one).
+  with ``keras.ops.where`` (medians at C = 10, 100, 1,000, B = 64; ``benchmarks/backends.py``;
+  benchmarks/backends.md, "Select, not SelectV2"). So on TensorFlow a scalar operand (a Python
+  number, or a 0-d tensor) is filled to the shape of the other operand, and a condition
+  ``[B, 1, ..., 1]`` against operands ``[B, ...]`` becomes a vector ``[B]`` (``Select`` picks
+  whole rows by one).
   Anything else (operands of two shapes, dtypes Keras would promote, a condition that is not
   bool, unknown dimensions after the first, Keras's symbolic tensors) is ``keras.ops.where``'s,
   as on the other backends.

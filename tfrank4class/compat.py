@@ -237,6 +237,22 @@ def _tensorflow():
   return tf
 
 
+def _refuse_mean_under_strategy(loss, reduction):
+  """Keras 2's refusal of a mean under a strategy outside ``compile`` (its private
+  ``Loss._get_reduction``, which our ``__call__`` bypasses). ``_allow_sum_over_batch_size``, the
+  permission ``compile`` sets, is private too; tf-keras 2.21 has no public way to read it."""
+  if (
+    reduction in ("auto", "sum_over_batch_size")
+    and _tensorflow().distribute.has_strategy()
+    and not getattr(loss, "_allow_sum_over_batch_size", False)
+  ):
+    raise ValueError(
+      "Please use `tf.keras.losses.Reduction.SUM` or `tf.keras.losses.Reduction.NONE` for loss "
+      "reduction when losses are used with `tf.distribute.Strategy`, except for specifying "
+      "losses in `Model.compile()` for use by the built-in training loop `Model.fit()`."
+    )
+
+
 def reduce_loss(loss, values):
   """Reduces a loss's (already weighted) values as the bound Keras's ``Loss.__call__`` does.
 
@@ -275,17 +291,7 @@ def reduce_loss(loss, values):
     if reduction in (None, "none") or len(values.shape) == 0 or tuple(values.shape) == (0,):
       return values
   else:
-    tf = _tensorflow()
-    if (
-      reduction in ("auto", "sum_over_batch_size")
-      and tf.distribute.has_strategy()
-      and not getattr(loss, "_allow_sum_over_batch_size", False)
-    ):
-      raise ValueError(
-        "Please use `tf.keras.losses.Reduction.SUM` or `tf.keras.losses.Reduction.NONE` for loss "
-        "reduction when losses are used with `tf.distribute.Strategy`, except for specifying "
-        "losses in `Model.compile()` for use by the built-in training loop `Model.fit()`."
-      )
+    _refuse_mean_under_strategy(loss, reduction)
     if reduction == "none":
       return values
   total = ops.sum(values)

@@ -265,7 +265,7 @@ class RankingLoss(ListwiseLoss):
     """The ``keras.random.SeedGenerator`` s this loss draws from (empty if it draws nothing).
     JAX's ``fit`` advances them only when they are assigned to an attribute of the model, as
     Keras's own random layers keep theirs: ``model.loss_seed_generators = loss.seed_generators``
-    (docs/backends.md, "What runs where")."""
+    (docs/backends.md, "Caveats")."""
     found = [self._sampler.seed] if self._sampler is not None else []
     tie_order = getattr(self._impl, "seed", None)
     return found + ([tie_order] if tie_order is not None else [])

@@ -72,8 +72,8 @@ def tie_neutral_abs(x):
   """``|x|`` with the derivative 0 at ``x = 0`` (tied scores) on every backend: TensorFlow's and
   PyTorch's ``abs`` have it; on JAX, whose ``abs`` has 1 there, it is written as ``x sign(x)``
   (two ops on ``[B, n, n]`` and their gradients: 1.07-1.13x main's time on TensorFlow where it
-  was used there too; docs/backends.md, "The smooth SVM on PyTorch's own ops, and softmax on
-  JAX").
+  was used there too; benchmarks/backends.md, "The smooth SVM on PyTorch's own ops, and softmax
+  on JAX").
 
   Example:
     >>> ops.convert_to_numpy(tie_neutral_abs(ops.convert_to_tensor([-2.0, 0.0, 3.0])))

@@ -49,7 +49,7 @@ def _true_class_nll(ids, logits):
   On JAX the log-sum-exp less the masked sum at the true class, which XLA fuses (the gather's
   scatter gradient took 1.07-1.52x rax's one-hot form at C = 10 to 1,000); elsewhere a gather of
   the log-softmax (the masked form took 1.12x under ``tf.function`` at C = 1,000 and 1.1-1.3x on
-  PyTorch): docs/backends.md, "The smooth SVM on PyTorch's own ops, and softmax on JAX".
+  PyTorch): benchmarks/backends.md, "The smooth SVM on PyTorch's own ops, and softmax on JAX".
   """
   if backend.name() == "jax":
     is_true = true_class_mask(ids, logits)
