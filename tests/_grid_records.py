@@ -3,8 +3,8 @@ report): a complete synthetic grid under the protocol's settings, and one with k
 
 import numpy as np
 
-from experiments import deviations as deviations_lib
-from experiments import plan, protocol
+from experiments.second import deviations as deviations_lib
+from experiments.second import plan, protocol
 
 #: The registered losses the synthetic grids' settings read: the 7 ranking losses, 1 Top-K loss.
 REGISTERED = list(protocol.RANKING_LOSSES) + ["smooth_topk_svm_loss"]

@@ -42,7 +42,7 @@ def datasets_dir():
 def smoke_grid(tmp_path_factory):
   """``(records path, RecordStore)`` of the grid's smoke configuration (random features, 2
   losses, 1 head, 2 learning rates, 2 seeds, 2 epochs), run once."""
-  from experiments import grid  # noqa: PLC0415  (TensorFlow only)
+  from experiments.second import grid  # noqa: PLC0415  (TensorFlow only)
 
   tmp = tmp_path_factory.mktemp("grid")
   output = tmp / "grid.json"
@@ -53,7 +53,7 @@ def smoke_grid(tmp_path_factory):
 def cifar_grid(tmp_path_factory, datasets_dir):
   """``(records path, RecordStore)`` of the grid's CIFAR-10 smoke configuration (a few real
   images per class, a tiny CNN), run once."""
-  from experiments import grid  # noqa: PLC0415  (TensorFlow only)
+  from experiments.second import grid  # noqa: PLC0415  (TensorFlow only)
 
   tmp = tmp_path_factory.mktemp("grid_cifar")
   output = tmp / "grid.json"

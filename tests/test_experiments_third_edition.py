@@ -1,4 +1,4 @@
-"""experiments/third_edition.py on the smoke configuration (Gaussian features, softmax and the
+"""experiments/third/edition.py on the smoke configuration (Gaussian features, softmax and the
 smooth SVM, one rate, 2 seeds, 2 epochs): the records, the rerun at twice the budget, resumption,
 a run held by another process, the command line, and the docs' status block against the
 committed records."""
@@ -12,17 +12,18 @@ import sys
 import numpy as np
 import pytest
 
-from experiments import blocks, third_edition, third_plan, third_report, true_ranks
-from experiments import third_protocol as P
+from experiments import blocks, true_ranks
+from experiments.third import edition, plan, report
+from experiments.third import protocol as P
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SMOKE = third_plan.SMOKE
+SMOKE = plan.SMOKE
 
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
   path = tmp_path_factory.mktemp("third") / "third.json"
-  records = third_edition.run_all(str(path), None, None, ["smoke_clean"], smoke=True)
+  records = edition.run_all(str(path), None, None, ["smoke_clean"], smoke=True)
   return path, records
 
 
@@ -39,7 +40,7 @@ def test_records_schema_and_counts(smoke_run):
     ("softmax", 0.0),
   ]
   for r in loaded:
-    assert set(third_plan.RECORD_FIELDS) <= set(r)
+    assert set(plan.RECORD_FIELDS) <= set(r)
     assert r["edition"] == 3 and r["device"] == "cpu" and r["dataset"] == "smoke"
     assert 1 <= r["epochs_run"] <= r["max_epochs"]
     assert set(r["test"]) == set(P.VALIDATION_ENDPOINTS)
@@ -72,7 +73,7 @@ def test_seeds_rerun_at_twice_the_budget_when_runs_hit_it(smoke_run):
     else:
       assert rerun == []
   assert reruns >= 1  # 2 epochs with patience 1 rarely stop by patience
-  assert third_plan.planned_runs(records, ["smoke_clean"], smoke=True) == []
+  assert plan.planned_runs(records, ["smoke_clean"], smoke=True) == []
 
 
 def test_resumption_runs_only_the_missing_runs(smoke_run, tmp_path):
@@ -80,12 +81,12 @@ def test_resumption_runs_only_the_missing_runs(smoke_run, tmp_path):
   kept = records.records[:-1]
   path = tmp_path / "third.json"
   path.write_text(json.dumps(kept))
-  resumed = third_edition.run_all(str(path), None, None, ["smoke_clean"], smoke=True)
-  key = third_plan.KEY_FIELDS
+  resumed = edition.run_all(str(path), None, None, ["smoke_clean"], smoke=True)
+  key = plan.KEY_FIELDS
   assert [tuple(r[k] for k in key) for r in resumed.records] == [
     tuple(r[k] for k in key) for r in records.records
   ]
-  again = third_edition.run_all(str(path), None, None, ["smoke_clean"], smoke=True)
+  again = edition.run_all(str(path), None, None, ["smoke_clean"], smoke=True)
   assert again.records == resumed.records
 
 
@@ -94,10 +95,10 @@ def test_a_run_held_by_another_process_is_left_to_it(smoke_run, tmp_path):
   path = tmp_path / "third.json"
   path.write_text(json.dumps(records.records[:-1]))
   last = records.records[-1]
-  held = tuple(last[k] for k in third_plan.KEY_FIELDS)
-  with third_plan.open_records(str(path)).claim(held) as mine:
+  held = tuple(last[k] for k in plan.KEY_FIELDS)
+  with plan.open_records(str(path)).claim(held) as mine:
     assert mine
-    done = third_edition.run_all(str(path), None, None, ["smoke_clean"], smoke=True, max_runs=1)
+    done = edition.run_all(str(path), None, None, ["smoke_clean"], smoke=True, max_runs=1)
   assert len(done.records) == len(records.records) - 1
 
 
@@ -107,16 +108,16 @@ def test_other_settings_are_refused(smoke_run, tmp_path):
   path = tmp_path / "third.json"
   path.write_text(json.dumps(changed))
   with pytest.raises(ValueError, match="other settings"):
-    third_edition.run_all(str(path), None, None, ["smoke_clean"], smoke=True)
+    edition.run_all(str(path), None, None, ["smoke_clean"], smoke=True)
   with pytest.raises(ValueError, match="unknown 'nope'"):
-    third_edition.run_all(str(path), None, None, ["nope"], smoke=True)
+    edition.run_all(str(path), None, None, ["nope"], smoke=True)
 
 
 def test_report_from_the_smoke_records(smoke_run, tmp_path):
   _, records = smoke_run
-  report = tmp_path / "third.md"
-  third_report.write_report(records.records, str(report), smoke=True)
-  text = report.read_text()
+  path = tmp_path / "third.md"
+  report.write_report(records.records, str(path), smoke=True)
+  text = path.read_text()
   seeds = sum(r["stage"] == "seeds" for r in records.records)
   assert f"| smoke_clean | 4 | {seeds} | 0.0 | complete |" in text  # seconds of tiny runs
   assert "| smoke_group40 | 0 | 0 | 0.0 | not started |" in text
@@ -126,7 +127,7 @@ def test_report_from_the_smoke_records(smoke_run, tmp_path):
 def test_command_line_usage_error():
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
   result = subprocess.run(
-    [sys.executable, "-m", "experiments.third_edition", "walk"],
+    [sys.executable, "-m", "experiments.third.edition", "walk"],
     cwd=ROOT,
     capture_output=True,
     text=True,
@@ -138,8 +139,8 @@ def test_command_line_usage_error():
 
 def test_the_status_block_in_the_docs_is_the_committed_records():
   path = ROOT / "experiments" / "records" / "third.json"
-  records = third_plan.open_records(str(path)).records
-  assert blocks.stale(third_report.BLOCKS_MODULE, third_report.doc_blocks(records)) == []
+  records = plan.open_records(str(path)).records
+  assert blocks.stale(report.BLOCKS_MODULE, report.doc_blocks(records)) == []
 
 
 @pytest.mark.slow
@@ -147,8 +148,6 @@ def test_the_verdict_blocks_are_the_committed_records():
   """The verdict tables of docs/choosing-a-loss.md and docs/evidence-third-edition.md (minutes:
   the bootstrap of every comparison of every complete experiment)."""
   path = ROOT / "experiments" / "records" / "third.json"
-  records = third_plan.open_records(str(path)).records
-  found = third_report.complete_comparisons(records)
-  assert (
-    blocks.stale(third_report.VERDICTS_MODULE, third_report.verdict_blocks(records, found)) == []
-  )
+  records = plan.open_records(str(path)).records
+  found = report.complete_comparisons(records)
+  assert blocks.stale(report.VERDICTS_MODULE, report.verdict_blocks(records, found)) == []

@@ -1,10 +1,10 @@
-"""experiments/third_protocol.py: the constants say what docs/evidence-third-edition.md says
+"""experiments/third/protocol.py: the constants say what docs/evidence-third-edition.md says
 (hand-copied from its tables), every cell's loss builds, the scale arguments are checked."""
 
 import pytest
 
-from experiments import third_protocol as P
 from experiments import training
+from experiments.third import protocol as P
 
 
 def test_the_cells_follow_the_protocols_losses_table():

@@ -1,14 +1,15 @@
-"""experiments/third_report.py on hand-made records of the smoke design: which runs an endpoint
+"""experiments/third/report.py on hand-made records of the smoke design: which runs an endpoint
 is read from, the comparison against the reference (difference by hand, Holm family without our
 own cell), convergence, collapse, the status table, verdicts only for complete experiments."""
 
 import numpy as np
 import pytest
 
-from experiments import third_plan, third_report, true_ranks
+from experiments import true_ranks
+from experiments.third import plan, report
 
-SEEDS = third_plan.SMOKE["evaluation_seeds"]
-RATE = third_plan.SMOKE["rates"][0]
+SEEDS = plan.SMOKE["evaluation_seeds"]
+RATE = plan.SMOKE["rates"][0]
 
 
 def _test(rank, share=0.5, std=1.0):
@@ -59,7 +60,7 @@ def records():
 
 
 def test_comparison_against_the_reference(records):
-  rows = third_report.comparisons(records, "smoke_clean", "top_1", smoke=True, replicates=500)
+  rows = report.comparisons(records, "smoke_clean", "top_1", smoke=True, replicates=500)
   assert [(r["cell"], r["config"]) for r in rows] == [
     ("softmax", (RATE, None)),
     ("pairwise_logistic", (RATE, 1.0)),
@@ -69,31 +70,29 @@ def test_comparison_against_the_reference(records):
   assert svm["bootstrap"]["difference"] == pytest.approx(0.5)
   assert svm["holm_p"] == svm["bootstrap"]["p_value"]  # a family of one
   assert svm["mde"][0] == svm["mde"][1]
-  mrr = third_report.comparisons(records, "smoke_clean", "mrr", smoke=True, replicates=100)
+  mrr = report.comparisons(records, "smoke_clean", "mrr", smoke=True, replicates=100)
   assert mrr[0]["mean"] == pytest.approx((1 + 1 / 2 + 1 / 7 + 1) / 4)
 
 
 def test_convergence_collapse_and_status(records):
-  found = third_report.convergence(records, "smoke_clean")
+  found = report.convergence(records, "smoke_clean")
   assert found[("softmax", "dot", 2)] == (0.0, 2, 2)
   assert found[("pairwise_logistic", "dot", 2)][0] == 1.0
   # a rerun at a longer budget gets its own row; the budget-2 row is unchanged
   rerun = dict(records[-1], max_epochs=4, epochs_run=4, stopped_by="budget")
-  found = third_report.convergence(records + [rerun], "smoke_clean")
+  found = report.convergence(records + [rerun], "smoke_clean")
   assert found[("pairwise_logistic", "dot", 4)] == (0.0, 1, 1)
   assert found[("pairwise_logistic", "dot", 2)] == (1.0, 2, 2)
-  assert third_report.unscored(records, "smoke_clean") == []
+  assert report.unscored(records, "smoke_clean") == []
   records[0]["test"] = {"top_1": {"finite": False}}
-  assert third_report.unscored(records, "smoke_clean") == [records[0]]
-  assert [r["cell"] for r in third_report.collapsed(records, "smoke_clean")] == [
-    "pairwise_logistic"
-  ] * 2
+  assert report.unscored(records, "smoke_clean") == [records[0]]
+  assert [r["cell"] for r in report.collapsed(records, "smoke_clean")] == ["pairwise_logistic"] * 2
   # the softmax seeds hit the budget: their rerun is planned, so the experiment is not complete
-  lines = third_report.status_lines(records, smoke=True)
+  lines = report.status_lines(records, smoke=True)
   assert lines[2] == "| smoke_clean | 4 | 4 | 0.0 | in progress |"  # 8 runs of 2 s
   for r, seconds in zip(records, (900, 1800, 2700, 3600, 0, 0, 0, 90)):
     r["train_seconds"] = seconds
-  assert third_report.status_lines(records, smoke=True)[2].endswith("| 2.5 | in progress |")
+  assert report.status_lines(records, smoke=True)[2].endswith("| 2.5 | in progress |")
   assert lines[3] == "| smoke_group40 | 0 | 0 | 0.0 | not started |"
 
 
@@ -102,7 +101,7 @@ def test_score_scales_are_medians_over_the_top_1_runs(records):
   for r, std in zip(seeds, (1.0, 5.0)):
     r["test"] = _test([1, 1, 1, 1], share=1.0, std=std)
   seeds[1]["test"]["top_1"]["top_class_share"] = 0.5
-  found = third_report.score_scales(records, "smoke_clean", smoke=True)
+  found = report.score_scales(records, "smoke_clean", smoke=True)
   # two seeds: the median is the mean of the two
   assert found[("pairwise_logistic", "dot")] == (2, 3.0, 6.0, 0.75, 1)
   assert found[("softmax", "dot")] == (2, 1.0, 2.0, 0.5, 0)
@@ -110,11 +109,11 @@ def test_score_scales_are_medians_over_the_top_1_runs(records):
 
 def test_no_verdict_from_an_incomplete_experiment(records, tmp_path):
   path = tmp_path / "r.md"
-  third_report.write_report(records, str(path), smoke=True)
+  report.write_report(records, str(path), smoke=True)
   assert "Not complete: no verdict is drawn from it." in path.read_text()
   for r in records:
     r["stopped_by"] = "patience"
-  third_report.write_report(records, str(path), smoke=True)
+  report.write_report(records, str(path), smoke=True)
   text = path.read_text()
   assert "Training labels changed by the noise: 0.0000." in text
   assert (
@@ -125,17 +124,17 @@ def test_no_verdict_from_an_incomplete_experiment(records, tmp_path):
 
 
 def test_verdicts_name_the_cells_holm_separates_and_only_complete_experiments(records, monkeypatch):
-  assert third_report.complete_comparisons(records, smoke=True, replicates=200) == {}
-  assert third_report.verdict_lines(records, {}, smoke=True) == [
+  assert report.complete_comparisons(records, smoke=True, replicates=200) == {}
+  assert report.verdict_lines(records, {}, smoke=True) == [
     "No experiment is complete yet: no verdict."
   ]
   for r in records:
     r["stopped_by"] = "patience"
     if r["stage"] == "seeds":  # 20 test examples: softmax ranks the true class 2nd in half
       r["test"] = _test([1] * 20 if r["cell"] == "pairwise_logistic" else [1, 2] * 10)
-  found = third_report.complete_comparisons(records, smoke=True, replicates=500)
+  found = report.complete_comparisons(records, smoke=True, replicates=500)
   assert sorted({name for name, _ in found}) == ["smoke_clean"]
-  lines = third_report.verdict_lines(records, found, smoke=True)
+  lines = report.verdict_lines(records, found, smoke=True)
   # +0.5 on Top-1 for pairwise logistic, the only member of its Holm family (a bootstrap draw
   # with no gain takes all 20 examples from the 10 tied ones: p about 2^-20); on Top-5 both
   # rank every true class within the top 5.
@@ -146,21 +145,21 @@ def test_verdicts_name_the_cells_holm_separates_and_only_complete_experiments(re
   )
   top_5 = next(line for line in lines if "| Top-5 |" in line)
   assert top_5.endswith("| none | none | none |")
-  blocks = third_report.verdict_blocks(records, found, smoke=True)
-  assert blocks == {f"{third_report.VERDICTS_MODULE}:table": lines}
+  blocks = report.verdict_blocks(records, found, smoke=True)
+  assert blocks == {f"{report.VERDICTS_MODULE}:table": lines}
   # an experiment of several heads names each cell's head (one cell runs on two)
-  design = {**third_plan.SMOKE_EXPERIMENTS["smoke_clean"], "heads": ["dot", "concat"]}
-  monkeypatch.setitem(third_plan.SMOKE_EXPERIMENTS, "smoke_clean", design)
+  design = {**plan.SMOKE_EXPERIMENTS["smoke_clean"], "heads": ["dot", "concat"]}
+  monkeypatch.setitem(plan.SMOKE_EXPERIMENTS, "smoke_clean", design)
   top_1 = next(
-    line for line in third_report.verdict_lines(records, found, smoke=True) if "| Top-1 |" in line
+    line for line in report.verdict_lines(records, found, smoke=True) if "| Top-1 |" in line
   )
   assert "dot / concat head | Top-1 | softmax + dot | pairwise_logistic + dot (+0.5000) |" in top_1
 
 
 def test_noise_within_groups_against_uniform_noise(records, monkeypatch):
-  uniform = {**third_plan.SMOKE_EXPERIMENTS["smoke_group40"], "noise": ("uniform", 0.4)}
-  monkeypatch.setitem(third_plan.SMOKE_EXPERIMENTS, "smoke_uniform40", uniform)
-  assert third_report.noise_contrasts(records, smoke=True, replicates=100) == {}
+  uniform = {**plan.SMOKE_EXPERIMENTS["smoke_group40"], "noise": ("uniform", 0.4)}
+  monkeypatch.setitem(plan.SMOKE_EXPERIMENTS, "smoke_uniform40", uniform)
+  assert report.noise_contrasts(records, smoke=True, replicates=100) == {}
   for r in records:
     r["stopped_by"] = "patience"
   # 20 test examples; softmax ranks the true class 2nd in half of them in both conditions,
@@ -173,7 +172,7 @@ def test_noise_within_groups_against_uniform_noise(records, monkeypatch):
       made.append(_record("seeds", "softmax", None, s, [1, 2] * 10))
       made.append(_record("seeds", "pairwise_logistic", 1.0, s, rank))
     records += [dict(r, experiment=name) for r in made]
-  found = third_report.noise_contrasts(records, smoke=True, replicates=500)
+  found = report.noise_contrasts(records, smoke=True, replicates=500)
   assert list(found) == [
     ("smoke_group40", "smoke_uniform40", e) for e in ("top_1", "top_5", "ndcg_5", "mrr")
   ]
@@ -185,7 +184,7 @@ def test_noise_within_groups_against_uniform_noise(records, monkeypatch):
   # Top-5: every true class is within the top 5 everywhere
   (row,) = found[("smoke_group40", "smoke_uniform40", "top_5")]
   assert row["group"] == row["uniform"] == row["bootstrap"]["difference"] == 0.0
-  lines = third_report._contrast_lines(found)
+  lines = report._contrast_lines(found)
   assert "| pairwise_logistic | +0.5000 | +0.2500 | +0.2500 | [" in "\n".join(lines)
 
 
@@ -200,7 +199,7 @@ def test_choices_at_an_edge_of_the_sweep_are_flagged(records, tmp_path):
       else:
         r["scale"] = 3.0
   path = tmp_path / "r.md"
-  third_report.write_report(records, str(path), smoke=True)
+  report.write_report(records, str(path), smoke=True)
   assert (
     "Choices at an edge of what the sweep ran, after its widening: pairwise_logistic + dot, "
     "Top-1: scale 3 (the largest run); pairwise_logistic + dot, Top-5: scale 3 (the largest run)."

@@ -1,11 +1,12 @@
-"""experiments/third_training.py: one short run on Gaussian features: the checkpoints per
+"""experiments/third/training.py: one short run on Gaussian features: the checkpoints per
 endpoint (the test split scored at each, against the package's metrics), patience on Top-1 and
 Top-5, the diagnostics of the test scores."""
 
 import numpy as np
 import pytest
 
-from experiments import features, third_training, training, true_ranks
+from experiments import features, training, true_ranks
+from experiments.third import training as third_training
 
 
 class _Model:

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from experiments import plan, protocol, training
+from experiments import training
+from experiments.second import plan, protocol
 from tfrank4class import losses
 
 
