@@ -72,7 +72,7 @@ def np_loss_and_gradient(kind, scores, ids, where, lambda_, margin, weights):
 
 
 def weighted_sum(fn, labels, where, weights, **kwargs):
-  return lambda s: ops.sum(fn(s, labels, where=where, **kwargs) * weights)
+  return lambda s: ops.sum(fn(s, labels, where=where, **kwargs) * ops.convert_to_tensor(weights))
 
 
 @pytest.mark.parametrize("kind", sorted(FUNCTIONS))

@@ -524,15 +524,24 @@ def spearman(labels, scores):
 
   with mid-ranks for ties, as ``scipy.stats.spearmanr``. Without ties this is
   ``1 - 6 sum_i (rk(y)_i - rk(s)_i)^2 / (n (n^2 - 1))`` (SoDeep, Engilberge et al. 2019,
-  Sec. 3.2.1, Eq. 2). Two sorts per list. A list whose labels or scores are all equal (or that
-  has fewer than 2 items) gets 0 rather than NaN.
+  Sec. 3.2.1, Eq. 2). A list whose labels or scores are all equal (or that has fewer than 2
+  items) gets 0 rather than NaN.
+
+  Cost: dense relevance, two sorts per list (the mid-ranks of labels and of scores). Class ids:
+  one sort of the scores' values and no sort of the labels: the labels' centred mid-ranks take
+  two values, ``(1 - C)/2`` at the true class ``y`` and ``1/2`` elsewhere, so with ``x`` the
+  scores' centred mid-ranks (which sum to 0) ``cov = -C x_y / 2`` and ``|y|^2 = C (C - 1)/4``;
+  ``x_y = g + (e + 2)/2 - (C + 1)/2`` from :func:`rank_range`'s counts, ``O(C)``, and only
+  ``|x|^2``, which depends on every tie group of the scores, needs their sorted values.
 
   Example:
     >>> # ranks (3, 2, 1) and (3, 1, 2): 1 - 6 * 2 / (3 * 8)
     >>> ops.convert_to_numpy(spearman([[1.0, 2.0, 3.0]], [[0.1, 0.5, 0.2]])).round(6)
     array([0.5], dtype=float32)
   """
-  labels, scores, _ = _split(labels, scores)
+  labels, scores, single = _split(labels, scores)
+  if single:
+    return _finish(labels, _spearman_single(labels, scores))
   relevance, mask, _ = _dense(labels, scores)
   maskf = ops.cast(mask, "float32")
   count = ops.sum(maskf, axis=-1, keepdims=True)
@@ -547,3 +556,18 @@ def spearman(labels, scores):
   cov = ops.sum(x * y, axis=-1)
   norm = ops.sqrt(ops.sum(x * x, axis=-1)) * ops.sqrt(ops.sum(y * y, axis=-1))
   return _finish(labels, backend.divide_no_nan(cov, norm))
+
+
+def _spearman_single(labels, scores):
+  """:func:`spearman` of class ids (see its docstring): ``-C x_y / 2 / (|x| |y|)``."""
+  n = float(scores.shape[-1])
+  g, e = _single(labels, scores)
+  x_true = g + (e + 2.0) / 2.0 - (n + 1.0) / 2.0
+  # |x|^2 is a sum over the items in any order: over the sorted values, the mid-rank of each
+  # from the bounds of its tie group.
+  ascending = ops.sort(scores, axis=-1)
+  n_le = ops.cast(backend.searchsorted(ascending, ascending, side="right"), "float32")
+  n_lt = ops.cast(backend.searchsorted(ascending, ascending, side="left"), "float32")
+  centred = (n - n_le) + (n_le - n_lt + 1.0) / 2.0 - (n + 1.0) / 2.0
+  norm = ops.sqrt(ops.sum(centred * centred, axis=-1)) * math.sqrt(n * (n - 1.0) / 4.0)
+  return backend.divide_no_nan(-n * x_true / 2.0, norm)
