@@ -560,14 +560,33 @@ def spearman(labels, scores):
 
 def _spearman_single(labels, scores):
   """:func:`spearman` of class ids (see its docstring): ``-C x_y / 2 / (|x| |y|)``."""
-  n = float(scores.shape[-1])
+  n = num_items(scores)
   g, e = _single(labels, scores)
   x_true = g + (e + 2.0) / 2.0 - (n + 1.0) / 2.0
-  # |x|^2 is a sum over the items in any order: over the sorted values, the mid-rank of each
-  # from the bounds of its tie group.
-  ascending = ops.sort(scores, axis=-1)
-  n_le = ops.cast(backend.searchsorted(ascending, ascending, side="right"), "float32")
-  n_lt = ops.cast(backend.searchsorted(ascending, ascending, side="left"), "float32")
-  centred = (n - n_le) + (n_le - n_lt + 1.0) / 2.0 - (n + 1.0) / 2.0
-  norm = ops.sqrt(ops.sum(centred * centred, axis=-1)) * math.sqrt(n * (n - 1.0) / 4.0)
+  norm = ops.sqrt(_midrank_sum_of_squares(scores)) * math.sqrt(n * (n - 1.0) / 4.0)
   return backend.divide_no_nan(-n * x_true / 2.0, norm)
+
+
+def _midrank_sum_of_squares(scores):
+  """``sum_i (midrank_i - (C + 1)/2)^2`` per list of ``[B, C]`` scores with a static ``C``: one
+  sort of the values, then ``O(C)``: the tie groups are the runs of the sorted values, ``t``
+  items from position ``a`` each at mid-rank ``a + (t + 1)/2`` (a segment sum counts them)."""
+  n = num_items(scores)
+  ascending = ops.sort(scores, axis=-1)
+  starts = ops.concatenate(
+    [
+      ops.ones_like(ascending[:, :1], dtype="int32"),
+      ops.cast(ascending[:, 1:] != ascending[:, :-1], "int32"),
+    ],
+    axis=-1,
+  )
+  # Group k of list b (0-based, in ascending order) is segment b * C + k.
+  rows = ops.arange(ops.shape(scores)[0], dtype="int32")[:, None] * n
+  segment = ops.reshape(ops.cumsum(starts, axis=-1) - 1 + rows, [-1])
+  count = ops.segment_sum(
+    ops.ones_like(segment, dtype="float32"), segment, num_segments=ops.shape(segment)[0]
+  )
+  count = ops.reshape(count, [-1, n])
+  before = ops.cumsum(count, axis=-1) - count
+  centred = before + (count + 1.0) / 2.0 - (n + 1.0) / 2.0
+  return ops.sum(count * centred * centred, axis=-1)
