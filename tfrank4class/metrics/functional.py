@@ -25,7 +25,8 @@ Two paths, one rule.
     path, with the same values.)
   * Dense relevance (multi-hot, graded, padded): Top-K, MRR and Recall/Precision@K need only the
     first relevant tie group or the K-th score (``O(B * C)``, one ``top_k`` for @K); NDCG needs
-    one ``top_k`` of the scores (a full sort when ``k=None``) and AP / Spearman one sort per list.
+    one ``top_k`` of the scores (a full sort when ``k=None``) and AP / Spearman one sort per list
+    (Spearman two: labels and scores; with class ids one, of the scores).
 
 Precision. Everything runs in float32 (scores of another float dtype are cast first, so scores
 that differ only below float32 resolution count as ties); no float64 op is built, so the metrics
