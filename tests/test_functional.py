@@ -95,7 +95,7 @@ def test_spearman_equals_reference(c):
   )
 
 
-@pytest.mark.parametrize("c,levels", [(2, 2), (7, 3), (2000, 30)])
+@pytest.mark.parametrize("c,levels", [(2, 2), (2000, 30)])
 def test_spearman_of_class_ids_equals_reference_scipy_and_one_hot(c, levels):
   """The class-id path (one sort, closed-form label mid-ranks) against the float64 reference,
   scipy, and the two-sort path given the same labels as one-hot rows, in every compile mode."""
