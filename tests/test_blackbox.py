@@ -273,3 +273,62 @@ def test_layer_trains_a_model():
   model.fit(x, y, batch_size=8, epochs=3, verbose=0)
   after = float(np.mean(model.predict(x, verbose=0)[:, 0]))
   assert before == 5.0 and after < before
+
+
+def np_item_rank(y, item, mask, g, lambda_):
+  """Algorithm 1 for the rank of one item per list among ``mask`` (plus the item): the whole
+  group re-ranked with ``g`` placed at the item, every other item's ``dL/drk`` 0."""
+  rows = np.arange(len(item))
+  group = mask.copy()
+  group[rows, item] = True
+  g_full = np.zeros(y.shape, y.dtype)
+  g_full[rows, item] = g
+  ranks, grad = np_algorithm1(y, g_full, lambda_, lambda s: np_rank_within(s, group))
+  return ranks[rows, item], np.where(group, grad, 0.0)
+
+
+@pytest.mark.parametrize("mode", bt.compile_modes())
+def test_item_rank_matches_numpy_algorithm1_with_ties(mode):
+  rng = np.random.default_rng(21)
+  y = rng.integers(-2, 3, size=(6, 25)).astype(F64)  # many ties
+  item = rng.integers(0, 25, size=6)
+  mask = rng.random((6, 25)) < 0.7
+  mask[0, item[0]] = False  # the item is counted whether or not the mask holds it
+  g = rng.uniform(-1.0, 1.0, size=6).astype(F64)
+  fn = lambda t: blackbox.blackbox_item_rank(t, item, mask, 4.0)
+  ranks, grad = forward_backward(fn, y, g, mode)
+  ref_ranks, ref_grad = np_item_rank(y, item, mask, g, 4.0)
+  np.testing.assert_array_equal(ranks, ref_ranks)
+  np.testing.assert_allclose(grad, ref_grad, rtol=1e-6, atol=1e-12)
+  assert np.count_nonzero(ref_grad) > 2 * len(item)  # items are passed: not vacuous
+
+
+def test_item_rank_equals_rank_within_at_the_item():
+  rng = np.random.default_rng(22)
+  y = rng.integers(0, 4, size=(5, 40)).astype(F64)
+  item = rng.integers(0, 40, size=5)
+  mask = rng.random((5, 40)) < 0.6
+  mask[np.arange(5), item] = True
+  g = rng.standard_normal(5).astype(F64)
+  g_full = np.zeros((5, 40), F64)
+  g_full[np.arange(5), item] = g
+  ranks, grad = forward_backward(
+    lambda t: blackbox.blackbox_item_rank(t, item, mask, 0.5, normalized=True), y, g
+  )
+  within, grad_within = forward_backward(
+    lambda t: blackbox.blackbox_rank_within(t, mask, 0.5, normalized=True), y, g_full
+  )
+  np.testing.assert_array_equal(ranks, within[np.arange(5), item])
+  np.testing.assert_array_equal(grad, grad_within)
+
+
+def test_item_rank_bad_input():
+  y, item, mask = np.zeros((2, 3), np.float32), np.array([0, 1]), np.ones((2, 3), bool)
+  with pytest.raises(ValueError, match="lambda_"):
+    blackbox.blackbox_item_rank(y, item, mask, 0.0)
+  with pytest.raises(ValueError, match="finite"):
+    blackbox.blackbox_item_rank(np.array([[0.0, np.nan, 1.0]]), [0], mask[:1], 1.0)
+  with pytest.raises(ValueError, match=r"\[B, n\]"):
+    blackbox.blackbox_item_rank(np.zeros(3, np.float32), [0], mask[0], 1.0)
+  with pytest.raises(ValueError, match="mask"):
+    blackbox.blackbox_item_rank(y, item, mask[:, :2], 1.0)

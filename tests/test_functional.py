@@ -95,6 +95,28 @@ def test_spearman_equals_reference(c):
   )
 
 
+@pytest.mark.parametrize("c,levels", [(2, 2), (2000, 30)])
+def test_spearman_of_class_ids_equals_reference_scipy_and_one_hot(c, levels):
+  """The class-id path (one sort, closed-form label mid-ranks) against the float64 reference,
+  scipy, and the two-sort path given the same labels as one-hot rows, in every compile mode."""
+  scores = _tied_scores(10, c, levels)
+  labels = RNG.integers(0, c, 10)
+  scores[0] = 3.0  # every score tied: 0
+  scores[1, labels[1]] = levels  # the true class alone on top
+  one_hot = np.eye(c, dtype=np.float32)[labels]
+  want = _exact("spearman", labels, scores)
+  varied = [i for i in range(10) if np.ptp(scores[i]) > 0]  # scipy: NaN for constant scores
+  scipy_values = [spearmanr(one_hot[i], scores[i]).statistic for i in varied]
+  np.testing.assert_allclose(want[varied], scipy_values, rtol=1e-12)
+  assert want[0] == 0.0
+  for mode in compile_modes():
+    fn = compiled(F.spearman, mode)
+    got = numpy(fn(ops.convert_to_tensor(labels), ops.convert_to_tensor(scores)))
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    dense = numpy(fn(ops.convert_to_tensor(one_hot), ops.convert_to_tensor(scores)))
+    np.testing.assert_allclose(got, dense, rtol=0, atol=1e-6)
+
+
 def test_class_ids_and_their_one_hot_agree():
   scores = _tied_scores(20, 12, 4)
   labels = RNG.integers(0, 12, 20)

@@ -26,7 +26,8 @@ Two paths, one rule.
     path, with the same values.)
   * Dense relevance (multi-hot, graded, padded): Top-K, MRR and Recall/Precision@K need only the
     first relevant tie group or the K-th score (``O(B * C)``, one ``top_k`` for @K); NDCG needs
-    one ``top_k`` of the scores (a full sort when ``k=None``) and AP / Spearman one sort per list.
+    one ``top_k`` of the scores (a full sort when ``k=None``) and AP / Spearman one sort per list
+    (Spearman two: labels and scores; with class ids one, of the scores).
 
 Precision. Everything runs in float32 (scores of another float dtype are cast first, so scores
 that differ only below float32 resolution count as ties); no float64 op is built, so the metrics
@@ -551,15 +552,24 @@ def spearman(labels, scores):
 
   with mid-ranks for ties, as ``scipy.stats.spearmanr``. Without ties this is
   ``1 - 6 sum_i (rk(y)_i - rk(s)_i)^2 / (n (n^2 - 1))`` (SoDeep, Engilberge et al. 2019,
-  Sec. 3.2.1, Eq. 2). Two sorts per list. A list whose labels or scores are all equal (or that
-  has fewer than 2 items) gets 0 rather than NaN.
+  Sec. 3.2.1, Eq. 2). A list whose labels or scores are all equal (or that has fewer than 2
+  items) gets 0 rather than NaN.
+
+  Cost: dense relevance, two sorts per list (the mid-ranks of labels and of scores). Class ids:
+  one sort of the scores' values and no sort of the labels: the labels' centred mid-ranks take
+  two values, ``(1 - C)/2`` at the true class ``y`` and ``1/2`` elsewhere, so with ``x`` the
+  scores' centred mid-ranks (which sum to 0) ``cov = -C x_y / 2`` and ``|y|^2 = C (C - 1)/4``;
+  ``x_y = g + (e + 2)/2 - (C + 1)/2`` from :func:`rank_range`'s counts, ``O(C)``, and only
+  ``|x|^2``, which depends on every tie group of the scores, needs their sorted values.
 
   Example:
     >>> # ranks (3, 2, 1) and (3, 1, 2): 1 - 6 * 2 / (3 * 8)
     >>> ops.convert_to_numpy(spearman([[1.0, 2.0, 3.0]], [[0.1, 0.5, 0.2]])).round(6)
     array([0.5], dtype=float32)
   """
-  labels, scores, _ = _split(labels, scores)
+  labels, scores, single = _split(labels, scores)
+  if single:
+    return _finish(labels, _spearman_single(labels, scores))
   relevance, mask, _ = _dense(labels, scores)
   maskf = ops.cast(mask, "float32")
   count = ops.sum(maskf, axis=-1, keepdims=True)
@@ -574,3 +584,37 @@ def spearman(labels, scores):
   cov = ops.sum(x * y, axis=-1)
   norm = ops.sqrt(ops.sum(x * x, axis=-1)) * ops.sqrt(ops.sum(y * y, axis=-1))
   return _finish(labels, backend.divide_no_nan(cov, norm))
+
+
+def _spearman_single(labels, scores):
+  """:func:`spearman` of class ids (see its docstring): ``-C x_y / 2 / (|x| |y|)``."""
+  n = num_items(scores)
+  g, e = _single(labels, scores)
+  x_true = g + (e + 2.0) / 2.0 - (n + 1.0) / 2.0
+  norm = ops.sqrt(_midrank_sum_of_squares(scores)) * math.sqrt(n * (n - 1.0) / 4.0)
+  return backend.divide_no_nan(-n * x_true / 2.0, norm)
+
+
+def _midrank_sum_of_squares(scores):
+  """``sum_i (midrank_i - (C + 1)/2)^2`` per list of ``[B, C]`` scores with a static ``C``: one
+  sort of the values, then ``O(C)``: the tie groups are the runs of the sorted values, ``t``
+  items from position ``a`` each at mid-rank ``a + (t + 1)/2`` (a segment sum counts them)."""
+  n = num_items(scores)
+  ascending = ops.sort(scores, axis=-1)
+  starts = ops.concatenate(
+    [
+      ops.ones_like(ascending[:, :1], dtype="int32"),
+      ops.cast(ascending[:, 1:] != ascending[:, :-1], "int32"),
+    ],
+    axis=-1,
+  )
+  # Group k of list b (0-based, in ascending order) is segment b * C + k.
+  rows = ops.arange(ops.shape(scores)[0], dtype="int32")[:, None] * n
+  segment = ops.reshape(ops.cumsum(starts, axis=-1) - 1 + rows, [-1])
+  count = ops.segment_sum(
+    ops.ones_like(segment, dtype="float32"), segment, num_segments=ops.shape(segment)[0]
+  )
+  count = ops.reshape(count, [-1, n])
+  before = ops.cumsum(count, axis=-1) - count
+  centred = before + (count + 1.0) / 2.0 - (n + 1.0) / 2.0
+  return ops.sum(count * centred * centred, axis=-1)

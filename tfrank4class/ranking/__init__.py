@@ -5,6 +5,7 @@ rank and soft sort by projection onto the permutahedron)."""
 from tfrank4class.ranking.attention_sorter import AttentionSorter
 from tfrank4class.ranking.blackbox import (
   BlackboxRanker,
+  blackbox_item_rank,
   blackbox_rank,
   blackbox_rank_within,
   margin_shift,
@@ -35,6 +36,7 @@ from tfrank4class.ranking.ties import log_binomial, tie_statistics
 __all__ = [
   "AttentionSorter",
   "average_precision_from_ranks",
+  "blackbox_item_rank",
   "blackbox_rank",
   "blackbox_rank_within",
   "BlackboxRanker",

@@ -163,6 +163,77 @@ def blackbox_rank_within(scores, mask, lambda_, axis=-1, normalized=False):
   return _blackbox(scores, mask, exact.ranks_within, lambda_, axis, normalized)
 
 
+def _ahead_of_item(scores, item_score, positions, item, others):
+  """Bool ``[B, n]``: item ``j`` is in ``others`` and ranks above an item of index ``item``
+  (int32 ``[B, 1]``) and score ``item_score`` ``[B, 1]`` under the tie rule of
+  :func:`tfrank4class.ranking.rank`: ``s_j > s_item``, or ``s_j == s_item`` and ``j < item``."""
+  ahead = backend.where(positions < item, scores >= item_score, scores > item_score)
+  return ops.logical_and(ahead, others)
+
+
+@backend.do_not_convert
+def blackbox_item_rank(scores, item, mask, lambda_, normalized=False):
+  """The rank of one item per list among the items of ``mask``, with the RaMBO blackbox gradient.
+
+  Forward, for ``[B, n]`` scores ``y`` and the item ``t = item[b]`` of each list:
+
+      r_t = 1 + |{j in m : y_j > y_t}| + |{j in m, j < t : y_j == y_t}|
+
+  the rank :func:`blackbox_rank_within` gives ``t`` among the items of ``mask`` (``t`` counted
+  among them whether or not ``mask`` holds it; same tie rule). Backward, for the incoming
+  gradient ``g = dL/dr_t`` ``[B]``: the blackbox gradient of Eq. 10 (Algorithm 1) of the ranks of
+  the group with ``dL/dr_j = 0`` for every other item, ``dL/dy = -(rk(y) - rk(y')) / lambda_``
+  with ``y'`` equal to ``y`` but ``y'_t = y_t + lambda_ g``. Only ``t`` moves, so only the items
+  it passes change rank, by one each: item ``j != t`` of the group gets
+  ``([j above t in y] - [j above t in y']) / lambda_`` and ``t`` minus their sum. Both passes are
+  counts, ``O(n)`` per list, no sort (:func:`blackbox_rank_within` sorts twice), with the same
+  values and gradients: what a loss on the rank of one true class per list needs.
+
+  Args:
+    scores: real ``[B, n]``; must be finite (the error of
+      :func:`tfrank4class.checks.check_scores` otherwise).
+    item: integer ``[B]``, the item of each list, in ``[0, n)``.
+    mask: boolean ``[B, n]``, the group (e.g. the valid, non-padded items).
+    lambda_: the interpolation strength, a Python number ``> 0``.
+    normalized: as in :func:`blackbox_rank` (``lambda_ * n`` with ``n`` the row length).
+
+  Returns float ranks ``[B]`` in the scores' float dtype (float32 for integer scores).
+
+  Example:
+    >>> ops.convert_to_numpy(blackbox_item_rank([[0.1, 0.9, 0.5]], [2], [[True] * 3], 1.0))
+    array([2.], dtype=float32)
+  """
+  lambda_ = _check_lambda(lambda_)
+  scores = _as_scores(scores, finite=True)
+  if len(scores.shape) != 2:
+    raise ValueError(f"`scores` must have shape [B, n], got {tuple(scores.shape)}.")
+  mask = exact.check_mask(mask, scores)
+  length = exact.shape_of(scores)[-1]
+
+  @backend.custom_gradient
+  def _op(y, t, group):
+    dtype = backend.dtype_name(y)
+    t = ops.cast(t, "int32")[:, None]
+    positions = ops.arange(ops.shape(y)[-1], dtype="int32")[None, :]
+    is_t = positions == t
+    others = ops.logical_and(group, ops.logical_not(is_t))
+    y_t = backend.take_along_axis(y, t, axis=-1)
+    ahead = _ahead_of_item(y, y_t, positions, t, others)
+    ranks = 1.0 + ops.sum(ops.cast(ahead, dtype), axis=-1)
+
+    def grad(g):
+      lam = _effective_lambda(lambda_, normalized, length, dtype)
+      moved = _ahead_of_item(y, y_t + lam * ops.cast(g, dtype)[:, None], positions, t, others)
+      # rk(y')_j - rk(y)_j for j != t; t gains what the others lose. Whole numbers: exact.
+      change = ops.cast(ahead, dtype) - ops.cast(moved, dtype)
+      own = -ops.sum(change, axis=-1, keepdims=True)
+      return backend.where(is_t, own, change) / lam, None, None
+
+    return exact.mark_nan_lists(ranks[:, None], y)[:, 0], grad
+
+  return _op(scores, ops.convert_to_tensor(item), mask)
+
+
 @backend.do_not_convert
 def margin_shift(scores, relevant, margin, valid=None):
   """The RaMBO margin (Rolinek et al., Sec. 4.4, Eq. 14-15), applied to scores before ranking.

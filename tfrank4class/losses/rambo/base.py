@@ -41,29 +41,80 @@ from tfrank4class.compat import ops
 from tfrank4class.labels import check_batch_size, num_items, parse_labels
 from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.rambo.score_memory import ScoreMemory
-from tfrank4class.ranking.blackbox import blackbox_rank_within, margin_shift
+from tfrank4class.ranking.blackbox import blackbox_item_rank, blackbox_rank_within, margin_shift
 from tfrank4class.ranking.exact import rank_within
+
+
+def list_labels(scores, labels):
+  """``(scores, parsed)``: the checked scores (a float tensor ``[B, n]``, float64 kept) and the
+  :class:`~tfrank4class.labels.Labels` of ``labels`` (class ids ``[B]`` / ``[B, 1]`` or dense
+  relevance ``[B, n]``) parsed by :func:`tfrank4class.labels.parse_labels`, dense relevance in
+  the scores' dtype (``parsed.mark_invalid`` turns the values of lists with bad labels into NaN
+  in compiled code)."""
+  scores = checks.check_scores("scores", scores, finite=False)
+  parsed = parse_labels(labels, num_items(scores), name="labels", dtype=scores.dtype)
+  check_batch_size(parsed, scores, name="labels", other_name="scores")
+  return scores, parsed
+
+
+def _where_mask(where):
+  where = ops.convert_to_tensor(where)
+  if backend.dtype_name(where) != "bool":
+    raise TypeError(f"`where` must be a boolean tensor, got dtype {backend.dtype_name(where)}.")
+  return where
 
 
 def list_relevance(scores, labels, where=None):
   """``(scores, relevance, parsed)`` of a pure RaMBO function's arguments.
 
-  ``scores`` pass the score check (a float tensor ``[B, n]``, float64 kept); ``labels`` (class ids
-  ``[B]`` / ``[B, 1]`` or dense relevance ``[B, n]``) are parsed by
-  :func:`tfrank4class.labels.parse_labels` into relevance ``[B, n]`` in the scores' dtype, with
-  ``-1`` (padding) where ``where`` is False; ``parsed`` is the :class:`~tfrank4class.labels.Labels`
-  (its ``mark_invalid`` turns the values of lists with bad labels into NaN in compiled code).
+  ``scores`` and ``parsed`` as :func:`list_labels` gives them; ``relevance`` ``[B, n]`` in the
+  scores' dtype (one-hot rows for class ids), with ``-1`` (padding) where ``where`` is False.
   """
-  scores = checks.check_scores("scores", scores, finite=False)
-  parsed = parse_labels(labels, num_items(scores), name="labels", dtype=scores.dtype)
-  check_batch_size(parsed, scores, name="labels", other_name="scores")
+  scores, parsed = list_labels(scores, labels)
   relevance = parsed.to_relevance(num_items(scores), scores.dtype)
   if where is not None:
-    where = ops.convert_to_tensor(where)
-    if backend.dtype_name(where) != "bool":
-      raise TypeError(f"`where` must be a boolean tensor, got dtype {backend.dtype_name(where)}.")
-    relevance = backend.where(where, relevance, -ops.ones_like(relevance))
+    relevance = backend.where(_where_mask(where), relevance, -ops.ones_like(relevance))
   return scores, relevance, parsed
+
+
+def true_class_ranks(scores, ids, where=None, lambda_=1.0, margin=0.0):
+  """Class ids: the blackbox rank ``rk_t`` of each list's true class among its valid items.
+
+  The :func:`list_ranks` of one-hot relevance read at the true class ``t`` (``rk+_t = 1``, the
+  only relevant item), with the same margin and ``lambda_`` and the same value and gradient, but
+  from :func:`tfrank4class.ranking.blackbox.blackbox_item_rank`: counts in both directions,
+  ``O(n)`` per list, no sort (the dense path sorts each list three times).
+
+  Args:
+    scores: checked float ``[B, n]``.
+    ids: int32 class ids ``[B]`` in ``[0, n)``.
+    where: optional bool ``[B, n]``; False marks padding.
+    lambda_, margin: as in :func:`list_ranks`.
+
+  Returns:
+    ``(rk_t, has_true)``, float ``[B]`` and bool ``[B]``: whether the true class is valid (a
+    list whose true class is padded has no relevant item; its ``rk_t`` is meaningless).
+
+  Example:
+    >>> import numpy as np
+    >>> rk, has_true = true_class_ranks(np.array([[0.9, 0.5, 0.7]], np.float32), np.array([2]))
+    >>> ops.convert_to_numpy(rk), ops.convert_to_numpy(has_true)
+    (array([2.], dtype=float32), array([ True]))
+  """
+  margin = checks.check_float("margin", margin, minimum=0.0)
+  scores = ops.convert_to_tensor(scores)
+  ids = ops.cast(ids, "int32")
+  if where is None:
+    valid = ops.ones_like(scores, dtype="bool")
+  else:
+    valid = _where_mask(where)
+    scores = backend.where(valid, scores, ops.zeros_like(scores))
+  has_true = backend.take_along_axis(valid, ids[:, None], axis=-1)[:, 0]
+  if margin > 0:
+    is_true = ops.arange(ops.shape(scores)[-1], dtype="int32")[None, :] == ids[:, None]
+    scores = margin_shift(scores, ops.logical_and(is_true, valid), margin, valid=valid)
+  rk = blackbox_item_rank(scores, ids, valid, lambda_, normalized=True)
+  return ops.cast(rk, scores.dtype), has_true
 
 
 def mark_batch(parsed, value):

@@ -28,6 +28,10 @@ def recall_loss_values(scores, labels, *, where=None, lambda_=1.0, margin=0.0, w
   Eq. 20, supplementary Sec. B): the log weighting is the sum over K of the losses ``L@K`` of
   Eq. 18 with weights ``w_K = log(1 + 1/K)`` (Eq. 19). Lists without a relevant item get loss 0.
 
+  Cost: class ids, ``O(n)`` per list forward and backward, no sort
+  (:func:`~tfrank4class.losses.rambo.base.true_class_ranks`); dense relevance, two sorts
+  forward (``rk`` and ``rk+``) and one backward, ``O(n log n)``.
+
   Args:
     scores: ``[B, n]``, one list per row.
     labels: class ids ``[B]`` / ``[B, 1]`` or dense relevance ``[B, n]`` (``< 0``: padding).
@@ -48,17 +52,26 @@ def recall_loss_values(scores, labels, *, where=None, lambda_=1.0, margin=0.0, w
     array([0.3465736], dtype=float32)
   """
   checks.check_choice("weighting", weighting, WEIGHTINGS)
-  scores, relevance, parsed = base.list_relevance(scores, labels, where)
+  scores, parsed = base.list_labels(scores, labels)
+  if parsed.is_class_ids:
+    rk, has_true = base.true_class_ranks(scores, parsed.ids, where, lambda_, margin)
+    # One relevant item: r = rk - 1 and the mean over the relevant items is its own value.
+    loss = _weighted(ops.log1p(rk - 1.0), weighting)
+    return parsed.mark_invalid(backend.where(has_true, loss, ops.zeros_like(loss)))
+  _, relevance, _ = base.list_relevance(scores, parsed, where)
   return parsed.mark_invalid(_recall(scores, relevance, lambda_, margin, weighting))
+
+
+def _weighted(log_r, weighting):
+  """``log(1 + r)`` as ``weighting`` says: itself (``"log"``) or ``log(1 + log(1 + r))``."""
+  return ops.log1p(log_r) if weighting == "loglog" else log_r
 
 
 def _recall(scores, relevance, lambda_, margin, weighting):
   """The recall loss of checked scores and dense relevance ``[B, n]`` (``n`` may be unknown)."""
   rk, rk_plus, relevant, _ = base.list_ranks(scores, relevance, lambda_, margin)
   per_item = ops.log1p(backend.where(relevant, rk - rk_plus, ops.zeros_like(rk)))
-  if weighting == "loglog":
-    per_item = ops.log1p(per_item)
-  return base.mean_over(per_item, relevant)
+  return base.mean_over(_weighted(per_item, weighting), relevant)
 
 
 def similarity_lists(
@@ -121,7 +134,8 @@ class RecallLoss(base.BlackboxRankLoss):
 
   ``log(1 + r_i)`` equals the sum over K of the losses ``L@K`` (Eq. 18, per item ``1[r_i >= K]``)
   weighted by ``w_K = log(1 + 1/K)`` (Eq. 19 and Proposition 2, supplementary Sec. B). Lists
-  without a relevant item contribute 0.
+  without a relevant item contribute 0. Cost per list: ``O(n)`` with class ids (no sort),
+  ``O(n log n)`` with dense relevance and in embedding mode (:func:`recall_loss_values`).
 
   Two input modes:
 
@@ -168,6 +182,7 @@ class RecallLoss(base.BlackboxRankLoss):
   """
 
   supports_memory = True
+  takes_class_ids = True
 
   def __init__(
     self,

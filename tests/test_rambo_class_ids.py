@@ -1,0 +1,178 @@
+"""Tests of the class-id path of the per-list RaMBO losses (recall, AP, blackbox NDCG): counts in
+place of sorts (``base.true_class_ranks``). Each is checked against an independent numpy
+Algorithm 1 on small tied, padded lists (``_rambo_reference``), and against the package's own
+sorting path given the same labels as one-hot rows, values and gradients, in every compile mode,
+with sample weights, on every backend."""
+
+import _rambo_reference as ref
+import backend_testing as bt
+import numpy as np
+import pytest
+
+from tfrank4class.compat import BACKEND, ops
+from tfrank4class.losses import AveragePrecisionLoss, BlackboxNDCGLoss, RecallLoss
+from tfrank4class.losses.rambo.average_precision import average_precision_loss_values
+from tfrank4class.losses.rambo.ndcg import ndcg_loss_values
+from tfrank4class.losses.rambo.recall import recall_loss_values
+
+#: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
+pytestmark = pytest.mark.usefixtures("float64_inputs")
+
+FUNCTIONS = {
+  "log": lambda s, y, **kw: recall_loss_values(s, y, **kw),
+  "loglog": lambda s, y, **kw: recall_loss_values(s, y, weighting="loglog", **kw),
+  "ap": average_precision_loss_values,
+  "ndcg": ndcg_loss_values,
+}
+
+
+def tied_lists(seed, batch=7, n=12, dtype=np.float64):
+  """Integer-valued scores (many ties), class ids, and a padding mask that pads the true class of
+  one list."""
+  rng = np.random.default_rng(seed)
+  scores = rng.integers(-3, 4, size=(batch, n)).astype(dtype)
+  ids = rng.integers(0, n, size=batch)
+  where = rng.random((batch, n)) > 0.2
+  where[np.arange(batch), ids] = True
+  where[0, ids[0]] = False  # a list whose only relevant item is padding: loss 0, no gradient
+  return scores, ids, where
+
+
+def np_loss_and_gradient(kind, scores, ids, where, lambda_, margin, weights):
+  """``sum_b w_b L_b`` per list and its gradient by Algorithm 1, one relevant item per list.
+
+  ``L = log(rk)`` (recall, r = rk - 1), ``log(1 + log(rk))``, ``1 - 1/rk`` (AP) or
+  ``1 - 1/log2(1 + rk)`` (NDCG, one gain of 1), ``rk`` the true class's rank among the valid
+  items after the margin; ``dL/drk`` by hand."""
+  batch, n = scores.shape
+  relevance = np.where(where, 0.0, -1.0)
+  has_true = where[np.arange(batch), ids]
+  relevance[np.arange(batch), ids] = np.where(has_true, 1.0, -1.0)
+  valid, relevant = relevance >= 0, relevance > 0
+  shifted = np.where(valid, scores + np.where(relevant, -margin / 2, margin / 2), 0.0)
+  rk = ref.rank_within(shifted, valid)[np.arange(batch), ids]
+  values = {
+    "log": np.log(rk),
+    "loglog": np.log1p(np.log(rk)),
+    "ap": 1.0 - 1.0 / rk,
+    "ndcg": 1.0 - np.log(2.0) / np.log1p(rk),
+  }[kind]
+  slope = {
+    "log": 1.0 / rk,
+    "loglog": 1.0 / ((1.0 + np.log(rk)) * rk),
+    "ap": 1.0 / rk**2,
+    "ndcg": np.log(2.0) / ((1.0 + rk) * np.log1p(rk) ** 2),
+  }[kind]
+  g = np.zeros((batch, n))
+  g[np.arange(batch), ids] = np.where(has_true, weights * slope, 0.0)
+  lam = lambda_ * n
+  moved = ref.rank_within(shifted + lam * g, valid)
+  grad = np.where(valid, -(ref.rank_within(shifted, valid) - moved) / lam, 0.0)
+  return np.where(has_true, values, 0.0), grad
+
+
+def weighted_sum(fn, labels, where, weights, **kwargs):
+  return lambda s: ops.sum(fn(s, labels, where=where, **kwargs) * ops.convert_to_tensor(weights))
+
+
+@pytest.mark.parametrize("kind", sorted(FUNCTIONS))
+@pytest.mark.parametrize("margin", [0.0, 0.5])
+def test_class_ids_match_numpy_algorithm_1_with_ties_and_padding(kind, margin):
+  scores, ids, where = tied_lists(1)
+  weights = np.linspace(0.5, 2.0, len(ids))
+  fn, kwargs = FUNCTIONS[kind], {"lambda_": 2.0, "margin": margin}
+  expected, expected_grad = np_loss_and_gradient(kind, scores, ids, where, 2.0, margin, weights)
+  values = bt.numpy(fn(scores, ids, where=where, **kwargs))
+  _, (grad,) = bt.value_and_grad(weighted_sum(fn, ids, where, weights, **kwargs), scores)
+  assert values.dtype == np.float64
+  np.testing.assert_allclose(values, expected, rtol=1e-12, atol=1e-12)
+  np.testing.assert_allclose(grad, expected_grad, rtol=1e-10, atol=1e-12)
+  assert np.count_nonzero(grad) > len(ids)  # the perturbation passes items: not vacuous
+
+
+def all_losses(labels, where, weights, margin=0.25):
+  """``sum_k (k + 1) sum_b w_b L_k,b`` over the four losses ``k``: one function to compile."""
+
+  def total(s):
+    parts = [
+      weighted_sum(fn, labels, where, weights * (1 + i), lambda_=2.0, margin=margin)(s)
+      for i, fn in enumerate(FUNCTIONS.values())
+    ]
+    return parts[0] + parts[1] + parts[2] + parts[3]
+
+  return total
+
+
+@pytest.mark.parametrize("mode", bt.compile_modes())
+def test_class_id_path_in_every_compile_mode(mode):
+  scores, ids, where = tied_lists(4)
+  weights = np.linspace(0.5, 2.0, len(ids))
+  expected, expected_grad = 0.0, 0.0
+  for i, kind in enumerate(FUNCTIONS):
+    values, grad = np_loss_and_gradient(kind, scores, ids, where, 2.0, 0.25, weights * (1 + i))
+    expected, expected_grad = expected + np.sum(values * weights * (1 + i)), expected_grad + grad
+  value, (grad,) = bt.value_and_grad(bt.compiled(all_losses(ids, where, weights), mode), scores)
+  np.testing.assert_allclose(value, expected, rtol=1e-12)
+  np.testing.assert_allclose(grad, expected_grad, rtol=1e-10, atol=1e-12)
+
+
+MODES = [
+  pytest.param(mode, marks=[pytest.mark.slow] if mode != "eager" else [])
+  for mode in bt.compile_modes()
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-5), (np.float64, 1e-10)])
+def test_class_ids_equal_the_sorting_path(dtype, tol, mode):
+  """The sorting path (the same ids as one-hot rows) is the one the losses took before. One
+  function per label form: the four losses, each with its own weight. (Compiled: slow, the
+  sorting path's compilation; eager is the fast counterpart.)"""
+  scores, ids, where = tied_lists(2, batch=5, n=30, dtype=dtype)
+  one_hot = np.eye(30, dtype=dtype)[ids]
+  weights = np.linspace(1.0, 3.0, 5).astype(dtype)
+
+  for kind, fn in FUNCTIONS.items():
+    got, want = (bt.numpy(fn(scores, labels, where=where)) for labels in (ids, one_hot))
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=kind)
+  got, want = (
+    bt.value_and_grad(bt.compiled(all_losses(labels, where, weights), mode), scores)
+    for labels in (ids, one_hot)
+  )
+  np.testing.assert_allclose(got[0], want[0], rtol=tol, atol=tol)
+  np.testing.assert_allclose(got[1][0], want[1][0], rtol=tol, atol=tol)
+  assert np.count_nonzero(want[1][0]) > len(ids)
+
+
+@pytest.mark.parametrize("loss_class", [RecallLoss, AveragePrecisionLoss, BlackboxNDCGLoss])
+def test_keras_losses_with_sample_weights_equal_the_sorting_path(loss_class):
+  scores, ids, _ = tied_lists(3, batch=6, n=20)
+  scores = scores.astype(np.float32)
+  weights = np.array([1.0, 0.0, 2.0, 0.5, 1.0, 3.0], np.float32)
+  loss = loss_class(lambda_=0.5, margin=0.1)
+  got, want = (
+    bt.value_and_grad(lambda s, y=labels: loss(y, s, sample_weight=weights), scores)
+    for labels in (ids, np.eye(20, dtype=np.float32)[ids])
+  )
+  np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+  np.testing.assert_allclose(got[1][0], want[1][0], rtol=1e-6, atol=1e-7)
+  assert np.all(got[1][0][1] == 0)  # the list of weight 0 passes no gradient
+
+
+def test_bad_margin_and_lambda_raise_on_the_class_id_path():
+  scores, ids = np.zeros((2, 4), np.float32), np.array([0, 1])
+  with pytest.raises(ValueError, match="margin"):
+    average_precision_loss_values(scores, ids, margin=-1.0)
+  with pytest.raises(ValueError, match="lambda_"):
+    ndcg_loss_values(scores, ids, lambda_=0.0)
+  with pytest.raises(ValueError, match="finite"):
+    recall_loss_values(np.array([[0.0, np.inf]], np.float32), np.array([0]))
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax.jit: the one mode where no check can raise")
+def test_nan_scores_give_nan_under_jit():
+  import jax  # noqa: PLC0415
+
+  scores = np.array([[0.1, np.nan, 0.3], [0.1, 0.2, 0.3]], np.float32)
+  values = bt.numpy(jax.jit(lambda s: average_precision_loss_values(s, np.array([0, 2])))(scores))
+  assert np.isnan(values[0]) and values[1] == 0.0
