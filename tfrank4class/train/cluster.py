@@ -10,7 +10,7 @@ ends the others with an ``UnavailableError`` traceback. Here:
   ``host:port`` addresses given once each, this task's type and index in it, its port free) and
   raises ``InvalidConfigError`` naming ``TF_CONFIG`` and what is wrong;
 * ``watch_cluster_start`` logs, while the strategy waits, which tasks do not answer yet, and
-  after ``timeout`` seconds ends the process with one line naming them;
+  after ``timeout`` seconds ends the process with one line naming them (``cluster_watch``);
 * ``lost_worker_error`` turns the error of a lost worker into ``WorkerLostError``, one line
   naming the lost task and how to resume (every worker again, with the same ``--model_dir``);
 * ``check_shared_model_dir`` refuses workers that do not see the same ``model_dir``: the chief
@@ -30,19 +30,15 @@ import os
 import re
 import secrets
 import socket
+import subprocess
 import sys
-import threading
-import time
 
 import tensorflow as tf
-from absl import logging
 
 from tfrank4class import atomic, errors
 
 #: The file the chief writes into ``model_dir`` for every worker to read back.
 MARKER_FILE = "cluster.json"
-#: Seconds between the log lines of ``watch_cluster_start``.
-LOG_EVERY = 30
 #: The task name in TensorFlow's messages about a peer, ``/job:worker/replica:0/task:1``.
 _PEER = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
 
@@ -120,67 +116,30 @@ def _check_port_free(task_type, index, address):
       ) from None
 
 
-def _answers(address, timeout=1.0):
-  host, _, port = address.rpartition(":")
-  try:
-    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-      return True
-  except OSError:
-    return False
-
-
-def _silent_tasks(cluster, me):
-  return [
-    f"{job} {i} ({address})"
-    for job, addresses in cluster.items()
-    for i, address in enumerate(addresses)
-    if (job, i) != me and not _answers(address)
-  ]
-
-
 class watch_cluster_start:  # noqa: N801  (used as a function: `with watch_cluster_start(...)`)
-  """While the ``with`` block runs (creating the strategy, which waits for every task), logs
-  every ``LOG_EVERY`` seconds the tasks that do not answer yet; after ``timeout`` seconds prints
-  one line naming them, ``<program>: error: ...``, and ends the process with status 1 (the
-  strategy waits inside TensorFlow, where no exception reaches it). ``parsed``:
-  ``read_tf_config``'s result; ``None`` watches nothing."""
+  """While the ``with`` block runs (creating the strategy, which waits for every task of
+  ``parsed``, ``read_tf_config``'s result), a process of its own (``cluster_watch``) logs every
+  30 s the tasks that do not answer yet, and after ``timeout`` seconds prints one line naming
+  them and ends this process. ``parsed=None`` watches nothing."""
 
   def __init__(self, parsed, timeout, program="tfrank4class-train"):
     self._parsed, self._timeout, self._program = parsed, timeout, program
-    self._done = threading.Event()
+    self._watcher = None
 
   def __enter__(self):
     if self._parsed is not None:
-      threading.Thread(target=self._watch, daemon=True).start()
+      cluster, task_type, index = self._parsed
+      script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cluster_watch.py")
+      self._watcher = subprocess.Popen(
+        [sys.executable, script, str(os.getpid()), str(self._timeout), self._program]
+        + [json.dumps(cluster), task_type, str(index)]
+      )
     return self
 
   def __exit__(self, *exc):
-    self._done.set()
-
-  def _watch(self):
-    cluster, task_type, index = self._parsed
-    start = time.monotonic()
-    while not self._done.wait(min(LOG_EVERY, self._timeout)):
-      waited = time.monotonic() - start
-      silent = _silent_tasks(cluster, (task_type, index))
-      if self._done.is_set():
-        return
-      if waited >= self._timeout:
-        missing = ", ".join(silent) or "a task that answers but has not joined"
-        print(
-          f"{self._program}: error: TF_CONFIG: the cluster did not start within "
-          f"{self._timeout:g} s (--cluster_timeout): no answer from {missing}. Start every task "
-          "of TF_CONFIG's cluster, each with its own task index.",
-          file=sys.stderr,
-          flush=True,
-        )
-        os._exit(1)
-      logging.warning(
-        "Waiting for the cluster (%.0f s of %g s): no answer yet from %s.",
-        waited,
-        self._timeout,
-        ", ".join(silent) or "none (they are connecting)",
-      )
+    if self._watcher is not None:
+      self._watcher.terminate()
+      self._watcher.wait()
 
 
 def lost_worker_error(error, parsed, model_dir):

@@ -140,7 +140,9 @@ def build_model(config, info):
   model.compile(
     optimizer=config_lib.OPTIMIZERS.get(config.optimizer, learning_rate=config.learning_rate),
     loss=losses_lib.get(config.loss, **config.loss_kwargs),
-    metrics=[metrics_lib.get(m) for m in config.metrics],
+    # Weighted: a multi-worker run pads its validation split with examples of weight 0
+    # (`_padded_validation`); without sample weights (every other input) they are the same.
+    weighted_metrics=[metrics_lib.get(m) for m in config.metrics],
   )
   return model
 
@@ -196,7 +198,8 @@ def _padded_validation(config, split, rows):
   """The validation input of a multi-worker run: every example once, with weight 1, then
   copies of the first examples with weight 0, so that each replica sees the same number of full
   batches (``steps``, returned with the function that makes each worker's input). The metrics
-  (weighted means) are then those of the whole split, as evaluating it on one machine gives."""
+  (``build_model`` compiles them as weighted metrics, weighted means) are then those of the
+  whole split, as evaluating it on one machine gives."""
   steps = -(-rows // config.batch_size)
 
   def weighted(batches, weight):
