@@ -23,7 +23,7 @@ from _training import env, tiny, train_cmd
 from test_flavour import _free_ports
 
 from tfrank4class import data, errors
-from tfrank4class.train import cluster, cluster_watch
+from tfrank4class.train import cluster, cluster_watch, experiment
 from tfrank4class.train import strategy as strategy_lib
 
 PROGRAM = "tfrank4class-train: error: "
@@ -164,6 +164,28 @@ def test_the_watcher_logs_the_silent_tasks_then_names_them_and_ends_the_waiting_
     f"answer from worker 1 ({silent}). Start every task of TF_CONFIG's cluster, each with its "
     "own task index.",
   ]
+
+
+def test_each_worker_gets_the_same_full_batches_and_every_row_once_with_weight_one():
+  config = tiny(batch_size=32)
+  rows = experiment._count_rows(config, "validation")  # noqa: SLF001
+  steps, make = experiment._padded_validation(config, "validation", rows)  # noqa: SLF001
+  assert rows == 1247 and steps == 39  # 1,216 rows in full global batches
+  weights, texts = [], []
+  for index in range(2):
+    context = tf.distribute.InputContext(2, index, num_replicas_in_sync=2)
+    batches = list(make(context))
+    assert len(batches) == steps and {int(tf.shape(b[2])[0]) for b in batches} == {16}
+    for features, _, weight in batches:
+      weights += weight.numpy().tolist()
+      texts += [t for t, w in zip(features.numpy().tolist(), weight.numpy()) if w == 1]
+  assert sum(weights) == rows and len(weights) == steps * 32 and set(weights) == {0.0, 1.0}
+  every_row = [
+    t
+    for features, _ in data.load("goemotions_sample", "validation", batch_size=512)
+    for t in features.numpy().tolist()
+  ]
+  assert sorted(texts) == sorted(every_row)
 
 
 def test_the_cluster_timeout_must_be_positive():
