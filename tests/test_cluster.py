@@ -326,7 +326,7 @@ def test_a_lost_task_ends_the_others_in_one_line_and_all_resume(tmp_path, killed
   (line,) = _error_lines(output)
   assert line.startswith(f"{PROGRAM}Lost worker {killed} ({workers[killed]}) during training")
   assert f"--model_dir={run}" in line and "Traceback" not in output
-  procs, _ = _cluster([run, run], *extra, workers=[f"127.0.0.1:{p}" for p in _free_ports(2)])
+  procs, _ = _cluster([run, run], *extra, workers=workers)  # the same TF_CONFIG, as a user would
   outputs = _finish(procs)
   assert [p.returncode for p in procs] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
   assert "Resuming the run in" in outputs[0]

@@ -103,9 +103,14 @@ def _check_addresses(cluster):
 
 
 def _check_port_free(task_type, index, address):
-  """TensorFlow's server listens on the port on every interface: it must be free here."""
+  """TensorFlow's server listens on the port on every interface: it must be free here.
+
+  Like gRPC, the probe reuses a port whose earlier connections linger (TIME_WAIT, after a
+  restart); only a socket listening there makes it fail.
+  """
   port = int(address.rpartition(":")[2])
   with socket.socket() as probe:
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
       probe.bind(("", port))
     except OSError as e:
