@@ -72,6 +72,7 @@ class ExperimentConfig:
   strategy: str = "default"
   tpu: str = None
   devices: tuple = None
+  cluster_timeout: float = 600.0
   model_dir: str = None
   export_dir: str = None
   seed: int = 0
@@ -126,6 +127,7 @@ class ExperimentConfig:
       raise ValueError(
         "`tpu` must name a TPU (a name, or grpc://host:port) when `strategy` is 'tpu'."
       )
+    checks.check_float("cluster_timeout", self.cluster_timeout, minimum=0.0, strict=True)
     if self.strategy == "multi_worker_mirrored" and not self.model_dir:
       raise ValueError(
         "`model_dir` is required when `strategy` is 'multi_worker_mirrored': the "

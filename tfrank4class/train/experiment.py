@@ -31,7 +31,7 @@ from tfrank4class import heads as heads_lib
 from tfrank4class import losses as losses_lib
 from tfrank4class import metrics as metrics_lib
 from tfrank4class.compat import keras
-from tfrank4class.train import backup, run_dir
+from tfrank4class.train import backup, cluster, run_dir
 from tfrank4class.train import callbacks as callbacks_lib
 from tfrank4class.train import config as config_lib
 from tfrank4class.train import strategy as strategy_lib
@@ -140,7 +140,9 @@ def build_model(config, info):
   model.compile(
     optimizer=config_lib.OPTIMIZERS.get(config.optimizer, learning_rate=config.learning_rate),
     loss=losses_lib.get(config.loss, **config.loss_kwargs),
-    metrics=[metrics_lib.get(m) for m in config.metrics],
+    # Weighted: a multi-worker run pads its validation split with examples of weight 0
+    # (`_padded_validation`); without sample weights (every other input) they are the same.
+    weighted_metrics=[metrics_lib.get(m) for m in config.metrics],
   )
   return model
 
@@ -176,6 +178,46 @@ def _is_multi_worker(strategy):
   return isinstance(
     strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)
   )
+
+
+def _count_rows(config, split):
+  """The examples in one pass over ``split``."""
+  batches = data_lib.load(
+    config.dataset,
+    split,
+    config.data_dir,
+    batch_size=1024,
+    training=False,
+    shuffle=False,
+    on_corrupt=config.on_corrupt,
+  )
+  return int(batches.reduce(0, lambda n, batch: n + tf.shape(batch[1])[0]))
+
+
+def _padded_validation(config, split, rows):
+  """The validation input of a multi-worker run: every example once, with weight 1, then
+  copies of the first examples with weight 0, so that each replica sees the same number of full
+  batches (``steps``, returned with the function that makes each worker's input). The metrics
+  (``build_model`` compiles them as weighted metrics, weighted means) are then those of the
+  whole split, as evaluating it on one machine gives."""
+  steps = -(-rows // config.batch_size)
+
+  def weighted(batches, weight):
+    return batches.unbatch().map(lambda x, y: (x, y, tf.constant(weight, tf.float32)))
+
+  def make(input_context):
+    load = _input_fn(config, split, training=False)
+    per_replica = input_context.get_per_replica_batch_size(config.batch_size)
+    pipeline_rows = steps * config.batch_size // input_context.num_input_pipelines
+    padding = weighted(load(), 0.0).repeat()  # never empty: the split has a row
+    return (
+      weighted(load(input_context), 1.0)
+      .concatenate(padding)
+      .take(pipeline_rows)
+      .batch(per_replica, drop_remainder=True)
+    )
+
+  return steps, make
 
 
 def _full_batches(config, split):
@@ -255,7 +297,9 @@ def op_determinism():
 
 def _train(config):
   config.validate()
-  strategy = strategy_lib.make_strategy(config.strategy, config.tpu, config.devices)
+  strategy = strategy_lib.make_strategy(
+    config.strategy, config.tpu, config.devices, config.cluster_timeout
+  )
   chief = strategy_lib.is_chief(strategy)
   with strategy.scope():
     check_arguments(config)  # bad arguments fail before any data is read
@@ -279,6 +323,11 @@ def _train(config):
     start = _Start(stop, 0, 0, None, None)
   try:
     model, history = _fit(config, info, strategy, start, steps_per_epoch, val_split)
+  except (tf.errors.UnavailableError, tf.errors.CancelledError) as e:
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+      raise
+    parsed = cluster.read_tf_config(check_port=False)
+    raise cluster.lost_worker_error(e, parsed, config.model_dir) from None
   finally:
     if start.scratch:
       shutil.rmtree(start.scratch, ignore_errors=True)
@@ -315,7 +364,10 @@ def _claim_model_dir(config, strategy, chief):
     run_dir.lock_model_dir(config.model_dir)
     run_dir.prepare_model_dir(config)
   if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    if chief:
+      cluster.write_marker(strategy, config.model_dir)
     _barrier(strategy)  # the other workers read the backup after the chief's start_over
+    cluster.check_shared_model_dir(strategy, config.model_dir)
 
 
 def _start_in_model_dir(config, info, chief, steps_per_epoch):
@@ -378,14 +430,15 @@ def _fit(config, info, strategy, start, steps_per_epoch, val_split):
   train_data = _distribute(
     strategy, lambda *a: make_train(*a).skip(skip) if skip else make_train(*a)
   )
+  validation_steps = None
+  if _is_multi_worker(strategy):  # sharded: every replica needs the same number of batches
+    validation_steps, make_val = _padded_validation(
+      config, val_split, _count_rows(config, val_split)
+    )
   val_data = _distribute(strategy, make_val)
   with strategy.scope():
     model = build_model(config, info)
     TRAINING.prepare_model(model, strategy, start.backup_dir, resumed=bool(skip))
-  # Sharded validation sets need a step count; every worker has at least this many batches.
-  validation_steps = (
-    max(1, _full_batches(config, val_split)) if _is_multi_worker(strategy) else None
-  )
   history = TRAINING.fit(
     model,
     strategy,

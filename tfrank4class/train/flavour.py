@@ -20,6 +20,7 @@ import tensorflow as tf
 from tfrank4class import compat, errors
 from tfrank4class.compat import keras
 from tfrank4class.train import backup
+from tfrank4class.train import strategy as strategy_lib
 
 
 def _metrics_backup(backup_dir, save_freq, resume_at, monitor, chief, steps_per_epoch, **kwargs):
@@ -156,9 +157,9 @@ class Keras3Training:
 
   def prepare_model(self, model, strategy, backup_dir, resumed):
     """Readies ``model`` (built in ``strategy``'s scope) for ``fit``: vector step logs under a
-    multi-worker strategy (``_log_vectors``), and the backed-up weights and optimizer when
-    ``resumed``."""
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    multi-worker strategy of more than one worker (``_log_vectors``), and the backed-up weights
+    and optimizer when ``resumed``."""
+    if strategy_lib.worker_count(strategy) > 1:
       _log_vectors(model)
     if resumed:
       model.optimizer.build(model.trainable_variables)
@@ -201,12 +202,14 @@ class Keras3Training:
 def _log_vectors(model):
   """Makes a Keras 3 model's train and test steps log ``[1]`` vectors instead of scalars.
 
-  Keras 3 (3.15) averages a step's logged values over the workers of a multi-worker strategy
-  with ``strategy.reduce("MEAN", value, axis=0)``, which fails on scalars ("Invalid reduction
-  dimension 0", tensorflow/tensorflow#72388), and its ``distribute_reduction_method`` does not
-  reach that call. Over ``[1]`` vectors the same reduction is the mean over workers, a scalar.
-  This changes only the per-step logs; epoch-end logs (what checkpoints and
-  ``EpochMetricsBackup`` read) are the metrics' results read across replicas, as before.
+  Keras 3 (3.15) averages a step's logged values over the workers of a multi-worker strategy of
+  more than one worker with ``strategy.reduce("MEAN", value, axis=0)``, which fails on scalars
+  ("Invalid reduction dimension 0", tensorflow/tensorflow#72388), and its
+  ``distribute_reduction_method`` does not reach that call. Over ``[1]`` vectors the same
+  reduction is the mean over workers, a scalar. With one worker Keras reduces nothing, and
+  TensorBoard refuses the vectors, so a one-worker cluster keeps its scalars. This changes only
+  the per-step logs; epoch-end logs (what checkpoints and ``EpochMetricsBackup`` read) are the
+  metrics' results read across replicas, as before.
   """
   for name in ("train_step", "test_step"):
     step = getattr(model, name)

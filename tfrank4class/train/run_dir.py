@@ -6,6 +6,8 @@
     backup/                            the backup a killed run resumes from (removed when
                                        training ends; ``tfrank4class.train.backup``)
     config.json, class_names.txt       what the run was, for evaluate and export
+    cluster.json                       a multi-worker run's cluster, written by the chief for
+                                       every worker to read back (``train.cluster``)
     results.json                       the training binary's final table, written last: a run
                                        that has it is complete (``finished_results``)
     train.lock                         the process training there (``lock_model_dir``)
@@ -29,6 +31,7 @@ import zipfile
 
 from tfrank4class import atomic, errors
 from tfrank4class.compat import keras
+from tfrank4class.train import cluster
 from tfrank4class.train.config import ExperimentConfig, read_json_object
 
 #: The lock file of a run in ``model_dir``.
@@ -45,6 +48,7 @@ RUN_FILES = (
   "best.keras",
   "config.json",
   "class_names.txt",
+  cluster.MARKER_FILE,
 )
 #: Config fields that say how a run executes, not what it trains: a resumed run may change them.
 RESUMABLE_CHANGES = (
@@ -53,6 +57,7 @@ RESUMABLE_CHANGES = (
   "strategy",
   "tpu",
   "devices",
+  "cluster_timeout",
   "backup_every",
   "start_over",
   "verbose",

@@ -110,7 +110,19 @@ flags.DEFINE_enum(
   "tf.distribute strategy; multi_worker_mirrored reads the cluster from TF_CONFIG.",
 )
 flags.DEFINE_string("tpu", None, "TPU name or grpc://host:port, with --strategy=tpu.")
-flags.DEFINE_list("devices", None, "Devices of --strategy=mirrored (default: all GPUs, else CPU).")
+flags.DEFINE_list(
+  "devices",
+  None,
+  "Devices of --strategy=mirrored, e.g. /gpu:0,/gpu:1 (default: all GPUs, else CPU); one this "
+  "machine does not have is refused. /cpu:0,/cpu:1 splits the CPU into two logical devices.",
+)
+flags.DEFINE_float(
+  "cluster_timeout",
+  _D.cluster_timeout,
+  "Seconds a --strategy=multi_worker_mirrored task waits for every task of TF_CONFIG to start "
+  "before it stops, naming those that did not.",
+  lower_bound=0.0,
+)
 flags.DEFINE_string("model_dir", None, "Checkpoints, best.keras, TensorBoard logs, backups.")
 flags.DEFINE_string(
   "export_dir",
@@ -151,7 +163,7 @@ HELP_GROUPS = (
       "keras_verbose",
     ),
   ),
-  ("Distribution", ("strategy", "tpu", "devices")),
+  ("Distribution", ("strategy", "tpu", "devices", "cluster_timeout")),
   ("Run directory and export", ("model_dir", "start_over", "backup_every", "export_dir", "top_k")),
 )
 
@@ -192,6 +204,7 @@ def config_from_flags():
     strategy=FLAGS.strategy,
     tpu=FLAGS.tpu,
     devices=tuple(FLAGS.devices) if FLAGS.devices else None,
+    cluster_timeout=FLAGS.cluster_timeout,
     model_dir=FLAGS.model_dir,
     export_dir=FLAGS.export_dir,
     seed=FLAGS.seed,
