@@ -70,7 +70,8 @@ def test_the_import_loads_tensorflow_only_on_its_backend():
 
 
 def test_public_subpackages():
-  assert tfrank4class.__all__ == ["encoders", "heads", "losses", "metrics", "ranking"]
+  assert tfrank4class.__all__ == ["encoders", "heads", "losses", "metrics", "ranking", "saving"]
+  assert tfrank4class.saving.load_model.__module__ == "tfrank4class.saving"
   assert tfrank4class.losses.get is losses.get
 
 

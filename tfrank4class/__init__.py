@@ -20,9 +20,9 @@ layer the BERT checkpoint encoder tokenises with, so saved models that hold it l
 
 __version__ = "0.2.0"
 
-from tfrank4class import compat, encoders, heads, losses, metrics, ranking  # noqa: E402
+from tfrank4class import compat, encoders, heads, losses, metrics, ranking, saving  # noqa: E402
 
 if compat.BACKEND == "tensorflow":
   from tfrank4class import data  # noqa: E402,F401  (registers WordPieceVectorizer)
 
-__all__ = ["encoders", "heads", "losses", "metrics", "ranking"]
+__all__ = ["encoders", "heads", "losses", "metrics", "ranking", "saving"]
