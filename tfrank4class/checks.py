@@ -52,6 +52,21 @@ def check_float(name, value, minimum=None, strict=False, allow_none=False):
   return value
 
 
+def check_bool(name, value):
+  """Returns ``value`` if it is a bool (Python's or numpy's), else raises: ``bool("False")`` is
+  ``True``, so a string or a number is refused rather than read as a truth value.
+
+  Example:
+    >>> check_bool("normalize", "False")
+    Traceback (most recent call last):
+    ...
+    ValueError: `normalize` must be True or False, got 'False'.
+  """
+  if not isinstance(value, (bool, np.bool_)):
+    raise ValueError(f"`{name}` must be True or False, got {value!r}.")
+  return bool(value)
+
+
 def check_choice(name, value, choices):
   """Returns ``value`` if it is one of ``choices``, else raises listing them."""
   if value not in choices:
@@ -201,6 +216,51 @@ def check_scores(name, scores, rank=2, min_length=1, finite=True, cast="at_least
         scores,
       )
   return scores
+
+
+def check_item_scores(name, scores, valid=None):
+  """The one rule for the scores of labelled lists, which every loss and metric base applies
+  after :func:`check_scores` and the label parser: an item's score must be finite unless the
+  item is padding, and a padded item's score may be anything.
+
+  * A NaN or +-inf score at an item that is not padding raises (:func:`check_values`: eagerly a
+    ``ValueError`` naming ``name`` and the values; inside ``tf.function`` an assertion); where no
+    check can run (XLA, ``jax.jit``, ``torch.compile``) the lists holding one are returned in
+    ``invalid``, and the caller makes their value NaN (never a finite number computed from it).
+  * A padded item's score (``valid`` false) becomes ``0``, so no loss or metric sees a NaN,
+    +-inf or huge score there, whatever it does with padded items.
+
+  Args:
+    name: the argument name used in error messages.
+    scores: float scores ``[B, C]``, checked by :func:`check_scores`.
+    valid: bool ``[B, C]``, false at padded items; ``None`` when no item is padding.
+
+  Returns:
+    ``(scores, invalid)``: the scores with padded items at 0, and bool ``[B]`` marking the lists
+    with a non-finite score at a valid item where that could not raise (``None`` when the values
+    were checked).
+
+  Example:
+    >>> scores, _ = check_item_scores(
+    ...   "y_pred", np.array([[1.0, np.nan]], "float32"), np.array([[True, False]]))
+    >>> ops.convert_to_numpy(scores).tolist()
+    [[1.0, 0.0]]
+    >>> check_item_scores("s", np.array([[np.inf, 1.0]], "float32"), np.array([[1, 0]]) > 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: `s` must be finite (no NaN or Inf) at every item that is not padding, got [inf].
+  """
+  scores = ops.convert_to_tensor(scores)
+  finite = ops.isfinite(scores)
+  if valid is not None:
+    finite = ops.logical_or(finite, ops.logical_not(valid))
+    scores = backend.where(valid, scores, ops.zeros_like(scores))
+  padding = "" if valid is None else " at every item that is not padding"
+  message = f"`{name}` must be finite (no NaN or Inf){padding},"
+  check_values(finite, message, scores)
+  if backend.is_concrete(finite):
+    return scores, None
+  return scores, ops.logical_not(ops.all(finite, axis=-1))
 
 
 def _shape(x):
