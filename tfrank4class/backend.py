@@ -336,7 +336,8 @@ def digamma(x):
 def uniform(shape, seed, dtype):
   """``keras.random.uniform(shape, dtype=dtype, seed=seed)`` for a ``keras.random.SeedGenerator``
   ``seed``: the same numbers outside XLA (TensorFlow: Philox, its own choice there, from Keras's
-  seed; under XLA a different stream of the same law)."""
+  seed; under XLA a different stream of the same law). On JAX ``seed`` may also be a generator's
+  state (a ``[2]`` key array): the numbers the generator would draw, without advancing it."""
   if BACKEND != "tensorflow":
     return _keras_3.random.uniform(shape, dtype=dtype, seed=seed)
   tf = _library()

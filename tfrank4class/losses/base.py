@@ -123,6 +123,50 @@ class Loss(keras.losses.Loss):
       values = self.call(y_true, y_pred)
       return self.reduce(values, sample_weight)
 
+  @property
+  def seed_generators(self):
+    """The ``keras.random.SeedGenerator`` s the loss draws from; none here (a loss that draws
+    random numbers, as TF-Ranking's ListMLE and Gumbel keys do, lists its own)."""
+    return []
+
+  def seed_states(self):
+    """The current states of :attr:`seed_generators` (tensors): what
+    :meth:`stateless_call` takes first."""
+    return [generator.state.value for generator in self.seed_generators]
+
+  def stateless_call(self, seed_states, y_true, y_pred, sample_weight=None):
+    """``(loss, new_seed_states)``: the loss as a pure function of the states of its
+    :attr:`seed_generators` (Keras 3), for a loss called inside a function the user compiles
+    (``jax.jit``, ``jax.lax.scan``), as ``keras.Model.stateless_call`` takes its variables.
+
+    The call runs in a ``keras.StatelessScope`` mapping each generator's state to the given one;
+    pass the returned states to the next call to draw new numbers. A plain call inside
+    ``jax.jit`` works too, but cannot advance the generators (every call draws alike) and warns.
+
+    Example:
+      >>> import numpy as np
+      >>> from tfrank4class import losses
+      >>> loss = losses.get("list_mle_loss")
+      >>> states = loss.seed_states()
+      >>> y, s = np.array([1, 0]), np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 0.0]], "float32")
+      >>> first, states = loss.stateless_call(states, y, s)
+      >>> second, states = loss.stateless_call(states, y, s)
+      >>> len(states)
+      1
+    """
+    if not compat.KERAS_3:
+      raise NotImplementedError("`stateless_call` needs Keras 3 (`keras.StatelessScope`).")
+    generators = self.seed_generators
+    if len(seed_states) != len(generators):
+      raise ValueError(
+        f"`seed_states` must hold one state per seed generator of {self.name!r} "
+        f"({len(generators)}, from `loss.seed_states()`), got {len(seed_states)}."
+      )
+    mapping = [(g.state, state) for g, state in zip(generators, seed_states)]
+    with keras.StatelessScope(state_mapping=mapping) as scope:
+      value = self(y_true, y_pred, sample_weight)
+    return value, [scope.get_current_value(g.state) for g in generators]
+
   def empty_batch(self, y_true, y_pred, sample_weight=None):
     """The loss of a batch of no examples (``B = 0`` known when traced), on every backend and
     whatever the coupling: no values, ``[0]``, reduced as the bound Keras reduces its own losses'
