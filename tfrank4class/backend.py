@@ -634,6 +634,16 @@ def graph_assert(condition, data):
     _library().debugging.Assert(condition, data, summarize=10)
 
 
+def host_callback(callback, *tensors):
+  """JAX: ``callback(*arrays)`` on the host with the values of ``tensors`` when the compiled
+  function runs (``jax.debug.callback``); an exception it raises fails the call. Elsewhere
+  nothing."""
+  if BACKEND == "jax":
+    import jax  # noqa: PLC0415
+
+    jax.debug.callback(callback, *tensors)
+
+
 def _in_xla_context():
   """Whether the TensorFlow graph being traced is compiled by XLA (``jit_compile=True``).
 

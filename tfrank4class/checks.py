@@ -119,7 +119,9 @@ def check_values(ok, message, shown=None):
   when it is not, on every backend, ``<values>`` being the entries of ``shown`` where ``ok`` is
   false (at most :data:`SHOWN`), or nothing when ``shown`` is ``None``. Traced on TensorFlow: a
   ``tf.debugging.Assert`` with the message (the function fails when it runs; XLA drops it).
-  Traced elsewhere: nothing here; the caller makes the result NaN.
+  Traced elsewhere: nothing here; the caller makes the result NaN (on JAX after
+  :func:`set_compiled_checks`, a host callback raises the same ``ValueError`` when the compiled
+  function runs).
 
   Example:
     >>> check_values(ops.convert_to_tensor([True, False]), "`w` must be >= 0,",
@@ -129,17 +131,53 @@ def check_values(ok, message, shown=None):
     ValueError: `w` must be >= 0, got [-2.0].
   """
   if backend.is_concrete(ok):
-    ok = np.asarray(ops.convert_to_numpy(ok), bool)
-    if ok.all():
-      return
-    if shown is None:
-      raise ValueError(message.rstrip(",") + ".")
-    values = np.broadcast_to(np.asarray(ops.convert_to_numpy(shown)), ok.shape)[~ok]
-    raise ValueError(f"{message} got {values[:SHOWN].tolist()}.")
+    _raise_unless(ops.convert_to_numpy(ok), message, shown)
+    return
+  if _COMPILED_CHECKS[0] and backend.BACKEND == "jax":
+    backend.host_callback(
+      lambda *a: _raise_unless(a[0], message, a[1] if a[1:] else None),
+      ok,
+      *([] if shown is None else [shown]),
+    )
   # Integer data only: a float tensor in an assertion's data makes TensorFlow guard it with a
   # tf.cond, which costs more than the check.
   show = shown is not None and backend.dtype_name(ops.convert_to_tensor(shown)) == "int32"
   backend.graph_assert(ops.all(ok), [message] + ([shown] if show else []))
+
+
+def _raise_unless(ok, message, shown):
+  """The ``ValueError`` of :func:`check_values` for numpy ``ok`` (``shown``: read only then)."""
+  ok = np.asarray(ok, bool)
+  if ok.all():
+    return
+  if shown is None:
+    raise ValueError(message.rstrip(",") + ".")
+  values = np.broadcast_to(np.asarray(ops.convert_to_numpy(shown)), ok.shape)[~ok]
+  raise ValueError(f"{message} got {values[:SHOWN].tolist()}.")
+
+
+#: Whether :func:`check_values` also raises inside compiled JAX code (:func:`set_compiled_checks`).
+_COMPILED_CHECKS = [False]
+
+
+def set_compiled_checks(enabled):
+  """Makes the value checks (:func:`check_values`: NaN scores, bad labels, bad weights) raise
+  inside compiled JAX code too (``jax.jit``, Keras's JAX ``fit``), for debugging a run whose loss
+  became NaN; returns the previous setting.
+
+  Off (the default), a compiled step cannot raise and the list's value becomes NaN. On, each
+  check runs on the host through ``jax.debug.callback`` and the step fails with the check's
+  message (inside JAX's runtime error), at the cost of a round trip to the host per check. On
+  TensorFlow, ``tf.function`` already asserts and XLA (``jit_compile=True``) cannot: compile with
+  ``jit_compile=False`` or ``run_eagerly=True`` there (docs/losses.md, "Non-finite scores").
+
+  Example:
+    >>> previous = set_compiled_checks(True)
+    >>> _ = set_compiled_checks(previous)
+  """
+  previous = _COMPILED_CHECKS[0]
+  _COMPILED_CHECKS[0] = check_bool("enabled", enabled)
+  return previous
 
 
 def check_scores(name, scores, rank=2, min_length=1, finite=True, cast="at_least_float32"):
