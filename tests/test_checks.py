@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from backend_testing import compile_modes, compiled, numpy
 
-from tfrank4class import backend
+from tfrank4class import backend, checks
 from tfrank4class.checks import check_sample_weight, check_scores, check_values, check_writable_dir
 from tfrank4class.compat import BACKEND, ops
 
@@ -191,3 +191,47 @@ def test_check_writable_dir_refuses_a_folder_it_cannot_write(tmp_path):
     check_writable_dir("model_dir", str(locked))
   with pytest.raises(ValueError, match=rf"cannot be created: '{locked}' is not writable\."):
     check_writable_dir("model_dir", str(locked / "run"))
+
+
+def test_check_bool_refuses_what_bool_would_read_as_a_truth_value():
+  assert checks.check_bool("flag", True) is True and checks.check_bool("flag", np.bool_(0)) is False
+  for value in ("False", "True", 0, 1, None, [True]):
+    with pytest.raises(ValueError, match=r"^`flag` must be True or False, got "):
+      checks.check_bool("flag", value)
+
+
+def test_check_item_scores_padded_items_become_zero_and_valid_ones_must_be_finite():
+  scores = np.array([[1.0, np.nan, np.inf], [2.0, -np.inf, 1e30]], np.float32)
+  valid = np.array([[True, False, False], [True, False, True]])
+  got, invalid = checks.check_item_scores("y_pred", scores, valid)
+  np.testing.assert_array_equal(numpy(got), np.array([[1, 0, 0], [2, 0, 1e30]], np.float32))
+  assert invalid is None
+  message = r"^`y_pred` must be finite \(no NaN or Inf\) at every item that is not padding, got"
+  with pytest.raises(ValueError, match=message + r" \[nan, inf, -inf\]\.$"):
+    checks.check_item_scores("y_pred", scores, np.ones_like(valid))
+  with pytest.raises(ValueError, match=r"^`e` must be finite \(no NaN or Inf\), got \[-inf\]"):
+    checks.check_item_scores("e", np.array([[0.0, -np.inf]], np.float32))
+  for mode in compile_modes():
+    if mode in ("jit", "xla"):  # nothing can raise: the lists are returned as invalid
+      fn = compiled(lambda s, v: checks.check_item_scores("y_pred", s, v)[1], mode)
+      np.testing.assert_array_equal(numpy(fn(scores, np.ones_like(valid))), [True, True])
+      np.testing.assert_array_equal(numpy(fn(scores, valid)), [False, False])
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax.debug.callback: the compiled check of JAX")
+def test_set_compiled_checks_makes_a_jitted_loss_fail_with_the_message():
+  import jax  # noqa: PLC0415
+
+  from tfrank4class import losses  # noqa: PLC0415
+
+  loss = losses.get("softmax_loss")
+  scores = np.array([[0.0, np.nan, 1.0]], np.float32)
+  assert np.isnan(numpy(jax.jit(lambda s: loss([0], s))(scores)))
+  previous = checks.set_compiled_checks(True)
+  try:
+    with pytest.raises(Exception, match=r"`y_pred` must be finite \(no NaN or Inf\)"):
+      numpy(jax.jit(lambda s: loss([2], s))(scores))
+  finally:
+    checks.set_compiled_checks(previous)
+  with pytest.raises(ValueError, match=r"`enabled` must be True or False"):
+    checks.set_compiled_checks("yes")

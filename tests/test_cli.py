@@ -127,6 +127,25 @@ def test_unknown_loss_argument_is_refused_before_reading_data(tmp_path):
   )
 
 
+def test_a_top_k_beyond_the_classes_is_refused_before_reading_examples(tmp_path):
+  # 28 emotions; the rows are malformed, so reading one would end in another error.
+  data = _goemotions_dir(tmp_path / "goemotions", "not a row\n")
+  result = _run(
+    "train",
+    "--dataset=goemotions",
+    f"--data_dir={data}",
+    "--loss=smooth_topk_svm_loss",
+    '--loss_kwargs={"k": 40}',
+  )
+  _assert_one_line_error(
+    result,
+    "train",
+    1,
+    "`loss_kwargs` of 'smooth_topk_svm_loss' on 'goemotions' (28 classes): `k` must be smaller "
+    "than the number of classes, got k=40 for 28 classes",
+  )
+
+
 def test_train_refuses_an_existing_export_before_reading_data(tmp_path):
   export = tmp_path / "export"
   export.mkdir()

@@ -225,3 +225,15 @@ def test_one_parser_one_set_of_errors():
       call(np.array([0, -1, 1]))
     with pytest.raises(TypeError, match=r"must be numeric"):
       call(np.array(["a", "b", "c"]))
+
+
+@pytest.mark.parametrize("huge", [2**32 + 3, 2**40, 2**31])
+def test_class_ids_beyond_int32_are_refused_not_wrapped(huge):
+  # Cast to int32 first, 2**32 + 3 would read as class 3 and 2**40 as class 0.
+  ids = np.array([0, huge], np.int64)
+  with pytest.raises(ValueError, match=r"`labels` must be class ids in \[0, num_classes=4\), got"):
+    parse_labels(ids, 4)
+  with pytest.raises(ValueError, match=r"`labels` must be class ids below 2\*\*31 \(int32\), got"):
+    class_ids(ids)
+  with pytest.raises(ValueError, match=r"`labels` must be class ids in \[0, num_classes=4\), got"):
+    parse_labels(ids.astype(np.float64), 4)

@@ -261,6 +261,15 @@ def test_bad_input():
     ContrastiveLoss()([0, 0, 1, 1], np.array([[1.0, np.nan]] * 4, np.float32))
 
 
+@pytest.mark.parametrize("loss", [ContrastiveLoss, TripletLoss])
+@pytest.mark.parametrize("normalize", ["False", 0, 1.0, None])
+def test_normalize_must_be_a_bool(loss, normalize):
+  # bool("False") is True: a string or a number is refused, not read as a truth value.
+  with pytest.raises(ValueError, match=r"`normalize` must be True or False, got "):
+    loss(normalize=normalize)
+  assert loss(normalize=np.bool_(False)).normalize is False
+
+
 @pytest.mark.parametrize("loss", [ContrastiveLoss(), TripletLoss()], ids=["contrastive", "triplet"])
 def test_identity_ids_must_be_whole_and_non_negative(loss):
   """Ids 0.5 or -1 were rounded or taken as a class: now an error naming y_true and the value

@@ -336,7 +336,8 @@ def digamma(x):
 def uniform(shape, seed, dtype):
   """``keras.random.uniform(shape, dtype=dtype, seed=seed)`` for a ``keras.random.SeedGenerator``
   ``seed``: the same numbers outside XLA (TensorFlow: Philox, its own choice there, from Keras's
-  seed; under XLA a different stream of the same law)."""
+  seed; under XLA a different stream of the same law). On JAX ``seed`` may also be a generator's
+  state (a ``[2]`` key array): the numbers the generator would draw, without advancing it."""
   if BACKEND != "tensorflow":
     return _keras_3.random.uniform(shape, dtype=dtype, seed=seed)
   tf = _library()
@@ -632,6 +633,16 @@ def graph_assert(condition, data):
   (:func:`tfrank4class.checks.check_values`)."""
   if BACKEND == "tensorflow":
     _library().debugging.Assert(condition, data, summarize=10)
+
+
+def host_callback(callback, *tensors):
+  """JAX: ``callback(*arrays)`` on the host with the values of ``tensors`` when the compiled
+  function runs (``jax.debug.callback``); an exception it raises fails the call. Elsewhere
+  nothing."""
+  if BACKEND == "jax":
+    import jax  # noqa: PLC0415
+
+    jax.debug.callback(callback, *tensors)
 
 
 def _in_xla_context():

@@ -52,6 +52,21 @@ def check_float(name, value, minimum=None, strict=False, allow_none=False):
   return value
 
 
+def check_bool(name, value):
+  """Returns ``value`` if it is a bool (Python's or numpy's), else raises: ``bool("False")`` is
+  ``True``, so a string or a number is refused rather than read as a truth value.
+
+  Example:
+    >>> check_bool("normalize", "False")
+    Traceback (most recent call last):
+    ...
+    ValueError: `normalize` must be True or False, got 'False'.
+  """
+  if not isinstance(value, (bool, np.bool_)):
+    raise ValueError(f"`{name}` must be True or False, got {value!r}.")
+  return bool(value)
+
+
 def check_choice(name, value, choices):
   """Returns ``value`` if it is one of ``choices``, else raises listing them."""
   if value not in choices:
@@ -104,7 +119,9 @@ def check_values(ok, message, shown=None):
   when it is not, on every backend, ``<values>`` being the entries of ``shown`` where ``ok`` is
   false (at most :data:`SHOWN`), or nothing when ``shown`` is ``None``. Traced on TensorFlow: a
   ``tf.debugging.Assert`` with the message (the function fails when it runs; XLA drops it).
-  Traced elsewhere: nothing here; the caller makes the result NaN.
+  Traced elsewhere: nothing here; the caller makes the result NaN (on JAX after
+  :func:`set_compiled_checks`, a host callback raises the same ``ValueError`` when the compiled
+  function runs).
 
   Example:
     >>> check_values(ops.convert_to_tensor([True, False]), "`w` must be >= 0,",
@@ -114,17 +131,53 @@ def check_values(ok, message, shown=None):
     ValueError: `w` must be >= 0, got [-2.0].
   """
   if backend.is_concrete(ok):
-    ok = np.asarray(ops.convert_to_numpy(ok), bool)
-    if ok.all():
-      return
-    if shown is None:
-      raise ValueError(message.rstrip(",") + ".")
-    values = np.broadcast_to(np.asarray(ops.convert_to_numpy(shown)), ok.shape)[~ok]
-    raise ValueError(f"{message} got {values[:SHOWN].tolist()}.")
+    _raise_unless(ops.convert_to_numpy(ok), message, shown)
+    return
+  if _COMPILED_CHECKS[0] and backend.BACKEND == "jax":
+    backend.host_callback(
+      lambda *a: _raise_unless(a[0], message, a[1] if a[1:] else None),
+      ok,
+      *([] if shown is None else [shown]),
+    )
   # Integer data only: a float tensor in an assertion's data makes TensorFlow guard it with a
   # tf.cond, which costs more than the check.
   show = shown is not None and backend.dtype_name(ops.convert_to_tensor(shown)) == "int32"
   backend.graph_assert(ops.all(ok), [message] + ([shown] if show else []))
+
+
+def _raise_unless(ok, message, shown):
+  """The ``ValueError`` of :func:`check_values` for numpy ``ok`` (``shown``: read only then)."""
+  ok = np.asarray(ok, bool)
+  if ok.all():
+    return
+  if shown is None:
+    raise ValueError(message.rstrip(",") + ".")
+  values = np.broadcast_to(np.asarray(ops.convert_to_numpy(shown)), ok.shape)[~ok]
+  raise ValueError(f"{message} got {values[:SHOWN].tolist()}.")
+
+
+#: Whether :func:`check_values` also raises inside compiled JAX code (:func:`set_compiled_checks`).
+_COMPILED_CHECKS = [False]
+
+
+def set_compiled_checks(enabled):
+  """Makes the value checks (:func:`check_values`: NaN scores, bad labels, bad weights) raise
+  inside compiled JAX code too (``jax.jit``, Keras's JAX ``fit``), for debugging a run whose loss
+  became NaN; returns the previous setting.
+
+  Off (the default), a compiled step cannot raise and the list's value becomes NaN. On, each
+  check runs on the host through ``jax.debug.callback`` and the step fails with the check's
+  message (inside JAX's runtime error), at the cost of a round trip to the host per check. On
+  TensorFlow, ``tf.function`` already asserts and XLA (``jit_compile=True``) cannot: compile with
+  ``jit_compile=False`` or ``run_eagerly=True`` there (docs/losses.md, "Non-finite scores").
+
+  Example:
+    >>> previous = set_compiled_checks(True)
+    >>> _ = set_compiled_checks(previous)
+  """
+  previous = _COMPILED_CHECKS[0]
+  _COMPILED_CHECKS[0] = check_bool("enabled", enabled)
+  return previous
 
 
 def check_scores(name, scores, rank=2, min_length=1, finite=True, cast="at_least_float32"):
@@ -201,6 +254,51 @@ def check_scores(name, scores, rank=2, min_length=1, finite=True, cast="at_least
         scores,
       )
   return scores
+
+
+def check_item_scores(name, scores, valid=None):
+  """The one rule for the scores of labelled lists, which every loss and metric base applies
+  after :func:`check_scores` and the label parser: an item's score must be finite unless the
+  item is padding, and a padded item's score may be anything.
+
+  * A NaN or +-inf score at an item that is not padding raises (:func:`check_values`: eagerly a
+    ``ValueError`` naming ``name`` and the values; inside ``tf.function`` an assertion); where no
+    check can run (XLA, ``jax.jit``, ``torch.compile``) the lists holding one are returned in
+    ``invalid``, and the caller makes their value NaN (never a finite number computed from it).
+  * A padded item's score (``valid`` false) becomes ``0``, so no loss or metric sees a NaN,
+    +-inf or huge score there, whatever it does with padded items.
+
+  Args:
+    name: the argument name used in error messages.
+    scores: float scores ``[B, C]``, checked by :func:`check_scores`.
+    valid: bool ``[B, C]``, false at padded items; ``None`` when no item is padding.
+
+  Returns:
+    ``(scores, invalid)``: the scores with padded items at 0, and bool ``[B]`` marking the lists
+    with a non-finite score at a valid item where that could not raise (``None`` when the values
+    were checked).
+
+  Example:
+    >>> scores, _ = check_item_scores(
+    ...   "y_pred", np.array([[1.0, np.nan]], "float32"), np.array([[True, False]]))
+    >>> ops.convert_to_numpy(scores).tolist()
+    [[1.0, 0.0]]
+    >>> check_item_scores("s", np.array([[np.inf, 1.0]], "float32"), np.array([[1, 0]]) > 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: `s` must be finite (no NaN or Inf) at every item that is not padding, got [inf].
+  """
+  scores = ops.convert_to_tensor(scores)
+  finite = ops.isfinite(scores)
+  if valid is not None:
+    finite = ops.logical_or(finite, ops.logical_not(valid))
+    scores = backend.where(valid, scores, ops.zeros_like(scores))
+  padding = "" if valid is None else " at every item that is not padding"
+  message = f"`{name}` must be finite (no NaN or Inf){padding},"
+  check_values(finite, message, scores)
+  if backend.is_concrete(finite):
+    return scores, None
+  return scores, ops.logical_not(ops.all(finite, axis=-1))
 
 
 def _shape(x):

@@ -35,6 +35,8 @@ heads and retrieval can all use it without breaking the one-way flow of the pack
 
 import typing
 
+import numpy as np
+
 from tfrank4class import backend, checks
 from tfrank4class.compat import ops
 
@@ -81,8 +83,51 @@ class Labels(typing.NamedTuple):
     invalid = ops.reshape(self.invalid, (-1,) + (1,) * (len(values.shape) - 1))
     return backend.where(invalid, ops.cast(float("nan"), values.dtype), values)
 
+  def with_invalid(self, invalid):
+    """These labels with the lists of ``invalid`` (bool ``[B]``, or ``None`` for none) marked
+    :attr:`invalid` too."""
+    if invalid is None:
+      return self
+    if self.invalid is not None:
+      invalid = ops.logical_or(self.invalid, invalid)
+    return self._replace(invalid=invalid)
+
+
+def check_list_scores(labels, scores, name="y_pred"):
+  """``(scores, labels)`` after the rule for the scores of labelled lists
+  (:func:`tfrank4class.checks.check_item_scores`): a non-finite score at an item that is not
+  padding raises eagerly, and where it cannot raise marks its list :attr:`Labels.invalid`; a
+  padded item's score (dense relevance ``< 0``) becomes 0. Class ids have no padding.
+
+  Every loss and metric base calls it after :func:`parse_labels`
+  (:class:`tfrank4class.losses.ListwiseLoss`, :class:`tfrank4class.metrics.PerListMetric`).
+
+  Example:
+    >>> import numpy as np
+    >>> scores, _ = check_list_scores(parse_labels([[1.0, -1.0]]), np.array([[2.0, np.nan]]))
+    >>> ops.convert_to_numpy(scores).tolist()
+    [[2.0, 0.0]]
+  """
+  valid = None if labels.is_class_ids else ops.greater_equal(labels.relevance, 0)
+  scores, invalid = checks.check_item_scores(name, scores, valid)
+  return scores, labels.with_invalid(invalid)
+
+
+#: The largest class id (int32's largest value).
+INT32_MAX = 2**31 - 1
+
+
+def _fits_int32(low, high):
+  return -INT32_MAX - 1 <= int(low) and int(high) <= INT32_MAX
+
 
 def _numeric(name, labels):
+  if isinstance(labels, (list, tuple, np.ndarray, np.generic)):
+    array = np.asarray(labels)
+    if array.dtype.kind in "iu" and array.size and not _fits_int32(array.min(), array.max()):
+      # Beyond int32, which JAX's default tensors would wrap: float64 keeps them (up to 2**53)
+      # for the range check.
+      labels = array.astype(np.float64)
   try:
     labels = ops.convert_to_tensor(labels)
   except (TypeError, ValueError) as e:
@@ -106,10 +151,7 @@ def _check(labels, valid, message, shown):
   checks.check_values(valid, message, shown)
   if backend.is_concrete(valid):
     return labels
-  invalid = ops.logical_not(valid)
-  if labels.invalid is not None:
-    invalid = ops.logical_or(invalid, labels.invalid)
-  return labels._replace(invalid=invalid)
+  return labels.with_invalid(ops.logical_not(valid))
 
 
 def parse_labels(labels, num_classes=None, name="labels", dense=True, dtype="float32", size="B"):
@@ -233,34 +275,42 @@ def apply_mask(labels, num_classes=None, name="labels", dtype="float32"):
 
 
 def _parse_ids(name, labels, num_classes):
-  """:class:`Labels` of class ids ``labels`` ``[B]``, their values checked."""
-  floating = "float" in backend.dtype_name(labels)
+  """:class:`Labels` of class ids ``labels`` ``[B]``, their values checked in their own dtype
+  before the cast to int32 (which would read ``2**32 + 3`` as 3)."""
+  dtype = backend.dtype_name(labels)
+  floating = "float" in dtype
+  if dtype in ("bool", "int8", "int16", "uint8", "uint16"):
+    labels = ops.cast(labels, "int32")
   if floating:
     # False for fractions, NaN and +-inf.
     whole = ops.logical_and(ops.isfinite(labels), ops.equal(backend.floor(labels), labels))
-    ids = ops.cast(backend.where(whole, labels, ops.zeros_like(labels)), "int32")
   else:
     whole = None
-    ids = ops.cast(labels, "int32")
-  parsed = Labels(ids=ids)
+  parsed = Labels(ids=labels)
   if whole is not None:
     message = f"`{name}` given as class ids must be whole numbers,"
     parsed = _check(parsed, whole, message, labels)
-  valid = ids >= 0
+    labels = backend.where(whole, labels, ops.zeros_like(labels))
+  valid = labels >= 0
   if num_classes is None:
     allowed = "class ids >= 0"
+    if backend.dtype_name(labels) != "int32":  # 2**31 is exact in every float dtype
+      fits = ops.logical_or(labels < ops.cast(2**31, labels.dtype), ops.logical_not(valid))
+      if whole is not None:
+        fits = ops.logical_or(fits, ops.logical_not(whole))  # reported above
+      parsed = _check(parsed, fits, f"`{name}` must be class ids below 2**31 (int32),", labels)
   else:
     static_c = _static(num_classes)
     allowed = f"class ids in [0, num_classes={static_c if static_c is not None else 'C'})"
-    valid = ops.logical_and(valid, ids < ops.cast(num_classes, "int32"))
+    valid = ops.logical_and(valid, labels < ops.cast(num_classes, labels.dtype))
   if whole is not None:
     valid = ops.logical_or(valid, ops.logical_not(whole))  # reported above
   parsed = _check(parsed, valid, f"`{name}` must be {allowed},", labels)
-  if parsed.invalid is None:
-    return parsed
-  # Traced: a bad id becomes 0, so that no gather by the ids fails (inside `tf.function` before
-  # the assertion could report it) or reads out of range; its list is marked invalid.
-  return parsed._replace(ids=backend.where(parsed.invalid, ops.zeros_like(ids), ids))
+  if parsed.invalid is not None:
+    # Traced: a bad id becomes 0, so that no gather by the ids fails (inside `tf.function` before
+    # the assertion could report it) or reads out of range; its list is marked invalid.
+    labels = backend.where(parsed.invalid, ops.zeros_like(labels), labels)
+  return parsed._replace(ids=ops.cast(labels, "int32"))
 
 
 def class_ids(labels, num_classes=None, name="labels"):

@@ -42,9 +42,17 @@ otherwise, never a silently wrong value.
 import math
 import re
 
+import numpy as np
+
 from tfrank4class import backend, checks, compat
 from tfrank4class.compat import keras, ops
-from tfrank4class.labels import check_batch_size, num_items, parse_labels, to_relevance
+from tfrank4class.labels import (
+  check_batch_size,
+  check_list_scores,
+  num_items,
+  parse_labels,
+  to_relevance,
+)
 
 #: The values of :attr:`Loss.coupling`.
 COUPLINGS = ("example", "anchor", "batch")
@@ -53,6 +61,16 @@ COUPLINGS = ("example", "anchor", "batch")
 def _name_scope(name):
   """The bound Keras's name scope (Keras 3: every backend; tf-keras: TensorFlow's)."""
   return keras.name_scope(name) if compat.KERAS_3 else keras.backend.name_scope(name)
+
+
+def batch_size(y_pred):
+  """The number of examples of ``y_pred`` (a tensor, array or nested list) if known now, else
+  ``None``."""
+  shape = y_pred.shape if hasattr(y_pred, "shape") else np.shape(y_pred)
+  try:
+    return None if len(shape) == 0 or shape[0] is None else int(shape[0])
+  except (TypeError, ValueError):  # an unknown rank (a TensorFlow graph input)
+    return None
 
 
 class Loss(keras.losses.Loss):
@@ -98,10 +116,66 @@ class Loss(keras.losses.Loss):
 
   def __call__(self, y_true, y_pred, sample_weight=None):
     with _name_scope(self._scope()):
+      if batch_size(y_pred) == 0:
+        return self.empty_batch(y_true, y_pred, sample_weight)
       if sample_weight is not None and self.coupling == "batch":
         return self._batch_weighted(y_true, y_pred, sample_weight)
       values = self.call(y_true, y_pred)
       return self.reduce(values, sample_weight)
+
+  @property
+  def seed_generators(self):
+    """The ``keras.random.SeedGenerator`` s the loss draws from; none here (a loss that draws
+    random numbers, as TF-Ranking's ListMLE and Gumbel keys do, lists its own)."""
+    return []
+
+  def seed_states(self):
+    """The current states of :attr:`seed_generators` (tensors): what
+    :meth:`stateless_call` takes first."""
+    return [generator.state.value for generator in self.seed_generators]
+
+  def stateless_call(self, seed_states, y_true, y_pred, sample_weight=None):
+    """``(loss, new_seed_states)``: the loss as a pure function of the states of its
+    :attr:`seed_generators` (Keras 3), for a loss called inside a function the user compiles
+    (``jax.jit``, ``jax.lax.scan``), as ``keras.Model.stateless_call`` takes its variables.
+
+    The call runs in a ``keras.StatelessScope`` mapping each generator's state to the given one;
+    pass the returned states to the next call to draw new numbers. A plain call inside
+    ``jax.jit`` works too, but cannot advance the generators (every call draws alike) and warns.
+
+    Example:
+      >>> import numpy as np
+      >>> from tfrank4class import losses
+      >>> loss = losses.get("list_mle_loss")
+      >>> states = loss.seed_states()
+      >>> y, s = np.array([1, 0]), np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 0.0]], "float32")
+      >>> if compat.KERAS_3:  # tf-keras has no StatelessScope
+      ...   first, states = loss.stateless_call(states, y, s)
+      ...   second, states = loss.stateless_call(states, y, s)
+      >>> len(states)
+      1
+    """
+    if not compat.KERAS_3:
+      raise NotImplementedError("`stateless_call` needs Keras 3 (`keras.StatelessScope`).")
+    generators = self.seed_generators
+    if len(seed_states) != len(generators):
+      raise ValueError(
+        f"`seed_states` must hold one state per seed generator of {self.name!r} "
+        f"({len(generators)}, from `loss.seed_states()`), got {len(seed_states)}."
+      )
+    mapping = [(g.state, state) for g, state in zip(generators, seed_states)]
+    with keras.StatelessScope(state_mapping=mapping) as scope:
+      value = self(y_true, y_pred, sample_weight)
+    return value, [scope.get_current_value(g.state) for g in generators]
+
+  def empty_batch(self, y_true, y_pred, sample_weight=None):
+    """The loss of a batch of no examples (``B = 0`` known when traced), on every backend and
+    whatever the coupling: no values, ``[0]``, reduced as the bound Keras reduces its own losses'
+    (Keras 3: the empty ``[0]`` for every reduction; tf-keras: ``[0]`` for ``"none"``, 0 for
+    the others). The labels, scores and weights are checked as for any batch."""
+    scores = checks.check_scores("y_pred", y_pred, rank=None, min_length=0, finite=False)
+    check_batch_size(y_true, scores, name="y_true", other_name="y_pred")
+    return self.reduce(ops.zeros((0,), scores.dtype), sample_weight)
 
   def _scope(self):
     """The name as a valid root name scope (Keras 2 leaves ``name=None`` as it is): other
@@ -164,7 +238,8 @@ class ListwiseLoss(Loss):
   ``float32``, each row a list of at least :attr:`min_list_size` items); ``relevance`` ``[B, C]``
   are the labels parsed by :func:`tfrank4class.losses.to_relevance` in the scores' dtype: integer
   class ids ``[B]`` / ``[B, 1]`` become one-hot rows, dense relevance passes through, and a
-  value ``< 0`` marks a padded item, which the loss must leave out (its score may be anything);
+  value ``< 0`` marks a padded item, which the loss must leave out (its score may be anything in
+  ``y_pred``: :meth:`parse` sets it to 0, and refuses NaN or +-inf at the other items);
   a subclass that sets :attr:`takes_class_ids` gets class ids as they were parsed instead (the
   :class:`tfrank4class.labels.Labels` of ids ``[B]``, which
   :func:`~tfrank4class.labels.parse_labels` passes through).
@@ -210,13 +285,15 @@ class ListwiseLoss(Loss):
   takes_class_ids = False
 
   def parse(self, y_true, y_pred):
-    """``(scores, labels)`` from the raw labels and scores: the score check and the parser
-    (whose messages name ``y_true`` and ``y_pred``); ``labels`` is a
-    :class:`tfrank4class.labels.Labels`."""
+    """``(scores, labels)`` from the raw labels and scores: the score check, the parser (whose
+    messages name ``y_true`` and ``y_pred``) and the rule for scores of labelled lists
+    (:func:`tfrank4class.labels.check_list_scores`: a NaN or +-inf score at an item that is not
+    padding raises, or marks its list in compiled code; a padded item's score becomes 0);
+    ``labels`` is a :class:`tfrank4class.labels.Labels`."""
     scores = checks.check_scores("y_pred", y_pred, min_length=self.min_list_size, finite=False)
     labels = parse_labels(y_true, num_items(scores), name="y_true", dtype=scores.dtype)
     check_batch_size(labels, scores, name="y_true", other_name="y_pred")
-    return scores, labels
+    return check_list_scores(labels, scores)
 
   def extend(self, scores, relevance):
     """The lists the loss ranks, from the batch's ``scores`` and ``relevance`` ``[B, C]``: the

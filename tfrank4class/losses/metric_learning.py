@@ -30,7 +30,7 @@ import numpy as np
 
 from tfrank4class import backend, checks, compat
 from tfrank4class.compat import ops
-from tfrank4class.labels import check_batch_size, num_items, parse_labels
+from tfrank4class.labels import check_batch_size, check_list_scores, num_items, parse_labels
 from tfrank4class.losses.base import ListwiseLoss, Loss
 from tfrank4class.losses.registry import register
 from tfrank4class.registry import export
@@ -41,12 +41,13 @@ _EPS = 1e-12
 def _labels_and_embeddings(y_true, y_pred):
   """The parsed class ids (a :class:`~tfrank4class.labels.Labels`) and float embeddings
   ``[B, D]``."""
-  y_pred = checks.check_scores("y_pred", y_pred)
+  y_pred = checks.check_scores("y_pred", y_pred, finite=False)
   try:
     labels = parse_labels(y_true, name="y_true", dense=False)
   except ValueError as e:
     raise ValueError(f"{e} The embedding losses take class ids, not dense relevance.") from None
   check_batch_size(labels.ids, y_pred, name="y_true", other_name="y_pred", items="embeddings")
+  y_pred, labels = check_list_scores(labels, y_pred)
   return labels, y_pred
 
 
@@ -144,7 +145,7 @@ class EmbeddingLoss(Loss):
 
   def __init__(self, normalize=True, reduction=compat.DEFAULT_REDUCTION, name=None):
     super().__init__(reduction=reduction, name=name)
-    self.normalize = bool(normalize)
+    self.normalize = checks.check_bool("normalize", normalize)
 
   def pairs(self, y_true, y_pred):
     """Distances ``D`` ``[B, B]`` and the positive and negative pair masks ``P``, ``N``."""

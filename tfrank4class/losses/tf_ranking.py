@@ -58,7 +58,7 @@ from tfrank4class import backend, checks, compat
 from tfrank4class.compat import ops
 from tfrank4class.labels import num_items
 from tfrank4class.losses import lambda_weights as lw
-from tfrank4class.losses.base import ListwiseLoss
+from tfrank4class.losses.base import ListwiseLoss, batch_size
 from tfrank4class.losses.ranking_losses import approx, listwise, pairwise, pointwise
 from tfrank4class.losses.ranking_losses.sampling import GumbelSampler
 from tfrank4class.registry import export
@@ -346,6 +346,8 @@ class RankingLoss(ListwiseLoss):
     # TF-Ranking normalises the sample weights with the labels (and samples them with the list).
     # The parser's own mask of bad lists rather than the NaN it would write into their relevance
     # (in traced code, three ops over [B, C] fewer: the marking, the NaN test and its `any`).
+    if batch_size(y_pred) == 0:
+      return self.empty_batch(y_true, y_pred, sample_weight)
     scores, labels = self.parse(y_true, y_pred)
     weights = self._sample_weight(scores, sample_weight)
     if labels.is_class_ids and self._virtual_label is None:

@@ -48,7 +48,7 @@ Example (the model returns its inputs as scores, so the values can be checked by
 
 from tfrank4class import backend, checks
 from tfrank4class.compat import keras, ops
-from tfrank4class.labels import num_items, to_relevance
+from tfrank4class.labels import check_list_scores, num_items, parse_labels, to_relevance
 from tfrank4class.metrics import functional
 from tfrank4class.metrics.registry import METRICS
 from tfrank4class.registry import export
@@ -69,6 +69,11 @@ class PerListMetric(keras.metrics.Mean):
   raise a ``ValueError`` naming ``sample_weight``). Decorate a subclass with
   :func:`tfrank4class.registry.export` (``@export(METRICS, "my_name")`` also makes it a metric
   name; give it a ``get_config`` for its own arguments) to load it from ``.keras`` files.
+
+  Before ``list_values`` the base checks the scores as the loss base does
+  (:func:`tfrank4class.labels.check_list_scores`): a NaN or +-inf score at an item that is not
+  padding raises a ``ValueError`` naming ``scores`` (in compiled code, its list's value is NaN),
+  and padded items (dense relevance ``< 0``) reach ``list_values`` with the score 0.
 
   Item weights ``[B, C]`` (as TF-Ranking's losses take them) fold into one weight per list, the
   mean of the item weights ``u_j`` over the list's relevant items, each counted by its
@@ -131,7 +136,11 @@ class PerListMetric(keras.metrics.Mean):
   # code" traceback that Keras 3 does not add), so both flavours raise the same errors.
   @backend.do_not_convert
   def update_state(self, y_true, y_pred, sample_weight=None):
-    values = self.list_values(y_true, y_pred)
+    # Named as the metric functions name them (metrics/functional.py).
+    y_pred = checks.check_scores("scores", y_pred, finite=False)
+    labels = parse_labels(y_true, num_items(y_pred), name="labels")
+    y_pred, labels = check_list_scores(labels, y_pred, name="scores")
+    values = labels.mark_invalid(self.list_values(y_true, y_pred))
     if sample_weight is not None:
       sample_weight = checks.check_sample_weight(
         sample_weight, ops.shape(values)[0], num_items(y_pred), dtype=ops.dtype(values)

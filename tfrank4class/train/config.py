@@ -13,6 +13,8 @@ import dataclasses
 import json
 import os
 
+import numpy as np
+
 from tfrank4class import checks, errors
 from tfrank4class import data as data_lib
 from tfrank4class import encoders as encoders_lib
@@ -176,6 +178,30 @@ class ExperimentConfig:
       return cls(**fields).validate()
     except (ValueError, TypeError) as e:
       raise errors.DamagedFileError(path, what, e, fix) from None
+
+
+def check_loss_classes(config, num_classes):
+  """Raises ``InvalidConfigError`` naming ``loss_kwargs`` when the loss refuses lists of
+  ``num_classes`` scores (a Top-K loss's ``k`` or ``p_k`` beyond the classes of the dataset).
+
+  A fresh loss of ``config`` (thrown away: a score memory or a seed generator of the run's own
+  loss is left as it is) is called once on a placeholder batch of one list, eagerly, so the
+  mistake is reported when the dataset's number of classes is known, before any example is read.
+
+  Example:
+    >>> config = ExperimentConfig(loss="smooth_topk_svm_loss", loss_kwargs={"k": 40})
+    >>> check_loss_classes(config, 28)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tfrank4class.errors.InvalidConfigError: `loss_kwargs` of 'smooth_topk_svm_loss' on ... `k`...
+  """
+  loss = losses_lib.get(config.loss, **config.loss_kwargs)
+  try:
+    loss(np.zeros([1], "int32"), np.zeros([1, num_classes], "float32"))
+  except ValueError as e:
+    raise errors.InvalidConfigError(
+      f"`loss_kwargs` of {config.loss!r} on {config.dataset!r} ({num_classes} classes): {e}"
+    ) from e
 
 
 def read_json_object(path, what, fix):

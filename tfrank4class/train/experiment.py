@@ -307,6 +307,7 @@ def _train(config):
   if config.model_dir:
     _claim_model_dir(config, strategy, chief)
   info = data_lib.info(config.dataset, config.data_dir)
+  config_lib.check_loss_classes(config, info.num_classes)  # before any example is read
   val_split = selection_split(info, config.select_on_test)
   if chief:
     print(_selection_line(config, info, val_split), flush=True)

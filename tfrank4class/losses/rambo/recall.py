@@ -6,7 +6,7 @@ lists of a batch of embeddings, :class:`RecallLoss` the Keras loss over them.
 
 from tfrank4class import backend, checks, compat
 from tfrank4class.compat import ops
-from tfrank4class.labels import parse_labels
+from tfrank4class.labels import check_list_scores, parse_labels
 from tfrank4class.losses.metric_learning import l2_normalize
 from tfrank4class.losses.rambo import base
 from tfrank4class.losses.registry import register
@@ -223,6 +223,7 @@ class RecallLoss(base.BlackboxRankLoss):
       return super().call(y_true, y_pred)
     embeddings = checks.check_scores("y_pred", y_pred, finite=False)
     parsed = parse_labels(y_true, name="y_true", dense=False)
+    embeddings, parsed = check_list_scores(parsed, embeddings)
     labels = parsed.ids
     gallery, gallery_labels = embeddings, labels
     if self._memory is not None:

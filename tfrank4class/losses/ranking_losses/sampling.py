@@ -56,20 +56,26 @@ def uniform(shape, seed, like):
   """Uniform ``[0, 1)`` numbers of ``shape`` in the dtype of ``like`` (the scores they perturb or
   order) from ``seed`` (a ``keras.random.SeedGenerator``).
 
-  On JAX a traced call whose scope does not carry the generator's state (Keras's JAX ``fit``
-  when the loss's generators are not assigned to the model) draws the same numbers at every
-  step: a ``UserWarning`` says so once per generator, with the line that fixes it.
+  On JAX a traced call whose scope does not carry the generator's state (a user's ``jax.jit``
+  outside :meth:`tfrank4class.losses.Loss.stateless_call`, or Keras's JAX ``fit`` when the
+  loss's generators are not assigned to the model) draws from the generator's state without
+  advancing it (an assignment would leave a tracer in the variable), so every call draws the
+  same numbers: a ``UserWarning`` says so once per generator, with the lines that fix it.
   """
-  if not is_concrete(like) and state_is_carried(seed.state) is False and seed not in _WARNED:
+  if is_concrete(like) or state_is_carried(seed.state) is not False:
+    return backend_uniform(shape, seed, like.dtype)
+  if seed not in _WARNED:
     _WARNED.add(seed)
     warnings.warn(
       "A tfrank4class loss draws random numbers inside a traced step whose state does not carry "
       "its seed generator, so every step draws the same numbers. Under Keras's JAX `fit`, assign "
-      "them to the model before `fit`: `model.loss_seed_generators = loss.seed_generators`.",
+      "them to the model before `fit`: `model.loss_seed_generators = loss.seed_generators`; "
+      "under your own `jax.jit`, call `loss.stateless_call(seed_states, y_true, y_pred)` and "
+      "carry the seed states it returns (docs/backends.md, 'Random losses under jax.jit').",
       UserWarning,
       stacklevel=2,
     )
-  return backend_uniform(shape, seed, like.dtype)
+  return backend_uniform(shape, seed.state.value, like.dtype)
 
 
 def _refine(permutation, key, descending):

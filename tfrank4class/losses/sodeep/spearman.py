@@ -77,8 +77,10 @@ class SpearmanLoss(RankOperatorLoss):
         f"With over_batch=True `y_pred` must have shape [B] or [B, 1], got shape {y_pred.shape}."
       )
     scores = checks.check_scores("y_pred", ops.reshape(y_pred, (1, -1)), min_length=2, finite=False)
+    scores, invalid = checks.check_item_scores("y_pred", scores)
     target = ops.reshape(ops.cast(y_true, scores.dtype), (1, -1))
-    return self._loss(scores, target, ops.ones_like(scores, "bool"))
+    loss = self._loss(scores, target, ops.ones_like(scores, "bool"))
+    return loss if invalid is None else backend.where(invalid, float("nan"), loss)
 
   def loss_values(self, scores, relevance):
     return self._loss(scores, relevance, relevance >= 0)
