@@ -438,10 +438,12 @@ def restart(worker, backend, peers):
   return Worker(backend, peers)
 
 
-def run(args, names, peers):
-  """Every series' cells, C ascending then B = 256, each form in turn; returns the rows."""
+def run(args, names, peers, save):
+  """Every series' cells (of this ``--shard``), C ascending then B = 256, each form in turn;
+  calls ``save(rows)`` after each name and variant, and returns the rows."""
   entities = [("ours", name, family) for name, family in names.items()]
   entities += [(p, n, f) for p in peers for n, f in names.items() if has_peer(p, n, f)]
+  entities = entities[args.shard[0] - 1 :: args.shard[1]]
   cells = [(B, c) for c in args.sizes] + [tuple(args.big_batch)] * bool(args.big_batch)
   rows, worker = [], None
   for variant, name, family in entities:
@@ -465,6 +467,7 @@ def run(args, names, peers):
       rows.append({"variant": variant, "name": name, "family": family, "form": form, "B": b})
       rows[-1].update(C=c, **row)
       print(f"{variant} {name} {form} B={b} C={c}: {cell_text(row)}", file=sys.stderr, flush=True)
+    save(rows)
   worker.close()
   return rows
 
@@ -549,7 +552,7 @@ def softmax_line(rows):
 
 def report(rows, header, missing):
   """The markdown page of a run: its header, the softmax reference, a table per family, goals."""
-  lines = [*header, "", f"softmax_loss (the reference): {softmax_line(rows)}", ""]
+  lines = ["\n\n".join(header), "", f"softmax_loss (the reference): {softmax_line(rows)}", ""]
   lines += [f"- peer {peer} not run: {why}" for peer, why in missing.items()]
   for family, title in FAMILIES.items():
     part = [r for r in rows if r["family"] == family]
@@ -614,7 +617,8 @@ def arguments(argv):
   parser.add_argument("--time_cap_s", type=float, default=2.0, help="most predicted s a call")
   parser.add_argument("--cell_timeout_s", type=float, default=300.0, help="watchdog per cell")
   parser.add_argument("--fresh", choices=("loss", "cell", "none"), default="loss")
-  parser.add_argument("--from_json", help="only rewrite the table and plots of a run's JSON")
+  parser.add_argument("--shard", default="1/1", help="'i/n': the i-th of n parts of the names")
+  parser.add_argument("--from_json", help="only the table and plots, from runs' JSONs (a,b,...)")
   parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.quick:
@@ -623,6 +627,7 @@ def arguments(argv):
   args.sizes = [int(c) for c in args.sizes.split(",")]
   args.big_batch = [int(x) for x in args.big_batch.split(",")] if args.big_batch else None
   args.forms = args.forms.split(",")
+  args.shard = [int(x) for x in args.shard.split("/")]
   args.peers = [p for p in args.peers.split(",") if p and p != "none"]
   unknown = sorted(set(args.forms) - set(FORMS)) + [b for b in [args.backend] if b not in WORKER]
   if unknown:
@@ -636,8 +641,14 @@ def main(argv):
     serve(args.peers)
     return
   if args.from_json:
-    with open(args.from_json) as f:
-      saved = json.load(f)
+    saved = {"rows": [], "header": [], "missing": {}}
+    for path in args.from_json.split(","):
+      with open(path) as f:
+        part = json.load(f)
+      saved["backend"] = part["backend"]
+      for key in ("rows", "header"):
+        saved[key] += part[key]
+      saved["missing"].update(part["missing"])
   else:
     saved = measure(parser, args, argv)
   text = report(saved["rows"], saved["header"], saved["missing"])
@@ -661,20 +672,26 @@ def measure(parser, args, argv):
     if unknown:
       parser.error(f"unknown names {unknown}; known: {', '.join(names)}")
     names = {n: f for n, f in names.items() if n in args.names.split(",")}
-  rows = run(args, names, [p for p in args.peers if p not in missing])
-  header = [
-    f"backend {args.backend}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(start))}, "
-    f"{time.time() - start:.0f} s; {os.cpu_count()} cores ({platform.processor() or 'cpu'}), "
-    f"load average {load[0]:.1f} at the start and {os.getloadavg()[0]:.1f} at the end; "
-    f"one thread; ratios: median (min-max) over {args.rounds} interleaved rounds; "
-    + _common.PEAK_MEMORY_DESCRIPTION,
-    f"command: {' '.join([pathlib.Path(sys.argv[0]).name, *argv])}",
-  ]
-  saved = {"backend": args.backend, "rows": rows, "header": header, "missing": missing}
+  shard = "" if args.shard == [1, 1] else f".shard{args.shard[0]}of{args.shard[1]}"
+  path = _common.OUT / f"scale_{args.backend}{shard}.json"
   _common.OUT.mkdir(parents=True, exist_ok=True)
-  with open(_common.OUT / f"scale_{args.backend}.json", "w") as f:
-    json.dump(saved, f)
-  return saved
+
+  def save(rows, ended=False):
+    end = f"{time.time() - start:.0f} s" if ended else "unfinished"
+    header = [
+      f"backend {args.backend}{shard}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(start))}"
+      f", {end}; {os.cpu_count()} cores ({platform.processor() or 'cpu'}), load average "
+      f"{load[0]:.1f} at the start and {os.getloadavg()[0]:.1f} at the end; one thread; "
+      f"ratios: median (min-max) over {args.rounds} interleaved rounds; "
+      + _common.PEAK_MEMORY_DESCRIPTION,
+      f"command: {' '.join([pathlib.Path(sys.argv[0]).name, *argv])}",
+    ]
+    saved = {"backend": args.backend, "rows": rows, "header": header, "missing": missing}
+    with open(path, "w") as f:
+      json.dump(saved, f)
+    return saved
+
+  return save(run(args, names, [p for p in args.peers if p not in missing], save), ended=True)
 
 
 if __name__ == "__main__":
