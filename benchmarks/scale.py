@@ -373,7 +373,8 @@ class Worker(_common.WorkerProcess):
 def prediction(series, b, c):
   """``(ms, MB)`` a call of cell ``(b, c)`` is expected to take, from the cells of its series
   (``{(B, C): row}``) that ran: along C at ``B`` from the largest C below by the log-log slope of
-  the two largest (clamped to 1..3; linear from a single one: the watchdog catches faster
+  the two largest (clamped to 1..2: no method here is above quadratic, and on a shared
+  machine a steeper slope is noise; linear from a single one: the watchdog catches faster
   growth), along B linearly from the same C. None when no such cell ran."""
   if b != B:
     row = series.get((B, c), {})
@@ -389,7 +390,7 @@ def prediction(series, b, c):
   predicted = []
   for a, z, floor in zip(v1, v2, (0.01, 1.0)):  # ms, MB; floors keep the logarithms finite
     a, z = max(a, floor), max(z, floor)
-    slope = min(3.0, max(1.0, math.log(z / a) / math.log(c2 / c1))) if c2 > c1 else 1.0
+    slope = min(2.0, max(1.0, math.log(z / a) / math.log(c2 / c1))) if c2 > c1 else 1.0
     predicted.append(z * (c / c2) ** slope)
   return tuple(predicted)
 
@@ -614,7 +615,7 @@ def arguments(argv):
   parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
   parser.add_argument("--repeats", type=int, default=20, help="most calls per timing (20)")
   parser.add_argument("--memory_cap_mb", type=float, default=8192.0, help="resident cap (8 GiB)")
-  parser.add_argument("--time_cap_s", type=float, default=2.0, help="most predicted s a call")
+  parser.add_argument("--time_cap_s", type=float, default=5.0, help="most predicted s a call")
   parser.add_argument("--cell_timeout_s", type=float, default=300.0, help="watchdog per cell")
   parser.add_argument("--fresh", choices=("loss", "cell", "none"), default="loss")
   parser.add_argument("--shard", default="1/1", help="'i/n': the i-th of n parts of the names")
