@@ -491,18 +491,40 @@ def cell_text(row):
   return f"{row['status']}: {row['reason']}" + (extra if row["status"] == "skipped" else "")
 
 
+def growth_text(cells):
+  """How a series' own time and memory grow: their log-log slopes in C between its two largest
+  sizes from 1,000 up (memory from 1 MB up), and their factor from B = 32 to the larger B."""
+  ran = {(r["B"], r["C"]): r for r in cells if r["status"] == "ok"}
+  sizes = sorted(c for b, c in ran if b == B and c >= 1000)
+  parts = []
+  if len(sizes) > 1:
+    one, two = ran[B, sizes[-2]], ran[B, sizes[-1]]
+    span = math.log(sizes[-1] / sizes[-2])
+    time_slope = math.log(two["ms"] / one["ms"]) / span
+    memory_slope = math.log(max(two["peak_mb"], 1.0) / max(one["peak_mb"], 1.0)) / span
+    parts.append(f"C^{time_slope:.1f} time, C^{memory_slope:.1f} memory")
+  for (b, c), big in ran.items():
+    if b != B and (B, c) in ran:
+      base = ran[B, c]
+      memory = max(big["peak_mb"], 1.0) / max(base["peak_mb"], 1.0)
+      parts.append(f"B x{b // B}: time x{big['ms'] / base['ms']:.2g}, memory x{memory:.2g}")
+  return "; ".join(parts)
+
+
 def family_table(rows):
-  """A markdown table of one family's rows: a row per (name, variant, form), a column per size."""
+  """A markdown table of one family's rows: a row per (name, variant, form), a column per size,
+  and how the series grows (``growth_text``)."""
   columns = sorted({(r["B"], r["C"]) for r in rows}, key=lambda bc: (bc[0] != B, bc))
   header = [f"C = {c:,}" if b == B else f"B = {b}, C = {c:,}" for b, c in columns]
   lines = [
-    "| name | variant | labels | " + " | ".join(header) + " |",
-    "|---|---|---|" + "---|" * len(header),
+    "| name | variant | labels | " + " | ".join(header) + " | growth |",
+    "|---|---|---|" + "---|" * (len(header) + 1),
   ]
   index = {(r["name"], r["variant"], r["form"], r["B"], r["C"]): r for r in rows}
   for key in dict.fromkeys((r["name"], r["variant"], r["form"]) for r in rows):
     texts = [cell_text(index[key + bc]) if key + bc in index else "" for bc in columns]
-    lines.append(f"| `{key[0]}` | {key[1]} | {key[2]} | " + " | ".join(texts) + " |")
+    growth = growth_text([index[key + bc] for bc in columns if key + bc in index])
+    lines.append(f"| `{key[0]}` | {key[1]} | {key[2]} | " + " | ".join([*texts, growth]) + " |")
   return lines
 
 
