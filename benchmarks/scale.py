@@ -444,6 +444,7 @@ def run(args, names, peers, save):
   calls ``save(rows)`` after each name and variant, and returns the rows."""
   entities = [("ours", name, family) for name, family in names.items()]
   entities += [(p, n, f) for p in peers for n, f in names.items() if has_peer(p, n, f)]
+  entities = [e for e in entities if args.variants is None or e[0] in args.variants]
   entities = entities[args.shard[0] - 1 :: args.shard[1]]
   cells = [(B, c) for c in args.sizes] + [tuple(args.big_batch)] * bool(args.big_batch)
   rows, worker = [], None
@@ -641,6 +642,7 @@ def arguments(argv):
   parser.add_argument("--cell_timeout_s", type=float, default=300.0, help="watchdog per cell")
   parser.add_argument("--fresh", choices=("loss", "cell", "none"), default="loss")
   parser.add_argument("--shard", default="1/1", help="'i/n': the i-th of n parts of the names")
+  parser.add_argument("--variants", help="run only these of ours and the peers (e.g. rax,keras)")
   parser.add_argument("--from_json", help="only the table and plots, from runs' JSONs (a,b,...)")
   parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
@@ -651,6 +653,7 @@ def arguments(argv):
   args.big_batch = [int(x) for x in args.big_batch.split(",")] if args.big_batch else None
   args.forms = args.forms.split(",")
   args.shard = [int(x) for x in args.shard.split("/")]
+  args.variants = args.variants.split(",") if args.variants else None
   args.peers = [p for p in args.peers.split(",") if p and p != "none"]
   unknown = sorted(set(args.forms) - set(FORMS)) + [b for b in [args.backend] if b not in WORKER]
   if unknown:
@@ -672,6 +675,8 @@ def main(argv):
       for key in ("rows", "header"):
         saved[key] += part[key]
       saved["missing"].update(part["missing"])
+    cells = {(r["variant"], r["name"], r["form"], r["B"], r["C"]): r for r in saved["rows"]}
+    saved["rows"] = list(cells.values())  # a cell in several files: the last file's
   else:
     saved = measure(parser, args, argv)
   text = report(saved["rows"], saved["header"], saved["missing"])
@@ -696,6 +701,7 @@ def measure(parser, args, argv):
       parser.error(f"unknown names {unknown}; known: {', '.join(names)}")
     names = {n: f for n, f in names.items() if n in args.names.split(",")}
   shard = "" if args.shard == [1, 1] else f".shard{args.shard[0]}of{args.shard[1]}"
+  shard = f".{'+'.join(args.variants)}{shard}" if args.variants else shard
   path = _common.OUT / f"scale_{args.backend}{shard}.json"
   _common.OUT.mkdir(parents=True, exist_ok=True)
 
