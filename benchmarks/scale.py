@@ -19,13 +19,14 @@ Peers (``--peers``), in the same worker, where importable (else listed as not im
 accuracy beside ``top_5``).
 
 Per cell, in a worker process started with ``_common.PEAK_MEMORY_ENV``: the cell's call and
-``softmax_loss``'s on the same labels are built and called twice (the first traces and
-compiles); each one's peak memory is ``_common.peak_rss_mb`` of one call (the resident set's
-high-water mark, reset before the call, above the resident set before it); then ``--rounds``
-rounds time both, in alternating order, each timing the fastest of up to ``--repeats`` calls
-(``CALL_BUDGET_MS`` of calls, at least one). The ratio is taken within each round; the table
-gives its median and range over the rounds. The same allocator settings slow both alike (every
-buffer above 64 KiB is mapped afresh): read the ratios, not the milliseconds.
+``softmax_loss``'s on the same labels are built and called once (tracing and compiling), then
+``MIN_CALLS`` times (the fastest sets how many calls a timing takes); each one's peak memory is
+``_common.peak_rss_mb`` of one call (the resident set's high-water mark, reset before the call,
+above the resident set before it); then ``--rounds`` rounds time both, in alternating order,
+each timing the fastest of up to ``--repeats`` calls (``CALL_BUDGET_MS`` of calls, at least
+``MIN_CALLS``). The ratio is taken within each round; the table gives its median and range over
+the rounds. The same allocator settings slow both alike (every buffer above 64 KiB is mapped
+afresh): read the ratios, not the milliseconds.
 
 A fresh worker per loss (``--fresh loss``, the default: its cells run in ascending C, each peak
 measured from the resident set before that call), per cell (``--fresh cell``: slower by an
@@ -64,7 +65,7 @@ B, SIZES, BIG_BATCH = 32, (100, 1000, 10_000, 100_000), (256, 1000)
 FORMS = {"ids": 0, "r1": 1, "r5": 5}  # label form -> relevant classes per list (0: class ids)
 K = 5  # the K of the metric families (top_K, ndcg_K...)
 REPLY = "@scale-worker "
-CALL_BUDGET_MS = 50.0
+CALL_BUDGET_MS, MIN_CALLS = 50.0, 3  # a single call is as slow as a preemption makes it
 WORKER = {"tensorflow": "tf", "jax": "jax", "torch": "torch"}  # backends.py's worker kinds
 QUICK = ("pairwise_logistic_loss", "recall_loss", "top_5")
 #: Losses whose method compares all pairs or runs a sorting network, outside the linear goal.
@@ -255,8 +256,8 @@ def build_call(variant, name, family, form, b, c):
 
 
 def measure_cell(cell, rounds, repeats):
-  """One cell and ``softmax_loss`` on the same labels: built, called twice, the peak memory of
-  one call each, then ``rounds`` interleaved timings (module docstring)."""
+  """One cell and ``softmax_loss`` on the same labels: built, called ``1 + MIN_CALLS`` times,
+  the peak memory of one call each, then ``rounds`` interleaved timings (module docstring)."""
   variant, name, family, form, b, c = cell
   calls = {
     "softmax": build_call("ours", "softmax_loss", "tf_ranking", form, b, c),
@@ -265,11 +266,11 @@ def measure_cell(cell, rounds, repeats):
   reply = {}
   for key, call in calls.items():
     call()
-    reply[f"{key}_warm_ms"] = backends.fastest(call, 1)
+    reply[f"{key}_warm_ms"] = backends.fastest(call, MIN_CALLS)
   for key, call in calls.items():
     reply[f"{key}_peak_mb"] = max(_common.peak_rss_mb(call), 0.0)
   counts = {
-    key: max(1, min(repeats, int(CALL_BUDGET_MS / max(reply[f"{key}_warm_ms"], 1e-3))))
+    key: max(MIN_CALLS, min(repeats, int(CALL_BUDGET_MS / max(reply[f"{key}_warm_ms"], 1e-3))))
     for key in calls
   }
   timings = {key: [] for key in calls}
