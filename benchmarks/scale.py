@@ -47,6 +47,7 @@ Usage (one backend per run, the interpreter's own; writes benchmarks/out/scale_<
 
 import argparse
 import gc
+import importlib.util
 import json
 import math
 import os
@@ -684,6 +685,9 @@ def main(argv):
   print(text)
   stem = _common.OUT / f"scale_{saved['backend']}"
   stem.with_suffix(".md").write_text(text + "\n")
+  if importlib.util.find_spec("matplotlib") is None:  # the PyTorch venv has none
+    print(f"wrote {stem}.md and .json; no plots: matplotlib is not installed", file=sys.stderr)
+    return
   for family in dict.fromkeys(r["family"] for r in saved["rows"]):
     plot(saved["rows"], family, _common.OUT / f"scale_{saved['backend']}_{family}.png")
   print(f"wrote {stem}.md, .json and a .png per family", file=sys.stderr)
