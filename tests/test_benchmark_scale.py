@@ -1,0 +1,57 @@
+"""The extrapolation that decides which cells of ``benchmarks/scale.py`` run (hand-computed).
+
+The script itself runs in its quick mode in ``tests/test_benchmarks.py``; its quick mode skips
+one size by prediction, but only with numbers measured on the spot, so the rule is checked here
+on fixed series.
+"""
+
+import importlib.util
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def scale():
+  spec = importlib.util.spec_from_file_location("scale", ROOT / "benchmarks" / "scale.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def ran(ms, mb):
+  return {"status": "ok", "ms": ms, "peak_mb": mb}
+
+
+def test_growth_along_c_follows_the_two_largest_sizes_and_along_b_is_linear(scale):
+  series = {(32, 100): ran(1.0, 50.0), (32, 1000): ran(10.0, 5000.0)}  # time x10, memory x100
+  ms, mb = scale.prediction(series, 32, 10_000)
+  assert ms == pytest.approx(100.0) and mb == pytest.approx(500_000.0)
+  ms, mb = scale.prediction(series, 256, 1000)
+  assert ms == pytest.approx(80.0) and mb == pytest.approx(40_000.0)
+  assert scale.prediction(series, 256, 100_000) is None  # no B = 32 cell at that C
+
+
+def test_growth_is_taken_as_at_least_linear_at_most_quadratic_and_linear_from_one_size(scale):
+  flat = {(32, 100): ran(2.0, 30.0), (32, 1000): ran(2.0, 30.0)}
+  assert scale.prediction(flat, 32, 10_000) == pytest.approx((20.0, 300.0))
+  steep = {(32, 10): ran(0.01, 1.0), (32, 100): ran(100.0, 1e4)}  # slope 4, taken as 2
+  assert scale.prediction(steep, 32, 1000) == pytest.approx((1e4, 1e6))
+  assert scale.prediction({(32, 100): ran(3.0, 7.0)}, 32, 1000) == pytest.approx((30.0, 70.0))
+  assert scale.prediction({}, 32, 100) is None
+
+
+def test_a_cell_is_skipped_over_a_cap_or_above_a_failed_cell(scale):
+  series = {(32, 100): ran(1.0, 50.0), (32, 1000): ran(10.0, 5000.0)}
+  assert scale.decide(series, 32, 10_000, room_mb=1e6, time_cap_s=1.0) is None
+  row = scale.decide(series, 32, 10_000, room_mb=8192.0, time_cap_s=1.0)
+  assert row["status"] == "skipped" and row["reason"] == "predicted 488.3 GiB > 8.0 GiB free"
+  assert row["predicted"] == pytest.approx({"ms": 100.0, "mb": 500_000.0})
+  row = scale.decide(series, 32, 10_000, room_mb=1e6, time_cap_s=0.05)
+  assert row["reason"] == "predicted 0.1 s a call > 0.05 s"
+  series[32, 10_000] = {"status": "killed", "reason": "killed at 8.1 GiB resident"}
+  row = scale.decide(series, 32, 100_000, room_mb=1e9, time_cap_s=1e9)
+  assert row["reason"] == "a smaller cell was killed"
+  assert scale.decide(series, 256, 1000, room_mb=1e9, time_cap_s=1e9) is None  # 10,000 > 1,000
