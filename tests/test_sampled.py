@@ -152,3 +152,40 @@ def test_each_family_trains_on_sampled_lists(name):
 
   value, (grad,) = value_and_grad(quickest(fn), h)
   assert np.isfinite(value) and np.all(np.isfinite(grad))  # RaMBO's may be 0: its ranks held
+
+
+def test_mixed_lists_against_numpy():
+  rng = np.random.default_rng(4)
+  h, table = rng.normal(size=(4, 3)), rng.normal(size=(9, 3))
+  labels = np.array([2, 5, 2, 7])  # rows 0 and 2 share a class: a duplicate in-batch candidate
+  negatives = np.array([5, 2, 8, 0])  # class 5: a hit for row 1; class 2: for rows 0 and 2
+  log_q = np.log(np.array([0.1, 0.2, 0.05, 0.3]))
+  batch_log_q = np.log(np.array([0.4, 0.1, 0.4, 0.1]))
+  positives = np.zeros((4, 9))
+  positives[3, [7, 8]] = 1.0  # row 3 is also of class 8: the draw of 8 is a hit there
+  scores, relevance = sampled.mixed_lists(
+    h.astype("float32"),
+    table.astype("float32"),
+    labels,
+    negatives,
+    log_q,
+    candidate_log_q=batch_log_q,
+    positives=positives,
+  )
+  in_batch = h @ table[labels].T - batch_log_q[None, :]
+  drawn = h @ table[negatives].T - np.log(4 * np.exp(log_q))[None, :]
+  np.testing.assert_allclose(numpy(scores), np.c_[in_batch, drawn], rtol=1e-5, atol=1e-5)
+  expected = np.array(
+    [
+      [1, 0, -1, 0, 0, -1, 0, 0],
+      [0, 1, 0, 0, -1, 0, 0, 0],
+      [-1, 0, 1, 0, 0, -1, 0, 0],
+      [0, 0, 0, 1, 0, 0, -1, 0],
+    ],
+    dtype=np.float32,
+  )
+  np.testing.assert_array_equal(numpy(relevance), expected)
+  raw, _ = sampled.mixed_lists(h, table, labels, negatives, log_q, log_q_correction=False)
+  np.testing.assert_allclose(
+    numpy(raw), np.c_[h @ table[labels].T, h @ table[negatives].T], rtol=1e-5, atol=1e-5
+  )

@@ -219,6 +219,60 @@ def in_batch_lists(queries, candidates, labels, *, candidate_log_q=None, positiv
   return scores, ops.cast(relevance, scores.dtype)
 
 
+def mixed_lists(
+  queries,
+  class_embeddings,
+  labels,
+  negatives,
+  negative_log_q,
+  *,
+  candidate_log_q=None,
+  positives=None,
+  log_q_correction=True,
+):
+  """Scores and relevance ``[B, B + S]``: the batch's true classes, then sampled negatives.
+
+  Mixed negative sampling (Yang et al., WWW 2020 companion): the in-batch candidates
+  are drawn from the data (popular classes often, the tail rarely), the sampled ones from ``q``
+  (uniform reaches the tail); here each part keeps its own log-Q correction. Columns ``0..B-1`` are
+  :func:`in_batch_lists` (the diagonal relevant, ``candidate_log_q`` subtracted, a duplicate of
+  the row's class or another positive masked); columns ``B..B+S-1`` are the negatives of
+  :func:`sampled_lists` (``log(S q_j)`` subtracted when ``log_q_correction``, an accidental hit
+  masked). Arguments as in those two functions.
+
+  Example:
+    >>> import numpy as np
+    >>> from keras import ops
+    >>> h, table = np.ones((2, 2), "float32"), np.eye(4, 2, dtype="float32")
+    >>> _, relevance = mixed_lists(h, table, [1, 1], [0, 1, 3], np.zeros(3, "float32"))
+    >>> ops.convert_to_numpy(relevance)
+    array([[ 1., -1.,  0., -1.,  0.],
+           [-1.,  1.,  0., -1.,  0.]], dtype=float32)
+  """
+  class_embeddings = checks.check_scores("class_embeddings", class_embeddings, finite=False)
+  ids = class_ids(labels, class_embeddings.shape[0])
+  batch_scores, batch_relevance = in_batch_lists(
+    queries,
+    ops.take(class_embeddings, ids, axis=0),
+    ids,
+    candidate_log_q=candidate_log_q,
+    positives=positives,
+  )
+  scores, relevance = sampled_lists(
+    queries,
+    class_embeddings,
+    ids,
+    negatives,
+    negative_log_q,
+    positives=positives,
+    log_q_correction=log_q_correction,
+  )
+  return (
+    ops.concatenate([batch_scores, ops.cast(scores[:, 1:], batch_scores.dtype)], axis=1),
+    ops.concatenate([batch_relevance, ops.cast(relevance[:, 1:], batch_scores.dtype)], axis=1),
+  )
+
+
 def hardest_negatives(scores, relevance, num_negatives):
   """The true class (column 0) and the ``m`` highest-scoring negatives of each sampled list.
 
