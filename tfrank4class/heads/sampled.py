@@ -122,6 +122,22 @@ def sample_classes(num_classes, num_samples, distribution="uniform", seed=None):
   return ids, ops.take(log_q, ids)
 
 
+def _sparse_readable(table):
+  """The TensorFlow variable behind ``table`` (a Keras variable on TensorFlow), else ``None``."""
+  variable = getattr(table, "value", None)
+  return variable if hasattr(variable, "sparse_read") else None
+
+
+def _gather_rows(table, ids):
+  """``table[ids]``. A TensorFlow variable is read with ``sparse_read`` (``ResourceGather``):
+  once a sparse update (an optimizer applying ``IndexedSlices``) has touched it, TensorFlow
+  copies the whole buffer on every dense read, an ``O(C d)`` cost per training step."""
+  variable = _sparse_readable(table)
+  if variable is not None:
+    return variable.sparse_read(ids)
+  return ops.take(table, ids, axis=0)
+
+
 def sampled_lists(
   queries,
   class_embeddings,
@@ -152,13 +168,15 @@ def sampled_lists(
   """
   queries = checks.check_scores("queries", queries)
   # Not checked for finiteness: a pass over the whole table is what sampling avoids (a NaN row
-  # that is drawn reaches the loss, whose score check refuses it).
-  class_embeddings = checks.check_scores("class_embeddings", class_embeddings, finite=False)
+  # that is drawn reaches the loss, whose score check refuses it). A TensorFlow variable is not
+  # converted at all (see _gather_rows).
+  if _sparse_readable(class_embeddings) is None:
+    class_embeddings = checks.check_scores("class_embeddings", class_embeddings, finite=False)
   num_classes = class_embeddings.shape[0]
   ids = class_ids(labels, num_classes)
-  true_scores = ops.sum(queries * ops.take(class_embeddings, ids, axis=0), axis=-1)
+  true_scores = ops.sum(queries * _gather_rows(class_embeddings, ids), axis=-1)
   negatives = ops.cast(negatives, "int32")
-  drawn = ops.take(class_embeddings, negatives, axis=0)
+  drawn = _gather_rows(class_embeddings, negatives)
   if len(negatives.shape) == 1:  # shared by the batch: one [S, d] gather and one matmul
     negative_scores = ops.matmul(queries, ops.transpose(drawn))
     hits = ops.equal(ids[:, None], negatives[None, :])
