@@ -167,9 +167,7 @@ def sampled_lists(
     ``(scores, relevance)``, both ``[B, 1 + S]`` in the embeddings' dtype.
   """
   queries = checks.check_scores("queries", queries)
-  # Not checked for finiteness: a pass over the whole table is what sampling avoids (a NaN row
-  # that is drawn reaches the loss, whose score check refuses it). A TensorFlow variable is not
-  # converted at all (see _gather_rows).
+  # No finiteness check on the table (sampling avoids passes over it); see _gather_rows.
   if _sparse_readable(class_embeddings) is None:
     class_embeddings = checks.check_scores("class_embeddings", class_embeddings, finite=False)
   num_classes = class_embeddings.shape[0]
