@@ -189,3 +189,35 @@ def test_mixed_lists_against_numpy():
   np.testing.assert_allclose(
     numpy(raw), np.c_[h @ table[labels].T, h @ table[negatives].T], rtol=1e-5, atol=1e-5
   )
+
+
+def test_sampled_lists_of_a_keras_variable_against_numpy():
+  """A table held in a Keras variable (a layer's weights) gives the same lists."""
+  from tfrank4class.compat import keras  # noqa: PLC0415
+
+  rng = np.random.default_rng(7)
+  h, table = rng.normal(size=(3, 4)).astype("float32"), rng.normal(size=(9, 4)).astype("float32")
+  labels, negatives, log_q = np.array([1, 8, 1]), np.array([8, 0, 5]), np.full(3, -np.log(9.0))
+  scores, relevance = sampled.sampled_lists(h, keras.Variable(table), labels, negatives, log_q)
+  expected, expected_relevance = sampled.sampled_lists(h, table, labels, negatives, log_q)
+  np.testing.assert_allclose(numpy(scores), numpy(expected), rtol=1e-6)
+  np.testing.assert_array_equal(numpy(relevance), numpy(expected_relevance))
+
+
+@pytest.mark.tensorflow_only
+def test_a_tensorflow_table_is_read_row_by_row():
+  """On TensorFlow the table's rows are gathered from the variable (``ResourceGather``), never
+  by a dense read: after a sparse update TensorFlow copies the whole buffer on a dense read."""
+  import tensorflow as tf  # noqa: PLC0415
+
+  from tfrank4class.compat import keras  # noqa: PLC0415
+
+  variable = keras.Variable(np.ones((50, 4), "float32"))
+  h = tf.ones((3, 4))
+
+  @tf.function
+  def lists():
+    return sampled.sampled_lists(h, variable, [1, 2, 3], [4, 5], tf.zeros(2))
+
+  kinds = {op.type for op in lists.get_concrete_function().graph.get_operations()}
+  assert "ResourceGather" in kinds and "ReadVariableOp" not in kinds, sorted(kinds)
