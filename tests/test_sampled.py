@@ -6,9 +6,14 @@ import pytest
 
 from tests import _loss_arguments
 from tests.backend_testing import numpy, quickest, value_and_grad
-from tfrank4class import losses
+from tfrank4class import compat, losses
 from tfrank4class.compat import ops
 from tfrank4class.heads import sampled
+
+#: The sampler draws with ``keras.random`` and layers hold ``keras.Variable``s: Keras 3 only.
+keras_3_only = pytest.mark.skipif(
+  not compat.KERAS_3, reason="tf-keras has no keras.random or keras.Variable"
+)
 
 
 def _log_uniform(c):
@@ -16,6 +21,7 @@ def _log_uniform(c):
   return np.log((k + 2) / (k + 1)) / np.log(c + 1)
 
 
+@keras_3_only
 @pytest.mark.parametrize("distribution", ["uniform", "log_uniform", "table"])
 def test_sample_classes_follows_its_law(distribution):
   c, s = 6, 60_000
@@ -79,6 +85,7 @@ def _mean_sampled_gradient(z, label, distribution, correction, draws=4000, sampl
   return grad.mean(axis=0)
 
 
+@keras_3_only
 def test_sampled_softmax_with_log_q_has_the_full_gradient_in_expectation():
   z = np.array([2.0, 1.0, 0.5, 0.0, -0.5, -1.0, 1.5, 0.2])
   label = 3
@@ -191,6 +198,7 @@ def test_mixed_lists_against_numpy():
   )
 
 
+@keras_3_only
 def test_sampled_lists_of_a_keras_variable_against_numpy():
   """A table held in a Keras variable (a layer's weights) gives the same lists."""
   from tfrank4class.compat import keras  # noqa: PLC0415
@@ -204,6 +212,7 @@ def test_sampled_lists_of_a_keras_variable_against_numpy():
   np.testing.assert_array_equal(numpy(relevance), numpy(expected_relevance))
 
 
+@keras_3_only
 @pytest.mark.tensorflow_only
 def test_a_tensorflow_table_is_read_row_by_row():
   """On TensorFlow the table's rows are gathered from the variable (``ResourceGather``), never
