@@ -99,9 +99,19 @@ def pytest_ignore_collect(collection_path, config):
   return True if needs_tensorflow(collection_path) else None
 
 
+#: Modules whose docstring examples need Keras 3 (``keras.random``, ``keras.Variable``, which
+#: tf-keras lacks): skipped on the tf-keras leg.
+KERAS_3_DOCTESTS = ("tfrank4class.heads.sampled", "tfrank4class.heads.sampled_classifier")
+
+
 def pytest_collection_modifyitems(items):
-  """Skips the ``tensorflow_only`` tests and :data:`TENSORFLOW_DOCTESTS` on the JAX and PyTorch
-  backends."""
+  """Skips :data:`KERAS_3_DOCTESTS` on tf-keras, and the ``tensorflow_only`` tests and
+  :data:`TENSORFLOW_DOCTESTS` on the JAX and PyTorch backends."""
+  if compat.legacy_keras_requested():
+    keras_3 = pytest.mark.skip(reason="Keras 3 only; this suite runs tf-keras")
+    for item in items:
+      if any(item.name == m or item.name.startswith(m + ".") for m in KERAS_3_DOCTESTS):
+        item.add_marker(keras_3)
   if compat.BACKEND == "tensorflow":
     return
   skip = pytest.mark.skip(reason=f"TensorFlow only; this suite runs on {compat.BACKEND}")

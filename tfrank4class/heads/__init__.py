@@ -14,6 +14,7 @@ from tfrank4class.heads.interactions import (
 from tfrank4class.heads.interactions import get as get_interaction
 from tfrank4class.heads.model import build_model
 from tfrank4class.heads.rank4class_head import Rank4ClassHead
+from tfrank4class.heads.sampled_classifier import SampledClassifier, SampledDotProduct
 
 __all__ = [
   "build_model",
@@ -25,4 +26,6 @@ __all__ = [
   "INTERACTIONS",
   "LatentCrossInteraction",
   "Rank4ClassHead",
+  "SampledClassifier",
+  "SampledDotProduct",
 ]
