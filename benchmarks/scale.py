@@ -448,7 +448,7 @@ def run(args, names, peers, save):
   entities += [(p, n, f) for p in peers for n, f in names.items() if has_peer(p, n, f)]
   entities = [e for e in entities if args.variants is None or e[0] in args.variants]
   entities = entities[args.shard[0] - 1 :: args.shard[1]]
-  cells = [(B, c) for c in args.sizes] + [tuple(args.big_batch)] * bool(args.big_batch)
+  cells = [(B, c) for c in args.sizes] + ([tuple(args.big_batch)] if args.big_batch else [])
   rows, worker = [], None
   for variant, name, family in entities:
     if worker is None or args.fresh == "loss":
