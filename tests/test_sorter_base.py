@@ -86,6 +86,39 @@ def test_pairwise_sigmoid_sum_gradient_matches_finite_differences(block_size):
   np.testing.assert_allclose(gk, numeric_k, rtol=rtol, atol=atol)
 
 
+def _np_sum_grad(z, k, w):
+  """The gradient of ``sum_i w_i S_i`` w.r.t. ``z`` and ``k``, written densely in numpy."""
+  diff = z[:, None, :] - z[:, :, None]  # [b, i, j]: z_j - z_i
+  sig = 1.0 / (1.0 + np.exp(-k[:, :, None] * diff))
+  dsig = sig * (1.0 - sig)
+  grad_z = np.einsum("bi,bi,bij->bj", w, k, dsig) - w * k * dsig.sum(-1)
+  return grad_z, w * (dsig * diff).sum(-1)
+
+
+@pytest.mark.parametrize("mode", backend_testing.compile_modes())
+def test_pairwise_sigmoid_sum_long_lists_take_fewer_columns(mode, monkeypatch):
+  """A list longer than PAIRS_PER_BLOCK / block_size is processed in fewer columns per block
+  (here 2 of 7, 4 blocks one after another), with the same values and gradients."""
+  monkeypatch.setattr(sorter_base, "PAIRS_PER_BLOCK", 14)
+  assert sorter_base.block_columns(7, 256) == 2 and sorter_base.block_columns(None, 5) == 5
+  rng = np.random.default_rng(2)
+  z = rng.normal(size=(3, 7))
+  z[0, 3] = z[0, 5]  # a tie
+  k, w = rng.uniform(0.5, 3.0, size=(3, 7)), rng.normal(size=(3, 7))
+  z, k, w = (a.astype(np.float64 if DOUBLE else np.float32) for a in (z, k, w))
+  total = lambda z_, k_: ops.sum(ops.multiply(w, sorter_base.pairwise_sigmoid_sum(z_, k_)))
+  got = backend_testing.numpy(
+    backend_testing.compiled(lambda a, b: sorter_base.pairwise_sigmoid_sum(a, b), mode)(z, k)
+  )
+  _, (gz, gk) = backend_testing.value_and_grad(backend_testing.compiled(total, mode), z, k)
+  ref64 = [a.astype(np.float64) for a in (z, k)]
+  grad_z, grad_k = _np_sum_grad(*ref64, w.astype(np.float64))
+  tol = dict(rtol=1e-12, atol=1e-12) if DOUBLE else dict(rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(got, _np_sum(*ref64), **tol)
+  np.testing.assert_allclose(gz, grad_z, **tol)
+  np.testing.assert_allclose(gk, grad_k, **tol)
+
+
 def test_pairwise_sigmoid_sum_compiled():
   z = np.array([[0.3, -0.2, 0.9, 0.0]], np.float32)
   k = np.full([1, 4], 2.0, np.float32)
