@@ -9,6 +9,7 @@ import pytest
 from tfrank4class.compat import ops
 from tfrank4class.ranking import sorter_base
 from tfrank4class.ranking.pairwise_sigmoid_sorter import PairwiseSigmoidSorter
+from tfrank4class.ranking.sorters import PRETRAINED_SORTERS
 
 #: Whether the backend computes in float64 (JAX without x64 computes float64 input in float32);
 #: the float64 checks are tight, the float32 ones allow for its rounding.
@@ -117,6 +118,36 @@ def test_pairwise_sigmoid_sum_long_lists_take_fewer_columns(mode, monkeypatch):
   np.testing.assert_allclose(got, _np_sum(*ref64), **tol)
   np.testing.assert_allclose(gz, grad_z, **tol)
   np.testing.assert_allclose(gk, grad_k, **tol)
+
+
+@pytest.mark.parametrize(
+  "make",
+  [
+    lambda: PairwiseSigmoidSorter(steepness=4.0),
+    lambda: PairwiseSigmoidSorter(steepness=4.0, standardize_scores=True),
+    lambda: PRETRAINED_SORTERS.get("attention"),
+    lambda: PRETRAINED_SORTERS.get("lstm"),
+  ],
+  ids=["pairwise_sigmoid", "standardized", "attention", "lstm"],
+)
+def test_ranks_at_is_the_call_at_one_item(make):
+  """``ranks_at`` (one row of comparisons for the pairwise sorters) against every rank of the
+  call, gathered, values and gradients, with a tie at the chosen item."""
+  sorter = make()
+  rng = np.random.default_rng(3)
+  s = rng.normal(size=(3, 40)).astype(np.float32)
+  s[1, 7] = s[1, 30]
+  index = np.array([0, 7, 39])
+  w = np.array([1.0, -2.0, 0.5], np.float32)
+  pick = np.eye(40, dtype=np.float32)[index]
+  one, (g_one,) = backend_testing.value_and_grad(
+    lambda v: ops.sum(sorter.ranks_at(v, index) * w), s
+  )
+  every, (g_every,) = backend_testing.value_and_grad(
+    lambda v: ops.sum(ops.sum(sorter(v) * pick, axis=-1) * w), s
+  )
+  np.testing.assert_allclose(one, every, rtol=1e-5)
+  np.testing.assert_allclose(g_one, g_every, rtol=1e-4, atol=1e-4 * np.abs(g_every).max())
 
 
 def test_pairwise_sigmoid_sum_compiled():

@@ -157,9 +157,9 @@ class AttentionSorter(sorter_base.Sorter):
     :meth:`~tfrank4class.ranking.sorter_base.Sorter.ranks_at`): its row of comparisons,
     ``O(B * n)`` time and memory beside the ``O(n log n)`` steepness."""
     scores = self._row_inputs(scores)
-    z = sorter_base.standardize(scores)
-    k = self.steepness(z)
-    soft = sorter_base.pairwise_sigmoid_row_sum(z, k, index) - 0.5
+    k = self.steepness(sorter_base.standardize(scores))
+    scale = sorter_base.standard_scale(scores)
+    soft = sorter_base.pairwise_sigmoid_row_sum(scores, k * scale, index) - 0.5
     n = ops.shape(scores)[-1]
     return sorter_base.to_ranks(ops.cast(soft / ops.cast(n - 1, soft.dtype), "float32"), n)
 

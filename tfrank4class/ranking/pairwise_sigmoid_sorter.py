@@ -67,9 +67,9 @@ class PairwiseSigmoidSorter(sorter_base.Sorter):
     """The rank of item ``index[b]`` of each list alone (see
     :meth:`~tfrank4class.ranking.sorter_base.Sorter.ranks_at`), in ``O(B * n)``."""
     scores = self._row_inputs(scores)
+    k = ops.ones_like(scores[:, :1]) * ops.cast(self.steepness, scores.dtype)
     if self.standardize_scores:
-      scores = sorter_base.standardize(scores)
-    k = ops.ones_like(scores) * ops.cast(self.steepness, scores.dtype)
+      k = k * sorter_base.standard_scale(scores)
     return sorter_base.pairwise_sigmoid_row_sum(scores, k, index) + 0.5
 
   def get_config(self):

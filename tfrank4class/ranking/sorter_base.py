@@ -63,14 +63,31 @@ def standardize(scores, epsilon=1e-12):
     array([[-1.,  1.]], dtype=float32)
   """
   scores = ops.convert_to_tensor(scores)
+  return _centred(scores) * standard_scale(scores, epsilon)
+
+
+def _centred(scores):
   # Means as sums over n: Keras's PyTorch `mean` computes float64 in float32.
   n = ops.cast(ops.shape(scores)[-1], scores.dtype)
-  centred = scores - ops.sum(scores, axis=-1, keepdims=True) / n
-  var = ops.sum(ops.square(centred), axis=-1, keepdims=True) / n
+  return scores - ops.sum(scores, axis=-1, keepdims=True) / n
+
+
+def standard_scale(scores, epsilon=1e-12):
+  """The factor ``1 / sqrt(var(s) + epsilon)`` ``[B, 1]`` of :func:`standardize` (a constant in
+  the backward pass for 2-item lists), so that ``z_j - z_i = (s_j - s_i) * scale``: a
+  difference of scores that tie exactly is exactly 0 however a compiler fuses the
+  standardisation (XLA may recompute ``z`` differently for ``z_i`` and ``z_j``).
+
+  Example:
+    >>> ops.convert_to_numpy(standard_scale([[1.0, 3.0]]))
+    array([[1.]], dtype=float32)
+  """
+  scores = ops.convert_to_tensor(scores)
+  n = ops.cast(ops.shape(scores)[-1], scores.dtype)
+  var = ops.sum(ops.square(_centred(scores)), axis=-1, keepdims=True) / n
   scale = ops.rsqrt(var + ops.cast(epsilon, scores.dtype))
   two_items = ops.cast(ops.equal(ops.shape(scores)[-1], 2), scores.dtype)
-  scale = two_items * ops.stop_gradient(scale) + (1.0 - two_items) * scale
-  return centred * scale
+  return two_items * ops.stop_gradient(scale) + (1.0 - two_items) * scale
 
 
 def block_columns(n, block_size):
@@ -151,11 +168,13 @@ def pairwise_sigmoid_sum(z, k, block_size=DEFAULT_BLOCK_SIZE):
 def pairwise_sigmoid_row_sum(z, k, index):
   """``S_t = sum_j sigmoid(k_t * (z_j - z_t))`` ``[B]`` for the one item ``t = index[b]`` of each
   list: the entry ``t`` of :func:`pairwise_sigmoid_sum`, from that item's row of comparisons
-  alone, in ``O(B * n)`` time and memory (its gradient is the backend's autodiff).
+  alone, in ``O(B * n)`` time and memory (its gradient is the backend's autodiff). For
+  standardised lists pass the raw scores and ``k * standard_scale(scores)``: the same terms,
+  with exact ties exactly 0 (see :func:`standard_scale`).
 
   Args:
     z: float ``[B, n]``.
-    k: float ``[B, n]``, the per-row steepness (only ``k_t`` is read).
+    k: float ``[B, n]``, the per-row steepness (only ``k_t`` is read; ``[B, 1]`` also serves).
     index: integer ``[B]``, the item of each list.
 
   Example:
@@ -166,7 +185,7 @@ def pairwise_sigmoid_row_sum(z, k, index):
   z, k = ops.convert_to_tensor(z), ops.convert_to_tensor(k)
   index = ops.cast(ops.convert_to_tensor(index), "int64")[:, None]
   zt = backend.take_along_axis(z, index, axis=-1)
-  kt = backend.take_along_axis(k, index, axis=-1)
+  kt = backend.take_along_axis(k, index, axis=-1) if k.shape[-1] != 1 else k
   return ops.sum(ops.sigmoid(kt * (z - zt)), axis=-1)
 
 
