@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from tfrank4class.compat import ops
-from tfrank4class.ranking import sorter_base
+from tfrank4class.ranking import sigmoid_comparisons, sorter_base
 from tfrank4class.ranking.pairwise_sigmoid_sorter import PairwiseSigmoidSorter
+from tfrank4class.ranking.sigmoid_comparisons import block_columns, pairwise_sigmoid_sum
 from tfrank4class.ranking.sorters import PRETRAINED_SORTERS
 
 #: Whether the backend computes in float64 (JAX without x64 computes float64 input in float32);
@@ -65,7 +66,7 @@ def test_pairwise_sigmoid_sum_matches_numpy_for_any_block_size(block_size):
   rng = np.random.default_rng(0)
   z = rng.normal(size=(3, 7)).astype(np.float64)
   k = rng.uniform(0.5, 5.0, size=(3, 7))
-  got = backend_testing.numpy(sorter_base.pairwise_sigmoid_sum(z, k, block_size))
+  got = backend_testing.numpy(pairwise_sigmoid_sum(z, k, block_size))
   np.testing.assert_allclose(got, _np_sum(z, k), rtol=RTOL)
 
 
@@ -77,7 +78,7 @@ def test_pairwise_sigmoid_sum_gradient_matches_finite_differences(block_size):
   z = rng.normal(size=(2, 5))
   k = rng.uniform(0.5, 3.0, size=(2, 5))
   w = rng.normal(size=(2, 5))
-  f = lambda z_, k_: ops.sum(ops.multiply(w, sorter_base.pairwise_sigmoid_sum(z_, k_, block_size)))
+  f = lambda z_, k_: ops.sum(ops.multiply(w, pairwise_sigmoid_sum(z_, k_, block_size)))
   _, (gz, gk) = backend_testing.value_and_grad(f, z, k)
   # float32: the rounding of f (~5) over the step is ~3e-5.
   eps, rtol, atol = (1e-6, 1e-5, 1e-8) if DOUBLE else (1e-2, 3e-3, 1e-4)
@@ -100,16 +101,16 @@ def _np_sum_grad(z, k, w):
 def test_pairwise_sigmoid_sum_long_lists_take_fewer_columns(mode, monkeypatch):
   """A list longer than PAIRS_PER_BLOCK / block_size is processed in fewer columns per block
   (here 2 of 7, 4 blocks one after another), with the same values and gradients."""
-  monkeypatch.setattr(sorter_base, "PAIRS_PER_BLOCK", 14)
-  assert sorter_base.block_columns(7, 256) == 2 and sorter_base.block_columns(None, 5) == 5
+  monkeypatch.setattr(sigmoid_comparisons, "PAIRS_PER_BLOCK", 14)
+  assert block_columns(7, 256) == 2 and block_columns(None, 5) == 5
   rng = np.random.default_rng(2)
   z = rng.normal(size=(3, 7))
   z[0, 3] = z[0, 5]  # a tie
   k, w = rng.uniform(0.5, 3.0, size=(3, 7)), rng.normal(size=(3, 7))
   z, k, w = (a.astype(np.float64 if DOUBLE else np.float32) for a in (z, k, w))
-  total = lambda z_, k_: ops.sum(ops.multiply(w, sorter_base.pairwise_sigmoid_sum(z_, k_)))
+  total = lambda z_, k_: ops.sum(ops.multiply(w, pairwise_sigmoid_sum(z_, k_)))
   got = backend_testing.numpy(
-    backend_testing.compiled(lambda a, b: sorter_base.pairwise_sigmoid_sum(a, b), mode)(z, k)
+    backend_testing.compiled(lambda a, b: pairwise_sigmoid_sum(a, b), mode)(z, k)
   )
   _, (gz, gk) = backend_testing.value_and_grad(backend_testing.compiled(total, mode), z, k)
   ref64 = [a.astype(np.float64) for a in (z, k)]
@@ -138,8 +139,8 @@ def test_ranks_at_is_the_call_at_one_item(make):
   s = rng.normal(size=(3, 40)).astype(np.float32)
   s[1, 7] = s[1, 30]
   index = np.array([0, 7, 39])
-  w = np.array([1.0, -2.0, 0.5], np.float32)
-  pick = np.eye(40, dtype=np.float32)[index]
+  w = ops.convert_to_tensor(np.array([1.0, -2.0, 0.5], np.float32))
+  pick = ops.convert_to_tensor(np.eye(40, dtype=np.float32)[index])
   one, (g_one,) = backend_testing.value_and_grad(
     lambda v: ops.sum(sorter.ranks_at(v, index) * w), s
   )
@@ -154,7 +155,7 @@ def test_pairwise_sigmoid_sum_compiled():
   z = np.array([[0.3, -0.2, 0.9, 0.0]], np.float32)
   k = np.full([1, 4], 2.0, np.float32)
   ref = _np_sum(z.astype(np.float64), k.astype(np.float64))
-  fn = lambda a, b: sorter_base.pairwise_sigmoid_sum(a, b, 3)
+  fn = lambda a, b: pairwise_sigmoid_sum(a, b, 3)
   for mode in backend_testing.compile_modes():
     got = backend_testing.numpy(backend_testing.compiled(fn, mode)(z, k))
     np.testing.assert_allclose(got, ref, rtol=1e-5, err_msg=mode)
@@ -168,7 +169,7 @@ def test_pairwise_sigmoid_sum_in_tf_function_with_unknown_length():
   k = tf.fill([1, 4], 2.0)
   ref = _np_sum(z.numpy().astype(np.float64), k.numpy().astype(np.float64))
   fn = tf.function(
-    lambda a, b: sorter_base.pairwise_sigmoid_sum(a, b, 3),
+    lambda a, b: pairwise_sigmoid_sum(a, b, 3),
     input_signature=[tf.TensorSpec([None, None], tf.float32)] * 2,
   )
   np.testing.assert_allclose(fn(z, k).numpy(), ref, rtol=1e-5)

@@ -11,13 +11,14 @@ the scale of :func:`tfrank4class.ranking.rank`. The default ``lambda = 10`` is t
 (the value of its experiments), applied to raw scores as in the paper. The ``[n, n]``
 comparison matrix is processed in column blocks, one after another (forward and backward), so
 memory stays ``O(B * n * block_size)`` even for long lists (fewer columns per block there, see
-:func:`~tfrank4class.ranking.sorter_base.pairwise_sigmoid_sum`); time is ``O(B * n^2)``, and
-``O(B * n)`` for the rank of one item alone (:meth:`PairwiseSigmoidSorter.ranks_at`).
+:func:`~tfrank4class.ranking.sigmoid_comparisons.pairwise_sigmoid_sum`); time is
+``O(B * n^2)``, and ``O(B * n)`` for the rank of one item alone
+(:meth:`PairwiseSigmoidSorter.ranks_at`).
 """
 
 from tfrank4class import checks
 from tfrank4class.compat import ops
-from tfrank4class.ranking import sorter_base
+from tfrank4class.ranking import sigmoid_comparisons, sorter_base
 from tfrank4class.registry import export
 
 
@@ -46,7 +47,7 @@ class PairwiseSigmoidSorter(sorter_base.Sorter):
     self,
     steepness=10.0,
     standardize_scores=False,
-    block_size=sorter_base.DEFAULT_BLOCK_SIZE,
+    block_size=sigmoid_comparisons.DEFAULT_BLOCK_SIZE,
     **kwargs,
   ):
     super().__init__(**kwargs)
@@ -61,7 +62,7 @@ class PairwiseSigmoidSorter(sorter_base.Sorter):
     if self.standardize_scores:
       scores = sorter_base.standardize(scores)
     k = ops.ones_like(scores) * ops.cast(self.steepness, scores.dtype)
-    return sorter_base.pairwise_sigmoid_sum(scores, k, self.block_size) + 0.5
+    return sigmoid_comparisons.pairwise_sigmoid_sum(scores, k, self.block_size) + 0.5
 
   def ranks_at(self, scores, index):
     """The rank of item ``index[b]`` of each list alone (see
@@ -70,7 +71,7 @@ class PairwiseSigmoidSorter(sorter_base.Sorter):
     k = ops.ones_like(scores[:, :1]) * ops.cast(self.steepness, scores.dtype)
     if self.standardize_scores:
       k = k * sorter_base.standard_scale(scores)
-    return sorter_base.pairwise_sigmoid_row_sum(scores, k, index) + 0.5
+    return sigmoid_comparisons.pairwise_sigmoid_row_sum(scores, k, index) + 0.5
 
   def get_config(self):
     config = super().get_config()
