@@ -47,6 +47,7 @@ class SorterMAPLoss(RankOperatorLoss):
   not which class wins for an input (top-1); the paper (Sec. 4.2.2) adds it to a per-example loss
   (the multi-label soft margin loss). Its gradient per rank is ``1 / (|C+| |P_c| |N_c|)``, so with
   the blackbox ranker choose a larger interpolation ``lambda`` than for per-list losses.
+  Cost: ``C`` lists of ``B`` items, ``O(C B^2)`` time and memory through the pairwise sorters.
 
   Args:
     ranker: the rank operator (see :mod:`~tfrank4class.losses.sodeep.base`).
@@ -117,6 +118,13 @@ class SorterAPLoss(RankOperatorLoss):
   without relevant items has loss 0.
   Padded items (relevance < 0) are excluded. This is the per-list AP; the paper's mAP loss,
   which ranks each class down the batch, is :class:`SorterMAPLoss` (Eq. 7).
+
+  Cost: with class ids only the true class's two ranks are needed
+  (:meth:`~tfrank4class.losses.sodeep.base.RankOperatorLoss.ranks_at`): ``O(B n)`` for the
+  pairwise sorters (their row of comparisons; the attention sorter's steepness adds
+  ``O(B n log n)``), every rank for the LSTM and CNN sorters. With dense relevance every rank
+  is computed, ``O(B n^2)`` through the pairwise sorters (docs/sodeep.md, "Cost at many
+  classes").
 
   Args:
     ranker: the rank operator (see :mod:`~tfrank4class.losses.sodeep.base`).
