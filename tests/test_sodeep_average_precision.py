@@ -60,7 +60,7 @@ def test_ap_on_class_ids_ranks_the_true_class_alone(mode):
   loss = SorterAPLoss(ranker=PairwiseSigmoidSorter(steepness=steepness), reduction=NONE)
   got = backend_testing.compiled(lambda v: loss(y, v), mode)(s)
   np.testing.assert_allclose(backend_testing.numpy(got), expected, rtol=1e-5)
-  weights = np.arange(1.0, 5.0, dtype=np.float32)
+  weights = ops.convert_to_tensor(np.arange(1.0, 5.0, dtype=np.float32))
   attention = SorterAPLoss(ranker="attention", reduction=NONE)
   onehot = np.eye(9, dtype=np.float32)[y]
   values = []
