@@ -3,6 +3,7 @@
 differences, compiled modes, Keras integration and bad input, on every backend (graph structure
 and strategies: TensorFlow only)."""
 
+import decimal
 import itertools
 import pathlib
 
@@ -94,6 +95,23 @@ def test_brute_force_over_subsets(c, k, tau, alpha):
   np.testing.assert_allclose(
     bt.numpy(smooth_topk_svm_loss(s, y, k=k, tau=tau, alpha=alpha)), expected, atol=1e-12
   )
+
+
+def test_float64_beyond_the_softplus_threshold_of_pytorch_against_40_digits():
+  """k = 1, alpha = 0, two classes: ``L = softplus(s_1 - s_0)``, ``dL/ds_1 = sigmoid(s_1 - s_0)``
+  at margins above 20, where PyTorch's own softplus returns the margin itself (off by 2e-9)."""
+  decimal.getcontext().prec = 40
+  margins = [20.1, 25.0, 33.0, 39.5, 45.0]
+  s = np.array([[0.0, m] for m in margins])
+  exact = [(1 + decimal.Decimal(m).exp()).ln() for m in margins]
+  slope = [1 / (1 + (-decimal.Decimal(m)).exp()) for m in margins]
+  loss, grad = bt.value_and_grad(
+    lambda v: ops.sum(smooth_topk_svm_loss(v, [0] * len(margins), k=1, tau=1.0, alpha=0.0)), s
+  )
+  values = bt.numpy(smooth_topk_svm_loss(s, [0] * len(margins), k=1, tau=1.0, alpha=0.0))
+  np.testing.assert_allclose(values, [float(v) for v in exact], rtol=1e-15, atol=0)
+  np.testing.assert_allclose(grad[0][:, 1], [float(v) for v in slope], rtol=1e-14, atol=0)
+  np.testing.assert_allclose(bt.numpy(loss), float(sum(exact)), rtol=1e-15)
 
 
 def test_k1_is_the_smooth_multiclass_svm_and_the_cross_entropy():

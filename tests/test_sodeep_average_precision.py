@@ -9,7 +9,7 @@ from _sorter_checks import seeded_linear, separable_blobs
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from tfrank4class import losses
-from tfrank4class.compat import keras
+from tfrank4class.compat import keras, ops
 from tfrank4class.losses.sodeep.average_precision import SorterAPLoss, SorterMAPLoss
 from tfrank4class.ranking import PairwiseSigmoidSorter
 
@@ -36,6 +36,45 @@ def test_ap_exact_matches_sklearn():
     SorterAPLoss(ranker="exact", reduction=NONE)([[0.0, 0.0]], [[0.5, 0.9]])
   )
   np.testing.assert_array_equal(none, [0.0])
+
+
+def _soft_ranks(x, steepness):
+  """The pairwise-sigmoid sorter's ranks ``0.5 + sum_j sigmoid(steepness (x_j - x_i))``."""
+  return 0.5 + (1.0 / (1.0 + np.exp(-steepness * (x[None, :] - x[:, None])))).sum(1)
+
+
+@pytest.mark.parametrize("mode", backend_testing.compile_modes())
+def test_ap_on_class_ids_ranks_the_true_class_alone(mode):
+  """Class ids: ``1 - rk(s_P)_y / rk(s)_y`` from the true class's row of comparisons; its value
+  against numpy soft ranks (the relevant-only list sinks the others to ``s_y - 1``), its value
+  and gradient against the one-hot (all-rows) path for the attention sorter, with ties."""
+  rng = np.random.default_rng(5)
+  s = rng.normal(size=(4, 9)).astype(np.float32)
+  s[0, 2] = s[0, 5]  # the true class tied with another
+  y = np.array([2, 0, 8, 4])
+  steepness = 3.0
+  expected = []
+  for x, t in zip(s.astype(np.float64), y):
+    sunk = np.where(np.arange(9) == t, x, x[t] - 1.0)
+    expected.append(1.0 - _soft_ranks(sunk, steepness)[t] / _soft_ranks(x, steepness)[t])
+  loss = SorterAPLoss(ranker=PairwiseSigmoidSorter(steepness=steepness), reduction=NONE)
+  got = backend_testing.compiled(lambda v: loss(y, v), mode)(s)
+  np.testing.assert_allclose(backend_testing.numpy(got), expected, rtol=1e-5)
+  weights = ops.convert_to_tensor(np.arange(1.0, 5.0, dtype=np.float32))
+  attention = SorterAPLoss(ranker="attention", reduction=NONE)
+  onehot = np.eye(9, dtype=np.float32)[y]
+  values = []
+  for labels in (y, onehot):
+    values.append(
+      backend_testing.value_and_grad(
+        backend_testing.compiled(lambda v, lab=labels: ops.sum(attention(lab, v) * weights), mode),
+        s,
+      )
+    )
+  np.testing.assert_allclose(values[0][0], values[1][0], rtol=1e-5)
+  # The tie's gradient is ~1e5 (a steep comparator); the all-rows path's others are rounding.
+  scale = np.abs(values[1][1][0]).max()
+  np.testing.assert_allclose(values[0][1][0], values[1][1][0], rtol=1e-5, atol=1e-8 * scale)
 
 
 def _map_reference(rel, s, soft_rank=None):

@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from tfrank4class.compat import ops
-from tfrank4class.ranking import sorter_base
+from tfrank4class.ranking import sigmoid_comparisons, sorter_base
 from tfrank4class.ranking.pairwise_sigmoid_sorter import PairwiseSigmoidSorter
+from tfrank4class.ranking.sigmoid_comparisons import block_columns, pairwise_sigmoid_sum
+from tfrank4class.ranking.sorters import PRETRAINED_SORTERS
 
 #: Whether the backend computes in float64 (JAX without x64 computes float64 input in float32);
 #: the float64 checks are tight, the float32 ones allow for its rounding.
@@ -64,7 +66,7 @@ def test_pairwise_sigmoid_sum_matches_numpy_for_any_block_size(block_size):
   rng = np.random.default_rng(0)
   z = rng.normal(size=(3, 7)).astype(np.float64)
   k = rng.uniform(0.5, 5.0, size=(3, 7))
-  got = backend_testing.numpy(sorter_base.pairwise_sigmoid_sum(z, k, block_size))
+  got = backend_testing.numpy(pairwise_sigmoid_sum(z, k, block_size))
   np.testing.assert_allclose(got, _np_sum(z, k), rtol=RTOL)
 
 
@@ -76,7 +78,7 @@ def test_pairwise_sigmoid_sum_gradient_matches_finite_differences(block_size):
   z = rng.normal(size=(2, 5))
   k = rng.uniform(0.5, 3.0, size=(2, 5))
   w = rng.normal(size=(2, 5))
-  f = lambda z_, k_: ops.sum(ops.multiply(w, sorter_base.pairwise_sigmoid_sum(z_, k_, block_size)))
+  f = lambda z_, k_: ops.sum(ops.multiply(w, pairwise_sigmoid_sum(z_, k_, block_size)))
   _, (gz, gk) = backend_testing.value_and_grad(f, z, k)
   # float32: the rounding of f (~5) over the step is ~3e-5.
   eps, rtol, atol = (1e-6, 1e-5, 1e-8) if DOUBLE else (1e-2, 3e-3, 1e-4)
@@ -86,11 +88,74 @@ def test_pairwise_sigmoid_sum_gradient_matches_finite_differences(block_size):
   np.testing.assert_allclose(gk, numeric_k, rtol=rtol, atol=atol)
 
 
+def _np_sum_grad(z, k, w):
+  """The gradient of ``sum_i w_i S_i`` w.r.t. ``z`` and ``k``, written densely in numpy."""
+  diff = z[:, None, :] - z[:, :, None]  # [b, i, j]: z_j - z_i
+  sig = 1.0 / (1.0 + np.exp(-k[:, :, None] * diff))
+  dsig = sig * (1.0 - sig)
+  grad_z = np.einsum("bi,bi,bij->bj", w, k, dsig) - w * k * dsig.sum(-1)
+  return grad_z, w * (dsig * diff).sum(-1)
+
+
+@pytest.mark.parametrize("mode", backend_testing.compile_modes())
+def test_pairwise_sigmoid_sum_long_lists_take_fewer_columns(mode, monkeypatch):
+  """A list longer than PAIRS_PER_BLOCK / block_size is processed in fewer columns per block
+  (here 2 of 7, 4 blocks one after another), with the same values and gradients."""
+  monkeypatch.setattr(sigmoid_comparisons, "PAIRS_PER_BLOCK", 14)
+  assert block_columns(7, 256) == 2 and block_columns(None, 5) == 5
+  rng = np.random.default_rng(2)
+  z = rng.normal(size=(3, 7))
+  z[0, 3] = z[0, 5]  # a tie
+  k, w = rng.uniform(0.5, 3.0, size=(3, 7)), rng.normal(size=(3, 7))
+  z, k, w = (a.astype(np.float64 if DOUBLE else np.float32) for a in (z, k, w))
+  total = lambda z_, k_: ops.sum(ops.multiply(w, pairwise_sigmoid_sum(z_, k_)))
+  got = backend_testing.numpy(
+    backend_testing.compiled(lambda a, b: pairwise_sigmoid_sum(a, b), mode)(z, k)
+  )
+  _, (gz, gk) = backend_testing.value_and_grad(backend_testing.compiled(total, mode), z, k)
+  ref64 = [a.astype(np.float64) for a in (z, k)]
+  grad_z, grad_k = _np_sum_grad(*ref64, w.astype(np.float64))
+  tol = dict(rtol=1e-12, atol=1e-12) if DOUBLE else dict(rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(got, _np_sum(*ref64), **tol)
+  np.testing.assert_allclose(gz, grad_z, **tol)
+  np.testing.assert_allclose(gk, grad_k, **tol)
+
+
+@pytest.mark.parametrize(
+  "make",
+  [
+    lambda: PairwiseSigmoidSorter(steepness=4.0),
+    lambda: PairwiseSigmoidSorter(steepness=4.0, standardize_scores=True),
+    lambda: PRETRAINED_SORTERS.get("attention"),
+    lambda: PRETRAINED_SORTERS.get("lstm"),
+  ],
+  ids=["pairwise_sigmoid", "standardized", "attention", "lstm"],
+)
+def test_ranks_at_is_the_call_at_one_item(make):
+  """``ranks_at`` (one row of comparisons for the pairwise sorters) against every rank of the
+  call, gathered, values and gradients, with a tie at the chosen item."""
+  sorter = make()
+  rng = np.random.default_rng(3)
+  s = rng.normal(size=(3, 40)).astype(np.float32)
+  s[1, 7] = s[1, 30]
+  index = np.array([0, 7, 39])
+  w = ops.convert_to_tensor(np.array([1.0, -2.0, 0.5], np.float32))
+  pick = ops.convert_to_tensor(np.eye(40, dtype=np.float32)[index])
+  one, (g_one,) = backend_testing.value_and_grad(
+    lambda v: ops.sum(sorter.ranks_at(v, index) * w), s
+  )
+  every, (g_every,) = backend_testing.value_and_grad(
+    lambda v: ops.sum(ops.sum(sorter(v) * pick, axis=-1) * w), s
+  )
+  np.testing.assert_allclose(one, every, rtol=1e-5)
+  np.testing.assert_allclose(g_one, g_every, rtol=1e-4, atol=1e-4 * np.abs(g_every).max())
+
+
 def test_pairwise_sigmoid_sum_compiled():
   z = np.array([[0.3, -0.2, 0.9, 0.0]], np.float32)
   k = np.full([1, 4], 2.0, np.float32)
   ref = _np_sum(z.astype(np.float64), k.astype(np.float64))
-  fn = lambda a, b: sorter_base.pairwise_sigmoid_sum(a, b, 3)
+  fn = lambda a, b: pairwise_sigmoid_sum(a, b, 3)
   for mode in backend_testing.compile_modes():
     got = backend_testing.numpy(backend_testing.compiled(fn, mode)(z, k))
     np.testing.assert_allclose(got, ref, rtol=1e-5, err_msg=mode)
@@ -104,7 +169,7 @@ def test_pairwise_sigmoid_sum_in_tf_function_with_unknown_length():
   k = tf.fill([1, 4], 2.0)
   ref = _np_sum(z.numpy().astype(np.float64), k.numpy().astype(np.float64))
   fn = tf.function(
-    lambda a, b: sorter_base.pairwise_sigmoid_sum(a, b, 3),
+    lambda a, b: pairwise_sigmoid_sum(a, b, 3),
     input_signature=[tf.TensorSpec([None, None], tf.float32)] * 2,
   )
   np.testing.assert_allclose(fn(z, k).numpy(), ref, rtol=1e-5)

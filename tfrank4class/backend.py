@@ -14,6 +14,7 @@ only module of the core that calls a backend's own library:
 * :func:`take_along_axis`: Keras's form costs many small ops on TensorFlow (one gather here);
 * :func:`where`: Keras's form is TensorFlow's broadcasting ``SelectV2``, slower than ``Select``
   on operands of one shape; every ``where`` of the core goes through this one;
+* :func:`softplus`: PyTorch's returns ``x`` above 20, off by ``exp(-x)`` in float64;
 * :func:`logsumexp_of_finite`, :func:`take_last`, :func:`constant`: a log-sum-exp, a gather by
   a constant index and a constant, in the library's own ops on PyTorch, where Keras's conversion
   of each operand costs more than a small op;
@@ -32,8 +33,9 @@ only module of the core that calls a backend's own library:
   input for the backward pass (so every input must be a tensor). One signature here;
 * :func:`vector_jacobian`: ``keras.ops`` has no autodiff; a custom gradient that recomputes its
   forward pass (the chunked heads) takes the gradients of that recomputation with it;
-* :func:`sequential_map`: ``keras.ops.map`` one item at a time on every backend (on TensorFlow
-  ``keras.ops.map`` is ``tf.map_fn`` with its default of up to 10 iterations at once in a graph);
+* :func:`sequential_map`, :func:`sequential_fori_loop`: ``keras.ops.map`` and
+  ``keras.ops.fori_loop`` one item at a time on every backend (on TensorFlow they run up to 10
+  iterations at once in a graph);
 * :func:`static_value`, :func:`dtype_name`, :func:`graph_assert`: a value known when traced,
   a dtype's name, and TensorFlow's in-graph assertion (nothing on the other backends);
 * :func:`invert_permutation`: batched, in O(n), with TensorFlow's own op outside XLA (the one
@@ -193,6 +195,17 @@ def logaddexp(a, b):
     return _library().logaddexp(*_torch_operands(a, b))
   top = ops.stop_gradient(maximum(a, b))
   return top + ops.log(ops.exp(a - top) + ops.exp(b - top))
+
+
+def softplus(x):
+  """``log(1 + exp(x))`` elementwise, accurate in float64 on every backend: ``keras.ops.softplus``
+  on PyTorch is ``torch.nn.functional.softplus``, which returns ``x`` itself above its threshold
+  20 (an error of ``exp(-x)``, 1.9e-9 at 20.1); here that threshold is 40, where ``exp(-x)``
+  lies below float64's resolution of ``x`` (TensorFlow's and JAX's forms are exact)."""
+  if BACKEND == "torch":
+    torch = _library()
+    return torch.nn.functional.softplus(torch.as_tensor(x), threshold=40.0)
+  return ops.softplus(x)
 
 
 def logsumexp_of_finite(terms):
@@ -427,6 +440,29 @@ def sequential_map(f, xs):
   if BACKEND == "tensorflow":
     return _library().map_fn(f, xs, parallel_iterations=1)
   return ops.map(f, xs)
+
+
+def sequential_fori_loop(lower, upper, body, init):
+  """``keras.ops.fori_loop(lower, upper, body, init)`` one iteration at a time on every backend,
+  so that one iteration's intermediates are alive at a time (the sorters' block-wise pairwise
+  sums bound their memory with it). TensorFlow: ``tf.while_loop(parallel_iterations=1)``
+  (``keras.ops.fori_loop`` there runs up to 10 iterations at once in a graph); JAX's
+  ``fori_loop`` and PyTorch's loop are sequential already. Not differentiable on every backend:
+  call it where the gradient is written by hand.
+
+  Example:
+    >>> ops.convert_to_numpy(sequential_fori_loop(0, 4, lambda i, total: total + i, 0))
+    array(6...)
+  """
+  if BACKEND == "tensorflow":
+    tf = _library()
+    return tf.while_loop(
+      lambda i, _: i < upper,
+      lambda i, value: (i + 1, body(i, value)),
+      (lower, init),
+      parallel_iterations=1,
+    )[1]
+  return ops.fori_loop(lower, upper, body, init)
 
 
 def is_concrete(x):

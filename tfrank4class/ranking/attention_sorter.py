@@ -17,10 +17,14 @@ list twice, on the per-list standardised scores ``z = (s - mean) / std``:
 Bounding ``a_i`` keeps the comparator smooth on the scale of the local spacing (so gradients
 reach the neighbours of an item) while making it accurate: at the default upper bound
 ``a = 5`` the nearest neighbour is compared with error ``sigmoid(-5) ~ 7e-3``. The comparison
-pass is block-wise over the list, so memory is ``O(B * n * block)`` and the same weights serve
-any length ``n >= 2``. The temperature is treated as a constant in the backward pass
-(``stop_gradient``); the gradient with respect to the scores flows through step 2 (for
-2-item lists see :func:`~tfrank4class.ranking.sorter_base.standardize`).
+pass is block-wise over the list, one block after another
+(:func:`~tfrank4class.ranking.sigmoid_comparisons.pairwise_sigmoid_sum`), so memory is
+``O(B * n * block)`` (fewer columns per block for long lists) and time ``O(B * n^2)``; the same
+weights serve any length ``n >= 2``. The rank of one item alone
+(:meth:`AttentionSorter.ranks_at`) takes ``O(B * n)``. The temperature is treated as a
+constant in the backward pass (``stop_gradient``); the gradient with respect to the scores
+flows through step 2 (for 2-item lists see
+:func:`~tfrank4class.ranking.sorter_base.standardize`).
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
 
@@ -28,7 +32,7 @@ import math
 
 from tfrank4class import backend, checks
 from tfrank4class.compat import keras, ops
-from tfrank4class.ranking import sorter_base
+from tfrank4class.ranking import sigmoid_comparisons, sorter_base
 from tfrank4class.registry import export
 
 _DEFAULT_BANDWIDTHS = (1e-3, 1e-2, 0.03, 0.1, 0.3, 1.0)
@@ -92,7 +96,7 @@ class AttentionSorter(sorter_base.Sorter):
     bandwidths=_DEFAULT_BANDWIDTHS,
     min_sharpness=1.0,
     max_sharpness=5.0,
-    block_size=sorter_base.DEFAULT_BLOCK_SIZE,
+    block_size=sigmoid_comparisons.DEFAULT_BLOCK_SIZE,
     **kwargs,
   ):
     super().__init__(**kwargs)
@@ -144,9 +148,20 @@ class AttentionSorter(sorter_base.Sorter):
   def _normalised_ranks(self, scores, training=None):
     z = sorter_base.standardize(scores)
     k = self.steepness(z)
-    soft = sorter_base.pairwise_sigmoid_sum(z, k, self.block_size) - 0.5
+    soft = sigmoid_comparisons.pairwise_sigmoid_sum(z, k, self.block_size) - 0.5
     n = ops.cast(ops.shape(scores)[-1], scores.dtype)
     return soft / (n - 1.0)
+
+  def ranks_at(self, scores, index):
+    """The rank of item ``index[b]`` of each list alone (see
+    :meth:`~tfrank4class.ranking.sorter_base.Sorter.ranks_at`): its row of comparisons,
+    ``O(B * n)`` time and memory beside the ``O(n log n)`` steepness."""
+    scores = self._row_inputs(scores)
+    k = self.steepness(sorter_base.standardize(scores))
+    scale = sorter_base.standard_scale(scores)
+    soft = sigmoid_comparisons.pairwise_sigmoid_row_sum(scores, k * scale, index) - 0.5
+    n = ops.shape(scores)[-1]
+    return sorter_base.to_ranks(ops.cast(soft / ops.cast(n - 1, soft.dtype), "float32"), n)
 
   def get_config(self):
     config = super().get_config()

@@ -9,13 +9,16 @@ which tends to ``rank(s)`` (1 = highest) as ``lambda -> inf`` for lists without 
 has no ``1 +`` (it counts the items ahead of ``i``, from 0); we add it so that the output has
 the scale of :func:`tfrank4class.ranking.rank`. The default ``lambda = 10`` is the paper's
 (the value of its experiments), applied to raw scores as in the paper. The ``[n, n]``
-comparison matrix is processed in column blocks (forward and backward), so memory stays
-``O(B * n * block_size)`` even for long lists.
+comparison matrix is processed in column blocks, one after another (forward and backward), so
+memory stays ``O(B * n * block_size)`` even for long lists (fewer columns per block there, see
+:func:`~tfrank4class.ranking.sigmoid_comparisons.pairwise_sigmoid_sum`); time is
+``O(B * n^2)``, and ``O(B * n)`` for the rank of one item alone
+(:meth:`PairwiseSigmoidSorter.ranks_at`).
 """
 
 from tfrank4class import checks
 from tfrank4class.compat import ops
-from tfrank4class.ranking import sorter_base
+from tfrank4class.ranking import sigmoid_comparisons, sorter_base
 from tfrank4class.registry import export
 
 
@@ -44,7 +47,7 @@ class PairwiseSigmoidSorter(sorter_base.Sorter):
     self,
     steepness=10.0,
     standardize_scores=False,
-    block_size=sorter_base.DEFAULT_BLOCK_SIZE,
+    block_size=sigmoid_comparisons.DEFAULT_BLOCK_SIZE,
     **kwargs,
   ):
     super().__init__(**kwargs)
@@ -59,7 +62,16 @@ class PairwiseSigmoidSorter(sorter_base.Sorter):
     if self.standardize_scores:
       scores = sorter_base.standardize(scores)
     k = ops.ones_like(scores) * ops.cast(self.steepness, scores.dtype)
-    return sorter_base.pairwise_sigmoid_sum(scores, k, self.block_size) + 0.5
+    return sigmoid_comparisons.pairwise_sigmoid_sum(scores, k, self.block_size) + 0.5
+
+  def ranks_at(self, scores, index):
+    """The rank of item ``index[b]`` of each list alone (see
+    :meth:`~tfrank4class.ranking.sorter_base.Sorter.ranks_at`), in ``O(B * n)``."""
+    scores = self._row_inputs(scores)
+    k = ops.ones_like(scores[:, :1]) * ops.cast(self.steepness, scores.dtype)
+    if self.standardize_scores:
+      k = k * sorter_base.standard_scale(scores)
+    return sigmoid_comparisons.pairwise_sigmoid_row_sum(scores, k, index) + 0.5
 
   def get_config(self):
     config = super().get_config()

@@ -16,10 +16,11 @@ This module holds:
   ``<name>.json`` (class, config, metadata) plus ``<name>.npz`` holding one array per key of
   :meth:`Sorter.weight_table` (``"<sub-layer>/<role>"``, e.g. ``"bn_0/moving_mean"``), so the
   same files load under Keras 3 and tf-keras;
-* :func:`standardize`, the per-list standardisation used by every learned sorter;
-* :func:`pairwise_sigmoid_sum`, the memory-bounded sum ``sum_j sigmoid(k_i (s_j - s_i))`` with a
-  hand-written, block-wise backward pass (the core of Sec. 4.1.2, Eq. 11-12 of the paper and of
-  :class:`~tfrank4class.ranking.attention_sorter.AttentionSorter`).
+* :func:`standardize` and :func:`standard_scale`, the per-list standardisation used by every
+  learned sorter.
+
+The memory-bounded sums of sigmoid comparisons of the pairwise sorters are in
+:mod:`tfrank4class.ranking.sigmoid_comparisons`.
 """
 
 import json
@@ -33,9 +34,6 @@ from tfrank4class.compat import keras, ops
 
 #: Directory of the shipped sorter weights (``<kind>.json`` + ``<kind>.npz``).
 RESOURCE_DIR = pathlib.Path(__file__).resolve().parents[1] / "resources" / "sorters"
-
-#: Default number of columns processed at once by :func:`pairwise_sigmoid_sum`.
-DEFAULT_BLOCK_SIZE = 256
 
 
 def standardize(scores, epsilon=1e-12):
@@ -58,104 +56,31 @@ def standardize(scores, epsilon=1e-12):
     array([[-1.,  1.]], dtype=float32)
   """
   scores = ops.convert_to_tensor(scores)
+  return _centred(scores) * standard_scale(scores, epsilon)
+
+
+def _centred(scores):
   # Means as sums over n: Keras's PyTorch `mean` computes float64 in float32.
   n = ops.cast(ops.shape(scores)[-1], scores.dtype)
-  centred = scores - ops.sum(scores, axis=-1, keepdims=True) / n
-  var = ops.sum(ops.square(centred), axis=-1, keepdims=True) / n
-  scale = ops.rsqrt(var + ops.cast(epsilon, scores.dtype))
-  two_items = ops.cast(ops.equal(ops.shape(scores)[-1], 2), scores.dtype)
-  scale = two_items * ops.stop_gradient(scale) + (1.0 - two_items) * scale
-  return centred * scale
+  return scores - ops.sum(scores, axis=-1, keepdims=True) / n
 
 
-def _column_blocks(values, block_size):
-  """Pads ``values`` ``[B, n]`` to a multiple of ``block_size`` and returns ``[nb, B, block]``
-  blocks plus the matching validity mask."""
-  batch, n = ops.shape(values)[0], ops.shape(values)[-1]
-  nb = (n + block_size - 1) // block_size
-  pad = nb * block_size - n
-  padded = ops.pad(values, [[0, 0], [0, pad]])
-  mask = ops.pad(ops.ones_like(values), [[0, 0], [0, pad]])
-  shape = (batch, nb, block_size)
-  padded = ops.transpose(ops.reshape(padded, shape), [1, 0, 2])
-  mask = ops.transpose(ops.reshape(mask, shape), [1, 0, 2])
-  return padded, mask
-
-
-def pairwise_sigmoid_sum(z, k, block_size=DEFAULT_BLOCK_SIZE):
-  """``S_i = sum_j sigmoid(k_i * (z_j - z_i))`` over all ``j`` (``i`` included), memory-bounded.
-
-  The ``[B, n, n]`` matrix of pairwise terms is never held at once: columns are processed
-  ``block_size`` at a time (``keras.ops.map`` over the blocks), forward and backward (the
-  gradient is written out by hand with :func:`tfrank4class.backend.custom_gradient`,
-  ``d/du sigmoid(u) = sigmoid(u) (1 - sigmoid(u))``), so memory is ``O(B * n * block_size)``.
-
-  Args:
-    z: float ``[B, n]``.
-    k: float ``[B, n]``, the per-row steepness ``k_i > 0``.
-    block_size: columns per block.
-
-  Returns:
-    float ``[B, n]``. ``1 + sum_{j != i} sigmoid(k_i (z_j - z_i)) = S_i + 0.5`` is the soft rank of
-    Eq. 11-12 (Sec. 4.1.2) of the SoDeep paper.
+def standard_scale(scores, epsilon=1e-12):
+  """The factor ``1 / sqrt(var(s) + epsilon)`` ``[B, 1]`` of :func:`standardize` (a constant in
+  the backward pass for 2-item lists), so that ``z_j - z_i = (s_j - s_i) * scale``: a
+  difference of scores that tie exactly is exactly 0 however a compiler fuses the
+  standardisation (XLA may recompute ``z`` differently for ``z_i`` and ``z_j``).
 
   Example:
-    >>> z = ops.convert_to_tensor([[0.0, 1.0]])
-    >>> ops.convert_to_numpy(pairwise_sigmoid_sum(z, ops.ones_like(z) * 100.0)).round(3)
-    array([[1.5, 0.5]], dtype=float32)
+    >>> ops.convert_to_numpy(standard_scale([[1.0, 3.0]]))
+    array([[1.]], dtype=float32)
   """
-  block_size = checks.check_int("block_size", block_size, minimum=1)
-
-  @backend.custom_gradient
-  def _op(z, k):
-    zi = z[:, :, None]
-    ki = k[:, :, None]
-
-    def forward_block(args):
-      zj, mj = args
-      return ops.sum(ops.sigmoid(ki * (zj[:, None, :] - zi)) * mj[:, None, :], axis=-1)
-
-    total = ops.sum(_map_column_blocks(forward_block, z, block_size), axis=0)
-
-    def grad(upstream):
-      return _pairwise_sigmoid_sum_grad(z, k, upstream, block_size)
-
-    return total, grad
-
-  return _op(ops.convert_to_tensor(z), ops.convert_to_tensor(k))
-
-
-def _map_column_blocks(fn, z, block_size):
-  """Applies ``fn((zj, mj))`` to every column block of ``z`` and stacks the results (one direct
-  call for a list of at most ``block_size`` items)."""
-  static_n = z.shape[-1]
-  if static_n is not None and static_n <= block_size:
-    out = fn((z, ops.ones_like(z)))
-    return tuple(o[None] for o in out) if isinstance(out, tuple) else out[None]
-  return ops.map(fn, _column_blocks(z, block_size))
-
-
-def _pairwise_sigmoid_sum_grad(z, k, upstream, block_size):
-  """The gradient of :func:`pairwise_sigmoid_sum` w.r.t. ``z`` and ``k``, block by block, with
-  ``d/du sigmoid(u) = sigmoid(u) (1 - sigmoid(u))``."""
-  zi, ki, gi = z[:, :, None], k[:, :, None], upstream[:, :, None]
-
-  def backward_block(args):
-    zj, mj = args
-    diff = zj[:, None, :] - zi
-    sig = ops.sigmoid(ki * diff)
-    dsig = sig * (1.0 - sig) * mj[:, None, :]
-    row = ops.sum(dsig, axis=-1)  # sum_j s'_ij
-    row_k = ops.sum(dsig * diff, axis=-1)  # sum_j s'_ij (z_j - z_i)
-    col = ops.sum(gi * ki * dsig, axis=1)  # sum_i g_i k_i s'_ij
-    return row, row_k, col
-
-  rows, rows_k, cols = _map_column_blocks(backward_block, z, block_size)
-  row = ops.sum(rows, axis=0)
-  row_k = ops.sum(rows_k, axis=0)
-  n = ops.shape(z)[-1]
-  col = ops.reshape(ops.transpose(cols, [1, 0, 2]), (ops.shape(z)[0], -1))[:, :n]
-  return col - upstream * k * row, upstream * row_k
+  scores = ops.convert_to_tensor(scores)
+  n = ops.cast(ops.shape(scores)[-1], scores.dtype)
+  var = ops.sum(ops.square(_centred(scores)), axis=-1, keepdims=True) / n
+  scale = ops.rsqrt(var + ops.cast(epsilon, scores.dtype))
+  two_items = ops.cast(ops.equal(ops.shape(scores)[-1], 2), scores.dtype)
+  return two_items * ops.stop_gradient(scale) + (1.0 - two_items) * scale
 
 
 def check_scores(scores, min_length=2):
@@ -258,6 +183,30 @@ class Sorter(keras.layers.Layer):
     n = ops.shape(scores)[-1]
     normalised = ops.cast(self._normalised_ranks(scores, training=training), "float32")
     return to_ranks(normalised, n)
+
+  def ranks_at(self, scores, index):
+    """The estimated ranks ``[B]`` (float32) of the one item ``index[b]`` of each list
+    ``scores[b]``: ``self(scores)`` at those items. Here by computing every rank; a sorter
+    whose rank of one item needs only that item's comparisons overrides it with an ``O(n)``
+    form (:class:`~tfrank4class.ranking.AttentionSorter`,
+    :class:`~tfrank4class.ranking.PairwiseSigmoidSorter`).
+
+    Args:
+      scores: float ``[B, n]``.
+      index: integer ``[B]``.
+    """
+    ranks = self(scores, training=False)
+    index = ops.cast(ops.convert_to_tensor(index), "int64")[:, None]
+    return backend.take_along_axis(ranks, index, axis=-1)[:, 0]
+
+  def _row_inputs(self, scores):
+    """``scores`` checked and in the compute dtype, the layer built: the inputs of an
+    ``O(n)`` :meth:`ranks_at`, which does not go through ``__call__``."""
+    scores = check_scores(scores)
+    self._check_length(scores)
+    if not self.built:
+      build_sublayer(self, tuple(scores.shape))
+    return ops.cast(scores, self.compute_dtype)
 
   def _check_length(self, scores):
     """Raises if this sorter cannot handle the list length of ``scores`` (default: any)."""

@@ -3,6 +3,7 @@
 
 from tfrank4class import backend, compat
 from tfrank4class.compat import ops
+from tfrank4class.labels import Labels
 from tfrank4class.losses.registry import register
 from tfrank4class.losses.sodeep.base import RankOperatorLoss
 from tfrank4class.ranking.exact import sink
@@ -46,6 +47,7 @@ class SorterMAPLoss(RankOperatorLoss):
   not which class wins for an input (top-1); the paper (Sec. 4.2.2) adds it to a per-example loss
   (the multi-label soft margin loss). Its gradient per rank is ``1 / (|C+| |P_c| |N_c|)``, so with
   the blackbox ranker choose a larger interpolation ``lambda`` than for per-list losses.
+  Cost: ``C`` lists of ``B`` items, ``O(C B^2)`` time and memory through the pairwise sorters.
 
   Args:
     ranker: the rank operator (see :mod:`~tfrank4class.losses.sodeep.base`).
@@ -117,6 +119,13 @@ class SorterAPLoss(RankOperatorLoss):
   Padded items (relevance < 0) are excluded. This is the per-list AP; the paper's mAP loss,
   which ranks each class down the batch, is :class:`SorterMAPLoss` (Eq. 7).
 
+  Cost: with class ids only the true class's two ranks are needed
+  (:meth:`~tfrank4class.losses.sodeep.base.RankOperatorLoss.ranks_at`): ``O(B n)`` for the
+  pairwise sorters (their row of comparisons; the attention sorter's steepness adds
+  ``O(B n log n)``), every rank for the LSTM and CNN sorters. With dense relevance every rank
+  is computed, ``O(B n^2)`` through the pairwise sorters (docs/sodeep.md, "Cost at many
+  classes").
+
   Args:
     ranker: the rank operator (see :mod:`~tfrank4class.losses.sodeep.base`).
     ranker_trainable, ranker_learning_rate: fine-tune the sorter (see
@@ -143,10 +152,23 @@ class SorterAPLoss(RankOperatorLoss):
   ):
     super().__init__(ranker, ranker_trainable, ranker_learning_rate, reduction, name)
 
-  def loss_values(self, scores, relevance):
+  takes_class_ids = True
+
+  def loss_values(self, scores, labels):
+    if isinstance(labels, Labels):
+      return self._class_id_loss(scores, labels.ids)
+    relevance = labels
     positive = relevance > 0
     lists = sink(scores, relevance >= 0)
     relevant_ranks = self.ranks(sink(scores, positive))
     ap = average_precision_from_ranks(self.ranks(lists), relevant_ranks, positive)
     loss = backend.where(ops.any(positive, axis=-1), 1.0 - ap, ops.zeros_like(ap))
     return self.with_finetune(loss, lists)
+
+  def _class_id_loss(self, scores, ids):
+    """``1 - rk_hat(s_P)_y / rk_hat(s)_y`` for the one true class ``y`` of each list: the rank
+    of ``y`` alone, twice (:meth:`~tfrank4class.losses.sodeep.base.RankOperatorLoss.ranks_at`)."""
+    is_true = ops.equal(ops.arange(scores.shape[-1], dtype="int32")[None, :], ids[:, None])
+    rank = self.ranks_at(scores, ids)
+    relevant_rank = self.ranks_at(sink(scores, is_true), ids)
+    return self.with_finetune(1.0 - backend.divide_no_nan(relevant_rank, rank), scores)

@@ -39,7 +39,7 @@ and a layer with ``keras.utils.serialize_keras_object``; a sorter layer's *learn
 not part of a Keras loss config, so pass pretrained sorters by name when the model must be saved.
 """
 
-from tfrank4class import checks, compat
+from tfrank4class import backend, checks, compat
 from tfrank4class.compat import keras, ops
 from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.ranking import sorter_base
@@ -137,6 +137,15 @@ class RankOperatorLoss(ListwiseLoss):
     if isinstance(self.ranker, keras.layers.Layer):
       return ops.cast(self.ranker(scores, training=False), scores.dtype)
     return self.ranker(scores)
+
+  def ranks_at(self, scores, index):
+    """The rank ``[B]`` of the one item ``index[b]`` of each list ``scores`` ``[B, n]`` by the rank
+    operator, in the scores' dtype: a sorter's :meth:`~tfrank4class.ranking.sorter_base.Sorter.
+    ranks_at` (``O(B * n)`` for the pairwise sorters), else :meth:`ranks` at those items."""
+    if isinstance(self.ranker, sorter_base.Sorter):
+      return ops.cast(self.ranker.ranks_at(scores, index), scores.dtype)
+    index = ops.cast(index, "int64")[:, None]
+    return backend.take_along_axis(self.ranks(scores), index, axis=-1)[:, 0]
 
   def with_finetune(self, loss, lists):
     """``loss``, after one fine-tuning step on ``lists`` if ``ranker_trainable`` (else as is)."""

@@ -26,6 +26,11 @@ class RankTripletLoss(RankOperatorLoss):
   For the paper's cross-modal setting (a square query x item score matrix ``S`` with the matches
   on the diagonal), add the two directions: ``loss(eye, S) + loss(eye, transpose(S))``.
 
+  Cost: every rank is needed (the hardest negative), so through the pairwise sorters time is
+  ``O(B n^2)``, all pairs, with memory bounded at any ``n``
+  (:func:`~tfrank4class.ranking.sigmoid_comparisons.pairwise_sigmoid_sum`; docs/sodeep.md, "Cost
+  at many classes").
+
   Args:
     ranker: the rank operator (see :mod:`~tfrank4class.losses.sodeep.base`).
     alpha: the margin, in normalised ranks (``>= 0``; the paper gives no value, the authors'

@@ -29,6 +29,11 @@ class SpearmanLoss(RankOperatorLoss):
   list with fewer than 2 valid items has loss 0. With ``over_batch=True`` the targets are
   regression values and every value, negative ones included, is a target.
 
+  Cost: every rank is needed, so through the pairwise sorters (``"attention"``, the default, and
+  ``"pairwise_sigmoid"``) time is ``O(B n^2)``, all pairs, with memory bounded at any ``n``
+  (:func:`~tfrank4class.ranking.sigmoid_comparisons.pairwise_sigmoid_sum`; docs/sodeep.md, "Cost
+  at many classes").
+
   Args:
     ranker: the rank operator (see :mod:`~tfrank4class.losses.sodeep.base`).
     l1_weight: weight of the L1 term on raw scores (0 disables it).

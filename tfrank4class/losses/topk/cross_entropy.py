@@ -31,6 +31,17 @@ The sorting networks here run in their top-``k`` form
 (:func:`~tfrank4class.ranking.sorting_network_topk`, ``O(n k)`` per layer); NeuralSort and
 SoftSort build the full ``n x n`` matrix, which is inherent to them.
 
+Cost, and when to set ``m``. Without ``m`` the operator runs on all ``n`` classes, and every
+layer's weights and ``[n, k]`` carry are kept for the gradient, so time *and* memory per example
+are ``O(n k log^2 n)`` for ``"bitonic"`` (the default, as in difftopk: ``ceil(log2 n) (ceil(log2
+n) + 1) / 2`` layers), ``O(n^2 k)`` for ``"odd_even"`` (``n`` layers) and ``O(n^2)`` for
+NeuralSort and SoftSort. With ``m`` it is one top-``m`` selection, ``O(n log m)``, plus the
+operator on ``m`` items (``O(m k log^2 m)`` for ``"bitonic"``), linear in ``n``. Keep the
+default ``m = None`` for up to a few hundred classes (every class is ranked, as in the paper's
+CIFAR-100 runs); set ``m`` (the paper uses 16 for ImageNet's 1,000 classes) beyond that: at
+1,000 classes the default network is tens of times slower than with ``m = 16``, and at 10,000
+hundreds of times, with memory growing as above (docs/topk.md, "Cost at many classes").
+
 Labels. Class ids ``[B]`` / ``[B, 1]`` as in the paper. Dense labels ``[B, C]`` (parsed by
 :func:`tfrank4class.labels.parse_labels`) are read as a target distribution over the classes, ``t(c)
 = max(r_c, 0) / sum_c' max(r_c', 0)``, and the loss is ``-sum_c t(c) log(...)`` with the same term
@@ -101,7 +112,11 @@ def _check_arguments(p_k, method, distribution, inverse_temperature, art_lambda,
   art_lambda = checks.check_float("art_lambda", art_lambda, minimum=0.0)
   m = checks.check_int("m", m, minimum=2, allow_none=True)
   if m is not None and m <= len(p_k):
-    raise ValueError(f"`m` must be greater than K = len(p_k) = {len(p_k)}, got m={m!r}.")
+    raise ValueError(
+      f"`m` must be greater than K = len(p_k) = {len(p_k)}, got m={m!r} (m = None ranks every "
+      f"class: set m, e.g. 16, beyond a few hundred classes, where the cost without it grows "
+      f"as n log^2 n for 'bitonic' and n^2 for the other methods)."
+    )
   checks.check_choice("top1_mode", top1_mode, TOP1_MODES)
   return p_k, inverse_temperature, art_lambda, m
 
@@ -137,7 +152,11 @@ def _checked_scores(scores, k, m):
       f"`scores` must have a number of classes known when traced, got {scores.shape}"
     )
   if m is not None and m >= n:
-    raise ValueError(f"`m` must be smaller than the number of classes n={n}, got m={m!r}.")
+    raise ValueError(
+      f"`m` must be smaller than the number of classes n={n}, got m={m!r}: `m` ranks only the "
+      f"true class and the m - 1 best others, for many classes (beyond a few hundred; the paper "
+      f"uses m=16 at 1,000); leave m=None to rank all n."
+    )
   if k > n:
     raise ValueError(f"`p_k` has K={k} entries, more than the n={n} classes of `scores`.")
   return scores
@@ -226,7 +245,8 @@ def topk_cross_entropy(
       and SoftSort.
     art_lambda: the ART exponent of ``distribution="logistic_phi"``.
     m: ``None`` (rank all ``n`` classes) or the number of classes to rank,
-      ``K < m < n`` (see the module docstring).
+      ``K < m < n``; set it beyond a few hundred classes (the cost without it grows as
+      ``n log^2 n`` for ``"bitonic"`` and ``n^2`` for the others, see the module docstring).
     top1_mode: ``"sm"``, ``"smce"`` or ``"sort"``.
 
   Returns:

@@ -255,7 +255,7 @@ def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
   log_e = _log_elementary_symmetric(backend.where(rivals, x, ops.full_like(x, LOG_ZERO)), k)
   x_true = _take(x, parsed.ids)
   margin = log_e[:, k] + alpha / tau - log_e[:, k - 1] - x_true
-  return tau * ops.softplus(backend.where(enough, margin, ops.zeros_like(margin)))
+  return tau * backend.softplus(backend.where(enough, margin, ops.zeros_like(margin)))
 
 
 @register("smooth_topk_svm_loss")
