@@ -411,6 +411,11 @@ def ndcg(labels, scores, k=None, gain="exp2"):
     >>> ops.convert_to_numpy(ndcg([[2.0, 0.0, 1.0]], [[0.1, 0.9, 0.5]], k=2)).round(4)
     array([0.1738], dtype=float32)
   """
+  return _discounted_gain(labels, scores, k, gain, normalize=True)
+
+
+def _discounted_gain(labels, scores, k, gain, normalize):
+  """NDCG@k (``normalize``) or DCG@k: the two are one with class ids, whose ideal DCG is 1."""
   k = checks.check_int("k", k, minimum=1, allow_none=True)
   checks.check_choice("gain", gain, GAINS)
   labels, scores, single = _split(labels, scores)
@@ -420,7 +425,7 @@ def ndcg(labels, scores, k=None, gain="exp2"):
       labels, _mean_over_rank_range(_reciprocal_log2, g, e, _cut_off(k, scores.shape[-1]))
     )
   relevance, mask, masked = _dense(labels, scores)
-  return _finish(labels, _ndcg_dense(k, gain, relevance, mask, masked))
+  return _finish(labels, _ndcg_dense(k, gain, relevance, mask, masked, normalize=normalize))
 
 
 def dcg(labels, scores, k=None, gain="exp2"):
@@ -437,13 +442,7 @@ def dcg(labels, scores, k=None, gain="exp2"):
     >>> ops.convert_to_numpy(dcg([[2.0, 0.0, 1.0]], [[0.1, 0.9, 0.5]], k=2)).round(4)
     array([0.6309], dtype=float32)
   """
-  k = checks.check_int("k", k, minimum=1, allow_none=True)
-  checks.check_choice("gain", gain, GAINS)
-  labels, scores, single = _split(labels, scores)
-  if single:
-    return ndcg(labels, scores, k=k)
-  relevance, mask, masked = _dense(labels, scores)
-  return _finish(labels, _ndcg_dense(k, gain, relevance, mask, masked, normalize=False))
+  return _discounted_gain(labels, scores, k, gain, normalize=False)
 
 
 def average_precision(labels, scores):
