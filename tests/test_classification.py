@@ -347,7 +347,7 @@ def test_metric_names_are_one_registry():
     with pytest.raises(
       ValueError,
       match=r"Unknown metric name .*; known metrics are: top_K, ndcg, "
-      r"ndcg_K, mrr, mrr_K, map, spearman, recall_K, "
+      r"ndcg_K, dcg, dcg_K, mrr, mrr_K, map, spearman, recall_K, "
       r"precision_K \(K a positive integer",
     ):
       registry.parse(bad)

@@ -53,10 +53,16 @@ TAKES_CLASS_IDS = sorted(
 )
 
 
-def test_the_top_k_losses_take_class_ids():
+def test_the_losses_that_take_class_ids():
+  # The Top-K losses; RaMBO's per-list losses (the true class's rank by counting); SoDeep's AP
+  # (the true class's soft rank alone).
   assert TAKES_CLASS_IDS == [
+    "average_precision_loss",
+    "blackbox_ndcg_loss",
+    "recall_loss",
     "smooth_topk_svm_loss",
     "soft_rank_topk_loss",
+    "sorter_ap_loss",
     "topk_cross_entropy_loss",
   ]
 
@@ -71,7 +77,7 @@ def test_class_ids_give_the_value_and_gradient_of_their_one_hot_rows(name, mode)
   rng = np.random.default_rng(3)
   s = rng.normal(size=(4, 7)).astype(np.float32)
   y = np.array([1, 0, 6, 3], np.int32)
-  loss = losses.get(name, reduction="none", **FAMILIES[name])
+  loss = losses.get(name, reduction="none", **FAMILIES.get(name, {}))
   summed = lambda labels: lambda v: ops.sum(loss(labels, v))  # noqa: E731
   want, (want_grad,) = bt.value_and_grad(summed(np.eye(7, dtype=np.float32)[y]), s)
   for labels in (y, y[:, None]):
