@@ -140,6 +140,8 @@ class PerListMetric(keras.metrics.Mean):
     y_pred = checks.check_scores("scores", y_pred, finite=False)
     labels = parse_labels(y_true, num_items(y_pred), name="labels")
     y_pred, labels = check_list_scores(labels, y_pred, name="scores")
+    if y_pred.shape[0] == 0:  # an empty batch adds nothing (PyTorch refuses some empty ops)
+      return None
     values = labels.mark_invalid(self.list_values(y_true, y_pred))
     if sample_weight is not None:
       sample_weight = checks.check_sample_weight(
