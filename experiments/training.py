@@ -34,7 +34,7 @@ from tfrank4class import metrics as metrics_lib
 from tfrank4class.compat import keras
 
 #: Test-split metrics every record holds (``tfrank4class.metrics.get`` names), each in [0, 1].
-METRICS = ("top_1", "top_5", "ndcg_5", "mrr")
+METRICS = metrics_lib.registry.DEFAULT_NAMES  # ("top_1", "top_5", "ndcg_5", "mrr")
 
 
 def build_loss(name, kwargs):
@@ -85,7 +85,9 @@ def predict(model, features_, batch_size=512):
 
 def evaluate_scores(labels, scores, metric_names=METRICS, batch_size=4096):
   """``{name: value}`` of the metrics ``metric_names`` (``tfrank4class.metrics.get`` names) of
-  ``scores`` ``[N, C]`` against ``labels``, accumulated over batches as Keras does."""
+  ``scores`` ``[N, C]`` against ``labels``, accumulated over batches as Keras does (the default
+  ``top_5`` left out of lists of fewer than 5 classes: ``metrics.registry.for_classes``)."""
+  metric_names = metrics_lib.registry.for_classes(metric_names, scores.shape[-1])
   metric_objects = [metrics_lib.get(name) for name in metric_names]
   for start in range(0, len(labels), batch_size):
     y = labels[start : start + batch_size]

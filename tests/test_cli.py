@@ -127,23 +127,26 @@ def test_unknown_loss_argument_is_refused_before_reading_data(tmp_path):
   )
 
 
-def test_a_top_k_beyond_the_classes_is_refused_before_reading_examples(tmp_path):
+@pytest.mark.parametrize(
+  "args,message",
+  [
+    (
+      ("--loss=smooth_topk_svm_loss", '--loss_kwargs={"k": 40}'),
+      "`loss_kwargs` of 'smooth_topk_svm_loss' on 'goemotions' (28 classes): `k` must be smaller "
+      "than the number of classes, got k=40 for 28 classes",
+    ),
+    (
+      ("--metrics=top_1,top_40", "--best_metric=top_1"),
+      "'goemotions' has 28 classes: `metrics` names 'top_40', Top-40 accuracy of lists of 28 "
+      "classes (1 for every list); name a top_K with K at most 28.",
+    ),
+  ],
+)
+def test_a_top_k_beyond_the_classes_is_refused_before_reading_examples(tmp_path, args, message):
   # 28 emotions; the rows are malformed, so reading one would end in another error.
   data = _goemotions_dir(tmp_path / "goemotions", "not a row\n")
-  result = _run(
-    "train",
-    "--dataset=goemotions",
-    f"--data_dir={data}",
-    "--loss=smooth_topk_svm_loss",
-    '--loss_kwargs={"k": 40}',
-  )
-  _assert_one_line_error(
-    result,
-    "train",
-    1,
-    "`loss_kwargs` of 'smooth_topk_svm_loss' on 'goemotions' (28 classes): `k` must be smaller "
-    "than the number of classes, got k=40 for 28 classes",
-  )
+  result = _run("train", "--dataset=goemotions", f"--data_dir={data}", *args)
+  _assert_one_line_error(result, "train", 1, message)
 
 
 def test_train_refuses_an_existing_export_before_reading_data(tmp_path):

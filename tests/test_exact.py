@@ -191,3 +191,19 @@ def test_sink_moves_excluded_items_below_every_kept_one():
   np.testing.assert_allclose(bt.numpy(exact.sink(s, keep)), [[0.5, -1.1, 0.2, -1.1]], rtol=1e-6)
   _, (grad,) = bt.value_and_grad(lambda t: ops.sum(exact.sink(t, keep)), s)
   np.testing.assert_array_equal(grad, [[1.0, 0.0, 1.0, 0.0]])
+
+
+@pytest.mark.parametrize("fn", [exact.rank, lambda s: exact.rank_within(s, s > 0.3)])
+def test_the_exact_rank_has_no_gradient(fn):
+  # Piecewise constant: jax.grad gives zeros, TensorFlow's tape None, and a PyTorch backward
+  # pass one error naming the operator (not autograd's "element 0 ... does not require grad").
+  s = np.array([[0.5, 0.1, 0.9]], np.float32)
+  if backend.BACKEND == "torch":
+    with pytest.raises(ValueError, match=r"The exact rank .* has no gradient.*stop_gradient"):
+      bt.value_and_grad(lambda t: ops.sum(fn(t) * t), s)
+    # as constants (stop_gradient), the ranks weigh the scores' own gradient
+    _, (grad,) = bt.value_and_grad(lambda t: ops.sum(ops.stop_gradient(fn(t)) * t), s)
+    np.testing.assert_array_equal(grad, bt.numpy(fn(s)))
+    return
+  _, (grad,) = bt.value_and_grad(lambda t: ops.sum(fn(t)), s)
+  assert grad is None or not np.any(grad)

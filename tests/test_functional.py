@@ -32,6 +32,13 @@ CASES = [
 ]
 
 
+def _within(name, kwargs, c):
+  """``kwargs`` with Top-k's ``k`` at most ``c`` (a larger one is refused, see test_k_above_c)."""
+  if name == "top_k_accuracy":
+    return {"k": min(kwargs["k"], c)}
+  return kwargs
+
+
 def _tied_scores(b, c, levels):
   """Integer-valued float32 scores: many ties when ``levels`` is small against ``c``."""
   return RNG.integers(0, levels, (b, c)).astype(np.float32)
@@ -62,6 +69,7 @@ def test_class_ids_equal_reference_with_many_ties(c, levels, name, kwargs):
   scores = _tied_scores(b, c, levels)
   labels = RNG.integers(0, c, b)
   scores[0] = 1.0  # one list with every score tied: the chance value
+  kwargs = _within(name, kwargs, c)
   got = numpy(getattr(F, name)(labels, scores, **kwargs))
   assert got.dtype == np.float32
   np.testing.assert_allclose(got, _exact(name, labels, scores, **kwargs), rtol=0, atol=1e-6)
@@ -79,6 +87,7 @@ def test_dense_relevance_with_padding_equals_reference(c, levels, name, kwargs):
   graded[2] = 0.0  # no relevant item
   scores[3] = 0.0
   atol = 1e-5 if name == "average_precision" else 2e-6
+  kwargs = _within(name, kwargs, c)
   got = numpy(getattr(F, name)(graded, scores, **kwargs))
   np.testing.assert_allclose(got, _exact(name, graded, scores, **kwargs), rtol=0, atol=atol)
   multi_hot = (graded > 0).astype(np.float32) - (graded < 0)
@@ -405,3 +414,11 @@ def test_bad_k(fn):
   for k in (0, -2, 1.5, "3"):
     with pytest.raises(ValueError, match=r"`k` must be an integer >= 1.*got"):
       fn([0], [[0.1, 0.2]], k=k)
+
+
+def test_top_k_accuracy_refuses_k_above_the_classes():
+  # K = C is every list's hit (allowed, as Keras does); K > C is refused by name, not read as 1
+  assert numpy(F.top_k_accuracy([1], [[0.3, 0.1]], k=2)).tolist() == [1.0]
+  for labels in ([1, 0], [[0.0, 1.0], [1.0, -1.0]]):
+    with pytest.raises(ValueError, match=r"`k` must be at most the number of classes, got k=3 f"):
+      F.top_k_accuracy(labels, [[0.3, 0.1], [0.2, 0.5]], k=3)

@@ -206,3 +206,21 @@ def test_every_where_and_divide_no_nan_of_the_core_goes_through_backend():
         if func.attr in ("where", "divide_no_nan") and getattr(func.value, "id", None) == "ops":
           calls.append(f"{label}:{node.lineno}")
   assert calls == []
+
+
+def test_the_core_asks_for_int64_only_where_int32_cannot_hold_the_value():
+  """JAX without x64 warns for every int64 request and truncates it to int32: the core's indices
+  and class ids are int32 (lists hold fewer than 2^31 items). The exceptions, each needing 64 bits:
+  ``ranking/exact.py`` (the index dtype of a list over 2^31 items) and ``backend.py``
+  (``argsort_pairs``' two-key int64 sort, not on JAX)."""
+  allowed = {"backend.py", "ranking/exact.py"}
+  found = []
+  for label, path in _modules():
+    if not label or label.startswith("experiments/") or label in allowed:
+      continue
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+      if isinstance(node, ast.Call):
+        arguments = list(node.args) + [keyword.value for keyword in node.keywords]
+        if any(getattr(a, "value", None) == "int64" for a in arguments):
+          found.append(f"{label}:{node.lineno}")
+  assert found == []

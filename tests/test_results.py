@@ -102,10 +102,14 @@ def test_evaluate_batches_accumulates_over_batches_against_hand_computed_metrics
     (np.array([[0.9, 0.3, 0.4]], np.float32), np.array([2])),
   ]
   values = results.evaluate_batches(lambda features, training: features, batches)
+  # the default top_5 is left out of three-class lists (it would be 1 for every list)
   assert values == pytest.approx(
-    {"top_1": 0.5, "top_5": 1.0, "ndcg_5": (1.0 + 1.0 / math.log2(3.0)) / 2.0, "mrr": 0.75}
+    {"top_1": 0.5, "ndcg_5": (1.0 + 1.0 / math.log2(3.0)) / 2.0, "mrr": 0.75}
   )
   assert list(results.evaluate_batches(lambda f, training: f, batches, ("mrr",))) == ["mrr"]
+  assert results.evaluate_batches(lambda f, training: f, batches, ("top_3",)) == {"top_3": 1.0}
+  with pytest.raises(ValueError, match="`metrics` names 'top_4'.*3 classes"):
+    results.evaluate_batches(lambda f, training: f, batches, ("top_1", "top_4"))
 
 
 def test_evaluate_splits_reports_the_metrics_of_the_config():

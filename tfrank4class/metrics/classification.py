@@ -164,7 +164,8 @@ class TopKAccuracy(PerListMetric):
   ``P(rk <= K) = clip((K - g) / (e + 1), 0, 1)`` (:func:`functional.top_k_accuracy`).
 
   Args:
-    k: the cut-off ``K >= 1``.
+    k: the cut-off ``K``, from 1 to the number of classes (a larger ``K`` would be 1 for every
+      list: the first scores refuse it).
 
   Example:
     >>> m = TopKAccuracy(k=2)
@@ -172,7 +173,7 @@ class TopKAccuracy(PerListMetric):
     >>> round(float(m.result()), 4)   # ranks 1, 3 and a three-way tie: (1 + 0 + 2/3) / 3
     0.5556
     >>> import tfrank4class.losses
-    >>> model = keras.Sequential([keras.layers.Dense(3)])
+    >>> model = keras.Sequential([keras.layers.Dense(10)])
     >>> model.compile(optimizer="adam", loss=tfrank4class.losses.get("softmax_loss"),
     ...               metrics=[TopKAccuracy(1), TopKAccuracy(5)])
   """

@@ -351,6 +351,12 @@ def top_k_accuracy(labels, scores, k=5):
   """
   k = checks.check_int("k", k, minimum=1)
   labels, scores, single = _split(labels, scores)
+  num_classes = num_items(scores)
+  if isinstance(num_classes, int) and k > num_classes:
+    raise ValueError(
+      f"`k` must be at most the number of classes, got k={k} for {num_classes} classes "
+      f"(`y_pred` of shape {scores.shape}): Top-{k} accuracy would be 1 for every list."
+    )
   if single:
     g, e = _single(labels, scores)
     return _finish(labels, _hit_probability(k, g, e))

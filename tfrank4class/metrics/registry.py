@@ -58,6 +58,10 @@ class MetricRegistry(Registry):
       ) from None
 
 
+#: What the binaries and :func:`tfrank4class.train.results.evaluate_batches` report unless told
+#: otherwise.
+DEFAULT_NAMES = ("top_1", "top_5", "ndcg_5", "mrr")
+
 #: Every metric by name; ``K`` is a positive integer (``top_5``; ``top_05`` is ``top_5`` too).
 METRICS = MetricRegistry("metric")
 compat.resolve_by_name("metrics", METRICS)
@@ -82,3 +86,27 @@ def names():
 def get(name):
   """Returns a fresh Keras metric for ``name`` (see the module docstring for the names)."""
   return METRICS.get(name)
+
+
+def for_classes(names, num_classes):
+  """``names`` for lists of ``num_classes`` classes: a ``top_K`` with ``K`` above the classes is
+  1 for every list (:class:`~tfrank4class.metrics.TopKAccuracy` refuses it), so
+  :data:`DEFAULT_NAMES` leave it out, and any other ``names`` holding one raise.
+
+  Example:
+    >>> for_classes(DEFAULT_NAMES, 4)
+    ('top_1', 'ndcg_5', 'mrr')
+    >>> for_classes(["top_20", "mrr"], 10)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: `metrics` names 'top_20', Top-20 accuracy of lists of 10 classes (1 for every...
+  """
+  top_k = parse("top_1")[0]
+  too_wide = [n for n in names if parse(n)[0] is top_k and parse(n)[1][0] > num_classes]
+  if too_wide and tuple(names) != DEFAULT_NAMES:
+    name = too_wide[0]
+    raise ValueError(
+      f"`metrics` names {name!r}, Top-{parse(name)[1][0]} accuracy of lists of {num_classes} "
+      f"classes (1 for every list); name a top_K with K at most {num_classes}."
+    )
+  return tuple(n for n in names if n not in too_wide)

@@ -145,7 +145,9 @@ def rank(scores, axis=-1):
     ValueError: ``scores`` holds a NaN (a NaN has no place in an order), eagerly on every
       backend (``InvalidArgumentError`` inside ``tf.function``). ``+-inf`` are ranked like any
       number. Where no check can raise (XLA, ``jax.jit``), a list with a NaN score gets NaN
-      ranks (:func:`mark_nan_lists`).
+      ranks (:func:`mark_nan_lists`). On PyTorch, also a backward pass through the ranks of
+      scores that require a gradient (:data:`NO_GRADIENT`): the exact rank is piecewise
+      constant, so it has none (``jax.grad`` gives zeros, TensorFlow's tape ``None``).
 
   Example:
     >>> ops.convert_to_numpy(rank([[0.1, 0.9, 0.5, 0.9]]))
@@ -159,7 +161,33 @@ def rank(scores, axis=-1):
   ranks = ops.reshape(mark_nan_lists(ops.cast(inverse + 1, out_dtype), flat), shape)
   if perm is not None:
     ranks = ops.transpose(ranks, perm)
-  return ranks
+  return _refuse_torch_gradient(ranks, scores)
+
+
+#: The error of a PyTorch backward pass through :func:`rank` or :func:`rank_within`.
+NO_GRADIENT = (
+  "The exact rank (tfrank4class.ranking.rank, rank_within) has no gradient: it is piecewise "
+  "constant in the scores. For ranks used as constants wrap them in keras.ops.stop_gradient; to "
+  "learn through a ranking use a differentiable one (ranking.blackbox_rank, ranking.soft_rank, "
+  "ranking.neuralsort, a sorter)."
+)
+
+
+def _refuse_torch_gradient(ranks, scores):
+  """``ranks``; on PyTorch, where ``scores`` require a gradient, with a backward pass that raises
+  :data:`NO_GRADIENT` (else autograd's own error names no operator: "element 0 of tensors does
+  not require grad")."""
+  if backend.BACKEND != "torch" or not scores.requires_grad:
+    return ranks
+
+  @backend.custom_gradient
+  def refuse(unused_scores):
+    def grad_fn(unused_upstream):
+      raise ValueError(NO_GRADIENT)
+
+    return ranks, grad_fn
+
+  return refuse(scores)
 
 
 @backend.do_not_convert
@@ -183,7 +211,7 @@ def rank_within(scores, mask, axis=-1):
 
   Raises:
     TypeError: ``mask`` is not boolean. ValueError: its shape differs from that of ``scores``;
-      ``scores`` holds a NaN, as for :func:`rank`.
+      ``scores`` holds a NaN, or a PyTorch backward pass reaches the ranks, as for :func:`rank`.
 
   Example:
     >>> ops.convert_to_numpy(rank_within([[0.1, 0.9, 0.5, 0.7]], [[True, False, True, False]]))
@@ -200,7 +228,7 @@ def rank_within(scores, mask, axis=-1):
   ranks = ops.reshape(mark_nan_lists(ranks_within(flat, flat_mask, out_dtype), flat), shape)
   if perm is not None:
     ranks = ops.transpose(ranks, perm)
-  return ranks
+  return _refuse_torch_gradient(ranks, scores)
 
 
 def ranks_within(flat, flat_mask, dtype=None):

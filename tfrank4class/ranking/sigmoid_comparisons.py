@@ -118,7 +118,7 @@ def pairwise_sigmoid_row_sum(z, k, index):
     array([1.5], dtype=float32)
   """
   z, k = ops.convert_to_tensor(z), ops.convert_to_tensor(k)
-  index = ops.cast(ops.convert_to_tensor(index), "int64")[:, None]
+  index = ops.cast(ops.convert_to_tensor(index), "int32")[:, None]
   zt = backend.take_along_axis(z, index, axis=-1)
   kt = backend.take_along_axis(k, index, axis=-1) if k.shape[-1] != 1 else k
   return ops.sum(ops.sigmoid(kt * (z - zt)), axis=-1)

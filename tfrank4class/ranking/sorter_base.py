@@ -196,7 +196,7 @@ class Sorter(keras.layers.Layer):
       index: integer ``[B]``.
     """
     ranks = self(scores, training=False)
-    index = ops.cast(ops.convert_to_tensor(index), "int64")[:, None]
+    index = ops.cast(ops.convert_to_tensor(index), "int32")[:, None]
     return backend.take_along_axis(ranks, index, axis=-1)[:, 0]
 
   def _row_inputs(self, scores):

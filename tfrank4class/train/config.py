@@ -64,7 +64,7 @@ class ExperimentConfig:
   hidden_units: tuple = None
   loss: str = "softmax_loss"
   loss_kwargs: dict = dataclasses.field(default_factory=dict)
-  metrics: tuple = ("top_1", "top_5", "ndcg_5", "mrr")
+  metrics: tuple = metrics_lib.registry.DEFAULT_NAMES
   batch_size: int = 64
   epochs: int = 3
   early_stopping_patience: int = None
@@ -202,6 +202,32 @@ def check_loss_classes(config, num_classes):
     raise errors.InvalidConfigError(
       f"`loss_kwargs` of {config.loss!r} on {config.dataset!r} ({num_classes} classes): {e}"
     ) from e
+
+
+def metrics_for_classes(config, num_classes):
+  """``config.metrics`` on ``num_classes`` classes (``metrics.registry.for_classes``: the default
+  metrics leave out a ``top_K`` beyond the classes, a named one is refused); raises
+  ``InvalidConfigError`` naming ``metrics`` or ``best_metric`` before any example is read.
+
+  Example:
+    >>> metrics_for_classes(ExperimentConfig(), 4)
+    ('top_1', 'ndcg_5', 'mrr')
+    >>> config = ExperimentConfig(metrics=("top_1", "top_5", "ndcg_5"), best_metric="ndcg_5")
+    >>> metrics_for_classes(config, 3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tfrank4class.errors.InvalidConfigError: ... 3 classes: `metrics` names 'top_5', Top-5...
+  """
+  try:
+    names = metrics_lib.registry.for_classes(config.metrics, num_classes)
+    if config.best_metric not in names:
+      raise ValueError(
+        f"`best_metric` {config.best_metric!r} is left out of the default metrics (it is 1 for "
+        f"every list); choose one of {list(names)}."
+      )
+  except ValueError as e:
+    raise errors.InvalidConfigError(f"{config.dataset!r} has {num_classes} classes: {e}") from e
+  return names
 
 
 def read_json_object(path, what, fix):

@@ -142,7 +142,9 @@ def build_model(config, info):
     loss=losses_lib.get(config.loss, **config.loss_kwargs),
     # Weighted: a multi-worker run pads its validation split with examples of weight 0
     # (`_padded_validation`); without sample weights (every other input) they are the same.
-    weighted_metrics=[metrics_lib.get(m) for m in config.metrics],
+    weighted_metrics=[
+      metrics_lib.get(m) for m in config_lib.metrics_for_classes(config, info.num_classes)
+    ],
   )
   return model
 
@@ -308,6 +310,7 @@ def _train(config):
     _claim_model_dir(config, strategy, chief)
   info = data_lib.info(config.dataset, config.data_dir)
   config_lib.check_loss_classes(config, info.num_classes)  # before any example is read
+  config_lib.metrics_for_classes(config, info.num_classes)
   val_split = selection_split(info, config.select_on_test)
   if chief:
     print(_selection_line(config, info, val_split), flush=True)

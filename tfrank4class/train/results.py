@@ -81,11 +81,18 @@ def evaluation_batches(dataset, split, data_dir=None, batch_size=256, on_corrupt
 
 
 def evaluate_batches(model, batches, metric_names=None):
-  """``{metric name: value}`` of a scores model over ``(features, labels)`` batches."""
-  metric_names = metric_names or ("top_1", "top_5", "ndcg_5", "mrr")
-  metric_objects = [metrics_lib.get(m) for m in metric_names]
+  """``{metric name: value}`` of a scores model over ``(features, labels)`` batches.
+
+  ``metric_names`` defaults to :data:`tfrank4class.metrics.registry.DEFAULT_NAMES`, of which a
+  ``top_K`` beyond the model's classes is left out (``metrics.registry.for_classes``).
+  """
+  metric_names = metric_names or metrics_lib.registry.DEFAULT_NAMES
+  metric_objects = None
   for features, labels in batches:
     scores = model(features, training=False)
+    if metric_objects is None:  # the number of classes is known from the first scores
+      metric_names = metrics_lib.registry.for_classes(metric_names, scores.shape[-1])
+      metric_objects = [metrics_lib.get(m) for m in metric_names]
     for metric in metric_objects:
       metric.update_state(labels, scores)
   return {name: float(m.result()) for name, m in zip(metric_names, metric_objects)}

@@ -144,7 +144,7 @@ class RankOperatorLoss(ListwiseLoss):
     ranks_at` (``O(B * n)`` for the pairwise sorters), else :meth:`ranks` at those items."""
     if isinstance(self.ranker, sorter_base.Sorter):
       return ops.cast(self.ranker.ranks_at(scores, index), scores.dtype)
-    index = ops.cast(index, "int64")[:, None]
+    index = ops.cast(index, "int32")[:, None]
     return backend.take_along_axis(self.ranks(scores), index, axis=-1)[:, 0]
 
   def with_finetune(self, loss, lists):

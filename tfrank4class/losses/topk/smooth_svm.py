@@ -243,7 +243,7 @@ def _hard_loss(scores, parsed, rivals, enough, k, alpha):
 
 def _take(values, ids):
   """``values[b, ids[b]]`` ``[B]`` of ``values`` ``[B, C]``."""
-  return backend.take_along_axis(values, ops.cast(ids, "int64")[:, None], axis=-1)[:, 0]
+  return backend.take_along_axis(values, ops.cast(ids, "int32")[:, None], axis=-1)[:, 0]
 
 
 def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):

@@ -84,7 +84,7 @@ def soft_rank_topk_loss(
   sink = ops.stop_gradient(lowest - (size + 1) * eps)
   lists = backend.where(parsed.valid, scores, ops.broadcast_to(sink, ops.shape(scores)))
   ranks = soft_rank(lists, eps, regularization)
-  true_rank = backend.take_along_axis(ranks, ops.cast(parsed.ids, "int64")[:, None], axis=-1)[:, 0]
+  true_rank = backend.take_along_axis(ranks, ops.cast(parsed.ids, "int32")[:, None], axis=-1)[:, 0]
   loss = ops.relu(true_rank - k)
   return parsed.mark_invalid(backend.where(parsed.has_true, loss, ops.zeros_like(loss)))
 
