@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 from _training import env as train_env
 from _training import tiny, train_cmd
-from absl import app, flags
-from absl.testing import flagsaver
 
-from tfrank4class import heads
-from tfrank4class.train import experiment, serving, train
+from tfrank4class import compat, heads
+from tfrank4class.train import experiment, serving
 
 pytestmark = pytest.mark.tensorflow_only  # the training binary reads tf.data
+keras_3_only = pytest.mark.skipif(not compat.KERAS_3, reason="SampledClassifier is Keras 3's")
 
 
+@keras_3_only
 def test_sampled_negatives_train_evaluate_reload_and_export(tmp_path):
   config = tiny(
     interaction="dot",
@@ -51,29 +51,36 @@ def test_bad_sampling_fields_are_refused_naming_them(fields, message):
     tiny(**fields).validate()
 
 
-def test_sampled_flags_reach_the_config_and_bad_ones_are_usage_errors():
-  argv = ["tfrank4class-train", "--interaction=dot", "--sampled_negatives=7"]
-  with flagsaver.flagsaver():
-    train.FLAGS(argv + ["--sampler=log_uniform"])
-    config = train.config_from_flags()
-  assert (config.sampled_negatives, config.sampler) == (7, "log_uniform")
-  with flagsaver.flagsaver():
-    train.FLAGS(argv + ["--interaction=latent_cross"])
-    with pytest.raises(app.UsageError, match="got `interaction` 'latent_cross'; set `interact"):
-      train.config_from_flags()
-  with flagsaver.flagsaver(), pytest.raises(flags.IllegalFlagValueError, match="--sampler=zipf"):
-    train.FLAGS(argv + ["--sampler=zipf"])
+def test_sampled_negatives_need_keras_3():
+  config = tiny(interaction="dot", hidden_units=None, sampled_negatives=4)
+  if compat.KERAS_3:
+    assert config.validate().sampled_negatives == 4
+  else:
+    with pytest.raises(ValueError, match=r"`sampled_negatives` needs Keras 3 \(its sampler"):
+      config.validate()
 
 
-@pytest.mark.slow  # a process (about 10 s); the test above is its fast counterpart
-def test_bad_sampled_negatives_flags_end_in_one_line(tmp_path):
+def _train_error(tmp_path, *flags):
+  """The last stderr line of a ``tfrank4class-train`` run that must end in a usage error."""
   result = subprocess.run(
-    train_cmd(tmp_path / "run", "--sampled_negatives=0"),
-    env=train_env(),
-    capture_output=True,
-    text=True,
+    train_cmd(tmp_path / "run", *flags), env=train_env(), capture_output=True, text=True
   )
   assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
-  last = result.stderr.rstrip("\n").splitlines()[-1]
-  flag_error = "flag --sampled_negatives=0: 0 is not a positive integer"
-  assert last == f"tfrank4class-train: error: {flag_error}"
+  return result.stderr.rstrip("\n").splitlines()[-1]
+
+
+def test_sampled_negatives_with_an_mlp_interaction_end_in_one_line(tmp_path):
+  # The flags reach the config (whose checks the test above covers in-process), and its error
+  # ends the program in one line before any data is read.
+  last = _train_error(tmp_path, "--sampled_negatives=4", f"--data_dir={tmp_path / 'missing'}")
+  assert last.startswith("tfrank4class-train: error: `sampled_negatives` trains the 'dot'"), last
+  assert "got `interaction` 'latent_cross'; set `interaction` to 'dot'." in last
+
+
+@pytest.mark.slow  # two processes (about 10 s each); the tests above are the fast counterpart
+def test_bad_sampled_negatives_flags_end_in_one_line(tmp_path):
+  for flag, error in (
+    ("--sampled_negatives=0", "flag --sampled_negatives=0: 0 is not a positive integer"),
+    ("--sampler=zipf", "flag --sampler=zipf: value should be one of <uniform|log_uniform>"),
+  ):
+    assert _train_error(tmp_path, flag) == f"tfrank4class-train: error: {error}"
