@@ -67,3 +67,9 @@ def test_a_row_sparse_step_equals_the_dense_step(optimizer, monkeypatch):
 def test_other_optimizers_and_backends_take_the_dense_step(optimizer):
   assert not row_sparse.applies(_model(optimizer(), use_bias=False))
   assert row_sparse.applies(_model(keras.optimizers.SGD(0.1), use_bias=False)) == ON_JAX
+
+
+def test_a_frozen_table_takes_the_dense_step():
+  model = _model(keras.optimizers.SGD(0.1), use_bias=False)
+  model.head.trainable = False
+  assert not row_sparse.applies(model)
