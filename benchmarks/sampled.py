@@ -6,7 +6,9 @@ gradient, SGD update) of an encoder ``Dense(d)`` over ``B`` random features, the
 dot-product head (``Dense(C, use_bias=False)``, ``compile(loss="softmax_loss")``) or
 :class:`tfrank4class.heads.SampledClassifier` with ``SampledDotProduct(C, S)`` (uniform
 negatives, the log-Q correction, the same loss on ``[B, 1 + S]`` lists). The class table
-(``C x d`` floats) is part of both models and updated by the optimizer every step.
+(``C x d`` floats) is part of both models and updated by the optimizer (``--optimizer``, SGD by
+default) every step: on JAX with SGD or Adagrad, the sampled model's step updates the gathered
+rows alone (``tfrank4class/heads/row_sparse.py``); with Adam it is Keras's dense step.
 
 Timing: all models are built and warmed up (traced, compiled) first; then every round times each
 (method, C) in turn, the order rotated from round to round; a round's time is the fastest of
@@ -40,8 +42,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
 
+#: The optimizers of ``--optimizer`` (learning rate 0.01 in every cell).
+OPTIMIZERS = {"sgd": "SGD", "adagrad": "Adagrad", "adam": "Adam"}
 
-def _models(num_classes, num_negatives, dim, features):
+
+def _models(num_classes, num_negatives, dim, features, optimizer):
   from tfrank4class.compat import keras  # noqa: PLC0415  (after _common set the path)
   from tfrank4class.heads import SampledClassifier, SampledDotProduct  # noqa: PLC0415
 
@@ -56,7 +61,8 @@ def _models(num_classes, num_negatives, dim, features):
     keras.layers.Dense(dim), SampledDotProduct(num_classes, num_negatives, seed=0)
   )
   for model in (full, sampled):
-    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="softmax_loss")
+    make_optimizer = getattr(keras.optimizers, OPTIMIZERS[optimizer])
+    model.compile(optimizer=make_optimizer(0.01), loss="softmax_loss")
   return {"full": full, "sampled": sampled}
 
 
@@ -69,7 +75,7 @@ def _fastest(model, x, y, repeats):
   return best * 1000.0
 
 
-def run(sizes, full_max_c, batch, num_negatives, dim, rounds, repeats):
+def run(sizes, full_max_c, batch, num_negatives, dim, rounds, repeats, optimizer="sgd"):
   import numpy as np  # noqa: PLC0415
 
   from tfrank4class.compat import BACKEND  # noqa: PLC0415
@@ -80,7 +86,7 @@ def run(sizes, full_max_c, batch, num_negatives, dim, rounds, repeats):
   cells = {}
   for c in sizes:
     y = rng.integers(0, c, size=batch)
-    for method, model in _models(c, num_negatives, dim, features).items():
+    for method, model in _models(c, num_negatives, dim, features, optimizer).items():
       if method == "full" and c > full_max_c:
         continue
       model.train_on_batch(x, y)  # build, trace, compile
@@ -116,6 +122,7 @@ def run(sizes, full_max_c, batch, num_negatives, dim, rounds, repeats):
     "d": dim,
     "rounds": rounds,
     "repeats": repeats,
+    "optimizer": optimizer,
     "rows": rows,
   }
 
@@ -123,7 +130,8 @@ def run(sizes, full_max_c, batch, num_negatives, dim, rounds, repeats):
 def table(result):
   lines = [
     f"{result['backend']}: B = {result['B']}, S = {result['S']}, d = {result['d']}, "
-    f"{result['rounds']} rounds (fastest of {result['repeats']} steps each); ratio = time / "
+    f"{result['optimizer']}, {result['rounds']} rounds (fastest of {result['repeats']} steps "
+    "each); ratio = time / "
     f"full softmax at the smallest C, within a round",
     "| method | C | step ms (median, min-max) | ratio (median, min-max) | step peak MB "
     "| table MB |",
@@ -233,6 +241,7 @@ def main():
   parser.add_argument("--dim", type=int, default=32)
   parser.add_argument("--rounds", type=int, default=5)
   parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="sgd")
   parser.add_argument(
     "--quality",
     action="store_true",
@@ -265,6 +274,7 @@ def main():
     args.dim,
     args.rounds,
     args.repeats,
+    args.optimizer,
   )
   _common.OUT.mkdir(parents=True, exist_ok=True)
   path = _common.OUT / f"sampled_{result['backend']}.json"

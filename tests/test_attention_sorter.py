@@ -41,6 +41,29 @@ def test_nearest_gap_and_neighbour_counts_against_numpy():
   np.testing.assert_array_equal(counts[:, 1], (d <= 0.5).sum(1))
 
 
+def test_one_items_gap_and_counts_equal_the_whole_lists_at_that_item():
+  # The O(n) forms of ranks_at against the sorted forms, exactly: ties (0.25 twice, the chosen
+  # item of list 1 among them), points on a bandwidth's edge (0.5 - 0.25), a list of 2 items.
+  z = np.array([[0.0, 0.5, 0.25, -1.0, 0.25], [0.25, 0.5, 0.25, 3.0, -0.25]], np.float32)
+  index = np.array([[1], [2]])
+  bands = (0.25, 1.0, 10.0)
+  counts = backend_testing.numpy(attention_sorter.neighbour_counts(z, bands))
+  gaps = backend_testing.numpy(attention_sorter.nearest_gap(z))
+  np.testing.assert_array_equal(
+    backend_testing.numpy(attention_sorter.neighbour_counts_at(z, index, bands))[:, 0],
+    counts[[0, 1], index[:, 0]],
+  )
+  np.testing.assert_array_equal(
+    backend_testing.numpy(attention_sorter.nearest_gap_at(z, index))[:, 0],
+    gaps[[0, 1], index[:, 0]],
+  )
+  assert gaps[1, 2] == 0.0 and counts[0, 1].tolist() == [2.0, 3.0, 4.0]
+  two = np.array([[0.3, -0.7]], np.float32)
+  np.testing.assert_allclose(
+    backend_testing.numpy(attention_sorter.nearest_gap_at(two, np.array([[1]]))), [[1.0]]
+  )
+
+
 def test_gradient_finite_and_nonzero(sorter):
   check_gradient(sorter, 20)
 

@@ -19,6 +19,10 @@ and the compiled metrics are not updated (a sampled list is not the ranking the 
 read them from ``evaluate`` or ``validation_data``. Keras 3 only (tf-keras has no
 ``keras.random``, which the sampler draws with).
 
+On JAX, with ``keras.optimizers.SGD`` (no momentum) or ``keras.optimizers.Adagrad``, a training
+step reads, differentiates and updates only the class-table rows of its candidates
+(:mod:`tfrank4class.heads.row_sparse`; the dense step's result); otherwise it is Keras's step.
+
 The example is :class:`SampledClassifier`'s.
 """
 
@@ -26,7 +30,7 @@ import numpy as np
 
 from tfrank4class import checks
 from tfrank4class.compat import keras, ops
-from tfrank4class.heads import sampled
+from tfrank4class.heads import row_sparse, sampled
 from tfrank4class.labels import class_ids
 from tfrank4class.registry import export
 
@@ -107,23 +111,37 @@ class SampledDotProduct(keras.layers.Layer):
   def compute_output_shape(self, query_shape):
     return (query_shape[0], self.num_classes)
 
-  def sampled_lists(self, queries, labels):
-    """``(scores, relevance)`` ``[B, 1 + S]``: the true class, then ``S`` fresh negatives."""
-    negatives, log_q = sampled.sample_classes(
+  def draw_negatives(self):
+    """``(ids [S], log q [S])``: fresh negatives from the layer's distribution and seed."""
+    return sampled.sample_classes(
       self.num_classes, self.num_negatives, self.distribution, seed=self.seed_generator
     )
-    ids = class_ids(labels, self.num_classes)
+
+  def sampled_lists(self, queries, labels, rows=None):
+    """``(scores, relevance)`` ``[B, 1 + S]``: the true class, then ``S`` fresh negatives.
+
+    ``rows`` (:class:`~tfrank4class.heads.row_sparse.GatheredRows`, from the row-sparse training
+    step) scores the candidates from rows gathered beforehand instead of drawing and reading the
+    class table.
+    """
+    if rows is None:
+      negatives, log_q = self.draw_negatives()
+      ids = class_ids(labels, self.num_classes)
+      table, bias = self.class_embeddings, self.bias
+    else:
+      ids, negatives, log_q = rows.ids, rows.negatives, rows.log_q
+      table, bias = rows.embeddings, rows.bias
     scores, relevance = sampled.sampled_lists(
       queries,
-      self.class_embeddings,
+      table,
       ids,
       negatives,
       log_q,
       log_q_correction=self.log_q_correction,
       remove_accidental_hits=self.remove_accidental_hits,
     )
-    if self.bias is not None:
-      bias = ops.cast(self.bias, scores.dtype)
+    if bias is not None:
+      bias = ops.cast(bias, scores.dtype)
       scores = ops.concatenate(
         [scores[:, :1] + ops.take(bias, ids)[:, None], scores[:, 1:] + ops.take(bias, negatives)],
         axis=1,
@@ -175,6 +193,9 @@ class SampledClassifier(keras.Model):
       raise ValueError(f"`head` must be a SampledDotProduct, got {type(head).__name__}.")
     self.encoder = encoder
     self.head = head
+    # The rows of a row-sparse training step (heads/row_sparse.py), set while it traces the
+    # loss; set past Keras's attribute tracking (a tuple of traced arrays, not state).
+    object.__setattr__(self, "_gathered_rows", None)
 
   def call(self, inputs, training=False):
     queries = self.encoder(inputs, training=training)
@@ -186,8 +207,13 @@ class SampledClassifier(keras.Model):
 
   def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
     if isinstance(y_pred, dict):  # a training step: the loss sees the sampled list
-      y_pred, y = self.head.sampled_lists(y_pred["queries"], y)
+      y_pred, y = self.head.sampled_lists(y_pred["queries"], y, rows=self._gathered_rows)
     return super().compute_loss(x, y, y_pred, sample_weight, training)
+
+  def train_step(self, *args):
+    if row_sparse.applies(self):
+      return row_sparse.train_step(self, *args)
+    return super().train_step(*args)
 
   def compute_metrics(self, x, y, y_pred, sample_weight=None):
     compiled = self._compile_metrics

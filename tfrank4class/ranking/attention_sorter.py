@@ -21,10 +21,11 @@ pass is block-wise over the list, one block after another
 (:func:`~tfrank4class.ranking.sigmoid_comparisons.pairwise_sigmoid_sum`), so memory is
 ``O(B * n * block)`` (fewer columns per block for long lists) and time ``O(B * n^2)``; the same
 weights serve any length ``n >= 2``. The rank of one item alone
-(:meth:`AttentionSorter.ranks_at`) takes ``O(B * n)``. The temperature is treated as a
-constant in the backward pass (``stop_gradient``); the gradient with respect to the scores
-flows through step 2 (for 2-item lists see
-:func:`~tfrank4class.ranking.sorter_base.standardize`).
+(:meth:`AttentionSorter.ranks_at`) takes ``O(B * n)``, without a sort: its neighbour counts
+and nearest gap are read from its own row (:func:`neighbour_counts_at`,
+:func:`nearest_gap_at`). The temperature is treated as a constant in the backward pass
+(``stop_gradient``); the gradient with respect to the scores flows through step 2 (for 2-item
+lists see :func:`~tfrank4class.ranking.sorter_base.standardize`).
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
 
@@ -68,6 +69,31 @@ def nearest_gap(z):
   )
   inverse = backend.stable_argsort(order, axis=-1)
   return backend.take_along_axis(nearest_sorted, inverse, axis=-1)
+
+
+def neighbour_counts_at(z, index, bandwidths):
+  """:func:`neighbour_counts` ``[B, 1, len(bandwidths)]`` of the one item ``t = index[b]``
+  (``index`` int ``[B, 1]``) of each list ``z`` ``[B, n]``, in O(n) with the same comparisons as
+  the binary searches (``z_j <= z_t + h`` and ``z_j < z_t - h``): the same counts."""
+  z, index = ops.stop_gradient(ops.convert_to_tensor(z)), ops.convert_to_tensor(index)
+  zt = backend.take_along_axis(z, index, axis=-1)
+  counts = []
+  for h in bandwidths:
+    hi = ops.sum(ops.cast(z <= zt + h, "int32"), axis=-1, keepdims=True)
+    lo = ops.sum(ops.cast(z < zt - h, "int32"), axis=-1, keepdims=True)
+    counts.append(ops.cast(hi - lo - 1, z.dtype))
+  return ops.stack(counts, axis=-1)
+
+
+def nearest_gap_at(z, index):
+  """:func:`nearest_gap` ``[B, 1]`` of the one item ``t = index[b]`` (``index`` int ``[B, 1]``)
+  of each list, ``min_{j != t} |z_j - z_t|``, in O(n): rounded subtraction is monotone, so the
+  nearest item gives the gap of the sorted neighbours exactly."""
+  z, index = ops.stop_gradient(ops.convert_to_tensor(z)), ops.convert_to_tensor(index)
+  zt = backend.take_along_axis(z, index, axis=-1)
+  itself = ops.equal(ops.arange(ops.shape(z)[-1], dtype="int32")[None, :], index)
+  distance = backend.where(itself, ops.full_like(z, float("inf")), ops.abs(z - zt))
+  return ops.min(distance, axis=-1, keepdims=True)
 
 
 @export()
@@ -133,13 +159,26 @@ class AttentionSorter(sorter_base.Sorter):
 
   def steepness(self, z):
     """The per-item steepness ``k_i = a_i / g_i`` ``[B, n]`` for standardised lists ``z``."""
-    counts = neighbour_counts(z, self.bandwidths)
-    gap = ops.maximum(nearest_gap(z), ops.cast(1e-6, z.dtype))
+    return self._steepness(z, neighbour_counts(z, self.bandwidths), nearest_gap(z))
+
+  def steepness_at(self, z, index):
+    """``k_t`` ``[B, 1]`` of :meth:`steepness` for the one item ``t = index[b]`` of each list, in
+    ``O(B * n)`` without a sort (:func:`neighbour_counts_at`, :func:`nearest_gap_at`)."""
+    z = ops.convert_to_tensor(z)
+    index = ops.cast(ops.convert_to_tensor(index), "int32")[:, None]
+    return self._steepness(
+      z, neighbour_counts_at(z, index, self.bandwidths), nearest_gap_at(z, index)
+    )
+
+  def _steepness(self, z, counts, gap):
+    """``k = a / g`` from the neighbour counts ``[B, m, len(bandwidths)]`` and nearest gaps
+    ``[B, m]`` of ``m`` items of the lists ``z`` ``[B, n]`` (``m = n``, or one item)."""
+    gap = ops.maximum(gap, ops.cast(1e-6, z.dtype))
     log_2h = ops.convert_to_tensor([math.log(2.0 * h) for h in self.bandwidths], z.dtype)
     # Items per local gap at each bandwidth: scale-free, ~1 in a locally even list.
     feats = ops.log(counts + 0.5) - log_2h + ops.log(gap)[:, :, None]
     n = ops.cast(ops.shape(z)[-1], z.dtype)
-    logn = (ops.zeros_like(z) + ops.log(n))[:, :, None]
+    logn = (ops.zeros_like(gap) + ops.log(n))[:, :, None]
     x = ops.concatenate([feats / 5.0, logn / 5.0], axis=-1)
     logit = ops.cast(self.out(self.hidden2(self.hidden1(x)))[..., 0], z.dtype)
     sharpness = self.min_sharpness + (self.max_sharpness - self.min_sharpness) * ops.sigmoid(logit)
@@ -154,10 +193,10 @@ class AttentionSorter(sorter_base.Sorter):
 
   def ranks_at(self, scores, index):
     """The rank of item ``index[b]`` of each list alone (see
-    :meth:`~tfrank4class.ranking.sorter_base.Sorter.ranks_at`): its row of comparisons,
-    ``O(B * n)`` time and memory beside the ``O(n log n)`` steepness."""
+    :meth:`~tfrank4class.ranking.sorter_base.Sorter.ranks_at`): its row of comparisons and its
+    own steepness (:meth:`steepness_at`), ``O(B * n)`` time and memory, no sort."""
     scores = self._row_inputs(scores)
-    k = self.steepness(sorter_base.standardize(scores))
+    k = self.steepness_at(sorter_base.standardize(scores), index)
     scale = sorter_base.standard_scale(scores)
     soft = sigmoid_comparisons.pairwise_sigmoid_row_sum(scores, k * scale, index) - 0.5
     n = ops.shape(scores)[-1]

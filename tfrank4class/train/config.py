@@ -21,7 +21,8 @@ from tfrank4class import encoders as encoders_lib
 from tfrank4class import heads as heads_lib
 from tfrank4class import losses as losses_lib
 from tfrank4class import metrics as metrics_lib
-from tfrank4class.compat import keras
+from tfrank4class.compat import KERAS_3, keras
+from tfrank4class.heads import sampled
 from tfrank4class.registry import Registry
 from tfrank4class.train import strategy as strategy_lib
 
@@ -53,6 +54,10 @@ class ExperimentConfig:
 
   ``hidden_units=None`` means ``DEFAULT_HIDDEN_UNITS`` for the MLP interactions (latent_cross,
   concat) and ``()`` for ``dot``, which has no MLP (explicit units with ``dot`` are refused).
+
+  ``sampled_negatives=S`` trains on sampled lists (the true class and ``S`` negatives drawn from
+  ``sampler``, :class:`tfrank4class.heads.SampledClassifier`; docs/sampled.md) instead of every
+  class's score; it needs ``interaction="dot"`` and Keras 3. ``None``: every class.
   """
 
   dataset: str = "goemotions_sample"
@@ -64,6 +69,8 @@ class ExperimentConfig:
   hidden_units: tuple = None
   loss: str = "softmax_loss"
   loss_kwargs: dict = dataclasses.field(default_factory=dict)
+  sampled_negatives: int = None
+  sampler: str = "uniform"
   metrics: tuple = metrics_lib.registry.DEFAULT_NAMES
   batch_size: int = 64
   epochs: int = 3
@@ -101,6 +108,7 @@ class ExperimentConfig:
       checks.check_choice("encoder", self.encoder, ["auto"] + list(encoders_lib.names()))
     checks.check_choice("interaction", self.interaction, INTERACTIONS)
     checks.check_choice("loss", self.loss, losses_lib.names())
+    self._check_sampling()
     for name in self.metrics:
       metrics_lib.registry.parse(name)
     metrics_lib.registry.parse(self.best_metric)
@@ -142,6 +150,28 @@ class ExperimentConfig:
         raise ValueError(f"`{flag}` must be True or False, got {getattr(self, flag)!r}.")
     return self
 
+  def _check_sampling(self):
+    checks.check_int("sampled_negatives", self.sampled_negatives, minimum=1, allow_none=True)
+    checks.check_choice("sampler", self.sampler, sampled.DISTRIBUTIONS)
+    if self.sampled_negatives is None:
+      if self.sampler != "uniform":
+        raise ValueError(
+          f"`sampler` {self.sampler!r} draws the negatives of `sampled_negatives`, which is not "
+          "set; set `sampled_negatives` or leave `sampler` unset."
+        )
+      return
+    if self.interaction != "dot":
+      raise ValueError(
+        f"`sampled_negatives` trains the 'dot' interaction only (the scores of the sampled "
+        f"rows of the class table), got `interaction` {self.interaction!r}; set `interaction` "
+        "to 'dot'."
+      )
+    if not KERAS_3:
+      raise ValueError(
+        "`sampled_negatives` needs Keras 3 (its sampler draws with keras.random); this "
+        "process runs tf-keras (TF_USE_LEGACY_KERAS)."
+      )
+
   def check_paths(self):
     """Checks that ``model_dir`` and ``export_dir`` (where given) are folders this process can
     write in or create; raises ``ValueError`` naming the field. The training run calls it with
@@ -182,7 +212,8 @@ class ExperimentConfig:
 
 def check_loss_classes(config, num_classes):
   """Raises ``InvalidConfigError`` naming ``loss_kwargs`` when the loss refuses lists of
-  ``num_classes`` scores (a Top-K loss's ``k`` or ``p_k`` beyond the classes of the dataset).
+  ``num_classes`` scores (a Top-K loss's ``k`` or ``p_k`` beyond the classes of the dataset), or,
+  with ``sampled_negatives``, the training lists of ``1 + sampled_negatives`` scores.
 
   A fresh loss of ``config`` (thrown away: a score memory or a seed generator of the run's own
   loss is left as it is) is called once on a placeholder batch of one list, eagerly, so the
@@ -195,13 +226,18 @@ def check_loss_classes(config, num_classes):
     ...
     tfrank4class.errors.InvalidConfigError: `loss_kwargs` of 'smooth_topk_svm_loss' on ... `k`...
   """
+  lists = {num_classes: f"{num_classes} classes"}
+  if config.sampled_negatives is not None:  # training lists: the true class and the negatives
+    size = 1 + config.sampled_negatives
+    lists[size] = f"training lists of {size} with `sampled_negatives` {config.sampled_negatives}"
   loss = losses_lib.get(config.loss, **config.loss_kwargs)
-  try:
-    loss(np.zeros([1], "int32"), np.zeros([1, num_classes], "float32"))
-  except ValueError as e:
-    raise errors.InvalidConfigError(
-      f"`loss_kwargs` of {config.loss!r} on {config.dataset!r} ({num_classes} classes): {e}"
-    ) from e
+  for size, what in lists.items():
+    try:
+      loss(np.zeros([1], "int32"), np.zeros([1, size], "float32"))
+    except ValueError as e:
+      raise errors.InvalidConfigError(
+        f"`loss_kwargs` of {config.loss!r} on {config.dataset!r} ({what}): {e}"
+      ) from e
 
 
 def metrics_for_classes(config, num_classes):

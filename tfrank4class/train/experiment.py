@@ -119,7 +119,8 @@ _PLACEHOLDER_IMAGE_SIZE = (32, 32)
 
 
 def build_model(config, info):
-  """The Rank4Class model for ``info`` (a ``DatasetInfo``), compiled as ``config`` says."""
+  """The Rank4Class model for ``info`` (a ``DatasetInfo``), compiled as ``config`` says: with
+  ``config.sampled_negatives``, a :class:`~tfrank4class.heads.SampledClassifier` (dot head)."""
 
   def adapted_vectorizer(max_tokens, length):
     return data_lib.adapt_text_vectorization(
@@ -131,12 +132,18 @@ def build_model(config, info):
     )
 
   encoder = _build_encoder(config, info.modality, adapted_vectorizer, info.image_size)
-  model = heads_lib.build_model(
-    encoder,
-    info.num_classes,
-    interaction=config.interaction,
-    hidden_units=tuple(config.hidden_units),
-  )
+  if config.sampled_negatives is None:
+    model = heads_lib.build_model(
+      encoder,
+      info.num_classes,
+      interaction=config.interaction,
+      hidden_units=tuple(config.hidden_units),
+    )
+  else:  # sampled lists in training, every class at evaluation and serving
+    head = heads_lib.SampledDotProduct(
+      info.num_classes, config.sampled_negatives, config.sampler, seed=config.seed
+    )
+    model = heads_lib.SampledClassifier(encoder, head)
   model.compile(
     optimizer=config_lib.OPTIMIZERS.get(config.optimizer, learning_rate=config.learning_rate),
     loss=losses_lib.get(config.loss, **config.loss_kwargs),

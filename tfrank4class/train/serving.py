@@ -25,6 +25,8 @@ import tensorflow as tf
 
 from tfrank4class import atomic, checks, errors
 from tfrank4class import data as data_lib
+from tfrank4class import heads as heads_lib
+from tfrank4class.compat import keras
 from tfrank4class.train import flavour
 
 INPUT_KEYS = {"image": "image_bytes", "text": "text"}
@@ -62,7 +64,9 @@ def export_saved_model(model, dataset, class_names, export_dir, top_k=5):
   """Writes ``model`` (inputs -> scores) as a serving SavedModel to ``export_dir``.
 
   Args:
-    model: a Keras model from preprocessed features to scores ``[B, C]``.
+    model: a Keras model from preprocessed features to scores ``[B, C]``; a
+      :class:`~tfrank4class.heads.SampledClassifier` is exported as its encoder then every class's
+      score (what it returns outside training).
     dataset: the dataset name, which fixes the raw input and its preprocessing.
     class_names: the ``C`` class names, in class-id order.
     export_dir: the directory to write; an export already there is replaced whole once the new
@@ -74,6 +78,8 @@ def export_saved_model(model, dataset, class_names, export_dir, top_k=5):
   """
   check_export_dir(export_dir, overwrite=True)
   top_k = checks.check_int("top_k", top_k, minimum=1)
+  if isinstance(model, heads_lib.SampledClassifier):  # subclassed: its every-class scoring
+    model = keras.Model(model.encoder.inputs, model.head(model.encoder.outputs[0]))
   class_names = [str(c) for c in class_names]
   num_classes = int(model.output_shape[-1])
   if len(class_names) != num_classes:

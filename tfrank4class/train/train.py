@@ -27,6 +27,7 @@ from tfrank4class import data as data_lib
 from tfrank4class import encoders as encoders_lib
 from tfrank4class import losses as losses_lib
 from tfrank4class import metrics as metrics_lib
+from tfrank4class.heads import sampled
 from tfrank4class.train import cli, experiment, run_dir, serving
 from tfrank4class.train import config as config_lib
 from tfrank4class.train import strategy as strategy_lib
@@ -68,6 +69,22 @@ flags.DEFINE_list(
 )
 flags.DEFINE_enum("loss", _D.loss, losses_lib.names(), "Loss, by registry name.")
 flags.DEFINE_string("loss_kwargs", "{}", "JSON object of loss arguments.")
+flags.DEFINE_integer(
+  "sampled_negatives",
+  None,
+  "Train on sampled lists: each example's true class and this many negatives drawn by "
+  "--sampler (sampled softmax with the log-Q correction under --loss=softmax_loss; any loss "
+  "takes the lists), scoring every class only at evaluation and serving; needs "
+  "--interaction=dot. Default: every class's score in training.",
+  lower_bound=1,
+)
+flags.DEFINE_enum(
+  "sampler",
+  _D.sampler,
+  list(sampled.DISTRIBUTIONS),
+  "How --sampled_negatives are drawn: uniform over the classes, or log_uniform (Zipf over class "
+  "ids sorted by decreasing frequency).",
+)
 flags.DEFINE_list(
   "metrics",
   list(_D.metrics),
@@ -149,7 +166,18 @@ FLAGS = flags.FLAGS
 HELP_GROUPS = (
   ("Data", ("dataset", "data_dir", "on_corrupt")),
   ("Model", ("encoder", "encoder_kwargs", "interaction", "hidden_units")),
-  ("Loss and metrics", ("loss", "loss_kwargs", "metrics", "best_metric", "select_on_test")),
+  (
+    "Loss and metrics",
+    (
+      "loss",
+      "loss_kwargs",
+      "sampled_negatives",
+      "sampler",
+      "metrics",
+      "best_metric",
+      "select_on_test",
+    ),
+  ),
   (
     "Training",
     (
@@ -194,6 +222,8 @@ def config_from_flags():
     hidden_units=hidden_units if FLAGS["hidden_units"].present else None,
     loss=FLAGS.loss,
     loss_kwargs=_json_flag("loss_kwargs"),
+    sampled_negatives=FLAGS.sampled_negatives,
+    sampler=FLAGS.sampler,
     metrics=tuple(FLAGS.metrics),
     batch_size=FLAGS.batch_size,
     epochs=FLAGS.epochs,
