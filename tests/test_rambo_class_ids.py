@@ -10,8 +10,16 @@ import numpy as np
 import pytest
 
 from tfrank4class.compat import BACKEND, ops
-from tfrank4class.losses import AveragePrecisionLoss, BlackboxNDCGLoss, RecallLoss
-from tfrank4class.losses.rambo.average_precision import average_precision_loss_values
+from tfrank4class.losses import (
+  AveragePrecisionLoss,
+  BlackboxNDCGLoss,
+  MeanAveragePrecisionLoss,
+  RecallLoss,
+)
+from tfrank4class.losses.rambo.average_precision import (
+  average_precision_loss_values,
+  mean_average_precision_loss_value,
+)
 from tfrank4class.losses.rambo.ndcg import ndcg_loss_values
 from tfrank4class.losses.rambo.recall import recall_loss_values
 
@@ -176,3 +184,69 @@ def test_nan_scores_give_nan_under_jit():
   scores = np.array([[0.1, np.nan, 0.3], [0.1, 0.2, 0.3]], np.float32)
   values = bt.numpy(jax.jit(lambda s: average_precision_loss_values(s, np.array([0, 2])))(scores))
   assert np.isnan(values[0]) and values[1] == 0.0
+
+
+# --- mAP: the per-class lists of the batch's own classes ------------------------------------------
+
+
+def np_map_loss(scores, ids, where, lambda_, margin):
+  """``1 - mAP`` (lists: the columns, mean over the classes with a valid relevant example) and its
+  gradient by Algorithm 1, from the dense one-hot relevance with padding, every column ranked."""
+  batch, n = scores.shape
+  relevance = np.where(where, np.eye(n)[ids], -1.0)
+  valid, relevant = relevance >= 0, relevance > 0
+  shifted = np.where(valid, scores + np.where(relevant, -margin / 2, margin / 2), 0.0)
+  rk = ref.rank_within(shifted.T, valid.T)
+  rk_plus = ref.rank_within(shifted.T, relevant.T)
+  present = relevant.T.any(-1)
+  ap = [np.mean((rk_plus / rk)[c][relevant.T[c]]) for c in np.flatnonzero(present)]
+  return 1.0 - np.mean(ap), ref.map_gradient(scores, relevance, lambda_, margin)
+
+
+@pytest.mark.parametrize("margin", [0.0, 0.5])
+def test_map_class_ids_match_numpy_algorithm_1_with_ties_repeats_and_padding(margin):
+  scores, ids, where = tied_lists(5, batch=9, n=6)
+  assert len(set(ids)) < len(ids)  # repeated classes: one list each
+  expected, expected_grad = np_map_loss(scores, ids, where, 30.0, margin)
+  fn = lambda s: mean_average_precision_loss_value(s, ids, where=where, lambda_=30.0, margin=margin)
+  value, (grad,) = bt.value_and_grad(fn, scores)
+  np.testing.assert_allclose(value, expected, rtol=1e-12)
+  np.testing.assert_allclose(grad, expected_grad, rtol=1e-10, atol=1e-12)
+  assert np.count_nonzero(grad) > 3  # the perturbation passes items: not vacuous
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-5), (np.float64, 1e-10)])
+def test_map_class_ids_equal_the_sorting_path(dtype, tol, mode):
+  """The one-hot rows take the path every class id took before: all C columns ranked.
+  (Compiled: slow, as above; eager is the fast counterpart.)"""
+  scores, ids, where = tied_lists(6, batch=8, n=30, dtype=dtype)
+  ids[3] = ids[5]
+  one_hot = np.eye(30, dtype=dtype)[ids]
+
+  def loss(labels):
+    return lambda s: mean_average_precision_loss_value(
+      s, labels, where=where, lambda_=8.0, margin=0.25
+    )
+
+  got, want = (
+    bt.value_and_grad(bt.compiled(loss(labels), mode), scores) for labels in (ids, one_hot)
+  )
+  np.testing.assert_allclose(got[0], want[0], rtol=tol, atol=tol)
+  np.testing.assert_allclose(got[1][0], want[1][0], rtol=tol, atol=tol)
+  assert np.count_nonzero(want[1][0]) > 3
+
+
+def test_map_keras_loss_with_sample_weights_equals_the_sorting_path():
+  scores, ids, _ = tied_lists(7, batch=6, n=20)
+  scores = scores.astype(np.float32)
+  ids[4] = ids[2]
+  weights = np.array([1.0, 0.0, 2.0, 0.5, 1.0, 3.0], np.float32)
+  loss = MeanAveragePrecisionLoss(lambda_=8.0, margin=0.1)
+  got, want = (
+    bt.value_and_grad(lambda s, y=labels: loss(y, s, sample_weight=weights), scores)
+    for labels in (ids, np.eye(20, dtype=np.float32)[ids])
+  )
+  np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+  np.testing.assert_allclose(got[1][0], want[1][0], rtol=1e-6, atol=1e-7)
+  assert np.all(got[1][0][1] == 0)  # the example of weight 0 is in no list

@@ -74,6 +74,11 @@ def mean_average_precision_loss_value(scores, labels, *, where=None, lambda_=1.0
   item in the batch are left out of the mean. Arguments as for
   :func:`average_precision_loss_values`. Returns a scalar (0 if no class has a relevant item).
 
+  Cost: class ids, only the lists of the batch's own classes (at most ``B``; a class without a
+  relevant example has no loss and no gradient): a gather of ``B`` columns, then ``B`` lists of
+  ``B`` items, two sorts forward and one backward, ``O(B^2 log B)``, and ``O(B C)`` for the
+  gather's gradient; dense relevance, all ``C`` lists, ``O(C B log B)``.
+
   Example:
     >>> import numpy as np
     >>> # class 0: relevant rows 0, 1 ranked 1st and 3rd -> AP 5/6; class 1: row 2 first -> AP 1
@@ -81,11 +86,39 @@ def mean_average_precision_loss_value(scores, labels, *, where=None, lambda_=1.0
     >>> round(float(mean_average_precision_loss_value(s, np.array([0, 0, 1]))), 4)
     0.0833
   """
-  scores, relevance, parsed = base.list_relevance(scores, labels, where)
-  relevance_t = ops.transpose(relevance)
-  per_class = _ap_loss(ops.transpose(scores), relevance_t, lambda_, margin)
+  scores, parsed = base.list_labels(scores, labels)
+  if parsed.is_class_ids:
+    scores_t, relevance_t, first = _true_class_columns(scores, parsed.ids, where)
+  else:
+    _, relevance, _ = base.list_relevance(scores, parsed, where)
+    scores_t, relevance_t, first = ops.transpose(scores), ops.transpose(relevance), None
+  per_class = _ap_loss(scores_t, relevance_t, lambda_, margin)
   present = ops.any(relevance_t > 0, axis=-1)
+  if first is not None:
+    present = ops.logical_and(present, first)
   return base.mark_batch(parsed, base.mean_over(per_class, present, axis=0))
+
+
+def _true_class_columns(scores, ids, where):
+  """Class ids: the per-class lists of :func:`mean_average_precision_loss_value` that can count.
+
+  A class without a relevant example in the batch is left out of the mean and its list gets no
+  gradient (``dL/drk = 0`` at every item, so the blackbox step moves nothing), so only the
+  columns of the batch's own classes matter: list ``j`` is column ``ids[j]`` ``[B]``, with the
+  examples of class ``ids[j]`` relevant. Returns ``(scores [B, B], relevance [B, B], first [B])``
+  with list ``j`` in row ``j``; ``first[j]`` is False when an earlier example has the same class
+  (its list is a copy, left out of the mean and of the gradient).
+  """
+  ids = ops.cast(ids, "int32")
+  columns = ops.transpose(ops.take(scores, ids, axis=1))
+  same = ids[:, None] == ids[None, :]  # [j, k]: example k is relevant in list j
+  relevance = ops.cast(same, scores.dtype)
+  if where is not None:
+    valid = ops.transpose(ops.take(base.where_mask(where), ids, axis=1))
+    relevance = backend.where(valid, relevance, -ops.ones_like(relevance))
+  earlier = ops.arange(ops.shape(ids)[0], dtype="int32")
+  repeated = ops.logical_and(same, earlier[None, :] < earlier[:, None])
+  return columns, relevance, ops.logical_not(ops.any(repeated, axis=-1))
 
 
 def apc_loss_value(scores, labels, *, where=None, lambda_=1.0, margin=0.0):
@@ -165,6 +198,8 @@ class MeanAveragePrecisionLoss(base.BlackboxRankLoss):
   Column ``c`` of ``y_pred`` ``[B, C]`` is ranked down the batch (plus the ``memory`` past
   batches, Sec. 4.3); its loss is Eq. 22 and ``L_mAP`` their mean over the classes; classes
   without a relevant example are left out of the mean. A batch-level loss: returns a scalar.
+  Cost: with class ids, only the batch's own classes are ranked, ``O(B^2 log B + B C)``; with
+  dense relevance every column, ``O(C B log B)`` (:func:`mean_average_precision_loss_value`).
 
   Sample weights (``coupling = "batch"``, see :mod:`tfrank4class.losses.base`): an example of
   weight 0 is left out of every list; the loss of the others is scaled by the mean weight.

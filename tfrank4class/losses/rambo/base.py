@@ -57,7 +57,8 @@ def list_labels(scores, labels):
   return scores, parsed
 
 
-def _where_mask(where):
+def where_mask(where):
+  """``where`` as a boolean tensor (``TypeError`` naming it otherwise)."""
   where = ops.convert_to_tensor(where)
   if backend.dtype_name(where) != "bool":
     raise TypeError(f"`where` must be a boolean tensor, got dtype {backend.dtype_name(where)}.")
@@ -73,7 +74,7 @@ def list_relevance(scores, labels, where=None):
   scores, parsed = list_labels(scores, labels)
   relevance = parsed.to_relevance(num_items(scores), scores.dtype)
   if where is not None:
-    relevance = backend.where(_where_mask(where), relevance, -ops.ones_like(relevance))
+    relevance = backend.where(where_mask(where), relevance, -ops.ones_like(relevance))
   return scores, relevance, parsed
 
 
@@ -107,7 +108,7 @@ def true_class_ranks(scores, ids, where=None, lambda_=1.0, margin=0.0):
   if where is None:
     valid = ops.ones_like(scores, dtype="bool")
   else:
-    valid = _where_mask(where)
+    valid = where_mask(where)
     scores = backend.where(valid, scores, ops.zeros_like(scores))
   has_true = backend.take_along_axis(valid, ids[:, None], axis=-1)[:, 0]
   if margin > 0:
