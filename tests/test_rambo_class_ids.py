@@ -13,10 +13,12 @@ from tfrank4class.compat import BACKEND, ops
 from tfrank4class.losses import (
   AveragePrecisionLoss,
   BlackboxNDCGLoss,
+  MapApcLoss,
   MeanAveragePrecisionLoss,
   RecallLoss,
 )
 from tfrank4class.losses.rambo.average_precision import (
+  apc_loss_value,
   average_precision_loss_values,
   mean_average_precision_loss_value,
 )
@@ -243,6 +245,86 @@ def test_map_keras_loss_with_sample_weights_equals_the_sorting_path():
   ids[4] = ids[2]
   weights = np.array([1.0, 0.0, 2.0, 0.5, 1.0, 3.0], np.float32)
   loss = MeanAveragePrecisionLoss(lambda_=8.0, margin=0.1)
+  got, want = (
+    bt.value_and_grad(lambda s, y=labels: loss(y, s, sample_weight=weights), scores)
+    for labels in (ids, np.eye(20, dtype=np.float32)[ids])
+  )
+  np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+  np.testing.assert_allclose(got[1][0], want[1][0], rtol=1e-6, atol=1e-7)
+  assert np.all(got[1][0][1] == 0)  # the example of weight 0 is in no list
+
+
+# --- APC: the B true classes in the one list of B x C scores -------------------------------------
+
+
+def np_apc_loss(scores, ids, where, lambda_, margin):
+  """``1 - AP`` of all entries as one list (Eq. 23) and its gradient by Algorithm 1, every entry
+  of the flattened list ranked (``_rambo_reference``)."""
+  relevance = np.where(where, np.eye(scores.shape[1])[ids], -1.0).reshape(1, -1)
+  valid, relevant = relevance >= 0, relevance > 0
+  shifted = np.where(valid, scores.reshape(1, -1) + np.where(relevant, -margin / 2, margin / 2), 0)
+  rk, rk_plus = ref.rank_within(shifted, valid), ref.rank_within(shifted, relevant)
+  value = 1.0 - np.mean((rk_plus / rk)[relevant])
+  return value, ref.apc_gradient(scores, relevance.reshape(scores.shape), lambda_, margin)
+
+
+@pytest.mark.parametrize("margin", [0.0, 0.5])
+def test_apc_class_ids_match_numpy_algorithm_1_with_ties_repeats_and_padding(margin):
+  scores, ids, where = tied_lists(8, batch=9, n=6)
+  scores[4, ids[4]] = scores[2, ids[2]]  # two true classes tied: rk+ by row
+  expected, expected_grad = np_apc_loss(scores, ids, where, 30.0, margin)
+  fn = lambda s: apc_loss_value(s, ids, where=where, lambda_=30.0, margin=margin)
+  value, (grad,) = bt.value_and_grad(fn, scores)
+  np.testing.assert_allclose(value, expected, rtol=1e-12)
+  np.testing.assert_allclose(grad, expected_grad, rtol=1e-10, atol=1e-12)
+  assert np.count_nonzero(grad) > len(ids)  # the perturbation passes items: not vacuous
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-5), (np.float64, 1e-10)])
+def test_apc_class_ids_equal_the_sorting_path(dtype, tol, mode):
+  """The one-hot rows take the path every class id took before: the B x C list sorted.
+  (Compiled: slow, as above; eager is the fast counterpart.)"""
+  scores, ids, where = tied_lists(9, batch=8, n=30, dtype=dtype)
+  ids[3] = ids[5]
+  one_hot = np.eye(30, dtype=dtype)[ids]
+
+  def total(labels):
+    kwargs = {"where": where, "lambda_": 4.0, "margin": 0.25}
+    return lambda s: (
+      3.0 * apc_loss_value(s, labels, **kwargs)
+      + mean_average_precision_loss_value(s, labels, **kwargs)
+    )
+
+  got, want = (
+    bt.value_and_grad(bt.compiled(total(labels), mode), scores) for labels in (ids, one_hot)
+  )
+  np.testing.assert_allclose(got[0], want[0], rtol=tol, atol=tol)
+  np.testing.assert_allclose(got[1][0], want[1][0], rtol=tol, atol=tol)
+  assert np.count_nonzero(want[1][0]) > len(ids)
+
+
+def test_marked_rank_with_every_mark_padded_or_none_ahead():
+  scores = np.array([[0.5, 0.5, 0.1], [0.5, 0.9, 0.5]])
+  where = np.array([[True, False, True], [True, True, True]])
+  # mark (0, 1) is padding: the loss sees (1, 2) alone, below 0.9 and two 0.5s ahead of it
+  value, (grad,) = bt.value_and_grad(
+    lambda s: apc_loss_value(s, np.array([1, 2]), where=where, lambda_=1.0), scores
+  )
+  np.testing.assert_allclose(value, 1.0 - 1.0 / 4.0)
+  expected_value, expected_grad = np_apc_loss(scores, np.array([1, 2]), where, 1.0, 0.0)
+  np.testing.assert_allclose(value, expected_value)
+  np.testing.assert_allclose(grad, expected_grad, atol=1e-12)
+  empty = np.zeros_like(where)
+  assert bt.numpy(apc_loss_value(scores, np.array([1, 2]), where=empty)) == 0.0
+
+
+def test_map_apc_keras_loss_with_sample_weights_equals_the_sorting_path():
+  scores, ids, _ = tied_lists(10, batch=6, n=20)
+  scores = scores.astype(np.float32)
+  ids[4] = ids[2]
+  weights = np.array([1.0, 0.0, 2.0, 0.5, 1.0, 3.0], np.float32)
+  loss = MapApcLoss(lambda_=8.0, margin=0.1)
   got, want = (
     bt.value_and_grad(lambda s, y=labels: loss(y, s, sample_weight=weights), scores)
     for labels in (ids, np.eye(20, dtype=np.float32)[ids])

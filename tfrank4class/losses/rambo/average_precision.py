@@ -135,10 +135,34 @@ def apc_loss_value(scores, labels, *, where=None, lambda_=1.0, margin=0.0):
     >>> float(apc_loss_value(np.array([[0.9, 0.2], [0.4, 0.6]], np.float32), np.array([0, 1])))
     0.0
   """
-  scores, relevance, parsed = base.list_relevance(scores, labels, where)
+  scores, parsed = base.list_labels(scores, labels)
+  if parsed.is_class_ids:
+    return base.mark_batch(parsed, _apc_of_class_ids(scores, parsed.ids, where, lambda_, margin))
+  _, relevance, _ = base.list_relevance(scores, parsed, where)
   flat_scores = ops.reshape(scores, [1, -1])
   flat_relevance = ops.reshape(relevance, [1, -1])
   return base.mark_batch(parsed, _ap_loss(flat_scores, flat_relevance, lambda_, margin)[0])
+
+
+def _apc_of_class_ids(scores, ids, where, lambda_, margin):
+  """:func:`apc_loss_value` of class ids: ``rk_i`` of the ``B`` true classes in the one list
+  (:func:`~tfrank4class.losses.rambo.base.true_class_ranks` with ``one_list=True``) and their
+  constant ``rk+_i`` among themselves, from the ``B`` true scores (row order breaks ties, as the
+  flat index does)."""
+  rk, has_true = base.true_class_ranks(scores, ids, where, lambda_, margin, one_list=True)
+  ids = ops.cast(ids, "int32")
+  true = ops.stop_gradient(backend.take_along_axis(scores, ids[:, None], axis=-1)[:, 0])
+  if margin > 0:  # every true class moves by the same -margin / 2: their order is kept
+    true = true - ops.cast(margin / 2.0, backend.dtype_name(true))
+  rows = ops.arange(ops.shape(ids)[0], dtype="int32")
+  ahead = ops.logical_or(
+    true[None, :] > true[:, None],
+    ops.logical_and(true[None, :] == true[:, None], rows[None, :] < rows[:, None]),
+  )
+  ahead = ops.logical_and(ahead, has_true[None, :])
+  rk_plus = 1.0 + ops.sum(ops.cast(ahead, rk.dtype), axis=-1)
+  ap = base.mean_over(rk_plus / rk, has_true, axis=-1)
+  return backend.where(ops.any(has_true), 1.0 - ap, ops.zeros_like(ap))
 
 
 @register("average_precision_loss")
@@ -225,6 +249,7 @@ class MeanAveragePrecisionLoss(base.BlackboxRankLoss):
 
   supports_memory = True
   coupling = "batch"
+  takes_class_ids = True
 
   def __init__(
     self,
@@ -268,6 +293,7 @@ class APCLoss(base.BlackboxRankLoss):
 
   supports_memory = True
   coupling = "batch"
+  takes_class_ids = True
 
   def __init__(
     self, lambda_=1.0, margin=0.0, memory=0, reduction=compat.DEFAULT_REDUCTION, name="apc_loss"
@@ -312,6 +338,7 @@ class MapApcLoss(base.BlackboxRankLoss):
 
   supports_memory = True
   coupling = "batch"
+  takes_class_ids = True
 
   def __init__(
     self,
