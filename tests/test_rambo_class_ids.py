@@ -24,6 +24,7 @@ from tfrank4class.losses.rambo.average_precision import (
 )
 from tfrank4class.losses.rambo.ndcg import ndcg_loss_values
 from tfrank4class.losses.rambo.recall import recall_loss_values
+from tfrank4class.ranking.blackbox import blackbox_marked_rank
 
 #: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
 pytestmark = pytest.mark.usefixtures("float64_inputs")
@@ -332,3 +333,24 @@ def test_map_apc_keras_loss_with_sample_weights_equals_the_sorting_path():
   np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
   np.testing.assert_allclose(got[1][0], want[1][0], rtol=1e-6, atol=1e-7)
   assert np.all(got[1][0][1] == 0)  # the example of weight 0 is in no list
+
+
+def test_marked_rank_gradient_with_signed_upstream_matches_algorithm_1():
+  """The ranker itself, for any sign of ``dL/dr`` (marks move up and down), against numpy
+  Algorithm 1 on the flattened list: ``-(rk(y) - rk(y + lambda g)) / lambda``."""
+  scores, ids, where = tied_lists(11, batch=7, n=5)
+  upstream = np.array([0.0, 1.5, -2.0, 0.7, -0.4, 3.0, -1.0])
+  flat, group = scores.reshape(1, -1), where.reshape(1, -1)
+  g = np.zeros_like(scores)
+  g[np.arange(7), ids] = np.where(where[np.arange(7), ids], upstream, 0.0)
+  rk = ref.rank_within(flat, group).reshape(scores.shape)
+  moved = ref.rank_within(flat + 3.0 * g.reshape(1, -1), group).reshape(scores.shape)
+  expected = np.where(where, (moved - rk) / 3.0, 0.0)
+  has_mark = where[np.arange(7), ids]
+  fn = lambda s: ops.sum(blackbox_marked_rank(s, ids, where, 3.0) * upstream)
+  value, (grad,) = bt.value_and_grad(fn, scores)
+  np.testing.assert_allclose(
+    value, np.sum(np.where(has_mark, rk[np.arange(7), ids], 1.0) * upstream)
+  )
+  np.testing.assert_allclose(grad, expected, atol=1e-12)
+  assert np.count_nonzero(expected) > 7

@@ -27,7 +27,10 @@ group, e.g. among the valid items of a padded list (how the RaMBO losses rank), 
 relevant items only, ``rk(y^+)`` of Sec. 4.5 (Eq. 17, 21), is also a group rank, but RaMBO
 differentiates only ``rk(y)`` and treats ``rk(y^+)`` as a constant (one ranker in Algorithm 1, as
 in the authors' code): the losses take it from :func:`tfrank4class.ranking.rank_within`, with no
-gradient.
+gradient. Where one item per list carries the incoming gradient (class ids), the same values and
+gradients come without a sort: :func:`blackbox_item_rank` (one item per row, counts) and
+:func:`blackbox_marked_rank` (one item per row of a ``[B, C]`` matrix read as one list, binary
+searches among the ``B`` marked scores).
 """
 
 from tfrank4class import backend, checks
@@ -310,7 +313,7 @@ def blackbox_marked_rank(scores, ids, valid, lambda_, normalized=False):
   Args:
     scores: real ``[B, C]``; must be finite.
     ids: integer ``[B]`` in ``[0, C)``, the marked entry of each row.
-    valid: boolean ``[B, C]``; a row whose mark is not valid has none (its rank is 0).
+    valid: boolean ``[B, C]``; a row whose mark is not valid has none (rank 1, no gradient).
     lambda_: the interpolation strength, a Python number ``> 0``.
     normalized: as in :func:`blackbox_rank`, with ``n = B C``.
 

@@ -129,6 +129,12 @@ def apc_loss_value(scores, labels, *, where=None, lambda_=1.0, margin=0.0):
   calibrates scores across classes. Arguments as for :func:`average_precision_loss_values`.
   Returns a scalar.
 
+  Cost: class ids, only the ``B`` true classes carry weight: their ranks in the list by binary
+  search of every score among their ``B`` scores, forward and backward
+  (:func:`~tfrank4class.ranking.blackbox.blackbox_marked_rank`), ``O(B C log B)``, and their
+  ``rk+`` among themselves, ``O(B^2)``; dense relevance, the ``B C`` list sorted twice forward and
+  once backward, ``O(B C log(B C))``.
+
   Example:
     >>> import numpy as np
     >>> # one list [0.9, 0.2, 0.4, 0.6], relevant 0.9 (rank 1) and 0.6 (rank 2): AP = 1
@@ -223,7 +229,8 @@ class MeanAveragePrecisionLoss(base.BlackboxRankLoss):
   batches, Sec. 4.3); its loss is Eq. 22 and ``L_mAP`` their mean over the classes; classes
   without a relevant example are left out of the mean. A batch-level loss: returns a scalar.
   Cost: with class ids, only the batch's own classes are ranked, ``O(B^2 log B + B C)``; with
-  dense relevance every column, ``O(C B log B)`` (:func:`mean_average_precision_loss_value`).
+  dense relevance or a memory (which keeps dense rows) every column, ``O(C B log B)``
+  (:func:`mean_average_precision_loss_value`).
 
   Sample weights (``coupling = "batch"``, see :mod:`tfrank4class.losses.base`): an example of
   weight 0 is left out of every list; the loss of the others is scaled by the mean weight.
@@ -273,7 +280,9 @@ class APCLoss(base.BlackboxRankLoss):
 
   The ``B x C`` scores (plus the ``memory`` past batches) form a single list whose relevant items
   are the (example, true class) pairs, which favours scores comparable across classes.
-  A batch-level loss: returns a scalar.
+  A batch-level loss: returns a scalar. Cost: ``O(B C log B)`` with class ids (binary searches
+  among the true classes' scores, no sort of the list), ``O(B C log(B C))`` with dense relevance
+  or a memory (:func:`apc_loss_value`).
 
   Sample weights (``coupling = "batch"``, see :mod:`tfrank4class.losses.base`): an example of
   weight 0 is left out of every list; the loss of the others is scaled by the mean weight.
@@ -312,7 +321,7 @@ class MapApcLoss(base.BlackboxRankLoss):
 
   Both terms see the same lists (current batch plus ``memory`` past batches), as Sec. 4.3 describes
   the memory for the loss as a whole; the authors' code computes its APC term on the current batch
-  only.
+  only. Cost: the sum of the two terms' (:class:`MeanAveragePrecisionLoss`, :class:`APCLoss`).
 
   Sample weights (``coupling = "batch"``, see :mod:`tfrank4class.losses.base`): an example of
   weight 0 is left out of every list; the loss of the others is scaled by the mean weight.
