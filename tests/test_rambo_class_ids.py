@@ -347,7 +347,7 @@ def test_marked_rank_gradient_with_signed_upstream_matches_algorithm_1():
   moved = ref.rank_within(flat + 3.0 * g.reshape(1, -1), group).reshape(scores.shape)
   expected = np.where(where, (moved - rk) / 3.0, 0.0)
   has_mark = where[np.arange(7), ids]
-  fn = lambda s: ops.sum(blackbox_marked_rank(s, ids, where, 3.0) * upstream)
+  fn = lambda s: ops.sum(blackbox_marked_rank(s, ids, where, 3.0) * ops.convert_to_tensor(upstream))
   value, (grad,) = bt.value_and_grad(fn, scores)
   np.testing.assert_allclose(
     value, np.sum(np.where(has_mark, rk[np.arange(7), ids], 1.0) * upstream)
