@@ -18,7 +18,8 @@ Every round times every configuration once, in turn, so they share the machine's
 is the median over rounds of the per-round ratio (``ours 4`` and ``exact 4`` over ``keras 1+5``,
 each single metric over ``keras top5``); times are medians in ms per step of *process CPU time*
 (with one intra- and one inter-op thread that is the step time of a quiet machine, and it does
-not count the time other processes hold the shared cores). Runs with and without
+not count the time other processes hold the shared cores). The last column is the spread of
+``top5``'s per-round ratio (min-max over the rounds). Runs with and without
 ``jit_compile=True``; one thread by default. A timing runs ``--steps`` steps, or more when the
 bare step is short (enough for about 0.2 s of it).
 
@@ -127,10 +128,11 @@ def run_cell(tf, num_classes, batch, dim, jit, rounds, steps, exact_max_classes)
     for name, case in cases.items():
       times[name].append(case.time(steps))
 
+  def per_round(name, base):
+    return [a / b for a, b in zip(times.get(name, []), times[base])] or [float("nan")]
+
   def ratio(name, base):
-    if name not in times:
-      return float("nan")
-    return statistics.median(a / b for a, b in zip(times[name], times[base]))
+    return statistics.median(per_round(name, base))
 
   row = {
     "C": num_classes,
@@ -144,6 +146,8 @@ def run_cell(tf, num_classes, batch, dim, jit, rounds, steps, exact_max_classes)
   }
   for name in SINGLE:
     row[f"{name} / keras top5"] = ratio(name, "keras top5")
+    spread = per_round(name, "keras top5")
+    row[f"{name} / keras top5 spread"] = [min(spread), max(spread)]
   return row
 
 
@@ -168,7 +172,7 @@ def main():
     f"| {'C':>6} | {'B':>3} | XLA | {'none':>6} | {'keras1+5':>8} | {'ours 4':>7} "
     f"| {'exact 4':>8} | ours4/keras | exact4/keras | "
     + " | ".join(f"{n}/k5" for n in SINGLE)
-    + " |"
+    + " | top5/k5 min-max |"
   )
   print(header)
   print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|", flush=True)
@@ -187,7 +191,11 @@ def main():
           f"| {num_classes:>6} | {batch:>3} | {'yes' if jit else 'no':>3} | "
           f"{ms['none']:6.2f} | {ms['keras 1+5']:8.2f} | {ms['ours 4']:7.2f} | "
           f"{ms['exact 4']:8.1f} | {row['ours 4 / keras 1+5']:10.2f}x | "
-          f"{row['exact 4 / keras 1+5']:11.1f}x | " + singles + " |",
+          f"{row['exact 4 / keras 1+5']:11.1f}x | "
+          + singles
+          + " | "
+          + "{:6.2f}-{:<6.2f}".format(*row["top5 / keras top5 spread"])
+          + "  |",
           flush=True,
         )
   OUT.mkdir(parents=True, exist_ok=True)

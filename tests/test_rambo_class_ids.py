@@ -10,10 +10,21 @@ import numpy as np
 import pytest
 
 from tfrank4class.compat import BACKEND, ops
-from tfrank4class.losses import AveragePrecisionLoss, BlackboxNDCGLoss, RecallLoss
-from tfrank4class.losses.rambo.average_precision import average_precision_loss_values
+from tfrank4class.losses import (
+  AveragePrecisionLoss,
+  BlackboxNDCGLoss,
+  MapApcLoss,
+  MeanAveragePrecisionLoss,
+  RecallLoss,
+)
+from tfrank4class.losses.rambo.average_precision import (
+  apc_loss_value,
+  average_precision_loss_values,
+  mean_average_precision_loss_value,
+)
 from tfrank4class.losses.rambo.ndcg import ndcg_loss_values
 from tfrank4class.losses.rambo.recall import recall_loss_values
+from tfrank4class.ranking.blackbox import blackbox_marked_rank
 
 #: float64 inputs stay float64 on every backend (JAX: ``jax_enable_x64``, on for each test).
 pytestmark = pytest.mark.usefixtures("float64_inputs")
@@ -176,3 +187,170 @@ def test_nan_scores_give_nan_under_jit():
   scores = np.array([[0.1, np.nan, 0.3], [0.1, 0.2, 0.3]], np.float32)
   values = bt.numpy(jax.jit(lambda s: average_precision_loss_values(s, np.array([0, 2])))(scores))
   assert np.isnan(values[0]) and values[1] == 0.0
+
+
+# --- mAP: the per-class lists of the batch's own classes ------------------------------------------
+
+
+def np_map_loss(scores, ids, where, lambda_, margin):
+  """``1 - mAP`` (lists: the columns, mean over the classes with a valid relevant example) and its
+  gradient by Algorithm 1, from the dense one-hot relevance with padding, every column ranked."""
+  batch, n = scores.shape
+  relevance = np.where(where, np.eye(n)[ids], -1.0)
+  valid, relevant = relevance >= 0, relevance > 0
+  shifted = np.where(valid, scores + np.where(relevant, -margin / 2, margin / 2), 0.0)
+  rk = ref.rank_within(shifted.T, valid.T)
+  rk_plus = ref.rank_within(shifted.T, relevant.T)
+  present = relevant.T.any(-1)
+  ap = [np.mean((rk_plus / rk)[c][relevant.T[c]]) for c in np.flatnonzero(present)]
+  return 1.0 - np.mean(ap), ref.map_gradient(scores, relevance, lambda_, margin)
+
+
+@pytest.mark.parametrize("margin", [0.0, 0.5])
+def test_map_class_ids_match_numpy_algorithm_1_with_ties_repeats_and_padding(margin):
+  scores, ids, where = tied_lists(5, batch=9, n=6)
+  assert len(set(ids)) < len(ids)  # repeated classes: one list each
+  expected, expected_grad = np_map_loss(scores, ids, where, 30.0, margin)
+  fn = lambda s: mean_average_precision_loss_value(s, ids, where=where, lambda_=30.0, margin=margin)
+  value, (grad,) = bt.value_and_grad(fn, scores)
+  np.testing.assert_allclose(value, expected, rtol=1e-12)
+  np.testing.assert_allclose(grad, expected_grad, rtol=1e-10, atol=1e-12)
+  assert np.count_nonzero(grad) > 3  # the perturbation passes items: not vacuous
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-5), (np.float64, 1e-10)])
+def test_map_class_ids_equal_the_sorting_path(dtype, tol, mode):
+  """The one-hot rows take the path every class id took before: all C columns ranked.
+  (Compiled: slow, as above; eager is the fast counterpart.)"""
+  scores, ids, where = tied_lists(6, batch=8, n=30, dtype=dtype)
+  ids[3] = ids[5]
+  one_hot = np.eye(30, dtype=dtype)[ids]
+
+  def loss(labels):
+    return lambda s: mean_average_precision_loss_value(
+      s, labels, where=where, lambda_=8.0, margin=0.25
+    )
+
+  got, want = (
+    bt.value_and_grad(bt.compiled(loss(labels), mode), scores) for labels in (ids, one_hot)
+  )
+  np.testing.assert_allclose(got[0], want[0], rtol=tol, atol=tol)
+  np.testing.assert_allclose(got[1][0], want[1][0], rtol=tol, atol=tol)
+  assert np.count_nonzero(want[1][0]) > 3
+
+
+def test_map_keras_loss_with_sample_weights_equals_the_sorting_path():
+  scores, ids, _ = tied_lists(7, batch=6, n=20)
+  scores = scores.astype(np.float32)
+  ids[4] = ids[2]
+  weights = np.array([1.0, 0.0, 2.0, 0.5, 1.0, 3.0], np.float32)
+  loss = MeanAveragePrecisionLoss(lambda_=8.0, margin=0.1)
+  got, want = (
+    bt.value_and_grad(lambda s, y=labels: loss(y, s, sample_weight=weights), scores)
+    for labels in (ids, np.eye(20, dtype=np.float32)[ids])
+  )
+  np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+  np.testing.assert_allclose(got[1][0], want[1][0], rtol=1e-6, atol=1e-7)
+  assert np.all(got[1][0][1] == 0)  # the example of weight 0 is in no list
+
+
+# --- APC: the B true classes in the one list of B x C scores -------------------------------------
+
+
+def np_apc_loss(scores, ids, where, lambda_, margin):
+  """``1 - AP`` of all entries as one list (Eq. 23) and its gradient by Algorithm 1, every entry
+  of the flattened list ranked (``_rambo_reference``)."""
+  relevance = np.where(where, np.eye(scores.shape[1])[ids], -1.0).reshape(1, -1)
+  valid, relevant = relevance >= 0, relevance > 0
+  shifted = np.where(valid, scores.reshape(1, -1) + np.where(relevant, -margin / 2, margin / 2), 0)
+  rk, rk_plus = ref.rank_within(shifted, valid), ref.rank_within(shifted, relevant)
+  value = 1.0 - np.mean((rk_plus / rk)[relevant])
+  return value, ref.apc_gradient(scores, relevance.reshape(scores.shape), lambda_, margin)
+
+
+@pytest.mark.parametrize("margin", [0.0, 0.5])
+def test_apc_class_ids_match_numpy_algorithm_1_with_ties_repeats_and_padding(margin):
+  scores, ids, where = tied_lists(8, batch=9, n=6)
+  scores[4, ids[4]] = scores[2, ids[2]]  # two true classes tied: rk+ by row
+  expected, expected_grad = np_apc_loss(scores, ids, where, 30.0, margin)
+  fn = lambda s: apc_loss_value(s, ids, where=where, lambda_=30.0, margin=margin)
+  value, (grad,) = bt.value_and_grad(fn, scores)
+  np.testing.assert_allclose(value, expected, rtol=1e-12)
+  np.testing.assert_allclose(grad, expected_grad, rtol=1e-10, atol=1e-12)
+  assert np.count_nonzero(grad) > len(ids)  # the perturbation passes items: not vacuous
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-5), (np.float64, 1e-10)])
+def test_apc_class_ids_equal_the_sorting_path(dtype, tol, mode):
+  """The one-hot rows take the path every class id took before: the B x C list sorted.
+  (Compiled: slow, as above; eager is the fast counterpart.)"""
+  scores, ids, where = tied_lists(9, batch=8, n=30, dtype=dtype)
+  ids[3] = ids[5]
+  one_hot = np.eye(30, dtype=dtype)[ids]
+
+  def total(labels):
+    kwargs = {"where": where, "lambda_": 4.0, "margin": 0.25}
+    return lambda s: (
+      3.0 * apc_loss_value(s, labels, **kwargs)
+      + mean_average_precision_loss_value(s, labels, **kwargs)
+    )
+
+  got, want = (
+    bt.value_and_grad(bt.compiled(total(labels), mode), scores) for labels in (ids, one_hot)
+  )
+  np.testing.assert_allclose(got[0], want[0], rtol=tol, atol=tol)
+  np.testing.assert_allclose(got[1][0], want[1][0], rtol=tol, atol=tol)
+  assert np.count_nonzero(want[1][0]) > len(ids)
+
+
+def test_marked_rank_with_every_mark_padded_or_none_ahead():
+  scores = np.array([[0.5, 0.5, 0.1], [0.5, 0.9, 0.5]])
+  where = np.array([[True, False, True], [True, True, True]])
+  # mark (0, 1) is padding: the loss sees (1, 2) alone, below 0.9 and two 0.5s ahead of it
+  value, (grad,) = bt.value_and_grad(
+    lambda s: apc_loss_value(s, np.array([1, 2]), where=where, lambda_=1.0), scores
+  )
+  np.testing.assert_allclose(value, 1.0 - 1.0 / 4.0)
+  expected_value, expected_grad = np_apc_loss(scores, np.array([1, 2]), where, 1.0, 0.0)
+  np.testing.assert_allclose(value, expected_value)
+  np.testing.assert_allclose(grad, expected_grad, atol=1e-12)
+  empty = np.zeros_like(where)
+  assert bt.numpy(apc_loss_value(scores, np.array([1, 2]), where=empty)) == 0.0
+
+
+def test_map_apc_keras_loss_with_sample_weights_equals_the_sorting_path():
+  scores, ids, _ = tied_lists(10, batch=6, n=20)
+  scores = scores.astype(np.float32)
+  ids[4] = ids[2]
+  weights = np.array([1.0, 0.0, 2.0, 0.5, 1.0, 3.0], np.float32)
+  loss = MapApcLoss(lambda_=8.0, margin=0.1)
+  got, want = (
+    bt.value_and_grad(lambda s, y=labels: loss(y, s, sample_weight=weights), scores)
+    for labels in (ids, np.eye(20, dtype=np.float32)[ids])
+  )
+  np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+  np.testing.assert_allclose(got[1][0], want[1][0], rtol=1e-6, atol=1e-7)
+  assert np.all(got[1][0][1] == 0)  # the example of weight 0 is in no list
+
+
+def test_marked_rank_gradient_with_signed_upstream_matches_algorithm_1():
+  """The ranker itself, for any sign of ``dL/dr`` (marks move up and down), against numpy
+  Algorithm 1 on the flattened list: ``-(rk(y) - rk(y + lambda g)) / lambda``."""
+  scores, ids, where = tied_lists(11, batch=7, n=5)
+  upstream = np.array([0.0, 1.5, -2.0, 0.7, -0.4, 3.0, -1.0])
+  flat, group = scores.reshape(1, -1), where.reshape(1, -1)
+  g = np.zeros_like(scores)
+  g[np.arange(7), ids] = np.where(where[np.arange(7), ids], upstream, 0.0)
+  rk = ref.rank_within(flat, group).reshape(scores.shape)
+  moved = ref.rank_within(flat + 3.0 * g.reshape(1, -1), group).reshape(scores.shape)
+  expected = np.where(where, (moved - rk) / 3.0, 0.0)
+  has_mark = where[np.arange(7), ids]
+  fn = lambda s: ops.sum(blackbox_marked_rank(s, ids, where, 3.0) * ops.convert_to_tensor(upstream))
+  value, (grad,) = bt.value_and_grad(fn, scores)
+  np.testing.assert_allclose(
+    value, np.sum(np.where(has_mark, rk[np.arange(7), ids], 1.0) * upstream)
+  )
+  np.testing.assert_allclose(grad, expected, atol=1e-12)
+  assert np.count_nonzero(expected) > 7

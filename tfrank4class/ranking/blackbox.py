@@ -27,7 +27,10 @@ group, e.g. among the valid items of a padded list (how the RaMBO losses rank), 
 relevant items only, ``rk(y^+)`` of Sec. 4.5 (Eq. 17, 21), is also a group rank, but RaMBO
 differentiates only ``rk(y)`` and treats ``rk(y^+)`` as a constant (one ranker in Algorithm 1, as
 in the authors' code): the losses take it from :func:`tfrank4class.ranking.rank_within`, with no
-gradient.
+gradient. Where one item per list carries the incoming gradient (class ids), the same values and
+gradients come without a sort: :func:`blackbox_item_rank` (one item per row, counts) and
+:func:`blackbox_marked_rank` (one item per row of a ``[B, C]`` matrix read as one list, binary
+searches among the ``B`` marked scores).
 """
 
 from tfrank4class import backend, checks
@@ -232,6 +235,123 @@ def blackbox_item_rank(scores, item, mask, lambda_, normalized=False):
     return exact.mark_nan_lists(ranks[:, None], y)[:, 0], grad
 
   return _op(scores, ops.convert_to_tensor(item), mask)
+
+
+def _marked_below(scores, marked_scores, ids):
+  """Int32 ``[B, C]``: for each entry of ``scores``, read as ONE list in row-major order, the
+  number of marked entries (``marked_scores[b]`` at ``(b, ids[b])``; ``+inf`` for none) ranked
+  below it under the tie rule of :func:`tfrank4class.ranking.rank` (``s_j > s_i``, or equal and
+  ``j`` earlier): one binary search of every entry into the ``B`` sorted marked scores,
+  ``O(B C log B)``, and a second one only when some entry ties with a mark.
+
+  Below an entry ``j`` are the marks ``m`` with ``s_m < s_j`` (``a_j`` of them, the search) and
+  the marks ``m`` with ``s_m == s_j`` that come after ``j``; sorted by score and row, each such
+  tie group is a run, searched with the integer key ``a * (2B + 2) + 2 * row + 1`` (mark) against
+  ``a_j * (2B + 2) + 2 * row_j + [ids[row_j] <= column_j]`` (entry ``j``).
+  """
+  batch, classes = exact.shape_of(scores)
+  order = backend.stable_argsort(marked_scores)
+  ascending = ops.take(marked_scores, order)
+  lower = ops.reshape(backend.searchsorted(ascending, ops.reshape(scores, [-1])), [batch, classes])
+  # The first mark not below entry j; a tie when its score is s_j (+inf past the last mark).
+  # A mark ties with itself: it needs the second search only if another mark has its score.
+  bounded = ops.concatenate([ascending, ops.full_like(ascending[:1], float("inf"))])
+  tied = ops.take(bounded, lower) == scores
+  is_mark = ops.arange(classes, dtype="int32")[None, :] == ids[:, None]
+  any_tie = ops.logical_or(
+    ops.any(ops.logical_and(tied, ops.logical_not(is_mark))),
+    ops.any(ascending[1:] == ascending[:-1]),
+  )
+
+  def tied_after():
+    width = 2 * batch + 2
+    run_start = backend.searchsorted(ascending, ascending)
+    run_end = backend.searchsorted(ascending, ascending, side="right")
+    run_end = ops.concatenate([run_end, ops.zeros_like(run_end[:1])])
+    run_key = run_start * width + 2 * ops.cast(order, "int32") + 1
+    rows = ops.arange(batch, dtype="int32")[:, None]
+    after_mark = ops.cast(ops.arange(classes, dtype="int32")[None, :] >= ids[:, None], "int32")
+    key = ops.reshape(lower * width + 2 * rows + after_mark, [-1])
+    at_or_before = backend.searchsorted(run_key, key, side="right")
+    after = ops.take(run_end, lower) - ops.reshape(at_or_before, [batch, classes])
+    return backend.where(tied, after, ops.zeros_like(lower))
+
+  return lower + ops.cond(any_tie, tied_after, lambda: ops.zeros_like(lower))
+
+
+def _ranks_of_marked(scores, ids, valid):
+  """``(above [B], below [B, C])``: the valid entries ranked above each row's marked entry (0 for
+  a row whose mark is not valid), and :func:`_marked_below` of every entry, the marked entries
+  that are not valid left out. A histogram of ``below`` over the valid entries gives ``above``:
+  an entry is above mark ``i`` exactly when more marks are below it than below ``i``."""
+  batch = exact.shape_of(scores)[0]
+  marked = backend.take_along_axis(scores, ids[:, None], axis=-1)[:, 0]
+  marked_valid = backend.take_along_axis(valid, ids[:, None], axis=-1)[:, 0]
+  marked = backend.where(marked_valid, marked, ops.full_like(marked, float("inf")))
+  below = _marked_below(scores, marked, ids)
+  counts = backend.segment_sum(
+    ops.reshape(ops.cast(valid, "int32"), [-1]), ops.reshape(below, [-1]), batch + 1
+  )
+  above_count = ops.flip(ops.cumsum(ops.flip(counts, 0), axis=0), 0)  # [p]: entries with > p - 1
+  mark_below = backend.take_along_axis(below, ids[:, None], axis=-1)[:, 0]
+  above = ops.take(ops.concatenate([above_count, ops.zeros_like(counts[:1])]), mark_below + 1)
+  return backend.where(marked_valid, above, ops.zeros_like(above)), below
+
+
+@backend.do_not_convert
+def blackbox_marked_rank(scores, ids, valid, lambda_, normalized=False):
+  """Ranks of one marked entry per row among ALL valid entries of ``[B, C]`` scores read as one
+  list (row-major), with the RaMBO blackbox gradient (Eq. 10, Algorithm 1).
+
+  The rank :func:`blackbox_rank_within` gives entry ``(b, ids[b])`` of the flattened ``[1, B C]``
+  scores among the valid entries, and the same gradient when ``dL/dr`` is zero at every entry but
+  the marked ones: then only the marks move (``y'_i = y_i + lambda_ g_i``), an unmarked entry's
+  rank changes by the marks that pass it and a mark's by the entries it passes, all counted by
+  :func:`_marked_below` (forward once, backward once for ``y'``): ``O(B C log B)``, no sort of
+  the ``B C`` scores (:func:`blackbox_rank_within` sorts them twice). What APC with class ids needs.
+
+  Args:
+    scores: real ``[B, C]``; must be finite.
+    ids: integer ``[B]`` in ``[0, C)``, the marked entry of each row.
+    valid: boolean ``[B, C]``; a row whose mark is not valid has none (rank 1, no gradient).
+    lambda_: the interpolation strength, a Python number ``> 0``.
+    normalized: as in :func:`blackbox_rank`, with ``n = B C``.
+
+  Returns float ranks ``[B]`` in the scores' float dtype.
+
+  Example:
+    >>> r = blackbox_marked_rank([[0.9, 0.2], [0.4, 0.6]], [0, 1], [[True] * 2] * 2, lambda_=1.0)
+    >>> ops.convert_to_numpy(r)
+    array([1., 2.], dtype=float32)
+  """
+  lambda_ = _check_lambda(lambda_)
+  scores = _as_scores(scores, finite=True)
+  if len(scores.shape) != 2:
+    raise ValueError(f"`scores` must have shape [B, C], got {tuple(scores.shape)}.")
+  valid = exact.check_mask(valid, scores)
+  shape = exact.shape_of(scores)
+
+  @backend.custom_gradient
+  def _op(y, t, group):
+    dtype = backend.dtype_name(y)
+    t = ops.cast(t, "int32")
+    above, below = _ranks_of_marked(y, t, group)
+    ranks = 1.0 + ops.cast(above, dtype)
+
+    def grad(g):
+      lam = _effective_lambda(lambda_, normalized, shape[0] * shape[1], dtype)
+      is_mark = ops.arange(shape[1], dtype="int32")[None, :] == t[:, None]
+      step = backend.where(is_mark, lam * ops.cast(g, dtype)[:, None], ops.zeros_like(y))
+      moved_above, moved_below = _ranks_of_marked(y + step, t, group)
+      # An unmarked entry drops by the marks that pass it; a mark by the entries it passes.
+      change = backend.where(is_mark, (moved_above - above)[:, None], below - moved_below)
+      change = backend.where(group, ops.cast(change, dtype), ops.zeros_like(y))
+      return change / lam, None, None
+
+    flat = ops.reshape(y, [1, -1])
+    return exact.mark_nan_lists(ranks[None, :], flat)[0], grad
+
+  return _op(scores, ops.convert_to_tensor(ids), valid)
 
 
 @backend.do_not_convert

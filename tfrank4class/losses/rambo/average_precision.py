@@ -74,6 +74,11 @@ def mean_average_precision_loss_value(scores, labels, *, where=None, lambda_=1.0
   item in the batch are left out of the mean. Arguments as for
   :func:`average_precision_loss_values`. Returns a scalar (0 if no class has a relevant item).
 
+  Cost: class ids, only the lists of the batch's own classes (at most ``B``; a class without a
+  relevant example has no loss and no gradient): a gather of ``B`` columns, then ``B`` lists of
+  ``B`` items, two sorts forward and one backward, ``O(B^2 log B)``, and ``O(B C)`` for the
+  gather's gradient; dense relevance, all ``C`` lists, ``O(C B log B)``.
+
   Example:
     >>> import numpy as np
     >>> # class 0: relevant rows 0, 1 ranked 1st and 3rd -> AP 5/6; class 1: row 2 first -> AP 1
@@ -81,11 +86,39 @@ def mean_average_precision_loss_value(scores, labels, *, where=None, lambda_=1.0
     >>> round(float(mean_average_precision_loss_value(s, np.array([0, 0, 1]))), 4)
     0.0833
   """
-  scores, relevance, parsed = base.list_relevance(scores, labels, where)
-  relevance_t = ops.transpose(relevance)
-  per_class = _ap_loss(ops.transpose(scores), relevance_t, lambda_, margin)
+  scores, parsed = base.list_labels(scores, labels)
+  if parsed.is_class_ids:
+    scores_t, relevance_t, first = _true_class_columns(scores, parsed.ids, where)
+  else:
+    _, relevance, _ = base.list_relevance(scores, parsed, where)
+    scores_t, relevance_t, first = ops.transpose(scores), ops.transpose(relevance), None
+  per_class = _ap_loss(scores_t, relevance_t, lambda_, margin)
   present = ops.any(relevance_t > 0, axis=-1)
+  if first is not None:
+    present = ops.logical_and(present, first)
   return base.mark_batch(parsed, base.mean_over(per_class, present, axis=0))
+
+
+def _true_class_columns(scores, ids, where):
+  """Class ids: the per-class lists of :func:`mean_average_precision_loss_value` that can count.
+
+  A class without a relevant example in the batch is left out of the mean and its list gets no
+  gradient (``dL/drk = 0`` at every item, so the blackbox step moves nothing), so only the
+  columns of the batch's own classes matter: list ``j`` is column ``ids[j]`` ``[B]``, with the
+  examples of class ``ids[j]`` relevant. Returns ``(scores [B, B], relevance [B, B], first [B])``
+  with list ``j`` in row ``j``; ``first[j]`` is False when an earlier example has the same class
+  (its list is a copy, left out of the mean and of the gradient).
+  """
+  ids = ops.cast(ids, "int32")
+  columns = ops.transpose(ops.take(scores, ids, axis=1))
+  same = ids[:, None] == ids[None, :]  # [j, k]: example k is relevant in list j
+  relevance = ops.cast(same, scores.dtype)
+  if where is not None:
+    valid = ops.transpose(ops.take(base.where_mask(where), ids, axis=1))
+    relevance = backend.where(valid, relevance, -ops.ones_like(relevance))
+  earlier = ops.arange(ops.shape(ids)[0], dtype="int32")
+  repeated = ops.logical_and(same, earlier[None, :] < earlier[:, None])
+  return columns, relevance, ops.logical_not(ops.any(repeated, axis=-1))
 
 
 def apc_loss_value(scores, labels, *, where=None, lambda_=1.0, margin=0.0):
@@ -96,16 +129,46 @@ def apc_loss_value(scores, labels, *, where=None, lambda_=1.0, margin=0.0):
   calibrates scores across classes. Arguments as for :func:`average_precision_loss_values`.
   Returns a scalar.
 
+  Cost: class ids, only the ``B`` true classes carry weight: their ranks in the list by binary
+  search of every score among their ``B`` scores, forward and backward
+  (:func:`~tfrank4class.ranking.blackbox.blackbox_marked_rank`), ``O(B C log B)``, and their
+  ``rk+`` among themselves, ``O(B^2)``; dense relevance, the ``B C`` list sorted twice forward and
+  once backward, ``O(B C log(B C))``.
+
   Example:
     >>> import numpy as np
     >>> # one list [0.9, 0.2, 0.4, 0.6], relevant 0.9 (rank 1) and 0.6 (rank 2): AP = 1
     >>> float(apc_loss_value(np.array([[0.9, 0.2], [0.4, 0.6]], np.float32), np.array([0, 1])))
     0.0
   """
-  scores, relevance, parsed = base.list_relevance(scores, labels, where)
+  scores, parsed = base.list_labels(scores, labels)
+  if parsed.is_class_ids:
+    return base.mark_batch(parsed, _apc_of_class_ids(scores, parsed.ids, where, lambda_, margin))
+  _, relevance, _ = base.list_relevance(scores, parsed, where)
   flat_scores = ops.reshape(scores, [1, -1])
   flat_relevance = ops.reshape(relevance, [1, -1])
   return base.mark_batch(parsed, _ap_loss(flat_scores, flat_relevance, lambda_, margin)[0])
+
+
+def _apc_of_class_ids(scores, ids, where, lambda_, margin):
+  """:func:`apc_loss_value` of class ids: ``rk_i`` of the ``B`` true classes in the one list
+  (:func:`~tfrank4class.losses.rambo.base.true_class_ranks` with ``one_list=True``) and their
+  constant ``rk+_i`` among themselves, from the ``B`` true scores (row order breaks ties, as the
+  flat index does)."""
+  rk, has_true = base.true_class_ranks(scores, ids, where, lambda_, margin, one_list=True)
+  ids = ops.cast(ids, "int32")
+  true = ops.stop_gradient(backend.take_along_axis(scores, ids[:, None], axis=-1)[:, 0])
+  if margin > 0:  # every true class moves by the same -margin / 2: their order is kept
+    true = true - ops.cast(margin / 2.0, backend.dtype_name(true))
+  rows = ops.arange(ops.shape(ids)[0], dtype="int32")
+  ahead = ops.logical_or(
+    true[None, :] > true[:, None],
+    ops.logical_and(true[None, :] == true[:, None], rows[None, :] < rows[:, None]),
+  )
+  ahead = ops.logical_and(ahead, has_true[None, :])
+  rk_plus = 1.0 + ops.sum(ops.cast(ahead, rk.dtype), axis=-1)
+  ap = base.mean_over(rk_plus / rk, has_true, axis=-1)
+  return backend.where(ops.any(has_true), 1.0 - ap, ops.zeros_like(ap))
 
 
 @register("average_precision_loss")
@@ -165,6 +228,9 @@ class MeanAveragePrecisionLoss(base.BlackboxRankLoss):
   Column ``c`` of ``y_pred`` ``[B, C]`` is ranked down the batch (plus the ``memory`` past
   batches, Sec. 4.3); its loss is Eq. 22 and ``L_mAP`` their mean over the classes; classes
   without a relevant example are left out of the mean. A batch-level loss: returns a scalar.
+  Cost: with class ids, only the batch's own classes are ranked, ``O(B^2 log B + B C)``; with
+  dense relevance or a memory (which keeps dense rows) every column, ``O(C B log B)``
+  (:func:`mean_average_precision_loss_value`).
 
   Sample weights (``coupling = "batch"``, see :mod:`tfrank4class.losses.base`): an example of
   weight 0 is left out of every list; the loss of the others is scaled by the mean weight.
@@ -190,6 +256,7 @@ class MeanAveragePrecisionLoss(base.BlackboxRankLoss):
 
   supports_memory = True
   coupling = "batch"
+  takes_class_ids = True
 
   def __init__(
     self,
@@ -213,7 +280,9 @@ class APCLoss(base.BlackboxRankLoss):
 
   The ``B x C`` scores (plus the ``memory`` past batches) form a single list whose relevant items
   are the (example, true class) pairs, which favours scores comparable across classes.
-  A batch-level loss: returns a scalar.
+  A batch-level loss: returns a scalar. Cost: ``O(B C log B)`` with class ids (binary searches
+  among the true classes' scores, no sort of the list), ``O(B C log(B C))`` with dense relevance
+  or a memory (:func:`apc_loss_value`).
 
   Sample weights (``coupling = "batch"``, see :mod:`tfrank4class.losses.base`): an example of
   weight 0 is left out of every list; the loss of the others is scaled by the mean weight.
@@ -233,6 +302,7 @@ class APCLoss(base.BlackboxRankLoss):
 
   supports_memory = True
   coupling = "batch"
+  takes_class_ids = True
 
   def __init__(
     self, lambda_=1.0, margin=0.0, memory=0, reduction=compat.DEFAULT_REDUCTION, name="apc_loss"
@@ -251,7 +321,7 @@ class MapApcLoss(base.BlackboxRankLoss):
 
   Both terms see the same lists (current batch plus ``memory`` past batches), as Sec. 4.3 describes
   the memory for the loss as a whole; the authors' code computes its APC term on the current batch
-  only.
+  only. Cost: the sum of the two terms' (:class:`MeanAveragePrecisionLoss`, :class:`APCLoss`).
 
   Sample weights (``coupling = "batch"``, see :mod:`tfrank4class.losses.base`): an example of
   weight 0 is left out of every list; the loss of the others is scaled by the mean weight.
@@ -277,6 +347,7 @@ class MapApcLoss(base.BlackboxRankLoss):
 
   supports_memory = True
   coupling = "batch"
+  takes_class_ids = True
 
   def __init__(
     self,

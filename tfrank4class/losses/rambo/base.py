@@ -41,7 +41,12 @@ from tfrank4class.compat import ops
 from tfrank4class.labels import check_batch_size, num_items, parse_labels
 from tfrank4class.losses.base import ListwiseLoss
 from tfrank4class.losses.rambo.score_memory import ScoreMemory
-from tfrank4class.ranking.blackbox import blackbox_item_rank, blackbox_rank_within, margin_shift
+from tfrank4class.ranking.blackbox import (
+  blackbox_item_rank,
+  blackbox_marked_rank,
+  blackbox_rank_within,
+  margin_shift,
+)
 from tfrank4class.ranking.exact import rank_within
 
 
@@ -57,7 +62,8 @@ def list_labels(scores, labels):
   return scores, parsed
 
 
-def _where_mask(where):
+def where_mask(where):
+  """``where`` as a boolean tensor (``TypeError`` naming it otherwise)."""
   where = ops.convert_to_tensor(where)
   if backend.dtype_name(where) != "bool":
     raise TypeError(f"`where` must be a boolean tensor, got dtype {backend.dtype_name(where)}.")
@@ -73,11 +79,11 @@ def list_relevance(scores, labels, where=None):
   scores, parsed = list_labels(scores, labels)
   relevance = parsed.to_relevance(num_items(scores), scores.dtype)
   if where is not None:
-    relevance = backend.where(_where_mask(where), relevance, -ops.ones_like(relevance))
+    relevance = backend.where(where_mask(where), relevance, -ops.ones_like(relevance))
   return scores, relevance, parsed
 
 
-def true_class_ranks(scores, ids, where=None, lambda_=1.0, margin=0.0):
+def true_class_ranks(scores, ids, where=None, lambda_=1.0, margin=0.0, one_list=False):
   """Class ids: the blackbox rank ``rk_t`` of each list's true class among its valid items.
 
   The :func:`list_ranks` of one-hot relevance read at the true class ``t`` (``rk+_t = 1``, the
@@ -85,11 +91,17 @@ def true_class_ranks(scores, ids, where=None, lambda_=1.0, margin=0.0):
   from :func:`tfrank4class.ranking.blackbox.blackbox_item_rank`: counts in both directions,
   ``O(n)`` per list, no sort (the dense path sorts each list three times).
 
+  With ``one_list=True`` the ``[B, n]`` scores are ONE list of ``B n`` items (APC, Eq. 23) and
+  ``rk_t`` is the rank of ``(b, t_b)`` among all its valid items, the :func:`list_ranks` of the
+  flattened one-hot rows, from :func:`tfrank4class.ranking.blackbox.blackbox_marked_rank`
+  (binary searches into the ``B`` true classes' scores, ``O(B n log B)``, no sort of the list).
+
   Args:
     scores: checked float ``[B, n]``.
     ids: int32 class ids ``[B]`` in ``[0, n)``.
     where: optional bool ``[B, n]``; False marks padding.
     lambda_, margin: as in :func:`list_ranks`.
+    one_list: rank in the whole ``[B, n]`` matrix read as one list (row-major) if True.
 
   Returns:
     ``(rk_t, has_true)``, float ``[B]`` and bool ``[B]``: whether the true class is valid (a
@@ -107,13 +119,16 @@ def true_class_ranks(scores, ids, where=None, lambda_=1.0, margin=0.0):
   if where is None:
     valid = ops.ones_like(scores, dtype="bool")
   else:
-    valid = _where_mask(where)
+    valid = where_mask(where)
     scores = backend.where(valid, scores, ops.zeros_like(scores))
   has_true = backend.take_along_axis(valid, ids[:, None], axis=-1)[:, 0]
   if margin > 0:
     is_true = ops.arange(ops.shape(scores)[-1], dtype="int32")[None, :] == ids[:, None]
     scores = margin_shift(scores, ops.logical_and(is_true, valid), margin, valid=valid)
-  rk = blackbox_item_rank(scores, ids, valid, lambda_, normalized=True)
+  if one_list:
+    rk = blackbox_marked_rank(scores, ids, valid, lambda_, normalized=True)
+  else:
+    rk = blackbox_item_rank(scores, ids, valid, lambda_, normalized=True)
   return ops.cast(rk, scores.dtype), has_true
 
 
@@ -215,6 +230,8 @@ class BlackboxRankLoss(ListwiseLoss):
         "MeanAveragePrecisionLoss, APCLoss, MapApcLoss or RecallLoss(from_embeddings=True))."
       )
     self._memory = ScoreMemory(self.memory) if self.memory else None
+    if self._memory is not None:  # the memory keeps the lists' dense rows: one-hot class ids
+      self.takes_class_ids = False
 
   def extend(self, scores, relevance):
     """The batch's lists with the score memory's past batches appended (Sec. 4.3), if any."""
