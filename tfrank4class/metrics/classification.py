@@ -161,9 +161,7 @@ class TopKAccuracy(PerListMetric):
   For one list this is RaMBO's ``r@K`` (Rolinek et al., Sec. 3.1.2, Eq. 7; its mean, Eq. 8) and
   ``min(1, K * Precision@K)`` with class ids (Rank4Class Sec. 2.2). Tied scores count in
   expectation: with ``g`` classes strictly above the true class and ``e`` tied with it,
-  ``P(rk <= K) = clip((K - g) / (e + 1), 0, 1)`` (:func:`functional.top_k_accuracy`). Cost
-  with class ids on TensorFlow: Keras's ``in_top_k`` kernel plus the score check, and the
-  ``O(B * C)`` counts only in a batch where some list has its true class in the top ``K``.
+  ``P(rk <= K) = clip((K - g) / (e + 1), 0, 1)`` (:func:`functional.top_k_accuracy`).
 
   Args:
     k: the cut-off ``K``, from 1 to the number of classes (a larger ``K`` would be 1 for every

@@ -358,29 +358,10 @@ def top_k_accuracy(labels, scores, k=5):
       f"(`y_pred` of shape {scores.shape}): Top-{k} accuracy would be 1 for every list."
     )
   if single:
-    return _finish(labels, _top_k_single(k, labels, scores))
+    g, e = _single(labels, scores)
+    return _finish(labels, _hit_probability(k, g, e))
   relevance, _, masked = _dense(labels, scores)
   return _finish(labels, _top_k_dense(k, relevance > 0, masked))
-
-
-def _top_k_single(k, labels, scores):
-  """``P(r <= k)`` of validated class ids (:func:`_hit_probability` of :func:`_single`).
-
-  On TensorFlow, first ``tf.math.in_top_k`` (Keras's kernel): it is ``g < k``, and a batch in
-  which no list has ``g < k`` (and no score is NaN or +-inf) is all 0, exactly our value, with no
-  ``O(B C)`` pass: the kernel stops reading a row once ``k`` scores beat the true class. Any
-  other batch takes :func:`_single` (ties at the cut-off need ``e``). Elsewhere ``in_top_k`` is a
-  ``top_k`` whose tie rule is not ours: :func:`_single` always.
-  """
-  if backend.name() != "tensorflow":
-    return _hit_probability(k, *_single(labels, scores))
-  hit = ops.in_top_k(_clipped_ids(labels.ids, num_items(scores)), scores, k)
-  exact = ops.logical_or(ops.any(hit), ops.logical_not(ops.all(ops.isfinite(scores))))
-  return ops.cond(
-    exact,
-    lambda: _hit_probability(k, *_single(labels, scores)),
-    lambda: ops.zeros(ops.shape(scores)[:1], "float32"),
-  )
 
 
 def reciprocal_rank(labels, scores, k=None):
