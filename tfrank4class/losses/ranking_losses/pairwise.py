@@ -24,6 +24,8 @@ from tfrank4class.compat import ops
 from tfrank4class.losses.ranking_losses.base import (
   Core,
   at_true_class,
+  relevant_rows,
+  scatter_rows,
   true_class_mask,
   true_class_weight,
 )
@@ -35,15 +37,29 @@ class _Pairwise(Core):
 
   def compute_unreduced_loss(self, labels, logits):
     """The losses of the pairs ``l_i > l_j`` of valid items times their weights, summed over the
-    second item ``[B, n]`` (with weights of ones): every pair, ``[B, n, n]`` on the way."""
-    valid = labels >= 0
-    valid_pairs = pairwise(ops.logical_and, valid)
-    weights = ops.cast(ops.logical_and(pairwise(ops.greater, labels), valid_pairs), logits.dtype)
-    if self.lambda_weight is not None:
-      weights = weights * self.lambda_weight.pair_weights(labels, ranks(logits, valid))
-    losses = self._pair_loss(pairwise(ops.subtract, logits)) * ops.stop_gradient(weights)
-    losses = ops.sum(losses, axis=2)
+    second item ``[B, n]`` (with weights of ones). The first item of such a pair has ``l_i > 0``:
+    only the rows of the ``r`` relevant items of a list are computed, ``O(n r)``
+    (:func:`~.base.relevant_rows`; ``O(n log n)`` more with a lambda weight, which ranks the
+    items), every pair ``[B, n, n]`` where ``r`` is not known to be below ``n``."""
+    losses = relevant_rows(
+      labels,
+      lambda rows: scatter_rows(rows, self._pair_losses(labels, logits, rows), labels.shape[1]),
+      lambda: self._pair_losses(labels, logits),
+    )
     return losses, ops.ones_like(losses)
+
+  def _pair_losses(self, labels, logits, rows=None):
+    """The weighted losses of the pairs of the items ``rows`` ``[B, r]`` with every item, summed
+    over the second item ``[B, r]`` (``None``: of every item, ``[B, n]``)."""
+    valid = labels >= 0
+    weights = ops.logical_and(
+      pairwise(ops.greater, labels, rows), pairwise(ops.logical_and, valid, rows)
+    )
+    weights = ops.cast(weights, logits.dtype)
+    if self.lambda_weight is not None:
+      weights = weights * self.lambda_weight.pair_weights(labels, ranks(logits, valid), first=rows)
+    losses = self._pair_loss(pairwise(ops.subtract, logits, rows)) * ops.stop_gradient(weights)
+    return ops.sum(losses, axis=2)
 
   def compute_per_list_from_ids(self, ids, logits, weights):
     """The pairs of one-hot rows of class ids ``ids`` ``[B]`` in ``O(n)`` (``O(n log n)`` with a
