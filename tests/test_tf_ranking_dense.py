@@ -50,7 +50,8 @@ def _scores(seed=3):
 
 def _pairwise_reference(key, weight, labels, scores, item_weights):
   """Per list the loss ``sum_{l_i > l_j} w_i lambda_ij loss(s_i - s_j)`` over pairs of valid
-  items and its gradient in the scores, every pair written out."""
+  items (MSE: over pairs of distinct valid items, ``((s_i - s_j) - (l_i - l_j))^2``) and its
+  gradient in the scores, every pair written out."""
   values, grads = [], np.zeros_like(scores)
   for b in range(len(labels)):
     valid = labels[b] >= 0
@@ -59,14 +60,17 @@ def _pairwise_reference(key, weight, labels, scores, item_weights):
     total = 0.0
     for i in range(C):
       for j in range(C):
-        if not (valid[i] and valid[j] and labels[b, i] > labels[b, j]):
+        mse = key == "pairwise_mse_loss"
+        if not (valid[i] and valid[j] and (i != j if mse else labels[b, i] > labels[b, j])):
           continue
         factor = item_weights[b, i]
         if weight is not None:
           factor *= WEIGHTS[weight][1](cleaned, ranks, i, j)
         x = scores[b, i] - scores[b, j]
-        total += factor * PAIR_LOSSES[key](x)
-        slope = factor * PAIR_SLOPES[key](np.array(x))
+        if mse:
+          x = x - (labels[b, i] - labels[b, j])
+        total += factor * (x**2 if mse else PAIR_LOSSES[key](x))
+        slope = factor * (2.0 * x if mse else PAIR_SLOPES[key](np.array(x)))
         grads[b, i] += slope
         grads[b, j] -= slope
     values.append(total)
@@ -89,12 +93,16 @@ def _check(loss, labels, scores, item_weights, want, want_grad):
 
 # The logistic key at every r (1; up to 8, the traced cap; C, every pair), the others at r <= 8;
 # each lambda weight at r <= 8 and one at r = C (the lambda weights' rows are the same whatever
-# the key).
+# the key); pairwise MSE (with a lambda weight: the rows and their columns) at every r.
 PAIRWISE_CASES = [
   *[("pairwise_logistic_loss", None, case) for case in ("few", "one", "all")],
   *[(key, None, "few") for key in ("pairwise_hinge_loss", "pairwise_soft_zero_one_loss")],
   *[("pairwise_logistic_loss", weight, "few") for weight in WEIGHTS],
   ("pairwise_hinge_loss", "ndcg", "all"),
+  *[
+    ("pairwise_mse_loss", weight, case) for weight, case in [("ndcg", "few"), ("label_diff", "one")]
+  ],
+  ("pairwise_mse_loss", "precision", "all"),
 ]
 
 

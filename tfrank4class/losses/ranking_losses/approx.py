@@ -3,8 +3,10 @@
 
 Qin et al. 2010: the rank of an item is ``1/2 + sum_j sigmoid(s_j - s_i)`` (scores over the
 temperature, 0.1 by default), and the loss is minus the metric at those ranks; a list without
-relevance weighs 0. Padded items get the score ``min(s) - 1000``. With class ids only the true
-class's rank counts, ``O(n)``; dense relevance ranks every item, ``[B, n, n]``.
+relevance weighs 0. Padded items get the score ``min(s) - 1000``. Only the items of relevance
+``> 0`` have a gain, so only their ranks are computed: with class ids the true class's, ``O(n)``;
+with dense relevance the ``r`` relevant items', ``O(n r)`` (:func:`~.base.relevant_rows`: every
+item's, ``[B, n, n]``, past the traced caps).
 
 Example:
   >>> import numpy as np
