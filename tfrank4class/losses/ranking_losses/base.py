@@ -86,11 +86,12 @@ def relevant_rows(labels, rows_fn, pairs_fn):
   indices ``rows`` ``[B, r]`` (int32) of each list's ``r`` largest labels (``O(B n r)``) what
   ``pairs_fn()`` computes from every pair (``[B, n, n]``), and must equal it whenever ``rows``
   holds every relevant item. ``r`` is the largest count of relevant items of a list where the
-  labels are known now (eager); in a traced step (``tf.function``, ``jax.jit``) it is the first
-  of :data:`TRACED_RELEVANT_CAPS` that holds every list's count, chosen by ``ops.cond`` when the
-  step runs, and ``pairs_fn()`` where none does. Under XLA (``jax.jit``, ``jit_compile``) the
-  memory of every branch is reserved, the pairs' ``[B, n, n]`` included, so there the traced
-  step saves time, not memory.
+  labels are known now (eager). In a traced step ``r`` must be static: on TensorFlow's graph the
+  step holds ``rows_fn`` at each of :data:`TRACED_RELEVANT_CAPS` and ``pairs_fn`` last, and
+  ``ops.cond`` takes the first that holds every list's count when the step runs (only that
+  branch runs and holds memory). Under XLA (``jax.jit``, ``jit_compile=True``) the memory of
+  every branch of a ``cond`` is reserved, the pairs' included, so there it is ``pairs_fn()``
+  alone, as before: no more memory than every pair, and no less.
   """
   n = labels.shape[1]
   if n is None:
@@ -100,8 +101,18 @@ def relevant_rows(labels, rows_fn, pairs_fn):
   if known is not None:
     r = max(int(known), 1)
     return pairs_fn() if r >= n else rows_fn(backend.top_k(labels, r)[1])
+  if _compiled_by_xla():
+    return pairs_fn()
   caps = tuple(cap for cap in TRACED_RELEVANT_CAPS if cap < n)
   return _first_cap(labels, count, caps, rows_fn, pairs_fn)
+
+
+def _compiled_by_xla():
+  """Whether the step being traced is compiled by XLA: every traced step on JAX, one under
+  ``jit_compile=True`` on TensorFlow."""
+  if backend.name() == "jax":
+    return True
+  return backend.name() == "tensorflow" and backend._in_xla_context()
 
 
 def _first_cap(labels, count, caps, rows_fn, pairs_fn):
