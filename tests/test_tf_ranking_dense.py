@@ -78,13 +78,13 @@ def _pairwise_reference(key, weight, labels, scores, item_weights):
   return np.array(values), grads
 
 
-def _check(loss, labels, scores, item_weights, want, want_grad):
+def _check(loss, labels, scores, item_weights, want, want_grad, modes):
   """Values at ``scores`` (with ties); gradients where no two scores tie (at a tie the logistic
   loss's autodiff takes the subgradient 0 of ``relu`` and ``abs``, not the slope -1/2, on the
   every-pair path as on the rows': a gradient of the key itself, not of the rows)."""
   relevance, w = (ops.convert_to_tensor(x) for x in (labels, item_weights))
   untied = scores + np.arange(C) * 1e-3
-  for mode in compile_modes()[:2]:
+  for mode in modes:
     fn = compiled(lambda s: loss.weighted_values(ops.convert_to_tensor(s), relevance, w), mode)
     _, (grad,) = value_and_grad(lambda s, fn=fn: ops.sum(fn(s)), untied)
     values = numpy(fn(scores))
@@ -94,7 +94,17 @@ def _check(loss, labels, scores, item_weights, want, want_grad):
 
 # The logistic key at every r (1; up to 8, the traced cap; C, every pair), the others at r <= 8;
 # each lambda weight at r <= 8 and one at r = C (the lambda weights' rows are the same whatever
-# the key); pairwise MSE (with a lambda weight: the rows and their columns) at every r.
+# the key); pairwise MSE (with a lambda weight: the rows and their columns) at every r. Eagerly
+# each; traced (TRACED) the cases that take each branch of the traced caps.
+TRACED = {
+  ("pairwise_logistic_loss", None, "few"),
+  ("pairwise_logistic_loss", None, "one"),
+  ("pairwise_logistic_loss", None, "all"),
+  ("pairwise_logistic_loss", "ndcg", "few"),
+  ("pairwise_mse_loss", "ndcg", "few"),
+  ("pairwise_soft_zero_one_loss", None, "few"),
+  ("approx_ndcg_loss", None, "few"),
+}
 PAIRWISE_CASES = [
   *[("pairwise_logistic_loss", None, case) for case in ("few", "one", "all")],
   *[(key, None, "few") for key in ("pairwise_hinge_loss", "pairwise_soft_zero_one_loss")],
@@ -117,7 +127,12 @@ def test_pairwise_keys_of_dense_relevance_equal_every_pair(key, weight, case):
   )
   kwargs = {} if weight is None else {"lambda_weight": WEIGHTS[weight][0]}
   with float64():
-    _check(tf_ranking.RankingLoss(key, **kwargs), labels, scores, item_weights, want, want_grad)
+    loss = tf_ranking.RankingLoss(key, **kwargs)
+    _check(loss, labels, scores, item_weights, want, want_grad, _modes(key, weight, case))
+
+
+def _modes(key, weight, case):
+  return compile_modes()[: 2 if (key, weight, case) in TRACED else 1]
 
 
 def _approx_reference(key, labels, scores, item_weights):
@@ -160,7 +175,7 @@ def test_approx_keys_of_dense_relevance_equal_every_rank(key, case):
   with float64():
     loss = tf_ranking.RankingLoss(key)
     relevance, w = (ops.convert_to_tensor(x) for x in (labels, item_weights))
-    for mode in compile_modes()[:2]:
+    for mode in _modes(key, None, case):
       fn = compiled(lambda s: loss.weighted_values(ops.convert_to_tensor(s), relevance, w), mode)
       _, (grad,) = value_and_grad(lambda s, fn=fn: ops.sum(fn(s)), scores)
       values = numpy(fn(scores)).reshape(len(want), -1).sum(axis=1)

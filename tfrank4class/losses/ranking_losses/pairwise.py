@@ -96,7 +96,10 @@ class PairwiseSoftZeroOneLoss(_Pairwise):
   """``sigmoid(-(s_i - s_j))``."""
 
   def _pair_loss(self, x):
-    return backend.where(x > 0, 1.0 - ops.sigmoid(x), ops.sigmoid(-x))
+    # TF-Ranking's `where(x > 0, 1 - sigmoid(x), sigmoid(-x))` is sigmoid(-x); the select's
+    # [B, n, n] mask, kept for its gradient, became a [B, n, n] zero-filled output of the rows'
+    # branch of TensorFlow's `cond` (1.1 GB at C = 2,000, B = 32 in a traced step).
+    return ops.sigmoid(-x)
 
 
 class PairwiseMSELoss(Core):
