@@ -16,7 +16,9 @@ as ``lambda_weight=``:
 ``ranks`` are 1-based ranks by score ``[B, n]``; ``labels`` are relevance ``[B, n]`` with
 ``< 0`` for padding. ``pair_weights(labels, ranks, first=ids)`` gives one item's row of pairs
 ``[B, n]`` rather than every pair ``[B, n, n]``: for one-hot rows of class ids, the true class's
-pairs, the only ones that carry weight (equal labels weigh 0 in every weight here).
+pairs, the only ones that carry weight (equal labels weigh 0 in every weight here); with
+``first`` ``[B, r]``, the rows of ``r`` items ``[B, r, n]``: for dense relevance, those of the
+``r`` items of relevance ``> 0``.
 The gain, discount and positive functions are TF-Ranking's (:func:`identity`, :func:`inverse`,
 :func:`pow_minus_1`, :func:`log2_inverse`, :func:`is_greater_equal_1`) or any Keras-registered
 function of a tensor written in ``keras.ops``.
@@ -112,7 +114,8 @@ class LambdaWeight:
   def pair_weights(self, labels, ranks, first=None):
     """Weights of the pairs: every pair ``[B, n, n]``, or with ``first`` (the index ``[B]`` of
     one item per list, int32) the pairs of that item with each item ``[B, n]`` (row ``first`` of
-    every pair's, in ``O(n)``; every weight here is symmetric, so it is also that column)."""
+    every pair's, in ``O(n)``; every weight here is symmetric, so it is also that column), or
+    with ``first`` ``[B, r]`` those ``r`` rows ``[B, r, n]`` (``O(n r)``)."""
     raise TypeError(
       f"{type(self).__name__} weighs items, not pairs; a pairwise loss cannot use it."
     )

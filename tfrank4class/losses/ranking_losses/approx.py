@@ -3,8 +3,10 @@
 
 Qin et al. 2010: the rank of an item is ``1/2 + sum_j sigmoid(s_j - s_i)`` (scores over the
 temperature, 0.1 by default), and the loss is minus the metric at those ranks; a list without
-relevance weighs 0. Padded items get the score ``min(s) - 1000``. With class ids only the true
-class's rank counts, ``O(n)``; dense relevance ranks every item, ``[B, n, n]``.
+relevance weighs 0. Padded items get the score ``min(s) - 1000``. Only the items of relevance
+``> 0`` have a gain, so only their ranks are computed: with class ids the true class's, ``O(n)``;
+with dense relevance the ``r`` relevant items', ``O(n r)`` (:func:`~.base.relevant_rows`: every
+item's, ``[B, n, n]``, past the traced caps).
 
 Example:
   >>> import numpy as np
@@ -16,20 +18,23 @@ Example:
 """
 
 from tfrank4class import backend
+from tfrank4class.backend import take_along_axis
 from tfrank4class.compat import ops
 from tfrank4class.losses.lambda_weights import inverse_max_dcg
 from tfrank4class.losses.ranking_losses.base import (
   Core,
   at_true_class,
+  relevant_rows,
   true_class_mask,
   true_class_weight,
 )
 from tfrank4class.losses.ranking_losses.sampling import pairwise
 
 
-def approx_ranks(logits):
-  """``1/2 + sum_j sigmoid(s_j - s_i)``, ``[B, n]``."""
-  return ops.sum(ops.sigmoid(pairwise(lambda a, b: b - a, logits)), axis=-1) + 0.5
+def approx_ranks(logits, rows=None):
+  """``1/2 + sum_j sigmoid(s_j - s_i)``, ``[B, n]``; of the items ``rows`` ``[B, r]`` only,
+  ``[B, r]`` (``O(n r)``)."""
+  return ops.sum(ops.sigmoid(pairwise(lambda a, b: b - a, logits, rows)), axis=-1) + 0.5
 
 
 def _safe_gains(labels):
@@ -50,8 +55,13 @@ class _Approx(Core):
     lowest = ops.min(logits, axis=-1, keepdims=True) - 1e3
     logits = backend.where(valid, logits, lowest)
     has_relevance = ops.sum(labels, axis=1, keepdims=True) > 0
-    labels = backend.where(has_relevance, labels, 1e-10)
-    return -self._metric(labels, approx_ranks(logits)), ops.cast(has_relevance, logits.dtype)
+    gains = backend.where(has_relevance, labels, 1e-10)
+    metric = relevant_rows(
+      labels,
+      lambda rows: self._metric(take_along_axis(gains, rows), approx_ranks(logits, rows)),
+      lambda: self._metric(gains, approx_ranks(logits)),
+    )
+    return -metric, ops.cast(has_relevance, logits.dtype)
 
   def compute_per_list_from_ids(self, ids, logits, weights):
     """The loss of one-hot rows of class ids ``ids`` ``[B]`` in ``O(n)``: only the true class

@@ -70,3 +70,68 @@ def true_class_weight(ids, weights, logits):
   if weights.shape[1] == 1:
     return weights
   return take_along_axis(weights, ids[:, None], axis=-1)
+
+
+#: The caps on the number ``r`` of items of relevance ``> 0`` per list that a traced step tries,
+#: in order, before it builds every pair (see :func:`relevant_rows`).
+TRACED_RELEVANT_CAPS = (1, 8)
+
+
+def relevant_rows(labels, rows_fn, pairs_fn):
+  """What a loss computes from the rows of pairs of each list's items of relevance ``> 0``.
+
+  With relevance ``labels`` ``[B, n]``, only a pair ``(i, j)`` with ``l_i > l_j >= 0`` carries
+  weight in a pairwise loss, and only an item with ``l_i > 0`` has a gain in an approximate
+  metric: the ``r`` relevant items of a list, not all ``n``. ``rows_fn(rows)`` computes from the
+  indices ``rows`` ``[B, r]`` (int32) of each list's ``r`` largest labels (``O(B n r)``) what
+  ``pairs_fn()`` computes from every pair (``[B, n, n]``), and must equal it whenever ``rows``
+  holds every relevant item. ``r`` is the largest count of relevant items of a list where the
+  labels are known now (eager). In a traced step ``r`` must be static: on TensorFlow's graph the
+  step holds ``rows_fn`` at each of :data:`TRACED_RELEVANT_CAPS` and ``pairs_fn`` last, and
+  ``ops.cond`` takes the first that holds every list's count when the step runs (only that
+  branch runs and holds memory). Under XLA (``jax.jit``, ``jit_compile=True``) the memory of
+  every branch of a ``cond`` is reserved, the pairs' included, so there it is ``pairs_fn()``
+  alone, as before: no more memory than every pair, and no less.
+  """
+  n = labels.shape[1]
+  if n is None:
+    return pairs_fn()
+  count = ops.max(ops.sum(ops.cast(labels > 0, "int32"), axis=1))
+  known = backend.static_value(count)
+  if known is not None:
+    r = max(int(known), 1)
+    return pairs_fn() if r >= n else rows_fn(backend.top_k(labels, r)[1])
+  if _compiled_by_xla():
+    return pairs_fn()
+  caps = tuple(cap for cap in TRACED_RELEVANT_CAPS if cap < n)
+  return _first_cap(labels, count, caps, rows_fn, pairs_fn)
+
+
+def _compiled_by_xla():
+  """Whether the step being traced is compiled by XLA: every traced step on JAX, one under
+  ``jit_compile=True`` on TensorFlow."""
+  if backend.name() == "jax":
+    return True
+  return backend.name() == "tensorflow" and backend._in_xla_context()
+
+
+def _first_cap(labels, count, caps, rows_fn, pairs_fn):
+  """:func:`relevant_rows` in a traced step: ``rows_fn`` at the first of ``caps`` that is at
+  least ``count``, else ``pairs_fn``."""
+  if not caps:
+    return pairs_fn()
+  return ops.cond(
+    count <= caps[0],
+    lambda: rows_fn(backend.top_k(labels, caps[0])[1]),
+    lambda: _first_cap(labels, count, caps[1:], rows_fn, pairs_fn),
+  )
+
+
+def scatter_rows(rows, values, n):
+  """``values`` ``[B, r]`` of the items ``rows`` ``[B, r]`` (distinct per list) at their places
+  in lists of ``n`` items, 0 elsewhere, ``[B, n]`` (``O(B n r)``, differentiable)."""
+  at = ops.expand_dims(ops.arange(n, dtype=rows.dtype), 0)
+  placed = backend.where(
+    ops.expand_dims(at, 0) == ops.expand_dims(rows, 2), ops.expand_dims(values, 2), 0.0
+  )
+  return ops.sum(placed, axis=1)

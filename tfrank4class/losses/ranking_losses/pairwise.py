@@ -3,12 +3,13 @@
 item of each pair ``[B, n]``; ``yeti_logistic_loss`` is the logistic loss on Gumbel samples of the
 list with :class:`YetiDCGLambdaWeight` by default.
 
-What it costs per list: with class ids only the true class's pairs carry weight, ``O(n)`` (the
-ranks of a lambda weight: ``O(n log n)``); pairwise MSE without a lambda weight is ``O(n)`` for
-any labels. Dense relevance with the other keys, or pairwise MSE with a lambda weight, builds
-every pair ``[B, n, n]``, though only the pairs of an item of relevance ``> 0`` carry weight:
-how many those are per list is not known when a step is traced (docs/losses.md, "What each key
-costs in the number of classes").
+What it costs per list: only the pairs whose first item has relevance ``> 0`` carry weight
+(``l_i > l_j >= 0``; the lambda weights are 0 on equal labels), so only the rows of the ``r``
+relevant items are computed, ``O(n r)`` (:func:`~.base.relevant_rows`: ``r`` read from eager
+labels, else the first cap of ``TRACED_RELEVANT_CAPS`` that holds, every pair ``[B, n, n]``
+past them; plus ``O(n log n)`` for the ranks of a lambda weight). With class ids that is the
+true class's row, ``O(n)``; pairwise MSE without a lambda weight is ``O(n)`` for any labels. No
+key's maths needs every pair (docs/losses.md, "What each key costs in the number of classes").
 
 Example:
   >>> import numpy as np
@@ -24,6 +25,8 @@ from tfrank4class.compat import ops
 from tfrank4class.losses.ranking_losses.base import (
   Core,
   at_true_class,
+  relevant_rows,
+  scatter_rows,
   true_class_mask,
   true_class_weight,
 )
@@ -35,15 +38,29 @@ class _Pairwise(Core):
 
   def compute_unreduced_loss(self, labels, logits):
     """The losses of the pairs ``l_i > l_j`` of valid items times their weights, summed over the
-    second item ``[B, n]`` (with weights of ones): every pair, ``[B, n, n]`` on the way."""
-    valid = labels >= 0
-    valid_pairs = pairwise(ops.logical_and, valid)
-    weights = ops.cast(ops.logical_and(pairwise(ops.greater, labels), valid_pairs), logits.dtype)
-    if self.lambda_weight is not None:
-      weights = weights * self.lambda_weight.pair_weights(labels, ranks(logits, valid))
-    losses = self._pair_loss(pairwise(ops.subtract, logits)) * ops.stop_gradient(weights)
-    losses = ops.sum(losses, axis=2)
+    second item ``[B, n]`` (with weights of ones). The first item of such a pair has ``l_i > 0``:
+    only the rows of the ``r`` relevant items of a list are computed, ``O(n r)``
+    (:func:`~.base.relevant_rows`; ``O(n log n)`` more with a lambda weight, which ranks the
+    items), every pair ``[B, n, n]`` where ``r`` is not known to be below ``n``."""
+    losses = relevant_rows(
+      labels,
+      lambda rows: scatter_rows(rows, self._pair_losses(labels, logits, rows), labels.shape[1]),
+      lambda: self._pair_losses(labels, logits),
+    )
     return losses, ops.ones_like(losses)
+
+  def _pair_losses(self, labels, logits, rows=None):
+    """The weighted losses of the pairs of the items ``rows`` ``[B, r]`` with every item, summed
+    over the second item ``[B, r]`` (``None``: of every item, ``[B, n]``)."""
+    valid = labels >= 0
+    weights = ops.logical_and(
+      pairwise(ops.greater, labels, rows), pairwise(ops.logical_and, valid, rows)
+    )
+    weights = ops.cast(weights, logits.dtype)
+    if self.lambda_weight is not None:
+      weights = weights * self.lambda_weight.pair_weights(labels, ranks(logits, valid), first=rows)
+    losses = self._pair_loss(pairwise(ops.subtract, logits, rows)) * ops.stop_gradient(weights)
+    return ops.sum(losses, axis=2)
 
   def compute_per_list_from_ids(self, ids, logits, weights):
     """The pairs of one-hot rows of class ids ``ids`` ``[B]`` in ``O(n)`` (``O(n log n)`` with a
@@ -79,7 +96,10 @@ class PairwiseSoftZeroOneLoss(_Pairwise):
   """``sigmoid(-(s_i - s_j))``."""
 
   def _pair_loss(self, x):
-    return backend.where(x > 0, 1.0 - ops.sigmoid(x), ops.sigmoid(-x))
+    # TF-Ranking's `where(x > 0, 1 - sigmoid(x), sigmoid(-x))` is sigmoid(-x); the select's
+    # [B, n, n] mask, kept for its gradient, became a [B, n, n] zero-filled output of the rows'
+    # branch of TensorFlow's `cond` (1.1 GB at C = 2,000, B = 32 in a traced step).
+    return ops.sigmoid(-x)
 
 
 class PairwiseMSELoss(Core):
@@ -89,10 +109,11 @@ class PairwiseMSELoss(Core):
   Without a lambda weight that is ``O(n)`` for any labels: with ``d = s - l`` and any ``c``
   (here the mean of ``d`` over the ``m`` valid items, held constant: ``e = d - c``), item ``i``'s
   sum is ``sum_j (e_i - e_j)^2 = m e_i^2 - 2 e_i sum_j e_j + sum_j e_j^2``. A lambda weight
-  weighs each pair by the ranks and labels of both items, 0 for equal labels: for class ids only
-  the pairs of the true class carry weight, ``O(n log n)`` (the ranks' sort); dense relevance
-  builds every pair ``[B, n, n]`` (only those of an item of relevance ``> 0`` carry weight, but
-  how many that is per list is not known when a step is traced).
+  weighs each pair by the ranks and labels of both items, symmetrically, 0 for equal labels: only
+  the pairs of an item of relevance ``> 0`` carry weight, so the rows of the ``r`` relevant items
+  ``[B, r, n]`` give every item's sum (a relevant item's: its row; another's: its column),
+  ``O(n r)`` (:func:`~.base.relevant_rows`) after the ranks' sort; for class ids that is the true
+  class's row.
   """
 
   weighting = "pair"
@@ -100,12 +121,11 @@ class PairwiseMSELoss(Core):
   def compute_unreduced_loss(self, labels, logits):
     valid = labels >= 0
     if self.lambda_weight is not None:
-      losses = ops.square(pairwise(ops.subtract, logits) - pairwise(ops.subtract, labels))
-      distinct = ops.eye(ops.shape(labels)[1], dtype=logits.dtype) == 0
-      weights = ops.logical_and(pairwise(ops.logical_and, valid), ops.expand_dims(distinct, 0))
-      weights = ops.cast(weights, logits.dtype)
-      weights = weights * self.lambda_weight.pair_weights(labels, ranks(logits, valid))
-      losses = ops.sum(losses * ops.stop_gradient(weights), axis=2)
+      losses = relevant_rows(
+        labels,
+        lambda rows: self._rows_and_columns(labels, logits, rows),
+        lambda: ops.sum(self._weighted_pairs(labels, logits), axis=2),
+      )
       return losses, ops.ones_like(losses)
     count = ops.sum(ops.cast(valid, logits.dtype), axis=1, keepdims=True)
     d = backend.where(valid, logits - labels, 0.0)
@@ -115,6 +135,30 @@ class PairwiseMSELoss(Core):
     squares = ops.sum(ops.square(e), axis=1, keepdims=True)
     losses = backend.where(valid, count * ops.square(e) - 2.0 * e * total + squares, 0.0)
     return losses, ops.ones_like(losses)
+
+  def _weighted_pairs(self, labels, logits, rows=None):
+    """The lambda-weighted losses of the pairs of distinct valid items: of the items ``rows``
+    ``[B, r]`` with every item ``[B, r, n]`` (``None``: every pair ``[B, n, n]``)."""
+    valid = labels >= 0
+    losses = ops.square(pairwise(ops.subtract, logits, rows) - pairwise(ops.subtract, labels, rows))
+    items = ops.zeros_like(labels, dtype="int32") + ops.arange(ops.shape(labels)[1], dtype="int32")
+    weights = ops.logical_and(
+      pairwise(ops.logical_and, valid, rows), pairwise(ops.not_equal, items, rows)
+    )
+    weights = ops.cast(weights, logits.dtype)
+    weights = weights * self.lambda_weight.pair_weights(labels, ranks(logits, valid), first=rows)
+    return losses * ops.stop_gradient(weights)
+
+  def _rows_and_columns(self, labels, logits, rows):
+    """Each item's sum over its pairs ``[B, n]`` from the rows of the items ``rows`` ``[B, r]``
+    that hold every relevant item: a row's item its row's sum, another item its column's (the
+    pairs and their weights are symmetric; a pair of two items outside ``rows`` weighs 0)."""
+    pairs = self._weighted_pairs(labels, logits, rows)
+    n = labels.shape[1]
+    in_rows = scatter_rows(rows, ops.ones_like(ops.cast(rows, logits.dtype)), n) > 0
+    return backend.where(
+      in_rows, scatter_rows(rows, ops.sum(pairs, axis=2), n), ops.sum(pairs, axis=1)
+    )
 
   def compute_per_list_from_ids(self, ids, logits, weights):
     """With a lambda weight, the pairs of one-hot rows of class ids ``ids`` ``[B]`` that carry

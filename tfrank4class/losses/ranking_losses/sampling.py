@@ -42,9 +42,15 @@ LOG_EPSILON = math.log(1e-10)
 def pairwise(op, tensor, first=None):
   """``op(x_i, x_j)`` for every pair of items ``[B, n, n]``; with ``first`` (the index ``[B]`` of
   one item per list, int32) for the pairs of that item ``i`` with each item ``j``, ``[B, n]``:
-  the one row of the pairs that class ids need (only the true class's pairs carry weight)."""
+  the one row of the pairs that class ids need (only the true class's pairs carry weight); with
+  ``first`` ``[B, r]`` (``r`` items per list) those ``r`` rows ``[B, r, n]``: the rows that dense
+  relevance with ``r`` relevant items needs."""
   if first is None:
     return op(ops.expand_dims(tensor, 2), ops.expand_dims(tensor, 1))
+  if len(first.shape) == 2:
+    return op(
+      ops.expand_dims(take_along_axis(tensor, first, axis=-1), 2), ops.expand_dims(tensor, 1)
+    )
   return op(take_along_axis(tensor, ops.expand_dims(first, 1), axis=-1), tensor)
 
 

@@ -1,0 +1,198 @@
+"""Dense relevance with ``r`` relevant items a list: the pairwise keys (with every lambda weight)
+and the approximate-rank keys compute only the rows of the relevant items, ``O(C r)``
+(:func:`tfrank4class.losses.ranking_losses.base.relevant_rows`). Checked here against
+brute-force numpy over every pair (in float64), with graded labels and ties of labels and of
+scores, padding, a list without relevance, sample weights, and ``r`` from 1 to ``C`` (every item
+relevant), eagerly (``r`` read from the labels) and traced (on TensorFlow's graph ``r`` a cap
+chosen when the step runs, or every pair; under XLA every pair): values, and gradients against
+the gradient written out (pairwise) or central differences of the reference (approximate
+ranks).
+"""
+
+import numpy as np
+import pytest
+from backend_testing import compile_modes, compiled, float64, numpy, value_and_grad
+from test_tf_ranking_linear import PAIR_LOSSES, WEIGHTS, _ranks
+
+from tfrank4class.compat import ops
+from tfrank4class.losses import tf_ranking
+from tfrank4class.losses.ranking_losses import pairwise
+
+C = 12
+
+# The derivative of each pair loss in s_i - s_j.
+PAIR_SLOPES = {
+  "pairwise_logistic_loss": lambda x: -1.0 / (1.0 + np.exp(x)),
+  "pairwise_hinge_loss": lambda x: -(1.0 - x > 0.0).astype(float),
+  "pairwise_soft_zero_one_loss": lambda x: -np.exp(x) / (1.0 + np.exp(x)) ** 2,
+}
+
+
+def _labels(case):
+  """Graded labels ``[5, C]`` of the case: ``"few"`` at most 8 relevant a list (the traced cap),
+  ``"one"`` binary with one relevant item a list, ``"all"`` a list of C relevant items."""
+  rng = np.random.default_rng({"few": 0, "one": 1, "all": 2}[case])
+  labels = np.zeros((5, C))
+  for b, r in enumerate(
+    {"few": [3, 8, 1, 5, 0], "one": [1, 1, 1, 1, 0], "all": [C, 2, 4, 0, 7]}[case]
+  ):
+    at = rng.choice(C, size=r, replace=False)
+    labels[b, at] = 1.0 if case == "one" else rng.integers(1, 4, size=r)  # ties of labels
+  labels[1, 0] = labels[3, -1] = -1.0  # padding (replaces a relevant item or not)
+  return labels
+
+
+def _scores(seed=3):
+  scores = np.random.default_rng(seed).normal(size=(5, C))
+  scores[0, 2] = scores[0, 4]  # ties of scores
+  scores[1, 1] = scores[1, 5] = scores[1, 7]
+  return scores
+
+
+def _pairwise_reference(key, weight, labels, scores, item_weights):
+  """Per list the loss ``sum_{l_i > l_j} w_i lambda_ij loss(s_i - s_j)`` over pairs of valid
+  items (MSE: over pairs of distinct valid items, ``((s_i - s_j) - (l_i - l_j))^2``) and its
+  gradient in the scores, every pair written out."""
+  values, grads = [], np.zeros_like(scores)
+  for b in range(len(labels)):
+    valid = labels[b] >= 0
+    ranks = _ranks(np.where(valid, scores[b], -np.inf))
+    cleaned = np.where(valid, labels[b], 0.0)
+    total = 0.0
+    for i in range(C):
+      for j in range(C):
+        mse = key == "pairwise_mse_loss"
+        if not (valid[i] and valid[j] and (i != j if mse else labels[b, i] > labels[b, j])):
+          continue
+        factor = item_weights[b, i]
+        if weight is not None:
+          factor *= WEIGHTS[weight][1](cleaned, ranks, i, j)
+        x = scores[b, i] - scores[b, j]
+        if mse:
+          x = x - (labels[b, i] - labels[b, j])
+        total += factor * (x**2 if mse else PAIR_LOSSES[key](x))
+        slope = factor * (2.0 * x if mse else PAIR_SLOPES[key](np.array(x)))
+        grads[b, i] += slope
+        grads[b, j] -= slope
+    values.append(total)
+  return np.array(values), grads
+
+
+def _check(loss, labels, scores, item_weights, want, want_grad, modes):
+  """Values at ``scores`` (with ties); gradients where no two scores tie (at a tie the logistic
+  loss's autodiff takes the subgradient 0 of ``relu`` and ``abs``, not the slope -1/2, on the
+  every-pair path as on the rows': a gradient of the key itself, not of the rows)."""
+  relevance, w = (ops.convert_to_tensor(x) for x in (labels, item_weights))
+  untied = scores + np.arange(C) * 1e-3
+  for mode in modes:
+    fn = compiled(lambda s: loss.weighted_values(ops.convert_to_tensor(s), relevance, w), mode)
+    _, (grad,) = value_and_grad(lambda s, fn=fn: ops.sum(fn(s)), untied)
+    values = numpy(fn(scores))
+    np.testing.assert_allclose(values.reshape(len(want), -1).sum(axis=1), want, atol=1e-9)
+    np.testing.assert_allclose(grad, want_grad, atol=1e-9)
+
+
+# The logistic key at every r (1; up to 8, the traced cap; C, every pair), the others at r <= 8;
+# each lambda weight at r <= 8 and one at r = C (the lambda weights' rows are the same whatever
+# the key); pairwise MSE (with a lambda weight: the rows and their columns) at every r. Eagerly
+# each; traced (TRACED) the cases that take each branch of the traced caps.
+TRACED = {
+  ("pairwise_logistic_loss", None, "few"),
+  ("pairwise_logistic_loss", None, "one"),
+  ("pairwise_logistic_loss", None, "all"),
+  ("pairwise_mse_loss", "ndcg", "few"),
+  ("approx_ndcg_loss", None, "few"),
+}
+PAIRWISE_CASES = [
+  *[("pairwise_logistic_loss", None, case) for case in ("few", "one", "all")],
+  *[(key, None, "few") for key in ("pairwise_hinge_loss", "pairwise_soft_zero_one_loss")],
+  *[("pairwise_logistic_loss", weight, "few") for weight in WEIGHTS],
+  ("pairwise_hinge_loss", "ndcg", "all"),
+  *[
+    ("pairwise_mse_loss", weight, case) for weight, case in [("ndcg", "few"), ("label_diff", "one")]
+  ],
+  ("pairwise_mse_loss", "precision", "all"),
+]
+
+
+@pytest.mark.parametrize(("key", "weight", "case"), PAIRWISE_CASES)
+def test_pairwise_keys_of_dense_relevance_equal_every_pair(key, weight, case):
+  labels, scores = _labels(case), _scores()
+  item_weights = np.random.default_rng(4).uniform(0.5, 2.0, size=labels.shape)
+  want, _ = _pairwise_reference(key, weight, labels, scores, item_weights)
+  _, want_grad = _pairwise_reference(
+    key, weight, labels, scores + np.arange(C) * 1e-3, item_weights
+  )
+  kwargs = {} if weight is None else {"lambda_weight": WEIGHTS[weight][0]}
+  with float64():
+    loss = tf_ranking.RankingLoss(key, **kwargs)
+    _check(loss, labels, scores, item_weights, want, want_grad, _modes(key, weight, case))
+
+
+def _modes(key, weight, case):
+  return compile_modes()[: 2 if (key, weight, case) in TRACED else 1]
+
+
+def _approx_reference(key, labels, scores, item_weights):
+  """Per list minus the metric at the approximate ranks ``1/2 + sum_j sigmoid(s_j - s_i)`` of
+  scores over 0.1 (padded items at ``min - 1000``), times the label-weighted mean weight, every
+  pair written out."""
+  valid = labels >= 0
+  gains = np.where(valid, labels, 0.0)
+  logits = scores / 0.1
+  logits = np.where(valid, logits, logits.min(axis=1, keepdims=True) - 1e3)
+  ranks = 0.5 + (0.5 - 0.5 * np.tanh((logits[:, :, None] - logits[:, None, :]) / 2)).sum(axis=2)
+  total = gains.sum(axis=1)
+  if key == "approx_mrr_loss":
+    metric = (gains / ranks).sum(axis=1) / np.where(total > 0, total, 1.0)
+  else:
+    top = gains.max(axis=1, keepdims=True)
+    safe = 2.0 ** (gains - top) - 2.0 ** (-top)
+    ideal = -np.sort(-safe, axis=1) / np.log1p(np.arange(1, C + 1))
+    metric = (safe / np.log1p(ranks)).sum(axis=1) / np.where(total > 0, ideal.sum(axis=1), 1.0)
+  list_weight = (item_weights * gains).sum(axis=1) / np.where(total > 0, total, 1.0)
+  return np.where(total > 0, -metric * list_weight, 0.0)
+
+
+@pytest.mark.parametrize(
+  ("key", "case"),
+  [("approx_ndcg_loss", "few"), ("approx_ndcg_loss", "one"), ("approx_ndcg_loss", "all")]
+  + [("approx_mrr_loss", "few"), ("approx_mrr_loss", "all")],
+)
+def test_approx_keys_of_dense_relevance_equal_every_rank(key, case):
+  labels, scores = _labels(case), _scores() * 0.05  # sigmoids away from 0 and 1
+  item_weights = np.random.default_rng(4).uniform(0.5, 2.0, size=labels.shape)
+  want = _approx_reference(key, labels, scores, item_weights)
+  want_grad = np.zeros_like(scores)
+  for index in np.ndindex(scores.shape):
+    step = np.zeros_like(scores)
+    step[index] = 1e-6
+    up = _approx_reference(key, labels, scores + step, item_weights).sum()
+    down = _approx_reference(key, labels, scores - step, item_weights).sum()
+    want_grad[index] = (up - down) / 2e-6
+  with float64():
+    loss = tf_ranking.RankingLoss(key)
+    relevance, w = (ops.convert_to_tensor(x) for x in (labels, item_weights))
+    for mode in _modes(key, None, case):
+      fn = compiled(lambda s: loss.weighted_values(ops.convert_to_tensor(s), relevance, w), mode)
+      _, (grad,) = value_and_grad(lambda s, fn=fn: ops.sum(fn(s)), scores)
+      values = numpy(fn(scores)).reshape(len(want), -1).sum(axis=1)
+      np.testing.assert_allclose(values, want, atol=1e-9)
+      np.testing.assert_allclose(grad, want_grad, atol=1e-6)
+
+
+def test_float32_rows_equal_every_pair(monkeypatch):
+  """In float32, eagerly (``r`` read from the labels), the rows' path against every pair
+  ``[B, C, C]`` (the path it replaces, forced): values and gradients at 1e-5."""
+  labels, scores = _labels("few").astype("float32"), _scores().astype("float32")
+  loss = tf_ranking.RankingLoss("pairwise_logistic_loss", lambda_weight=WEIGHTS["ndcg"][0])
+  relevance = ops.convert_to_tensor(labels)
+
+  def total(s):
+    return ops.sum(loss.weighted_values(ops.convert_to_tensor(s), relevance))
+
+  value_rows, (grad_rows,) = value_and_grad(total, scores)
+  monkeypatch.setattr(pairwise, "relevant_rows", lambda labels, rows_fn, pairs_fn: pairs_fn())
+  value, (grad,) = value_and_grad(total, scores)
+  np.testing.assert_allclose(value_rows, value, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(grad_rows, grad, rtol=1e-5, atol=1e-5)
