@@ -79,10 +79,13 @@ class _Pairwise(Core):
 
 
 class PairwiseLogisticLoss(_Pairwise):
-  """``log(1 + exp(-(s_i - s_j)))``."""
+  """``log(1 + exp(-(s_i - s_j)))``, as ``softplus(-x)``: TF-Ranking's form,
+  ``relu(-x) + log1p(exp(-|x|))``, has the same values but a zero gradient at a tie (``x = 0``,
+  where ``relu`` and ``|x|`` take the subgradient 0), so tied scores (a model's first step from
+  constant scores) would not move; the derivative there is ``-1/2``."""
 
   def _pair_loss(self, x):
-    return ops.relu(-x) + ops.log1p(ops.exp(-ops.abs(x)))
+    return backend.softplus(-x)
 
 
 class PairwiseHingeLoss(_Pairwise):
