@@ -29,9 +29,10 @@ multiplied pairwise, divide and conquer: ``ceil(log2 C)`` rounds of batched prod
 polynomials truncated to degree ``k``, ``O(C k)`` in all. The rivals' ``x`` are first shifted by
 their log-sum-exp (held constant: ``log e_k - log e_{k-1}`` moves by ``c`` when every ``x`` does),
 which makes them the probabilities ``p`` of a softmax over the rivals. Where every row's rivals
-span ``S`` with ``k (S + log k) <=`` :data:`LINEAR_RANGE` (50 in float32, 600 in float64), every
-nonzero ``e_j(p)`` of any subset of the classes lies between ``exp(-k (S + log k))`` and 1, and
-the products are taken in linear space (:func:`_linear_elementary_symmetric`: per coefficient
+span ``S`` with ``k (S + log k) <=`` :data:`LINEAR_RANGE` (50 in float32, 600 in float64),
+``e_j(p)``, ``j <= k``, lies between ``exp(-k (S + log k))`` and 1 (``p_i >= exp(-S) / n`` and
+``C(n, j) / n^j >= j^-j``), the partial products that underflow add less than ``1e-8`` of it,
+and the products are taken in linear space (:func:`_linear_elementary_symmetric`: per coefficient
 and round a few multiplications and additions of ``[B, columns]`` tensors; sums of positive
 terms, exact to a few units in the last place). Else, for any spread, in log space
 (:func:`log_elementary_symmetric`), each coefficient a log-sum-exp of ``<= k + 1`` terms: finite
@@ -130,9 +131,10 @@ def _log_elementary_symmetric(log_values, k):
 
 
 #: The largest ``k (S + log k)`` (``S``: the spread of the rivals' ``x`` in a row) at which the
-#: smooth loss takes the products in linear space, per dtype: every nonzero ``e_j`` then lies
-#: above ``exp(-LINEAR_RANGE)``, and the terms that fall below the smallest normal float
-#: (``exp(-87)``, ``exp(-708)``) sum to less than ``1e-8`` of it for up to ``10^7`` classes.
+#: smooth loss takes the products in linear space, per dtype: ``e_k`` and ``e_{k-1}`` of the
+#: rivals then lie above ``exp(-LINEAR_RANGE)``, and the partial products that fall below the
+#: smallest normal float (``exp(-87)``, ``exp(-708)``) sum to less than ``1e-8`` of them for up
+#: to ``10^7`` classes.
 LINEAR_RANGE = {"float32": 50.0, "float64": 600.0}
 
 
@@ -301,10 +303,10 @@ def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
   ``log e_k - log e_{k-1}`` of the rivals' ``exp(x)`` moves by ``c`` when every ``x`` does, so
   the rivals are shifted by their log-sum-exp ``lse`` (held constant), which makes them the
   probabilities ``p`` of a softmax over the rivals. Where every row's rivals span ``S`` with
-  ``k (S + log k) <=`` :data:`LINEAR_RANGE` (of the dtype), every nonzero ``e_j(p)``, ``j <= k``,
-  of any subset lies between ``exp(-k (S + log k))`` and 1, and the products are taken in linear
-  space (:func:`_linear_elementary_symmetric`); else in log space
-  (:func:`_log_elementary_symmetric`), for any spread.
+  ``k (S + log k) <=`` :data:`LINEAR_RANGE` (of the dtype), ``e_j(p)``, ``j <= k``, lies
+  between ``exp(-k (S + log k))`` and 1, and the products are taken in linear space
+  (:func:`_linear_elementary_symmetric`); else in log space (:func:`_log_elementary_symmetric`),
+  for any spread.
   """
   x = scores / (k * tau)
   lowest = _minus_infinity(x)
