@@ -31,10 +31,11 @@ their log-sum-exp (held constant: ``log e_k - log e_{k-1}`` moves by ``c`` when 
 which makes them the probabilities ``p`` of a softmax over the rivals. Where every row's rivals
 span ``S`` with ``k (S + log k) <=`` :data:`LINEAR_RANGE` (50 in float32, 600 in float64),
 ``e_j(p)``, ``j <= k``, lies between ``exp(-k (S + log k))`` and 1 (``p_i >= exp(-S) / n`` and
-``C(n, j) / n^j >= j^-j``), the partial products that underflow add less than ``1e-8`` of it,
-and the products are taken in linear space (:func:`_linear_elementary_symmetric`: per coefficient
-and round a few multiplications and additions of ``[B, columns]`` tensors; sums of positive
-terms, exact to a few units in the last place). Else, for any spread, in log space
+``C(n, j) / n^j >= j^-j``), the partial products that underflow add less than ``2e-8`` of it
+(up to ``10^7`` classes), and the products are taken in linear space
+(:func:`_linear_elementary_symmetric`: per coefficient and round a few multiplications and
+additions of ``[B, columns]`` tensors; sums of positive terms, exact to a few units in the last
+place). Else, for any spread, in log space
 (:func:`log_elementary_symmetric`), each coefficient a log-sum-exp of ``<= k + 1`` terms: finite
 and accurate for any scores whose spread in a row is below ``5e19 * tau`` (see
 :data:`LOG_ZERO`), several times slower (an ``exp`` and a ``log`` per term). Inside the log-space
@@ -133,7 +134,7 @@ def _log_elementary_symmetric(log_values, k):
 #: The largest ``k (S + log k)`` (``S``: the spread of the rivals' ``x`` in a row) at which the
 #: smooth loss takes the products in linear space, per dtype: ``e_k`` and ``e_{k-1}`` of the
 #: rivals then lie above ``exp(-LINEAR_RANGE)``, and the partial products that fall below the
-#: smallest normal float (``exp(-87)``, ``exp(-708)``) sum to less than ``1e-8`` of them for up
+#: smallest normal float (``exp(-87)``, ``exp(-708)``) sum to less than ``2e-8`` of them for up
 #: to ``10^7`` classes.
 LINEAR_RANGE = {"float32": 50.0, "float64": 600.0}
 
