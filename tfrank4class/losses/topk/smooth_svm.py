@@ -44,9 +44,11 @@ case for terms that are all ``-inf`` (PyTorch's eager time is mostly the count o
 classes: the log-sum-exps, the gathers and their constants are :mod:`tfrank4class.backend`'s, in
 PyTorch's own ops there, and the constants are built once per shape), and the classes are padded
 with values 0 to a power of two, so that no round has an odd one out. The choice is one per
-batch (``keras.ops.cond``). Deviation from the authors' code on purpose: the gradient is the
-backend's autodiff through those products (sums of positive terms in linear space, a
-softmax-weighted sum at every step in log space: stable by construction), not their
+batch (``keras.ops.cond``), outside XLA: under ``jax.jit`` and TensorFlow's ``jit_compile``
+the products are always taken in log space (:func:`_compiled_by_xla`). Deviation from the
+authors' code on purpose: the gradient is the backend's autodiff through those products (sums
+of positive terms in linear space, a softmax-weighted sum at every step in log space: stable by
+construction), not their
 custom backward with its instability threshold and its series approximation for large values
 (Sec. 3.2), and there is no switch to the hard loss for large score gaps; ``tau = 0`` selects the
 hard loss explicitly.
@@ -298,6 +300,17 @@ def _take(values, ids):
   return ops.sum(backend.where(chosen, values, ops.zeros_like(values)), axis=-1)
 
 
+def _compiled_by_xla():
+  """Whether the loss is being compiled by XLA (JAX; TensorFlow's ``jit_compile=True``). There the
+  choice between the linear-space and the log-space products is not made, and the log-space
+  products run, as before: under ``jax.jit`` on CPU a ``cond`` between the two made a step slower
+  than the log-space products alone, and the linear branch lengthened the compile (docs/topk.md).
+  """
+  return backend.BACKEND == "jax" or (
+    backend.BACKEND == "tensorflow" and backend._in_xla_context()  # noqa: SLF001
+  )
+
+
 def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
   """``L_{k,tau}`` per row through the elementary symmetric polynomials (Sec. 3).
 
@@ -307,7 +320,7 @@ def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
   ``k (S + log k) <=`` :data:`LINEAR_RANGE` (of the dtype), ``e_j(p)``, ``j <= k``, lies
   between ``exp(-k (S + log k))`` and 1, and the products are taken in linear space
   (:func:`_linear_elementary_symmetric`); else in log space (:func:`_log_elementary_symmetric`),
-  for any spread.
+  for any spread, and always under XLA (:func:`_compiled_by_xla`).
   """
   x = scores / (k * tau)
   lowest = _minus_infinity(x)
@@ -315,10 +328,6 @@ def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
   lse = ops.stop_gradient(ops.logsumexp(rival_x, axis=-1, keepdims=True))
   lse = backend.where(ops.isfinite(lse), lse, ops.zeros_like(lse))  # no rival
   q = backend.where(rivals, x - lse, lowest)
-  top = ops.max(rival_x, axis=-1)
-  spread = top + ops.max(backend.where(rivals, -x, lowest), axis=-1)
-  limit = LINEAR_RANGE[backend.dtype_name(x)] / k - math.log(k)
-  narrow = ops.all(backend.where(enough, spread <= limit, ops.ones_like(enough)))
 
   def linear():
     e = _linear_elementary_symmetric(ops.exp(q), k)
@@ -330,7 +339,14 @@ def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
     log_e = _log_elementary_symmetric(backend.where(rivals, q, ops.full_like(q, LOG_ZERO)), k)
     return log_e[:, k] - log_e[:, k - 1]
 
-  margin = ops.cond(narrow, linear, logarithmic) + lse[:, 0] + alpha / tau - _take(x, parsed.ids)
+  if _compiled_by_xla():
+    log_ratio = logarithmic()
+  else:
+    spread = ops.max(rival_x, axis=-1) + ops.max(backend.where(rivals, -x, lowest), axis=-1)
+    limit = LINEAR_RANGE[backend.dtype_name(x)] / k - math.log(k)
+    narrow = ops.all(backend.where(enough, spread <= limit, ops.ones_like(enough)))
+    log_ratio = ops.cond(narrow, linear, logarithmic)
+  margin = log_ratio + lse[:, 0] + alpha / tau - _take(x, parsed.ids)
   return tau * backend.softplus(backend.where(enough, margin, ops.zeros_like(margin)))
 
 
