@@ -14,6 +14,7 @@ from scipy.special import logsumexp
 
 from tfrank4class import losses
 from tfrank4class.compat import keras, ops
+from tfrank4class.losses.topk import smooth_svm
 from tfrank4class.losses.topk.smooth_svm import (
   SmoothTopKSVMLoss,
   log_elementary_symmetric,
@@ -112,6 +113,61 @@ def test_float64_beyond_the_softplus_threshold_of_pytorch_against_40_digits():
   np.testing.assert_allclose(values, [float(v) for v in exact], rtol=1e-15, atol=0)
   np.testing.assert_allclose(grad[0][:, 1], [float(v) for v in slope], rtol=1e-14, atol=0)
   np.testing.assert_allclose(bt.numpy(loss), float(sum(exact)), rtol=1e-15)
+
+
+def decimal_loss(s, y, k, tau, alpha):
+  """``L_{k,tau}`` of the decimals ``s`` in 40 digits: ``e_j`` of the rivals' ``exp(s / (k tau))``
+  by the recursion ``e_j += v e_{j-1}`` over the classes (Sec. 3), then the closed form."""
+  tau, alpha = decimal.Decimal(repr(tau)), decimal.Decimal(repr(alpha))
+  x = [v / (k * tau) for v in s]
+  e = [decimal.Decimal(1)] + [decimal.Decimal(0)] * k
+  for i, value in enumerate(x):
+    if i != y:
+      v = value.exp()
+      for j in range(k, 0, -1):
+        e[j] += v * e[j - 1]
+  margin = e[k].ln() - e[k - 1].ln() + alpha / tau - x[y]
+  return tau * (1 + margin.exp()).ln()
+
+
+def decimal_loss_and_grad(s, y, k, tau, alpha):
+  """The losses of the rows of ``s`` and their gradients (central differences of
+  :func:`decimal_loss` with step ``1e-15``: exact to about ``1e-25``), as float64."""
+  decimal.getcontext().prec = 40
+  step = decimal.Decimal("1e-15")
+  losses, grads = [], np.zeros(s.shape)
+  for row in range(len(s)):
+    base = [decimal.Decimal(float(v)) for v in s[row]]
+    losses.append(float(decimal_loss(base, y[row], k, tau, alpha)))
+    for i in range(s.shape[1]):
+      up, down = list(base), list(base)
+      up[i], down[i] = base[i] + step, base[i] - step
+      difference = decimal_loss(up, y[row], k, tau, alpha) - decimal_loss(
+        down, y[row], k, tau, alpha
+      )
+      grads[row, i] = float(difference / (2 * step))
+  return np.array(losses), grads
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("side", [0.98, 1.02], ids=["linear", "log_space"])
+def test_both_products_against_40_digits_at_the_edge_of_the_linear_range(dtype, side):
+  """Rows whose rivals span just inside (``side`` 0.98: the products in linear space) and just
+  outside (1.02: in log space) ``k (S + log k) = LINEAR_RANGE`` agree with 40-digit decimals:
+  values and gradients to 1e-5 in float32, 1e-10 (relative) in float64."""
+  k, tau, alpha, c = 5, 0.5, 1.0, 24
+  spread = side * (smooth_svm.LINEAR_RANGE[dtype] / k - np.log(k)) * k * tau  # in scores
+  rng = np.random.default_rng(11)
+  s = rng.uniform(0.0, 1.0, size=(3, c))  # one rival at the top, the rest near the bottom:
+  y = np.array([0, 5, 23])  # the smallest e_k of that spread
+  s[0, 0], s[1, 5], s[2, 23] = spread + 3.0, -3.0, spread / 2  # above, below, amid the rivals
+  s[:, 1], s[:, 2] = spread, 0.0
+  s = s.astype(dtype)
+  expected, expected_grad = decimal_loss_and_grad(s.astype(np.float64), y, k, tau, alpha)
+  loss, grad = loss_and_grad(s, y, np.ones(3, dtype), k=k, tau=tau, alpha=alpha)
+  tolerance = dict(atol=1e-5, rtol=1e-5) if dtype == "float32" else dict(atol=1e-12, rtol=1e-10)
+  np.testing.assert_allclose(loss, expected, **tolerance)
+  np.testing.assert_allclose(grad, expected_grad, **tolerance)
 
 
 def test_k1_is_the_smooth_multiclass_svm_and_the_cross_entropy():

@@ -41,6 +41,7 @@ only module of the core that calls a backend's own library:
 * :func:`invert_permutation`: batched, in O(n), with TensorFlow's own op outside XLA (the one
   place that asks TensorFlow's internals whether XLA compiles the graph); :func:`do_not_convert`
   keeps AutoGraph off the rank operators (TensorFlow only);
+* :func:`compiled_by_xla`: whether XLA compiles the code (JAX; TensorFlow's ``jit_compile``);
 * :func:`is_concrete`: whether a tensor's values can be read now (eager) or are being traced
   (``tf.function``, ``jax.jit``, ``torch.compile``, Keras's symbolic shapes), so that a
   data-dependent check can raise eagerly and mark the result NaN when traced
@@ -679,6 +680,16 @@ def host_callback(callback, *tensors):
     import jax  # noqa: PLC0415
 
     jax.debug.callback(callback, *tensors)
+
+
+def compiled_by_xla():
+  """Whether the code being run or traced is compiled by XLA: always on JAX, under
+  ``jit_compile=True`` on TensorFlow, never on PyTorch. Where a choice between two forms is made
+  by value at run time (a ``cond``), XLA reserves memory for both and compiles both; such code
+  takes its one always-valid form here."""
+  if BACKEND == "jax":
+    return True
+  return BACKEND == "tensorflow" and _in_xla_context()
 
 
 def _in_xla_context():

@@ -101,18 +101,10 @@ def relevant_rows(labels, rows_fn, pairs_fn):
   if known is not None:
     r = max(int(known), 1)
     return pairs_fn() if r >= n else rows_fn(backend.top_k(labels, r)[1])
-  if _compiled_by_xla():
+  if backend.compiled_by_xla():
     return pairs_fn()
   caps = tuple(cap for cap in TRACED_RELEVANT_CAPS if cap < n)
   return _first_cap(labels, count, caps, rows_fn, pairs_fn)
-
-
-def _compiled_by_xla():
-  """Whether the step being traced is compiled by XLA: every traced step on JAX, one under
-  ``jit_compile=True`` on TensorFlow."""
-  if backend.name() == "jax":
-    return True
-  return backend.name() == "tensorflow" and backend._in_xla_context()
 
 
 def _first_cap(labels, count, caps, rows_fn, pairs_fn):

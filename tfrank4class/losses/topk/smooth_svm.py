@@ -24,19 +24,31 @@ With ``x_j = s_j / (k tau)`` and ``e_j`` the elementary symmetric polynomials of
 The margin ``alpha`` of the rewritten form is the margin of Sec. 2.1's ``max((s_{\\y} + 1)_[k] -
 s_y, 0)`` divided by ``k`` (and the loss is that one divided by ``k``), as in the authors' code.
 
-Computation (Sec. 3.1): ``log e_0 .. log e_k`` come from the coefficients of
-``prod_j (1 + exp(x_j) t)``, multiplied pairwise, divide and conquer, in log space
-(:func:`log_elementary_symmetric`): ``ceil(log2 C)`` rounds of batched products of polynomials
-truncated to degree ``k``, each coefficient a log-sum-exp of ``<= k + 1`` terms. Every step is a
-log-sum-exp, so the values are finite and accurate for any scores whose spread in a row is below
-``5e19 * tau`` (see :data:`LOG_ZERO`; the scores are shifted by their row maximum first, which
-cancels exactly). Inside the products ``log 0`` is a finite stand-in (:data:`LOG_ZERO`), so that
-each log-sum-exp needs no case for terms that are all ``-inf`` (PyTorch's eager time is mostly the
-count of ops at tens of classes: the log-sum-exps, the gathers and their constants are
-:mod:`tfrank4class.backend`'s, in PyTorch's own ops there, and the constants are built once per
-shape), and the classes are padded with values 0 to a power of two, so that no round has an odd one
-out. Deviation from the authors' code on purpose: the gradient is the backend's autodiff through
-that log-space recursion (a softmax-weighted sum at every step, stable by construction), not their
+Computation (Sec. 3.1): ``e_0 .. e_k`` are the coefficients of ``prod_j (1 + exp(x_j) t)``,
+multiplied pairwise, divide and conquer: ``ceil(log2 C)`` rounds of batched products of
+polynomials truncated to degree ``k``, ``O(C k)`` in all. The rivals' ``x`` are first shifted by
+their log-sum-exp (held constant: ``log e_k - log e_{k-1}`` moves by ``c`` when every ``x`` does),
+which makes them the probabilities ``p`` of a softmax over the rivals. Where every row's rivals
+span ``S`` with ``k (S + log k) <=`` :data:`LINEAR_RANGE` (50 in float32, 600 in float64),
+``e_j(p)``, ``j <= k``, lies between ``exp(-k (S + log k))`` and 1 (``p_i >= exp(-S) / n`` and
+``C(n, j) / n^j >= j^-j``), the partial products that underflow add less than ``2e-8`` of it
+(up to ``10^7`` classes), and the products are taken in linear space
+(:func:`_linear_elementary_symmetric`: per coefficient and round a few multiplications and
+additions of ``[B, columns]`` tensors; sums of positive terms, exact to a few units in the last
+place). Else, for any spread, in log space
+(:func:`log_elementary_symmetric`), each coefficient a log-sum-exp of ``<= k + 1`` terms: finite
+and accurate for any scores whose spread in a row is below ``5e19 * tau`` (see
+:data:`LOG_ZERO`), several times slower (an ``exp`` and a ``log`` per term). Inside the log-space
+products ``log 0`` is a finite stand-in (:data:`LOG_ZERO`), so that each log-sum-exp needs no
+case for terms that are all ``-inf`` (PyTorch's eager time is mostly the count of ops at tens of
+classes: the log-sum-exps, the gathers and their constants are :mod:`tfrank4class.backend`'s, in
+PyTorch's own ops there, and the constants are built once per shape), and the classes are padded
+with values 0 to a power of two, so that no round has an odd one out. The choice is one per
+batch (``keras.ops.cond``), outside XLA: under ``jax.jit`` and TensorFlow's ``jit_compile``
+the products are always taken in log space (:func:`tfrank4class.backend.compiled_by_xla`).
+Deviation from the authors' code on purpose: the gradient is the backend's autodiff through those products (sums
+of positive terms in linear space, a softmax-weighted sum at every step in log space: stable by
+construction), not their
 custom backward with its instability threshold and its series approximation for large values
 (Sec. 3.2), and there is no switch to the hard loss for large score gaps; ``tau = 0`` selects the
 hard loss explicitly.
@@ -44,6 +56,7 @@ hard loss explicitly.
 
 import functools
 import math
+import operator
 
 import numpy as np
 
@@ -118,6 +131,45 @@ def _log_elementary_symmetric(log_values, k):
     pad = ops.full_like(ops.repeat(polys[..., :1], missing, axis=-1), LOG_ZERO)
     polys = ops.concatenate([polys, pad], axis=-1)
   return polys
+
+
+#: The largest ``k (S + log k)`` (``S``: the spread of the rivals' ``x`` in a row) at which the
+#: smooth loss takes the products in linear space, per dtype: ``e_k`` and ``e_{k-1}`` of the
+#: rivals then lie above ``exp(-LINEAR_RANGE)``, and the partial products that fall below the
+#: smallest normal float (``exp(-87)``, ``exp(-708)``) sum to less than ``2e-8`` of them for up
+#: to ``10^7`` classes.
+LINEAR_RANGE = {"float32": 50.0, "float64": 600.0}
+
+
+def _linear_elementary_symmetric(values, k):
+  """``e_1 .. e_k`` (a list of ``[B]``) of ``values`` ``[B, n] >= 0`` in linear space, ``O(n k)``.
+
+  The coefficients ``1 .. k`` of ``prod_m (1 + v_m t)`` (``e_0 = 1`` is left implicit), each a
+  ``[B, columns]`` tensor, multiplied pairwise (the first half of the columns by the second, a
+  column of the polynomial 1 added where their count is odd) in ``ceil(log2 n)`` rounds; the
+  sums of positive terms lose at most about ``log2 n`` units in the last place.
+  """
+  polys = [values]
+  while polys[0].shape[-1] > 1:
+    if polys[0].shape[-1] % 2:
+      polys = [ops.pad(c, [[0, 0], [0, 1]]) for c in polys]
+    halves = [ops.split(c, 2, axis=-1) for c in polys]
+    polys = _multiply_linear([h[0] for h in halves], [h[1] for h in halves], k)
+  zero = ops.zeros_like(polys[0][:, 0])
+  return [c[:, 0] for c in polys] + [zero] * (k - len(polys))
+
+
+def _multiply_linear(left, right, k):
+  """The coefficients ``1 .. min(k, a + b)`` of the products of polynomials whose coefficients
+  ``1 .. a`` (``left``) and ``1 .. b`` (``right``) are given, ``e_0 = 1`` on both sides:
+  ``c_d = left_d + right_d + sum_{i + j = d, i, j >= 1} left_i right_j``."""
+  a, b = len(left), len(right)
+  product = []
+  for d in range(1, min(k, a + b) + 1):
+    terms = ([left[d - 1]] if d <= a else []) + ([right[d - 1]] if d <= b else [])
+    terms += [left[i - 1] * right[d - i - 1] for i in range(max(1, d - b), min(a, d - 1) + 1)]
+    product.append(functools.reduce(operator.add, terms))
+  return product
 
 
 def log_elementary_symmetric(log_values, k):
@@ -242,19 +294,48 @@ def _hard_loss(scores, parsed, rivals, enough, k, alpha):
 
 
 def _take(values, ids):
-  """``values[b, ids[b]]`` ``[B]`` of ``values`` ``[B, C]``."""
-  return backend.take_along_axis(values, ops.cast(ids, "int32")[:, None], axis=-1)[:, 0]
+  """``values[b, ids[b]]`` ``[B]`` of ``values`` ``[B, C]``: a ``where`` and a sum, whose gradient
+  is a ``where`` (a gather's is a segment sum over all ``B C`` entries, slower on TensorFlow)."""
+  chosen = ops.equal(ops.arange(values.shape[-1], dtype="int32")[None, :], ids[:, None])
+  return ops.sum(backend.where(chosen, values, ops.zeros_like(values)), axis=-1)
 
 
 def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
-  """``L_{k,tau}`` per row through the log elementary symmetric polynomials (Sec. 3)."""
-  lowest = _minus_infinity(scores)
+  """``L_{k,tau}`` per row through the elementary symmetric polynomials (Sec. 3).
+
+  ``log e_k - log e_{k-1}`` of the rivals' ``exp(x)`` moves by ``c`` when every ``x`` does, so
+  the rivals are shifted by their log-sum-exp ``lse`` (held constant), which makes them the
+  probabilities ``p`` of a softmax over the rivals. Where every row's rivals span ``S`` with
+  ``k (S + log k) <=`` :data:`LINEAR_RANGE` (of the dtype), ``e_j(p)``, ``j <= k``, lies
+  between ``exp(-k (S + log k))`` and 1, and the products are taken in linear space
+  (:func:`_linear_elementary_symmetric`); else in log space (:func:`_log_elementary_symmetric`),
+  for any spread, and always under XLA (:func:`tfrank4class.backend.compiled_by_xla`).
+  """
   x = scores / (k * tau)
-  shift = ops.stop_gradient(ops.max(backend.where(parsed.valid, x, lowest), -1, keepdims=True))
-  x = x - backend.where(ops.isfinite(shift), shift, ops.zeros_like(shift))
-  log_e = _log_elementary_symmetric(backend.where(rivals, x, ops.full_like(x, LOG_ZERO)), k)
-  x_true = _take(x, parsed.ids)
-  margin = log_e[:, k] + alpha / tau - log_e[:, k - 1] - x_true
+  lowest = _minus_infinity(x)
+  rival_x = backend.where(rivals, x, lowest)
+  lse = ops.stop_gradient(ops.logsumexp(rival_x, axis=-1, keepdims=True))
+  lse = backend.where(ops.isfinite(lse), lse, ops.zeros_like(lse))  # no rival
+  q = backend.where(rivals, x - lse, lowest)
+
+  def linear():
+    e = _linear_elementary_symmetric(ops.exp(q), k)
+    one = ops.ones_like(e[0])
+    e_before = backend.where(enough, e[k - 2], one) if k > 1 else one
+    return ops.log(backend.where(enough, e[k - 1], one)) - ops.log(e_before)
+
+  def logarithmic():
+    log_e = _log_elementary_symmetric(backend.where(rivals, q, ops.full_like(q, LOG_ZERO)), k)
+    return log_e[:, k] - log_e[:, k - 1]
+
+  if backend.compiled_by_xla():
+    log_ratio = logarithmic()
+  else:
+    spread = ops.max(rival_x, axis=-1) + ops.max(backend.where(rivals, -x, lowest), axis=-1)
+    limit = LINEAR_RANGE[backend.dtype_name(x)] / k - math.log(k)
+    narrow = ops.all(backend.where(enough, spread <= limit, ops.ones_like(enough)))
+    log_ratio = ops.cond(narrow, linear, logarithmic)
+  margin = log_ratio + lse[:, 0] + alpha / tau - _take(x, parsed.ids)
   return tau * backend.softplus(backend.where(enough, margin, ops.zeros_like(margin)))
 
 
