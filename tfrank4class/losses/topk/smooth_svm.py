@@ -46,12 +46,11 @@ PyTorch's own ops there, and the constants are built once per shape), and the cl
 with values 0 to a power of two, so that no round has an odd one out. The choice is one per
 batch (``keras.ops.cond``), outside XLA: under ``jax.jit`` and TensorFlow's ``jit_compile``
 the products are always taken in log space (:func:`tfrank4class.backend.compiled_by_xla`).
-Deviation from the authors' code on purpose: the gradient is the backend's autodiff through those products (sums
-of positive terms in linear space, a softmax-weighted sum at every step in log space: stable by
-construction), not their
-custom backward with its instability threshold and its series approximation for large values
-(Sec. 3.2), and there is no switch to the hard loss for large score gaps; ``tau = 0`` selects the
-hard loss explicitly.
+Deviation from the authors' code on purpose: the gradient is the backend's autodiff through
+those products (sums of positive terms in linear space, a softmax-weighted sum at every step in
+log space: stable by construction), not their custom backward with its instability threshold and
+its series approximation for large values (Sec. 3.2), and there is no switch to the hard loss
+for large score gaps; ``tau = 0`` selects the hard loss explicitly.
 """
 
 import functools
