@@ -27,6 +27,7 @@ import numpy as np
 from tfrank4class import checks
 from tfrank4class.compat import keras, ops
 from tfrank4class.heads import sampled
+from tfrank4class.heads.sampled_rank4class import SampledRank4ClassHead
 from tfrank4class.labels import class_ids
 from tfrank4class.registry import export
 
@@ -154,7 +155,8 @@ class SampledClassifier(keras.Model):
 
   Args:
     encoder: a Keras layer or model, ``x -> h`` ``[B, d]``.
-    head: a :class:`SampledDotProduct`.
+    head: a :class:`SampledDotProduct` or a
+      :class:`~tfrank4class.heads.sampled_rank4class.SampledRank4ClassHead`.
 
   Example:
     >>> import numpy as np
@@ -171,8 +173,11 @@ class SampledClassifier(keras.Model):
 
   def __init__(self, encoder, head, **kwargs):
     super().__init__(**kwargs)
-    if not isinstance(head, SampledDotProduct):
-      raise ValueError(f"`head` must be a SampledDotProduct, got {type(head).__name__}.")
+    if not isinstance(head, (SampledDotProduct, SampledRank4ClassHead)):
+      raise ValueError(
+        f"`head` must be a SampledDotProduct, got {type(head).__name__}; a "
+        f"SampledRank4ClassHead is the other head that fits."
+      )
     self.encoder = encoder
     self.head = head
 
