@@ -159,6 +159,7 @@ def compare(datasets, negatives, seeds, epochs, width):
         for key in ("top1", "top5", "recall_at_10", "step_ms"):
           row[key] = _interval([r[key] for r in runs])
         rows.append(row)
+        print(f"{name} {method} S={s}: Top-1 {row['top1'][0]:.3f}", flush=True)
   return rows
 
 
@@ -221,19 +222,22 @@ def run_compare(args, out_dir, backend):
   import json  # noqa: PLC0415
 
   data_dir = os.environ.get("TFRANK4CLASS_DATA") or args.data_dir
-  limit = 1500 if args.quick else None
-  clinc = clinc150_features(data_dir, dim=32 if args.quick else 256, limit=limit)
-  train = 1000 if args.quick else args.catalogue_examples
-  synthetic = catalogue(args.catalogue_classes, train, train // 5)
-  datasets = {
-    "CLINC150": (clinc, 150, "uniform"),
-    "synthetic Zipf": (synthetic, args.catalogue_classes, "log_uniform"),
-  }
+  chosen = args.compare_data.split(",")
+  datasets = {}
+  if "clinc150" in chosen:
+    limit = 1500 if args.quick else None
+    clinc = clinc150_features(data_dir, dim=32 if args.quick else 256, limit=limit)
+    datasets["CLINC150"] = (clinc, 150, "uniform")
+  if "catalogue" in chosen:
+    train = 1000 if args.quick else args.catalogue_examples
+    synthetic = catalogue(args.catalogue_classes, train, train // 5)
+    datasets["synthetic Zipf"] = (synthetic, args.catalogue_classes, "log_uniform")
   seeds = list(range(args.seeds))
   negatives = [int(s) for s in args.compare_negatives.split(",")]
   rows = compare(datasets, negatives, seeds, args.compare_epochs, args.width)
   result = {"backend": backend, "seeds": seeds, "epochs": args.compare_epochs, "rows": rows}
-  (out_dir / f"sampled_compare_{backend}.json").write_text(json.dumps(result, indent=1))
-  compare_plot(result, out_dir / f"sampled_compare_{backend}.png")
+  path = out_dir / f"sampled_compare_{'_'.join(chosen)}_{backend}.json"
+  path.write_text(json.dumps(result, indent=1))
+  compare_plot(result, path.with_suffix(".png"))
   print(compare_table(result))
-  print(f"wrote {out_dir / f'sampled_compare_{backend}.json'} and the .png beside it")
+  print(f"wrote {path} and the .png beside it")

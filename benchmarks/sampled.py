@@ -229,6 +229,9 @@ def _add_compare_flags(parser):
     help="full vs sampled softmax vs a ranking loss on sampled lists, over seeds, on CLINC150 "
     "and a synthetic catalogue (benchmarks/_sampled_quality.py)",
   )
+  parser.add_argument(
+    "--compare_data", default="clinc150,catalogue", help="clinc150 and/or catalogue"
+  )
   parser.add_argument("--seeds", type=int, default=3)
   parser.add_argument("--compare_epochs", type=int, default=5)
   parser.add_argument("--compare_negatives", default="5,20,80", help="the S of the sampled runs")
@@ -266,7 +269,7 @@ def main():
   if args.quick:
     args.sizes, args.num_negatives, args.rounds, args.repeats = "100,1000", 20, 2, 1
     args.quality_classes, args.quality_examples, args.epochs = 200, 1000, 1
-    args.seeds, args.compare_epochs, args.compare_negatives = 2, 1, "5,10"
+    args.seeds, args.compare_epochs, args.compare_negatives = 1, 1, "5"
     args.catalogue_classes = 300
   _common.OUT.mkdir(parents=True, exist_ok=True)
   if args.compare or args.quick:

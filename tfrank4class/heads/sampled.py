@@ -26,8 +26,11 @@ multi-label example (``positives`` ``[B, C]``) is an accidental hit too.
 diagonal relevant; a column of the same class as the row's masked), with the log-Q correction of
 the classes' frequency in the batch when it is given (Yi et al., RecSys 2019); :func:`mixed_lists`
 joins both; :func:`hardest_negatives` keeps the ``m`` highest-scoring negatives of a larger
-sample. Cost: ``O(B S d)`` for the scores (one ``[S, d]`` gather and one matmul), ``O(B S)``
-besides; no ``[B, C]`` tensor (``positives`` aside, which the caller holds anyway).
+sample. :func:`sampled_relevance` and :func:`in_batch_relevance` are the lists' relevance rules
+alone, for heads that score the candidates otherwise (the MLP interactions of
+:class:`~tfrank4class.heads.SampledRank4ClassHead`). Cost: ``O(B S d)`` for the scores (one
+``[S, d]`` gather and one matmul), ``O(B S)`` besides; no ``[B, C]`` tensor (``positives``
+aside, which the caller holds anyway).
 
 Example:
   >>> import numpy as np
