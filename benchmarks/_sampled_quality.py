@@ -208,6 +208,9 @@ def compare_plot(result, path):
           label=method,
         )
     ax.set_xscale("log")
+    ticks = sorted({r["S"] for r in rows if r["S"] is not None})
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.minorticks_off()
     ax.set_xlabel("sampled negatives S")
     ax.set_ylabel("Top-1 (held out)")
     ax.set_title(f"{name}, C = {rows[0]['C']:,}")
