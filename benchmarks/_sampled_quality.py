@@ -145,12 +145,19 @@ def _interval(values):
   return mean, half
 
 
-def compare(datasets, negatives, seeds, epochs, width):
-  """Every (dataset, method, S) over ``seeds``: per-seed values and their mean and interval."""
+def compare(datasets, negatives, seeds, epochs, width, ranking_max_negatives):
+  """Every (dataset, method, S) over ``seeds``: per-seed values and their mean and interval. The
+  pairwise loss runs only for ``S <= ranking_max_negatives``: it holds ``[B, 1 + S, 1 + S]`` pairs
+  (8 GB of resident memory at ``B = 256, S = 1000``)."""
   rows = []
   for name, (data, num_classes, distribution) in datasets.items():
     for method in METHODS:
-      for s in [None] if METHODS[method][0] == "full" else negatives:
+      kind, loss = METHODS[method]
+      if kind == "full":
+        sizes = [None]
+      else:
+        sizes = [s for s in negatives if loss == "softmax_loss" or s <= ranking_max_negatives]
+      for s in sizes:
         runs = [
           train_and_score(data, num_classes, distribution, method, s or 1, epochs, seed, width)
           for seed in seeds
@@ -159,7 +166,7 @@ def compare(datasets, negatives, seeds, epochs, width):
         for key in ("top1", "top5", "recall_at_10", "step_ms"):
           row[key] = _interval([r[key] for r in runs])
         rows.append(row)
-        print(f"{name} {method} S={s}: Top-1 {row['top1'][0]:.3f}", flush=True)
+        print(name, method, s, {k: row[k] for k in ("top1", "top5", "recall_at_10")}, flush=True)
   return rows
 
 
@@ -237,7 +244,9 @@ def run_compare(args, out_dir, backend):
     datasets["synthetic Zipf"] = (synthetic, args.catalogue_classes, "log_uniform")
   seeds = list(range(args.seeds))
   negatives = [int(s) for s in args.compare_negatives.split(",")]
-  rows = compare(datasets, negatives, seeds, args.compare_epochs, args.width)
+  rows = compare(
+    datasets, negatives, seeds, args.compare_epochs, args.width, args.ranking_max_negatives
+  )
   result = {"backend": backend, "seeds": seeds, "epochs": args.compare_epochs, "rows": rows}
   path = out_dir / f"sampled_compare_{'_'.join(chosen)}_{backend}.json"
   path.write_text(json.dumps(result, indent=1))

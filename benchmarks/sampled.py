@@ -236,6 +236,12 @@ def _add_compare_flags(parser):
   parser.add_argument("--compare_epochs", type=int, default=5)
   parser.add_argument("--compare_negatives", default="5,20,80", help="the S of the sampled runs")
   parser.add_argument("--width", type=int, default=64, help="the encoder's output width")
+  parser.add_argument(
+    "--ranking_max_negatives",
+    type=int,
+    default=200,
+    help="the largest S of the pairwise-loss runs (it holds [B, 1 + S, 1 + S] pairs)",
+  )
   parser.add_argument("--catalogue_classes", type=int, default=100_000)
   parser.add_argument("--catalogue_examples", type=int, default=20_000)
   parser.add_argument("--data_dir", default="../shared/datasets", help="unless TFRANK4CLASS_DATA")
