@@ -101,7 +101,11 @@ def pytest_ignore_collect(collection_path, config):
 
 #: Modules whose docstring examples need Keras 3 (``keras.random``, ``keras.Variable``, which
 #: tf-keras lacks): skipped on the tf-keras leg.
-KERAS_3_DOCTESTS = ("tfrank4class.heads.sampled", "tfrank4class.heads.sampled_classifier")
+KERAS_3_DOCTESTS = (
+  "tfrank4class.heads.sampled",
+  "tfrank4class.heads.sampled_classifier",
+  "tfrank4class.heads.sampled_rank4class",
+)
 
 
 def pytest_collection_modifyitems(items):

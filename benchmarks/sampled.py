@@ -22,6 +22,7 @@ Usage (writes benchmarks/out/sampled_<backend>.json; run once per backend):
   KERAS_BACKEND=tensorflow python benchmarks/sampled.py
   KERAS_BACKEND=jax python benchmarks/sampled.py
   KERAS_BACKEND=tensorflow python benchmarks/sampled.py --quality   # the quality check
+  python benchmarks/sampled.py --compare   # over seeds, CLINC150 and C = 10^5 (_sampled_quality)
   python benchmarks/sampled.py --quick    # C = 100, 1000, S = 20, 2 rounds; quality at C = 200
 
 Quality (``--quality``): a synthetic catalogue of ``C`` classes with Zipf frequencies (class id =
@@ -41,6 +42,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
+import _sampled_quality  # noqa: E402
 
 #: The optimizers of ``--optimizer`` (learning rate 0.01 in every cell).
 OPTIMIZERS = {"sgd": "SGD", "adagrad": "Adagrad", "adam": "Adam"}
@@ -227,6 +229,32 @@ def quality_table(result):
   return "\n".join(lines)
 
 
+def _add_compare_flags(parser):
+  """The flags of ``--compare`` (``benchmarks/_sampled_quality.py``)."""
+  parser.add_argument(
+    "--compare",
+    action="store_true",
+    help="full vs sampled softmax vs a ranking loss on sampled lists, over seeds, on CLINC150 "
+    "and a synthetic catalogue (benchmarks/_sampled_quality.py)",
+  )
+  parser.add_argument(
+    "--compare_data", default="clinc150,catalogue", help="clinc150 and/or catalogue"
+  )
+  parser.add_argument("--seeds", type=int, default=3)
+  parser.add_argument("--compare_epochs", type=int, default=5)
+  parser.add_argument("--compare_negatives", default="5,20,80", help="the S of the sampled runs")
+  parser.add_argument("--width", type=int, default=64, help="the encoder's output width")
+  parser.add_argument(
+    "--ranking_max_negatives",
+    type=int,
+    default=200,
+    help="the largest S of the pairwise-loss runs (it holds [B, 1 + S, 1 + S] pairs)",
+  )
+  parser.add_argument("--catalogue_classes", type=int, default=100_000)
+  parser.add_argument("--catalogue_examples", type=int, default=20_000)
+  parser.add_argument("--data_dir", default="../shared/datasets", help="unless TFRANK4CLASS_DATA")
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--sizes", default="1000,10000,100000,1000000")
@@ -251,11 +279,20 @@ def main():
   parser.add_argument("--quality_examples", type=int, default=50_000)
   parser.add_argument("--epochs", type=int, default=5)
   parser.add_argument("--quick", action="store_true")
+  _add_compare_flags(parser)
   args = parser.parse_args()
   if args.quick:
     args.sizes, args.num_negatives, args.rounds, args.repeats = "100,1000", 20, 2, 1
     args.quality_classes, args.quality_examples, args.epochs = 200, 1000, 1
+    args.seeds, args.compare_epochs, args.compare_negatives = 1, 1, "5"
+    args.catalogue_classes = 300
   _common.OUT.mkdir(parents=True, exist_ok=True)
+  if args.compare or args.quick:
+    from tfrank4class.compat import BACKEND  # noqa: PLC0415
+
+    _sampled_quality.run_compare(args, _common.OUT, BACKEND)
+    if args.compare:
+      return
   if args.quality or args.quick:
     result = quality(
       args.quality_classes, args.quality_examples, args.num_negatives, args.epochs, args.batch

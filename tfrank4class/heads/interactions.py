@@ -75,12 +75,14 @@ class Interaction(keras.layers.Layer):
     return []
 
   def score_with(self, h, c, weights):
-    """Scores ``[B, k]`` of ``h: [B, d]`` against ``c: [k, e]`` given the values of
-    :meth:`chunk_weights` as tensors (no variable is read inside)."""
+    """Scores ``[B, k]`` of ``h: [B, d]`` against ``c: [k, e]`` (classes shared by the batch) or
+    ``c: [B, k, e]`` (each example's own candidates, as sampled training scores them), given the
+    values of :meth:`chunk_weights` as tensors (no variable is read inside)."""
     raise NotImplementedError
 
   def score(self, h, c):
-    """Scores ``[B, k]`` of instances ``h: [B, d]`` against classes ``c: [k, e]``."""
+    """Scores ``[B, k]`` of instances ``h: [B, d]`` against classes ``c: [k, e]`` or each
+    example's own ``c: [B, k, e]``."""
     return self.score_with(h, c, self._weight_values(h.dtype))
 
   def _weight_values(self, dtype):
@@ -215,12 +217,13 @@ class DotProductInteraction(Interaction):
 
   def score_with(self, h, c, weights):
     del weights  # no variables
-    if not self.use_bias:
-      return ops.matmul(h, ops.transpose(c))
-    # h' = [h, 1] (one matmul; slicing c into kernel and bias instead made a training step at
-    # C = 1000 about 1.8x slower on TensorFlow, from the gradient of the slices).
-    ones = ops.ones_like(h[:, :1])
-    return ops.matmul(ops.concatenate([h, ones], axis=1), ops.transpose(c))
+    if self.use_bias:
+      # h' = [h, 1] (one matmul; slicing c into kernel and bias instead made a training step at
+      # C = 1000 about 1.8x slower on TensorFlow, from the gradient of the slices).
+      h = ops.concatenate([h, ops.ones_like(h[:, :1])], axis=1)
+    if len(c.shape) == 3:
+      return ops.einsum("bd,bkd->bk", h, c)
+    return ops.matmul(h, ops.transpose(c))
 
   def get_config(self):
     config = super().get_config()
@@ -330,7 +333,7 @@ class LatentCrossInteraction(_MLPInteraction):
     return [w for layer in self._dense_layers for w in (layer.kernel, layer.bias)]
 
   def score_with(self, h, c, weights):
-    x = h[:, None, :] * (1.0 + c[None, :, :])  # [B, k, d]
+    x = h[:, None, :] * (1.0 + per_example(c))  # [B, k, d]
     return ops.squeeze(self._apply_layers(x, weights), axis=-1)
 
 
@@ -394,11 +397,17 @@ class ConcatInteraction(_MLPInteraction):
   def score_with(self, h, c, weights):
     kernel, bias = weights[0], weights[1]
     from_h = ops.matmul(h, kernel[: self._d])  # [B, u]
-    from_c = ops.matmul(c, kernel[self._d :])  # [k, u]
-    x = from_h[:, None, :] + from_c[None, :, :] + bias
+    from_c = ops.matmul(c, kernel[self._d :])  # [k, u] or [B, k, u]
+    x = from_h[:, None, :] + per_example(from_c) + bias
     if self._first_activation is not None:
       x = self._first_activation(x)
     return ops.squeeze(self._apply_layers(x, weights[2:]), axis=-1)
+
+
+def per_example(c):
+  """Class embeddings ``c`` ``[k, e]`` (shared by the batch) as ``[1, k, e]``; ``[B, k, e]`` as
+  they are: what broadcasts against ``h[:, None, :]``."""
+  return c if len(c.shape) == 3 else c[None, :, :]
 
 
 def _shape_tuple(shape):

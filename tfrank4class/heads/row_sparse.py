@@ -41,10 +41,12 @@ GatheredRows = collections.namedtuple(
 
 
 def applies(model):
-  """Whether ``model``'s training step is :func:`train_step`: JAX, and plain SGD or Adagrad."""
+  """Whether ``model``'s training step is :func:`train_step`: JAX, a head with a class table
+  (``SampledDotProduct``, whose ``draw_negatives`` the step calls), and plain SGD or Adagrad."""
   optimizer = model.optimizer
   return (
     keras.backend.backend() == "jax"
+    and hasattr(model.head, "draw_negatives")
     and type(optimizer) in (keras.optimizers.SGD, keras.optimizers.Adagrad)
     and float(getattr(optimizer, "momentum", 0.0)) == 0.0
     and optimizer.weight_decay is None

@@ -26,8 +26,11 @@ multi-label example (``positives`` ``[B, C]``) is an accidental hit too.
 diagonal relevant; a column of the same class as the row's masked), with the log-Q correction of
 the classes' frequency in the batch when it is given (Yi et al., RecSys 2019); :func:`mixed_lists`
 joins both; :func:`hardest_negatives` keeps the ``m`` highest-scoring negatives of a larger
-sample. Cost: ``O(B S d)`` for the scores (one ``[S, d]`` gather and one matmul), ``O(B S)``
-besides; no ``[B, C]`` tensor (``positives`` aside, which the caller holds anyway).
+sample. :func:`sampled_relevance` and :func:`in_batch_relevance` are the lists' relevance rules
+alone, for heads that score the candidates otherwise (the MLP interactions of
+:class:`~tfrank4class.heads.SampledRank4ClassHead`). Cost: ``O(B S d)`` for the scores (one
+``[S, d]`` gather and one matmul), ``O(B S)`` besides; no ``[B, C]`` tensor (``positives``
+aside, which the caller holds anyway).
 
 Example:
   >>> import numpy as np
@@ -128,10 +131,11 @@ def _sparse_readable(table):
   return variable if hasattr(variable, "sparse_read") else None
 
 
-def _gather_rows(table, ids):
-  """``table[ids]``. A TensorFlow variable is read with ``sparse_read`` (``ResourceGather``):
-  once a sparse update (an optimizer applying ``IndexedSlices``) has touched it, TensorFlow
-  copies the whole buffer on every dense read, an ``O(C d)`` cost per training step."""
+def gather_rows(table, ids):
+  """``table[ids]`` (``ids`` of any shape). A TensorFlow variable is read with ``sparse_read``
+  (``ResourceGather``): once a sparse update (an optimizer applying ``IndexedSlices``) has
+  touched it, TensorFlow copies the whole buffer on every dense read, an ``O(C d)`` cost per
+  training step."""
   variable = _sparse_readable(table)
   if variable is not None:
     return variable.sparse_read(ids)
@@ -167,37 +171,79 @@ def sampled_lists(
     ``(scores, relevance)``, both ``[B, 1 + S]`` in the embeddings' dtype.
   """
   queries = checks.check_scores("queries", queries)
-  # No finiteness check on the table (sampling avoids passes over it); see _gather_rows.
+  # No finiteness check on the table (sampling avoids passes over it); see gather_rows.
   if _sparse_readable(class_embeddings) is None:
     class_embeddings = checks.check_scores("class_embeddings", class_embeddings, finite=False)
   num_classes = class_embeddings.shape[0]
   ids = class_ids(labels, num_classes)
-  true_scores = ops.sum(queries * _gather_rows(class_embeddings, ids), axis=-1)
+  true_scores = ops.sum(queries * gather_rows(class_embeddings, ids), axis=-1)
   negatives = ops.cast(negatives, "int32")
-  drawn = _gather_rows(class_embeddings, negatives)
+  drawn = gather_rows(class_embeddings, negatives)
   if len(negatives.shape) == 1:  # shared by the batch: one [S, d] gather and one matmul
     negative_scores = ops.matmul(queries, ops.transpose(drawn))
-    hits = ops.equal(ids[:, None], negatives[None, :])
   else:  # per example [B, S]: a [B, S, d] gather
     negative_scores = ops.einsum("bd,bsd->bs", queries, drawn)
-    hits = ops.equal(ids[:, None], negatives)
   if log_q_correction:
     count = ops.cast(negatives.shape[-1], negative_scores.dtype)
     log_q = ops.cast(negative_log_q, negative_scores.dtype)
     negative_scores = negative_scores - (log_q + ops.log(count))
   scores = ops.concatenate([true_scores[:, None], negative_scores], axis=1)
+  relevance = sampled_relevance(
+    ids, negatives, positives=positives, remove_accidental_hits=remove_accidental_hits
+  )
+  return scores, ops.cast(relevance, scores.dtype)
+
+
+def sampled_relevance(labels, negatives, *, positives=None, remove_accidental_hits=True):
+  """Relevance ``[B, 1 + S]`` of a sampled list: 1 for the true class (column 0), 0 for a
+  negative, -1 (padding) for an accidental hit (a negative equal to the row's true class or, with
+  ``positives`` ``[B, C]``, to another positive of the row) when ``remove_accidental_hits``.
+
+  ``negatives``: ``[S]`` shared by the batch or ``[B, S]``, as in :func:`sampled_lists`.
+
+  Example:
+    >>> from keras import ops
+    >>> ops.convert_to_numpy(sampled_relevance([2, 0], [2, 1]))
+    array([[ 1., -1.,  0.],
+           [ 1.,  0.,  0.]], dtype=float32)
+  """
+  ids = class_ids(labels)
+  negatives = ops.cast(negatives, "int32")
+  shared = len(negatives.shape) == 1
+  hits = ops.equal(ids[:, None], negatives[None, :] if shared else negatives)
   if positives is not None:
     positives = ops.convert_to_tensor(positives)
-    if len(negatives.shape) == 1:
+    if shared:
       hit_positives = ops.take(positives, negatives, axis=1)
     else:
       hit_positives = backend.take_along_axis(positives, negatives, axis=1)
     hits = ops.logical_or(hits, hit_positives > 0)
-  negative_relevance = ops.zeros_like(negative_scores)
+  negative_relevance = ops.zeros(ops.shape(hits), "float32")
   if remove_accidental_hits:
     negative_relevance = backend.where(hits, -1.0, negative_relevance)
-  relevance = ops.concatenate([ops.ones_like(true_scores)[:, None], negative_relevance], axis=1)
-  return scores, relevance
+  true = ops.ones_like(negative_relevance[:, :1])
+  return ops.concatenate([true, negative_relevance], axis=1)
+
+
+def in_batch_relevance(labels, *, positives=None):
+  """Relevance ``[B, B]`` of in-batch lists (:func:`in_batch_lists`): 1 on the diagonal; -1
+  (padding) where column ``j`` holds the row's own class from another example or, with
+  ``positives`` ``[B, C]``, another positive of the row; 0 otherwise.
+
+  Example:
+    >>> from keras import ops
+    >>> ops.convert_to_numpy(in_batch_relevance([4, 7, 4]))
+    array([[ 1.,  0., -1.],
+           [ 0.,  1.,  0.],
+           [-1.,  0.,  1.]], dtype=float32)
+  """
+  ids = class_ids(labels)
+  same = ops.equal(ids[:, None], ids[None, :])
+  if positives is not None:
+    positives = ops.convert_to_tensor(positives)
+    same = ops.logical_or(same, ops.take(positives, ids, axis=1) > 0)
+  diagonal = ops.eye(ops.shape(ids)[0], dtype="bool")
+  return ops.cast(backend.where(diagonal, 1.0, backend.where(same, -1.0, 0.0)), "float32")
 
 
 def in_batch_lists(queries, candidates, labels, *, candidate_log_q=None, positives=None):
@@ -226,12 +272,7 @@ def in_batch_lists(queries, candidates, labels, *, candidate_log_q=None, positiv
   scores = ops.matmul(queries, ops.transpose(candidates))
   if candidate_log_q is not None:
     scores = scores - ops.cast(candidate_log_q, scores.dtype)[None, :]
-  same = ops.equal(ids[:, None], ids[None, :])
-  if positives is not None:
-    positives = ops.convert_to_tensor(positives)
-    same = ops.logical_or(same, ops.take(positives, ids, axis=1) > 0)
-  diagonal = ops.eye(ops.shape(ids)[0], dtype="bool")
-  relevance = backend.where(diagonal, 1.0, backend.where(same, -1.0, 0.0))
+  relevance = in_batch_relevance(ids, positives=positives)
   return scores, ops.cast(relevance, scores.dtype)
 
 

@@ -31,6 +31,7 @@ import numpy as np
 from tfrank4class import checks
 from tfrank4class.compat import keras, ops
 from tfrank4class.heads import row_sparse, sampled
+from tfrank4class.heads.sampled_rank4class import SampledRank4ClassHead
 from tfrank4class.labels import class_ids
 from tfrank4class.registry import export
 
@@ -172,7 +173,8 @@ class SampledClassifier(keras.Model):
 
   Args:
     encoder: a Keras layer or model, ``x -> h`` ``[B, d]``.
-    head: a :class:`SampledDotProduct`.
+    head: a :class:`SampledDotProduct` or a
+      :class:`~tfrank4class.heads.sampled_rank4class.SampledRank4ClassHead`.
 
   Example:
     >>> import numpy as np
@@ -189,8 +191,11 @@ class SampledClassifier(keras.Model):
 
   def __init__(self, encoder, head, **kwargs):
     super().__init__(**kwargs)
-    if not isinstance(head, SampledDotProduct):
-      raise ValueError(f"`head` must be a SampledDotProduct, got {type(head).__name__}.")
+    if not isinstance(head, (SampledDotProduct, SampledRank4ClassHead)):
+      raise ValueError(
+        f"`head` must be a SampledDotProduct, got {type(head).__name__}; a "
+        f"SampledRank4ClassHead is the other head that fits."
+      )
     self.encoder = encoder
     self.head = head
     # The rows of a row-sparse training step (heads/row_sparse.py), set while it traces the
@@ -207,7 +212,8 @@ class SampledClassifier(keras.Model):
 
   def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
     if isinstance(y_pred, dict):  # a training step: the loss sees the sampled list
-      y_pred, y = self.head.sampled_lists(y_pred["queries"], y, rows=self._gathered_rows)
+      rows = {} if self._gathered_rows is None else {"rows": self._gathered_rows}
+      y_pred, y = self.head.sampled_lists(y_pred["queries"], y, **rows)
     return super().compute_loss(x, y, y_pred, sample_weight, training)
 
   def train_step(self, *args):

@@ -11,7 +11,8 @@ One module per job:
   gallery selections and cut-offs;
 * :mod:`~tfrank4class.retrieval.evaluation`: the host loop over query blocks
   (:func:`retrieval_metrics`, :func:`retrieval_recall_at_k`, :func:`map_at_r`);
-* :mod:`~tfrank4class.retrieval.export`: SavedModel export (:func:`export_embedding_model`),
+* :mod:`~tfrank4class.retrieval.export`: SavedModel export (:func:`export_embedding_model`;
+  :func:`export_top_k_model`, a head's blocked top-k),
   TensorFlow by nature: imported when first used, so ``import tfrank4class.retrieval`` and all
   the rest run on Keras 3's TensorFlow, JAX and PyTorch backends.
 
@@ -30,6 +31,7 @@ __all__ = [
   "block_statistics",
   "build_retrieval_model",
   "export_embedding_model",
+  "export_top_k_model",
   "map_at_r",
   "retrieval_metrics",
   "retrieval_recall_at_k",
@@ -37,10 +39,11 @@ __all__ = [
 
 
 def __getattr__(name):
-  """``export_embedding_model`` from :mod:`tfrank4class.retrieval.export`, imported on first use
-  (TensorFlow only; elsewhere its fence raises an ``ImportError`` naming the fix)."""
-  if name == "export_embedding_model":
-    from tfrank4class.retrieval.export import export_embedding_model  # noqa: PLC0415
+  """``export_embedding_model`` and ``export_top_k_model`` from
+  :mod:`tfrank4class.retrieval.export`, imported on first use (TensorFlow only; elsewhere its
+  fence raises an ``ImportError`` naming the fix)."""
+  if name in ("export_embedding_model", "export_top_k_model"):
+    from tfrank4class.retrieval import export  # noqa: PLC0415
 
-    return export_embedding_model
+    return getattr(export, name)
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
