@@ -41,12 +41,15 @@ GatheredRows = collections.namedtuple(
 
 
 def applies(model):
-  """Whether ``model``'s training step is :func:`train_step`: JAX, a head with a class table
-  (``SampledDotProduct``, whose ``draw_negatives`` the step calls), and plain SGD or Adagrad."""
+  """Whether ``model``'s training step is :func:`train_step`: JAX, the dot head's class table
+  (``SampledDotProduct``; a Rank4Class head's MLP reads more than the table's rows), and plain
+  SGD or Adagrad."""
+  from tfrank4class.heads.sampled_classifier import SampledDotProduct  # noqa: PLC0415 (a cycle)
+
   optimizer = model.optimizer
   return (
     keras.backend.backend() == "jax"
-    and hasattr(model.head, "draw_negatives")
+    and type(model.head) is SampledDotProduct
     and type(optimizer) in (keras.optimizers.SGD, keras.optimizers.Adagrad)
     and float(getattr(optimizer, "momentum", 0.0)) == 0.0
     and optimizer.weight_decay is None
