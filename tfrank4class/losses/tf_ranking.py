@@ -59,7 +59,7 @@ from tfrank4class.compat import ops
 from tfrank4class.labels import num_items
 from tfrank4class.losses import lambda_weights as lw
 from tfrank4class.losses.base import ListwiseLoss, batch_size
-from tfrank4class.losses.ranking_losses import approx, listwise, pairwise, pointwise
+from tfrank4class.losses.ranking_losses import approx, listwise, pairwise, pointwise, yeti
 from tfrank4class.losses.ranking_losses.sampling import GumbelSampler
 from tfrank4class.registry import export
 
@@ -77,7 +77,7 @@ SPECS = {
   "pairwise_logistic_loss": _Spec(pairwise.PairwiseLogisticLoss, "pair", _LISTWISE, {}),
   "pairwise_soft_zero_one_loss": _Spec(pairwise.PairwiseSoftZeroOneLoss, "pair", _LISTWISE, {}),
   "pairwise_mse_loss": _Spec(pairwise.PairwiseMSELoss, "pair", _LISTWISE, {}),
-  "yeti_logistic_loss": _Spec(pairwise.PairwiseLogisticLoss, "pair", _LISTWISE, _GUMBEL),
+  "yeti_logistic_loss": _Spec(yeti.YetiLogisticLoss, "pair", _LISTWISE, _GUMBEL),
   "softmax_loss": _Spec(listwise.SoftmaxLoss, "list", _LISTWISE, {}),
   "calibrated_softmax_loss": _Spec(listwise.SoftmaxLoss, "list", _LISTWISE, {"virtual_label": 0.0}),
   "unique_softmax_loss": _Spec(listwise.UniqueSoftmaxLoss, "item", _LISTWISE, {}),

@@ -12,7 +12,7 @@ Example:
 
 from tfrank4class import backend
 from tfrank4class.compat import ops
-from tfrank4class.losses.ranking_losses.base import Core
+from tfrank4class.losses.ranking_losses.base import Core, true_class_mask
 
 
 def sigmoid_cross_entropy(labels, logits):
@@ -26,6 +26,16 @@ class _Pointwise(Core):
     labels = backend.where(valid, labels, 0.0)
     logits = backend.where(valid, logits, 0.0)
     return self._losses(labels, logits), ops.cast(valid, logits.dtype)
+
+  def compute_per_list_from_ids(self, ids, logits, weights):
+    """The item losses of one-hot rows of class ids ``ids`` ``[B]`` ``[B, n]`` (no item is
+    padded, so no mask), with the sample weights as TF-Ranking's per-item rule leaves them
+    (ones ``[B, 1]`` for ``None``): one pass over ``[B, n]``."""
+    logits = self.get_logits(logits)
+    labels = ops.cast(true_class_mask(ids, logits), logits.dtype)
+    return self._losses(labels, logits), ops.ones_like(
+      logits[:, :1]
+    ) if weights is None else weights
 
 
 class SigmoidCrossEntropyLoss(_Pointwise):

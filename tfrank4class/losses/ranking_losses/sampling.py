@@ -133,6 +133,32 @@ def ranks(keys, valid=None, tiebreak=None):
   return invert_permutation(order(keys, valid, tiebreak)) + 1
 
 
+def true_class_neighbours(keys, ids):
+  """Where the true class ``ids`` ``[B]`` (int32) stands in :func:`order` of ``keys`` ``[B, n]``
+  (no padding, no tiebreak) without a sort, ``O(n)``: ``(rank, before, after)``, each ``[B, 1]``
+  int32: its 1-based rank, and the indices of the items just before and just after it (``-1``
+  where it is first or last). Before it: a higher key, or an equal key and a lower index; the
+  item just before is the lowest key there (of those, the highest index), the item just after the
+  highest key among the rest (of those, the lowest index)."""
+  keys = ops.stop_gradient(keys)
+  size = ops.shape(keys)[1]
+  index = ops.arange(size)[None, :]
+  true_index = ids[:, None]
+  true_key = take_along_axis(keys, true_index, axis=-1)
+  ahead = ops.logical_or(keys > true_key, ops.logical_and(keys == true_key, index < true_index))
+  behind = ops.logical_or(keys < true_key, ops.logical_and(keys == true_key, index > true_index))
+  rank = ops.sum(ops.cast(ahead, "int32"), axis=1, keepdims=True) + 1
+  nearest = ops.min(backend.where(ahead, keys, float("inf")), axis=1, keepdims=True)
+  before = ops.max(
+    backend.where(ops.logical_and(ahead, keys == nearest), index, -1), axis=1, keepdims=True
+  )
+  nearest = ops.max(backend.where(behind, keys, float("-inf")), axis=1, keepdims=True)
+  after = ops.min(
+    backend.where(ops.logical_and(behind, keys == nearest), index, size), axis=1, keepdims=True
+  )
+  return rank, before, backend.where(after == size, -1, after)
+
+
 def gather(permutation, *tensors):
   """Each of ``tensors`` ``[B, n]`` in the order of ``permutation`` (indices ``[B, n]``)."""
   return [take_along_axis(tensor, permutation, axis=-1) for tensor in tensors]
