@@ -5,7 +5,9 @@ items tie among themselves, whatever their keys, as in TF-Ranking), then a highe
 tie a lower ``tiebreak`` value first, then a lower index (one sort, ``O(n log n)``), and every
 backend breaks ties alike. TF-Ranking breaks ties in a random order; ``list_mle_loss`` and
 ``coupled_rankdistil_loss``, where ties are the rule (one-hot labels), pass a uniform draw as
-``tiebreak`` and so draw that random order too.
+``tiebreak`` and so draw that random order too. Where only one item's place in that order counts
+(the true class of a one-hot row under a Yeti weight), :func:`true_class_neighbours` finds it and
+its two neighbours without a sort, ``O(n)``.
 
 Random draws come from :func:`uniform` (``keras.random.uniform``'s numbers, from the loss's
 ``keras.random.SeedGenerator``); the oracle test (``tests/test_tf_ranking_oracle.py``) replaces
