@@ -188,6 +188,24 @@ def test_class_ids_of_pairwise_keys_equal_every_pair(key, weight):
   _assert_close(got, want, "float64")
 
 
+POINTWISE = {
+  "sigmoid_cross_entropy_loss": lambda z, s: np.logaddexp(0.0, s) - z * s,
+  "mean_squared_loss": lambda z, s: (z - s) ** 2,
+  "ordinal_loss": lambda z, s: np.logaddexp(0.0, s) - z * s,  # the ordinal of a 0/1 label is it
+}
+
+
+@pytest.mark.parametrize("key", POINTWISE)
+def test_class_ids_of_pointwise_keys_equal_each_item(key):
+  scores = _scores("float64")
+  scores[1, 3] = 0.0  # a score of 0 (where the relu's and abs's kinks meet)
+  item_weights = np.random.default_rng(1).uniform(0.5, 2.0, size=(B, C))
+  want = (POINTWISE[key](np.eye(C)[IDS], scores) * item_weights).sum(axis=1)
+  with float64():
+    got = numpy(_loss_of(key)(IDS, scores, item_weights))
+  _assert_close(got, want, "float64")
+
+
 @pytest.mark.parametrize("weight", [None, "ndcg", "yeti", "precision"])
 def test_yeti_logistic_of_class_ids_equals_every_pair_of_every_sample(fixed_draws, weight):
   scores = _scores("float64")

@@ -39,6 +39,8 @@ Example:
 
 import math
 
+import numpy as np
+
 from tfrank4class import backend, checks, compat
 from tfrank4class.compat import keras, ops
 from tfrank4class.losses.ranking_losses.sampling import pairwise
@@ -312,12 +314,12 @@ class YetiDCGLambdaWeight(DCGLambdaWeightV2):
     ``size``: ``n |g(1) - g(0)| |D(1) - D(2)|`` (over the ideal DCG of the row if
     ``normalized``), times ``1 / (1 - D(m))`` where the lower rank ``m`` (``r``, ``r + 1``) is
     past ``topn``. ``O(1)`` per list (``O(n)`` once for the ideal DCG)."""
-    gains = self.gain_fn(ops.convert_to_tensor([[1.0, 0.0]], dtype=dtype))
+    rank = ops.cast(true_rank, dtype)
+    gains = self.gain_fn(backend.constant(np.array([[1.0, 0.0]]), rank))
     gain = ops.abs(gains[:, :1] - gains[:, 1:])
     if self.normalized:
       ideal = ops.cast(ops.arange(size) == 0, dtype)[None, :]  # a one-hot row, its own ideal
       gain = gain * inverse_max_dcg(ideal, self.gain_fn, self.rank_discount_fn, self.topn)
-    rank = ops.cast(true_rank, dtype)
     one = ops.ones_like(rank)
     u = ops.abs(self.rank_discount_fn(one) - self.rank_discount_fn(one + 1.0))
     topn = size if self.topn is None else self.topn
