@@ -188,22 +188,30 @@ def test_class_ids_of_pairwise_keys_equal_every_pair(key, weight):
   _assert_close(got, want, "float64")
 
 
+def _sigmoid_cross_entropy(z, s):
+  return np.logaddexp(0.0, s) - z * s, 1.0 / (1.0 + np.exp(-s)) - z  # value, d/ds
+
+
+# Each pointwise key's loss of an item and its derivative in the score.
 POINTWISE = {
-  "sigmoid_cross_entropy_loss": lambda z, s: np.logaddexp(0.0, s) - z * s,
-  "mean_squared_loss": lambda z, s: (z - s) ** 2,
-  "ordinal_loss": lambda z, s: np.logaddexp(0.0, s) - z * s,  # the ordinal of a 0/1 label is it
+  "sigmoid_cross_entropy_loss": _sigmoid_cross_entropy,
+  "mean_squared_loss": lambda z, s: ((z - s) ** 2, 2.0 * (s - z)),
+  "ordinal_loss": _sigmoid_cross_entropy,  # the ordinal of a 0/1 label is the label
 }
 
 
 @pytest.mark.parametrize("key", POINTWISE)
 def test_class_ids_of_pointwise_keys_equal_each_item(key):
   scores = _scores("float64")
-  scores[1, 3] = 0.0  # a score of 0 (where the relu's and abs's kinks meet)
+  scores[1, 3] = scores[1, IDS[1]] = 0.0  # scores of 0: the gradient there is sigmoid(0) - z
   item_weights = np.random.default_rng(1).uniform(0.5, 2.0, size=(B, C))
-  want = (POINTWISE[key](np.eye(C)[IDS], scores) * item_weights).sum(axis=1)
+  want, want_grad = (x * item_weights for x in POINTWISE[key](np.eye(C)[IDS], scores))
+  loss = _loss_of(key)
   with float64():
-    got = numpy(_loss_of(key)(IDS, scores, item_weights))
-  _assert_close(got, want, "float64")
+    for labels in (IDS, np.eye(C)[IDS]):  # class ids and their one-hot rows
+      got, (grad,) = value_and_grad(lambda s, y=labels: ops.sum(loss(y, s, item_weights)), scores)
+      _assert_close(numpy(loss(labels, scores, item_weights)), want.sum(axis=1), "float64")
+      _assert_close(grad, want_grad, "float64")
 
 
 @pytest.mark.parametrize("weight", [None, "ndcg", "yeti", "precision"])

@@ -17,8 +17,12 @@ from tfrank4class.losses.ranking_losses.base import Core, true_class_mask
 
 
 def sigmoid_cross_entropy(labels, logits):
-  """``-z log(sigmoid(x)) - (1 - z) log(1 - sigmoid(x))`` written to stay finite."""
-  return ops.relu(logits) - logits * labels + ops.log1p(ops.exp(-ops.abs(logits)))
+  """``-z log(sigmoid(x)) - (1 - z) log(1 - sigmoid(x)) = softplus(x) - z x``, finite at any
+  ``x``, with the gradient ``sigmoid(x) - z`` everywhere (``0.5 - z`` at ``x = 0``, as
+  TensorFlow's ``sigmoid_cross_entropy_with_logits``, which TF-Ranking calls; the form
+  ``relu(x) - z x + log1p(exp(-|x|))`` gave ``-z`` there, and kept four ``[B, n]`` tensors for
+  the gradient where this keeps two)."""
+  return backend.softplus(logits) - logits * labels
 
 
 class _Pointwise(Core):
