@@ -142,7 +142,7 @@ def true_class_neighbours(keys, ids):
   where it is first or last). Before it: a higher key, or an equal key and a lower index; the
   item just before is the lowest key there (of those, the highest index), the item just after the
   highest key among the rest (of those, the lowest index)."""
-  keys = ops.stop_gradient(keys)
+  keys = ops.stop_gradient(ops.convert_to_tensor(keys))
   size = ops.shape(keys)[1]
   index = ops.arange(size)[None, :]
   true_index = ids[:, None]
