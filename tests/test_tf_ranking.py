@@ -182,8 +182,8 @@ CLASS_ID_KEYS = tuple(
 def test_the_keys_that_take_class_ids_are_those_that_need_no_sort_by_the_labels():
   # Every key whose loss of a one-hot row needs no sort by the labels: the true class is first
   # (ListMLE: then the others in its random tie order), or only its pairs carry weight (pairwise
-  # MSE with a lambda weight; without one its O(n) form of the rows is as cheap); not the
-  # pointwise keys (every item) or Coupled-RankDistil (orders sampled from the labels).
+  # MSE: its O(n) form of the rows, or with a lambda weight those pairs), or each item alone
+  # (the pointwise keys); not Coupled-RankDistil (orders sampled from the labels).
   assert CLASS_ID_KEYS == (
     "pairwise_hinge_loss",
     "pairwise_logistic_loss",
@@ -193,6 +193,9 @@ def test_the_keys_that_take_class_ids_are_those_that_need_no_sort_by_the_labels(
     "softmax_loss",
     "calibrated_softmax_loss",
     "unique_softmax_loss",
+    "sigmoid_cross_entropy_loss",
+    "mean_squared_loss",
+    "ordinal_loss",
     "list_mle_loss",
     "approx_ndcg_loss",
     "approx_mrr_loss",

@@ -188,6 +188,32 @@ def test_class_ids_of_pairwise_keys_equal_every_pair(key, weight):
   _assert_close(got, want, "float64")
 
 
+def _sigmoid_cross_entropy(z, s):
+  return np.logaddexp(0.0, s) - z * s, 1.0 / (1.0 + np.exp(-s)) - z  # value, d/ds
+
+
+# Each pointwise key's loss of an item and its derivative in the score.
+POINTWISE = {
+  "sigmoid_cross_entropy_loss": _sigmoid_cross_entropy,
+  "mean_squared_loss": lambda z, s: ((z - s) ** 2, 2.0 * (s - z)),
+  "ordinal_loss": _sigmoid_cross_entropy,  # the ordinal of a 0/1 label is the label
+}
+
+
+@pytest.mark.parametrize("key", POINTWISE)
+def test_class_ids_of_pointwise_keys_equal_each_item(key):
+  scores = _scores("float64")
+  scores[1, 3] = scores[1, IDS[1]] = 0.0  # scores of 0: the gradient there is sigmoid(0) - z
+  item_weights = np.random.default_rng(1).uniform(0.5, 2.0, size=(B, C))
+  want, want_grad = (x * item_weights for x in POINTWISE[key](np.eye(C)[IDS], scores))
+  loss = _loss_of(key)
+  with float64():
+    for labels in (IDS, np.eye(C)[IDS]):  # class ids and their one-hot rows
+      got, (grad,) = value_and_grad(lambda s, y=labels: ops.sum(loss(y, s, item_weights)), scores)
+      _assert_close(numpy(loss(labels, scores, item_weights)), want.sum(axis=1), "float64")
+      _assert_close(grad, want_grad, "float64")
+
+
 @pytest.mark.parametrize("weight", [None, "ndcg", "yeti", "precision"])
 def test_yeti_logistic_of_class_ids_equals_every_pair_of_every_sample(fixed_draws, weight):
   scores = _scores("float64")
@@ -309,12 +335,12 @@ ROWS_CASES = [
 ]
 
 
-def _check_rows(key, kwargs, modes, dtypes=("float32", "float64"), normalizations=None):
+def _check_rows(key, kwargs, modes, dtypes=("float32", "float64"), normalizations=None, spread=1.0):
   item_weights = np.random.default_rng(4).uniform(0.5, 2.0, size=(B, C))
   for normalization in normalizations or tf_ranking.NORMALIZATIONS:
     loss = tf_ranking.RankingLoss(key, reduction="none", normalization=normalization, **kwargs)
     for dtype, mode in ((dtype, mode) for dtype in dtypes for mode in modes):
-      scores, rows = _scores(dtype), np.eye(C, dtype=dtype)[IDS]
+      scores, rows = (_scores() * spread).astype(dtype), np.eye(C, dtype=dtype)[IDS]
       with float64():
         fn = compiled(loss, mode)
         w = item_weights.astype(dtype)
@@ -332,6 +358,49 @@ def test_class_ids_give_the_values_and_gradients_of_their_rows(fixed_draws, key,
   # Eager here, and the first compiled mode of the per-list values; every mode in the slow test.
   _check_rows(key, kwargs, ("eager",))
   _check_rows(key, kwargs, compile_modes()[1:2], dtypes=("float32",), normalizations=("lists",))
+
+
+def _gain_of_one_more(label):
+  return label + 1.0  # a gain whose g(0) is not 0
+
+
+@pytest.mark.parametrize(
+  "weight",
+  [
+    lw.YetiDCGLambdaWeight(topn=2),
+    lw.YetiDCGLambdaWeight(topn=3, normalized=True, gain_fn=_gain_of_one_more),
+    lw.YetiDCGLambdaWeight(rank_discount_fn=lw.inverse, normalized=True),
+  ],
+)
+@pytest.mark.parametrize("spread", [1.0, 60.0])
+def test_yeti_neighbours_of_class_ids_give_the_values_and_gradients_of_their_rows(
+  fixed_draws, weight, spread
+):
+  # The true class's two neighbours (no sort) against every pair of the rows (the ranks' sort),
+  # with ranks past `topn`; a spread of 60 saturates TF-Ranking's `log(softmax + 1e-20)` in
+  # float32, so many sampled logits tie (the true class's too): ties go by the lower index.
+  kwargs = {"sample_size": 3, "lambda_weight": weight}
+  _check_rows("yeti_logistic_loss", kwargs, ("eager",), normalizations=("lists",), spread=spread)
+
+
+def test_true_class_neighbours_are_those_of_the_sorted_order():
+  keys = np.random.default_rng(6).integers(0, 3, size=(40, 7)).astype("float32")  # many ties
+  keys[:3] = [0.0, -0.0, 0.0, 0.0, 1.0, -0.0, 2.0]  # -0.0 ties 0.0
+  ids = np.random.default_rng(7).integers(0, 7, size=40)
+  ids[:3] = [0, 5, 6]
+  for dtype in ("float32", "float64"):
+    rank, before, after = (
+      numpy(x)[:, 0]
+      for x in sampling.true_class_neighbours(
+        ops.convert_to_tensor(keys.astype(dtype)), ops.convert_to_tensor(ids, "int32")
+      )
+    )
+    for row, (key, y) in enumerate(zip(keys, ids)):
+      order = list(np.lexsort((np.arange(7), -key)))  # higher key first, then lower index
+      p = order.index(y)
+      assert rank[row] == p + 1
+      assert before[row] == (order[p - 1] if p > 0 else -1)
+      assert after[row] == (order[p + 1] if p < 6 else -1)
 
 
 @pytest.mark.slow

@@ -41,6 +41,8 @@ Example:
 
 import math
 
+import numpy as np
+
 from tfrank4class import backend, checks, compat
 from tfrank4class.compat import keras, ops
 from tfrank4class.losses.ranking_losses.sampling import pairwise
@@ -307,6 +309,32 @@ class YetiDCGLambdaWeight(DCGLambdaWeightV2):
   def pair_weights(self, labels, ranks, first=None):
     neighbours = ops.abs(pairwise(ops.subtract, ops.cast(ranks, labels.dtype), first)) == 1
     return backend.where(neighbours, super().pair_weights(labels, ranks, first), 0.0)
+
+  def neighbour_weights(self, true_rank, size, dtype):
+    """For one-hot rows of class ids, what :meth:`pair_weights` gives the true class's pairs
+    with the items just before and just after it (ranks ``r - 1`` and ``r + 1``; every other
+    pair weighs 0), ``[B, 1]`` each, from its rank ``true_rank`` ``r`` ``[B, 1]`` and the list
+    ``size``: ``n |g(1) - g(0)| |D(1) - D(2)|`` (over the ideal DCG of the row if
+    ``normalized``), times ``1 / (1 - D(m))`` where the lower rank ``m`` (``r``, ``r + 1``) is
+    past ``topn``. ``O(1)`` per list (``O(n)`` once for the ideal DCG)."""
+    rank = ops.cast(true_rank, dtype)
+    gains = self.gain_fn(backend.constant(np.array([[1.0, 0.0]]), rank))
+    gain = ops.abs(gains[:, :1] - gains[:, 1:])
+    if self.normalized:
+      ideal = ops.cast(ops.arange(size) == 0, dtype)[None, :]  # a one-hot row, its own ideal
+      gain = gain * inverse_max_dcg(ideal, self.gain_fn, self.rank_discount_fn, self.topn)
+    one = ops.ones_like(rank)
+    u = ops.abs(self.rank_discount_fn(one) - self.rank_discount_fn(one + 1.0))
+    topn = size if self.topn is None else self.topn
+    scale = gain * u * ops.cast(size, dtype)
+
+    def past_topn(lower):
+      past = lower > ops.cast(topn, dtype)
+      return backend.where(
+        past, 1.0 / (1.0 - self.rank_discount_fn(backend.where(past, lower, 2.0))), 1.0
+      )
+
+    return scale * past_topn(rank), scale * past_topn(rank + 1.0)
 
 
 @_register

@@ -12,9 +12,11 @@ where it is installed). This module does what TF-Ranking's Keras layer
   core's loss of a one-hot row needs no sort by the labels: the true class alone (softmax,
   unique softmax, ApproxNDCG, ApproxMRR), it against each other class (pairwise hinge,
   logistic, soft zero-one, with any lambda weight, and MSE with one: the row of the true class's
-  pairs) or it first and the others in a random order (ListMLE without a lambda weight); that
-  core takes class ids as they are (its ``compute_per_list_from_ids``: the same values in
-  ``O(C)`` per list, ``O(C log C)`` where it ranks or orders the items, without the rows);
+  pairs; Yeti's weight: its two neighbours in the order of the scores, found without a sort),
+  each item alone (the pointwise keys; pairwise MSE without a lambda weight, its ``O(C)`` form)
+  or it first and the others in a random order (ListMLE without a lambda weight); that core
+  takes class ids as they are (its ``compute_per_list_from_ids``: the same values in ``O(C)``
+  per list, ``O(C log C)`` where it ranks or orders the items, without the rows);
 * ``gumbel_approx_ndcg_loss`` and ``yeti_logistic_loss`` first draw TF-Ranking's Gumbel samples
   of the list (of class ids: samples of the scores, whose rows are the same one-hot rows);
   ``calibrated_softmax_loss`` appends a virtual item of score 0 and label ``virtual_label``;
@@ -59,7 +61,7 @@ from tfrank4class.compat import ops
 from tfrank4class.labels import num_items
 from tfrank4class.losses import lambda_weights as lw
 from tfrank4class.losses.base import ListwiseLoss, batch_size
-from tfrank4class.losses.ranking_losses import approx, listwise, pairwise, pointwise
+from tfrank4class.losses.ranking_losses import approx, listwise, pairwise, pointwise, yeti
 from tfrank4class.losses.ranking_losses.sampling import GumbelSampler
 from tfrank4class.registry import export
 
@@ -77,7 +79,7 @@ SPECS = {
   "pairwise_logistic_loss": _Spec(pairwise.PairwiseLogisticLoss, "pair", _LISTWISE, {}),
   "pairwise_soft_zero_one_loss": _Spec(pairwise.PairwiseSoftZeroOneLoss, "pair", _LISTWISE, {}),
   "pairwise_mse_loss": _Spec(pairwise.PairwiseMSELoss, "pair", _LISTWISE, {}),
-  "yeti_logistic_loss": _Spec(pairwise.PairwiseLogisticLoss, "pair", _LISTWISE, _GUMBEL),
+  "yeti_logistic_loss": _Spec(yeti.YetiLogisticLoss, "pair", _LISTWISE, _GUMBEL),
   "softmax_loss": _Spec(listwise.SoftmaxLoss, "list", _LISTWISE, {}),
   "calibrated_softmax_loss": _Spec(listwise.SoftmaxLoss, "list", _LISTWISE, {"virtual_label": 0.0}),
   "unique_softmax_loss": _Spec(listwise.UniqueSoftmaxLoss, "item", _LISTWISE, {}),

@@ -10,7 +10,8 @@ of ones): TF-Ranking's ``[B, n, n]`` summed as its Keras layer sums it.
 :class:`tfrank4class.losses.RankingLoss` reduces them (``tfrank4class/losses/tf_ranking.py``).
 
 * :mod:`.pointwise`: ``sigmoid_cross_entropy_loss``, ``mean_squared_loss``, ``ordinal_loss``;
-* :mod:`.pairwise`: ``pairwise_{hinge,logistic,soft_zero_one,mse}_loss``, ``yeti_logistic_loss``;
+* :mod:`.pairwise`: ``pairwise_{hinge,logistic,soft_zero_one,mse}_loss``;
+* :mod:`.yeti`: ``yeti_logistic_loss`` (the logistic pairs, on class ids without a sort);
 * :mod:`.listwise`: ``softmax_loss``, ``calibrated_softmax_loss``, ``unique_softmax_loss``,
   ``list_mle_loss``, ``coupled_rankdistil_loss``;
 * :mod:`.approx`: ``approx_ndcg_loss``, ``approx_mrr_loss``, ``gumbel_approx_ndcg_loss``;

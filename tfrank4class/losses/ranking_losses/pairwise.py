@@ -164,17 +164,20 @@ class PairwiseMSELoss(Core):
     )
 
   def compute_per_list_from_ids(self, ids, logits, weights):
-    """With a lambda weight, the pairs of one-hot rows of class ids ``ids`` ``[B]`` that carry
-    weight: ``(y, j)`` and ``(j, y)`` for the true class ``y`` (the lambda weights are symmetric),
-    their losses per first item ``[B, n]`` and the items' sample weights (``[B, 1]`` or
-    ``[B, n]``); ``None`` without one (the ``O(n)`` form of the rows is as cheap)."""
-    if self.lambda_weight is None:
-      return None
+    """The losses per first item ``[B, n]`` of the pairs of one-hot rows of class ids ``ids``
+    ``[B]`` and the items' sample weights (``[B, 1]`` or ``[B, n]``): without a lambda weight
+    the ``O(n)`` form of the rows, on the rows' mask of the ids (no padding, none of the rows'
+    relevance, weight normalisation or NaN marking of the general path); with one the pairs that
+    carry weight, ``(y, j)`` and ``(j, y)`` for the true class ``y`` (the lambda weights are
+    symmetric)."""
     logits = self.get_logits(logits)
     is_true = true_class_mask(ids, logits)
     labels = ops.cast(is_true, logits.dtype)
+    sample_weights = ops.ones_like(logits[:, :1]) if weights is None else weights
+    if self.lambda_weight is None:
+      return self.compute_unreduced_loss(labels, logits)[0], sample_weights
     losses = ops.square(at_true_class(is_true, logits) - logits - (1.0 - labels))
     pair_weights = self.lambda_weight.pair_weights(labels, ranks(logits), first=ids)
     losses = backend.where(is_true, 0.0, losses * ops.stop_gradient(pair_weights))
     losses = backend.where(is_true, ops.sum(losses, axis=1, keepdims=True), losses)
-    return losses, ops.ones_like(logits[:, :1]) if weights is None else weights
+    return losses, sample_weights

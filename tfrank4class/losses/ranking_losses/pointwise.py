@@ -1,5 +1,6 @@
 """TF-Ranking's pointwise losses: ``sigmoid_cross_entropy_loss``, ``mean_squared_loss``,
-``ordinal_loss``, one loss per item ``[B, n]`` weighted 0 for padded items.
+``ordinal_loss``, one loss per item ``[B, n]`` weighted 0 for padded items; ``O(n)`` per list, and
+class ids take one pass over ``[B, n]`` without building the rows.
 
 Example:
   >>> import numpy as np
@@ -12,12 +13,16 @@ Example:
 
 from tfrank4class import backend
 from tfrank4class.compat import ops
-from tfrank4class.losses.ranking_losses.base import Core
+from tfrank4class.losses.ranking_losses.base import Core, true_class_mask
 
 
 def sigmoid_cross_entropy(labels, logits):
-  """``-z log(sigmoid(x)) - (1 - z) log(1 - sigmoid(x))`` written to stay finite."""
-  return ops.relu(logits) - logits * labels + ops.log1p(ops.exp(-ops.abs(logits)))
+  """``-z log(sigmoid(x)) - (1 - z) log(1 - sigmoid(x)) = softplus(x) - z x``, finite at any
+  ``x``, with the gradient ``sigmoid(x) - z`` everywhere (``0.5 - z`` at ``x = 0``, as
+  TensorFlow's ``sigmoid_cross_entropy_with_logits``, which TF-Ranking calls; the form
+  ``relu(x) - z x + log1p(exp(-|x|))`` gave ``-z`` there, and kept four ``[B, n]`` tensors for
+  the gradient where this keeps two)."""
+  return backend.softplus(logits) - logits * labels
 
 
 class _Pointwise(Core):
@@ -26,6 +31,16 @@ class _Pointwise(Core):
     labels = backend.where(valid, labels, 0.0)
     logits = backend.where(valid, logits, 0.0)
     return self._losses(labels, logits), ops.cast(valid, logits.dtype)
+
+  def compute_per_list_from_ids(self, ids, logits, weights):
+    """The item losses of one-hot rows of class ids ``ids`` ``[B]`` ``[B, n]`` (no item is
+    padded, so no mask), with the sample weights as TF-Ranking's per-item rule leaves them
+    (ones ``[B, 1]`` for ``None``): one pass over ``[B, n]``."""
+    logits = self.get_logits(logits)
+    labels = ops.cast(true_class_mask(ids, logits), logits.dtype)
+    return self._losses(labels, logits), ops.ones_like(
+      logits[:, :1]
+    ) if weights is None else weights
 
 
 class SigmoidCrossEntropyLoss(_Pointwise):

@@ -5,7 +5,9 @@ items tie among themselves, whatever their keys, as in TF-Ranking), then a highe
 tie a lower ``tiebreak`` value first, then a lower index (one sort, ``O(n log n)``), and every
 backend breaks ties alike. TF-Ranking breaks ties in a random order; ``list_mle_loss`` and
 ``coupled_rankdistil_loss``, where ties are the rule (one-hot labels), pass a uniform draw as
-``tiebreak`` and so draw that random order too.
+``tiebreak`` and so draw that random order too. Where only one item's place in that order counts
+(the true class of a one-hot row under a Yeti weight), :func:`true_class_neighbours` finds it and
+its two neighbours without a sort, ``O(n)``.
 
 Random draws come from :func:`uniform` (``keras.random.uniform``'s numbers, from the loss's
 ``keras.random.SeedGenerator``); the oracle test (``tests/test_tf_ranking_oracle.py``) replaces
@@ -137,6 +139,32 @@ def order(keys, valid=None, tiebreak=None):
 def ranks(keys, valid=None, tiebreak=None):
   """1-based ranks ``[B, n]`` (int32) in :func:`order`: the inverse of that permutation."""
   return invert_permutation(order(keys, valid, tiebreak)) + 1
+
+
+def true_class_neighbours(keys, ids):
+  """Where the true class ``ids`` ``[B]`` (int32) stands in :func:`order` of ``keys`` ``[B, n]``
+  (no padding, no tiebreak) without a sort, ``O(n)``: ``(rank, before, after)``, each ``[B, 1]``
+  int32: its 1-based rank, and the indices of the items just before and just after it (``-1``
+  where it is first or last). Before it: a higher key, or an equal key and a lower index; the
+  item just before is the lowest key there (of those, the highest index), the item just after the
+  highest key among the rest (of those, the lowest index)."""
+  keys = ops.stop_gradient(ops.convert_to_tensor(keys))
+  size = ops.shape(keys)[1]
+  index = ops.arange(size)[None, :]
+  true_index = ids[:, None]
+  true_key = take_along_axis(keys, true_index, axis=-1)
+  ahead = ops.logical_or(keys > true_key, ops.logical_and(keys == true_key, index < true_index))
+  behind = ops.logical_or(keys < true_key, ops.logical_and(keys == true_key, index > true_index))
+  rank = ops.sum(ops.cast(ahead, "int32"), axis=1, keepdims=True) + 1
+  nearest = ops.min(backend.where(ahead, keys, float("inf")), axis=1, keepdims=True)
+  before = ops.max(
+    backend.where(ops.logical_and(ahead, keys == nearest), index, -1), axis=1, keepdims=True
+  )
+  nearest = ops.max(backend.where(behind, keys, float("-inf")), axis=1, keepdims=True)
+  after = ops.min(
+    backend.where(ops.logical_and(behind, keys == nearest), index, size), axis=1, keepdims=True
+  )
+  return rank, before, backend.where(after == size, -1, after)
 
 
 def gather(permutation, *tensors):
