@@ -54,11 +54,15 @@ TAKES_CLASS_IDS = sorted(
 
 
 def test_the_losses_that_take_class_ids():
-  # The Top-K losses; RaMBO's per-list losses (the true class's rank by counting); SoDeep's AP
+  # The Top-K losses; RaMBO's per-list losses (the true class's rank by counting) and its
+  # mAP / APC (the batch's own classes, the true classes' ranks by binary search); SoDeep's AP
   # (the true class's soft rank alone).
   assert TAKES_CLASS_IDS == [
+    "apc_loss",
     "average_precision_loss",
     "blackbox_ndcg_loss",
+    "map_apc_loss",
+    "mean_average_precision_loss",
     "recall_loss",
     "smooth_topk_svm_loss",
     "soft_rank_topk_loss",
