@@ -91,4 +91,7 @@ def test_class_ids_give_the_value_and_gradient_of_their_one_hot_rows(name, mode)
     np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=1e-7)
   if mode in ("xla", "jit"):
     bad = bt.numpy(bt.compiled(lambda v, labels: loss(labels, v), mode)(s, np.array([1, 9, 6, 3])))
-    assert np.isnan(bad[1]) and np.allclose(bad[[0, 2, 3]], value[[0, 2, 3]], rtol=1e-5)
+    if loss.coupling == "example":
+      assert np.isnan(bad[1]) and np.allclose(bad[[0, 2, 3]], value[[0, 2, 3]], rtol=1e-5)
+    else:  # mAP / APC: one value for the batch, which the bad id makes NaN
+      assert np.isnan(bad).all(), bad

@@ -21,9 +21,10 @@ from tfrank4class import encoders as encoders_lib
 from tfrank4class import heads as heads_lib
 from tfrank4class import losses as losses_lib
 from tfrank4class import metrics as metrics_lib
-from tfrank4class.compat import KERAS_3, keras
+from tfrank4class.compat import keras
 from tfrank4class.heads import sampled
 from tfrank4class.registry import Registry
+from tfrank4class.train import flavour
 from tfrank4class.train import strategy as strategy_lib
 
 #: The optimizers by name: ``OPTIMIZERS.get(name, learning_rate=...)``.
@@ -166,7 +167,7 @@ class ExperimentConfig:
         f"rows of the class table), got `interaction` {self.interaction!r}; set `interaction` "
         "to 'dot'."
       )
-    if not KERAS_3:
+    if not flavour.TRAINING.SAMPLED_TRAINING:
       raise ValueError(
         "`sampled_negatives` needs Keras 3 (its sampler draws with keras.random); this "
         "process runs tf-keras (TF_USE_LEGACY_KERAS)."

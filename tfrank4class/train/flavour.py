@@ -61,6 +61,9 @@ class Keras2Training:
   write into a temporary directory of their own, and ``tf.saved_model.save`` writes exports.
   """
 
+  #: Whether ``--sampled_negatives`` can train (its sampler draws with ``keras.random``).
+  SAMPLED_TRAINING = False
+
   def resume_position(self, backup_dir, steps_per_epoch):
     """``(epoch, step)`` at which training resumes from ``backup_dir``, or ``(0, 0)``.
 
@@ -126,6 +129,8 @@ class Keras3Training:
   and this class resumes from them. A Keras 3 save creates variables, collective ops under a
   multi-worker strategy, so every worker saves (the others to scratch files).
   """
+
+  SAMPLED_TRAINING = True
 
   def resume_position(self, backup_dir, steps_per_epoch):
     """``(epoch, step)`` at which training resumes from ``backup_dir``, or ``(0, 0)``.

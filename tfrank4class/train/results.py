@@ -91,7 +91,10 @@ def evaluate_batches(model, batches, metric_names=None):
   for features, labels in batches:
     scores = model(features, training=False)
     if metric_objects is None:  # the number of classes is known from the first scores
-      metric_names = metrics_lib.registry.for_classes(metric_names, scores.shape[-1])
+      try:
+        metric_names = metrics_lib.registry.for_classes(metric_names, scores.shape[-1])
+      except ValueError as e:  # a user's error, reported on one line by the binaries
+        raise errors.InvalidConfigError(str(e)) from None
       metric_objects = [metrics_lib.get(m) for m in metric_names]
     for metric in metric_objects:
       metric.update_state(labels, scores)
