@@ -3,13 +3,9 @@ concat heads against the interaction written in numpy from the head's weights (s
 per-example negatives, in-batch, mixed, hard), the blocked top-k against a numpy full top-k,
 fit / .keras round trip, config round trip, bad arguments; the SavedModel export on TensorFlow."""
 
-import json
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
+from _serving import serve_in_a_fresh_process
 
 from tests.backend_testing import numpy
 from tfrank4class import compat
@@ -185,22 +181,7 @@ def test_saved_model_serves_top_k_without_tfrank4class(tmp_path):
   x = np.random.default_rng(2).normal(size=(3, 6)).astype("float32")
   full = numpy(head(encoder(x)))
   export_top_k_model(encoder, head, tmp_path / "export", k=5, block_size=8)
-  script = (
-    "import json, sys, numpy as np, tensorflow as tf\n"
-    "serve = tf.saved_model.load(sys.argv[1]).signatures['serving_default']\n"
-    "out = serve(inputs=tf.constant(json.loads(sys.argv[2]), tf.float32))\n"
-    "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))\n"
-    "print(json.dumps('tfrank4class' in sys.modules))\n"
-  )
-  lines = subprocess.run(
-    [sys.executable, "-c", script, str(tmp_path / "export"), json.dumps(x.tolist())],
-    env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    cwd="/",
-    check=True,
-    capture_output=True,
-    text=True,
-  ).stdout.splitlines()
-  out, imported = json.loads(lines[-2]), json.loads(lines[-1])
+  out, imported = serve_in_a_fresh_process(tmp_path / "export", "inputs", x.tolist(), "float32")
   assert imported is False
   want = np.argsort(-full, axis=1, kind="stable")[:, :5]
   np.testing.assert_array_equal(out["top_k_ids"], want)

@@ -1,6 +1,5 @@
 """The serving SavedModel: fresh process without tfrank4class, saved_model_cli show and run."""
 
-import json
 import os
 import shutil
 import subprocess
@@ -9,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from _serving import serve_in_a_fresh_process
 
 from tfrank4class import data as data_lib
 from tfrank4class import errors
@@ -47,23 +47,7 @@ def text_export(tmp_path_factory):
 
 def test_fresh_process_without_tfrank4class(text_export):
   model, class_names, export_dir = text_export
-  script = (
-    "import json, sys, tensorflow as tf\n"
-    "m = tf.saved_model.load(sys.argv[1])\n"
-    "out = m.signatures['serving_default'](text=tf.constant(json.loads(sys.argv[2])))\n"
-    "print(json.dumps({k: v.numpy().tolist() if v.dtype != tf.string else "
-    "[[c.decode() for c in row] for row in v.numpy()] for k, v in out.items()}))\n"
-    "print(json.dumps('tfrank4class' in sys.modules))\n"
-  )
-  lines = subprocess.run(
-    [sys.executable, "-c", script, export_dir, json.dumps(TEXTS)],
-    env=ENV,
-    cwd="/",
-    check=True,
-    capture_output=True,
-    text=True,
-  ).stdout.splitlines()
-  out, imported = json.loads(lines[-2]), json.loads(lines[-1])
+  out, imported = serve_in_a_fresh_process(export_dir, "text", TEXTS, "string")
   assert imported is False
   expected = model(tf.constant(TEXTS)[:, None]).numpy()
   np.testing.assert_allclose(out["scores"], expected, rtol=1e-4, atol=1e-5)
