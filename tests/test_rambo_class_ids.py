@@ -155,19 +155,31 @@ def test_class_ids_equal_the_sorting_path(dtype, tol, mode):
   assert np.count_nonzero(want[1][0]) > len(ids)
 
 
-@pytest.mark.parametrize("loss_class", [RecallLoss, AveragePrecisionLoss, BlackboxNDCGLoss])
-def test_keras_losses_with_sample_weights_equal_the_sorting_path(loss_class):
-  scores, ids, _ = tied_lists(3, batch=6, n=20)
+@pytest.mark.parametrize(
+  ("loss_class", "seed", "lambda_"),
+  [
+    (RecallLoss, 3, 0.5),
+    (AveragePrecisionLoss, 3, 0.5),
+    (BlackboxNDCGLoss, 3, 0.5),
+    # the batch's losses, with a class repeated in the batch
+    (MeanAveragePrecisionLoss, 7, 8.0),
+    (MapApcLoss, 10, 8.0),
+  ],
+)
+def test_keras_losses_with_sample_weights_equal_the_sorting_path(loss_class, seed, lambda_):
+  scores, ids, _ = tied_lists(seed, batch=6, n=20)
   scores = scores.astype(np.float32)
+  if loss_class in (MeanAveragePrecisionLoss, MapApcLoss):
+    ids[4] = ids[2]
   weights = np.array([1.0, 0.0, 2.0, 0.5, 1.0, 3.0], np.float32)
-  loss = loss_class(lambda_=0.5, margin=0.1)
+  loss = loss_class(lambda_=lambda_, margin=0.1)
   got, want = (
     bt.value_and_grad(lambda s, y=labels: loss(y, s, sample_weight=weights), scores)
     for labels in (ids, np.eye(20, dtype=np.float32)[ids])
   )
   np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
   np.testing.assert_allclose(got[1][0], want[1][0], rtol=1e-6, atol=1e-7)
-  assert np.all(got[1][0][1] == 0)  # the list of weight 0 passes no gradient
+  assert np.all(got[1][0][1] == 0)  # the example of weight 0 passes no gradient
 
 
 def test_bad_margin_and_lambda_raise_on_the_class_id_path():
@@ -240,21 +252,6 @@ def test_map_class_ids_equal_the_sorting_path(dtype, tol, mode):
   assert np.count_nonzero(want[1][0]) > 3
 
 
-def test_map_keras_loss_with_sample_weights_equals_the_sorting_path():
-  scores, ids, _ = tied_lists(7, batch=6, n=20)
-  scores = scores.astype(np.float32)
-  ids[4] = ids[2]
-  weights = np.array([1.0, 0.0, 2.0, 0.5, 1.0, 3.0], np.float32)
-  loss = MeanAveragePrecisionLoss(lambda_=8.0, margin=0.1)
-  got, want = (
-    bt.value_and_grad(lambda s, y=labels: loss(y, s, sample_weight=weights), scores)
-    for labels in (ids, np.eye(20, dtype=np.float32)[ids])
-  )
-  np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
-  np.testing.assert_allclose(got[1][0], want[1][0], rtol=1e-6, atol=1e-7)
-  assert np.all(got[1][0][1] == 0)  # the example of weight 0 is in no list
-
-
 # --- APC: the B true classes in the one list of B x C scores -------------------------------------
 
 
@@ -318,21 +315,6 @@ def test_marked_rank_with_every_mark_padded_or_none_ahead():
   np.testing.assert_allclose(grad, expected_grad, atol=1e-12)
   empty = np.zeros_like(where)
   assert bt.numpy(apc_loss_value(scores, np.array([1, 2]), where=empty)) == 0.0
-
-
-def test_map_apc_keras_loss_with_sample_weights_equals_the_sorting_path():
-  scores, ids, _ = tied_lists(10, batch=6, n=20)
-  scores = scores.astype(np.float32)
-  ids[4] = ids[2]
-  weights = np.array([1.0, 0.0, 2.0, 0.5, 1.0, 3.0], np.float32)
-  loss = MapApcLoss(lambda_=8.0, margin=0.1)
-  got, want = (
-    bt.value_and_grad(lambda s, y=labels: loss(y, s, sample_weight=weights), scores)
-    for labels in (ids, np.eye(20, dtype=np.float32)[ids])
-  )
-  np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
-  np.testing.assert_allclose(got[1][0], want[1][0], rtol=1e-6, atol=1e-7)
-  assert np.all(got[1][0][1] == 0)  # the example of weight 0 is in no list
 
 
 def test_marked_rank_gradient_with_signed_upstream_matches_algorithm_1():
