@@ -110,6 +110,11 @@ def test_evaluate_batches_accumulates_over_batches_against_hand_computed_metrics
   assert results.evaluate_batches(lambda f, training: f, batches, ("top_3",)) == {"top_3": 1.0}
   with pytest.raises(ValueError, match="`metrics` names 'top_4'.*3 classes"):
     results.evaluate_batches(lambda f, training: f, batches, ("top_1", "top_4"))
+  # no batch: no classes to fit the names to, every metric's empty result
+  assert results.evaluate_batches(lambda f, training: f, [], ("top_5", "mrr")) == {
+    "top_5": 0.0,
+    "mrr": 0.0,
+  }
 
 
 def test_evaluate_splits_reports_the_metrics_of_the_config():

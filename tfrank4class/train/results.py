@@ -98,6 +98,8 @@ def evaluate_batches(model, batches, metric_names=None):
       metric_objects = [metrics_lib.get(m) for m in metric_names]
     for metric in metric_objects:
       metric.update_state(labels, scores)
+  if metric_objects is None:  # no batch: every metric's empty result, as before any batch
+    metric_objects = [metrics_lib.get(m) for m in metric_names]
   return {name: float(m.result()) for name, m in zip(metric_names, metric_objects)}
 
 
