@@ -7,6 +7,11 @@
 the layer's distribution with its own ``keras.random.SeedGenerator``, the log-Q correction and
 accidental hits as set), so a training step costs ``O(B S d)`` and builds no ``[B, C]`` tensor.
 
+:meth:`~SampledDotProduct.top_k` returns the ``k`` best classes by a brute-force scan of the
+table in blocks (:func:`tfrank4class.heads.blocked_top_k.blocked_top_k`, memory ``O(B (n + k))``),
+which :func:`tfrank4class.retrieval.export.export_top_k_model` writes as a SavedModel on
+TensorFlow.
+
 :class:`SampledClassifier` joins an encoder (any Keras layer or model, ``x -> h`` ``[B, d]``) and
 that head. Keras 3's trainers call ``compute_loss(x, y, y_pred, sample_weight, training)`` on
 every backend; the model overrides it so that, in training, the compiled loss (any loss of the
@@ -31,9 +36,15 @@ import numpy as np
 from tfrank4class import checks
 from tfrank4class.compat import keras, ops
 from tfrank4class.heads import row_sparse, sampled
+from tfrank4class.heads.blocked_top_k import blocked_top_k
 from tfrank4class.heads.sampled_rank4class import SampledRank4ClassHead
 from tfrank4class.labels import class_ids
 from tfrank4class.registry import export
+
+
+def _dot_scores(queries, class_embeddings):
+  """``[B, n]``: each query against each of ``n`` class embeddings."""
+  return ops.matmul(queries, ops.transpose(class_embeddings))
 
 
 @export()
@@ -148,6 +159,20 @@ class SampledDotProduct(keras.layers.Layer):
         axis=1,
       )
     return scores, relevance
+
+  def top_k(self, queries, k, block_size=1024):
+    """``(scores [B, k], class ids [B, k] int32)``, best first, ties by the lower id: every
+    class scored ``block_size`` at a time (:func:`~tfrank4class.heads.blocked_top_k.
+    blocked_top_k`), never the ``[B, C]`` scores; a bias is the table's last column against
+    ``[h, 1]``, as in Rank4Class's dot head."""
+    queries = ops.convert_to_tensor(queries)
+    if not self.built:
+      self.build(queries.shape)
+    table = ops.cast(self.class_embeddings, queries.dtype)
+    if self.bias is not None:
+      table = ops.concatenate([table, ops.cast(self.bias, queries.dtype)[:, None]], axis=1)
+      queries = ops.concatenate([queries, ops.ones_like(queries[:, :1])], axis=1)
+    return blocked_top_k(_dot_scores, queries, table, k, block_size)
 
   def get_config(self):
     config = super().get_config()
