@@ -13,10 +13,11 @@ which :func:`tfrank4class.retrieval.export.export_top_k_model` writes as a Saved
 TensorFlow.
 
 :class:`SampledClassifier` joins an encoder (any Keras layer or model, ``x -> h`` ``[B, d]``) and
-that head. Keras 3's trainers call ``compute_loss(x, y, y_pred, sample_weight, training)`` on
-every backend; the model overrides it so that, in training, the compiled loss (any loss of the
-registry: ``compile(loss="softmax_loss")``) sees the sampled list as ``(relevance, scores)`` in
-place of ``(y, y_pred)``. At evaluation, prediction and serving the model returns the full
+that head, or a :class:`~tfrank4class.heads.sampled_rank4class.SampledRank4ClassHead`. Keras 3's
+trainers call ``compute_loss(x, y, y_pred, sample_weight, training)`` on every backend; the model
+overrides it so that, in training, the compiled loss (any loss of the registry:
+``compile(loss="softmax_loss")``) sees the sampled list as ``(relevance, scores)`` in place of
+``(y, y_pred)``. At evaluation, prediction and serving the model returns the full
 scores ``[B, C]``, so ``evaluate`` reports the compiled loss and metrics over every class.
 
 In training, ``model(x, training=True)`` returns ``{"queries": h}`` (what the loss step needs),
@@ -25,8 +26,9 @@ read them from ``evaluate`` or ``validation_data``. Keras 3 only (tf-keras has n
 ``keras.random``, which the sampler draws with).
 
 On JAX, with ``keras.optimizers.SGD`` (no momentum) or ``keras.optimizers.Adagrad``, a training
-step reads, differentiates and updates only the class-table rows of its candidates
-(:mod:`tfrank4class.heads.row_sparse`; the dense step's result); otherwise it is Keras's step.
+step reads, differentiates and updates only the class-table rows of its candidates (either
+head's table; :mod:`tfrank4class.heads.row_sparse`; the dense step's result); otherwise it is
+Keras's step.
 
 The example is :class:`SampledClassifier`'s.
 """
@@ -193,8 +195,9 @@ class SampledDotProduct(keras.layers.Layer):
 
 @export()
 class SampledClassifier(keras.Model):
-  """``encoder`` then a :class:`SampledDotProduct` head: sampled lists in training, every class
-  otherwise (see the module doc).
+  """``encoder`` then a :class:`SampledDotProduct` or
+  :class:`~tfrank4class.heads.sampled_rank4class.SampledRank4ClassHead` head: sampled lists in
+  training, every class otherwise (see the module doc).
 
   Args:
     encoder: a Keras layer or model, ``x -> h`` ``[B, d]``.
