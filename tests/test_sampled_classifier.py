@@ -1,6 +1,7 @@
 """Tests of tfrank4class.heads.sampled_classifier: compile/fit/evaluate/predict/save/load of the
 sampled classifier on every Keras 3 backend, the loss seeing [B, 1 + S] lists in training, fresh
-negatives each step, and its argument checks."""
+negatives each step, the blocked top-k against a numpy full top-k with ties (and its SavedModel
+on TensorFlow), and its argument checks."""
 
 import os
 
@@ -97,6 +98,51 @@ def test_sampled_lists_with_bias_against_numpy():
     assert len(matches) == 1, (column, matches)
     expected = np.where(labels == matches[0], -1.0, 0.0)
     np.testing.assert_array_equal(relevance[:, column], expected)
+
+
+@pytest.mark.parametrize("use_bias", [False, True])
+def test_top_k_in_blocks_equals_a_full_top_k_ties_included(use_bias):
+  # Integer weights in {-1, 0, 1}: exact scores with many ties inside each row's top 6.
+  rng = np.random.default_rng(7)
+  h = rng.integers(-1, 2, size=(5, 3)).astype("float32")
+  table = rng.integers(-1, 2, size=(23, 3)).astype("float32")
+  bias = rng.integers(-1, 2, size=23).astype("float32")
+  head = SampledDotProduct(23, 4, use_bias=use_bias)
+  head.build(h.shape)
+  head.set_weights([table, bias] if use_bias else [table])
+  full = h.astype(np.float64) @ table.T + (bias if use_bias else 0.0)
+  want = np.argsort(-full, axis=1, kind="stable")[:, :6]  # ties by the lower class id
+  want_scores = np.take_along_axis(full, want, 1)
+  assert any(len(set(row)) < 6 for row in want_scores)
+  scores, ids = (numpy(t) for t in head.top_k(h, k=6, block_size=4))  # 4 does not divide 23
+  np.testing.assert_array_equal(ids, want)
+  np.testing.assert_array_equal(scores, want_scores)
+  # The full top-k of the head's [B, C] scores: the same scores (its order of ties may differ).
+  full_scores, _ = ops.top_k(head(h), 6)
+  np.testing.assert_array_equal(numpy(full_scores), scores)
+
+
+@pytest.mark.tensorflow_only
+def test_top_k_saved_model_of_the_dot_head(tmp_path):
+  import tensorflow as tf  # noqa: PLC0415
+
+  from tfrank4class.retrieval import export_top_k_model  # noqa: PLC0415
+
+  rng = np.random.default_rng(8)
+  encoder = keras.Sequential([keras.Input((6,)), keras.layers.Dense(4)])
+  head = SampledDotProduct(30, 5, use_bias=True, seed=0)
+  x = rng.normal(size=(3, 6)).astype("float32")
+  head.build((None, 4))
+  head.bias.assign(rng.normal(size=30).astype("float32"))
+  full = numpy(head(encoder(x)))
+  export_top_k_model(encoder, head, tmp_path / "export", k=5, block_size=8)
+  serve = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"]
+  out = serve(inputs=tf.constant(x))
+  want = np.argsort(-full, axis=1, kind="stable")[:, :5]
+  np.testing.assert_array_equal(out["top_k_ids"].numpy(), want)
+  np.testing.assert_allclose(
+    out["top_k_scores"].numpy(), np.take_along_axis(full, want, 1), rtol=1e-5, atol=1e-5
+  )
 
 
 def test_arguments_are_checked():

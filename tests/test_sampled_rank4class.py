@@ -123,16 +123,19 @@ def test_top_k_equals_the_full_heads_top_k(interaction):
   np.testing.assert_allclose(scores, np.take_along_axis(full, want, 1), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("negatives", ["sampled", "in_batch", "mixed"])
-def test_fit_and_keras_round_trip(negatives, tmp_path):
+@pytest.mark.parametrize(
+  "interaction, negatives", [("dot", "mixed"), ("latent_cross", "sampled"), ("concat", "in_batch")]
+)
+def test_fit_and_keras_round_trip(interaction, negatives, tmp_path):
   rng = np.random.default_rng(0)
   y = rng.integers(0, C, size=64)
   x = (np.eye(C)[y] + 0.1 * rng.normal(size=(64, C))).astype("float32")
   head = SampledRank4ClassHead(
-    C, "latent_cross", hidden_units=(8,), num_negatives=5, negatives=negatives, seed=1
+    C, interaction, hidden_units=(8,), num_negatives=5, negatives=negatives, seed=1
   )
   model = SampledClassifier(keras.layers.Dense(8), head)
-  # plain SGD for one mode: on JAX it must take Keras's step (the row-sparse one is the dot table's)
+  # plain SGD for one mode: on JAX it must take Keras's step (the row-sparse one is the dot
+  # table's)
   model.compile(optimizer="sgd" if negatives == "sampled" else "adam", loss="softmax_loss")
   history = model.fit(x, y, batch_size=16, epochs=2, verbose=0)
   assert np.all(np.isfinite(history.history["loss"]))

@@ -5,6 +5,7 @@ import subprocess
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from _training import env as train_env
 from _training import tiny, train_cmd
 
@@ -16,25 +17,40 @@ keras_3_only = pytest.mark.skipif(not compat.KERAS_3, reason="SampledClassifier 
 
 
 @keras_3_only
-def test_sampled_negatives_train_evaluate_reload_and_export(tmp_path):
+@pytest.mark.parametrize(
+  "interaction",
+  # concat takes the latent_cross path of the binary (one SampledRank4ClassHead); its head is
+  # tested on every backend in test_sampled_rank4class.py, so its binary run is the slow one.
+  ["dot", "latent_cross", pytest.param("concat", marks=pytest.mark.slow)],
+)
+def test_sampled_negatives_train_evaluate_reload_and_export(interaction, tmp_path):
   config = tiny(
-    interaction="dot",
-    hidden_units=None,
+    interaction=interaction,
+    hidden_units=None if interaction == "dot" else (8,),
     sampled_negatives=5,
     sampler="log_uniform",
     steps=2,
     model_dir=str(tmp_path / "run"),
   ).validate()
   result = experiment.train(config)
-  assert isinstance(result.model, heads.SampledClassifier)
-  assert result.model.head.num_negatives == 5 and result.model.head.distribution == "log_uniform"
+  head = result.model.head
+  if interaction == "dot":
+    assert type(head) is heads.SampledDotProduct
+  else:  # the MLP interaction on the sampled candidates
+    assert type(head) is heads.SampledRank4ClassHead
+    assert (head.interaction_name, head.hidden_units) == (interaction, (8,))
+  assert head.num_negatives == 5 and head.distribution == "log_uniform"
   assert np.isfinite(result.history.history["loss"]).all()
   model = experiment.best_model(config, result)  # best.keras, reloaded
-  assert isinstance(model, heads.SampledClassifier)
+  assert isinstance(model, heads.SampledClassifier) and type(model.head) is type(head)
   rows = dict(experiment.evaluate_splits(model, config, result.info))
   assert set(rows) == {"validation", "test"} and all(0 <= v <= 1 for v in rows["test"].values())
-  serving.export_saved_model(model, config.dataset, result.info.class_names, str(tmp_path / "e"))
-  assert (tmp_path / "e" / "saved_model.pb").is_file()
+  export_dir = str(tmp_path / "e")
+  serving.export_saved_model(model, config.dataset, result.info.class_names, export_dir)
+  features = tf.constant(["a fine day", "i am so angry at this", "thanks!"])
+  scores = serving.saved_model_scorer(export_dir)(features).numpy()  # every class's score
+  assert scores.shape == (3, result.info.num_classes)
+  np.testing.assert_allclose(scores, model(features[:, None]).numpy(), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -43,7 +59,11 @@ def test_sampled_negatives_train_evaluate_reload_and_export(tmp_path):
     ({"sampled_negatives": 0}, "`sampled_negatives` must be an integer >= 1 or None, got 0."),
     ({"sampled_negatives": 4, "sampler": "zipf"}, "`sampler` must be one of"),
     ({"sampler": "log_uniform"}, "`sampler` 'log_uniform' draws the negatives of"),
-    ({"sampled_negatives": 4, "interaction": "concat"}, "got `interaction` 'concat'"),
+    (
+      {"sampled_negatives": 4, "strategy": "mirrored"},
+      "`sampled_negatives` trains with `strategy` 'default' only (the sampled class-table reads "
+      "do not run under a tf.distribute strategy yet), got `strategy` 'mirrored'.",
+    ),
   ],
 )
 def test_bad_sampling_fields_are_refused_naming_them(fields, message):
@@ -69,18 +89,16 @@ def _train_error(tmp_path, *flags):
   return result.stderr.rstrip("\n").splitlines()[-1]
 
 
-def test_sampled_negatives_with_an_mlp_interaction_end_in_one_line(tmp_path):
-  # The flags reach the config (whose checks the test above covers in-process), and its error
-  # ends the program in one line before any data is read.
-  last = _train_error(tmp_path, "--sampled_negatives=4", f"--data_dir={tmp_path / 'missing'}")
-  assert last.startswith("tfrank4class-train: error: `sampled_negatives` trains the 'dot'"), last
-  assert "got `interaction` 'latent_cross'; set `interaction` to 'dot'." in last
-
-
-@pytest.mark.slow  # two processes (about 10 s each); the tests above are the fast counterpart
+@pytest.mark.slow  # three processes (about 10 s each); the tests above are the fast counterpart
 def test_bad_sampled_negatives_flags_end_in_one_line(tmp_path):
   for flag, error in (
     ("--sampled_negatives=0", "flag --sampled_negatives=0: 0 is not a positive integer"),
     ("--sampler=zipf", "flag --sampler=zipf: value should be one of <uniform|log_uniform>"),
+    # the flags reach the config, whose error ends the program before any data is read
+    (
+      "--sampler=log_uniform",
+      "`sampler` 'log_uniform' draws the negatives of `sampled_negatives`, which is not set; set "
+      "`sampled_negatives` or leave `sampler` unset.",
+    ),
   ):
     assert _train_error(tmp_path, flag) == f"tfrank4class-train: error: {error}"

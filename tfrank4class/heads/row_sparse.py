@@ -9,11 +9,16 @@ the gather's gradient is an ``IndexedSlices`` and Keras's optimizers apply it to
 
 :func:`train_step` draws the step's negatives first, takes the ``U`` distinct candidates of the
 step (the batch's true classes and the negatives; ``jnp.unique`` with the static size ``B + S``,
-so ``U`` pads to ``B + S`` with a repeated id), gathers their rows ``E[u]`` ``[B + S, d]`` (and
-the bias ``b[u]``), differentiates the loss with respect to those rows and the other weights,
-applies the compiled optimizer to the other weights, and ``E[u] -= lr * g_u`` to the rows
-(``.at[u].add``). The candidates are renumbered by their position in ``u``, which keeps every
-equality between them, so accidental hits are masked as in the dense step.
+``B + B S`` with per-example negatives, ``B`` in-batch, so ``U`` pads to it with a repeated id),
+gathers their rows ``E[u]`` (and the bias ``b[u]``), differentiates the loss with respect to
+those rows and the other weights, applies the compiled optimizer to the other weights, and
+``E[u] -= lr * g_u`` to the rows (``.at[u].add``). The candidates are renumbered by their
+position in ``u``, which keeps every equality between them, so accidental hits and in-batch
+duplicates are masked as in the dense step. The table is ``SampledDotProduct``'s class table (and
+bias), or a ``SampledRank4ClassHead``'s class-encoder table for every interaction and negatives
+option (dot, latent cross, concat; sampled, per-example, hard, in-batch, mixed): the
+interaction's MLP weights are read whole by every step and take the compiled optimizer's dense
+update with the encoder's.
 
 Exact (the dense step's result, to float rounding of the gradient's sums) for the optimizers
 whose update leaves a row with a zero gradient as it is: ``keras.optimizers.SGD`` without
@@ -30,26 +35,39 @@ provided here.
 import collections
 
 from tfrank4class.compat import keras, ops
+from tfrank4class.heads.sampled_rank4class import SampledRank4ClassHead
 from tfrank4class.labels import class_ids
 
-#: What a row-sparse step hands :meth:`SampledDotProduct.sampled_lists`: the true classes
-#: ``[B]`` and negatives ``[S]`` as positions in ``embeddings`` ``[B + S, d]`` (the gathered
-#: rows) and ``bias`` ``[B + S]`` (or ``None``), and the negatives' ``log q`` ``[S]``.
+#: What a row-sparse step hands the head's ``sampled_lists``: the true classes ``[B]`` and the
+#: negatives (``[S]``, ``[B, S]``, or ``None`` in-batch) as positions in ``embeddings``
+#: ``[U, e]`` (the gathered rows of the class table, ``U`` = the number of candidates) and
+#: ``bias`` ``[U]`` (``SampledDotProduct``'s, or ``None``), and the negatives' ``log q``.
 GatheredRows = collections.namedtuple(
   "GatheredRows", ["ids", "negatives", "log_q", "embeddings", "bias"]
 )
 
 
-def applies(model):
-  """Whether ``model``'s training step is :func:`train_step`: JAX, the dot head's class table
-  (``SampledDotProduct``; a Rank4Class head's MLP reads more than the table's rows), and plain
-  SGD or Adagrad."""
+def _tables(head):
+  """The head's class-table variables whose rows the step gathers: ``SampledDotProduct``'s table
+  (and bias), a ``SampledRank4ClassHead``'s class-encoder table; ``[]`` for any other head (a
+  class encoder over class features computes every row from shared weights)."""
   from tfrank4class.heads.sampled_classifier import SampledDotProduct  # noqa: PLC0415 (a cycle)
 
+  if type(head) is SampledDotProduct and head.built:
+    return [t for t in (head.class_embeddings, head.bias) if t is not None]
+  if type(head) is SampledRank4ClassHead and head.built:
+    return [] if head.class_encoder.uses_class_features else [head.class_encoder.table]
+  return []
+
+
+def applies(model):
+  """Whether ``model``'s training step is :func:`train_step`: JAX, a built head with a class
+  table (``SampledDotProduct``, or ``SampledRank4ClassHead`` without class features, whose
+  interaction's weights take the dense update), and plain SGD or Adagrad."""
   optimizer = model.optimizer
   return (
     keras.backend.backend() == "jax"
-    and type(model.head) is SampledDotProduct
+    and bool(_tables(model.head))
     and type(optimizer) in (keras.optimizers.SGD, keras.optimizers.Adagrad)
     and float(getattr(optimizer, "momentum", 0.0)) == 0.0
     and optimizer.weight_decay is None
@@ -66,11 +84,15 @@ def _index(variables, variable):
   return next(i for i, v in enumerate(variables) if v is variable)
 
 
-def _draw(model, non_trainable):
-  """The head's negatives, drawn statelessly; returns them and the new non-trainable values."""
-  variables = model.non_trainable_variables
+def _draw(model, non_trainable, batch_size):
+  """The head's negatives (``None, None`` for in-batch negatives alone), drawn statelessly;
+  returns them and the new non-trainable values."""
+  head, variables = model.head, model.non_trainable_variables
+  rank4class = type(head) is SampledRank4ClassHead
+  if rank4class and head.negatives == "in_batch":
+    return None, None, non_trainable
   with keras.StatelessScope(state_mapping=list(zip(variables, non_trainable))) as scope:
-    negatives, log_q = model.head.draw_negatives()
+    negatives, log_q = head.draw_negatives(batch_size) if rank4class else head.draw_negatives()
   return negatives, log_q, [scope.get_current_value(v) for v in variables]
 
 
@@ -80,15 +102,14 @@ def train_step(model, state, data):
 
   trainable, non_trainable, optimizer_values, metric_values = state
   x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-  head = model.head
-  negatives, log_q, non_trainable = _draw(model, non_trainable)
-  ids = class_ids(y, head.num_classes)
-  candidates = ops.concatenate([ids, negatives])
+  ids = class_ids(y, model.head.num_classes)
+  batch = ids.shape[0]
+  negatives, log_q, non_trainable = _draw(model, non_trainable, batch)
+  candidates = ids if negatives is None else ops.concatenate([ids, ops.reshape(negatives, [-1])])
   unique, position = jax.numpy.unique(candidates, size=candidates.shape[0], return_inverse=True)
   position = position.reshape(-1)
-  batch = ids.shape[0]
-  tables = [t for t in (head.class_embeddings, head.bias) if t is not None]
-  at = [_index(model.trainable_variables, t) for t in tables]
+  negative_position = None if negatives is None else position[batch:].reshape(negatives.shape)
+  at = [_index(model.trainable_variables, t) for t in _tables(model.head)]
   others = [i for i in range(len(trainable)) if i not in at]
 
   def loss_of(rows, other_values):
@@ -96,7 +117,7 @@ def train_step(model, state, data):
     for i, value in zip(others, other_values):
       values[i] = value
     gathered = GatheredRows(
-      position[:batch], position[batch:], log_q, rows[0], rows[1] if len(rows) > 1 else None
+      position[:batch], negative_position, log_q, rows[0], rows[1] if len(rows) > 1 else None
     )
     object.__setattr__(model, "_gathered_rows", gathered)
     try:

@@ -7,11 +7,17 @@
 the layer's distribution with its own ``keras.random.SeedGenerator``, the log-Q correction and
 accidental hits as set), so a training step costs ``O(B S d)`` and builds no ``[B, C]`` tensor.
 
+:meth:`~SampledDotProduct.top_k` returns the ``k`` best classes by a brute-force scan of the
+table in blocks (:func:`tfrank4class.heads.blocked_top_k.blocked_top_k`, memory ``O(B (n + k))``),
+which :func:`tfrank4class.retrieval.export.export_top_k_model` writes as a SavedModel on
+TensorFlow.
+
 :class:`SampledClassifier` joins an encoder (any Keras layer or model, ``x -> h`` ``[B, d]``) and
-that head. Keras 3's trainers call ``compute_loss(x, y, y_pred, sample_weight, training)`` on
-every backend; the model overrides it so that, in training, the compiled loss (any loss of the
-registry: ``compile(loss="softmax_loss")``) sees the sampled list as ``(relevance, scores)`` in
-place of ``(y, y_pred)``. At evaluation, prediction and serving the model returns the full
+that head, or a :class:`~tfrank4class.heads.sampled_rank4class.SampledRank4ClassHead`. Keras 3's
+trainers call ``compute_loss(x, y, y_pred, sample_weight, training)`` on every backend; the model
+overrides it so that, in training, the compiled loss (any loss of the registry:
+``compile(loss="softmax_loss")``) sees the sampled list as ``(relevance, scores)`` in place of
+``(y, y_pred)``. At evaluation, prediction and serving the model returns the full
 scores ``[B, C]``, so ``evaluate`` reports the compiled loss and metrics over every class.
 
 In training, ``model(x, training=True)`` returns ``{"queries": h}`` (what the loss step needs),
@@ -20,8 +26,9 @@ read them from ``evaluate`` or ``validation_data``. Keras 3 only (tf-keras has n
 ``keras.random``, which the sampler draws with).
 
 On JAX, with ``keras.optimizers.SGD`` (no momentum) or ``keras.optimizers.Adagrad``, a training
-step reads, differentiates and updates only the class-table rows of its candidates
-(:mod:`tfrank4class.heads.row_sparse`; the dense step's result); otherwise it is Keras's step.
+step reads, differentiates and updates only the class-table rows of its candidates (either
+head's table; :mod:`tfrank4class.heads.row_sparse`; the dense step's result); otherwise it is
+Keras's step.
 
 The example is :class:`SampledClassifier`'s.
 """
@@ -31,9 +38,15 @@ import numpy as np
 from tfrank4class import checks
 from tfrank4class.compat import keras, ops
 from tfrank4class.heads import row_sparse, sampled
+from tfrank4class.heads.blocked_top_k import blocked_top_k
 from tfrank4class.heads.sampled_rank4class import SampledRank4ClassHead
 from tfrank4class.labels import class_ids
 from tfrank4class.registry import export
+
+
+def _dot_scores(queries, class_embeddings):
+  """``[B, n]``: each query against each of ``n`` class embeddings."""
+  return ops.matmul(queries, ops.transpose(class_embeddings))
 
 
 @export()
@@ -149,6 +162,20 @@ class SampledDotProduct(keras.layers.Layer):
       )
     return scores, relevance
 
+  def top_k(self, queries, k, block_size=1024):
+    """``(scores [B, k], class ids [B, k] int32)``, best first, ties by the lower id: every
+    class scored ``block_size`` at a time (:func:`~tfrank4class.heads.blocked_top_k.
+    blocked_top_k`), never the ``[B, C]`` scores; a bias is the table's last column against
+    ``[h, 1]``, as in Rank4Class's dot head."""
+    queries = ops.convert_to_tensor(queries)
+    if not self.built:
+      self.build(queries.shape)
+    table = ops.cast(self.class_embeddings, queries.dtype)
+    if self.bias is not None:
+      table = ops.concatenate([table, ops.cast(self.bias, queries.dtype)[:, None]], axis=1)
+      queries = ops.concatenate([queries, ops.ones_like(queries[:, :1])], axis=1)
+    return blocked_top_k(_dot_scores, queries, table, k, block_size)
+
   def get_config(self):
     config = super().get_config()
     config.update(
@@ -168,8 +195,9 @@ class SampledDotProduct(keras.layers.Layer):
 
 @export()
 class SampledClassifier(keras.Model):
-  """``encoder`` then a :class:`SampledDotProduct` head: sampled lists in training, every class
-  otherwise (see the module doc).
+  """``encoder`` then a :class:`SampledDotProduct` or
+  :class:`~tfrank4class.heads.sampled_rank4class.SampledRank4ClassHead` head: sampled lists in
+  training, every class otherwise (see the module doc).
 
   Args:
     encoder: a Keras layer or model, ``x -> h`` ``[B, d]``.

@@ -23,7 +23,9 @@ a class table's rows are read with :func:`~tfrank4class.heads.sampled.gather_row
 interaction runs on those pairs only (:meth:`~tfrank4class.heads.Interaction.score` takes each
 example's own ``[B, L, e]``): a step of the MLP interactions holds ``[B, L, w]`` activations per
 hidden layer, not ``[B, C, w]``. A class encoder over class features still computes every
-class's embedding, an ``O(C)`` pass that does not grow with ``B``.
+class's embedding, an ``O(C)`` pass that does not grow with ``B``. On JAX, with plain SGD or
+Adagrad, a training step gathers, differentiates and updates only the candidates' rows of the
+class-encoder table (the MLP's weights densely; :mod:`tfrank4class.heads.row_sparse`).
 
 Called, the head scores every class ``[B, C]`` (the full head); :meth:`~SampledRank4ClassHead.
 top_k` returns the ``k`` best classes by a brute-force scan in blocks
@@ -133,10 +135,12 @@ class SampledRank4ClassHead(Rank4ClassHead):
       return self.class_encoder(ids)
     return sampled.gather_rows(self.class_encoder.table, ids)
 
-  def candidate_scores(self, queries, candidates):
+  def candidate_scores(self, queries, candidates, read_rows=None):
     """Scores ``[B, L]`` of each query against candidate class ids ``[L]`` (shared by the batch)
-    or ``[B, L]`` (each example's own): the interaction on those pairs only."""
-    rows = ops.cast(self.class_rows(ops.cast(candidates, "int32")), queries.dtype)
+    or ``[B, L]`` (each example's own): the interaction on those pairs only. ``read_rows``
+    (default :meth:`class_rows`) reads the candidates' class embeddings."""
+    read_rows = read_rows or self.class_rows
+    rows = ops.cast(read_rows(ops.cast(candidates, "int32")), queries.dtype)
     return self.interaction.score(queries, rows)
 
   def draw_negatives(self, batch_size):
@@ -153,7 +157,7 @@ class SampledRank4ClassHead(Rank4ClassHead):
     shape = (batch_size, self.num_negatives)
     return ops.reshape(ids, shape), ops.reshape(log_q, shape)
 
-  def sampled_lists(self, queries, labels, positives=None):
+  def sampled_lists(self, queries, labels, positives=None, rows=None):
     """``(scores, relevance)`` of each example's candidates: ``[B, 1 + S]`` (``[B, 1 + m]`` with
     hard negatives), ``[B, B]`` in-batch, ``[B, B + S]`` mixed.
 
@@ -162,20 +166,30 @@ class SampledRank4ClassHead(Rank4ClassHead):
       labels: true class ids ``[B]`` / ``[B, 1]``.
       positives: optional multi-hot ``[B, C]``: a candidate that is another positive of its row
         is padding too.
+      rows: a :class:`~tfrank4class.heads.row_sparse.GatheredRows` of the row-sparse training
+        step: the candidates (true classes, and negatives drawn beforehand) are positions in the
+        class-table rows it gathered, which are read instead of the table (without
+        ``positives``: the positions keep every equality between the candidates).
     """
     queries = checks.check_scores("queries", queries)
     if not self.built:
       self.build(queries.shape)
     ids = class_ids(labels, self.num_classes)
+    keys, read_rows = ids, None  # the candidates as the table's row ids
+    if rows is not None:
+      if positives is not None:
+        raise ValueError("`positives` needs the class ids, which a row-sparse step renumbers.")
+      keys, read_rows = rows.ids, lambda at: ops.take(rows.embeddings, at, axis=0)
     lists = []
     if self.negatives != "sampled":
-      scores = self.candidate_scores(queries, ids)  # [B, B]: the batch's classes, shared
+      scores = self.candidate_scores(queries, keys, read_rows)  # [B, B]: the batch's classes
       if self.log_q_correction:
         log_q = sampled.class_log_probabilities(self.num_classes, self.distribution)
         scores = scores - ops.cast(ops.take(log_q, ids), scores.dtype)[None, :]
-      lists.append((scores, sampled.in_batch_relevance(ids, positives=positives)))
+      lists.append((scores, sampled.in_batch_relevance(keys, positives=positives)))
     if self.negatives != "in_batch":
-      lists.append(self._sampled_part(queries, ids, positives))
+      drawn = None if rows is None else (rows.negatives, rows.log_q)
+      lists.append(self._sampled_part(queries, keys, positives, read_rows, drawn))
     if self.negatives == "mixed":  # the true class is the in-batch diagonal already
       lists[1] = (lists[1][0][:, 1:], lists[1][1][:, 1:])
     scores = ops.concatenate([s for s, _ in lists], axis=1)
@@ -184,15 +198,17 @@ class SampledRank4ClassHead(Rank4ClassHead):
       return sampled.hardest_negatives(scores, relevance, self.num_hard_negatives)
     return scores, relevance
 
-  def _sampled_part(self, queries, ids, positives):
-    """The true class and ``S`` drawn negatives: scores and relevance ``[B, 1 + S]``."""
-    negatives, log_q = self.draw_negatives(queries.shape[0])
+  def _sampled_part(self, queries, ids, positives, read_rows=None, drawn=None):
+    """The true class and ``S`` negatives (``drawn``, else fresh): scores and relevance
+    ``[B, 1 + S]``."""
+    negatives, log_q = drawn or self.draw_negatives(queries.shape[0])
     if self.per_example_negatives:  # one [B, 1 + S, e] gather, one interaction call
-      scores = self.candidate_scores(queries, ops.concatenate([ids[:, None], negatives], axis=1))
+      candidates = ops.concatenate([ids[:, None], negatives], axis=1)
+      scores = self.candidate_scores(queries, candidates, read_rows)
       true_scores, negative_scores = scores[:, :1], scores[:, 1:]
     else:  # the [S, e] negatives shared: the interaction on [B, S] pairs, broadcast
-      true_scores = self.candidate_scores(queries, ids[:, None])
-      negative_scores = self.candidate_scores(queries, negatives)
+      true_scores = self.candidate_scores(queries, ids[:, None], read_rows)
+      negative_scores = self.candidate_scores(queries, negatives, read_rows)
     if self.log_q_correction:
       correction = ops.cast(log_q, negative_scores.dtype) + math.log(self.num_negatives)
       negative_scores = negative_scores - correction

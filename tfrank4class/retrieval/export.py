@@ -47,14 +47,16 @@ def export_top_k_model(encoder, head, export_dir, k, block_size=1024):
   The signature ``serving_default`` takes ``inputs`` (the encoder's input, any batch size) and
   returns ``top_k_ids`` (int32 ``[B, k]``) and ``top_k_scores`` (``[B, k]``), best first, ties by
   the lower class id: the head's brute-force scan of every class in blocks of ``block_size``
-  (:meth:`tfrank4class.heads.SampledRank4ClassHead.top_k`), so serving never holds the
+  (:meth:`tfrank4class.heads.SampledDotProduct.top_k`,
+  :meth:`tfrank4class.heads.SampledRank4ClassHead.top_k`), so serving never holds the
   ``[B, C]`` scores. The SavedModel needs TensorFlow only: a process that never imports
   ``tfrank4class`` serves it.
 
   Args:
     encoder: a built ``keras.Model``, ``x -> h`` ``[B, d]``.
     head: a head with ``top_k(queries, k, block_size)``
-      (:class:`~tfrank4class.heads.SampledRank4ClassHead`).
+      (:class:`~tfrank4class.heads.SampledDotProduct`,
+      :class:`~tfrank4class.heads.SampledRank4ClassHead`).
     export_dir: where to write.
     k: classes returned per example.
     block_size: classes scored at a time.

@@ -58,7 +58,8 @@ class ExperimentConfig:
 
   ``sampled_negatives=S`` trains on sampled lists (the true class and ``S`` negatives drawn from
   ``sampler``, :class:`tfrank4class.heads.SampledClassifier`; docs/sampled.md) instead of every
-  class's score; it needs ``interaction="dot"`` and Keras 3. ``None``: every class.
+  class's score, with any ``interaction`` (the MLP ones run on the sampled candidates only); it
+  needs Keras 3 and ``strategy="default"``. ``None``: every class.
   """
 
   dataset: str = "goemotions_sample"
@@ -161,11 +162,10 @@ class ExperimentConfig:
           "set; set `sampled_negatives` or leave `sampler` unset."
         )
       return
-    if self.interaction != "dot":
+    if self.strategy != "default":
       raise ValueError(
-        f"`sampled_negatives` trains the 'dot' interaction only (the scores of the sampled "
-        f"rows of the class table), got `interaction` {self.interaction!r}; set `interaction` "
-        "to 'dot'."
+        f"`sampled_negatives` trains with `strategy` 'default' only (the sampled class-table "
+        f"reads do not run under a tf.distribute strategy yet), got `strategy` {self.strategy!r}."
       )
     if not flavour.TRAINING.SAMPLED_TRAINING:
       raise ValueError(

@@ -120,7 +120,7 @@ _PLACEHOLDER_IMAGE_SIZE = (32, 32)
 
 def build_model(config, info):
   """The Rank4Class model for ``info`` (a ``DatasetInfo``), compiled as ``config`` says: with
-  ``config.sampled_negatives``, a :class:`~tfrank4class.heads.SampledClassifier` (dot head)."""
+  ``config.sampled_negatives``, a :class:`~tfrank4class.heads.SampledClassifier`."""
 
   def adapted_vectorizer(max_tokens, length):
     return data_lib.adapt_text_vectorization(
@@ -140,10 +140,7 @@ def build_model(config, info):
       hidden_units=tuple(config.hidden_units),
     )
   else:  # sampled lists in training, every class at evaluation and serving
-    head = heads_lib.SampledDotProduct(
-      info.num_classes, config.sampled_negatives, config.sampler, seed=config.seed
-    )
-    model = heads_lib.SampledClassifier(encoder, head)
+    model = heads_lib.SampledClassifier(encoder, _sampled_head(config, info.num_classes))
   model.compile(
     optimizer=config_lib.OPTIMIZERS.get(config.optimizer, learning_rate=config.learning_rate),
     loss=losses_lib.get(config.loss, **config.loss_kwargs),
@@ -154,6 +151,25 @@ def build_model(config, info):
     ],
   )
   return model
+
+
+def _sampled_head(config, num_classes):
+  """The head of ``config.sampled_negatives``: ``S`` negatives drawn from ``config.sampler``.
+
+  ``"dot"``: a :class:`~tfrank4class.heads.SampledDotProduct` (the sampled rows of a class table
+  ``[C, d]``); ``"latent_cross"`` and ``"concat"``: a
+  :class:`~tfrank4class.heads.SampledRank4ClassHead`, the MLP on each example's candidates only.
+  """
+  sampling = dict(distribution=config.sampler, seed=config.seed)
+  if config.interaction == "dot":
+    return heads_lib.SampledDotProduct(num_classes, config.sampled_negatives, **sampling)
+  return heads_lib.SampledRank4ClassHead(
+    num_classes,
+    config.interaction,
+    hidden_units=tuple(config.hidden_units),
+    num_negatives=config.sampled_negatives,
+    **sampling,
+  )
 
 
 def _count_batches(dataset):
