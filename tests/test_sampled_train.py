@@ -59,11 +59,6 @@ def test_sampled_negatives_train_evaluate_reload_and_export(interaction, tmp_pat
     ({"sampled_negatives": 0}, "`sampled_negatives` must be an integer >= 1 or None, got 0."),
     ({"sampled_negatives": 4, "sampler": "zipf"}, "`sampler` must be one of"),
     ({"sampler": "log_uniform"}, "`sampler` 'log_uniform' draws the negatives of"),
-    (
-      {"sampled_negatives": 4, "strategy": "mirrored"},
-      "`sampled_negatives` trains with `strategy` 'default' only (the sampled class-table reads "
-      "do not run under a tf.distribute strategy yet), got `strategy` 'mirrored'.",
-    ),
   ],
 )
 def test_bad_sampling_fields_are_refused_naming_them(fields, message):

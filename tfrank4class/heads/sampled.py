@@ -135,10 +135,14 @@ def gather_rows(table, ids):
   """``table[ids]`` (``ids`` of any shape). A TensorFlow variable is read with ``sparse_read``
   (``ResourceGather``): once a sparse update (an optimizer applying ``IndexedSlices``) has
   touched it, TensorFlow copies the whole buffer on every dense read, an ``O(C d)`` cost per
-  training step."""
+  training step. A variable without one (a ``tf.distribute`` mirrored variable's
+  ``sparse_read`` raises ``AttributeError``, as ``tf.gather`` expects) is read whole."""
   variable = _sparse_readable(table)
   if variable is not None:
-    return variable.sparse_read(ids)
+    try:
+      return variable.sparse_read(ids)
+    except AttributeError:
+      pass
   return ops.take(table, ids, axis=0)
 
 

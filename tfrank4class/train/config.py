@@ -59,7 +59,7 @@ class ExperimentConfig:
   ``sampled_negatives=S`` trains on sampled lists (the true class and ``S`` negatives drawn from
   ``sampler``, :class:`tfrank4class.heads.SampledClassifier`; docs/sampled.md) instead of every
   class's score, with any ``interaction`` (the MLP ones run on the sampled candidates only); it
-  needs Keras 3 and ``strategy="default"``. ``None``: every class.
+  needs Keras 3 and runs under every ``strategy``. ``None``: every class.
   """
 
   dataset: str = "goemotions_sample"
@@ -162,11 +162,6 @@ class ExperimentConfig:
           "set; set `sampled_negatives` or leave `sampler` unset."
         )
       return
-    if self.strategy != "default":
-      raise ValueError(
-        f"`sampled_negatives` trains with `strategy` 'default' only (the sampled class-table "
-        f"reads do not run under a tf.distribute strategy yet), got `strategy` {self.strategy!r}."
-      )
     if not flavour.TRAINING.SAMPLED_TRAINING:
       raise ValueError(
         "`sampled_negatives` needs Keras 3 (its sampler draws with keras.random); this "

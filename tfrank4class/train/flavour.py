@@ -47,6 +47,17 @@ def damaged_backup(path, backup_dir, error):
   )
 
 
+def _symbolic_inputs(model):
+  """The symbolic inputs of ``model``: a functional model's own, else those of the functional
+  ``encoder`` a subclassed model wraps (:class:`tfrank4class.heads.SampledClassifier`), else
+  none."""
+  for holder in (model, getattr(model, "encoder", None)):
+    inputs = getattr(holder, "inputs", None)
+    if inputs:
+      return inputs
+  return []
+
+
 def _fit_in_scope(model, strategy, data, **kwargs):
   with strategy.scope():
     return model.fit(data, **kwargs)
@@ -185,7 +196,7 @@ class Keras3Training:
     models are changed.
     """
     if strategy.num_replicas_in_sync > 1 and any(
-      tf.as_dtype(x.dtype) == tf.string for x in model.inputs
+      tf.as_dtype(x.dtype) == tf.string for x in _symbolic_inputs(model)
     ):
       model._distribute_strategy = None  # pylint: disable=protected-access
     return _fit_in_scope(model, strategy, data, **kwargs)
