@@ -272,30 +272,31 @@ def _loss_of_checked(scores, parsed, every_class, k, tau, alpha):
   SingleLabel`. Class ids with ``every_class`` (no ``where``) need no mask: every row has its
   true class and ``C - 1 >= k`` rivals, the classes other than it."""
   classes = ops.arange(num_items(scores), dtype="int32")
-  rivals = ops.not_equal(classes[None, :], parsed.ids[:, None])
+  is_true = ops.equal(classes[None, :], parsed.ids[:, None])
+  rivals = ops.logical_not(is_true)
   if parsed.parsed.is_class_ids and every_class:
     enough = None
   else:
     rivals = ops.logical_and(parsed.valid, rivals)
     enough = ops.logical_and(parsed.has_true, ops.sum(ops.cast(rivals, "int32"), axis=-1) >= k)
   if tau == 0.0:
-    loss = _hard_loss(scores, parsed, rivals, enough, k, alpha)
+    loss = _hard_loss(scores, is_true, rivals, enough, k, alpha)
   else:
-    loss = _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha)
+    loss = _smooth_loss(scores, is_true, rivals, enough, k, tau, alpha)
   if enough is not None:
     loss = backend.where(enough, loss, ops.zeros_like(loss))
   return parsed.mark_invalid(loss)
 
 
-def _hard_loss(scores, parsed, rivals, enough, k, alpha):
+def _hard_loss(scores, is_true, rivals, enough, k, alpha):
   """``l_k = max(alpha + ((s_{\\y})_[k] - s_y) / k, 0)`` per row (0 where not ``enough``;
-  ``enough = None``: every row has ``k`` rivals).
+  ``enough = None``: every row has ``k`` rivals), ``is_true`` (bool ``[B, C]``) the true class.
 
   ``(s_{\\y})_[k]`` is the score of the ``k``-th rival in the order (score descending, index
   ascending: ties go to the lowest index first, the order of a stable top-k), found by
   :func:`_kth_rival`; its gradient is one ``where``.
   """
-  true_score = _take(scores, parsed.ids)
+  true_score = _take(scores, is_true)
   last = _kth_rival(scores, rivals, k)
   kth = ops.sum(backend.where(last, scores, 0.0), axis=-1)
   if enough is not None:
@@ -314,13 +315,13 @@ def _kth_rival(scores, rivals, k):
   the rounds are no slower under XLA than in a plain graph (``benchmarks/topk.py``,
   ``docs/topk.md``). On PyTorch (eager: its time is mostly the count of ops), from the ``k``-th
   largest rival score ``v`` (one ``top_k``, no gradient): among the rivals scored ``v``, the
-  ``(k - #{rivals above v})``-th from the lowest index; 8 ops in place of ``6 k``.
+  ``(k - #{rivals above v})``-th from the lowest index; 7 ops in place of ``6 k``.
   """
   if backend.BACKEND == "torch":
     masked = ops.stop_gradient(backend.where(rivals, scores, -math.inf))
     kth = ops.top_k(masked, k, sorted=True)[0][:, k - 1 :]
     above = ops.sum(ops.cast(masked > kth, "int32"), axis=-1, keepdims=True)
-    tied = ops.logical_and(rivals, ops.equal(masked, kth))
+    tied = ops.equal(masked, kth)  # rivals only where a row has k (else not read)
     return ops.logical_and(tied, ops.equal(ops.cumsum(ops.cast(tied, "int32"), axis=-1), k - above))
   classes = ops.arange(scores.shape[-1], dtype="int32")[None, :]
   lowest = _minus_infinity(scores)
@@ -332,14 +333,14 @@ def _kth_rival(scores, rivals, k):
   return last
 
 
-def _take(values, ids):
-  """``values[b, ids[b]]`` ``[B]`` of ``values`` ``[B, C]``: a ``where`` and a sum, whose gradient
-  is a ``where`` (a gather's is a segment sum over all ``B C`` entries, slower on TensorFlow)."""
-  chosen = ops.equal(ops.arange(values.shape[-1], dtype="int32")[None, :], ids[:, None])
-  return ops.sum(backend.where(chosen, values, ops.zeros_like(values)), axis=-1)
+def _take(values, chosen):
+  """``values`` ``[B, C]`` at the one class per row where ``chosen`` (bool ``[B, C]``) holds,
+  ``[B]``: a ``where`` and a sum, whose gradient is a ``where`` (a gather's is a segment sum over
+  all ``B C`` entries, slower on TensorFlow)."""
+  return ops.sum(backend.where(chosen, values, 0.0), axis=-1)
 
 
-def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
+def _smooth_loss(scores, is_true, rivals, enough, k, tau, alpha):
   """``L_{k,tau}`` per row through the elementary symmetric polynomials (Sec. 3).
 
   ``log e_k - log e_{k-1}`` of the rivals' ``exp(x)`` moves by ``c`` when every ``x`` does, so
@@ -378,7 +379,7 @@ def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
     if enough is not None:
       narrow = backend.where(enough, narrow, ops.ones_like(enough))
     log_ratio = ops.cond(ops.all(narrow), linear, logarithmic)
-  margin = log_ratio + lse[:, 0] + alpha / tau - _take(x, parsed.ids)
+  margin = log_ratio + lse[:, 0] + alpha / tau - _take(x, is_true)
   if enough is not None:
     margin = backend.where(enough, margin, ops.zeros_like(margin))
   return tau * backend.softplus(margin)
