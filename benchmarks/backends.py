@@ -12,8 +12,9 @@ checkout, ``main:tf`` and ``main:xla`` of the checkout given as ``--reference``,
 (``jax.jit(jax.value_and_grad(...))``), ``rax`` (its softmax, pairwise logistic, ListMLE with a
 PRNG key, so that tied labels come in a random order as in TF-Ranking's, and
 ``approx_t12n(ndcg_metric)`` at TF-Ranking's temperature 0.1, on one-hot labels made inside the
-jitted function), ``torch`` (eager, ``backward``) and ``difftopk`` (its top-k cross-entropy and
-smooth top-k SVM, built as ``benchmarks/topk.py`` does).
+jitted function; ``softmax_graded`` on graded dense labels, ``GRADED``, for every variant),
+``torch`` (eager, ``backward``) and ``difftopk`` (its top-k cross-entropy, bitonic and
+NeuralSort, and its smooth and hard top-k SVM, built as ``benchmarks/topk.py`` does).
 
 One worker process per backend (``KERAS_BACKEND`` is fixed per process; ``WORKER_ENV``, thread
 pools of one, the allocator's defaults). Warm-up (build, trace, compile) runs in all workers at
@@ -68,6 +69,16 @@ LOSSES = {
   "sodeep_spearman": ("spearman_loss", {}),
   "topk_cross_entropy": ("topk_cross_entropy_loss", {"p_k": topk.P_K, "inverse_temperature": 2.0}),
   "smooth_topk_svm": ("smooth_topk_svm_loss", {"k": K, "tau": 1.0}),
+  # Issue 56's cells against difftopk: the hard loss (tau = 0), the smooth one at k = 1, the
+  # top-k cross-entropy over NeuralSort (m = 16 at C = 1,000, as the bitonic one).
+  "topk_svm": ("smooth_topk_svm_loss", {"k": K, "tau": 0.0}),
+  "smooth_topk_svm_k1": ("smooth_topk_svm_loss", {"k": 1, "tau": 1.0}),
+  "topk_ce_neuralsort": (
+    "topk_cross_entropy_loss",
+    {"p_k": topk.P_K, "inverse_temperature": 2.0, "method": "neuralsort"},
+  ),
+  # Softmax on graded dense relevance (0-3, ``graded_labels``), against rax's on the same rows.
+  "softmax_graded": ("softmax_loss", {}),
   "soft_rank_topk": ("soft_rank_topk_loss", {"k": K, "regularization_strength": 1.0}),
 }
 #: Rank operator -> its call, given the package's ``ranking`` module and the scores.
@@ -80,8 +91,19 @@ OPERATORS = {
   "soft_rank": lambda ranking, s: ranking.soft_rank(s, 1.0),
 }
 QUICK_CELLS = ("softmax", "soft_rank")
-RAX = {"softmax", "pairwise_logistic", "list_mle", "approx_ndcg"}
-DIFFTOPK = {"smooth_topk_svm", "topk_cross_entropy"}  # the names benchmarks/topk.py gives them
+RAX = {"softmax", "pairwise_logistic", "list_mle", "approx_ndcg", "softmax_graded"}
+#: The names benchmarks/topk.py gives them.
+DIFFTOPK = {
+  "smooth_topk_svm",
+  "topk_cross_entropy",
+  "topk_svm",
+  "smooth_topk_svm_k1",
+  "topk_ce_neuralsort",
+}
+#: The cells on graded dense labels ``[B, C]`` (``graded_labels``) in place of class ids.
+GRADED = {"softmax_graded"}
+#: The cells of a top-k cross-entropy, which rank ``M_AT_1000`` classes at C >= 1,000.
+TOPK_CE = {"topk_cross_entropy", "topk_ce_neuralsort"}
 #: Variant -> (worker, the cells it has or None for all).
 VARIANTS = {
   "tf": ("tf", None),
@@ -128,7 +150,7 @@ def our_function(name, c):
     from tfrank4class import losses  # pylint: disable=g-import-not-at-top
 
     key, kwargs = LOSSES[name]
-    if name == "topk_cross_entropy" and c >= 1000:
+    if name in TOPK_CE and c >= 1000:
       kwargs = {**kwargs, "m": M_AT_1000}
     loss = losses.get(key, **kwargs)
     return lambda s, y: loss(y, s)
@@ -155,7 +177,10 @@ def rax_function(name):
     # advice for labels with ties. Without a key rax keeps their index order (a different loss).
     "list_mle": lambda s, y: rax.listmle_loss(s, y, key=jax.random.PRNGKey(37)),
     "approx_ndcg": rax.approx_t12n(rax.ndcg_metric, temperature=0.1),
+    "softmax_graded": rax.softmax_loss,
   }[name]
+  if name in GRADED:
+    return loss
   return lambda s, y: loss(s, jax.nn.one_hot(y, s.shape[-1], dtype=s.dtype))
 
 
@@ -197,6 +222,8 @@ def torch_call(f, scores, labels):
 def build(variant, name, c):
   """The call that times one cell in this worker (module docstring)."""
   scores, labels = topk.inputs(c)
+  if name in GRADED:
+    labels = graded_labels(c)
   if variant in ("tf", "xla", "main:tf", "main:xla"):
     return tf_call(our_function(name, c), variant.split(":")[-1], scores, labels)
   if variant == "jax":
@@ -206,6 +233,14 @@ def build(variant, name, c):
   if variant == "torch":
     return torch_call(our_function(name, c), scores, labels)
   return topk.torch_calls([c], [name])["torch", name, c]
+
+
+def graded_labels(c):
+  """Graded relevance ``[B, C]`` in ``{0, 1, 2, 3}`` (float32, fixed seed), the same in every
+  worker."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  return np.random.default_rng(c + 1).integers(0, 4, size=(B, c)).astype(np.float32)
 
 
 def setup_worker(worker, package):

@@ -54,6 +54,9 @@ P_K = (0.5, 0.0, 0.0, 0.0, 0.5)
 MEMORY = _common.PEAK_MEMORY_DESCRIPTION
 REPLY = "@topk-worker "  # marks the protocol lines among what a worker prints
 CALL_BUDGET_MS, MIN_CALLS = 500.0, 3
+#: difftopk's losses that only ``benchmarks/backends.py`` times (against the PyTorch backend):
+#: built when named, never by default here.
+PEER_ONLY = ("smooth_topk_svm_k1", "topk_ce_neuralsort")
 
 
 def inputs(c):
@@ -139,17 +142,21 @@ def torch_calls(sizes, names):
       "topk_cross_entropy": lambda c=c, m=m: TopKCrossEntropyLoss(
         "bitonic__non_sparse", 2.0, list(P_K), n=c, m=m, distribution="cauchy"
       ),
+      "smooth_topk_svm_k1": lambda classes=classes: smooth_topk.Topk_Smooth_SVM(classes, 1, 1.0),
+      "topk_ce_neuralsort": lambda c=c, m=m: TopKCrossEntropyLoss(
+        "neuralsort", 2.0, list(P_K), n=c, m=m
+      ),
     }
     scores, labels = inputs(c)
     y = torch.tensor(labels)
     for name, make in losses.items():
-      if names is not None and name not in names:
+      if (names is None and name in PEER_ONLY) or (names is not None and name not in names):
         continue
       loss = make()
 
       def call(loss=loss, name=name, scores=scores, y=y):
         s = torch.tensor(scores, requires_grad=True)
-        value = loss(s.clone() if name == "smooth_topk_svm" else s, y).mean()
+        value = loss(s.clone() if name.startswith("smooth_topk_svm") else s, y).mean()
         value.backward()
         return s.grad
 

@@ -140,6 +140,22 @@ def test_top_m_ranks_the_true_class_and_the_best_others(method):
     topk_cross_entropy(s, np.ones((3, 20)), m=m, **kwargs)
 
 
+@pytest.mark.parametrize("method", ["bitonic", "neuralsort"])
+def test_top_m_of_class_ids_matches_one_hot_rows_with_ties(method):
+  """With m, class ids take a path of their own (no [B, n] target or mask): the same values
+  and gradients as their one-hot rows, with tied scores at the cut."""
+  s = np.round(np.random.default_rng(9).normal(size=(4, 12)), 1)
+  s[:, 5:9] = 0.5  # ties among the best others
+  y, kwargs = np.array([2, 6, 0, 11]), dict(p_k=[0.5, 0.0, 0.5], method=method, m=5)
+  (ids,), ids_grad = value_and_grad(lambda v: topk_cross_entropy(v, y, **kwargs), s, [1.0])
+  (rows,), rows_grad = value_and_grad(
+    lambda v: topk_cross_entropy(v, np.eye(12)[y], **kwargs), s, [1.0]
+  )
+  np.testing.assert_allclose(ids, rows, rtol=1e-12)
+  np.testing.assert_allclose(ids_grad, rows_grad, atol=1e-12)
+  assert np.all(np.count_nonzero(ids_grad, axis=-1) <= 5)
+
+
 @pytest.mark.parametrize("method", ["odd_even", "splitter_selection", "softsort"])
 def test_gradient_matches_finite_differences(method):
   s = np.random.default_rng(6).normal(size=(2, 5))

@@ -124,12 +124,14 @@ def _check_arguments(p_k, method, distribution, inverse_temperature, art_lambda,
 def _top_m(scores, logits, ids, m):
   """The true class followed by the ``m - 1`` other classes of highest score, ``[B, m]``, from
   ``scores`` and from ``logits``: one top-k serves both, as they order the valid classes alike
-  and put the padded ones last (tied in both, taken by index)."""
+  and put the padded ones last (tied in both, taken by index); one gather where ``logits`` are
+  ``scores``."""
   ids = ops.cast(ids, "int32")
   is_true = ops.equal(ops.arange(scores.shape[-1], dtype="int32")[None, :], ids[:, None])
-  _, top = backend.top_k(backend.where(is_true, ops.full_like(scores, -math.inf), scores), m - 1)
+  _, top = backend.top_k(ops.stop_gradient(backend.where(is_true, -math.inf, scores)), m - 1)
   index = ops.concatenate([ids[:, None], top], axis=-1)
-  return backend.take_along_axis(scores, index), backend.take_along_axis(logits, index)
+  top_scores = backend.take_along_axis(scores, index)
+  return top_scores, top_scores if logits is scores else backend.take_along_axis(logits, index)
 
 
 def _top_k_columns(scores, k, method, distribution, inverse_temperature, art_lambda):
@@ -162,20 +164,17 @@ def _checked_scores(scores, k, m):
   return scores
 
 
-def _targets(labels, scores, where):
-  """The parsed labels, their relevance ``[B, n]``, the target distribution ``t`` ``[B, n]`` (all
+def _targets(parsed, scores, where):
+  """The relevance ``[B, n]`` of the parsed labels, the target distribution ``t`` ``[B, n]`` (all
   zero for a row without a positive entry) and the non-padded classes ``[B, n]`` (see the module
   docstring)."""
-  n = scores.shape[-1]
-  parsed = parse_labels(labels, n, dtype=scores.dtype)
-  check_batch_size(parsed, scores)
-  relevance = parsed.to_relevance(n, scores.dtype)
+  relevance = parsed.to_relevance(scores.shape[-1], scores.dtype)
   if where is not None:
     relevance = backend.where(where, relevance, -ops.ones_like(relevance))
   valid = relevance >= 0
   target = backend.where(valid, backend.maximum(relevance, 0.0), 0.0)
   mass = ops.sum(target, axis=-1, keepdims=True)
-  return parsed, relevance, backend.divide_no_nan(target, mass), valid
+  return relevance, backend.divide_no_nan(target, mass), valid
 
 
 def _preselect(scores, logits, target, parsed, relevance, m):
@@ -195,6 +194,16 @@ def _preselect(scores, logits, target, parsed, relevance, m):
   first = ops.cast(ops.equal(ops.arange(m), 0), scores.dtype)
   target = first[None, :] * has_target
   return *_top_m(scores, logits, ids, m), target, not_one_hot
+
+
+def _preselect_class_ids(scores, ids, m):
+  """:func:`_preselect` of class ids without padding, where the target is one-hot at the true
+  class and every class is valid (the logits are the scores): the top-``m`` scores, the same
+  as logits, and the target ``[B, m]`` (1 at the true class, first), with no ``[B, n]``
+  target, mask or sink."""
+  scores, logits = _top_m(scores, scores, ids, m)
+  first = ops.cast(ops.equal(ops.arange(m), 0), scores.dtype)
+  return scores, logits, ops.zeros_like(scores) + first[None, :]
 
 
 def _sorted_mass(scores, p_k, with_top1, relaxation):
@@ -266,13 +275,18 @@ def topk_cross_entropy(
     p_k, method, distribution, inverse_temperature, art_lambda, m, top1_mode
   )
   scores = _checked_scores(scores, len(p_k), m)
-  parsed, relevance, target, valid = _targets(labels, scores, where)
-  scores = sink(scores, valid)
-  lowest = np.finfo(ops.dtype(scores)).min
-  logits = backend.where(valid, scores, ops.full_like(scores, lowest))  # padded: no softmax mass
+  parsed = parse_labels(labels, scores.shape[-1], dtype=scores.dtype)
+  check_batch_size(parsed, scores)
   not_one_hot = None
-  if m is not None:
-    scores, logits, target, not_one_hot = _preselect(scores, logits, target, parsed, relevance, m)
+  if m is not None and parsed.is_class_ids and where is None:
+    scores, logits, target = _preselect_class_ids(scores, parsed.ids, m)
+  else:
+    relevance, target, valid = _targets(parsed, scores, where)
+    scores = sink(scores, valid)
+    lowest = np.finfo(ops.dtype(scores)).min
+    logits = backend.where(valid, scores, ops.full_like(scores, lowest))  # padded: no mass
+    if m is not None:
+      scores, logits, target, not_one_hot = _preselect(scores, logits, target, parsed, relevance, m)
   relaxation = (method, distribution, inverse_temperature, art_lambda)
   q = _sorted_mass(scores, p_k, top1_mode == "sort", relaxation)
   if top1_mode == "sm":
@@ -342,7 +356,7 @@ class TopKCrossEntropyLoss(ListwiseLoss):
 
   def loss_values(self, scores, labels):
     return topk_cross_entropy(
-      checks.check_scores("y_pred", scores, min_length=2),
+      checks.check_scores("y_pred", scores, min_length=2, finite=False),  # the base checked them
       labels,
       p_k=self.p_k,
       method=self.method,

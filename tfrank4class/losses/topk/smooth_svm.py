@@ -245,7 +245,14 @@ def smooth_topk_svm_loss(scores, labels, *, where=None, k=5, tau=1.0, alpha=1.0)
   k = checks.check_int("k", k, minimum=1)
   tau = checks.check_float("tau", tau, minimum=0.0)
   alpha = checks.check_float("alpha", alpha, minimum=0.0)
-  scores = checks.check_scores("y_pred", scores, finite=False)
+  scores = _check_classes(checks.check_scores("y_pred", scores, finite=False), k)
+  parsed = single_label(labels, scores, where=where)
+  checks.check_scores("y_pred", backend.where(parsed.valid, scores, ops.zeros_like(scores)))
+  return _loss_of_checked(scores, parsed, where is None, k, tau, alpha)
+
+
+def _check_classes(scores, k):
+  """``scores`` after the check that their number of classes ``C`` is known and ``> k``."""
   num_classes = num_items(scores)
   if not isinstance(num_classes, int):
     raise ValueError(
@@ -256,50 +263,84 @@ def smooth_topk_svm_loss(scores, labels, *, where=None, k=5, tau=1.0, alpha=1.0)
       f"`k` must be smaller than the number of classes, got k={k} for {num_classes} classes "
       f"(`y_pred` of shape {scores.shape})."
     )
-  parsed = single_label(labels, scores, where=where)
-  classes = ops.arange(num_classes, dtype="int32")
-  rivals = ops.logical_and(parsed.valid, ops.not_equal(classes[None, :], parsed.ids[:, None]))
-  checks.check_scores("y_pred", backend.where(parsed.valid, scores, ops.zeros_like(scores)))
-  enough = ops.logical_and(parsed.has_true, ops.sum(ops.cast(rivals, "int32"), axis=-1) >= k)
-  if tau == 0.0:
-    loss = _hard_loss(scores, parsed, rivals, enough, k, alpha)
+  return scores
+
+
+def _loss_of_checked(scores, parsed, every_class, k, tau, alpha):
+  """:func:`smooth_topk_svm_loss` of scores that passed its checks (finite at every class that
+  is not padding) and ``parsed``, their :class:`~tfrank4class.losses.topk.single_label.
+  SingleLabel`. Class ids with ``every_class`` (no ``where``) need no mask: every row has its
+  true class and ``C - 1 >= k`` rivals, the classes other than it."""
+  classes = ops.arange(num_items(scores), dtype="int32")
+  is_true = ops.equal(classes[None, :], parsed.ids[:, None])
+  rivals = ops.logical_not(is_true)
+  if parsed.parsed.is_class_ids and every_class:
+    enough = None
   else:
-    loss = _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha)
-  return parsed.mark_invalid(backend.where(enough, loss, ops.zeros_like(loss)))
+    rivals = ops.logical_and(parsed.valid, rivals)
+    enough = ops.logical_and(parsed.has_true, ops.sum(ops.cast(rivals, "int32"), axis=-1) >= k)
+  if tau == 0.0:
+    loss = _hard_loss(scores, is_true, rivals, enough, k, alpha)
+  else:
+    loss = _smooth_loss(scores, is_true, rivals, enough, k, tau, alpha)
+  if enough is not None:
+    loss = backend.where(enough, loss, ops.zeros_like(loss))
+  return parsed.mark_invalid(loss)
 
 
-def _hard_loss(scores, parsed, rivals, enough, k, alpha):
-  """``l_k = max(alpha + ((s_{\\y})_[k] - s_y) / k, 0)`` per row (0 where not ``enough``).
+def _hard_loss(scores, is_true, rivals, enough, k, alpha):
+  """``l_k = max(alpha + ((s_{\\y})_[k] - s_y) / k, 0)`` per row (0 where not ``enough``;
+  ``enough = None``: every row has ``k`` rivals), ``is_true`` (bool ``[B, C]``) the true class.
 
-  ``(s_{\\y})_[k]`` is the score of the ``k``-th of ``k`` rounds of argmax over the rivals not
-  yet picked (ties: the lowest index first, the order of a stable top-k), ``O(k C)`` per row.
-  Not a top-k over the masked scores: under XLA on CPU that version (its forward pass and its
-  scatter gradient) ran 5-17x slower than in a plain graph at ``C = 1,000``; the rounds and
-  their gradient (one ``where``) are no slower under XLA than in a plain graph
-  (``benchmarks/topk.py``, ``docs/topk.md``). The rounds are a Python loop of ``k`` steps
-  (``k`` is a small Python int), unrolled when traced.
+  ``(s_{\\y})_[k]`` is the score of the ``k``-th rival in the order (score descending, index
+  ascending: ties go to the lowest index first, the order of a stable top-k), found by
+  :func:`_kth_rival`; its gradient is one ``where``.
   """
-  true_score = _take(scores, parsed.ids)
-  lowest = _minus_infinity(scores)
+  true_score = _take(scores, is_true)
+  last = _kth_rival(scores, rivals, k)
+  kth = ops.sum(backend.where(last, scores, 0.0), axis=-1)
+  if enough is not None:
+    kth = backend.where(enough, kth, true_score)
+  return ops.relu(alpha + (kth - true_score) / k)
+
+
+def _kth_rival(scores, rivals, k):
+  """Bool ``[B, C]``: the ``k``-th of the ``rivals`` of each row in the order (score descending,
+  index ascending), none where a row has fewer than ``k``.
+
+  Where the graph is traced (TensorFlow, JAX), ``k`` rounds of argmax over the rivals not yet
+  picked, ``O(k C)`` per row, a Python loop of ``k`` steps (``k`` is a small Python int),
+  unrolled when traced. Not a top-k over the masked scores: under XLA on CPU that version (its
+  forward pass and its scatter gradient) ran 5-17x slower than in a plain graph at ``C = 1,000``;
+  the rounds are no slower under XLA than in a plain graph (``benchmarks/topk.py``,
+  ``docs/topk.md``). On PyTorch (eager: its time is mostly the count of ops), from the ``k``-th
+  largest rival score ``v`` (one ``top_k``, no gradient): among the rivals scored ``v``, the
+  ``(k - #{rivals above v})``-th from the lowest index; 7 ops in place of ``6 k``.
+  """
+  if backend.BACKEND == "torch":
+    masked = ops.stop_gradient(backend.where(rivals, scores, -math.inf))
+    kth = ops.top_k(masked, k, sorted=True)[0][:, k - 1 :]
+    above = ops.sum(ops.cast(masked > kth, "int32"), axis=-1, keepdims=True)
+    tied = ops.equal(masked, kth)  # rivals only where a row has k (else not read)
+    return ops.logical_and(tied, ops.equal(ops.cumsum(ops.cast(tied, "int32"), axis=-1), k - above))
   classes = ops.arange(scores.shape[-1], dtype="int32")[None, :]
+  lowest = _minus_infinity(scores)
   left, last = rivals, None
   for _ in range(k):
     best = ops.cast(ops.argmax(backend.where(left, scores, lowest), axis=-1), "int32")
     last = ops.equal(classes, best[:, None])
     left = ops.logical_and(left, ops.logical_not(last))
-  kth = ops.sum(backend.where(last, scores, ops.zeros_like(scores)), axis=-1)
-  kth = backend.where(enough, kth, true_score)
-  return ops.relu(alpha + (kth - true_score) / k)
+  return last
 
 
-def _take(values, ids):
-  """``values[b, ids[b]]`` ``[B]`` of ``values`` ``[B, C]``: a ``where`` and a sum, whose gradient
-  is a ``where`` (a gather's is a segment sum over all ``B C`` entries, slower on TensorFlow)."""
-  chosen = ops.equal(ops.arange(values.shape[-1], dtype="int32")[None, :], ids[:, None])
-  return ops.sum(backend.where(chosen, values, ops.zeros_like(values)), axis=-1)
+def _take(values, chosen):
+  """``values`` ``[B, C]`` at the one class per row where ``chosen`` (bool ``[B, C]``) holds,
+  ``[B]``: a ``where`` and a sum, whose gradient is a ``where`` (a gather's is a segment sum over
+  all ``B C`` entries, slower on TensorFlow)."""
+  return ops.sum(backend.where(chosen, values, 0.0), axis=-1)
 
 
-def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
+def _smooth_loss(scores, is_true, rivals, enough, k, tau, alpha):
   """``L_{k,tau}`` per row through the elementary symmetric polynomials (Sec. 3).
 
   ``log e_k - log e_{k-1}`` of the rivals' ``exp(x)`` moves by ``c`` when every ``x`` does, so
@@ -320,8 +361,10 @@ def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
   def linear():
     e = _linear_elementary_symmetric(ops.exp(q), k)
     one = ops.ones_like(e[0])
-    e_before = backend.where(enough, e[k - 2], one) if k > 1 else one
-    return ops.log(backend.where(enough, e[k - 1], one)) - ops.log(e_before)
+    e_k, e_before = e[k - 1], e[k - 2] if k > 1 else one
+    if enough is not None:
+      e_k, e_before = backend.where(enough, e_k, one), backend.where(enough, e_before, one)
+    return ops.log(e_k) - ops.log(e_before)
 
   def logarithmic():
     log_e = _log_elementary_symmetric(backend.where(rivals, q, ops.full_like(q, LOG_ZERO)), k)
@@ -332,10 +375,14 @@ def _smooth_loss(scores, parsed, rivals, enough, k, tau, alpha):
   else:
     spread = ops.max(rival_x, axis=-1) + ops.max(backend.where(rivals, -x, lowest), axis=-1)
     limit = LINEAR_RANGE[backend.dtype_name(x)] / k - math.log(k)
-    narrow = ops.all(backend.where(enough, spread <= limit, ops.ones_like(enough)))
-    log_ratio = ops.cond(narrow, linear, logarithmic)
-  margin = log_ratio + lse[:, 0] + alpha / tau - _take(x, parsed.ids)
-  return tau * backend.softplus(backend.where(enough, margin, ops.zeros_like(margin)))
+    narrow = spread <= limit
+    if enough is not None:
+      narrow = backend.where(enough, narrow, ops.ones_like(enough))
+    log_ratio = ops.cond(ops.all(narrow), linear, logarithmic)
+  margin = log_ratio + lse[:, 0] + alpha / tau - _take(x, is_true)
+  if enough is not None:
+    margin = backend.where(enough, margin, ops.zeros_like(margin))
+  return tau * backend.softplus(margin)
 
 
 @register("smooth_topk_svm_loss")
@@ -380,7 +427,9 @@ class SmoothTopKSVMLoss(ListwiseLoss):
   takes_class_ids = True
 
   def loss_values(self, scores, labels):
-    return smooth_topk_svm_loss(scores, labels, k=self.k, tau=self.tau, alpha=self.alpha)
+    # The scores passed the base's check (finite at every class that is not padding).
+    parsed = single_label(labels, _check_classes(scores, self.k))
+    return _loss_of_checked(scores, parsed, True, self.k, self.tau, self.alpha)
 
   def get_config(self):
     config = super().get_config()
