@@ -310,7 +310,7 @@ def test_split_rows_matches_numpy_with_its_gradient(sizes, mode):
 @pytest.mark.parametrize("mode", compile_modes())
 def test_top_k_takes_ties_by_the_lower_index(mode):
   """Against NumPy's lexicographic sort (by value descending, then by index): ties at and across
-  the k-th place, infinities, long rows (1,000 entries of 4 values)."""
+  the k-th place, infinities, long rows (1,000 entries of 4 values), distinct values, k = n."""
   rows = np.array(
     [
       [1.0, 3.0, 3.0, 2.0, 3.0, 0.0, 3.0],
@@ -318,10 +318,16 @@ def test_top_k_takes_ties_by_the_lower_index(mode):
       [-np.inf] * 7,
     ]
   )
-  long = np.random.default_rng(11).integers(0, 4, size=(3, 1000)).astype(np.float64)
-  for x in (rows, long):
+  rng = np.random.default_rng(11)
+  long = rng.integers(0, 4, size=(3, 1000)).astype(np.float64)
+  # Distinct values (PyTorch's topk answers alone), and the same rows but one with a tie at the
+  # third place (every row then takes the tie rule).
+  distinct = np.stack([rng.permutation(7) for _ in range(3)]).astype(np.float64)
+  tied = distinct.copy()
+  tied[1, np.argsort(-tied[1])[3]] = np.sort(tied[1])[-3]
+  for x in (rows, long, distinct, tied):
     order = np.lexsort((np.broadcast_to(np.arange(x.shape[1]), x.shape), -x), axis=-1)
-    for k in (1, 3, 6):
+    for k in (1, 3, 6, 7):
       top = compiled(lambda v, k=k: backend.top_k(v, k), mode)(ops.convert_to_tensor(x))
       np.testing.assert_array_equal(numpy(top[1]), order[:, :k])
       np.testing.assert_array_equal(numpy(top[0]), np.take_along_axis(x, order[:, :k], -1))

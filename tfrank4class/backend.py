@@ -133,13 +133,18 @@ def top_k(x, k):
 
 
 def _torch_top_k(x, k):
-  """:func:`top_k` on PyTorch, whose ``topk`` leaves the order of ties open: the ``k``-th value
-  from ``topk``, every entry above it and the first entries equal to it (in index order) chosen,
-  the chosen ones gathered in index order and stably sorted: O(n) per row plus a sort of ``k``,
-  in place of a full stable sort (which took 3.4x as long at ``[64, 1000]``, ``k = 15``, one
-  thread: median of 7 interleaved rounds, range 2.4-5.7x)."""
+  """:func:`top_k` on PyTorch, whose ``topk`` leaves the order of ties open. Where the ``k + 1``
+  largest of every row are distinct (no NaN), ``topk``'s own answer (one kernel and a check);
+  else the ``k``-th value from ``topk``, every entry above it and the first entries equal to it
+  (in index order) chosen, the chosen ones gathered in index order and stably sorted: O(n) per
+  row plus a sort of ``k``, in place of a full stable sort (several times slower: the measurement
+  is in benchmarks/backends.md)."""
   torch = _library()
-  kth = torch.topk(x, k, dim=-1).values[..., -1:]
+  first = torch.topk(x, min(k + 1, x.shape[-1]), dim=-1)
+  steps = first.values[..., :-1] > first.values[..., 1:]
+  if bool(torch.all(steps)):  # no tie within the k + 1 largest (nor a NaN): topk's order holds
+    return first.values[..., :k], first.indices[..., :k].to(torch.int32)
+  kth = first.values[..., k - 1 : k]
   x_nan, kth_nan = torch.isnan(x), torch.isnan(kth)
   above = (x > kth) | (x_nan & ~kth_nan)
   tied = (x == kth) | (x_nan & kth_nan)
