@@ -27,6 +27,14 @@ Usage:
   nice -n 10 .venv/bin/python benchmarks/metrics.py [--threads 1] [--dim 128] [--rounds 5]
       [--steps 10] [--classes 28,100,1000,10000] [--batches 64,256] [--exact_max_classes 1000]
 Writes benchmarks/out/metrics.json and benchmarks/out/metrics.png.
+
+``--update_only``: the metric update alone, our ``TopKAccuracy(5)`` against Keras'
+``SparseTopKCategoricalAccuracy(5)`` (each ``update_state`` in its own ``tf.function``, no XLA),
+at ``--classes`` for each of ``--batches``, on two score forms (``--score_forms``):
+``random`` (normal scores: the true class ranks anywhere, so Keras' ``in_top_k`` kernel stops
+reading a row after ``k`` scores above it) and ``trained`` (the true class at rank 1, 2 or 3, as
+a trained model puts it: every score is read). Rounds interleave the two; the ratio is the median
+of the per-round ratios, with their min-max. Writes benchmarks/out/metrics_update.json.
 """
 
 import argparse
@@ -151,6 +159,76 @@ def run_cell(tf, num_classes, batch, dim, jit, rounds, steps, exact_max_classes)
   return row
 
 
+def score_form(num_classes, batch, form):
+  """``(ids, scores)`` numpy: normal scores; ``"trained"`` moves each true class to rank 1, 2 or
+  3 (its score set just above the first, or to the second or third highest score)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  rng = np.random.default_rng(num_classes + batch)
+  scores = rng.normal(size=(batch, num_classes)).astype(np.float32)
+  ids = rng.integers(0, num_classes, batch)
+  if form == "trained":
+    rows = np.arange(batch)
+    top = -np.sort(-scores, axis=1)[:, :3]
+    rank = rng.integers(0, 3, batch)
+    scores[rows, ids] = np.where(rank == 0, top[:, 0] + 0.5, top[rows, rank])
+  return ids, scores
+
+
+def update_cell(tf, num_classes, batch, form, rounds):
+  """Ours and Keras' top-5 update timed in interleaved rounds: ms a call and our ratio."""
+  from tfrank4class import metrics  # pylint: disable=g-import-not-at-top
+  from tfrank4class.compat import keras  # pylint: disable=g-import-not-at-top
+
+  ids, scores = (tf.constant(x) for x in score_form(num_classes, batch, form))
+  built = {
+    "ours": metrics.TopKAccuracy(5),
+    "keras": keras.metrics.SparseTopKCategoricalAccuracy(5),
+  }
+  steps = {n: tf.function(lambda y, s, m=m: m.update_state(y, s)) for n, m in built.items()}
+  for step in steps.values():
+    step(ids, scores)
+  values = {n: float(m.result()) for n, m in built.items()}
+  calls = max(5, int(2e6 / (num_classes * batch)))
+  times = {name: [] for name in steps}
+  for _ in range(rounds):
+    for name, step in steps.items():
+      start = time.process_time()
+      for _ in range(calls):
+        step(ids, scores)
+      times[name].append((time.process_time() - start) / calls * 1e3)
+  ratios = [a / b for a, b in zip(times["ours"], times["keras"])]
+  return {
+    "C": num_classes,
+    "B": batch,
+    "form": form,
+    "values": values,
+    "ms": {n: statistics.median(t) for n, t in times.items()},
+    "ours / keras": statistics.median(ratios),
+    "spread": [min(ratios), max(ratios)],
+  }
+
+
+def update_only(tf, args):
+  print("| C | B | scores | ours ms | Keras ms | ours / Keras (min-max) | top-5 ours, Keras |")
+  print("|---|---|---|---|---|---|---|", flush=True)
+  rows = []
+  for batch in (int(b) for b in args.batches.split(",")):
+    for num_classes in (int(c) for c in args.classes.split(",")):
+      for form in args.score_forms.split(","):
+        row = update_cell(tf, num_classes, batch, form, args.rounds)
+        rows.append(row)
+        print(
+          f"| {num_classes:,} | {batch} | {form} | {row['ms']['ours']:.3f} | "
+          f"{row['ms']['keras']:.3f} | {row['ours / keras']:.2f}x "
+          f"({row['spread'][0]:.2f}-{row['spread'][1]:.2f}) | "
+          f"{row['values']['ours']:.3f}, {row['values']['keras']:.3f} |",
+          flush=True,
+        )
+  OUT.mkdir(parents=True, exist_ok=True)
+  (OUT / "metrics_update.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--threads", type=int, default=1)
@@ -163,10 +241,15 @@ def main():
   parser.add_argument(
     "--quick", action="store_true", help="a smoke run: C = 28, B = 64, no XLA, 1 round"
   )
+  parser.add_argument("--update_only", action="store_true", help="the top-5 update alone")
+  parser.add_argument("--score_forms", default="random,trained", help="with --update_only")
   args = parser.parse_args()
   if args.quick:
     args.classes, args.batches, args.rounds, args.steps = "28", "64", 1, 2
   tf = setup_tensorflow(args.threads)
+  if args.update_only:
+    update_only(tf, args)
+    return
   rows = []
   header = (
     f"| {'C':>6} | {'B':>3} | XLA | {'none':>6} | {'keras1+5':>8} | {'ours 4':>7} "

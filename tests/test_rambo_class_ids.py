@@ -11,12 +11,14 @@ import pytest
 
 from tfrank4class.compat import BACKEND, ops
 from tfrank4class.losses import (
+  APCLoss,
   AveragePrecisionLoss,
   BlackboxNDCGLoss,
   MapApcLoss,
   MeanAveragePrecisionLoss,
   RecallLoss,
 )
+from tfrank4class.losses import base as losses_base
 from tfrank4class.losses.rambo.average_precision import (
   apc_loss_value,
   average_precision_loss_values,
@@ -155,6 +157,9 @@ def test_class_ids_equal_the_sorting_path(dtype, tol, mode):
   assert np.count_nonzero(want[1][0]) > len(ids)
 
 
+BATCH_LOSSES = (MeanAveragePrecisionLoss, APCLoss, MapApcLoss)
+
+
 @pytest.mark.parametrize(
   ("loss_class", "seed", "lambda_"),
   [
@@ -163,20 +168,31 @@ def test_class_ids_equal_the_sorting_path(dtype, tol, mode):
     (BlackboxNDCGLoss, 3, 0.5),
     # the batch's losses, with a class repeated in the batch
     (MeanAveragePrecisionLoss, 7, 8.0),
+    (APCLoss, 7, 8.0),
     (MapApcLoss, 10, 8.0),
   ],
 )
-def test_keras_losses_with_sample_weights_equal_the_sorting_path(loss_class, seed, lambda_):
+def test_keras_losses_with_sample_weights_equal_the_sorting_path(
+  loss_class, seed, lambda_, monkeypatch
+):
+  """Class ids with sample weights against one-hot rows: for a per-list loss the weighted sum of
+  its one-hot losses; for a batch loss (``coupling = "batch"``) the one-hot rows with the rows of
+  weight 0 as padding (``-1``), unweighted, times the mean weight (written out here)."""
   scores, ids, _ = tied_lists(seed, batch=6, n=20)
   scores = scores.astype(np.float32)
-  if loss_class in (MeanAveragePrecisionLoss, MapApcLoss):
+  if loss_class in BATCH_LOSSES:
     ids[4] = ids[2]
   weights = np.array([1.0, 0.0, 2.0, 0.5, 1.0, 3.0], np.float32)
   loss = loss_class(lambda_=lambda_, margin=0.1)
-  got, want = (
-    bt.value_and_grad(lambda s, y=labels: loss(y, s, sample_weight=weights), scores)
-    for labels in (ids, np.eye(20, dtype=np.float32)[ids])
-  )
+  one_hot = np.eye(20, dtype=np.float32)[ids]
+  if loss_class in BATCH_LOSSES:
+    padded = np.where(weights[:, None] != 0, one_hot, -1.0).astype(np.float32)
+    want = bt.value_and_grad(lambda s: loss(padded, s) * float(np.mean(weights)), scores)
+  else:
+    want = bt.value_and_grad(lambda s: loss(one_hot, s, sample_weight=weights), scores)
+  # The class ids build no one-hot rows: the weighting's dense path is not taken.
+  monkeypatch.setattr(losses_base, "to_relevance", None)
+  got = bt.value_and_grad(lambda s: loss(ids, s, sample_weight=weights), scores)
   np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
   np.testing.assert_allclose(got[1][0], want[1][0], rtol=1e-6, atol=1e-7)
   assert np.all(got[1][0][1] == 0)  # the example of weight 0 passes no gradient

@@ -288,6 +288,30 @@ def test_pairwise_mse_of_dense_labels_is_every_pair_in_linear_time(dtype):
       _assert_close(grad, want_grad, dtype)
 
 
+@pytest.mark.parametrize("per_item", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_pairwise_mse_of_class_ids_is_every_pair_with_its_gradient(dtype, per_item):
+  # Class ids take a closed form with its own gradient: values and gradients against every pair.
+  scores = _scores(dtype) * 3.0 + 10.0  # offset: the centring matters
+  shape = (B, C) if per_item else (B, 1)
+  item_weights = np.random.default_rng(4).uniform(0.5, 2.0, size=shape)
+  one_hot, wide = np.eye(C)[IDS], np.broadcast_to(item_weights, (B, C))
+  temperature = 0.5
+  logits = scores.astype(np.float64) / temperature
+  want = [
+    _pairwise_reference("pairwise_mse_loss", None, one_hot[b], logits[b], wide[b]) for b in range(B)
+  ]
+  want_grad = _mse_gradient(one_hot, logits, wide) / temperature
+  loss = _loss_of("pairwise_mse_loss", temperature=temperature)
+  with float64():  # the values before the Keras reduction, which casts to float32
+    w = ops.convert_to_tensor(item_weights.astype(dtype))
+    for mode in compile_modes():
+      fn = compiled(lambda s: loss(IDS, s, w), mode)
+      got, (grad,) = value_and_grad(lambda s, fn=fn: ops.sum(fn(s)), scores)
+      _assert_close(numpy(fn(scores)), want, dtype)
+      _assert_close(grad, want_grad, dtype)
+
+
 def _coupled_reference(labels, scores, sample_size, topk):
   """TF-Ranking's Coupled-RankDistil of one batch: orders sampled from the labels (fixed draws),
   each position's denominator a log-sum-exp over a ``[k, n]`` mask (``log(1e-10)`` outside)."""

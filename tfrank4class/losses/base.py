@@ -189,12 +189,15 @@ class Loss(keras.losses.Loss):
     scores = checks.check_scores("y_pred", y_pred, finite=False)
     batch = ops.shape(scores)[0]
     weights = checks.check_sample_weight(sample_weight, batch, dtype=scores.dtype)
-    relevance = to_relevance(y_true, num_items(scores), dtype=scores.dtype)
-    relevance = backend.where(
-      ops.not_equal(weights[:, None], 0), relevance, -ops.ones_like(relevance)
-    )
     mean_weight = ops.sum(weights) / ops.cast(batch, weights.dtype)
-    return self.reduce(self.call(relevance, scores) * mean_weight)
+    return self.reduce(self.call_without(y_true, scores, ops.not_equal(weights, 0)) * mean_weight)
+
+  def call_without(self, y_true, y_pred, kept):
+    """:meth:`call` of a batch-level loss with the examples where ``kept`` (bool ``[B]``) is
+    False left out of every list: their rows of relevance become padding (``-1``)."""
+    relevance = to_relevance(y_true, num_items(y_pred), dtype=y_pred.dtype)
+    relevance = backend.where(kept[:, None], relevance, -ops.ones_like(relevance))
+    return self.call(relevance, y_pred)
 
   def reduce(self, values, sample_weight=None):
     """``values`` times ``sample_weight``, reduced as the bound Keras reduces ``self.reduction``.

@@ -268,9 +268,9 @@ class MeanAveragePrecisionLoss(base.BlackboxRankLoss):
   ):
     super().__init__(lambda_=lambda_, margin=margin, memory=memory, reduction=reduction, name=name)
 
-  def loss_values(self, scores, relevance):
+  def loss_values(self, scores, relevance, where=None):
     return mean_average_precision_loss_value(
-      scores, relevance, lambda_=self.lambda_, margin=self.margin
+      scores, relevance, where=where, lambda_=self.lambda_, margin=self.margin
     )
 
 
@@ -309,8 +309,8 @@ class APCLoss(base.BlackboxRankLoss):
   ):
     super().__init__(lambda_=lambda_, margin=margin, memory=memory, reduction=reduction, name=name)
 
-  def loss_values(self, scores, relevance):
-    return apc_loss_value(scores, relevance, lambda_=self.lambda_, margin=self.margin)
+  def loss_values(self, scores, relevance, where=None):
+    return apc_loss_value(scores, relevance, where=where, lambda_=self.lambda_, margin=self.margin)
 
 
 @register("map_apc_loss")
@@ -365,12 +365,11 @@ class MapApcLoss(base.BlackboxRankLoss):
       raise ValueError("`map_weight` and `apc_weight` must not both be 0, got 0 and 0.")
     super().__init__(lambda_=lambda_, margin=margin, memory=memory, reduction=reduction, name=name)
 
-  def loss_values(self, scores, relevance):
+  def loss_values(self, scores, relevance, where=None):
     total = self.map_weight + self.apc_weight
-    loss_map = mean_average_precision_loss_value(
-      scores, relevance, lambda_=self.lambda_, margin=self.margin
-    )
-    loss_apc = apc_loss_value(scores, relevance, lambda_=self.lambda_, margin=self.margin)
+    kwargs = {"where": where, "lambda_": self.lambda_, "margin": self.margin}
+    loss_map = mean_average_precision_loss_value(scores, relevance, **kwargs)
+    loss_apc = apc_loss_value(scores, relevance, **kwargs)
     return (self.map_weight * loss_map + self.apc_weight * loss_apc) / total
 
   def get_config(self):

@@ -233,6 +233,16 @@ class BlackboxRankLoss(ListwiseLoss):
     if self._memory is not None:  # the memory keeps the lists' dense rows: one-hot class ids
       self.takes_class_ids = False
 
+  def call_without(self, y_true, y_pred, kept):
+    """:meth:`~tfrank4class.losses.base.Loss.call_without` of class ids without a memory: the ids
+    as they are, the examples left out as ``where`` (``kept`` down each row) of the batch's
+    :meth:`loss_values` (those of ``coupling = "batch"`` take ``where``), no one-hot rows."""
+    scores, labels = self.parse(y_true, y_pred)
+    if not (self.takes_class_ids and labels.is_class_ids):
+      return super().call_without(y_true, y_pred, kept)
+    where = ops.broadcast_to(kept[:, None], ops.shape(scores))
+    return self.mark_invalid(labels, self.loss_values(scores, labels, where=where))
+
   def extend(self, scores, relevance):
     """The batch's lists with the score memory's past batches appended (Sec. 4.3), if any."""
     if self._memory is not None:

@@ -166,18 +166,44 @@ class PairwiseMSELoss(Core):
   def compute_per_list_from_ids(self, ids, logits, weights):
     """The losses per first item ``[B, n]`` of the pairs of one-hot rows of class ids ``ids``
     ``[B]`` and the items' sample weights (``[B, 1]`` or ``[B, n]``): without a lambda weight
-    the ``O(n)`` form of the rows, on the rows' mask of the ids (no padding, none of the rows'
-    relevance, weight normalisation or NaN marking of the general path); with one the pairs that
+    the ``O(n)`` form of the rows with its own gradient (:func:`_pair_sums_of_ids`: no padding,
+    none of the rows' relevance, weight normalisation or NaN marking of the general path, one
+    ``[B, n]`` tensor kept for the gradient where autodiff kept six); with one the pairs that
     carry weight, ``(y, j)`` and ``(j, y)`` for the true class ``y`` (the lambda weights are
     symmetric)."""
     logits = self.get_logits(logits)
-    is_true = true_class_mask(ids, logits)
-    labels = ops.cast(is_true, logits.dtype)
     sample_weights = ops.ones_like(logits[:, :1]) if weights is None else weights
     if self.lambda_weight is None:
-      return self.compute_unreduced_loss(labels, logits)[0], sample_weights
+      return _pair_sums_of_ids(logits, ids), sample_weights
+    is_true = true_class_mask(ids, logits)
+    labels = ops.cast(is_true, logits.dtype)
     losses = ops.square(at_true_class(is_true, logits) - logits - (1.0 - labels))
     pair_weights = self.lambda_weight.pair_weights(labels, ranks(logits), first=ids)
     losses = backend.where(is_true, 0.0, losses * ops.stop_gradient(pair_weights))
     losses = backend.where(is_true, ops.sum(losses, axis=1, keepdims=True), losses)
     return losses, sample_weights
+
+
+@backend.custom_gradient
+def _pair_sums_of_ids(logits, ids):
+  """``sum_j ((s_i - s_j) - (l_i - l_j))^2`` for each item ``i`` ``[B, n]`` of the one-hot rows
+  ``l`` of class ids ``ids`` ``[B]``, in ``O(n)`` with one ``[B, n]`` tensor kept for the
+  gradient.
+
+  With ``d = s - l`` centred by its mean, ``e = d - mean(d)`` (so ``sum_j e_j = 0``), item ``i``'s
+  sum is ``n e_i^2 + sum_j e_j^2``. Its gradient for upstream ``g`` ``[B, n]`` is
+  ``P(2 e (n g + sum_j g_j))``, ``P`` the centring ``x - mean(x)`` (the map from ``d`` to ``e``).
+  """
+  n = ops.shape(logits)[1]
+  size = ops.cast(n, logits.dtype)
+  is_true = true_class_mask(ids, logits)
+  centred = logits - (backend.mean(logits, axis=1, keepdims=True) - 1.0 / size)
+  e = backend.where(is_true, centred - 1.0, centred)
+  squares = ops.square(e)
+  sums = squares * size + ops.sum(squares, axis=1, keepdims=True)
+
+  def gradient(upstream):
+    scaled = e * (upstream * (2.0 * size) + 2.0 * ops.sum(upstream, axis=1, keepdims=True))
+    return scaled - backend.mean(scaled, axis=1, keepdims=True), None
+
+  return sums, gradient
