@@ -14,9 +14,9 @@ import pytest
 from backend_testing import compile_modes, compiled, float64, numpy, value_and_grad
 from test_tf_ranking_linear import PAIR_LOSSES, WEIGHTS, _ranks
 
-from tfrank4class.compat import ops
+from tfrank4class.compat import BACKEND, ops
 from tfrank4class.losses import tf_ranking
-from tfrank4class.losses.ranking_losses import pairwise
+from tfrank4class.losses.ranking_losses import base, pairwise
 
 C = 12
 
@@ -28,14 +28,23 @@ PAIR_SLOPES = {
 }
 
 
+# The relevant items a list of each case: "few" at most 8 (the traced cap), "one" binary with
+# one relevant item a list, "all" a list of C relevant items, "mixed" 0, 1, some and C, "none"
+# no relevant item in the batch.
+RELEVANT = {
+  "few": [3, 8, 1, 5, 0],
+  "one": [1, 1, 1, 1, 0],
+  "all": [C, 2, 4, 0, 7],
+  "mixed": [C, 1, 6, 0, 11],
+  "none": [0, 0, 0, 0, 0],
+}
+
+
 def _labels(case):
-  """Graded labels ``[5, C]`` of the case: ``"few"`` at most 8 relevant a list (the traced cap),
-  ``"one"`` binary with one relevant item a list, ``"all"`` a list of C relevant items."""
-  rng = np.random.default_rng({"few": 0, "one": 1, "all": 2}[case])
+  """Graded labels ``[5, C]`` of the case (:data:`RELEVANT`), with ties and padding."""
+  rng = np.random.default_rng(list(RELEVANT).index(case))
   labels = np.zeros((5, C))
-  for b, r in enumerate(
-    {"few": [3, 8, 1, 5, 0], "one": [1, 1, 1, 1, 0], "all": [C, 2, 4, 0, 7]}[case]
-  ):
+  for b, r in enumerate(RELEVANT[case]):
     at = rng.choice(C, size=r, replace=False)
     labels[b, at] = 1.0 if case == "one" else rng.integers(1, 4, size=r)  # ties of labels
   labels[1, 0] = labels[3, -1] = -1.0  # padding (replaces a relevant item or not)
@@ -155,6 +164,12 @@ def _approx_reference(key, labels, scores, item_weights):
   + [("approx_mrr_loss", "few"), ("approx_mrr_loss", "all")],
 )
 def test_approx_keys_of_dense_relevance_equal_every_rank(key, case):
+  _check_approx(key, case, _modes(key, None, case))
+
+
+def _check_approx(key, case, modes):
+  """The approximate-rank key's values and gradients in ``modes`` against the reference (its
+  gradient by central differences) at the case's labels."""
   labels, scores = _labels(case), _scores() * 0.05  # sigmoids away from 0 and 1
   item_weights = np.random.default_rng(4).uniform(0.5, 2.0, size=labels.shape)
   want = _approx_reference(key, labels, scores, item_weights)
@@ -168,7 +183,7 @@ def test_approx_keys_of_dense_relevance_equal_every_rank(key, case):
   with float64():
     loss = tf_ranking.RankingLoss(key)
     relevance, w = (ops.convert_to_tensor(x) for x in (labels, item_weights))
-    for mode in _modes(key, None, case):
+    for mode in modes:
       fn = compiled(lambda s: loss.weighted_values(ops.convert_to_tensor(s), relevance, w), mode)
       _, (grad,) = value_and_grad(lambda s, fn=fn: ops.sum(fn(s)), scores)
       values = numpy(fn(scores)).reshape(len(want), -1).sum(axis=1)
@@ -191,3 +206,65 @@ def test_float32_rows_equal_every_pair(monkeypatch):
   value, (grad,) = value_and_grad(total, scores)
   np.testing.assert_allclose(value_rows, value, rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(grad_rows, grad, rtol=1e-5, atol=1e-5)
+
+
+#: The mode in which XLA compiles the step (``jax.jit``, TensorFlow's ``jit_compile=True``).
+XLA = {"tensorflow": "xla", "jax": "jit"}.get(BACKEND)
+needs_xla = pytest.mark.skipif(XLA is None, reason="XLA compiles JAX and TensorFlow steps")
+
+
+@pytest.fixture
+def blocks_of_five(monkeypatch):
+  """Blocks of 5 relevant rows under XLA (C = 12: up to 3 blocks, the last past C when every
+  item is relevant); the list records each call of the blocked loop."""
+  monkeypatch.setattr(base, "ROWS_PER_BLOCK", 5)
+  calls, blocked = [], base._blocks_of_relevant_rows
+  monkeypatch.setattr(base, "_blocks_of_relevant_rows", lambda *a: calls.append(a) or blocked(*a))
+  return calls
+
+
+@needs_xla
+@pytest.mark.parametrize(
+  ("key", "weight", "case"),
+  [
+    *[(key, None, "mixed") for key in PAIR_SLOPES],
+    ("pairwise_logistic_loss", "ndcg", "mixed"),
+    ("pairwise_logistic_loss", None, "none"),
+    *[(key, None, case) for key in ("approx_ndcg_loss", "approx_mrr_loss") for case in ("mixed",)],
+    ("approx_ndcg_loss", None, "none"),
+  ],
+)
+def test_xla_blocks_of_relevant_rows_equal_every_pair(blocks_of_five, key, weight, case):
+  """Under XLA the loop over blocks of relevant rows (its gradient written by hand) against the
+  brute force over every pair, at r = 0, 1, some and C in one batch (``"mixed"``) and r = 0 for
+  every list (``"none"``: no block)."""
+  if key.startswith("approx"):
+    _check_approx(key, case, [XLA])
+  else:
+    labels, scores = _labels(case), _scores()
+    item_weights = np.random.default_rng(4).uniform(0.5, 2.0, size=labels.shape)
+    want, want_grad = _pairwise_reference(key, weight, labels, scores, item_weights)
+    kwargs = {} if weight is None else {"lambda_weight": WEIGHTS[weight][0]}
+    with float64():
+      _check(
+        tf_ranking.RankingLoss(key, **kwargs), labels, scores, item_weights, want, want_grad, [XLA]
+      )
+  assert blocks_of_five
+
+
+@needs_xla
+@pytest.mark.parametrize("key", ["pairwise_logistic_loss", "approx_ndcg_loss"])
+def test_xla_float32_blocks_equal_every_pair(monkeypatch, key):
+  """In float32 under XLA, the blocks of relevant rows against every pair ``[B, C, C]`` (blocks
+  of ``C`` rows take it): values and gradients at 1e-5."""
+  labels, scores = _labels("mixed").astype("float32"), _scores().astype("float32") * 0.5
+  loss = tf_ranking.RankingLoss(key)
+  relevance = ops.convert_to_tensor(labels)
+  results = []
+  for rows in (5, C):
+    monkeypatch.setattr(base, "ROWS_PER_BLOCK", rows)
+    fn = compiled(lambda s: loss.weighted_values(ops.convert_to_tensor(s), relevance), XLA)
+    results.append(value_and_grad(lambda s, fn=fn: ops.sum(fn(s)), scores))
+  (value_blocks, (grad_blocks,)), (value, (grad,)) = results
+  np.testing.assert_allclose(value_blocks, value, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(grad_blocks, grad, rtol=1e-5, atol=1e-5)

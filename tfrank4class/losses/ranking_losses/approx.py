@@ -18,13 +18,12 @@ Example:
 """
 
 from tfrank4class import backend
-from tfrank4class.backend import take_along_axis
 from tfrank4class.compat import ops
 from tfrank4class.losses.lambda_weights import inverse_max_dcg
 from tfrank4class.losses.ranking_losses.base import (
   Core,
   at_true_class,
-  relevant_rows,
+  relevant_row_values,
   true_class_mask,
   true_class_weight,
 )
@@ -56,11 +55,10 @@ class _Approx(Core):
     logits = backend.where(valid, logits, lowest)
     has_relevance = ops.sum(labels, axis=1, keepdims=True) > 0
     gains = backend.where(has_relevance, labels, 1e-10)
-    metric = relevant_rows(
-      labels,
-      lambda rows: self._metric(take_along_axis(gains, rows), approx_ranks(logits, rows)),
-      lambda: self._metric(gains, approx_ranks(logits)),
+    item_ranks = relevant_row_values(
+      labels, logits, lambda _, scores, rows: approx_ranks(scores, rows)
     )
+    metric = self._metric(gains, backend.where(labels > 0, item_ranks, 1.0))
     return -metric, ops.cast(has_relevance, logits.dtype)
 
   def compute_per_list_from_ids(self, ids, logits, weights):

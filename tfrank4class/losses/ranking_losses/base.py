@@ -119,6 +119,74 @@ def _first_cap(labels, count, caps, rows_fn, pairs_fn):
   )
 
 
+#: The rows of relevant items that one iteration of :func:`relevant_row_values`'s loop computes
+#: under XLA.
+ROWS_PER_BLOCK = 8
+
+
+def relevant_row_values(labels, logits, row_fn):
+  """The value of each list's row of pairs at each of its items of relevance ``> 0``, ``[B, n]``.
+
+  ``row_fn(labels, logits, rows)`` computes from the relevance ``labels`` and the scores
+  ``logits`` ``[B, n]`` one value per row of pairs of the items ``rows`` ``[B, r]`` (int32) with
+  every item, ``[B, r]``, and with ``rows`` ``None`` every item's, ``[B, n]``; a row may be of an
+  item of relevance ``<= 0``. The result equals ``row_fn``'s at every item of relevance ``> 0``;
+  elsewhere it is 0 or ``row_fn``'s. Eagerly and on TensorFlow's graph it is
+  :func:`relevant_rows` (the rows of the ``r`` most relevant items, ``O(B n r)``, or every pair).
+  Under XLA, where a ``cond`` reserves the memory of every branch, the relevant items (first in
+  one sort of the labels, ``O(n log n)``) are taken :data:`ROWS_PER_BLOCK` at a time, one block
+  after another, in a loop whose trip count is read from the labels when the step runs (the
+  largest count of relevant items of a list, over the block): time ``O(B n r)``, ``r`` rounded
+  up to whole blocks, memory ``O(B n ROWS_PER_BLOCK)``. Such a loop has no reverse-mode
+  derivative on JAX, so the gradient in ``logits`` is written out
+  (:func:`tfrank4class.backend.custom_gradient`): the same loop, each block's values recomputed
+  and differentiated by the backend (:func:`tfrank4class.backend.vector_jacobian`). ``row_fn``
+  gets no gradient in ``labels``, and must close over no traced tensor (JAX's ``jit`` refuses one
+  in a custom gradient).
+  """
+  n = labels.shape[1]
+  if n is None or n <= ROWS_PER_BLOCK or not backend.compiled_by_xla():
+    return relevant_rows(
+      labels,
+      lambda rows: scatter_rows(rows, row_fn(labels, logits, rows), n),
+      lambda: row_fn(labels, logits, None),
+    )
+  return _blocks_of_relevant_rows(labels, logits, row_fn)
+
+
+def _blocks_of_relevant_rows(labels, logits, row_fn):
+  """:func:`relevant_row_values` under XLA: a loop over blocks of the relevant items."""
+  n = labels.shape[1]
+
+  def block(relevance, scores, order, index):
+    at = index * ROWS_PER_BLOCK + ops.arange(ROWS_PER_BLOCK, dtype="int32")
+    rows = ops.take(order, ops.minimum(at, n - 1), axis=1)  # past n: a copy, weighed 0
+    keep = ops.logical_and(at[None, :] < n, take_along_axis(relevance, rows, axis=-1) > 0)
+    return scatter_rows(rows, backend.where(keep, row_fn(relevance, scores, rows), 0.0), n)
+
+  @backend.custom_gradient
+  def values(scores, relevance):
+    order = backend.top_k(relevance, n)[1]  # the relevant items first
+    count = ops.max(ops.sum(ops.cast(relevance > 0, "int32"), axis=1))
+    num_blocks = (count + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK
+
+    def grad(upstream):
+      def add_block(index, total):
+        (at_block,) = backend.vector_jacobian(
+          lambda x: block(relevance, x, order, index), [scores], upstream
+        )
+        return total + at_block
+
+      return backend.sequential_fori_loop(0, num_blocks, add_block, ops.zeros_like(scores)), None
+
+    def add_block(index, total):
+      return total + block(relevance, scores, order, index)
+
+    return backend.sequential_fori_loop(0, num_blocks, add_block, ops.zeros_like(scores)), grad
+
+  return values(logits, labels)
+
+
 def scatter_rows(rows, values, n):
   """``values`` ``[B, r]`` of the items ``rows`` ``[B, r]`` (distinct per list) at their places
   in lists of ``n`` items, 0 elsewhere, ``[B, n]`` (``O(B n r)``, differentiable)."""

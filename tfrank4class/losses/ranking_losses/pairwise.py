@@ -25,6 +25,7 @@ from tfrank4class.compat import ops
 from tfrank4class.losses.ranking_losses.base import (
   Core,
   at_true_class,
+  relevant_row_values,
   relevant_rows,
   scatter_rows,
   true_class_mask,
@@ -42,11 +43,7 @@ class _Pairwise(Core):
     only the rows of the ``r`` relevant items of a list are computed, ``O(n r)``
     (:func:`~.base.relevant_rows`; ``O(n log n)`` more with a lambda weight, which ranks the
     items), every pair ``[B, n, n]`` where ``r`` is not known to be below ``n``."""
-    losses = relevant_rows(
-      labels,
-      lambda rows: scatter_rows(rows, self._pair_losses(labels, logits, rows), labels.shape[1]),
-      lambda: self._pair_losses(labels, logits),
-    )
+    losses = relevant_row_values(labels, logits, self._pair_losses)
     return losses, ops.ones_like(losses)
 
   def _pair_losses(self, labels, logits, rows=None):
