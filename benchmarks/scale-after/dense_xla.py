@@ -13,9 +13,10 @@ run), and ``--rounds`` rounds timing each (the fastest of ``--calls`` calls), in
 scale. A "before" cell over ``--max_pairs_gb`` of one [B, C, C] float32 tensor is compiled (JAX:
 for its memory analysis) but not run.
 
-Usage (the interpreter's own backend):
-  KERAS_BACKEND=jax python benchmarks/scale-after/dense_xla.py
-  python benchmarks/scale-after/dense_xla.py          # TensorFlow
+Usage (the interpreter's own backend; each cell's JSON on a line of stdout):
+  KERAS_BACKEND=jax python benchmarks/scale-after/dense_xla.py > jax.jsonl
+  python benchmarks/scale-after/dense_xla.py > tf.jsonl          # TensorFlow
+  python benchmarks/scale-after/dense_xla.py --table jax.jsonl tf.jsonl
 """
 
 import argparse
@@ -125,13 +126,56 @@ def _cell(key, classes, relevant, rounds, calls, max_pairs_gb):
   return result
 
 
+def _spread(values):
+  """``median (min-max)`` of ``values``."""
+  values = sorted(values)
+  median = values[len(values) // 2]
+  return f"{median:.3g} ({values[0]:.3g}-{values[-1]:.3g})"
+
+
+def table(cells):
+  """The markdown table of the cells (JSON dicts, as the children print them)."""
+  lines = [
+    "| backend | key | C | r | before ms | after ms | before / after | after / softmax "
+    "| peak MB before / after | XLA temp MB before / after | load (1 min) |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
+  ]
+  for cell in cells:
+    ms = cell["ms"]
+    ratio = "not run"
+    before = "not run"
+    if "before" in ms:
+      before = _spread(ms["before"])
+      ratio = _spread([b / a for b, a in zip(ms["before"], ms["after"])])
+    soft = _spread([a / s for a, s in zip(ms["after"], ms["softmax"])])
+    peak = f"{cell.get('before_peak_mb', 'not run')} / {cell['after_peak_mb']:.3g}"
+    if "before_peak_mb" in cell:
+      peak = f"{cell['before_peak_mb']:.3g} / {cell['after_peak_mb']:.3g}"
+    temp = "-"
+    if cell.get("after_xla_temp_mb") is not None:
+      temp = f"{cell['before_xla_temp_mb']:.4g} / {cell['after_xla_temp_mb']:.3g}"
+    lines.append(
+      f"| {cell['backend']} | {cell['key']} | {cell['C']:,} | {cell['r']} | {before} "
+      f"| {_spread(ms['after'])} | {ratio} | {soft} | {peak} | {temp} | {cell['load'][0]:.0f} |"
+    )
+  return "\n".join(lines)
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--rounds", type=int, default=5)
   parser.add_argument("--calls", type=int, default=3)
   parser.add_argument("--max_pairs_gb", type=float, default=2.0)
   parser.add_argument("--cell", nargs=3, help="key C r: run one cell here (the child's form)")
+  parser.add_argument("--table", nargs="+", help="files of the cells' JSON lines: print a table")
   args = parser.parse_args()
+  if args.table:
+    cells = []
+    for name in args.table:
+      text = pathlib.Path(name).read_text().splitlines()
+      cells += [json.loads(line) for line in text if line.startswith("{")]
+    print(table(cells))
+    return
   if args.cell:
     key, classes, relevant = args.cell[0], int(args.cell[1]), int(args.cell[2])
     cell = _cell(key, classes, relevant, args.rounds, args.calls, args.max_pairs_gb)

@@ -5,8 +5,9 @@ Qin et al. 2010: the rank of an item is ``1/2 + sum_j sigmoid(s_j - s_i)`` (scor
 temperature, 0.1 by default), and the loss is minus the metric at those ranks; a list without
 relevance weighs 0. Padded items get the score ``min(s) - 1000``. Only the items of relevance
 ``> 0`` have a gain, so only their ranks are computed: with class ids the true class's, ``O(n)``;
-with dense relevance the ``r`` relevant items', ``O(n r)`` (:func:`~.base.relevant_rows`: every
-item's, ``[B, n, n]``, past the traced caps).
+with dense relevance the ``r`` relevant items', ``O(n r)`` (:func:`~.base.relevant_row_values`:
+past the traced caps and under XLA a block of relevant items at a time, never every item's
+``[B, n, n]``), then the metric over the list, ``O(n log n)`` (NDCG's ideal order).
 
 Example:
   >>> import numpy as np
@@ -58,6 +59,7 @@ class _Approx(Core):
     item_ranks = relevant_row_values(
       labels, logits, lambda _, scores, rows: approx_ranks(scores, rows)
     )
+    # An item without relevance has no gain: its rank (1 here) does not count.
     metric = self._metric(gains, backend.where(labels > 0, item_ranks, 1.0))
     return -metric, ops.cast(has_relevance, logits.dtype)
 
