@@ -16,7 +16,7 @@ from test_tf_ranking_linear import PAIR_LOSSES, WEIGHTS, _ranks
 
 from tfrank4class.compat import BACKEND, ops
 from tfrank4class.losses import tf_ranking
-from tfrank4class.losses.ranking_losses import base, pairwise
+from tfrank4class.losses.ranking_losses import approx, base, pairwise
 
 C = 12
 #: The mode in which XLA compiles the step (``jax.jit``, TensorFlow's ``jit_compile=True``).
@@ -220,8 +220,10 @@ def blocks_of_five(monkeypatch):
   """Blocks of 5 relevant rows under XLA (C = 12: up to 3 blocks, the last past C when every
   item is relevant); the list records each call of the blocked loop."""
   monkeypatch.setattr(base, "ROWS_PER_BLOCK", 5)
-  calls, blocked = [], base._blocks_of_relevant_rows
-  monkeypatch.setattr(base, "_blocks_of_relevant_rows", lambda *a: calls.append(a) or blocked(*a))
+  calls, blocked = [], base.blocks_of_relevant_rows
+  spy = lambda *a: calls.append(a) or blocked(*a)  # noqa: E731
+  monkeypatch.setattr(base, "blocks_of_relevant_rows", spy)
+  monkeypatch.setattr(approx, "blocks_of_relevant_rows", spy)
   return calls
 
 

@@ -19,12 +19,14 @@ Example:
 """
 
 from tfrank4class import backend
+from tfrank4class.backend import take_along_axis
 from tfrank4class.compat import ops
 from tfrank4class.losses.lambda_weights import inverse_max_dcg
 from tfrank4class.losses.ranking_losses.base import (
   Core,
   at_true_class,
-  relevant_row_values,
+  blocks_of_relevant_rows,
+  relevant_rows,
   true_class_mask,
   true_class_weight,
 )
@@ -56,12 +58,22 @@ class _Approx(Core):
     logits = backend.where(valid, logits, lowest)
     has_relevance = ops.sum(labels, axis=1, keepdims=True) > 0
     gains = backend.where(has_relevance, labels, 1e-10)
-    item_ranks = relevant_row_values(
+    metric = relevant_rows(
+      labels,
+      lambda rows: self._metric(take_along_axis(gains, rows), approx_ranks(logits, rows)),
+      lambda: self._metric(gains, approx_ranks(logits)),
+      lambda: self._metric(gains, self._relevant_ranks(labels, logits)),
+    )
+    return -metric, ops.cast(has_relevance, logits.dtype)
+
+  @staticmethod
+  def _relevant_ranks(labels, logits):
+    """The approximate ranks of the items of relevance ``> 0`` a block at a time
+    (:func:`~.base.blocks_of_relevant_rows`), 1 elsewhere (no gain: the rank does not count)."""
+    ranks = blocks_of_relevant_rows(
       labels, logits, lambda _, scores, rows: approx_ranks(scores, rows)
     )
-    # An item without relevance has no gain: its rank (1 here) does not count.
-    metric = self._metric(gains, backend.where(labels > 0, item_ranks, 1.0))
-    return -metric, ops.cast(has_relevance, logits.dtype)
+    return backend.where(labels > 0, ranks, 1.0)
 
   def compute_per_list_from_ids(self, ids, logits, weights):
     """The loss of one-hot rows of class ids ``ids`` ``[B]`` in ``O(n)``: only the true class

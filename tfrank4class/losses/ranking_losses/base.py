@@ -92,19 +92,22 @@ def relevant_rows(labels, rows_fn, pairs_fn, blocks_fn=None):
   indices ``rows`` ``[B, r]`` (int32) of each list's ``r`` largest labels (``O(B n r)``) what
   ``pairs_fn()`` computes from every pair (``[B, n, n]``), and must equal it whenever ``rows``
   holds every relevant item; ``blocks_fn()``, where given, computes the same with memory bounded
-  whatever ``r`` (:func:`relevant_row_values`'s loop over blocks of relevant rows). ``r`` is the
-  largest count of relevant items of a list where the labels are known now (eager). In a traced
-  step ``r`` must be static: on TensorFlow's graph the step holds ``rows_fn`` at each of
-  :data:`TRACED_RELEVANT_CAPS` and ``blocks_fn`` (else ``pairs_fn``) last, and ``ops.cond``
-  takes the first that holds every list's count when the step runs (only that branch runs and
-  holds memory). Under XLA (``jax.jit``, ``jit_compile=True``) the memory of every branch of a
-  ``cond`` is reserved, so there the caps are those below :data:`ROWS_PER_BLOCK` (a branch no
-  larger than a block), then ``blocks_fn``; without ``blocks_fn`` it is ``pairs_fn()`` alone
-  (every pair ``[B, n, n]``: the memory of the pairs, and no less).
+  whatever ``r`` (:func:`blocks_of_relevant_rows`), taken for lists of more than
+  :data:`ROWS_PER_BLOCK` items. ``r`` is the largest count of relevant items of a list where the
+  labels are known now (eager). In a traced step ``r`` must be static: on TensorFlow's graph the
+  step holds ``rows_fn`` at each of :data:`TRACED_RELEVANT_CAPS` and ``blocks_fn`` (else
+  ``pairs_fn``) last, and ``ops.cond`` takes the first that holds every list's count when the
+  step runs (only that branch runs and holds memory). Under XLA (``jax.jit``,
+  ``jit_compile=True``) the memory of every branch of a ``cond`` is reserved, so there the caps
+  are those below :data:`ROWS_PER_BLOCK` (a branch no larger than a block), then ``blocks_fn``;
+  without ``blocks_fn`` it is ``pairs_fn()`` alone (every pair ``[B, n, n]``: the memory of the
+  pairs, and no less).
   """
   n = labels.shape[1]
   if n is None:
     return pairs_fn()
+  if n <= ROWS_PER_BLOCK:
+    blocks_fn = None  # every pair is no larger than a block
   count = ops.max(ops.sum(ops.cast(labels > 0, "int32"), axis=1))
   known = backend.static_value(count)
   if known is not None:
@@ -141,54 +144,56 @@ def relevant_row_values(labels, logits, row_fn):
   elsewhere it is 0 or ``row_fn``'s. It is :func:`relevant_rows`: eagerly the rows of the ``r``
   relevant items, ``O(B n r)`` (every item's where ``r = n``); on TensorFlow's graph the rows at
   a cap; past the caps and under XLA (where a ``cond`` reserves the memory of every branch), a
-  loop over the relevant items (first in one sort of the labels, ``O(n log n)``),
-  :data:`ROWS_PER_BLOCK` at a time, whose trip count is read from the labels when the step runs
-  (the largest count of relevant items of a list, over the block): time ``O(B n r)``, ``r``
-  rounded up to whole blocks, memory ``O(B n ROWS_PER_BLOCK)``, never every pair (lists of at
-  most ``ROWS_PER_BLOCK`` items excepted, where every pair is no larger). Such a loop has no
-  reverse-mode derivative on JAX, so its gradient in ``logits`` is written out
-  (:func:`tfrank4class.backend.custom_gradient`): the same loop, each block's values recomputed
-  and differentiated by the backend (:func:`tfrank4class.backend.vector_jacobian`). ``row_fn``
-  gets no gradient in ``labels`` and must close over no traced tensor (JAX's ``jit`` refuses one
-  in a custom gradient).
+  loop over the relevant items (:func:`blocks_of_relevant_rows`), :data:`ROWS_PER_BLOCK` at a
+  time (found without a sort: a search of the running count of relevant items), whose trip
+  count is read from the labels when the step runs (the largest count of relevant items of a
+  list, over the block): time ``O(B n r)``, ``r`` rounded up to whole blocks, memory
+  ``O(B n ROWS_PER_BLOCK)``, never every pair (lists of at most ``ROWS_PER_BLOCK`` items
+  excepted, where every pair is no larger). Such a loop has no reverse-mode derivative on JAX,
+  so its gradient in ``logits`` is written out (:func:`tfrank4class.backend.custom_gradient`):
+  the same loop, each block's values recomputed and differentiated by the backend
+  (:func:`tfrank4class.backend.vector_jacobian`). ``row_fn`` gets no gradient in ``labels`` and
+  must close over no traced tensor (JAX's ``jit`` refuses one in a custom gradient).
   """
-  n = labels.shape[1]
-  blocks = n is not None and n > ROWS_PER_BLOCK
   return relevant_rows(
     labels,
-    lambda rows: scatter_rows(rows, row_fn(labels, logits, rows), n),
+    lambda rows: scatter_rows(rows, row_fn(labels, logits, rows), labels.shape[1]),
     lambda: row_fn(labels, logits, None),
-    (lambda: _blocks_of_relevant_rows(labels, logits, row_fn)) if blocks else None,
+    lambda: blocks_of_relevant_rows(labels, logits, row_fn),
   )
 
 
-def _blocks_of_relevant_rows(labels, logits, row_fn):
-  """:func:`relevant_row_values` under XLA: a loop over blocks of the relevant items."""
+def blocks_of_relevant_rows(labels, logits, row_fn):
+  """:func:`relevant_row_values`'s loop over blocks of relevant rows, taken whatever ``r``: the
+  ``[B, n]`` values of ``row_fn`` at the items of relevance ``> 0``, 0 elsewhere (for a loss
+  whose ``rows_fn`` and ``pairs_fn`` are not row values, as :func:`relevant_rows`'s
+  ``blocks_fn``)."""
   n = labels.shape[1]
 
-  def block(relevance, scores, order, index):
+  def block(relevance, scores, seen, index):
+    # The items of index * ROWS_PER_BLOCK + t relevant items before them (and themselves).
     at = index * ROWS_PER_BLOCK + ops.arange(ROWS_PER_BLOCK, dtype="int32")
-    rows = ops.take(order, ops.minimum(at, n - 1), axis=1)  # past n: a copy, weighed 0
-    keep = ops.logical_and(at[None, :] < n, take_along_axis(relevance, rows, axis=-1) > 0)
+    wanted = ops.zeros_like(seen[:, :1]) + at[None, :] + 1
+    rows = ops.minimum(backend.searchsorted(seen, wanted), n - 1)
+    keep = wanted <= seen[:, -1:]  # a list's items past its relevant ones: weighed 0
     return scatter_rows(rows, backend.where(keep, row_fn(relevance, scores, rows), 0.0), n)
 
   @backend.custom_gradient
   def values(scores, relevance):
-    order = backend.top_k(relevance, n)[1]  # the relevant items first
-    count = ops.max(ops.sum(ops.cast(relevance > 0, "int32"), axis=1))
-    num_blocks = (count + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK
+    seen = backend.cumsum(ops.cast(relevance > 0, "int32"), axis=1)
+    num_blocks = (ops.max(seen[:, -1]) + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK
 
     def grad(upstream):
       def add_block(index, total):
         (at_block,) = backend.vector_jacobian(
-          lambda x: block(relevance, x, order, index), [scores], upstream
+          lambda x: block(relevance, x, seen, index), [scores], upstream
         )
         return total + at_block
 
       return backend.sequential_fori_loop(0, num_blocks, add_block, ops.zeros_like(scores)), None
 
     def add_block(index, total):
-      return total + block(relevance, scores, order, index)
+      return total + block(relevance, scores, seen, index)
 
     return backend.sequential_fori_loop(0, num_blocks, add_block, ops.zeros_like(scores)), grad
 
