@@ -265,18 +265,20 @@ def test_xla_blocks_of_relevant_rows_equal_every_pair(blocks_of_five, key, weigh
 
 @needs_xla
 @pytest.mark.parametrize("key", [_slow("pairwise_logistic_loss"), "approx_ndcg_loss"])
-def test_xla_float32_blocks_equal_every_pair(monkeypatch, blocks_of_five, key):
-  """In float32 under XLA, the blocks of relevant rows against every pair ``[B, C, C]`` (blocks
-  of ``C`` rows take it): values and gradients at 1e-5."""
+def test_xla_float32_blocks_equal_every_pair(blocks_of_five, key):
+  """In float32, the blocks of relevant rows under XLA against every pair ``[B, C, C]`` (eagerly:
+  a list of C relevant items takes every pair): values and gradients at 1e-5."""
   labels, scores = _labels("mixed").astype("float32"), _scores().astype("float32") * 0.5
   loss = tf_ranking.RankingLoss(key)
   relevance = ops.convert_to_tensor(labels)
-  results = []
-  for rows in (5, C):
-    monkeypatch.setattr(base, "ROWS_PER_BLOCK", rows)
-    fn = compiled(lambda s: loss.weighted_values(ops.convert_to_tensor(s), relevance), XLA)
-    results.append(value_and_grad(lambda s, fn=fn: ops.sum(fn(s)), scores))
-  (value_blocks, (grad_blocks,)), (value, (grad,)) = results
+
+  def value_and_gradient(mode):
+    fn = compiled(lambda s: loss.weighted_values(ops.convert_to_tensor(s), relevance), mode)
+    return value_and_grad(lambda s: ops.sum(fn(s)), scores)
+
+  value_blocks, (grad_blocks,) = value_and_gradient(XLA)
+  calls = len(blocks_of_five)
+  value, (grad,) = value_and_gradient("eager")
+  assert calls and len(blocks_of_five) == calls  # the loop under XLA; eagerly every pair
   np.testing.assert_allclose(value_blocks, value, rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(grad_blocks, grad, rtol=1e-5, atol=1e-5)
-  assert blocks_of_five  # the loop at 5 rows a block (at C rows: every pair)
