@@ -1,24 +1,27 @@
 """Dense relevance with ``r`` relevant items a list: the pairwise keys (with every lambda weight)
 and the approximate-rank keys compute only the rows of the relevant items, ``O(C r)``
-(:func:`tfrank4class.losses.ranking_losses.base.relevant_rows`). Checked here against
+(:func:`tfrank4class.losses.ranking_losses.base.relevant_row_values`). Checked here against
 brute-force numpy over every pair (in float64), with graded labels and ties of labels and of
 scores, padding, a list without relevance, sample weights, and ``r`` from 1 to ``C`` (every item
-relevant), eagerly (``r`` read from the labels) and traced (on TensorFlow's graph ``r`` a cap
-chosen when the step runs, or every pair; under XLA every pair): values, and gradients against
-the gradient written out (pairwise) or central differences of the reference (approximate
-ranks).
-"""
+relevant), eagerly (``r`` read from the labels), traced on TensorFlow's graph (``r`` a cap chosen
+when the step runs, or every pair) and under XLA (``jax.jit``, ``jit_compile=True``: a loop over
+blocks of relevant rows, here of 5 rows, with its gradient written out; pairwise MSE with a
+lambda weight: every pair): values, and gradients against the gradient written out (pairwise) or
+central differences of the reference (approximate ranks)"""
 
 import numpy as np
 import pytest
 from backend_testing import compile_modes, compiled, float64, numpy, value_and_grad
 from test_tf_ranking_linear import PAIR_LOSSES, WEIGHTS, _ranks
 
-from tfrank4class.compat import ops
+from tfrank4class.compat import BACKEND, ops
 from tfrank4class.losses import tf_ranking
-from tfrank4class.losses.ranking_losses import pairwise
+from tfrank4class.losses.ranking_losses import approx, base, pairwise
 
 C = 12
+#: The mode in which XLA compiles the step (``jax.jit``, TensorFlow's ``jit_compile=True``).
+XLA = {"tensorflow": "xla", "jax": "jit"}.get(BACKEND)
+needs_xla = pytest.mark.skipif(XLA is None, reason="XLA compiles JAX and TensorFlow steps")
 
 # The derivative of each pair loss in s_i - s_j.
 PAIR_SLOPES = {
@@ -28,14 +31,23 @@ PAIR_SLOPES = {
 }
 
 
+# The relevant items a list of each case: "few" at most 8 (the traced cap), "one" binary with
+# one relevant item a list, "all" a list of C relevant items, "mixed" 0, 1, some and C, "none"
+# no relevant item in the batch.
+RELEVANT = {
+  "few": [3, 8, 1, 5, 0],
+  "one": [1, 1, 1, 1, 0],
+  "all": [C, 2, 4, 0, 7],
+  "mixed": [C, 1, 6, 0, 11],
+  "none": [0, 0, 0, 0, 0],
+}
+
+
 def _labels(case):
-  """Graded labels ``[5, C]`` of the case: ``"few"`` at most 8 relevant a list (the traced cap),
-  ``"one"`` binary with one relevant item a list, ``"all"`` a list of C relevant items."""
-  rng = np.random.default_rng({"few": 0, "one": 1, "all": 2}[case])
+  """Graded labels ``[5, C]`` of the case (:data:`RELEVANT`), with ties and padding."""
+  rng = np.random.default_rng(list(RELEVANT).index(case))
   labels = np.zeros((5, C))
-  for b, r in enumerate(
-    {"few": [3, 8, 1, 5, 0], "one": [1, 1, 1, 1, 0], "all": [C, 2, 4, 0, 7]}[case]
-  ):
+  for b, r in enumerate(RELEVANT[case]):
     at = rng.choice(C, size=r, replace=False)
     labels[b, at] = 1.0 if case == "one" else rng.integers(1, 4, size=r)  # ties of labels
   labels[1, 0] = labels[3, -1] = -1.0  # padding (replaces a relevant item or not)
@@ -125,7 +137,11 @@ def test_pairwise_keys_of_dense_relevance_equal_every_pair(key, weight, case):
 
 
 def _modes(key, weight, case):
-  return compile_modes()[: 2 if (key, weight, case) in TRACED else 1]
+  """Eagerly; for the cases of ``TRACED`` also on TensorFlow's graph (the caps); under XLA
+  (JAX's ``jit``, ``jit_compile=True``) the tests ``test_xla_*``."""
+  return [
+    mode for mode in compile_modes()[: 2 if (key, weight, case) in TRACED else 1] if mode != XLA
+  ]
 
 
 def _approx_reference(key, labels, scores, item_weights):
@@ -155,6 +171,12 @@ def _approx_reference(key, labels, scores, item_weights):
   + [("approx_mrr_loss", "few"), ("approx_mrr_loss", "all")],
 )
 def test_approx_keys_of_dense_relevance_equal_every_rank(key, case):
+  _check_approx(key, case, _modes(key, None, case))
+
+
+def _check_approx(key, case, modes):
+  """The approximate-rank key's values and gradients in ``modes`` against the reference (its
+  gradient by central differences) at the case's labels."""
   labels, scores = _labels(case), _scores() * 0.05  # sigmoids away from 0 and 1
   item_weights = np.random.default_rng(4).uniform(0.5, 2.0, size=labels.shape)
   want = _approx_reference(key, labels, scores, item_weights)
@@ -168,7 +190,7 @@ def test_approx_keys_of_dense_relevance_equal_every_rank(key, case):
   with float64():
     loss = tf_ranking.RankingLoss(key)
     relevance, w = (ops.convert_to_tensor(x) for x in (labels, item_weights))
-    for mode in _modes(key, None, case):
+    for mode in modes:
       fn = compiled(lambda s: loss.weighted_values(ops.convert_to_tensor(s), relevance, w), mode)
       _, (grad,) = value_and_grad(lambda s, fn=fn: ops.sum(fn(s)), scores)
       values = numpy(fn(scores)).reshape(len(want), -1).sum(axis=1)
@@ -191,3 +213,72 @@ def test_float32_rows_equal_every_pair(monkeypatch):
   value, (grad,) = value_and_grad(total, scores)
   np.testing.assert_allclose(value_rows, value, rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(grad_rows, grad, rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture
+def blocks_of_five(monkeypatch):
+  """Blocks of 5 relevant rows under XLA (C = 12: up to 3 blocks, the last past C when every
+  item is relevant); the list records each call of the blocked loop."""
+  monkeypatch.setattr(base, "ROWS_PER_BLOCK", 5)
+  calls, blocked = [], base.blocks_of_relevant_rows
+  spy = lambda *a: calls.append(a) or blocked(*a)  # noqa: E731
+  monkeypatch.setattr(base, "blocks_of_relevant_rows", spy)
+  monkeypatch.setattr(approx, "blocks_of_relevant_rows", spy)
+  return calls
+
+
+def _slow(*args):
+  return pytest.param(*args, marks=pytest.mark.slow)
+
+
+# Fast: one key of each family through several blocks; slow: the other keys (the loop is the same
+# whatever the row's loss), a lambda weight (a sort in each block), r = 0 in every list.
+@needs_xla
+@pytest.mark.parametrize(
+  ("key", "weight", "case"),
+  [
+    ("pairwise_logistic_loss", None, "mixed"),
+    ("approx_ndcg_loss", None, "mixed"),
+    *[_slow(key, None, "mixed") for key in ("pairwise_hinge_loss", "pairwise_soft_zero_one_loss")],
+    _slow("approx_mrr_loss", None, "mixed"),
+    _slow("pairwise_logistic_loss", "ndcg", "mixed"),
+    _slow("pairwise_logistic_loss", None, "none"),
+  ],
+)
+def test_xla_blocks_of_relevant_rows_equal_every_pair(blocks_of_five, key, weight, case):
+  """Under XLA the loop over blocks of relevant rows (its gradient written by hand) against the
+  brute force over every pair, at r = 0, 1, some and C in one batch (``"mixed"``: 3 blocks), and
+  r = 0 in every list (``"none"``: the cap r <= 1 before the loop)."""
+  if key.startswith("approx"):
+    _check_approx(key, case, [XLA])
+  else:
+    labels, scores = _labels(case), _scores()
+    item_weights = np.random.default_rng(4).uniform(0.5, 2.0, size=labels.shape)
+    want, want_grad = _pairwise_reference(key, weight, labels, scores, item_weights)
+    kwargs = {} if weight is None else {"lambda_weight": WEIGHTS[weight][0]}
+    with float64():
+      _check(
+        tf_ranking.RankingLoss(key, **kwargs), labels, scores, item_weights, want, want_grad, [XLA]
+      )
+  assert blocks_of_five or case == "none"  # r = 0 in every list: the cap r <= 1, no loop
+
+
+@needs_xla
+@pytest.mark.parametrize("key", [_slow("pairwise_logistic_loss"), "approx_ndcg_loss"])
+def test_xla_float32_blocks_equal_every_pair(blocks_of_five, key):
+  """In float32, the blocks of relevant rows under XLA against every pair ``[B, C, C]`` (eagerly:
+  a list of C relevant items takes every pair): values and gradients at 1e-5."""
+  labels, scores = _labels("mixed").astype("float32"), _scores().astype("float32") * 0.5
+  loss = tf_ranking.RankingLoss(key)
+  relevance = ops.convert_to_tensor(labels)
+
+  def value_and_gradient(mode):
+    fn = compiled(lambda s: loss.weighted_values(ops.convert_to_tensor(s), relevance), mode)
+    return value_and_grad(lambda s: ops.sum(fn(s)), scores)
+
+  value_blocks, (grad_blocks,) = value_and_gradient(XLA)
+  calls = len(blocks_of_five)
+  value, (grad,) = value_and_gradient("eager")
+  assert calls and len(blocks_of_five) == calls  # the loop under XLA; eagerly every pair
+  np.testing.assert_allclose(value_blocks, value, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(grad_blocks, grad, rtol=1e-5, atol=1e-5)

@@ -5,8 +5,10 @@ Qin et al. 2010: the rank of an item is ``1/2 + sum_j sigmoid(s_j - s_i)`` (scor
 temperature, 0.1 by default), and the loss is minus the metric at those ranks; a list without
 relevance weighs 0. Padded items get the score ``min(s) - 1000``. Only the items of relevance
 ``> 0`` have a gain, so only their ranks are computed: with class ids the true class's, ``O(n)``;
-with dense relevance the ``r`` relevant items', ``O(n r)`` (:func:`~.base.relevant_rows`: every
-item's, ``[B, n, n]``, past the traced caps).
+with dense relevance the ``r`` relevant items', ``O(n r)`` (:func:`~.base.relevant_rows`; past
+the traced caps and under XLA :func:`~.base.blocks_of_relevant_rows`, a block of relevant items
+at a time, never every item's ``[B, n, n]``, and then the metric over the whole list, NDCG's
+ideal order a sort, ``O(n log n)``).
 
 Example:
   >>> import numpy as np
@@ -24,6 +26,7 @@ from tfrank4class.losses.lambda_weights import inverse_max_dcg
 from tfrank4class.losses.ranking_losses.base import (
   Core,
   at_true_class,
+  blocks_of_relevant_rows,
   relevant_rows,
   true_class_mask,
   true_class_weight,
@@ -60,8 +63,18 @@ class _Approx(Core):
       labels,
       lambda rows: self._metric(take_along_axis(gains, rows), approx_ranks(logits, rows)),
       lambda: self._metric(gains, approx_ranks(logits)),
+      lambda: self._metric(gains, self._relevant_ranks(labels, logits)),
     )
     return -metric, ops.cast(has_relevance, logits.dtype)
+
+  @staticmethod
+  def _relevant_ranks(labels, logits):
+    """The approximate ranks of the items of relevance ``> 0`` a block at a time
+    (:func:`~.base.blocks_of_relevant_rows`), 1 elsewhere (no gain: the rank does not count)."""
+    ranks = blocks_of_relevant_rows(
+      labels, logits, lambda _, scores, rows: approx_ranks(scores, rows)
+    )
+    return backend.where(labels > 0, ranks, 1.0)
 
   def compute_per_list_from_ids(self, ids, logits, weights):
     """The loss of one-hot rows of class ids ``ids`` ``[B]`` in ``O(n)``: only the true class

@@ -73,11 +73,17 @@ def true_class_weight(ids, weights, logits):
 
 
 #: The caps on the number ``r`` of items of relevance ``> 0`` per list that a traced step tries,
-#: in order, before it builds every pair (see :func:`relevant_rows`).
+#: in order, before the loop over blocks of relevant rows, or every pair (see
+#: :func:`relevant_rows`).
 TRACED_RELEVANT_CAPS = (1, 8)
 
 
-def relevant_rows(labels, rows_fn, pairs_fn):
+#: The rows of relevant items that one iteration of :func:`relevant_row_values`'s loop computes
+#: (under XLA, and past the caps on TensorFlow's graph).
+ROWS_PER_BLOCK = 8
+
+
+def relevant_rows(labels, rows_fn, pairs_fn, blocks_fn=None):
   """What a loss computes from the rows of pairs of each list's items of relevance ``> 0``.
 
   With relevance ``labels`` ``[B, n]``, only a pair ``(i, j)`` with ``l_i > l_j >= 0`` carries
@@ -85,38 +91,113 @@ def relevant_rows(labels, rows_fn, pairs_fn):
   metric: the ``r`` relevant items of a list, not all ``n``. ``rows_fn(rows)`` computes from the
   indices ``rows`` ``[B, r]`` (int32) of each list's ``r`` largest labels (``O(B n r)``) what
   ``pairs_fn()`` computes from every pair (``[B, n, n]``), and must equal it whenever ``rows``
-  holds every relevant item. ``r`` is the largest count of relevant items of a list where the
+  holds every relevant item; ``blocks_fn()``, where given, computes the same with memory bounded
+  whatever ``r`` (:func:`blocks_of_relevant_rows`), taken for lists of more than
+  :data:`ROWS_PER_BLOCK` items. ``r`` is the largest count of relevant items of a list where the
   labels are known now (eager). In a traced step ``r`` must be static: on TensorFlow's graph the
-  step holds ``rows_fn`` at each of :data:`TRACED_RELEVANT_CAPS` and ``pairs_fn`` last, and
-  ``ops.cond`` takes the first that holds every list's count when the step runs (only that
-  branch runs and holds memory). Under XLA (``jax.jit``, ``jit_compile=True``) the memory of
-  every branch of a ``cond`` is reserved, the pairs' included, so there it is ``pairs_fn()``
-  alone, as before: no more memory than every pair, and no less.
+  step holds ``rows_fn`` at each of :data:`TRACED_RELEVANT_CAPS` and ``blocks_fn`` (else
+  ``pairs_fn``) last, and ``ops.cond`` takes the first that holds every list's count when the
+  step runs (only that branch runs and holds memory). Under XLA (``jax.jit``,
+  ``jit_compile=True``) the memory of every branch of a ``cond`` is reserved, so there the caps
+  are those below :data:`ROWS_PER_BLOCK` (a branch no larger than a block), then ``blocks_fn``;
+  without ``blocks_fn`` it is ``pairs_fn()`` alone (every pair ``[B, n, n]``: the memory of the
+  pairs, and no less).
   """
   n = labels.shape[1]
   if n is None:
     return pairs_fn()
+  if n <= ROWS_PER_BLOCK:
+    blocks_fn = None  # every pair is no larger than a block
   count = ops.max(ops.sum(ops.cast(labels > 0, "int32"), axis=1))
   known = backend.static_value(count)
   if known is not None:
     r = max(int(known), 1)
     return pairs_fn() if r >= n else rows_fn(backend.top_k(labels, r)[1])
-  if backend.compiled_by_xla():
+  if not backend.compiled_by_xla():
+    caps = tuple(cap for cap in TRACED_RELEVANT_CAPS if cap < n)
+  elif blocks_fn is None:
     return pairs_fn()
-  caps = tuple(cap for cap in TRACED_RELEVANT_CAPS if cap < n)
-  return _first_cap(labels, count, caps, rows_fn, pairs_fn)
+  else:
+    caps = tuple(cap for cap in TRACED_RELEVANT_CAPS if cap < ROWS_PER_BLOCK)
+  return _first_cap(labels, count, caps, rows_fn, pairs_fn if blocks_fn is None else blocks_fn)
 
 
-def _first_cap(labels, count, caps, rows_fn, pairs_fn):
+def _first_cap(labels, count, caps, rows_fn, last_fn):
   """:func:`relevant_rows` in a traced step: ``rows_fn`` at the first of ``caps`` that is at
-  least ``count``, else ``pairs_fn``."""
+  least ``count``, else ``last_fn``."""
   if not caps:
-    return pairs_fn()
+    return last_fn()
   return ops.cond(
     count <= caps[0],
     lambda: rows_fn(backend.top_k(labels, caps[0])[1]),
-    lambda: _first_cap(labels, count, caps[1:], rows_fn, pairs_fn),
+    lambda: _first_cap(labels, count, caps[1:], rows_fn, last_fn),
   )
+
+
+def relevant_row_values(labels, logits, row_fn):
+  """The value of each list's row of pairs at each of its items of relevance ``> 0``, ``[B, n]``.
+
+  ``row_fn(labels, logits, rows)`` computes from the relevance ``labels`` and the scores
+  ``logits`` ``[B, n]`` one value per row of pairs of the items ``rows`` ``[B, r]`` (int32) with
+  every item, ``[B, r]``, and with ``rows`` ``None`` every item's, ``[B, n]``; a row may be of an
+  item of relevance ``<= 0``. The result equals ``row_fn``'s at every item of relevance ``> 0``;
+  elsewhere it is 0 or ``row_fn``'s. It is :func:`relevant_rows`: eagerly the rows of the ``r``
+  relevant items, ``O(B n r)`` (every item's where ``r = n``); on TensorFlow's graph the rows at
+  a cap; past the caps and under XLA (where a ``cond`` reserves the memory of every branch), a
+  loop over the relevant items (:func:`blocks_of_relevant_rows`), :data:`ROWS_PER_BLOCK` at a
+  time (found without a sort: a search of the running count of relevant items), whose trip
+  count is read from the labels when the step runs (the largest count of relevant items of a
+  list, over the block): time ``O(B n r)``, ``r`` rounded up to whole blocks, memory
+  ``O(B n ROWS_PER_BLOCK)``, never every pair (lists of at most ``ROWS_PER_BLOCK`` items
+  excepted, where every pair is no larger). Such a loop has no reverse-mode derivative on JAX,
+  so its gradient in ``logits`` is written out (:func:`tfrank4class.backend.custom_gradient`):
+  the same loop, each block's values recomputed and differentiated by the backend
+  (:func:`tfrank4class.backend.vector_jacobian`). ``row_fn`` gets no gradient in ``labels`` and
+  must close over no traced tensor (JAX's ``jit`` refuses one in a custom gradient).
+  """
+  return relevant_rows(
+    labels,
+    lambda rows: scatter_rows(rows, row_fn(labels, logits, rows), labels.shape[1]),
+    lambda: row_fn(labels, logits, None),
+    lambda: blocks_of_relevant_rows(labels, logits, row_fn),
+  )
+
+
+def blocks_of_relevant_rows(labels, logits, row_fn):
+  """:func:`relevant_row_values`'s loop over blocks of relevant rows, taken whatever ``r``: the
+  ``[B, n]`` values of ``row_fn`` at the items of relevance ``> 0``, 0 elsewhere (for a loss
+  whose ``rows_fn`` and ``pairs_fn`` are not row values, as :func:`relevant_rows`'s
+  ``blocks_fn``)."""
+  n = labels.shape[1]
+
+  def block(relevance, scores, seen, index):
+    # The items of index * ROWS_PER_BLOCK + t relevant items before them (and themselves).
+    at = index * ROWS_PER_BLOCK + ops.arange(ROWS_PER_BLOCK, dtype="int32")
+    wanted = ops.zeros_like(seen[:, :1]) + at[None, :] + 1
+    rows = ops.minimum(backend.searchsorted(seen, wanted), n - 1)
+    keep = wanted <= seen[:, -1:]  # a list's items past its relevant ones: weighed 0
+    return scatter_rows(rows, backend.where(keep, row_fn(relevance, scores, rows), 0.0), n)
+
+  @backend.custom_gradient
+  def values(scores, relevance):
+    seen = backend.cumsum(ops.cast(relevance > 0, "int32"), axis=1)
+    num_blocks = (ops.max(seen[:, -1]) + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK
+
+    def grad(upstream):
+      def add_block(index, total):
+        (at_block,) = backend.vector_jacobian(
+          lambda x: block(relevance, x, seen, index), [scores], upstream
+        )
+        return total + at_block
+
+      return backend.sequential_fori_loop(0, num_blocks, add_block, ops.zeros_like(scores)), None
+
+    def add_block(index, total):
+      return total + block(relevance, scores, seen, index)
+
+    return backend.sequential_fori_loop(0, num_blocks, add_block, ops.zeros_like(scores)), grad
+
+  return values(logits, labels)
 
 
 def scatter_rows(rows, values, n):

@@ -5,11 +5,13 @@ list with :class:`YetiDCGLambdaWeight` by default.
 
 What it costs per list: only the pairs whose first item has relevance ``> 0`` carry weight
 (``l_i > l_j >= 0``; the lambda weights are 0 on equal labels), so only the rows of the ``r``
-relevant items are computed, ``O(n r)`` (:func:`~.base.relevant_rows`: ``r`` read from eager
-labels, else the first cap of ``TRACED_RELEVANT_CAPS`` that holds, every pair ``[B, n, n]``
-past them; plus ``O(n log n)`` for the ranks of a lambda weight). With class ids that is the
-true class's row, ``O(n)``; pairwise MSE without a lambda weight is ``O(n)`` for any labels. No
-key's maths needs every pair (docs/losses.md, "What each key costs in the number of classes").
+relevant items are computed, ``O(n r)`` (:func:`~.base.relevant_row_values`: ``r`` read from
+eager labels, else the first cap of ``TRACED_RELEVANT_CAPS`` that holds, past them and under XLA
+a loop over blocks of ``ROWS_PER_BLOCK`` relevant rows, memory ``O(n ROWS_PER_BLOCK)``; plus
+``O(n log n)`` for the ranks of a lambda weight, in each block in the loop). With class ids that
+is the true class's row, ``O(n)``; pairwise MSE without a lambda weight is ``O(n)`` for any
+labels; with one it builds every pair ``[B, n, n]`` past the caps and under XLA. No key's maths
+needs every pair (docs/losses.md, "What each key costs in the number of classes").
 
 Example:
   >>> import numpy as np
@@ -25,6 +27,7 @@ from tfrank4class.compat import ops
 from tfrank4class.losses.ranking_losses.base import (
   Core,
   at_true_class,
+  relevant_row_values,
   relevant_rows,
   scatter_rows,
   true_class_mask,
@@ -40,13 +43,9 @@ class _Pairwise(Core):
     """The losses of the pairs ``l_i > l_j`` of valid items times their weights, summed over the
     second item ``[B, n]`` (with weights of ones). The first item of such a pair has ``l_i > 0``:
     only the rows of the ``r`` relevant items of a list are computed, ``O(n r)``
-    (:func:`~.base.relevant_rows`; ``O(n log n)`` more with a lambda weight, which ranks the
-    items), every pair ``[B, n, n]`` where ``r`` is not known to be below ``n``."""
-    losses = relevant_rows(
-      labels,
-      lambda rows: scatter_rows(rows, self._pair_losses(labels, logits, rows), labels.shape[1]),
-      lambda: self._pair_losses(labels, logits),
-    )
+    (:func:`~.base.relevant_row_values`: at a cap, or a block at a time where ``r`` is not known
+    to be below a cap; ``O(n log n)`` more with a lambda weight, which ranks the items)."""
+    losses = relevant_row_values(labels, logits, self._pair_losses)
     return losses, ops.ones_like(losses)
 
   def _pair_losses(self, labels, logits, rows=None):
