@@ -642,7 +642,7 @@ def write_doc(path, backend, text):
 
 def plot(rows, backend, family, path):
   """Time ratio and peak MB against C (log-log) of one family at B = 32: a colour per name and
-  variant, solid for class ids, dashed for r = 5, dotted for r = 1."""
+  variant (dots ours, crosses a peer's), solid for class ids, dashed for r = 5, dotted for r = 1."""
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use("Agg")
@@ -664,8 +664,9 @@ def plot(rows, backend, family, path):
         continue
       label = (name if variant == "ours" else f"{name} ({variant})") if form == "ids" else None
       c, ratio, mb = zip(*points)
-      axes[0].plot(c, ratio, style, marker="o", color=colour, label=label, ms=3)
-      axes[1].plot(c, mb, style, marker="o", color=colour, ms=3)
+      marker = "o" if variant == "ours" else "x"
+      axes[0].plot(c, ratio, style, marker=marker, color=colour, label=label, ms=4)
+      axes[1].plot(c, mb, style, marker=marker, color=colour, ms=4)
   for ax, what in zip(axes, ("time / softmax_loss's, loss + gradient", "peak MB above baseline")):
     ax.set(xscale="log", yscale="log", xlabel="classes C", ylabel=what)
     ax.grid(True, which="both", alpha=0.3)
