@@ -540,22 +540,27 @@ def family_table(rows):
 
 
 def goals(rows, c):
-  """The issue's goals with class ids at B = 32, C = ``c`` (docs/scale.md), one line each."""
+  """The issue's goals with class ids at B = 32, C = ``c`` (docs/scale.md), one line each. The
+  memory goal is read against ``softmax_loss``'s own cell where it ran (the reference's peak
+  inside another cell can read low on JAX), else against each cell's reference."""
   cells = [
     r
     for r in rows
     if (r["variant"], r["form"], r["B"], r["C"]) == ("ours", "ids", B, c)
     and r["family"] != "metrics"
   ]
+  softmax_mb = [r["peak_mb"] for r in cells if r["name"] == "softmax_loss" and r["status"] == "ok"]
+
+  def memory(r):
+    return r["peak_mb"] / max(softmax_mb[0] if softmax_mb else r["softmax_peak_mb"], 1.0)
+
   linear = [r for r in cells if r["name"] not in NOT_LINEAR]
   missed = [
-    f"{r['name']} ({cell_text(r)}; {r['peak_mb'] / max(r['softmax_peak_mb'], 1.0):.2g}x memory)"
+    f"{r['name']} ({cell_text(r)}; {memory(r):.2g}x memory)"
     if r["status"] == "ok"
     else f"{r['name']} ({r['status']})"
     for r in linear
-    if r["status"] != "ok"
-    or statistics.median(r["ratios"]) > 3.0
-    or r["peak_mb"] > 2.0 * max(r["softmax_peak_mb"], 1.0)
+    if r["status"] != "ok" or statistics.median(r["ratios"]) > 3.0 or memory(r) > 2.0
   ]
   unrun = [r for r in cells if r["status"] != "ok"]
   over = [r["name"] for r in unrun if r.get("predicted", {}).get("mb", math.inf) > 24 * 1024]

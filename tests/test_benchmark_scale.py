@@ -91,3 +91,18 @@ def test_the_doc_gets_the_tables_between_its_markers_of_the_backend(scale, tmp_p
   assert page.read_text() == f"# Top\n\n{begin}\nnew table\n{end}\n\nBelow.\n"
   with pytest.raises(ValueError, match="tables: tensorflow"):
     scale.write_doc(page, "tensorflow", "new table")
+
+
+def test_the_memory_goal_is_read_against_softmax_s_own_cell_where_it_ran(scale):
+  def row(name, peak_mb, reference_mb):
+    cells = {"variant": "ours", "name": name, "family": "tf_ranking", "form": "ids", "B": 32}
+    timing = {"status": "ok", "ms": 1.0, "ratios": [1.0], "softmax_peak_mb": reference_mb}
+    return {**cells, "C": 100, **timing, "peak_mb": peak_mb}
+
+  # 25 MB against softmax's own 10 MB: over 2x, though the cell's reference read 1 MB (and 30).
+  line = scale.goals([row("softmax_loss", 10.0, 10.0), row("apc_loss", 25.0, 1.0)], 100)[0]
+  assert "met by 1 of 2; missed: apc_loss" in line and "2.5x memory" in line
+  line = scale.goals([row("softmax_loss", 10.0, 10.0), row("apc_loss", 19.0, 1.0)], 100)[0]
+  assert line.endswith("met by 2 of 2")
+  line = scale.goals([row("apc_loss", 25.0, 30.0)], 100)[0]  # no softmax cell: the reference
+  assert line.endswith("met by 1 of 1")
