@@ -37,12 +37,17 @@ cell predicted over ``--memory_cap_mb`` (above the worker's resident set) or ove
 worker whose resident set passes the cap or whose cell takes over ``--cell_timeout_s``; the
 cell reads "killed". docs/scale.md has the tables, the commands and the reading.
 
-Usage (one backend per run, the interpreter's own; writes benchmarks/out/scale_<backend>.json,
-.md and one .png per family):
+Runs merge (``--from_json``): a cell measured in several runs is taken from the one that started
+last, so a few names rerun after a change replace their rows; ``--doc`` writes the merged tables
+between a page's markers (``write_doc``) and the plots beside the page.
+
+Usage (one backend per run, the interpreter's own; writes benchmarks/out/scale_<backend>.json or
+``--json``'s file, and benchmarks/out/scale_<backend>.md and one .png per family):
   KERAS_BACKEND=tensorflow nice -n 10 .venv/bin/python benchmarks/scale.py
   KERAS_BACKEND=jax nice -n 10 ../venv-jax/bin/python benchmarks/scale.py   # rax if installed
   python benchmarks/scale.py --quick        # C = 8 (and 10^6, skipped), 2 rounds, 3 names
   python benchmarks/scale.py --names softmax_loss,top_5 --sizes 100,1000 --forms ids --rounds 3
+  python benchmarks/scale.py --from_json benchmarks/scale-after/scale_jax.*.json --doc docs/scale.md
 """
 
 import argparse
@@ -516,38 +521,46 @@ def growth_text(cells):
 
 def family_table(rows):
   """A markdown table of one family's rows: a row per (name, variant, form), a column per size,
-  and how the series grows (``growth_text``)."""
+  how the series grows (``growth_text``) and the runs its cells come from (``load_runs``)."""
   columns = sorted({(r["B"], r["C"]) for r in rows}, key=lambda bc: (bc[0] != B, bc))
   header = [f"C = {c:,}" if b == B else f"B = {b}, C = {c:,}" for b, c in columns]
   lines = [
-    "| name | variant | labels | " + " | ".join(header) + " | growth |",
-    "|---|---|---|" + "---|" * (len(header) + 1),
+    "| name | variant | labels | " + " | ".join(header) + " | growth | run |",
+    "|---|---|---|" + "---|" * (len(header) + 2),
   ]
   index = {(r["name"], r["variant"], r["form"], r["B"], r["C"]): r for r in rows}
-  for key in dict.fromkeys((r["name"], r["variant"], r["form"]) for r in rows):
+  keys = sorted({(r["name"], r["variant"], r["form"]) for r in rows})
+  for key in keys:
+    cells = [index[key + bc] for bc in columns if key + bc in index]
     texts = [cell_text(index[key + bc]) if key + bc in index else "" for bc in columns]
-    growth = growth_text([index[key + bc] for bc in columns if key + bc in index])
-    lines.append(f"| `{key[0]}` | {key[1]} | {key[2]} | " + " | ".join([*texts, growth]) + " |")
+    runs = ", ".join(str(n) for n in sorted({r["run"] for r in cells}))
+    cells_text = " | ".join([*texts, growth_text(cells), runs])
+    lines.append(f"| `{key[0]}` | {key[1]} | {key[2]} | {cells_text} |")
   return lines
 
 
 def goals(rows, c):
-  """The issue's goals with class ids at B = 32, C = ``c`` (docs/scale.md), one line each."""
+  """The issue's goals with class ids at B = 32, C = ``c`` (docs/scale.md), one line each. The
+  memory goal is read against ``softmax_loss``'s own cell where it ran (the reference's peak
+  inside another cell can read low on JAX), else against each cell's reference."""
   cells = [
     r
     for r in rows
     if (r["variant"], r["form"], r["B"], r["C"]) == ("ours", "ids", B, c)
     and r["family"] != "metrics"
   ]
+  softmax_mb = [r["peak_mb"] for r in cells if r["name"] == "softmax_loss" and r["status"] == "ok"]
+
+  def memory(r):
+    return r["peak_mb"] / max(softmax_mb[0] if softmax_mb else r["softmax_peak_mb"], 1.0)
+
   linear = [r for r in cells if r["name"] not in NOT_LINEAR]
   missed = [
-    f"{r['name']} ({cell_text(r)}; {r['peak_mb'] / max(r['softmax_peak_mb'], 1.0):.2g}x memory)"
+    f"{r['name']} ({cell_text(r)}; {memory(r):.2g}x memory)"
     if r["status"] == "ok"
     else f"{r['name']} ({r['status']})"
     for r in linear
-    if r["status"] != "ok"
-    or statistics.median(r["ratios"]) > 3.0
-    or r["peak_mb"] > 2.0 * max(r["softmax_peak_mb"], 1.0)
+    if r["status"] != "ok" or statistics.median(r["ratios"]) > 3.0 or memory(r) > 2.0
   ]
   unrun = [r for r in cells if r["status"] != "ok"]
   over = [r["name"] for r in unrun if r.get("predicted", {}).get("mb", math.inf) > 24 * 1024]
@@ -576,23 +589,65 @@ def softmax_line(rows):
   )
 
 
-def report(rows, header, missing):
-  """The markdown page of a run: its header, the softmax reference, a table per family, goals."""
-  lines = ["\n\n".join(header), "", f"softmax_loss (the reference): {softmax_line(rows)}", ""]
-  lines += [f"- peer {peer} not run: {why}" for peer, why in missing.items()]
+def report(merged):
+  """The markdown of runs merged by ``load_runs``: the runs (numbered, the tables' ``run``
+  column), the softmax reference, a table per family, the goals."""
+  rows = merged["rows"]
+  lines = ["Runs (a cell measured in several: the latest run's):", ""]
+  lines += [f"{n}. {run}" for n, run in enumerate(merged["runs"], 1)]
+  lines += [
+    "",
+    f"Time: ratio to softmax_loss's on the same labels; {_common.PEAK_MEMORY_DESCRIPTION}.",
+  ]
+  lines += ["", f"softmax_loss (the reference): {softmax_line(rows)}", ""]
+  lines += [f"- peer {peer} not run: {why}" for peer, why in merged["missing"].items()]
   for family, title in FAMILIES.items():
     part = [r for r in rows if r["family"] == family]
     if part:
-      lines += ["", f"### {title}", "", *family_table(part)]
+      lines += ["", f"#### {title}", "", *family_table(part)]
   largest = max((r["C"] for r in rows if r["B"] == B), default=None)
   if largest:
-    lines += ["", f"### Goals (class ids, B = {B}, C = {largest:,})", "", *goals(rows, largest)]
+    lines += ["", f"#### Goals (class ids, B = {B}, C = {largest:,})", "", *goals(rows, largest)]
   return "\n".join(lines)
 
 
-def plot(rows, family, path):
+def load_runs(paths):
+  """The runs' JSONs merged: ``{"backend", "rows", "runs", "missing"}``, the runs in the order
+  they started (``runs``: each one's header line and file, numbered from 1 in the rows'
+  ``run``), a cell measured in several runs taken from the latest."""
+  parts = []
+  for path in paths:
+    with open(path) as f:
+      parts.append({**json.load(f), "file": path})
+  parts.sort(key=lambda part: part["started"])
+  if len({part["backend"] for part in parts}) > 1:
+    raise ValueError(f"runs of several backends: {sorted({p['backend'] for p in parts})}")
+  cells, missing = {}, {}
+  for n, part in enumerate(parts, 1):
+    for row in part["rows"]:
+      cells[row["variant"], row["name"], row["form"], row["B"], row["C"]] = {**row, "run": n}
+    missing.update(part["missing"])
+  return {
+    "backend": parts[0]["backend"],
+    "rows": list(cells.values()),
+    "runs": [f"`{p['file']}`: {p['header'][0]}; command: `{p['header'][1]}`" for p in parts],
+    "missing": missing,
+  }
+
+
+def write_doc(path, backend, text):
+  """Puts ``text`` in place of what stands between ``path``'s markers of ``backend``'s tables."""
+  begin, end = f"<!-- scale.py tables: {backend} -->", f"<!-- end of scale.py tables: {backend} -->"
+  doc = pathlib.Path(path).read_text()
+  if doc.count(begin) != 1 or doc.count(end) != 1:
+    raise ValueError(f"{path} needs the lines {begin!r} and {end!r} once each")
+  head, rest = doc.split(begin)
+  pathlib.Path(path).write_text(f"{head}{begin}\n{text}\n{end}{rest.split(end)[1]}")
+
+
+def plot(rows, backend, family, path):
   """Time ratio and peak MB against C (log-log) of one family at B = 32: a colour per name and
-  variant, solid for class ids, dashed for r = 5, dotted for r = 1."""
+  variant (dots ours, crosses a peer's), solid for class ids, dashed for r = 5, dotted for r = 1."""
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use("Agg")
@@ -614,13 +669,16 @@ def plot(rows, family, path):
         continue
       label = (name if variant == "ours" else f"{name} ({variant})") if form == "ids" else None
       c, ratio, mb = zip(*points)
-      axes[0].plot(c, ratio, style, marker="o", color=colour, label=label, ms=3)
-      axes[1].plot(c, mb, style, marker="o", color=colour, ms=3)
+      marker = "o" if variant == "ours" else "x"
+      axes[0].plot(c, ratio, style, marker=marker, color=colour, label=label, ms=4)
+      axes[1].plot(c, mb, style, marker=marker, color=colour, ms=4)
   for ax, what in zip(axes, ("time / softmax_loss's, loss + gradient", "peak MB above baseline")):
     ax.set(xscale="log", yscale="log", xlabel="classes C", ylabel=what)
     ax.grid(True, which="both", alpha=0.3)
   fig.legend(loc="center right", fontsize=7)
-  fig.suptitle(f"{FAMILIES[family]}, B = {B}: class ids solid, r = 1 dotted, r = 5 dashed")
+  fig.suptitle(
+    f"{FAMILIES[family]} on {backend}, B = {B}: class ids solid, r = 1 dotted, r = 5 dashed"
+  )
   fig.tight_layout(rect=(0, 0, 0.78, 1))
   fig.savefig(path, dpi=100)
   plt.close(fig)
@@ -645,7 +703,13 @@ def arguments(argv):
   parser.add_argument("--fresh", choices=("loss", "cell", "none"), default="loss")
   parser.add_argument("--shard", default="1/1", help="'i/n': the i-th of n parts of the names")
   parser.add_argument("--variants", help="run only these of ours and the peers (e.g. rax,keras)")
-  parser.add_argument("--from_json", help="only the table and plots, from runs' JSONs (a,b,...)")
+  parser.add_argument(
+    "--from_json", nargs="+", help="only the tables and plots, from runs' JSON files (a,b c ...)"
+  )
+  parser.add_argument("--json", help="this run's JSON file (default: in benchmarks/out)")
+  parser.add_argument(
+    "--doc", help="also write the tables into this page (its markers) and the plots beside it"
+  )
   parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.quick:
@@ -656,6 +720,7 @@ def arguments(argv):
   args.forms = args.forms.split(",")
   args.shard = [int(x) for x in args.shard.split("/")]
   args.variants = args.variants.split(",") if args.variants else None
+  args.from_json = [p for paths in args.from_json or () for p in paths.split(",") if p]
   args.peers = [p for p in args.peers.split(",") if p and p != "none"]
   unknown = sorted(set(args.forms) - set(FORMS)) + [b for b in [args.backend] if b not in WORKER]
   if unknown:
@@ -668,33 +733,27 @@ def main(argv):
   if args.worker:
     serve(args.peers)
     return
-  if args.from_json:
-    saved = {"rows": [], "header": [], "missing": {}}
-    for path in args.from_json.split(","):
-      with open(path) as f:
-        part = json.load(f)
-      saved["backend"] = part["backend"]
-      for key in ("rows", "header"):
-        saved[key] += part[key]
-      saved["missing"].update(part["missing"])
-    cells = {(r["variant"], r["name"], r["form"], r["B"], r["C"]): r for r in saved["rows"]}
-    saved["rows"] = list(cells.values())  # a cell in several files: the last file's
-  else:
-    saved = measure(parser, args, argv)
-  text = report(saved["rows"], saved["header"], saved["missing"])
+  merged = load_runs(args.from_json or [measure(parser, args, argv)])
+  text = report(merged)
   print(text)
-  stem = _common.OUT / f"scale_{saved['backend']}"
+  backend = merged["backend"]
+  stem = _common.OUT / f"scale_{backend}"
+  _common.OUT.mkdir(parents=True, exist_ok=True)
   stem.with_suffix(".md").write_text(text + "\n")
+  plots = pathlib.Path(args.doc).parent if args.doc else _common.OUT
+  if args.doc:
+    write_doc(args.doc, backend, text)
   if importlib.util.find_spec("matplotlib") is None:  # the PyTorch venv has none
-    print(f"wrote {stem}.md and .json; no plots: matplotlib is not installed", file=sys.stderr)
+    print(f"wrote {stem}.md; no plots: matplotlib is not installed", file=sys.stderr)
     return
-  for family in dict.fromkeys(r["family"] for r in saved["rows"]):
-    plot(saved["rows"], family, _common.OUT / f"scale_{saved['backend']}_{family}.png")
-  print(f"wrote {stem}.md, .json and a .png per family", file=sys.stderr)
+  for family in dict.fromkeys(r["family"] for r in merged["rows"]):
+    plot(merged["rows"], backend, family, plots / f"scale_{backend}_{family}.png")
+  print(f"wrote {stem}.md and a plot per family in {plots}", file=sys.stderr)
 
 
 def measure(parser, args, argv):
-  """Runs the cells; writes and returns the run's JSON (its rows, header and missing peers)."""
+  """Runs the cells; writes the run's JSON (its backend, start, rows, header and missing peers)
+  after each name, and returns its path."""
   start, load = time.time(), os.getloadavg()
   first = Worker(args.backend, args.peers)
   listing = first.ask({"catalogue": True})
@@ -707,8 +766,8 @@ def measure(parser, args, argv):
     names = {n: f for n, f in names.items() if n in args.names.split(",")}
   shard = "" if args.shard == [1, 1] else f".shard{args.shard[0]}of{args.shard[1]}"
   shard = f".{'+'.join(args.variants)}{shard}" if args.variants else shard
-  path = _common.OUT / f"scale_{args.backend}{shard}.json"
-  _common.OUT.mkdir(parents=True, exist_ok=True)
+  path = pathlib.Path(args.json or _common.OUT / f"scale_{args.backend}{shard}.json")
+  path.parent.mkdir(parents=True, exist_ok=True)
 
   def save(rows, ended=False):
     end = f"{time.time() - start:.0f} s" if ended else "unfinished"
@@ -716,16 +775,15 @@ def measure(parser, args, argv):
       f"backend {args.backend}{shard}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(start))}"
       f", {end}; {os.cpu_count()} cores ({platform.processor() or 'cpu'}), load average "
       f"{load[0]:.1f} at the start and {os.getloadavg()[0]:.1f} at the end; one thread; "
-      f"ratios: median (min-max) over {args.rounds} interleaved rounds; "
-      + _common.PEAK_MEMORY_DESCRIPTION,
-      f"command: {' '.join([pathlib.Path(sys.argv[0]).name, *argv])}",
+      f"ratios: median (min-max) over {args.rounds} interleaved rounds",
+      " ".join([pathlib.Path(sys.argv[0]).name, *argv]),
     ]
-    saved = {"backend": args.backend, "rows": rows, "header": header, "missing": missing}
+    saved = {"backend": args.backend, "started": start, "rows": rows, "header": header}
     with open(path, "w") as f:
-      json.dump(saved, f)
-    return saved
+      json.dump({**saved, "missing": missing}, f)
 
-  return save(run(args, names, [p for p in args.peers if p not in missing], save), ended=True)
+  save(run(args, names, [p for p in args.peers if p not in missing], save), ended=True)
+  return path
 
 
 if __name__ == "__main__":
