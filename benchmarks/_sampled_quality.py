@@ -400,8 +400,9 @@ def run_sweep(args, out_dir, backend, script):
 
 
 def sweep_rows(result):
-  """Per (C, method, S), over its seeds: the mean and 95% interval of each metric, the median
-  step ms, the largest peak MB, the ceiling (held-out share of a class seen in training)."""
+  """Per (C, method, S), over its seeds (one or two: a t-interval over two is too wide to read):
+  each metric's ``(mean, min, max)``, the median step ms, the largest peak MB, the ceiling (the
+  held-out share of examples whose class is seen in training)."""
   rows = []
   cells = [c for c in result["cells"] if "failed" not in c]
   keys = sorted({(c["C"], list(METHODS).index(c["method"]), c["S"] or 0) for c in cells})
@@ -411,7 +412,8 @@ def sweep_rows(result):
     row = {"C": c, "method": method, "S": s or None, "seeds": len(runs)}
     row["ceiling"] = runs[0]["seen_share"]
     for key in ("top1", "top5", "recall_at_10"):
-      row[key] = interval([r[key] for r in runs])
+      values = [r[key] for r in runs]
+      row[key] = (statistics.fmean(values), min(values), max(values))
     row["step_ms"] = statistics.median(r["step_ms"] for r in runs)
     row["peak_mb"] = max(r["peak_mb"] for r in runs)
     rows.append(row)
@@ -424,11 +426,15 @@ def sweep_table(result):
     f"{regime['backend']}: {regime['examples']:,} training and {regime['test']:,} held-out "
     f"examples, {regime['epochs']} epochs, B = {regime['B']}, log-uniform negatives, "
     f"{regime['optimizer'][0]}({regime['optimizer'][1]}), width {regime['width']}",
+    "mean over seeds (min-max where two)",
     "| C | method | S | seeds | Top-1 | Top-5 | Recall@10 | ceiling | step ms | peak MB |",
     "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
   ]
   for r in sweep_rows(result):
-    cells = " | ".join(f"{r[k][0]:.3f} ± {r[k][1]:.3f}" for k in ("top1", "top5", "recall_at_10"))
+    cells = " | ".join(
+      f"{r[k][0]:.3f}" + (f" ({r[k][1]:.3f}-{r[k][2]:.3f})" if r["seeds"] > 1 else "")
+      for k in ("top1", "top5", "recall_at_10")
+    )
     lines.append(
       f"| {r['C']:,} | {r['method']} | {r['S'] or '-'} | {r['seeds']} | {cells} | "
       f"{r['ceiling']:.3f} | "
@@ -439,7 +445,7 @@ def sweep_table(result):
 
 
 def sweep_plot(result, path):
-  """Top-1, Top-5 and Recall@10 against C, one line per (method, S) (mean and interval over seeds),
+  """Top-1, Top-5 and Recall@10 against C, one line per (method, S) (mean and min-max over seeds),
   and the ceiling (held-out share of a class seen in training) dashed."""
   import matplotlib  # noqa: PLC0415
 
@@ -452,9 +458,9 @@ def sweep_plot(result, path):
   for ax, (key, name) in zip(axes, names.items()):
     for method, s in dict.fromkeys((r["method"], r["S"]) for r in rows):
       mine = [r for r in rows if (r["method"], r["S"]) == (method, s)]
-      xs, ys, errors = zip(*((r["C"], *r[key]) for r in mine))
+      xs, ys, lows, highs = (np.array(v) for v in zip(*((r["C"], *r[key]) for r in mine)))
       label = method if s is None else f"{method}, S = {s}"
-      ax.errorbar(xs, ys, errors, marker="o", capsize=3, label=label)
+      ax.errorbar(xs, ys, [ys - lows, highs - ys], marker="o", capsize=3, label=label)
     ceiling = sorted({(r["C"], r["ceiling"]) for r in rows})
     ax.plot(*zip(*ceiling), "k--", lw=1, label="ceiling (class seen in training)")
     ax.set_xscale("log")
