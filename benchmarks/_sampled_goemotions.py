@@ -4,7 +4,7 @@ positives are masked as accidental hits.
 
 GoEmotions (official split: 43,410 training, 5,427 test comments, 28 labels, 1 to 5 per
 comment): frozen TF-IDF + SVD features as CLINC150's (``_sampled_quality.tfidf_svd_features``).
-Training expands each comment into one row per positive label ``p`` (``(x, p)``, 52,191 rows):
+Training expands each comment into one row per positive label ``p`` (``(x, p)``, 51,103 rows):
 full softmax scores the 28 labels with ``p`` relevant and the comment's other positives as
 padding (relevance ``-1``), so they are neither positive nor negative in the row; the sampled
 runs score ``p`` and ``S`` uniform negatives (log-Q on), a negative equal to ``p`` or to another
@@ -138,4 +138,18 @@ def run_goemotions(args, out_dir, backend):
   result = {"backend": backend, "seeds": args.seeds, **run, "rows": rows}
   path = out_dir / f"sampled_goemotions_{backend}.json"
   path.write_text(json.dumps(result, indent=1))
+  print(goemotions_table(result))
   print(f"wrote {path}")
+
+
+def goemotions_table(result):
+  lines = [
+    f"{result['backend']}: {result['seeds']} seeds, {result['epochs']} epochs, B = 256, "
+    f"{result['optimizer'][0]}({result['optimizer'][1]}); mean and 95% t-interval half-width",
+    "| method | S | P@1 | R@3 | R@5 |",
+    "|---|---:|---:|---:|---:|",
+  ]
+  for r in result["rows"]:
+    cells = " | ".join(f"{r[k][0]:.3f} ± {r[k][1]:.3f}" for k in ("p_at_1", "r_at_3", "r_at_5"))
+    lines.append(f"| {r['method']} | {r['S'] or '-'} | {cells} |")
+  return "\n".join(lines)
