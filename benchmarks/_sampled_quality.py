@@ -1,6 +1,6 @@
-"""The quality comparison of ``benchmarks/sampled.py --compare``: full softmax against sampled
-softmax (log-Q on) and a ranking loss on sampled lists, over seeds, on CLINC150 and a synthetic
-catalogue.
+"""The quality comparisons of ``benchmarks/sampled.py --compare`` and ``--sweep``: full softmax
+against sampled softmax (log-Q on) and a ranking loss on sampled lists, over seeds, on CLINC150
+and a synthetic catalogue.
 
 * CLINC150 (150 intents, the in-scope official split: 15,000 train, 4,500 test): frozen features,
   TF-IDF over word 1-2-grams (scikit-learn, fitted on the training texts) reduced to 256
@@ -11,14 +11,18 @@ catalogue.
   Gaussian, the same for every seed (the seed draws the model's initialisation and the negatives).
 
 Every model is ``Dense(width)`` over the features then a dot-product head with bias, trained with
-Adam(0.01) for ``epochs`` at batch 256: ``Dense(C)`` with ``softmax_loss`` (full softmax), and
-:class:`tfrank4class.heads.SampledClassifier` with ``SampledDotProduct(C, S, "log_uniform")``
-(log-Q on; uniform negatives on CLINC150, whose classes are equally frequent) with
-``softmax_loss`` (sampled softmax) and with ``pairwise_logistic_loss`` (a ranking
-loss on the same sampled lists). Quality on the held-out examples over every class: Top-1, Top-5,
-Recall@10 (the true class among the 10 best), reported as the mean over seeds with a 95%
-Student-t interval; ``step ms`` is an epoch's wall time over its steps (data feeding included),
-the median over the epochs after the first (which traces and compiles).
+``--compare_optimizer`` (Adam by default) at ``--lr`` for ``epochs`` at batch 256: ``Dense(C)``
+with ``softmax_loss`` (full softmax), and :class:`tfrank4class.heads.SampledClassifier` with
+``SampledDotProduct(C, S, "log_uniform")`` (log-Q on; uniform negatives on CLINC150, whose
+classes are equally frequent) with ``softmax_loss`` (sampled softmax) and with
+``pairwise_logistic_loss`` (a ranking loss on the same sampled lists). Quality on the held-out
+examples over every class (``top_k_ids``: the class table in blocks, no ``[N, C]`` matrix):
+Top-1, Top-5, Recall@10 (the true class among the 10 best), reported by ``--compare`` as the mean
+over seeds with a 95% Student-t interval; ``step ms`` is an epoch's wall time over its steps
+(data feeding included), the median over the epochs after the first (which traces and compiles).
+``--sweep`` runs the catalogue at each ``C`` of ``--sweep_classes``, one child process per
+(C, method, S, seed), with its peak resident set and the ceiling (the held-out share of examples
+whose class occurs in training).
 """
 
 import importlib.util

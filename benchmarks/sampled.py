@@ -23,6 +23,8 @@ Usage (writes benchmarks/out/sampled_<backend>.json; run once per backend):
   KERAS_BACKEND=jax python benchmarks/sampled.py
   KERAS_BACKEND=tensorflow python benchmarks/sampled.py --quality   # the quality check
   python benchmarks/sampled.py --compare   # over seeds, CLINC150 and C = 10^5 (_sampled_quality)
+  python benchmarks/sampled.py --sweep     # quality against C = 10^3 .. 10^6 (_sampled_quality)
+  python benchmarks/sampled.py --goemotions   # multi-label, other positives masked
   python benchmarks/sampled.py --quick    # C = 100, 1000, S = 20, 2 rounds; quality at C = 200
 
 Quality (``--quality``): a synthetic catalogue of ``C`` classes with Zipf frequencies (class id =
