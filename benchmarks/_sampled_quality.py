@@ -398,7 +398,8 @@ def run_sweep(args, out_dir, backend, script):
     result["cells"].append(cell)
     path.write_text(json.dumps(result, indent=1))
     print(json.dumps(cell), flush=True)
-  sweep_plot(result, path.with_suffix(".png"))
+  if importlib.util.find_spec("matplotlib"):
+    sweep_plot(result, path.with_suffix(".png"))
   print(sweep_table(result))
   print(f"wrote {path} and the .png beside it")
 
