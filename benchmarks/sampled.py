@@ -23,6 +23,8 @@ Usage (writes benchmarks/out/sampled_<backend>.json; run once per backend):
   KERAS_BACKEND=jax python benchmarks/sampled.py
   KERAS_BACKEND=tensorflow python benchmarks/sampled.py --quality   # the quality check
   python benchmarks/sampled.py --compare   # over seeds, CLINC150 and C = 10^5 (_sampled_quality)
+  python benchmarks/sampled.py --sweep     # quality against C = 10^3 .. 10^6 (_sampled_quality)
+  python benchmarks/sampled.py --goemotions   # multi-label, other positives masked
   python benchmarks/sampled.py --quick    # C = 100, 1000, S = 20, 2 rounds; quality at C = 200
 
 Quality (``--quality``): a synthetic catalogue of ``C`` classes with Zipf frequencies (class id =
@@ -42,10 +44,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
+import _sampled_goemotions  # noqa: E402
 import _sampled_quality  # noqa: E402
 
 #: The optimizers of ``--optimizer`` (learning rate 0.01 in every cell).
-OPTIMIZERS = {"sgd": "SGD", "adagrad": "Adagrad", "adam": "Adam"}
+OPTIMIZERS = _sampled_quality.OPTIMIZERS
 
 
 def _models(num_classes, num_negatives, dim, features, optimizer):
@@ -252,6 +255,29 @@ def _add_compare_flags(parser):
   )
   parser.add_argument("--catalogue_classes", type=int, default=100_000)
   parser.add_argument("--catalogue_examples", type=int, default=20_000)
+  parser.add_argument(
+    "--catalogue_test", type=int, default=5000, help="held-out examples of --sweep"
+  )
+  parser.add_argument("--compare_optimizer", choices=sorted(OPTIMIZERS), default="adam")
+  parser.add_argument("--lr", type=float, default=0.01, help="--compare_optimizer's")
+  parser.add_argument(
+    "--sweep",
+    action="store_true",
+    help="quality against C on the synthetic catalogue, one child process per (C, method, "
+    "seed), resuming from its JSON (benchmarks/_sampled_quality.py)",
+  )
+  parser.add_argument("--sweep_classes", default="1000,10000,100000,1000000")
+  parser.add_argument(
+    "--methods",
+    default=",".join(_sampled_quality.METHODS),
+    help="the methods of --compare, --sweep and --goemotions: names of _sampled_quality.METHODS",
+  )
+  parser.add_argument(
+    "--goemotions",
+    action="store_true",
+    help="the multi-label comparison on GoEmotions (benchmarks/_sampled_goemotions.py)",
+  )
+  parser.add_argument("--sweep_cell", help=argparse.SUPPRESS)  # C,method index,seed: a child
   parser.add_argument("--data_dir", default="../shared/datasets", help="unless TFRANK4CLASS_DATA")
 
 
@@ -287,6 +313,16 @@ def main():
     args.seeds, args.compare_epochs, args.compare_negatives = 1, 1, "5"
     args.catalogue_classes = 300
   _common.OUT.mkdir(parents=True, exist_ok=True)
+  if args.sweep_cell or args.sweep or args.goemotions:
+    from tfrank4class.compat import BACKEND  # noqa: PLC0415
+
+    if args.goemotions:
+      _sampled_goemotions.run_goemotions(args, _common.OUT, BACKEND)
+    elif args.sweep_cell:
+      _sampled_quality.sweep_cell(args, BACKEND)
+    else:
+      _sampled_quality.run_sweep(args, _common.OUT, BACKEND, os.path.abspath(__file__))
+    return
   if args.compare or args.quick:
     from tfrank4class.compat import BACKEND  # noqa: PLC0415
 
