@@ -282,3 +282,28 @@ def test_xla_float32_blocks_equal_every_pair(blocks_of_five, key):
   assert calls and len(blocks_of_five) == calls  # the loop under XLA; eagerly every pair
   np.testing.assert_allclose(value_blocks, value, rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(grad_blocks, grad, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("key", ["pairwise_logistic_loss", "approx_ndcg_loss"])
+def test_a_tape_inside_the_traced_step_differentiates_the_branches(key):
+  """As Keras's ``fit`` does, the gradient taken inside ``tf.function`` (with and without XLA),
+  against the eager one: TensorFlow differentiates each ``cond`` there, and a nested ``cond``
+  around the loop's hand-written gradient made it fail (an ``AssertionError`` of ``cond_v2``)."""
+  import tensorflow as tf  # noqa: PLC0415
+
+  labels = tf.constant(_labels("mixed"), "float32")
+  scores = tf.constant(_scores(), "float32")
+  loss = tf_ranking.RankingLoss(key)
+
+  def step(s, y):  # the labels an input: their counts are known when the step runs
+    with tf.GradientTape() as tape:
+      tape.watch(s)
+      value = ops.sum(loss.weighted_values(s, y))
+    return value, tape.gradient(value, s)
+
+  want, want_grad = step(scores, labels)
+  for jit_compile in (False, True):
+    value, grad = tf.function(step, jit_compile=jit_compile)(scores, labels)
+    np.testing.assert_allclose(numpy(value), numpy(want), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(numpy(grad), numpy(want_grad), rtol=1e-5, atol=1e-5)

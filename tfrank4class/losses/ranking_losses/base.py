@@ -79,7 +79,7 @@ TRACED_RELEVANT_CAPS = (1, 8)
 
 
 #: The rows of relevant items that one iteration of :func:`relevant_row_values`'s loop computes
-#: (under XLA, and past the caps on TensorFlow's graph).
+#: (in a traced step, past the one-row cap).
 ROWS_PER_BLOCK = 8
 
 
@@ -94,14 +94,15 @@ def relevant_rows(labels, rows_fn, pairs_fn, blocks_fn=None):
   holds every relevant item; ``blocks_fn()``, where given, computes the same with memory bounded
   whatever ``r`` (:func:`blocks_of_relevant_rows`), taken for lists of more than
   :data:`ROWS_PER_BLOCK` items. ``r`` is the largest count of relevant items of a list where the
-  labels are known now (eager). In a traced step ``r`` must be static: on TensorFlow's graph the
-  step holds ``rows_fn`` at each of :data:`TRACED_RELEVANT_CAPS` and ``blocks_fn`` (else
-  ``pairs_fn``) last, and ``ops.cond`` takes the first that holds every list's count when the
-  step runs (only that branch runs and holds memory). Under XLA (``jax.jit``,
-  ``jit_compile=True``) the memory of every branch of a ``cond`` is reserved, so there the caps
-  are those below :data:`ROWS_PER_BLOCK` (a branch no larger than a block), then ``blocks_fn``;
-  without ``blocks_fn`` it is ``pairs_fn()`` alone (every pair ``[B, n, n]``: the memory of the
-  pairs, and no less).
+  labels are known now (eager). In a traced step ``r`` must be static, and ``ops.cond`` takes
+  the first branch that holds every list's count when the step runs. With ``blocks_fn`` the step
+  holds ``rows_fn`` at the caps of :data:`TRACED_RELEVANT_CAPS` below :data:`ROWS_PER_BLOCK`
+  (under XLA, which reserves the memory of every branch, a branch no larger than a block), then
+  ``blocks_fn``: one ``cond``, not nested, on every backend (TensorFlow's gradient of a ``cond``
+  nested around the loop's written-out gradient fails under a tape inside ``tf.function``, as
+  Keras's ``fit`` takes it). Without ``blocks_fn``: on TensorFlow's graph ``rows_fn`` at each of
+  :data:`TRACED_RELEVANT_CAPS` and ``pairs_fn`` last (only the branch taken runs and holds
+  memory); under XLA ``pairs_fn()`` alone (every pair ``[B, n, n]``).
   """
   n = labels.shape[1]
   if n is None:
@@ -113,12 +114,12 @@ def relevant_rows(labels, rows_fn, pairs_fn, blocks_fn=None):
   if known is not None:
     r = max(int(known), 1)
     return pairs_fn() if r >= n else rows_fn(backend.top_k(labels, r)[1])
-  if not backend.compiled_by_xla():
-    caps = tuple(cap for cap in TRACED_RELEVANT_CAPS if cap < n)
-  elif blocks_fn is None:
-    return pairs_fn()
-  else:
+  if blocks_fn is not None:
     caps = tuple(cap for cap in TRACED_RELEVANT_CAPS if cap < ROWS_PER_BLOCK)
+  elif not backend.compiled_by_xla():
+    caps = tuple(cap for cap in TRACED_RELEVANT_CAPS if cap < n)
+  else:
+    return pairs_fn()
   return _first_cap(labels, count, caps, rows_fn, pairs_fn if blocks_fn is None else blocks_fn)
 
 
@@ -137,23 +138,22 @@ def _first_cap(labels, count, caps, rows_fn, last_fn):
 def relevant_row_values(labels, logits, row_fn):
   """The value of each list's row of pairs at each of its items of relevance ``> 0``, ``[B, n]``.
 
-  ``row_fn(labels, logits, rows)`` computes from the relevance ``labels`` and the scores
-  ``logits`` ``[B, n]`` one value per row of pairs of the items ``rows`` ``[B, r]`` (int32) with
-  every item, ``[B, r]``, and with ``rows`` ``None`` every item's, ``[B, n]``; a row may be of an
-  item of relevance ``<= 0``. The result equals ``row_fn``'s at every item of relevance ``> 0``;
-  elsewhere it is 0 or ``row_fn``'s. It is :func:`relevant_rows`: eagerly the rows of the ``r``
-  relevant items, ``O(B n r)`` (every item's where ``r = n``); on TensorFlow's graph the rows at
-  a cap; past the caps and under XLA (where a ``cond`` reserves the memory of every branch), a
-  loop over the relevant items (:func:`blocks_of_relevant_rows`), :data:`ROWS_PER_BLOCK` at a
-  time (found without a sort: a search of the running count of relevant items), whose trip
-  count is read from the labels when the step runs (the largest count of relevant items of a
-  list, over the block): time ``O(B n r)``, ``r`` rounded up to whole blocks, memory
-  ``O(B n ROWS_PER_BLOCK)``, never every pair (lists of at most ``ROWS_PER_BLOCK`` items
-  excepted, where every pair is no larger). Such a loop has no reverse-mode derivative on JAX,
-  so its gradient in ``logits`` is written out (:func:`tfrank4class.backend.custom_gradient`):
-  the same loop, each block's values recomputed and differentiated by the backend
-  (:func:`tfrank4class.backend.vector_jacobian`). ``row_fn`` gets no gradient in ``labels`` and
-  must close over no traced tensor (JAX's ``jit`` refuses one in a custom gradient).
+  ``row_fn(labels, logits, rows)`` computes from the relevance ``labels`` and the scores ``logits``
+  ``[B, n]`` one value per row of pairs of the items ``rows`` ``[B, r]`` (int32) with every item,
+  ``[B, r]``, and with ``rows`` ``None`` every item's, ``[B, n]``; a row may be of an item of
+  relevance ``<= 0``. The result equals ``row_fn``'s at every item of relevance ``> 0``; elsewhere
+  it is 0 or ``row_fn``'s. It is :func:`relevant_rows`: eagerly the rows of the ``r`` relevant
+  items, ``O(B n r)`` (every item's where ``r = n``); in a traced step the rows at the cap ``r <=
+  1``, past it a loop over the relevant items (:func:`blocks_of_relevant_rows`),
+  :data:`ROWS_PER_BLOCK` at a time (found without a sort: a search of the running count of relevant
+  items), whose trip count is read from the labels when the step runs (the largest count of relevant
+  items of a list, over the block): time ``O(B n r)``, ``r`` rounded up to whole blocks, memory
+  ``O(B n ROWS_PER_BLOCK)``, never every pair (lists of at most ``ROWS_PER_BLOCK`` items excepted,
+  where every pair is no larger). Such a loop has no reverse-mode derivative on JAX, so its gradient
+  in ``logits`` is written out (:func:`tfrank4class.backend.custom_gradient`): the same loop, each
+  block's values recomputed and differentiated by the backend
+  (:func:`tfrank4class.backend.vector_jacobian`). ``row_fn`` gets no gradient in ``labels`` and must
+  close over no traced tensor (JAX's ``jit`` refuses one in a custom gradient).
   """
   return relevant_rows(
     labels,
