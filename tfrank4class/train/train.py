@@ -75,8 +75,8 @@ flags.DEFINE_integer(
   "Train on sampled lists: each example's true class and this many negatives drawn by "
   "--sampler (sampled softmax with the log-Q correction under --loss=softmax_loss; any loss "
   "takes the lists; latent_cross and concat run their MLP on the sampled candidates only), "
-  "scoring every class only at evaluation and serving; needs --strategy=default. Default: every "
-  "class's score in training.",
+  "scoring every class only at evaluation and serving. Default: every class's score in "
+  "training.",
   lower_bound=1,
 )
 flags.DEFINE_enum(
