@@ -119,7 +119,7 @@ class SampledDotProduct(keras.layers.Layer):
 
   def call(self, queries):
     """Every class's scores ``[B, C]``."""
-    scores = ops.matmul(queries, ops.transpose(ops.cast(self.class_embeddings, queries.dtype)))
+    scores = _dot_scores(queries, ops.cast(self.class_embeddings, queries.dtype))
     return scores if self.bias is None else scores + ops.cast(self.bias, scores.dtype)
 
   def compute_output_shape(self, query_shape):
