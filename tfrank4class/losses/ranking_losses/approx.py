@@ -5,9 +5,9 @@ Qin et al. 2010: the rank of an item is ``1/2 + sum_j sigmoid(s_j - s_i)`` (scor
 temperature, 0.1 by default), and the loss is minus the metric at those ranks; a list without
 relevance weighs 0. Padded items get the score ``min(s) - 1000``. Only the items of relevance
 ``> 0`` have a gain, so only their ranks are computed: with class ids the true class's, ``O(n)``;
-with dense relevance the ``r`` relevant items', ``O(n r)`` (:func:`~.base.relevant_rows`; past
-the traced caps and under XLA :func:`~.base.blocks_of_relevant_rows`, a block of relevant items
-at a time, never every item's ``[B, n, n]``, and then the metric over the whole list, NDCG's
+with dense relevance the ``r`` relevant items', ``O(n r)`` (:func:`~.base.relevant_rows`; in a
+traced step past the cap ``r <= 1`` :func:`~.base.blocks_of_relevant_rows`, a block of relevant
+items at a time, never every item's ``[B, n, n]``, and then the metric over the whole list, NDCG's
 ideal order a sort, ``O(n log n)``).
 
 Example:

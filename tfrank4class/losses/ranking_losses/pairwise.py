@@ -6,8 +6,8 @@ list with :class:`YetiDCGLambdaWeight` by default.
 What it costs per list: only the pairs whose first item has relevance ``> 0`` carry weight
 (``l_i > l_j >= 0``; the lambda weights are 0 on equal labels), so only the rows of the ``r``
 relevant items are computed, ``O(n r)`` (:func:`~.base.relevant_row_values`: ``r`` read from
-eager labels, else the first cap of ``TRACED_RELEVANT_CAPS`` that holds, past them and under XLA
-a loop over blocks of ``ROWS_PER_BLOCK`` relevant rows, memory ``O(n ROWS_PER_BLOCK)``; plus
+eager labels; in a traced step the one row of a list with ``r <= 1``, else a loop over blocks of
+``ROWS_PER_BLOCK`` relevant rows, memory ``O(n ROWS_PER_BLOCK)``; plus
 ``O(n log n)`` for the ranks of a lambda weight, in each block in the loop). With class ids that
 is the true class's row, ``O(n)``; pairwise MSE without a lambda weight is ``O(n)`` for any
 labels; with one it builds every pair ``[B, n, n]`` past the caps and under XLA. No key's maths
