@@ -287,8 +287,11 @@ def test_xla_float32_blocks_equal_every_pair(blocks_of_five, key):
 
 
 @pytest.mark.tensorflow_only
-@pytest.mark.parametrize("key", ["pairwise_logistic_loss", "approx_ndcg_loss"])
-def test_a_tape_inside_the_traced_step_differentiates_the_branches(key):
+@pytest.mark.parametrize(
+  ("key", "weight"),
+  [("pairwise_logistic_loss", None), ("approx_ndcg_loss", None), ("pairwise_mse_loss", "ndcg")],
+)
+def test_a_tape_inside_the_traced_step_differentiates_the_branches(key, weight):
   """As Keras's ``fit`` does, the gradient taken inside ``tf.function`` (with and without XLA),
   against the eager one: TensorFlow differentiates each ``cond`` there, and a nested ``cond``
   around the loop's hand-written gradient made it fail (an ``AssertionError`` of ``cond_v2``)."""
@@ -296,7 +299,9 @@ def test_a_tape_inside_the_traced_step_differentiates_the_branches(key):
 
   labels = tf.constant(_labels("mixed"), "float32")
   scores = tf.constant(_scores(), "float32")
-  loss = tf_ranking.RankingLoss(key)
+  loss = tf_ranking.RankingLoss(
+    key, **({} if weight is None else {"lambda_weight": WEIGHTS[weight][0]})
+  )
 
   def step(s, y):  # the labels an input: their counts are known when the step runs
     with tf.GradientTape() as tape:
