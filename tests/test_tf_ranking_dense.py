@@ -3,11 +3,11 @@ and the approximate-rank keys compute only the rows of the relevant items, ``O(C
 (:func:`tfrank4class.losses.ranking_losses.base.relevant_row_values`). Checked here against
 brute-force numpy over every pair (in float64), with graded labels and ties of labels and of
 scores, padding, a list without relevance, sample weights, and ``r`` from 1 to ``C`` (every item
-relevant), eagerly (``r`` read from the labels), traced on TensorFlow's graph (``r`` a cap chosen
-when the step runs, or every pair) and under XLA (``jax.jit``, ``jit_compile=True``: a loop over
-blocks of relevant rows, here of 5 rows, with its gradient written out; pairwise MSE with a
-lambda weight: every pair): values, and gradients against the gradient written out (pairwise) or
-central differences of the reference (approximate ranks)"""
+relevant), eagerly (``r`` read from the labels), traced on TensorFlow's graph and under XLA
+(``jax.jit``, ``jit_compile=True``): the one row where ``r <= 1``, else a loop over blocks of
+relevant rows (here of 5 rows) with its gradient written out (pairwise MSE with a lambda weight:
+each block's rows and columns): values, and gradients against the gradient written out
+(pairwise) or central differences of the reference (approximate ranks)"""
 
 import numpy as np
 import pytest
@@ -209,7 +209,7 @@ def test_float32_rows_equal_every_pair(monkeypatch):
     return ops.sum(loss.weighted_values(ops.convert_to_tensor(s), relevance))
 
   value_rows, (grad_rows,) = value_and_grad(total, scores)
-  monkeypatch.setattr(pairwise, "relevant_rows", lambda labels, rows_fn, pairs_fn: pairs_fn())
+  monkeypatch.setattr(base, "relevant_rows", lambda labels, rows_fn, pairs_fn, _: pairs_fn())
   value, (grad,) = value_and_grad(total, scores)
   np.testing.assert_allclose(value_rows, value, rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(grad_rows, grad, rtol=1e-5, atol=1e-5)
@@ -224,6 +224,7 @@ def blocks_of_five(monkeypatch):
   spy = lambda *a: calls.append(a) or blocked(*a)  # noqa: E731
   monkeypatch.setattr(base, "blocks_of_relevant_rows", spy)
   monkeypatch.setattr(approx, "blocks_of_relevant_rows", spy)
+  monkeypatch.setattr(pairwise, "blocks_of_relevant_rows", spy)
   return calls
 
 
@@ -242,6 +243,7 @@ def _slow(*args):
     *[_slow(key, None, "mixed") for key in ("pairwise_hinge_loss", "pairwise_soft_zero_one_loss")],
     _slow("approx_mrr_loss", None, "mixed"),
     _slow("pairwise_logistic_loss", "ndcg", "mixed"),
+    ("pairwise_mse_loss", "ndcg", "mixed"),
     _slow("pairwise_logistic_loss", None, "none"),
   ],
 )
@@ -285,8 +287,11 @@ def test_xla_float32_blocks_equal_every_pair(blocks_of_five, key):
 
 
 @pytest.mark.tensorflow_only
-@pytest.mark.parametrize("key", ["pairwise_logistic_loss", "approx_ndcg_loss"])
-def test_a_tape_inside_the_traced_step_differentiates_the_branches(key):
+@pytest.mark.parametrize(
+  ("key", "weight"),
+  [("pairwise_logistic_loss", None), ("approx_ndcg_loss", None), ("pairwise_mse_loss", "ndcg")],
+)
+def test_a_tape_inside_the_traced_step_differentiates_the_branches(key, weight):
   """As Keras's ``fit`` does, the gradient taken inside ``tf.function`` (with and without XLA),
   against the eager one: TensorFlow differentiates each ``cond`` there, and a nested ``cond``
   around the loop's hand-written gradient made it fail (an ``AssertionError`` of ``cond_v2``)."""
@@ -294,7 +299,9 @@ def test_a_tape_inside_the_traced_step_differentiates_the_branches(key):
 
   labels = tf.constant(_labels("mixed"), "float32")
   scores = tf.constant(_scores(), "float32")
-  loss = tf_ranking.RankingLoss(key)
+  loss = tf_ranking.RankingLoss(
+    key, **({} if weight is None else {"lambda_weight": WEIGHTS[weight][0]})
+  )
 
   def step(s, y):  # the labels an input: their counts are known when the step runs
     with tf.GradientTape() as tape:

@@ -27,6 +27,7 @@ from tfrank4class.losses.ranking_losses.base import (
   Core,
   at_true_class,
   blocks_of_relevant_rows,
+  placed_rows,
   relevant_rows,
   true_class_mask,
   true_class_weight,
@@ -72,7 +73,7 @@ class _Approx(Core):
     """The approximate ranks of the items of relevance ``> 0`` a block at a time
     (:func:`~.base.blocks_of_relevant_rows`), 1 elsewhere (no gain: the rank does not count)."""
     ranks = blocks_of_relevant_rows(
-      labels, logits, lambda _, scores, rows: approx_ranks(scores, rows)
+      labels, logits, placed_rows(lambda _, scores, rows: approx_ranks(scores, rows))
     )
     return backend.where(labels > 0, ranks, 1.0)
 

@@ -72,18 +72,12 @@ def true_class_weight(ids, weights, logits):
   return take_along_axis(weights, ids[:, None], axis=-1)
 
 
-#: The caps on the number ``r`` of items of relevance ``> 0`` per list that a traced step tries,
-#: in order, before the loop over blocks of relevant rows, or every pair (see
-#: :func:`relevant_rows`).
-TRACED_RELEVANT_CAPS = (1, 8)
-
-
 #: The rows of relevant items that one iteration of :func:`relevant_row_values`'s loop computes
 #: (in a traced step, past the one-row cap).
 ROWS_PER_BLOCK = 8
 
 
-def relevant_rows(labels, rows_fn, pairs_fn, blocks_fn=None):
+def relevant_rows(labels, rows_fn, pairs_fn, blocks_fn):
   """What a loss computes from the rows of pairs of each list's items of relevance ``> 0``.
 
   With relevance ``labels`` ``[B, n]``, only a pair ``(i, j)`` with ``l_i > l_j >= 0`` carries
@@ -91,48 +85,27 @@ def relevant_rows(labels, rows_fn, pairs_fn, blocks_fn=None):
   metric: the ``r`` relevant items of a list, not all ``n``. ``rows_fn(rows)`` computes from the
   indices ``rows`` ``[B, r]`` (int32) of each list's ``r`` largest labels (``O(B n r)``) what
   ``pairs_fn()`` computes from every pair (``[B, n, n]``), and must equal it whenever ``rows``
-  holds every relevant item; ``blocks_fn()``, where given, computes the same with memory bounded
-  whatever ``r`` (:func:`blocks_of_relevant_rows`), taken for lists of more than
-  :data:`ROWS_PER_BLOCK` items. ``r`` is the largest count of relevant items of a list where the
-  labels are known now (eager). In a traced step ``r`` must be static, and ``ops.cond`` takes
-  the first branch that holds every list's count when the step runs. With ``blocks_fn`` the step
-  holds ``rows_fn`` at the caps of :data:`TRACED_RELEVANT_CAPS` below :data:`ROWS_PER_BLOCK`
-  (under XLA, which reserves the memory of every branch, a branch no larger than a block), then
-  ``blocks_fn``: one ``cond``, not nested, on every backend (TensorFlow's gradient of a ``cond``
+  holds every relevant item; ``blocks_fn()`` computes the same with memory bounded whatever ``r``
+  (:func:`blocks_of_relevant_rows`). ``r`` is the largest count of relevant items of a list where
+  the labels are known now (eager). In a traced step ``r`` must be static: ``ops.cond`` takes
+  ``rows_fn`` at ``r = 1`` where every list has at most one relevant item when the step runs, else
+  ``blocks_fn`` (one ``cond``, not nested, on every backend: TensorFlow's gradient of a ``cond``
   nested around the loop's written-out gradient fails under a tape inside ``tf.function``, as
-  Keras's ``fit`` takes it). Without ``blocks_fn``: on TensorFlow's graph ``rows_fn`` at each of
-  :data:`TRACED_RELEVANT_CAPS` and ``pairs_fn`` last (only the branch taken runs and holds
-  memory); under XLA ``pairs_fn()`` alone (every pair ``[B, n, n]``).
+  Keras's ``fit`` takes it; under XLA, which reserves the memory of every branch, no branch is
+  larger than a block). Lists of at most :data:`ROWS_PER_BLOCK` items, or of a length not known
+  when the step is traced, take ``pairs_fn`` there (every pair is no larger than a block).
   """
   n = labels.shape[1]
   if n is None:
     return pairs_fn()
-  if n <= ROWS_PER_BLOCK:
-    blocks_fn = None  # every pair is no larger than a block
   count = ops.max(ops.sum(ops.cast(labels > 0, "int32"), axis=1))
   known = backend.static_value(count)
   if known is not None:
     r = max(int(known), 1)
     return pairs_fn() if r >= n else rows_fn(backend.top_k(labels, r)[1])
-  if blocks_fn is not None:
-    caps = tuple(cap for cap in TRACED_RELEVANT_CAPS if cap < ROWS_PER_BLOCK)
-  elif not backend.compiled_by_xla():
-    caps = tuple(cap for cap in TRACED_RELEVANT_CAPS if cap < n)
-  else:
+  if n <= ROWS_PER_BLOCK:
     return pairs_fn()
-  return _first_cap(labels, count, caps, rows_fn, pairs_fn if blocks_fn is None else blocks_fn)
-
-
-def _first_cap(labels, count, caps, rows_fn, last_fn):
-  """:func:`relevant_rows` in a traced step: ``rows_fn`` at the first of ``caps`` that is at
-  least ``count``, else ``last_fn``."""
-  if not caps:
-    return last_fn()
-  return ops.cond(
-    count <= caps[0],
-    lambda: rows_fn(backend.top_k(labels, caps[0])[1]),
-    lambda: _first_cap(labels, count, caps[1:], rows_fn, last_fn),
-  )
+  return ops.cond(count <= 1, lambda: rows_fn(backend.top_k(labels, 1)[1]), blocks_fn)
 
 
 def relevant_row_values(labels, logits, row_fn):
@@ -159,15 +132,30 @@ def relevant_row_values(labels, logits, row_fn):
     labels,
     lambda rows: scatter_rows(rows, row_fn(labels, logits, rows), labels.shape[1]),
     lambda: row_fn(labels, logits, None),
-    lambda: blocks_of_relevant_rows(labels, logits, row_fn),
+    lambda: blocks_of_relevant_rows(labels, logits, placed_rows(row_fn)),
   )
 
 
-def blocks_of_relevant_rows(labels, logits, row_fn):
+def placed_rows(row_fn):
+  """The block function of :func:`blocks_of_relevant_rows` that places the values of
+  ``row_fn(relevance, scores, rows)`` ``[B, r]`` at the kept rows' items, 0 elsewhere."""
+
+  def block_fn(relevance, scores, rows, keep):
+    values = backend.where(keep, row_fn(relevance, scores, rows), 0.0)
+    return scatter_rows(rows, values, relevance.shape[1])
+
+  return block_fn
+
+
+def blocks_of_relevant_rows(labels, logits, block_fn):
   """:func:`relevant_row_values`'s loop over blocks of relevant rows, taken whatever ``r``: the
-  ``[B, n]`` values of ``row_fn`` at the items of relevance ``> 0``, 0 elsewhere (for a loss
-  whose ``rows_fn`` and ``pairs_fn`` are not row values, as :func:`relevant_rows`'s
-  ``blocks_fn``)."""
+  sum over blocks of ``block_fn(relevance, scores, rows, keep)`` ``[B, n]``, ``rows`` ``[B,``
+  :data:`ROWS_PER_BLOCK` ``]`` the block's relevant items (int32) and ``keep`` ``[B,``
+  :data:`ROWS_PER_BLOCK` ``]`` (bool) false at the slots past a list's relevant items, which
+  ``block_fn`` must weigh 0 (:func:`placed_rows`: the values of a row function at the items of
+  relevance ``> 0``; also a loss whose ``rows_fn`` and ``pairs_fn`` are not row values, as
+  :func:`relevant_rows`'s ``blocks_fn``). ``block_fn`` gets no gradient in ``relevance`` and
+  must close over no traced tensor."""
   n = labels.shape[1]
 
   def block(relevance, scores, seen, index):
@@ -176,7 +164,7 @@ def blocks_of_relevant_rows(labels, logits, row_fn):
     wanted = ops.zeros_like(seen[:, :1]) + at[None, :] + 1
     rows = ops.minimum(backend.searchsorted(seen, wanted), n - 1)
     keep = wanted <= seen[:, -1:]  # a list's items past its relevant ones: weighed 0
-    return scatter_rows(rows, backend.where(keep, row_fn(relevance, scores, rows), 0.0), n)
+    return block_fn(relevance, scores, rows, keep)
 
   @backend.custom_gradient
   def values(scores, relevance):

@@ -10,8 +10,9 @@ eager labels; in a traced step the one row of a list with ``r <= 1``, else a loo
 ``ROWS_PER_BLOCK`` relevant rows, memory ``O(n ROWS_PER_BLOCK)``; plus
 ``O(n log n)`` for the ranks of a lambda weight, in each block in the loop). With class ids that
 is the true class's row, ``O(n)``; pairwise MSE without a lambda weight is ``O(n)`` for any
-labels; with one it builds every pair ``[B, n, n]`` past the caps and under XLA. No key's maths
-needs every pair (docs/losses.md, "What each key costs in the number of classes").
+labels; with one it takes the rows of its relevant items and their columns, in a traced step
+in the same loop over blocks. No key's maths needs every pair (docs/losses.md, "What each key
+costs in the number of classes").
 
 Example:
   >>> import numpy as np
@@ -27,6 +28,7 @@ from tfrank4class.compat import ops
 from tfrank4class.losses.ranking_losses.base import (
   Core,
   at_true_class,
+  blocks_of_relevant_rows,
   relevant_row_values,
   relevant_rows,
   scatter_rows,
@@ -114,8 +116,9 @@ class PairwiseMSELoss(Core):
   weighs each pair by the ranks and labels of both items, symmetrically, 0 for equal labels: only
   the pairs of an item of relevance ``> 0`` carry weight, so the rows of the ``r`` relevant items
   ``[B, r, n]`` give every item's sum (a relevant item's: its row; another's: its column),
-  ``O(n r)`` (:func:`~.base.relevant_rows`) after the ranks' sort; for class ids that is the true
-  class's row.
+  ``O(n r)`` (:func:`~.base.relevant_rows`; in a traced step past the cap ``r <= 1`` a loop over
+  blocks of relevant rows, each block's rows and columns, memory ``O(n ROWS_PER_BLOCK)``) after
+  the ranks' sort, in each block; for class ids that is the true class's row.
   """
 
   weighting = "pair"
@@ -127,6 +130,7 @@ class PairwiseMSELoss(Core):
         labels,
         lambda rows: self._rows_and_columns(labels, logits, rows),
         lambda: ops.sum(self._weighted_pairs(labels, logits), axis=2),
+        lambda: blocks_of_relevant_rows(labels, logits, self._block_of_rows_and_columns),
       )
       return losses, ops.ones_like(losses)
     count = ops.sum(ops.cast(valid, logits.dtype), axis=1, keepdims=True)
@@ -161,6 +165,16 @@ class PairwiseMSELoss(Core):
     return backend.where(
       in_rows, scatter_rows(rows, ops.sum(pairs, axis=2), n), ops.sum(pairs, axis=1)
     )
+
+  def _block_of_rows_and_columns(self, labels, logits, rows, keep):
+    """A block of :func:`~.base.blocks_of_relevant_rows` (``rows`` ``[B, r]`` relevant items,
+    ``keep`` false past a list's relevant items): each relevant item of the block its row's sum,
+    each item of relevance ``<= 0`` its column's sum over the block's rows; summed over the blocks,
+    every item's sum over its pairs (a pair of two items of relevance ``<= 0`` weighs 0)."""
+    pairs = self._weighted_pairs(labels, logits, rows)
+    pairs = backend.where(ops.expand_dims(keep, 2), pairs, 0.0)
+    rows_sums = scatter_rows(rows, ops.sum(pairs, axis=2), labels.shape[1])
+    return backend.where(labels > 0, rows_sums, ops.sum(pairs, axis=1))
 
   def compute_per_list_from_ids(self, ids, logits, weights):
     """The losses per first item ``[B, n]`` of the pairs of one-hot rows of class ids ``ids``
