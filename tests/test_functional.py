@@ -301,6 +301,26 @@ def test_rank_range():
     F.rank_range(np.eye(9)[labels], scores)
 
 
+def test_rank_range_in_row_blocks():
+  """C = 10,000, B = 211: on TensorFlow's graph executor (the batch size known when traced, and
+  not) the counts run 26 rows at a time, the last block overlapping the one before; they are
+  numpy's counts there and in every compile mode of every backend."""
+  scores = _tied_scores(211, 10000, 300)
+  labels = RNG.integers(0, 10000, 211)
+  true = scores[np.arange(211), labels][:, None]
+  expected = np.stack([(scores > true).sum(1), (scores == true).sum(1) - 1])
+  fns = [compiled(lambda y, s: ops.stack(F.rank_range(y, s)), mode) for mode in compile_modes()]
+  if compat.BACKEND == "tensorflow":
+    import tensorflow as tf  # noqa: PLC0415
+
+    unknown_batch = [tf.TensorSpec([None], tf.int64), tf.TensorSpec([None, 10000], tf.float32)]
+    fns.append(
+      tf.function(lambda y, s: ops.stack(F.rank_range(y, s)), input_signature=unknown_batch)
+    )
+  for fn in fns:
+    np.testing.assert_array_equal(numpy(fn(labels, scores)), expected)
+
+
 # --- graph mode, XLA, unknown list size ------------------------------------------------------
 
 ALL = [
