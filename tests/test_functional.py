@@ -126,6 +126,17 @@ def test_spearman_of_class_ids_equals_reference_scipy_and_one_hot(c, levels):
     np.testing.assert_allclose(got, dense, rtol=0, atol=1e-6)
 
 
+def test_spearman_of_class_ids_ties_signed_zeros():
+  """-0.0 and 0.0 are one tie group (the class-id path sorts the scores' bit patterns), as scipy
+  and the dense path rank them."""
+  scores = np.array([[-0.0, 0.0, 1.0, -2.0], [0.0, -0.0, -0.0, 3.0]], np.float32)
+  labels = np.array([0, 3])
+  one_hot = np.eye(4, dtype=np.float32)[labels]
+  want = [spearmanr(one_hot[i], scores[i]).statistic for i in range(2)]
+  np.testing.assert_allclose(numpy(F.spearman(labels, scores)), want, rtol=0, atol=1e-6)
+  np.testing.assert_allclose(numpy(F.spearman(one_hot, scores)), want, rtol=0, atol=1e-6)
+
+
 def test_class_ids_and_their_one_hot_agree():
   scores = _tied_scores(20, 12, 4)
   labels = RNG.integers(0, 12, 20)
