@@ -807,13 +807,14 @@ def do_not_convert(fn):
 def map_row_blocks(f, tensors, rows):
   """``f(*tensors)`` for tensors ``[B, ...]`` and a row-wise ``f`` (row ``i`` of its float32
   ``[B, k]`` result depends on row ``i`` of each input only), evaluated ``rows`` rows at a time,
-  one block after another, in a TensorFlow graph that XLA does not compile, when the batch spans
-  more than 8 blocks (``tf.map_fn(parallel_iterations=1)`` over the blocks; a ``tf.cond`` on the
-  batch size when it is known only at run time). TensorFlow runs each element-wise op over the
-  whole tensor before the next, so on a large ``[B, C]`` every op streams through main memory;
-  a block's intermediates stay in the CPU's cache. Eagerly, under XLA, on JAX (which fuses the
-  ops) and on PyTorch, and for smaller batches, ``f(*tensors)`` at once. The last block overlaps
-  the one before it when ``rows`` does not divide ``B`` (its rows are computed twice, alike).
+  one block after another, in a TensorFlow graph that XLA does not compile, on a machine without
+  a GPU, when the batch spans more than 8 blocks (``tf.map_fn(parallel_iterations=1)`` over the
+  blocks; a ``tf.cond`` on the batch size when it is known only at run time). TensorFlow runs
+  each element-wise op over the whole tensor before the next, so on a large ``[B, C]`` every op
+  streams through main memory; a block's intermediates stay in the CPU's cache. Eagerly, under
+  XLA, with a GPU, on JAX (which fuses the ops) and on PyTorch, and for smaller batches,
+  ``f(*tensors)`` at once. The last block overlaps the one before it when ``rows`` does not
+  divide ``B`` (its rows are computed twice, alike).
 
   Example:
     >>> x = ops.convert_to_tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
@@ -825,6 +826,8 @@ def map_row_blocks(f, tensors, rows):
   if BACKEND != "tensorflow" or is_concrete(tensors[0]) or _in_xla_context():
     return f(*tensors)
   tf = _library()
+  if tf.config.list_logical_devices("GPU"):  # the blocks are for a CPU's cache
+    return f(*tensors)
   batch = tensors[0].shape[0]
   if batch is not None:
     return _blocks(f, tensors, rows) if batch > 8 * rows else f(*tensors)
