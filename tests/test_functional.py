@@ -126,6 +126,17 @@ def test_spearman_of_class_ids_equals_reference_scipy_and_one_hot(c, levels):
     np.testing.assert_allclose(got, dense, rtol=0, atol=1e-6)
 
 
+def test_spearman_of_class_ids_ties_signed_zeros():
+  """-0.0 and 0.0 are one tie group (the class-id path sorts the scores' bit patterns), as scipy
+  and the dense path rank them."""
+  scores = np.array([[-0.0, 0.0, 1.0, -2.0], [0.0, -0.0, -0.0, 3.0]], np.float32)
+  labels = np.array([0, 3])
+  one_hot = np.eye(4, dtype=np.float32)[labels]
+  want = [spearmanr(one_hot[i], scores[i]).statistic for i in range(2)]
+  np.testing.assert_allclose(numpy(F.spearman(labels, scores)), want, rtol=0, atol=1e-6)
+  np.testing.assert_allclose(numpy(F.spearman(one_hot, scores)), want, rtol=0, atol=1e-6)
+
+
 def test_class_ids_and_their_one_hot_agree():
   scores = _tied_scores(20, 12, 4)
   labels = RNG.integers(0, 12, 20)
@@ -299,6 +310,26 @@ def test_rank_range():
   np.testing.assert_array_equal(numpy(e), (scores == true).sum(1) - 1)
   with pytest.raises(ValueError, match=r"`labels` must be class ids of shape \[B\] or \[B, 1\]"):
     F.rank_range(np.eye(9)[labels], scores)
+
+
+def test_rank_range_in_row_blocks():
+  """C = 10,000, B = 211: on TensorFlow's graph executor (the batch size known when traced, and
+  not) the counts run 26 rows at a time, the last block overlapping the one before; they are
+  numpy's counts there and in every compile mode of every backend."""
+  scores = _tied_scores(211, 10000, 300)
+  labels = RNG.integers(0, 10000, 211)
+  true = scores[np.arange(211), labels][:, None]
+  expected = np.stack([(scores > true).sum(1), (scores == true).sum(1) - 1])
+  fns = [compiled(lambda y, s: ops.stack(F.rank_range(y, s)), mode) for mode in compile_modes()]
+  if compat.BACKEND == "tensorflow":
+    import tensorflow as tf  # noqa: PLC0415
+
+    unknown_batch = [tf.TensorSpec([None], tf.int64), tf.TensorSpec([None, 10000], tf.float32)]
+    fns.append(
+      tf.function(lambda y, s: ops.stack(F.rank_range(y, s)), input_signature=unknown_batch)
+    )
+  for fn in fns:
+    np.testing.assert_array_equal(numpy(fn(labels, scores)), expected)
 
 
 # --- graph mode, XLA, unknown list size ------------------------------------------------------

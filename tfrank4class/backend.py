@@ -802,3 +802,72 @@ def do_not_convert(fn):
   if BACKEND != "tensorflow":
     return fn
   return _library().autograph.experimental.do_not_convert(fn)
+
+
+def map_row_blocks(f, tensors, rows):
+  """``f(*tensors)`` for tensors ``[B, ...]`` and a row-wise ``f`` (row ``i`` of its float32
+  ``[B, k]`` result depends on row ``i`` of each input only), evaluated ``rows`` rows at a time,
+  one block after another, in a TensorFlow graph that XLA does not compile, on a machine without
+  a GPU, when the batch spans more than 8 blocks (``tf.map_fn(parallel_iterations=1)`` over the
+  blocks; a ``tf.cond`` on the batch size when it is known only at run time). TensorFlow runs
+  each element-wise op over the whole tensor before the next, so on a large ``[B, C]`` every op
+  streams through main memory; a block's intermediates stay in the CPU's cache. Eagerly, under
+  XLA, with a GPU, on JAX (which fuses the ops) and on PyTorch, and for smaller batches,
+  ``f(*tensors)`` at once. The last block overlaps the one before it when ``rows`` does not
+  divide ``B`` (its rows are computed twice, alike).
+
+  Example:
+    >>> x = ops.convert_to_tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    >>> ops.convert_to_numpy(map_row_blocks(lambda v: ops.sum(v, axis=-1, keepdims=True), [x], 2))
+    array([[ 3.],
+           [ 7.],
+           [11.]], dtype=float32)
+  """
+  if BACKEND != "tensorflow" or is_concrete(tensors[0]) or _in_xla_context():
+    return f(*tensors)
+  tf = _library()
+  if tf.config.list_logical_devices("GPU"):  # the blocks are for a CPU's cache
+    return f(*tensors)
+  batch = tensors[0].shape[0]
+  if batch is not None:
+    return _blocks(f, tensors, rows) if batch > 8 * rows else f(*tensors)
+  return tf.cond(
+    tf.shape(tensors[0])[0] > 8 * rows, lambda: _blocks(f, tensors, rows), lambda: f(*tensors)
+  )
+
+
+def _blocks(f, tensors, rows):
+  """:func:`map_row_blocks`'s loop over blocks of ``rows`` rows (TensorFlow)."""
+  tf = _library()
+  batch = tf.shape(tensors[0])[0]
+  count = (batch + rows - 1) // rows
+
+  def block(i):
+    start = tf.minimum(i * rows, batch - rows)
+    return f(*(x[start : start + rows] for x in tensors))
+
+  blocks = tf.map_fn(block, tf.range(count), fn_output_signature=tf.float32, parallel_iterations=1)
+  row = tf.range(batch)
+  index = tf.minimum(row // rows, count - 1)
+  position = index * rows + row - tf.minimum(index * rows, batch - rows)
+  return tf.gather(tf.reshape(blocks, [count * rows, -1]), position)
+
+
+def float_bits(x):
+  """The bit patterns of float32 ``x`` as int32, a bitcast (no conversion): two finite floats
+  are equal exactly when their bits are, except ``0.0`` and ``-0.0`` (and denormals where the CPU
+  flushes them to zero), so a sort of the bits finds the tie groups of the values, and sorting
+  int32 costs less than sorting float32 (JAX's CPU sort in particular).
+
+  Example:
+    >>> ops.convert_to_numpy(float_bits(ops.convert_to_tensor([0.0, 1.0, -2.0]))).tolist()
+    [0, 1065353216, -1073741824]
+  """
+  x = ops.convert_to_tensor(x)
+  if BACKEND == "tensorflow":
+    return _library().bitcast(x, "int32")
+  if BACKEND == "jax":
+    import jax  # noqa: PLC0415
+
+    return jax.lax.bitcast_convert_type(x, "int32")
+  return x.view(_library().int32)

@@ -76,6 +76,9 @@ from tfrank4class.ranking.ties import tie_statistics
 
 GAINS = ("exp2", "linear")
 
+#: The smallest normal float32, ``2**-126``.
+_SMALLEST_NORMAL = 2.0**-126
+
 
 # --- inputs ---------------------------------------------------------------------------------------
 
@@ -316,16 +319,34 @@ def _single(labels, scores):
   With ``q = sign(s - s_y)``, ``sum(q) = g - l`` and ``sum(|q|) = g + l`` (``l`` items below), so
   ``g = (sum(q) + sum(|q|)) / 2`` and ``e = C - 1 - sum(|q|)``: one subtraction, one sign and two
   sums, half the memory passes of counting ``s > s_y`` and ``s == s_y`` as floats (measured: 2.5
-  against 4.8 ms for ``[256, 10000]`` without XLA, one thread). Two scores whose difference is
-  below the smallest normal float32 (``1.2e-38``, flushed to zero on CPU) count as tied.
+  against 4.8 ms for ``[256, 10000]`` without XLA, one thread). On TensorFlow's graph executor,
+  which runs each of these ops over the whole batch before the next, a large batch of many
+  classes is counted a block of rows at a time (:func:`tfrank4class.backend.map_row_blocks`), so
+  the intermediates stay in the CPU's cache; the values are the same. Two scores whose
+  difference is below the smallest normal float32 (``1.2e-38``, flushed to zero on CPU) count as
+  tied.
   """
   n = num_items(scores)
   ids = _clipped_ids(labels.ids, n)
   true = backend.take_along_axis(scores, ids[:, None], axis=-1)
-  q = ops.sign(scores - true)
-  ahead_minus_below = ops.sum(q, axis=-1)
-  untied = ops.sum(ops.abs(q), axis=-1)
+  if isinstance(n, int) and n >= _BLOCK_ITEMS // 64:
+    sums = backend.map_row_blocks(_sign_sums, [scores, true], max(1, _BLOCK_ITEMS // n))
+  else:
+    sums = _sign_sums(scores, true)
+  ahead_minus_below, untied = sums[:, 0], sums[:, 1]
   return (ahead_minus_below + untied) / 2.0, ops.cast(n - 1, "float32") - untied
+
+
+#: Scores in one block of rows of :func:`_single`'s pass (1 MiB of float32): on TensorFlow
+#: without XLA, with at least ``_BLOCK_ITEMS // 64`` classes, the subtraction, sign and sums of a
+#: large batch run a block at a time, in the CPU's cache (:func:`backend.map_row_blocks`).
+_BLOCK_ITEMS = 2**18
+
+
+def _sign_sums(scores, true):
+  """``[sum(q), sum(|q|)]`` per row, ``q = sign(scores - true)``: float32 ``[B, 2]``."""
+  q = ops.sign(scores - true)
+  return ops.stack([ops.sum(q, axis=-1), ops.sum(ops.abs(q), axis=-1)], axis=-1)
 
 
 def top_k_accuracy(labels, scores, k=5):
@@ -561,11 +582,13 @@ def spearman(labels, scores):
   items) gets 0 rather than NaN.
 
   Cost: dense relevance, two sorts per list (the mid-ranks of labels and of scores). Class ids:
-  one sort of the scores' values and no sort of the labels: the labels' centred mid-ranks take
-  two values, ``(1 - C)/2`` at the true class ``y`` and ``1/2`` elsewhere, so with ``x`` the
-  scores' centred mid-ranks (which sum to 0) ``cov = -C x_y / 2`` and ``|y|^2 = C (C - 1)/4``;
-  ``x_y = g + (e + 2)/2 - (C + 1)/2`` from :func:`rank_range`'s counts, ``O(C)``, and only
-  ``|x|^2``, which depends on every tie group of the scores, needs their sorted values.
+  one sort of the scores (of their bit patterns) and no sort of the labels: the labels' centred
+  mid-ranks take two values, ``(1 - C)/2`` at the true class ``y`` and ``1/2`` elsewhere, so
+  with ``x`` the scores' centred mid-ranks (which sum to 0) ``cov = -C x_y / 2`` and
+  ``|y|^2 = C (C - 1)/4``; ``x_y = g + (e + 2)/2 - (C + 1)/2`` from :func:`rank_range`'s counts,
+  ``O(C)``, and only
+  ``|x|^2``, which depends on the sizes of the scores' tie groups, needs a sort to find them (no
+  ``O(C)`` test tells whether two of ``C`` scores tie; without ties ``|x|^2 = (C^3 - C)/12``).
 
   Example:
     >>> # ranks (3, 2, 1) and (3, 1, 2): 1 - 6 * 2 / (3 * 8)
@@ -602,10 +625,15 @@ def _spearman_single(labels, scores):
 
 def _midrank_sum_of_squares(scores):
   """``sum_i (midrank_i - (C + 1)/2)^2`` per list of ``[B, C]`` scores with a static ``C``: one
-  sort of the values, then ``O(C)``: the tie groups are the runs of the sorted values, ``t``
-  items from position ``a`` each at mid-rank ``a + (t + 1)/2`` (a segment sum counts them)."""
+  sort, then ``O(C)``: the tie groups are the runs of the sorted values, ``t`` items from
+  position ``a`` each at mid-rank ``a + (t + 1)/2`` (a segment sum counts them). The sum depends
+  on the groups' sizes only, not on their order, so the sort is of the values' bit patterns
+  (:func:`tfrank4class.backend.float_bits`, cheaper than a float sort), with zeros and denormals
+  (below the smallest normal float32) made ``+0.0`` first, as a CPU that flushes denormals
+  compares them."""
   n = num_items(scores)
-  ascending = ops.sort(scores, axis=-1)
+  flushed = backend.where(ops.abs(scores) < _SMALLEST_NORMAL, 0.0, scores)
+  ascending = ops.sort(backend.float_bits(flushed), axis=-1)
   starts = ops.concatenate(
     [
       ops.ones_like(ascending[:, :1], dtype="int32"),
