@@ -342,11 +342,10 @@ def blackbox_marked_rank(scores, ids, valid, lambda_, normalized=False):
   scores among the valid entries, and the same gradient when ``dL/dr`` is zero at every entry but
   the marked ones: then only the marks move (``y'_i = y_i + lambda_ g_i``), an unmarked entry's
   rank changes by the marks that pass it and a mark's by the entries it passes, all counted by
-  :func:`_marked_below` (forward once, backward once for ``y'``, whose ``B`` moved marks are
-  written into a copy of the scores) and a histogram of the counts: no sort of the ``B C`` scores
-  (:func:`blackbox_rank_within` sorts them twice). On JAX each count is one fused pass of
-  ``O(B^2 C)`` comparisons; elsewhere a binary search per entry, ``O(B C log B)``. The forward
-  keeps the counts ``[B, C]`` (int32) for the backward. What APC with class ids needs.
+  :func:`_marked_below` (forward once, backward once for ``y'``: a copy of the scores with the
+  ``B`` marks moved) and a histogram of the counts; no sort of the ``B C`` scores. On JAX with
+  ``B <= 32`` each count is one fused pass of ``O(B^2 C)`` comparisons, else a binary search per
+  entry, ``O(B C log B)``; the forward keeps the int32 counts ``[B, C]`` for the backward.
 
   Args:
     scores: real ``[B, C]``; must be finite.
@@ -385,15 +384,14 @@ def blackbox_marked_rank(scores, ids, valid, lambda_, normalized=False):
       moved_marks = ops.take(flat, marks[:, 0]) + lam * ops.cast(g, dtype)
       moved = ops.reshape(ops.scatter_update(flat, marks, moved_marks), shape)
       moved_above, moved_below = _ranks_of_marked(moved, t, group)
-      # An unmarked entry drops by the marks that pass it; a mark by the entries it passes.
+      # An unmarked entry drops by the marks that pass it; a mark by the entries it passes (0 for
+      # a mark that is not valid: both its counts are).
       change = backend.where(group, ops.cast(below - moved_below, dtype), ops.zeros_like(y))
-      # (0 for a mark that is not valid: both its counts are.)
       own = ops.cast(moved_above - above, dtype)
       change = ops.scatter_update(ops.reshape(change, [-1]), marks, own)
       return ops.reshape(change, shape) / lam, None, None
 
-    flat = ops.reshape(y, [1, -1])
-    return exact.mark_nan_lists(ranks[None, :], flat)[0], grad
+    return exact.mark_nan_lists(ranks[None, :], ops.reshape(y, [1, -1]))[0], grad
 
   return _op(scores, ops.convert_to_tensor(ids), valid)
 
