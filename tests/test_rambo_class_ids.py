@@ -283,8 +283,9 @@ def np_apc_loss(scores, ids, where, lambda_, margin):
 
 
 @pytest.mark.parametrize("margin", [0.0, 0.5])
-def test_apc_class_ids_match_numpy_algorithm_1_with_ties_repeats_and_padding(margin):
-  scores, ids, where = tied_lists(8, batch=9, n=6)
+@pytest.mark.parametrize("batch", [9, 40])  # on JAX: all marks compared at once; a search
+def test_apc_class_ids_match_numpy_algorithm_1_with_ties_repeats_and_padding(margin, batch):
+  scores, ids, where = tied_lists(8, batch=batch, n=6)
   scores[4, ids[4]] = scores[2, ids[2]]  # two true classes tied: rk+ by row
   expected, expected_grad = np_apc_loss(scores, ids, where, 30.0, margin)
   fn = lambda s: apc_loss_value(s, ids, where=where, lambda_=30.0, margin=margin)

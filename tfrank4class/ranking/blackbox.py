@@ -29,8 +29,8 @@ differentiates only ``rk(y)`` and treats ``rk(y^+)`` as a constant (one ranker i
 in the authors' code): the losses take it from :func:`tfrank4class.ranking.rank_within`, with no
 gradient. Where one item per list carries the incoming gradient (class ids), the same values and
 gradients come without a sort: :func:`blackbox_item_rank` (one item per row, counts) and
-:func:`blackbox_marked_rank` (one item per row of a ``[B, C]`` matrix read as one list, binary
-searches among the ``B`` marked scores).
+:func:`blackbox_marked_rank` (one item per row of a ``[B, C]`` matrix read as one list, each
+entry counted against the ``B`` marked scores).
 """
 
 from tfrank4class import backend, checks
@@ -237,12 +237,47 @@ def blackbox_item_rank(scores, item, mask, lambda_, normalized=False):
   return _op(scores, ops.convert_to_tensor(item), mask)
 
 
+# The most marks (rows) :func:`_marked_below_compared` takes: XLA fuses the comparisons of this
+# many marks and their sum into one loop over the scores; with 64 it materialises them.
+_MOST_MARKS_COMPARED = 32
+
+
 def _marked_below(scores, marked_scores, ids):
   """Int32 ``[B, C]``: for each entry of ``scores``, read as ONE list in row-major order, the
   number of marked entries (``marked_scores[b]`` at ``(b, ids[b])``; ``+inf`` for none) ranked
   below it under the tie rule of :func:`tfrank4class.ranking.rank` (``s_j > s_i``, or equal and
-  ``j`` earlier): one binary search of every entry into the ``B`` sorted marked scores,
-  ``O(B C log B)``, and a second one only when some entry ties with a mark.
+  ``j`` earlier). On JAX with ``B <= 32``, :func:`_marked_below_compared` (one fused pass);
+  otherwise :func:`_marked_below_searched` (a binary search per entry)."""
+  batch = exact.shape_of(scores)[0]
+  if backend.BACKEND == "jax" and isinstance(batch, int) and batch <= _MOST_MARKS_COMPARED:
+    return _marked_below_compared(scores, marked_scores, ids)
+  return _marked_below_searched(scores, marked_scores, ids)
+
+
+def _marked_below_compared(scores, marked_scores, ids):
+  """:func:`_marked_below` by comparing every entry with every mark at once, ``O(B^2 C)``
+  comparisons, no sort and no branch (under ``jax.jit`` XLA fuses them and their sum into one
+  loop over the scores for ``B <= 32``; eagerly the ``[B, B, C]`` comparisons are materialised).
+
+  Mark ``k`` is below entry ``(r, c)`` when ``s_k < s_rc``, or ``s_k == s_rc`` and ``k`` comes
+  later in the flat order: for ``k > r`` that is ``s_k <= s_rc``; for ``k < r``, ``s_k < s_rc``;
+  for ``k == r``, ``s_k < s_rc`` or ``s_k == s_rc`` and ``c < ids[r]``, the one term that
+  depends on the column."""
+  batch, classes = exact.shape_of(scores)
+  rows = ops.arange(batch, dtype="int32")
+  later = (rows[:, None] > rows[None, :])[:, :, None]  # [k, r]: mark k after every entry of row r
+  marks = marked_scores[:, None, None]
+  below = backend.where(later, marks <= scores[None], marks < scores[None])
+  own_tie = ops.logical_and(
+    marked_scores[:, None] == scores,
+    ops.arange(classes, dtype="int32")[None, :] < ids[:, None],
+  )
+  return ops.sum(ops.cast(below, "int32"), axis=0) + ops.cast(own_tie, "int32")
+
+
+def _marked_below_searched(scores, marked_scores, ids):
+  """:func:`_marked_below` by one binary search of every entry into the ``B`` sorted marked
+  scores, ``O(B C log B)``, and a second one only when some entry ties with a mark.
 
   Below an entry ``j`` are the marks ``m`` with ``s_m < s_j`` (``a_j`` of them, the search) and
   the marks ``m`` with ``s_m == s_j`` that come after ``j``; sorted by score and row, each such
@@ -254,16 +289,16 @@ def _marked_below(scores, marked_scores, ids):
   ascending = ops.take(marked_scores, order)
   lower = ops.reshape(backend.searchsorted(ascending, ops.reshape(scores, [-1])), [batch, classes])
   # The first mark not below entry j; a tie when its score is s_j (+inf past the last mark).
-  # A mark ties with itself: it needs the second search only if another mark has its score.
+  # A valid mark ties with itself: the second search is needed only when more entries tie than
+  # there are valid marks, or when two marks share a score.
   bounded = ops.concatenate([ascending, ops.full_like(ascending[:1], float("inf"))])
   tied = ops.take(bounded, lower) == scores
-  is_mark = ops.arange(classes, dtype="int32")[None, :] == ids[:, None]
+  self_ties = ops.sum(ops.cast(ascending < float("inf"), "int32"))
   any_tie = ops.logical_or(
-    ops.any(ops.logical_and(tied, ops.logical_not(is_mark))),
-    ops.any(ascending[1:] == ascending[:-1]),
+    ops.sum(ops.cast(tied, "int32")) > self_ties, ops.any(ascending[1:] == ascending[:-1])
   )
 
-  def tied_after():
+  def with_tied_after():
     width = 2 * batch + 2
     run_start = backend.searchsorted(ascending, ascending)
     run_end = backend.searchsorted(ascending, ascending, side="right")
@@ -274,9 +309,9 @@ def _marked_below(scores, marked_scores, ids):
     key = ops.reshape(lower * width + 2 * rows + after_mark, [-1])
     at_or_before = backend.searchsorted(run_key, key, side="right")
     after = ops.take(run_end, lower) - ops.reshape(at_or_before, [batch, classes])
-    return backend.where(tied, after, ops.zeros_like(lower))
+    return lower + backend.where(tied, after, ops.zeros_like(lower))
 
-  return lower + ops.cond(any_tie, tied_after, lambda: ops.zeros_like(lower))
+  return ops.cond(any_tie, with_tied_after, lambda: lower)
 
 
 def _ranks_of_marked(scores, ids, valid):
@@ -307,8 +342,10 @@ def blackbox_marked_rank(scores, ids, valid, lambda_, normalized=False):
   scores among the valid entries, and the same gradient when ``dL/dr`` is zero at every entry but
   the marked ones: then only the marks move (``y'_i = y_i + lambda_ g_i``), an unmarked entry's
   rank changes by the marks that pass it and a mark's by the entries it passes, all counted by
-  :func:`_marked_below` (forward once, backward once for ``y'``): ``O(B C log B)``, no sort of
-  the ``B C`` scores (:func:`blackbox_rank_within` sorts them twice). What APC with class ids needs.
+  :func:`_marked_below` (forward once, backward once for ``y'``: a copy of the scores with the
+  ``B`` marks moved) and a histogram of the counts; no sort of the ``B C`` scores. On JAX with
+  ``B <= 32`` each count is one fused pass of ``O(B^2 C)`` comparisons, else a binary search per
+  entry, ``O(B C log B)``; the forward keeps the int32 counts ``[B, C]`` for the backward.
 
   Args:
     scores: real ``[B, C]``; must be finite.
@@ -337,19 +374,24 @@ def blackbox_marked_rank(scores, ids, valid, lambda_, normalized=False):
     t = ops.cast(t, "int32")
     above, below = _ranks_of_marked(y, t, group)
     ranks = 1.0 + ops.cast(above, dtype)
+    rows = ops.arange(shape[0], dtype="int32")
 
     def grad(g):
       lam = _effective_lambda(lambda_, normalized, shape[0] * shape[1], dtype)
-      is_mark = ops.arange(shape[1], dtype="int32")[None, :] == t[:, None]
-      step = backend.where(is_mark, lam * ops.cast(g, dtype)[:, None], ops.zeros_like(y))
-      moved_above, moved_below = _ranks_of_marked(y + step, t, group)
-      # An unmarked entry drops by the marks that pass it; a mark by the entries it passes.
-      change = backend.where(is_mark, (moved_above - above)[:, None], below - moved_below)
-      change = backend.where(group, ops.cast(change, dtype), ops.zeros_like(y))
-      return change / lam, None, None
+      # y' = y with only the marks moved: a copy with B entries written, not a pass over [B, C].
+      marks = ops.reshape(rows * shape[1] + t, [-1, 1])
+      flat = ops.reshape(y, [-1])
+      moved_marks = ops.take(flat, marks[:, 0]) + lam * ops.cast(g, dtype)
+      moved = ops.reshape(ops.scatter_update(flat, marks, moved_marks), shape)
+      moved_above, moved_below = _ranks_of_marked(moved, t, group)
+      # An unmarked entry drops by the marks that pass it; a mark by the entries it passes (0 for
+      # a mark that is not valid: both its counts are).
+      change = backend.where(group, ops.cast(below - moved_below, dtype), ops.zeros_like(y))
+      own = ops.cast(moved_above - above, dtype)
+      change = ops.scatter_update(ops.reshape(change, [-1]), marks, own)
+      return ops.reshape(change, shape) / lam, None, None
 
-    flat = ops.reshape(y, [1, -1])
-    return exact.mark_nan_lists(ranks[None, :], flat)[0], grad
+    return exact.mark_nan_lists(ranks[None, :], ops.reshape(y, [1, -1]))[0], grad
 
   return _op(scores, ops.convert_to_tensor(ids), valid)
 

@@ -94,7 +94,7 @@ def true_class_ranks(scores, ids, where=None, lambda_=1.0, margin=0.0, one_list=
   With ``one_list=True`` the ``[B, n]`` scores are ONE list of ``B n`` items (APC, Eq. 23) and
   ``rk_t`` is the rank of ``(b, t_b)`` among all its valid items, the :func:`list_ranks` of the
   flattened one-hot rows, from :func:`tfrank4class.ranking.blackbox.blackbox_marked_rank`
-  (binary searches into the ``B`` true classes' scores, ``O(B n log B)``, no sort of the list).
+  (every item counted against the ``B`` true classes' scores, no sort of the list).
 
   Args:
     scores: checked float ``[B, n]``.
