@@ -36,6 +36,7 @@ from tfrank4class.losses.ranking_losses.base import (
 )
 from tfrank4class.losses.ranking_losses.sampling import (
   LOG_EPSILON,
+  first_then_drawn,
   gather,
   order,
   ranks,
@@ -163,15 +164,15 @@ class ListMLELoss(Core):
 
   def compute_per_list_from_ids(self, ids, logits, weights):
     """The loss of one-hot rows of class ids ``ids`` ``[B]``, ``[B, 1]``: the order is the true
-    class first, then the others by the same random draws as for the rows (one sort of the draws,
-    the true class's set below them); weighted by its sample weight ``[B, 1]``. ``None`` with a
-    :class:`ListMLELambdaWeight`."""
+    class first, then the others by the same random draws as for the rows (one int32 sort of the
+    draws' bits, :func:`~.sampling.first_then_drawn`); weighted by its sample weight ``[B, 1]``.
+    ``None`` with a :class:`ListMLELambdaWeight`."""
     if self.lambda_weight is not None:
       return None
     logits = self.get_logits(logits)
     is_true = true_class_mask(ids, logits)
     tiebreak = uniform(ops.shape(logits), self.seed, logits)
-    (sorted_logits,) = gather(stable_argsort(backend.where(is_true, -1.0, tiebreak)), logits)
+    (sorted_logits,) = gather(first_then_drawn(is_true, tiebreak), logits)
     terms = cumulative_logsumexp(sorted_logits, reverse=True) - sorted_logits
     losses = ops.sum(terms, axis=1, keepdims=True)
     return losses, true_class_weight(ids, weights, logits)
