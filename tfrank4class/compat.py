@@ -29,6 +29,7 @@ TensorFlow backend, import ``tensorflow``: the core imports on a machine without
 
 import functools
 import json
+import math
 import os
 import sys
 import weakref
@@ -287,7 +288,8 @@ def reduce_loss(loss, values):
   reduction = loss.reduction
   values = ops.convert_to_tensor(values)
   if KERAS_3:
-    values = ops.cast(values, loss.dtype)
+    if _keras_3.backend.standardize_dtype(values.dtype) != loss.dtype:
+      values = ops.cast(values, loss.dtype)
     if reduction in (None, "none") or len(values.shape) == 0 or tuple(values.shape) == (0,):
       return values
   else:
@@ -297,12 +299,25 @@ def reduce_loss(loss, values):
   total = ops.sum(values)
   if reduction == "sum":
     return total
-  mean = total / ops.cast(ops.maximum(ops.size(values), 1), total.dtype)  # 0 for no values
+  size = _static_size(values)
+  if size is None:
+    mean = total / ops.cast(ops.maximum(ops.size(values), 1), total.dtype)  # 0 for no values
+  else:  # a Python number: no op to count the values (an eager call's fixed cost)
+    mean = total / max(size, 1)
   if KERAS_3 and BACKEND == "tensorflow":
     replicas = _tensorflow().distribute.get_strategy().num_replicas_in_sync
     if replicas > 1:
       mean = mean * ops.cast(1.0 / replicas, mean.dtype)
   return mean
+
+
+def _static_size(values):
+  """The number of elements of ``values`` if its shape is known now, else ``None``."""
+  try:
+    shape = tuple(values.shape)
+  except ValueError:  # an unknown rank (a TensorFlow graph tensor)
+    return None
+  return None if None in shape else math.prod(shape)
 
 
 def _is_foreign_keras(module_name):
