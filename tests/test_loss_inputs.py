@@ -172,3 +172,48 @@ def test_a_metric_ignores_an_empty_batch():
     metric.update_state(IDS, SCORES)
     reference.update_state(IDS, SCORES)
     np.testing.assert_allclose(numpy(metric.result()), numpy(reference.result()), err_msg=name)
+
+
+#: Graded dense relevance whose last item is padding, and each bad value of a list's inputs.
+GRADED = np.array([[2.0, 0.0, 1.0, 3.0, -1.0]] * 4, np.float32)
+BAD_INPUTS = [
+  (what, column, value)
+  for what in ("score", "label")
+  for column in ((1, 3) if what == "score" else (1, 3, 4))  # a label of 0, of 3, the padded one
+  for value in (math.nan, math.inf, -math.inf)
+]
+#: The losses whose values show a non-finite input themselves (`Loss.shows_non_finite`): where no
+#: check can raise, their bad lists are found from the values, not from the parser's marks.
+SHOWS_NON_FINITE = [name for name in LOSSES if getattr(_loss(name), "shows_non_finite", False)]
+
+
+def test_the_softmax_losses_show_non_finite_inputs():
+  assert {"softmax_loss", "calibrated_softmax_loss"} <= set(SHOWS_NON_FINITE)
+  assert not _loss("unique_softmax_loss").shows_non_finite  # a padded -inf label gives 0 there
+
+
+@pytest.mark.parametrize("name", SHOWS_NON_FINITE)
+@pytest.mark.parametrize("item_weights", [False, True])
+def test_a_bad_dense_input_is_refused_eagerly_and_nan_compiled(name, item_weights):
+  # Each bad value in list 0, with per-item sample weights of 0 at it where `item_weights`:
+  # eagerly a ValueError naming the argument, compiled NaN for list 0 and list 1-3's clean values.
+  cases = []
+  for what, column, value in BAD_INPUTS:
+    labels, scores = GRADED.copy(), SCORES.copy()
+    (scores if what == "score" else labels)[0, column] = value
+    weights = np.ones_like(labels)
+    weights[0, column] = 0.0 if item_weights else 1.0
+    cases.append((labels, scores, weights))
+    with pytest.raises(ValueError, match=f"`{'y_pred' if what == 'score' else 'y_true'}` "):
+      _loss(name)(labels, scores, weights)
+  clean = numpy(_loss(name)(GRADED, SCORES, np.ones_like(GRADED)))
+  assert np.isfinite(clean).all()
+  for mode in COMPILED:
+
+    def all_cases(*flat):
+      return [_loss(name)(*flat[i : i + 3]) for i in range(0, len(flat), 3)]
+
+    got = numpy(compiled(all_cases, mode)(*[x for case in cases for x in case]))
+    for (what, column, value), values in zip(BAD_INPUTS, got):
+      assert np.isnan(values[0]), (mode, what, column, value, values)
+      np.testing.assert_allclose(values[1:], clean[1:], rtol=1e-5, atol=1e-6)

@@ -289,10 +289,18 @@ def check_item_scores(name, scores, valid=None):
     ValueError: `s` must be finite (no NaN or Inf) at every item that is not padding, got [inf].
   """
   scores = ops.convert_to_tensor(scores)
+  if valid is not None:
+    scores_at_valid = backend.where(valid, scores, ops.zeros_like(scores))
+  else:
+    scores_at_valid = scores
+  if backend.is_concrete(scores) and np.isfinite(ops.convert_to_numpy(ops.sum(scores_at_valid))):
+    # Eagerly, one sum: finite only if every term is (a NaN or an infinity among them makes it
+    # NaN or infinite); a sum that overflows takes the test of each score below.
+    return scores_at_valid, None
   finite = ops.isfinite(scores)
   if valid is not None:
     finite = ops.logical_or(finite, ops.logical_not(valid))
-    scores = backend.where(valid, scores, ops.zeros_like(scores))
+  scores = scores_at_valid
   padding = "" if valid is None else " at every item that is not padding"
   message = f"`{name}` must be finite (no NaN or Inf){padding},"
   check_values(finite, message, scores)

@@ -29,6 +29,7 @@ TensorFlow backend, import ``tensorflow``: the core imports on a machine without
 
 import functools
 import json
+import math
 import os
 import sys
 import weakref
@@ -207,7 +208,8 @@ tree = _keras_3.tree
 KERAS_PACKAGE = keras.__name__.split(".")[0]
 #: Whether the bound Keras is Keras 3.
 KERAS_3 = KERAS_PACKAGE == "keras"
-_FLAVOURS = ("keras", "tf_keras")
+#: The top-level package of each Keras flavour, and its name in messages.
+_FLAVOURS = {"keras": "Keras 3", "tf_keras": "Keras 2 (tf-keras)"}
 #: How many frames above a call of our objects are searched for the other Keras.
 _STACK_DEPTH = 40
 
@@ -297,7 +299,10 @@ def reduce_loss(loss, values):
   total = ops.sum(values)
   if reduction == "sum":
     return total
-  mean = total / ops.cast(ops.maximum(ops.size(values), 1), total.dtype)  # 0 for no values
+  if KERAS_3 and None not in values.shape:  # the count as a Python int: no op (eager calls)
+    mean = total / max(math.prod(values.shape), 1)
+  else:
+    mean = total / ops.cast(ops.maximum(ops.size(values), 1), total.dtype)  # 0 for no values
   if KERAS_3 and BACKEND == "tensorflow":
     replicas = _tensorflow().distribute.get_strategy().num_replicas_in_sync
     if replicas > 1:
@@ -309,12 +314,6 @@ def _is_foreign_keras(module_name):
   """Whether ``module_name`` belongs to a Keras other than the bound one."""
   top = module_name.split(".")[0]
   return top in _FLAVOURS and top != KERAS_PACKAGE
-
-
-def _flavour_name(package):
-  if package == "tf_keras":
-    return "Keras 2 (tf-keras)"
-  return "Keras 3"
 
 
 def _mix_up(obj, what, other):
@@ -331,8 +330,8 @@ def _mix_up(obj, what, other):
       "TF_USE_LEGACY_KERAS=1 before TensorFlow is imported to use tf-keras throughout."
     )
   return KerasFlavourError(
-    f"{type(obj).__name__} is a tfrank4class object built on {_flavour_name(KERAS_PACKAGE)}, "
-    f"but {what} {_flavour_name(other)}. {fix}"
+    f"{type(obj).__name__} is a tfrank4class object built on {_FLAVOURS[KERAS_PACKAGE]}, "
+    f"but {what} {_FLAVOURS[other]}. {fix}"
   )
 
 

@@ -277,6 +277,8 @@ def apply_mask(labels, num_classes=None, name="labels", dtype="float32"):
 def _parse_ids(name, labels, num_classes):
   """:class:`Labels` of class ids ``labels`` ``[B]``, their values checked in their own dtype
   before the cast to int32 (which would read ``2**32 + 3`` as 3)."""
+  if _valid_ids_now(labels, num_classes):
+    return Labels(ids=ops.cast(labels, "int32"))
   dtype = backend.dtype_name(labels)
   floating = "float" in dtype
   if dtype in ("bool", "int8", "int16", "uint8", "uint16"):
@@ -311,6 +313,21 @@ def _parse_ids(name, labels, num_classes):
     # the assertion could report it) or reads out of range; its list is marked invalid.
     labels = backend.where(parsed.invalid, ops.zeros_like(labels), labels)
   return parsed._replace(ids=ops.cast(labels, "int32"))
+
+
+def _valid_ids_now(labels, num_classes):
+  """Whether the class ids ``labels`` ``[B]`` can be read now and pass every rule of
+  :func:`_parse_ids` (whole, ``>= 0``, below ``num_classes`` or ``2**31``): one read of the ids
+  and numpy's tests, in place of a tensor op per rule (an eager call's fixed cost). ``False``
+  sends the ids through those ops, which raise naming what is wrong."""
+  bound = 2**31 if num_classes is None else _static(num_classes)
+  if bound is None or not backend.is_concrete(labels):
+    return False
+  ids = np.asarray(ops.convert_to_numpy(labels))
+  if not ids.size:
+    return True
+  whole = ids.dtype.kind in "iub" or (np.isfinite(ids).all() and (np.floor(ids) == ids).all())
+  return bool(whole and ids.min() >= 0 and ids.max() < bound)
 
 
 def class_ids(labels, num_classes=None, name="labels"):

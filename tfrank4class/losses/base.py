@@ -110,6 +110,13 @@ class Loss(keras.losses.Loss):
   #: losses, :class:`tfrank4class.losses.EmbeddingLoss`, trained on a retrieval model). A
   #: classification run refuses an ``"embeddings"`` loss (``tfrank4class.train.experiment``).
   predictions = "scores"
+  #: Whether the loss's value of a list of dense relevance is non-finite (NaN or +-inf) wherever
+  #: a label, or the score of an item that is not padding, is non-finite: a property of its maths,
+  #: tested per loss (tests/test_loss_inputs.py). Where no check can raise (compiled code),
+  #: :meth:`mark_invalid` then finds those lists from the values, one test per list, rather than
+  #: from the parser's marks, which would cost two passes over ``[B, C]`` before the loss (its
+  #: finiteness tests of the labels and of the scores).
+  shows_non_finite = False
 
   def __init__(self, reduction=compat.DEFAULT_REDUCTION, name=None):
     super().__init__(reduction=compat.loss_reduction(reduction), name=name)
@@ -224,10 +231,16 @@ class Loss(keras.losses.Loss):
     The parser sets ``labels.invalid`` (bool ``[B]``) only where it could not raise (compiled
     code). Per-list values (``coupling = "example"``) get NaN in the lists with bad labels, via
     :meth:`~tfrank4class.labels.Labels.mark_invalid`; values that couple the batch (``"anchor"``,
-    ``"batch"``) are NaN throughout when any list's labels are bad.
+    ``"batch"``) are NaN throughout when any list's labels are bad. A loss that
+    :attr:`shows_non_finite` has NaN at its non-finite values of dense relevance instead (the same
+    lists, found without the marks).
     """
     if labels.invalid is None:
       return values
+    if self.shows_non_finite and not labels.is_class_ids:
+      # The parser's marks of dense relevance are its finiteness tests, and the score rule's of
+      # it are too: each list they would mark has a non-finite value, made NaN here.
+      return backend.where(ops.isfinite(values), values, ops.cast(math.nan, values.dtype))
     if self.coupling == "example":
       return labels.mark_invalid(values)
     nan = ops.full_like(values, math.nan)

@@ -363,8 +363,17 @@ class RankingLoss(ListwiseLoss):
       if per_list is not None:
         return self.reduce(self._per_list(per_list[0] * per_list[1], labels.invalid))
     relevance = labels._replace(invalid=None).to_relevance(num_items(scores), scores.dtype)
+    if self.shows_non_finite:  # [B] values that show their bad lists (Loss.mark_invalid)
+      values = self._weighted_values(*self.extend(scores, relevance), weights, None)
+      return self.reduce(self.mark_invalid(labels, values))
     values = self._weighted_values(*self.extend(scores, relevance), weights, labels.invalid)
     return self.reduce(values)
+
+  @property
+  def shows_non_finite(self):
+    """Whether the core's values show non-finite inputs themselves (``Loss.shows_non_finite``):
+    its own ``shows_non_finite``, and no Gumbel draw."""
+    return getattr(self._impl, "shows_non_finite", False) and self._sampler is None
 
   def loss_values(self, scores, relevance):
     return self.weighted_values(scores, relevance)

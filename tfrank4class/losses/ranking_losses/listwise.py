@@ -69,13 +69,24 @@ class SoftmaxLoss(Core):
 
   weighting = "list"
 
+  @property
+  def shows_non_finite(self):
+    """Without a :class:`DCGLambdaWeight`, a list's loss is non-finite wherever one of its
+    labels, or the score of an item that is not padding, is: a NaN or +-inf score enters the
+    log-sum-exp and the sum of labels times scores (even at a label of 0), a +-inf or NaN label
+    that sum and the label sum (:meth:`compute_per_list`)."""
+    return not isinstance(self.lambda_weight, DCGLambdaWeight)
+
   def compute_per_list(self, labels, logits, weights):
     """``(losses [B], weights [B])``; ``weights`` (``[B, 1]`` or ``[B, n]``) scale the labels."""
     logits = self.get_logits(logits)
     valid = labels >= 0
     if isinstance(self.lambda_weight, DCGLambdaWeight):
       return self._lambda_weighted(labels, logits, valid, weights)
-    _, labels, logits = _cleaned(labels, logits)
+    # A label that `>= 0` reads as padding becomes `label * 0`: 0, or NaN for a NaN or -inf label,
+    # which then makes the list's loss NaN (shows_non_finite).
+    labels = backend.where(valid, labels, labels * 0.0)
+    logits = backend.where(valid, logits, LOG_EPSILON)
     if weights is not None:
       labels = labels * weights
     label_sum = ops.sum(labels, axis=1)
