@@ -802,3 +802,22 @@ def do_not_convert(fn):
   if BACKEND != "tensorflow":
     return fn
   return _library().autograph.experimental.do_not_convert(fn)
+
+
+def computed_after(x, anchor):
+  """``x`` itself, for ops that XLA must schedule after ``anchor`` is computed: on JAX an
+  optimization barrier on both (``jax.lax.optimization_barrier``), elsewhere ``x`` unchanged.
+
+  A written-out gradient (:func:`custom_gradient`) that recomputes ``[B, n]`` values from its
+  inputs does not depend on the forward's result, and XLA's CPU scheduler may then compute the
+  backward's ``[B, n]`` values before the forward's reduction has consumed its own, holding both
+  at once; the gradient function passes its inputs through here with the forward's result as
+  ``anchor``. TensorFlow's graph and PyTorch run the backward after the forward anyway.
+
+  Example:
+    >>> ops.convert_to_numpy(computed_after(ops.ones(2), ops.zeros(1))).tolist()
+    [1.0, 1.0]
+  """
+  if BACKEND != "jax":
+    return x
+  return _library().lax.optimization_barrier((x, anchor))[0]
