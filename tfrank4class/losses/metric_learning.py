@@ -399,7 +399,7 @@ def _smoothed_cross_entropy_of_ids(logits, ids, eps, spread):
   ``b = eps / C``, ``a = 1 - eps``; no smoothing where no class receives it (``C = 1``)."""
   size = ops.cast(num_items(logits), logits.dtype)
   receivers = size - 1.0 if spread == "other_classes" else size
-  eps = backend.where(receivers > 0, ops.cast(eps, logits.dtype), 0.0)
+  eps = ops.cast(receivers > 0, logits.dtype) * eps
   spread_mass = eps / ops.maximum(receivers, 1.0)
   true_mass = 1.0 - eps - (spread_mass if spread == "other_classes" else 0.0)
   true = at_true_class(true_class_mask(ids, logits), logits)[:, 0]

@@ -19,7 +19,8 @@ where it is installed). This module does what TF-Ranking's Keras layer
   per list, ``O(C log C)`` where it ranks or orders the items, without the rows);
 * ``gumbel_approx_ndcg_loss`` and ``yeti_logistic_loss`` first draw TF-Ranking's Gumbel samples
   of the list (of class ids: samples of the scores, whose rows are the same one-hot rows);
-  ``calibrated_softmax_loss`` appends a virtual item of score 0 and label ``virtual_label``;
+  ``calibrated_softmax_loss`` appends a virtual item of score 0 and label ``virtual_label``
+  (class ids without a lambda weight: its closed form, without the rows or the item);
   ``ordinal_loss`` gets its trailing logit axis ``[B, C, 1]``;
 * TF-Ranking's weighted losses ``l * w``: per item ``[B, C]`` (pointwise keys; pairwise keys
   summed over the second item of each pair), per list ``[B, 1]`` (listwise keys) or ``[B]``

@@ -99,10 +99,10 @@ class _Approx(Core):
       def gradient(upstream):
         logits = self.get_logits(scores)
         is_true = true_class_mask(ids, logits)
-        slopes = ops.sigmoid(logits - true) * ops.sigmoid(true - logits) * upstream
+        scale = upstream / self.temperature  # on [B, 1], not on [B, n]
+        slopes = ops.sigmoid(logits - true) * ops.sigmoid(true - logits) * scale
         slopes = backend.where(is_true, 0.0, slopes)
-        at_true = -ops.sum(slopes, axis=1, keepdims=True)
-        return backend.where(is_true, at_true, slopes) / self.temperature, None
+        return backend.where(is_true, -ops.sum(slopes, axis=1, keepdims=True), slopes), None
 
       return ranks, gradient
 

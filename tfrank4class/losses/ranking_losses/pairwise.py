@@ -101,10 +101,11 @@ class _Pairwise(Core):
       def gradient(upstream):
         logits = self.get_logits(backend.computed_after(scores, total))
         is_true = true_class_mask(ids, logits)
-        slopes = self._pair_slope(true - logits) * upstream
+        # d/ds_j = -slope_j / T (j != y), d/ds_y = sum_{j != y} slope_j / T: 1/T and the sign
+        # on [B, 1], not on [B, n] (TensorFlow's graph writes each op's [B, n] tensor).
+        slopes = self._pair_slope(true - logits) * (upstream / -self.temperature)
         slopes = backend.where(is_true, 0.0, slopes)
-        at_true = ops.sum(slopes, axis=1, keepdims=True)
-        return backend.where(is_true, at_true, -slopes) / self.temperature, None
+        return backend.where(is_true, -ops.sum(slopes, axis=1, keepdims=True), slopes), None
 
       return total, gradient
 
