@@ -15,6 +15,7 @@ from tfrank4class.losses.metric_learning import (
   SmoothedCrossEntropy,
   TripletLoss,
   pairwise_distances,
+  smoothed_cross_entropy,
 )
 
 
@@ -345,6 +346,32 @@ def test_smoothed_cross_entropy_matches_reference_and_keras():
     r"'other_classes'\], got 'k'",
   ):
     SmoothedCrossEntropy(spread="k")
+
+
+@pytest.mark.parametrize("spread", SmoothedCrossEntropy.SPREADS)
+def test_smoothed_cross_entropy_of_class_ids_has_the_gradient_softmax_minus_target(spread):
+  # The form of class ids (no one-hot rows) against numpy: values and the gradient
+  # softmax(z) - q, float32 in every compile mode, float64 eagerly at 1e-10.
+  rng = np.random.default_rng(12)
+  logits, y = rng.normal(size=(4, 5)) * 3, np.array([0, 4, 2, 2])
+  logits[0, 1] = logits[0, 0]  # a tie with the true class
+  target = np.full((4, 5), 0.1 / (4 if spread == "other_classes" else 5))
+  target[np.arange(4), y] = 0.9 + (0.0 if spread == "other_classes" else 0.1 / 5)
+  p = np.exp(logits - logits.max(axis=1, keepdims=True))
+  want_grad = p / p.sum(axis=1, keepdims=True) - target
+  loss = SmoothedCrossEntropy(0.1, spread, reduction="sum")  # its value in Keras's float32
+
+  def total(s):  # in the scores' dtype
+    return ops.sum(smoothed_cross_entropy(s, y, label_smoothing=0.1, spread=spread))
+
+  cases = [("float64", "eager", 1e-10)] + [("float32", m, 1e-5) for m in bt.compile_modes()]
+  for dtype, mode, tolerance in cases:
+    with bt.float64():
+      fn = bt.compiled(total if dtype == "float64" else lambda s: loss(y, s), mode)
+      value, (grad,) = bt.value_and_grad(fn, logits.astype(dtype))
+    want = _ref_smoothed_ce(y, logits, 0.1, spread).sum()
+    np.testing.assert_allclose(value, want, rtol=tolerance, err_msg=mode)
+    np.testing.assert_allclose(grad, want_grad, rtol=tolerance, atol=tolerance, err_msg=mode)
 
 
 def test_smoothed_cross_entropy_matches_boudiaf_kl_up_to_the_target_entropy():

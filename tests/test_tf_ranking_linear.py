@@ -356,6 +356,12 @@ ROWS_CASES = [
   ("pairwise_mse_loss", {"lambda_weight": lw.NDCGLambdaWeightV2(topn=2)}),
   ("yeti_logistic_loss", {"sample_size": 2}),
   ("gumbel_approx_ndcg_loss", {"sample_size": 2}),
+  # The written-out gradients of class ids (no lambda weight; every key's in float32 in
+  # tests/test_tf_ranking.py) and calibrated softmax without the rows' virtual item.
+  ("pairwise_soft_zero_one_loss", {"temperature": 0.7}),
+  ("pairwise_hinge_loss", {}),
+  ("approx_mrr_loss", {"temperature": 0.5}),
+  ("calibrated_softmax_loss", {"virtual_label": 0.5, "temperature": 0.7}),
 ]
 
 
@@ -470,3 +476,25 @@ def test_no_key_builds_a_square_of_the_classes_for_class_ids():
       if out.shape.rank is not None and list(out.shape).count(size) >= 2
     ]
     assert not squares, (key, weight, squares[:5])
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("key", ["pairwise_hinge_loss", "approx_mrr_loss", "ordinal_loss"])
+def test_a_tape_inside_the_traced_step_differentiates_the_class_id_forms(key):
+  """As Keras's ``fit`` does, the gradient of class ids (the written-out gradients) taken inside
+  ``tf.function``, with and without XLA, against the gradient of the one-hot rows, eagerly."""
+  import tensorflow as tf  # noqa: PLC0415
+
+  loss, scores = tf_ranking.RankingLoss(key), tf.constant(_scores())
+
+  def step(s, y):
+    with tf.GradientTape() as tape:
+      tape.watch(s)
+      value = loss(y, s)
+    return value, tape.gradient(value, s)
+
+  want, want_grad = step(scores, tf.constant(np.eye(C, dtype="float32")[IDS]))
+  for jit_compile in (False, True):
+    value, grad = tf.function(step, jit_compile=jit_compile)(scores, tf.constant(IDS))
+    _assert_close(numpy(value), numpy(want), "float32")
+    _assert_close(numpy(grad), numpy(want_grad), "float32")

@@ -46,6 +46,11 @@ only module of the core that calls a backend's own library:
   (``tf.function``, ``jax.jit``, ``torch.compile``, Keras's symbolic shapes), so that a
   data-dependent check can raise eagerly and mark the result NaN when traced
   (:meth:`tfrank4class.labels.Labels.mark_invalid`).
+* :func:`map_row_blocks`: a row-wise function a block of rows at a time on TensorFlow's graph
+  executor on a CPU (which runs each op over the whole tensor before the next), so that a large
+  ``[B, C]`` batch's intermediates stay in the cache;
+* :func:`computed_after`: an optimization barrier on JAX, so that XLA schedules a written-out
+  gradient's ``[B, C]`` values after the forward's reduction.
 
 Example:
   >>> from tfrank4class.compat import ops
@@ -853,21 +858,20 @@ def _blocks(f, tensors, rows):
   return tf.gather(tf.reshape(blocks, [count * rows, -1]), position)
 
 
-def float_bits(x):
-  """The bit patterns of float32 ``x`` as int32, a bitcast (no conversion): two finite floats
-  are equal exactly when their bits are, except ``0.0`` and ``-0.0`` (and denormals where the CPU
-  flushes them to zero), so a sort of the bits finds the tie groups of the values, and sorting
-  int32 costs less than sorting float32 (JAX's CPU sort in particular).
+def computed_after(x, anchor):
+  """``x`` itself, for ops that XLA must schedule after ``anchor`` is computed: on JAX an
+  optimization barrier on both (``jax.lax.optimization_barrier``), elsewhere ``x`` unchanged.
+
+  A written-out gradient (:func:`custom_gradient`) that recomputes ``[B, n]`` values from its
+  inputs does not depend on the forward's result, and XLA's CPU scheduler may then compute the
+  backward's ``[B, n]`` values before the forward's reduction has consumed its own, holding both
+  at once; the gradient function passes its inputs through here with the forward's result as
+  ``anchor``. TensorFlow's graph and PyTorch run the backward after the forward anyway.
 
   Example:
-    >>> ops.convert_to_numpy(float_bits(ops.convert_to_tensor([0.0, 1.0, -2.0]))).tolist()
-    [0, 1065353216, -1073741824]
+    >>> ops.convert_to_numpy(computed_after(ops.ones(2), ops.zeros(1))).tolist()
+    [1.0, 1.0]
   """
-  x = ops.convert_to_tensor(x)
-  if BACKEND == "tensorflow":
-    return _library().bitcast(x, "int32")
-  if BACKEND == "jax":
-    import jax  # noqa: PLC0415
-
-    return jax.lax.bitcast_convert_type(x, "int32")
-  return x.view(_library().int32)
+  if BACKEND != "jax":
+    return x
+  return _library().lax.optimization_barrier((x, anchor))[0]

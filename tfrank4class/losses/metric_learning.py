@@ -32,6 +32,7 @@ from tfrank4class import backend, checks, compat
 from tfrank4class.compat import ops
 from tfrank4class.labels import check_batch_size, check_list_scores, num_items, parse_labels
 from tfrank4class.losses.base import ListwiseLoss, Loss
+from tfrank4class.losses.ranking_losses.base import at_true_class, true_class_mask
 from tfrank4class.losses.registry import register
 from tfrank4class.registry import export
 
@@ -366,6 +367,8 @@ def smoothed_cross_entropy(
   logits = checks.check_scores("scores", scores)
   parsed = parse_labels(labels, num_items(logits), name="labels", dtype=logits.dtype)
   check_batch_size(parsed, logits, name="labels", other_name="scores")
+  if parsed.is_class_ids and where is None:
+    return parsed.mark_invalid(_smoothed_cross_entropy_of_ids(logits, parsed.ids, eps, spread))
   relevance = parsed.to_relevance(num_items(logits), logits.dtype)
   if where is not None:
     relevance = backend.where(where, relevance, -ops.ones_like(relevance))
@@ -385,6 +388,23 @@ def smoothed_cross_entropy(
   log_p = backend.where(valid, ops.log_softmax(masked, axis=-1), ops.zeros_like(masked))
   loss = -ops.sum(targets * log_p, axis=-1)
   return parsed.mark_invalid(backend.where(mass[:, 0] > 0, loss, ops.zeros_like(loss)))
+
+
+def _smoothed_cross_entropy_of_ids(logits, ids, eps, spread):
+  """:func:`smoothed_cross_entropy` of class ids ``ids`` ``[B]`` without their one-hot rows:
+  the target is ``q = a e_y + b`` (``b`` on every class), so the loss is ``logsumexp(z) - a z_y -
+  b sum_j z_j`` ``[B]``, three reductions over ``[B, C]`` and a gradient ``softmax(z) - q`` that
+  needs no ``[B, C]`` tensor kept from the forward but the softmax's (the rows' form kept three
+  or four). ``"other_classes"``: ``b = eps / (C - 1)``, ``a = 1 - eps - b``; ``"all_classes"``:
+  ``b = eps / C``, ``a = 1 - eps``; no smoothing where no class receives it (``C = 1``)."""
+  size = ops.cast(num_items(logits), logits.dtype)
+  receivers = size - 1.0 if spread == "other_classes" else size
+  eps = ops.cast(receivers > 0, logits.dtype) * eps
+  spread_mass = eps / ops.maximum(receivers, 1.0)
+  true_mass = 1.0 - eps - (spread_mass if spread == "other_classes" else 0.0)
+  true = at_true_class(true_class_mask(ids, logits), logits)[:, 0]
+  total = ops.sum(logits, axis=-1)
+  return ops.logsumexp(logits, axis=-1) - true_mass * true - spread_mass * total
 
 
 @register("smoothed_cross_entropy")
@@ -444,6 +464,7 @@ class SmoothedCrossEntropy(ListwiseLoss):
   """
 
   SPREADS = SPREADS
+  takes_class_ids = True  # smoothed_cross_entropy's form of class ids, without one-hot rows
 
   def __init__(
     self,

@@ -19,7 +19,8 @@ where it is installed). This module does what TF-Ranking's Keras layer
   per list, ``O(C log C)`` where it ranks or orders the items, without the rows);
 * ``gumbel_approx_ndcg_loss`` and ``yeti_logistic_loss`` first draw TF-Ranking's Gumbel samples
   of the list (of class ids: samples of the scores, whose rows are the same one-hot rows);
-  ``calibrated_softmax_loss`` appends a virtual item of score 0 and label ``virtual_label``;
+  ``calibrated_softmax_loss`` appends a virtual item of score 0 and label ``virtual_label``
+  (class ids without a lambda weight: its closed form, without the rows or the item);
   ``ordinal_loss`` gets its trailing logit axis ``[B, C, 1]``;
 * TF-Ranking's weighted losses ``l * w``: per item ``[B, C]`` (pointwise keys; pairwise keys
   summed over the second item of each pair), per list ``[B, 1]`` (listwise keys) or ``[B]``
@@ -62,6 +63,11 @@ from tfrank4class.labels import num_items
 from tfrank4class.losses import lambda_weights as lw
 from tfrank4class.losses.base import ListwiseLoss, batch_size
 from tfrank4class.losses.ranking_losses import approx, listwise, pairwise, pointwise, yeti
+from tfrank4class.losses.ranking_losses.base import (
+  at_true_class,
+  true_class_mask,
+  true_class_weight,
+)
 from tfrank4class.losses.ranking_losses.sampling import GumbelSampler
 from tfrank4class.registry import export
 
@@ -328,6 +334,31 @@ class RankingLoss(ListwiseLoss):
       weights = weights[..., None]
     return self._per_list(values * weights, invalid)
 
+  def _calibrated_softmax_of_ids(self, ids, scores, sample_weight):
+    """``calibrated_softmax_loss``'s losses times TF-Ranking's weights ``[B]`` of class ids
+    ``ids`` ``[B]`` without their one-hot rows or the appended virtual item (no lambda weight):
+    with the logits ``z`` ``[B, n]``, the virtual item's logit 0 and label ``v``, the log-sum-exp
+    of the ``n + 1`` logits is ``lse = logaddexp(logsumexp(z), 0)`` and the softmax core's
+    cross-entropy times its label sum is ``w_y (lse - z_y) + v w_v lse``: ``w_y`` the true class's
+    sample weight, ``w_v`` the virtual item's (the list's weight, or 1 beside item weights, as
+    :meth:`_inputs` appends it). The rows' form kept two or three ``[B, n + 1]`` tensors."""
+    logits = self._impl.get_logits(scores)
+    top = ops.logsumexp(logits, axis=1, keepdims=True)
+    lse = backend.logaddexp(top, ops.zeros_like(top))
+    true = at_true_class(true_class_mask(ids, logits), logits)
+    true_weight = true_class_weight(ids, sample_weight, logits)
+    virtual_weight = true_weight if sample_weight is None or sample_weight.shape[1] == 1 else 1.0
+    return (true_weight * (lse - true) + self._virtual_label * virtual_weight * lse)[:, 0]
+
+  def _on_items(self, values, ids, logits):
+    """TF-Ranking's per-item values ``[B, n]`` of the one-hot rows of class ids ``ids`` (lists
+    ``logits`` ``[B, n]``) where a pairwise core gives the true class's item's alone ``[B, 1]``
+    (the other items carry no loss) and ``normalization="tf_ranking"`` keeps TF-Ranking's shape;
+    else ``values`` (a list's sum is the same)."""
+    if self.normalization == "lists" or SPECS[self.key].shape != "pair" or values.shape[1] != 1:
+      return values
+    return backend.where(true_class_mask(ids, logits), values, 0.0)
+
   def _per_list(self, values, invalid):
     """``"lists"``: the sum over a list's items ``[B * S, n] -> [B * S]``, then the mean over
     the ``S`` Gumbel samples of each list ``-> [B]``; ``"tf_ranking"``: ``values`` as they are.
@@ -352,6 +383,9 @@ class RankingLoss(ListwiseLoss):
       return self.empty_batch(y_true, y_pred, sample_weight)
     scores, labels = self.parse(y_true, y_pred)
     weights = self._sample_weight(scores, sample_weight)
+    if labels.is_class_ids and self._virtual_label is not None and self._impl.lambda_weight is None:
+      values = self._calibrated_softmax_of_ids(labels.ids, scores, weights)
+      return self.reduce(self._per_list(values, labels.invalid))
     if labels.is_class_ids and self._virtual_label is None:
       # A core with a form for class ids takes them without one-hot rows (see the module doc);
       # Gumbel samples of one-hot rows are one-hot rows of the same ids (both Gumbel cores have
@@ -361,7 +395,8 @@ class RankingLoss(ListwiseLoss):
         ids, logits, ids_weights = self._sampler.sample(ids, scores, weights)
       per_list = self._impl.compute_per_list_from_ids(ids, logits, ids_weights)
       if per_list is not None:
-        return self.reduce(self._per_list(per_list[0] * per_list[1], labels.invalid))
+        values = self._on_items(per_list[0] * per_list[1], ids, logits)
+        return self.reduce(self._per_list(values, labels.invalid))
     relevance = labels._replace(invalid=None).to_relevance(num_items(scores), scores.dtype)
     if self.shows_non_finite:  # [B] values that show their bad lists (Loss.mark_invalid)
       values = self._weighted_values(*self.extend(scores, relevance), weights, None)

@@ -628,12 +628,12 @@ def _midrank_sum_of_squares(scores):
   sort, then ``O(C)``: the tie groups are the runs of the sorted values, ``t`` items from
   position ``a`` each at mid-rank ``a + (t + 1)/2`` (a segment sum counts them). The sum depends
   on the groups' sizes only, not on their order, so the sort is of the values' bit patterns
-  (:func:`tfrank4class.backend.float_bits`, cheaper than a float sort), with zeros and denormals
+  (``ops.view`` as int32, cheaper than a float sort), with zeros and denormals
   (below the smallest normal float32) made ``+0.0`` first, as a CPU that flushes denormals
   compares them."""
   n = num_items(scores)
   flushed = backend.where(ops.abs(scores) < _SMALLEST_NORMAL, 0.0, scores)
-  ascending = ops.sort(backend.float_bits(flushed), axis=-1)
+  ascending = ops.sort(ops.view(flushed, "int32"), axis=-1)
   starts = ops.concatenate(
     [
       ops.ones_like(ascending[:, :1], dtype="int32"),

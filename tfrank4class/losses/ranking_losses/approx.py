@@ -81,10 +81,33 @@ class _Approx(Core):
     """The loss of one-hot rows of class ids ``ids`` ``[B]`` in ``O(n)``: only the true class
     has a gain, so the metric is that of a one-item list at the true class's approximate rank
     ``1/2 + sum_j sigmoid(s_j - s_y)`` ``[B, 1]``, weighted by its sample weight ``[B, 1]``."""
-    logits = self.get_logits(logits)
-    true = at_true_class(true_class_mask(ids, logits), logits)
-    rank = ops.sum(ops.sigmoid(logits - true), axis=-1, keepdims=True) + 0.5
+    rank = self._true_class_rank(logits, ids)
     return -self._metric(ops.ones_like(rank), rank), true_class_weight(ids, weights, logits)
+
+  def _true_class_rank(self, scores, ids):
+    """The approximate rank ``1/2 + sum_j sigmoid(s_j - s_y)`` ``[B, 1]`` of the class ids ``y``
+    ``[B]`` among the logits of ``scores`` ``[B, n]``, with its gradient written out: the forward
+    keeps only the true scores ``[B, 1]``, the backward writes the ``[B, n]`` gradient from the
+    scores again, ``sigmoid'(s_j - s_y)`` at ``j != y`` and minus their sum at ``y`` (autodiff
+    kept two ``[B, n]`` tensors from the forward for it)."""
+
+    @backend.custom_gradient
+    def rank(scores, ids):
+      logits = self.get_logits(scores)
+      true = at_true_class(true_class_mask(ids, logits), logits)
+      ranks = ops.sum(ops.sigmoid(logits - true), axis=-1, keepdims=True) + 0.5
+
+      def gradient(upstream):
+        logits = self.get_logits(scores)
+        is_true = true_class_mask(ids, logits)
+        scale = upstream / self.temperature  # on [B, 1], not on [B, n]
+        slopes = ops.sigmoid(logits - true) * ops.sigmoid(true - logits) * scale
+        slopes = backend.where(is_true, 0.0, slopes)
+        return backend.where(is_true, -ops.sum(slopes, axis=1, keepdims=True), slopes), None
+
+      return ranks, gradient
+
+    return rank(scores, ids)
 
 
 class ApproxNDCGLoss(_Approx):

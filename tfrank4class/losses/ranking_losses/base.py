@@ -28,9 +28,10 @@ class Core:
   def compute_per_list_from_ids(self, ids, logits, weights):
     """What the core computes for the one-hot rows of class ids ``ids`` ``[B]``, taken from the
     ids without building the rows, or ``None`` where the core has no such form (the caller then
-    builds the rows): the losses and TF-Ranking's weights, in the shapes the rows give them.
-    ``logits``: the scores (before :meth:`get_logits`); ``weights``: ``None``, ``[B, 1]`` or
-    ``[B, n]``."""
+    builds the rows): the losses and TF-Ranking's weights, in the shapes the rows give them (a
+    pairwise core may give the losses of the true class's item alone, ``[B, 1]``, the one item
+    that carries a loss). ``logits``: the scores (before :meth:`get_logits`); ``weights``:
+    ``None``, ``[B, 1]`` or ``[B, n]``."""
     return None
 
   def normalize_weights(self, labels, weights):

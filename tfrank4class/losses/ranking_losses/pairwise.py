@@ -24,6 +24,7 @@ Example:
 """
 
 from tfrank4class import backend
+from tfrank4class.backend import take_along_axis
 from tfrank4class.compat import ops
 from tfrank4class.losses.ranking_losses.base import (
   Core,
@@ -67,16 +68,50 @@ class _Pairwise(Core):
     """The pairs of one-hot rows of class ids ``ids`` ``[B]`` in ``O(n)`` (``O(n log n)`` with a
     lambda weight, which ranks the items): the true class against each other class, times the
     lambda weight of the pair (:func:`~.sampling.pairwise`'s row of the true class), summed on
-    the true class's item ``[B, n]`` (0 elsewhere), weighted by its sample weight ``[B, 1]``."""
+    the true class's item, weighted by its sample weight ``[B, 1]``. Without a lambda weight
+    that item's loss alone ``[B, 1]`` (:meth:`_true_class_sums`; the other items carry none, and
+    :class:`~tfrank4class.losses.RankingLoss` places it in TF-Ranking's ``[B, n]`` where it keeps
+    that shape), with one TF-Ranking's ``[B, n]`` (0 elsewhere)."""
+    weight = true_class_weight(ids, weights, logits)
+    if self.lambda_weight is None:
+      return self._true_class_sums(logits, ids), weight
     logits = self.get_logits(logits)
     is_true = true_class_mask(ids, logits)
     losses = self._pair_loss(at_true_class(is_true, logits) - logits)
-    if self.lambda_weight is not None:
-      labels = ops.cast(is_true, logits.dtype)
-      pair_weights = self.lambda_weight.pair_weights(labels, ranks(logits), first=ids)
-      losses = losses * ops.stop_gradient(pair_weights)
+    labels = ops.cast(is_true, logits.dtype)
+    pair_weights = self.lambda_weight.pair_weights(labels, ranks(logits), first=ids)
+    losses = losses * ops.stop_gradient(pair_weights)
     total = ops.sum(backend.where(is_true, 0.0, losses), axis=1, keepdims=True)
-    return backend.where(is_true, total, 0.0), true_class_weight(ids, weights, logits)
+    return backend.where(is_true, total, 0.0), weight
+
+  def _true_class_sums(self, scores, ids):
+    """``sum_{j != y} loss(s_y - s_j)`` ``[B, 1]`` of the logits of ``scores`` ``[B, n]`` and
+    class ids ``y`` ``[B]``, with its gradient written out (:meth:`_pair_slope`): the forward
+    keeps only the true logits ``[B, 1]`` (a gather: a masked sum's subtraction from the logits
+    became one more ``[B, n]`` tensor under XLA), the backward writes the ``[B, n]`` gradient from
+    the scores again, after the forward's sum (:func:`~tfrank4class.backend.computed_after`);
+    autodiff kept one to three ``[B, n]`` tensors from the forward for it."""
+
+    @backend.custom_gradient
+    def sums(scores, ids):
+      logits = self.get_logits(scores)
+      is_true = true_class_mask(ids, logits)
+      true = take_along_axis(logits, ids[:, None], axis=1)
+      losses = backend.where(is_true, 0.0, self._pair_loss(true - logits))
+      total = ops.sum(losses, axis=1, keepdims=True)
+
+      def gradient(upstream):
+        logits = self.get_logits(backend.computed_after(scores, total))
+        is_true = true_class_mask(ids, logits)
+        # d/ds_j = -slope_j / T (j != y), d/ds_y = sum_{j != y} slope_j / T: 1/T and the sign
+        # on [B, 1], not on [B, n] (TensorFlow's graph writes each op's [B, n] tensor).
+        slopes = self._pair_slope(true - logits) * (upstream / -self.temperature)
+        slopes = backend.where(is_true, 0.0, slopes)
+        return backend.where(is_true, -ops.sum(slopes, axis=1, keepdims=True), slopes), None
+
+      return total, gradient
+
+    return sums(scores, ids)
 
 
 class PairwiseLogisticLoss(_Pairwise):
@@ -88,12 +123,18 @@ class PairwiseLogisticLoss(_Pairwise):
   def _pair_loss(self, x):
     return backend.softplus(-x)
 
+  def _pair_slope(self, x):
+    return -ops.sigmoid(-x)
+
 
 class PairwiseHingeLoss(_Pairwise):
   """``max(0, 1 - (s_i - s_j))``."""
 
   def _pair_loss(self, x):
     return ops.relu(1.0 - x)
+
+  def _pair_slope(self, x):
+    return -ops.cast(x < 1.0, x.dtype)  # 0 at the kink, as relu's gradient
 
 
 class PairwiseSoftZeroOneLoss(_Pairwise):
@@ -104,6 +145,9 @@ class PairwiseSoftZeroOneLoss(_Pairwise):
     # [B, n, n] mask, kept for its gradient, became a [B, n, n] zero-filled output of the rows'
     # branch of TensorFlow's `cond` (1.1 GB at C = 2,000, B = 32 in a traced step).
     return ops.sigmoid(-x)
+
+  def _pair_slope(self, x):
+    return -ops.sigmoid(x) * ops.sigmoid(-x)
 
 
 class PairwiseMSELoss(Core):

@@ -25,6 +25,13 @@ def sigmoid_cross_entropy(labels, logits):
   return backend.softplus(logits) - logits * labels
 
 
+def sigmoid_cross_entropy_of_one_hot(is_true, logits):
+  """:func:`sigmoid_cross_entropy` of one-hot labels (bool ``is_true``): ``softplus(-x)`` at the
+  true class, ``softplus(x)`` elsewhere, one expression of ``x`` (the general form's difference
+  of two terms had XLA's CPU reduction read both as ``[B, n]`` tensors, each held at once)."""
+  return backend.softplus(backend.where(is_true, -logits, logits))
+
+
 class _Pointwise(Core):
   def compute_unreduced_loss(self, labels, logits):
     valid = labels >= 0
@@ -37,10 +44,12 @@ class _Pointwise(Core):
     padded, so no mask), with the sample weights as TF-Ranking's per-item rule leaves them
     (ones ``[B, 1]`` for ``None``): one pass over ``[B, n]``."""
     logits = self.get_logits(logits)
-    labels = ops.cast(true_class_mask(ids, logits), logits.dtype)
-    return self._losses(labels, logits), ops.ones_like(
-      logits[:, :1]
-    ) if weights is None else weights
+    losses = self._losses_of_one_hot(true_class_mask(ids, logits), logits)
+    return losses, ops.ones_like(logits[:, :1]) if weights is None else weights
+
+  def _losses_of_one_hot(self, is_true, logits):
+    """The item losses of one-hot labels (bool ``is_true``)."""
+    return self._losses(ops.cast(is_true, logits.dtype), logits)
 
 
 class SigmoidCrossEntropyLoss(_Pointwise):
@@ -48,6 +57,9 @@ class SigmoidCrossEntropyLoss(_Pointwise):
 
   def _losses(self, labels, logits):
     return sigmoid_cross_entropy(labels, logits)
+
+  def _losses_of_one_hot(self, is_true, logits):
+    return sigmoid_cross_entropy_of_one_hot(is_true, logits)
 
 
 class MeanSquaredLoss(_Pointwise):
@@ -71,3 +83,6 @@ class OrdinalLoss(_Pointwise):
     if self.use_fraction_label:
       ordinal = ordinal + backend.where(ops.logical_and(labels > 0, labels < 1), labels, 0.0)
     return sigmoid_cross_entropy(ordinal, logits)
+
+  def _losses_of_one_hot(self, is_true, logits):
+    return sigmoid_cross_entropy_of_one_hot(is_true, logits)  # the ordinal of 0 and 1 is itself
