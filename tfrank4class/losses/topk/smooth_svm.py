@@ -74,37 +74,115 @@ def _scale_of(num_rivals, k):
   return 2.0 ** round(log2_binomial / (2 * k))
 
 
-def _top_coefficients(a, b, k):
-  """The coefficients ``k - 1`` and ``k`` (each ``[B]``) of ``prod_m (a_m + b_m t)``, ``a``, ``b``
-  ``[B, n] >= 0``, multiplied pairwise in ``ceil(log2 n)`` rounds, truncated to degree ``k``.
+def _product(polys, k):
+  """The coefficients ``0 .. min(k, degree)`` (each ``[B]``, or the number 1) of the product over
+  the columns of the polynomials whose coefficients ``0 .. d`` ``polys`` holds, each a ``[B, n]``
+  tensor or the number 1 (the same for every column: the constant 1 of ``1 + v t``).
 
-  Each polynomial is a list of ``[B, columns]`` tensors, its coefficients ``0 .. degree``; a
-  round multiplies the first half of the columns by the second (a column of the polynomial 1
-  added where their count is odd): sums of products of nonnegative numbers, exact to a few
-  units in the last place per round.
+  Multiplied pairwise in ``ceil(log2 n)`` rounds, truncated to degree ``k``: each round
+  multiplies the first half of the columns by the second (a column of the polynomial 1 added
+  where their count is odd); sums of products of nonnegative numbers, exact to a few units in
+  the last place per round.
   """
-  polys = [a, b]
-  while polys[0].shape[-1] > 1:
-    if polys[0].shape[-1] % 2:
-      polys = [
-        ops.pad(c, [[0, 0], [0, 1]], constant_values=float(d == 0)) for d, c in enumerate(polys)
-      ]
-    halves = [ops.split(c, 2, axis=-1) for c in polys]
+  while polys[-1].shape[-1] > 1:
+    if polys[-1].shape[-1] % 2:
+      polys = [_padded(c, float(d == 0)) for d, c in enumerate(polys)]
+    halves = [(c, c) if isinstance(c, float) else ops.split(c, 2, axis=-1) for c in polys]
     polys = _multiply([h[0] for h in halves], [h[1] for h in halves], k)
-  return polys[k - 1][:, 0], polys[k][:, 0]
+  return [c if isinstance(c, float) else c[:, 0] for c in polys]
+
+
+def _padded(coefficient, value):
+  return (
+    coefficient
+    if isinstance(coefficient, float)
+    else ops.pad(coefficient, [[0, 0], [0, 1]], constant_values=value)
+  )
+
+
+def _times(p, q):
+  """``p q``, where either may be the number 1."""
+  return q if isinstance(p, float) else p if isinstance(q, float) else p * q
 
 
 def _multiply(left, right, k):
   """The coefficients ``0 .. min(k, a + b)`` of the product of the polynomials whose
-  coefficients ``0 .. a`` (``left``) and ``0 .. b`` (``right``) are given:
-  ``c_d = sum_{i + j = d} left_i right_j``."""
+  coefficients ``0 .. a`` (``left``) and ``0 .. b`` (``right``) are given (tensors or the number
+  1): ``c_d = sum_{i + j = d} left_i right_j``."""
   a, b = len(left) - 1, len(right) - 1
   return [
     functools.reduce(
-      operator.add, [left[i] * right[d - i] for i in range(max(0, d - b), min(a, d) + 1)]
+      operator.add, [_times(left[i], right[d - i]) for i in range(max(0, d - b), min(a, d) + 1)]
     )
     for d in range(min(k, a + b) + 1)
   ]
+
+
+def _log_ratio(x, top_x, top_index, k, s):
+  """``log Q_k - log Q_{k-1}`` (``[B]``) of ``Q = prod (a + b t)`` over the rivals (the module
+  docstring), with its gradient written out; ``x`` ``[B, C]``: the classes' ``x - r`` (``-inf``
+  for those that are not rivals), ``top_x``, ``top_index``: ``x`` and the class of the ``k - 1``
+  highest rivals. A row with ``Q_k = 0`` (fewer than ``k`` rivals) reads 0.
+
+  ``Q`` is ``Q_R Q_K``: ``Q_R`` the product of the ``1 + b t`` of the rivals at or below ``r``
+  (``b = exp(x) / s``) over all classes, coefficient 0 left implicit, and ``Q_K`` that of the
+  ``u + t / s`` (``u = exp(-x)``) of those above ``r``, among the ``k - 1`` highest.
+  """
+
+  @backend.custom_gradient
+  def log_ratio(x, top_x, top_index):
+    above, in_top = x > 0, top_x > 0
+    b = backend.where(above, ops.zeros_like(x), ops.exp(x) / s)
+    u = backend.where(in_top, ops.exp(-top_x), ops.ones_like(top_x))
+    q_rest = _product([1.0, b], k)
+    q_top = _product([u, backend.where(in_top, ops.full_like(u, 1 / s), ops.zeros_like(u))], k)
+    q = [_coefficient(q_rest, q_top, j, like=u[:, 0]) for j in range(k + 1)]
+    q_k, q_before = (backend.where(c > 0, c, ops.ones_like(c)) for c in (q[k], q[k - 1]))
+
+    def grad(upstream):
+      rest = _rest_gradient(b, q, q_k, q_before, k)
+      top = _top_gradient(x, top_index, u, in_top, q_rest, q_top, q_k, q_before, k, s)
+      return (rest + top) * upstream[:, None], None, None
+
+    return ops.log(q_k) - ops.log(q_before), grad
+
+  return log_ratio(x, top_x, top_index)
+
+
+def _coefficient(left, right, j, like):
+  """Coefficient ``j`` of the product of the polynomials of coefficients ``left``, ``right``."""
+  terms = [_times(left[i], right[j - i]) for i in range(max(0, j - len(right) + 1), j + 1)]
+  total = functools.reduce(operator.add, terms)
+  return ops.ones_like(like) * total if isinstance(total, float) else total
+
+
+def _rest_gradient(b, q, q_k, q_before, k):
+  """``d (log Q_k - log Q_{k-1}) / dx`` at the rivals at or below ``r``: ``pi_k - pi_{k-1}``,
+  ``pi_j = b Q'_{j-1} / Q_j`` (the probability that the class is in a ``j``-subset drawn with
+  weights ``prod b``), ``Q'`` the product without the class, ``Q'_j = Q_j - b Q'_{j-1}``
+  (``b <= 1 / s``: no growth of the rounding errors)."""
+  without = [q[0][:, None]]
+  for j in range(1, k):
+    without.append(q[j][:, None] - b * without[-1])
+  return b * (without[k - 1] / q_k[:, None] - without[k - 2] / q_before[:, None])
+
+
+def _top_gradient(x, top_index, u, in_top, q_rest, q_top, q_k, q_before, k, s):
+  """``d (log Q_k - log Q_{k-1}) / dx`` at the rivals above ``r`` (``[B, C]``, 0 elsewhere):
+  ``(1 - pi_k) - (1 - pi_{k-1})`` with ``1 - pi_j = u Q'_j / Q_j``, ``Q' = Q_R Q_K'``, ``Q_K'``
+  the product of the other factors of ``Q_K``, from the top coefficient down (``Q_K`` has all
+  its coefficients: ``Q_K'_{m-1} = s (Q_K_m - u Q_K'_m)``, ``u < 1``)."""
+  without = [s * q_top[k - 1][:, None]]  # Q_K'_{k-2}, Q_K'_{k-3}, ... Q_K'_0
+  for m in range(k - 2, 0, -1):
+    without.append(s * (q_top[m][:, None] - u * without[-1]))
+  without = without[::-1]
+  rest = [c if isinstance(c, float) else c[:, None] for c in q_rest]
+  without_top = [_coefficient(rest, without, j, like=u) for j in (k - 1, k)]
+  grad = u * (without_top[0] / q_before[:, None] - without_top[1] / q_k[:, None])
+  grad = backend.where(in_top, grad, ops.zeros_like(grad))
+  rows = ops.repeat(ops.arange(ops.shape(x)[0], dtype="int32")[:, None], k - 1, axis=1)
+  indices = ops.reshape(ops.stack([rows, top_index], axis=-1), (-1, 2))
+  return ops.scatter_update(ops.zeros_like(x), indices, ops.reshape(grad, (-1,)))
 
 
 def smooth_topk_svm_loss(scores, labels, *, where=None, k=5, tau=1.0, alpha=1.0):
@@ -246,24 +324,19 @@ def _smooth_loss(scores, is_true, rivals, enough, k, tau, alpha):
   other classes the factor 1 (``a = 1``, ``b = 0``).
   """
   rival_scores = backend.where(rivals, scores, _minus_infinity(scores))
-  kth = ops.stop_gradient(ops.top_k(rival_scores, k)[0][:, k - 1 :])
+  top_scores, top_index = ops.top_k(ops.stop_gradient(rival_scores), k)
+  kth = top_scores[:, k - 1 :]
   if enough is not None:
     kth = backend.where(enough[:, None], kth, ops.zeros_like(kth))  # -inf: fewer than k rivals
   x = (rival_scores - kth) / (k * tau)  # x - r: differences first, rounded once
   if k == 1:  # e_1 / e_0: the sum
-    s, q_k = 1.0, ops.sum(ops.exp(x), axis=-1)
-    q_before = ops.ones_like(q_k)
+    s, log_ratio = 1.0, ops.logsumexp(x, axis=-1)
   else:
-    above = x > 0
-    e = ops.exp(backend.where(above, -x, x))
-    s, ones = _scale_of(num_items(scores) - 1, k), ops.ones_like(e)
-    a, b = backend.where(above, e, ones), backend.where(above, ones / s, e / s)
-    q_before, q_k = _top_coefficients(a, b, k)
-  if enough is not None:
-    one = ops.ones_like(q_k)
-    q_k, q_before = backend.where(enough, q_k, one), backend.where(enough, q_before, one)
+    s = _scale_of(num_items(scores) - 1, k)
+    top_x = ops.stop_gradient((top_scores[:, : k - 1] - kth) / (k * tau))
+    log_ratio = _log_ratio(x, top_x, ops.cast(top_index[:, : k - 1], "int32"), k, s)
   true_x = (kth[:, 0] - _take(scores, is_true)) / (k * tau)  # r - x_y
-  margin = true_x + math.log(s) + ops.log(q_k) - ops.log(q_before) + alpha / tau
+  margin = true_x + math.log(s) + log_ratio + alpha / tau
   if enough is not None:
     margin = backend.where(enough, margin, ops.zeros_like(margin))
   return tau * backend.softplus(margin)
