@@ -89,6 +89,8 @@ def _product(polys, k):
       polys = [_padded(c, float(d == 0)) for d, c in enumerate(polys)]
     halves = [(c, c) if isinstance(c, float) else ops.split(c, 2, axis=-1) for c in polys]
     polys = _multiply([h[0] for h in halves], [h[1] for h in halves], k)
+    constant = polys[:1] if isinstance(polys[0], float) else []
+    polys = constant + backend.materialized(polys[len(constant) :])
   return [c if isinstance(c, float) else c[:, 0] for c in polys]
 
 
@@ -324,7 +326,8 @@ def _smooth_loss(scores, is_true, rivals, enough, k, tau, alpha):
   other classes the factor 1 (``a = 1``, ``b = 0``).
   """
   rival_scores = backend.where(rivals, scores, _minus_infinity(scores))
-  top_scores, top_index = ops.top_k(ops.stop_gradient(rival_scores), k)
+  # Materialized: else XLA on CPU turns the top-k and the slices of it into a full sort.
+  top_scores, top_index = backend.materialized(ops.top_k(ops.stop_gradient(rival_scores), k))
   kth = top_scores[:, k - 1 :]
   if enough is not None:
     kth = backend.where(enough[:, None], kth, ops.zeros_like(kth))  # -inf: fewer than k rivals
