@@ -142,9 +142,16 @@ def _log_ratio(x, top_x, top_index, k, s):
     q_k, q_before = (backend.where(c > 0, c, ops.ones_like(c)) for c in (q[k], q[k - 1]))
 
     def grad(upstream):
-      rest = _rest_gradient(b, q, q_k, q_before, k)
-      top = _top_gradient(x, top_index, u, in_top, q_rest, q_top, q_k, q_before, k, s)
-      return (rest + top) * upstream[:, None], None, None
+      rest = _rest_gradient(b, q, q_k, q_before, k)  # 0 above r
+      top = _top_gradient(u, q_rest, q_top, q_k, q_before, k, s)
+      top = backend.where(in_top, top, backend.take_along_axis(rest, top_index, axis=1))
+      rows = ops.repeat(ops.arange(ops.shape(x)[0], dtype="int32")[:, None], k - 1, axis=1)
+      indices = ops.reshape(ops.stack([rows, top_index], axis=-1), (-1, 2))
+      return (
+        ops.scatter_update(rest, indices, ops.reshape(top, (-1,))) * upstream[:, None],
+        None,
+        None,
+      )
 
     return ops.log(q_k) - ops.log(q_before), grad
 
@@ -163,14 +170,15 @@ def _rest_gradient(b, q, q_k, q_before, k):
   ``pi_j = b Q'_{j-1} / Q_j`` (the probability that the class is in a ``j``-subset drawn with
   weights ``prod b``), ``Q'`` the product without the class, ``Q'_j = Q_j - b Q'_{j-1}``
   (``b <= 1 / s``: no growth of the rounding errors)."""
-  without = [q[0][:, None]]
+  before, without = None, q[0][:, None]
   for j in range(1, k):
-    without.append(q[j][:, None] - b * without[-1])
-  return b * (without[k - 1] / q_k[:, None] - without[k - 2] / q_before[:, None])
+    before, without = without, q[j][:, None] - b * without
+  return b * (without / q_k[:, None] - before / q_before[:, None])
 
 
-def _top_gradient(x, top_index, u, in_top, q_rest, q_top, q_k, q_before, k, s):
-  """``d (log Q_k - log Q_{k-1}) / dx`` at the rivals above ``r`` (``[B, C]``, 0 elsewhere):
+def _top_gradient(u, q_rest, q_top, q_k, q_before, k, s):
+  """``d (log Q_k - log Q_{k-1}) / dx`` at the ``k - 1`` highest rivals (``[B, k - 1]``; where
+  they are above ``r``):
   ``(1 - pi_k) - (1 - pi_{k-1})`` with ``1 - pi_j = u Q'_j / Q_j``, ``Q' = Q_R Q_K'``, ``Q_K'``
   the product of the other factors of ``Q_K``, from the top coefficient down (``Q_K`` has all
   its coefficients: ``Q_K'_{m-1} = s (Q_K_m - u Q_K'_m)``, ``u < 1``)."""
@@ -180,11 +188,7 @@ def _top_gradient(x, top_index, u, in_top, q_rest, q_top, q_k, q_before, k, s):
   without = without[::-1]
   rest = [c if isinstance(c, float) else c[:, None] for c in q_rest]
   without_top = [_coefficient(rest, without, j, like=u) for j in (k - 1, k)]
-  grad = u * (without_top[0] / q_before[:, None] - without_top[1] / q_k[:, None])
-  grad = backend.where(in_top, grad, ops.zeros_like(grad))
-  rows = ops.repeat(ops.arange(ops.shape(x)[0], dtype="int32")[:, None], k - 1, axis=1)
-  indices = ops.reshape(ops.stack([rows, top_index], axis=-1), (-1, 2))
-  return ops.scatter_update(ops.zeros_like(x), indices, ops.reshape(grad, (-1,)))
+  return u * (without_top[0] / q_before[:, None] - without_top[1] / q_k[:, None])
 
 
 def smooth_topk_svm_loss(scores, labels, *, where=None, k=5, tau=1.0, alpha=1.0):
