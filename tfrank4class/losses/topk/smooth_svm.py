@@ -132,11 +132,12 @@ def _multiply(left, right, k):
   ]
 
 
-def _log_ratio(x, top_x, top_index, k, s):
-  """``log Q_k - log Q_{k-1}`` (``[B]``) of ``Q = prod (a + b t)`` over the rivals (the module
-  docstring), with its gradient written out; ``x`` ``[B, C]``: the classes' ``x - r`` (``-inf``
-  for those that are not rivals), ``top_x``, ``top_index``: ``x`` and the class of the ``k - 1``
-  highest rivals. A row with ``Q_k = 0`` (fewer than ``k`` rivals) reads 0.
+def _log_ratio(scores, rivals, kth, top_x, top_index, k, tau, s):
+  """``log Q_k - log Q_{k-1}`` (``[B]``) of ``Q = prod (a + b t)`` over the ``rivals`` (the
+  module docstring), with its gradient in ``scores`` written out; ``x = (s - s_r) / (k tau)``,
+  ``s_r`` the ``k``-th highest rival score ``kth`` ``[B, 1]``, ``top_x``, ``top_index``: ``x``
+  and the class of the ``k - 1`` highest rivals. A row with ``Q_k = 0`` (fewer than ``k``
+  rivals) reads 0.
 
   ``Q`` is ``Q_R Q_K``: ``Q_R`` the product of the ``1 + b t`` of the rivals at or below ``r``
   (``b = exp(x) / s``) over all classes, coefficient 0 left implicit, and ``Q_K`` that of the
@@ -144,7 +145,8 @@ def _log_ratio(x, top_x, top_index, k, s):
   """
 
   @backend.custom_gradient
-  def log_ratio(x, top_x, top_index):
+  def log_ratio(scores, rivals, kth, top_x, top_index):
+    x = (backend.where(rivals, scores, _minus_infinity(scores)) - kth) / (k * tau)
     above, in_top = x > 0, top_x > 0
     b = backend.where(above, ops.zeros_like(x), ops.exp(x) / s)
     u = backend.where(in_top, ops.exp(-top_x), ops.ones_like(top_x))
@@ -159,15 +161,12 @@ def _log_ratio(x, top_x, top_index, k, s):
       top = backend.where(in_top, top, backend.take_along_axis(rest, top_index, axis=1))
       rows = ops.repeat(ops.arange(ops.shape(x)[0], dtype="int32")[:, None], k - 1, axis=1)
       indices = ops.reshape(ops.stack([rows, top_index], axis=-1), (-1, 2))
-      return (
-        ops.scatter_update(rest, indices, ops.reshape(top, (-1,))) * upstream[:, None],
-        None,
-        None,
-      )
+      grad = ops.scatter_update(rest, indices, ops.reshape(top, (-1,)))
+      return grad * (upstream / (k * tau))[:, None], None, None, None, None
 
     return ops.log(q_k) - ops.log(q_before), grad
 
-  return log_ratio(x, top_x, top_index)
+  return log_ratio(scores, rivals, kth, top_x, top_index)
 
 
 def _coefficient(left, right, j, like):
@@ -341,19 +340,20 @@ def _smooth_loss(scores, is_true, rivals, enough, k, tau, alpha):
   module docstring has the derivation), ``r`` the ``k``-th largest rival ``x`` (held constant),
   other classes the factor 1 (``a = 1``, ``b = 0``).
   """
-  rival_scores = backend.where(rivals, scores, _minus_infinity(scores))
+  rival_scores = backend.where(rivals, ops.stop_gradient(scores), _minus_infinity(scores))
   # Materialized: else XLA on CPU turns the top-k and the slices of it into a full sort.
-  top_scores, top_index = backend.materialized(ops.top_k(ops.stop_gradient(rival_scores), k))
+  top_scores, top_index = backend.materialized(ops.top_k(rival_scores, k))
   kth = top_scores[:, k - 1 :]
   if enough is not None:
     kth = backend.where(enough[:, None], kth, ops.zeros_like(kth))  # -inf: fewer than k rivals
-  x = (rival_scores - kth) / (k * tau)  # x - r: differences first, rounded once
-  if k == 1:  # e_1 / e_0: the sum
-    s, log_ratio = 1.0, ops.logsumexp(x, axis=-1)
+  if k == 1:  # e_1 / e_0: the sum; x - r: differences first, rounded once
+    s = 1.0
+    log_ratio = ops.logsumexp((backend.where(rivals, scores, rival_scores) - kth) / tau, axis=-1)
   else:
     s = _scale_of(num_items(scores) - 1, k)
-    top_x = ops.stop_gradient((top_scores[:, : k - 1] - kth) / (k * tau))
-    log_ratio = _log_ratio(x, top_x, ops.cast(top_index[:, : k - 1], "int32"), k, s)
+    top_x = (top_scores[:, : k - 1] - kth) / (k * tau)
+    top_index = ops.cast(top_index[:, : k - 1], "int32")
+    log_ratio = _log_ratio(scores, rivals, kth, top_x, top_index, k, tau, s)
   true_x = (kth[:, 0] - _take(scores, is_true)) / (k * tau)  # r - x_y
   margin = true_x + math.log(s) + log_ratio + alpha / tau
   if enough is not None:
