@@ -228,6 +228,7 @@ def smooth_topk_svm_loss(scores, labels, *, where=None, k=5, tau=1.0, alpha=1.0)
     ``[B]`` losses in the scores' float dtype (at least float32).
 
   Example:
+    >>> import numpy as np
     >>> s, y = np.array([[3.0, 1.0, 0.0]], np.float32), np.array([1])
     >>> round(float(smooth_topk_svm_loss(s, y, k=1, tau=0.0)[0]), 4)  # max(1 + 3 - 1, 0)
     3.0
@@ -378,6 +379,7 @@ class SmoothTopKSVMLoss(ListwiseLoss):
     alpha: the margin ``>= 0``.
 
   Example:
+    >>> import numpy as np
     >>> loss = SmoothTopKSVMLoss(k=1, tau=1.0, alpha=0.0, reduction="none")
     >>> values = loss(np.array([0]), np.array([[2.0, 0.0, 0.0]], np.float32))
     >>> [round(float(v), 4) for v in ops.convert_to_numpy(values)]  # cross-entropy
