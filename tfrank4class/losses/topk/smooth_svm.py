@@ -50,8 +50,8 @@ probability that class ``i`` is in a ``j``-subset drawn with weights ``prod exp(
 product without a class comes from ``Q`` by division: for a rival at or below ``r``,
 ``Q'_j = Q_j - b Q'_{j-1}`` upward (``b <= 1``), for one above it from the top coefficient of
 ``Q_K`` down (``Q_K`` has all its ``k`` coefficients; ``u < 1``).
-The forward pass keeps no sub-product for the backward: ``O(1)`` tensors of ``[B, C]``
-(``x``, ``b``) and ``k + 1`` coefficients per row, against every round's operands under
+The forward pass keeps no sub-product for the backward: one tensor of ``[B, C]`` (``b``)
+and ``k + 1`` coefficients per row, against every round's operands under
 autodiff. Deviation from the authors' code on purpose: their custom backward (Sec. 3.2) has an
 instability threshold and a series approximation for large values; here each division is by a
 factor whose coefficient on the side divided from is at most 1 (``b`` upward, ``u`` from the
@@ -159,7 +159,7 @@ def _log_ratio(scores, rivals, kth, top_x, top_index, k, tau, s):
       rest = _rest_gradient(b, q, q_k, q_before, k)  # 0 above r
       top = _top_gradient(u, q_rest, q_top, q_k, q_before, k, s)
       top = backend.where(in_top, top, backend.take_along_axis(rest, top_index, axis=1))
-      rows = ops.repeat(ops.arange(ops.shape(x)[0], dtype="int32")[:, None], k - 1, axis=1)
+      rows = ops.repeat(ops.arange(ops.shape(scores)[0], dtype="int32")[:, None], k - 1, axis=1)
       indices = ops.reshape(ops.stack([rows, top_index], axis=-1), (-1, 2))
       grad = ops.scatter_update(rest, indices, ops.reshape(top, (-1,)))
       return grad * (upstream / (k * tau))[:, None], None, None, None, None
