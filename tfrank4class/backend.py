@@ -702,6 +702,26 @@ def compiled_by_xla():
   return BACKEND == "tensorflow" and _in_xla_context()
 
 
+def materialized(tensors):
+  """The list ``tensors`` itself, each computed in full before any op that reads it: on JAX an
+  optimization barrier (``jax.lax.optimization_barrier``), elsewhere unchanged.
+
+  XLA fuses a cheap elementwise producer into each of its consumers, recomputing it in every
+  one; where each round of a loop feeds several ops of the next (products of polynomials, one
+  coefficient read by up to ``k + 1`` products) the recomputation compounds over the rounds: the
+  smooth top-k SVM's products at ``C = 100,000`` took 233 ms a call in place of 33 ms
+  (docs/topk.md). And XLA on CPU turns a top-k whose values are sliced (the ``k``-th apart) into
+  a full sort of the row (1.7 s against 20 ms there) unless its outputs pass through here.
+
+  Example:
+    >>> [ops.convert_to_numpy(t).tolist() for t in materialized([ops.ones(2)])]
+    [[1.0, 1.0]]
+  """
+  if BACKEND != "jax":
+    return list(tensors)
+  return list(_library().lax.optimization_barrier(list(tensors)))
+
+
 def _in_xla_context():
   """Whether the TensorFlow graph being traced is compiled by XLA (``jit_compile=True``).
 

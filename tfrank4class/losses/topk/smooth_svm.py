@@ -26,38 +26,43 @@ s_y, 0)`` divided by ``k`` (and the loss is that one divided by ``k``), as in th
 
 Computation (Sec. 3.1): ``e_0 .. e_k`` are the coefficients of ``prod_j (1 + exp(x_j) t)``,
 multiplied pairwise, divide and conquer: ``ceil(log2 C)`` rounds of batched products of
-polynomials truncated to degree ``k``, ``O(C k)`` in all. The rivals' ``x`` are first shifted by
-their log-sum-exp (held constant: ``log e_k - log e_{k-1}`` moves by ``c`` when every ``x`` does),
-which makes them the probabilities ``p`` of a softmax over the rivals. Where every row's rivals
-span ``S`` with ``k (S + log k) <=`` :data:`LINEAR_RANGE` (50 in float32, 600 in float64),
-``e_j(p)``, ``j <= k``, lies between ``exp(-k (S + log k))`` and 1 (``p_i >= exp(-S) / n`` and
-``C(n, j) / n^j >= j^-j``), the partial products that underflow add less than ``2e-8`` of it
-(up to ``10^7`` classes), and the products are taken in linear space
-(:func:`_linear_elementary_symmetric`: per coefficient and round a few multiplications and
-additions of ``[B, columns]`` tensors; sums of positive terms, exact to a few units in the last
-place). Else, for any spread, in log space
-(:func:`log_elementary_symmetric`), each coefficient a log-sum-exp of ``<= k + 1`` terms: finite
-and accurate for any scores whose spread in a row is below ``5e19 * tau`` (see
-:data:`LOG_ZERO`), several times slower (an ``exp`` and a ``log`` per term). Inside the log-space
-products ``log 0`` is a finite stand-in (:data:`LOG_ZERO`), so that each log-sum-exp needs no
-case for terms that are all ``-inf`` (PyTorch's eager time is mostly the count of ops at tens of
-classes: the log-sum-exps, the gathers and their constants are :mod:`tfrank4class.backend`'s, in
-PyTorch's own ops there, and the constants are built once per shape), and the classes are padded
-with values 0 to a power of two, so that no round has an odd one out. The choice is one per
-batch (``keras.ops.cond``), outside XLA: under ``jax.jit`` and TensorFlow's ``jit_compile``
-the products are always taken in log space (:func:`tfrank4class.backend.compiled_by_xla`).
-Deviation from the authors' code on purpose: the gradient is the backend's autodiff through
-those products (sums of positive terms in linear space, a softmax-weighted sum at every step in
-log space: stable by construction), not their custom backward with its instability threshold and
-its series approximation for large values (Sec. 3.2), and there is no switch to the hard loss
-for large score gaps; ``tau = 0`` selects the hard loss explicitly.
+polynomials truncated to degree ``k``, ``O(C k^2)`` in all (a few multiplications and additions
+of ``[B, columns]`` tensors per coefficient and round). Only ``e_k / e_{k-1}`` is needed, and it
+is taken in linear space for any scores, in one form on every backend (no choice by value, no
+log-space products). With ``r`` the ``k``-th largest rival ``x`` (held constant), each rival's
+factor is rewritten so that both its coefficients are at most 1: ``1 + exp(x - r) t`` at or
+below ``r`` and ``exp(x - r) (exp(r - x) + t)`` above it (``t`` scaled by ``exp(r)``); the
+factors ``exp(x - r)`` of the (at most ``k - 1``) rivals above ``r`` are common to ``e_k`` and
+``e_{k-1}`` and cancel, so ``log e_k - log e_{k-1} = r + log Q_k - log Q_{k-1}`` with ``Q =
+Q_R Q_K``, ``Q_R = prod (1 + b t)`` over the rivals at or below ``r`` (``b = exp(x - r) <= 1``;
+its coefficient 0 is 1 and left implicit) and ``Q_K = prod (u + t)`` over those above
+(``u = exp(r - x) < 1``; ``k - 1`` factors at most, taken from a top-k). Every coefficient of
+every sub-product lies between 0 and ``C(n, j)`` (``n`` rivals), and ``Q_k, Q_{k-1} >= 1``
+(the term of the ``k`` highest rivals, and of ``k - 1`` of them, is a product of ones), so what
+underflows is negligible; a power of two ``s`` divides ``t`` (coefficient ``j`` by ``s^j``,
+exactly) so that ``Q_k`` stays inside float32 where ``C(n, k)`` is not (``k = 10``, ``n`` of
+tens of thousands). The differences ``x - r`` and ``r - x_y`` are taken from the scores before
+the division by ``k tau`` (one rounding each). ``k = 1`` is the log-sum-exp.
+
+The gradient is written out (:func:`tfrank4class.backend.custom_gradient`; Sec. 3.2's
+``d log e_j / d x_i = exp(x_i) e_{j-1}(x without i) / e_j``): ``pi_k - pi_{k-1}``, ``pi_j`` the
+probability that class ``i`` is in a ``j``-subset drawn with weights ``prod exp(x)``. The
+product without a class comes from ``Q`` by division: for a rival at or below ``r``,
+``Q'_j = Q_j - b Q'_{j-1}`` upward (``b <= 1``), for one above it from the top coefficient of
+``Q_K`` down (``Q_K`` has all its ``k`` coefficients; ``u < 1``).
+The forward pass keeps no sub-product for the backward: one tensor of ``[B, C]`` (``b``)
+and ``k + 1`` coefficients per row, against every round's operands under
+autodiff. Deviation from the authors' code on purpose: their custom backward (Sec. 3.2) has an
+instability threshold and a series approximation for large values; here each division is by a
+factor whose coefficient on the side divided from is at most 1 (``b`` upward, ``u`` from the
+top), so neither is needed (the tests compare with 40-digit decimals up to spreads of ``10^6
+tau``). There is no switch to the hard loss for large score gaps either; ``tau = 0`` selects
+the hard loss explicitly.
 """
 
 import functools
 import math
 import operator
-
-import numpy as np
 
 from tfrank4class import backend, checks, compat
 from tfrank4class.compat import ops
@@ -71,141 +76,130 @@ def _minus_infinity(like):
   return ops.full_like(like, -math.inf)
 
 
-#: ``log 0`` inside the products: a finite stand-in, so that each coefficient is a log-sum-exp of
-#: finite terms (:func:`~tfrank4class.backend.logsumexp_of_finite`) with a finite value and
-#: gradient. After ``r`` rounds a coefficient is at least ``2^r * LOG_ZERO``, inside float32 for
-#: any ``n <= 2^61``. A real log coefficient of the loss (``x`` shifted by its row maximum) is at
-#: least ``-(score spread) / tau``, far above ``LOG_ZERO / 2`` (where
-#: :func:`log_elementary_symmetric` maps coefficients back to ``-inf``) for any spread below
-#: ``5e19 * tau``.
-LOG_ZERO = -1e20
+def _scale_of(num_rivals, k):
+  """``s``, a power of two: the rivals' ``b`` are divided by it, so that the products'
+  coefficient ``j`` is ``s^-j`` times its value and ``Q_k``, ``Q_{k-1}`` lie between about
+  ``C(n, k)^(-1/2)`` and ``C(n, k)^(1/2)`` (``n`` rivals), centred in the float's range."""
+  log2_binomial = (
+    math.lgamma(num_rivals + 1) - math.lgamma(k + 1) - math.lgamma(num_rivals - k + 1)
+  ) / math.log(2)
+  return 2.0 ** round(log2_binomial / (2 * k))
 
 
-@functools.cache
-def _product_grid(a, b, degree):
-  """The constants of :func:`_multiply` for degrees ``a``, ``b``: the index ``j = c - i`` into
-  ``right`` (clipped to ``0 .. b``) ``[degree + 1, a + 1]`` int32, and ``LOG_ZERO`` where it lies
-  outside (else 0). Cached: they depend on the static shapes only."""
-  j = np.arange(degree + 1)[:, None] - np.arange(a + 1)[None, :]
-  outside = np.where((j < 0) | (j > b), LOG_ZERO, 0.0)
-  return np.clip(j, 0, b).astype(np.int32), outside
+def _product(polys, k):
+  """The coefficients ``0 .. min(k, degree)`` (each ``[B]``, or the number 1) of the product over
+  the columns of the polynomials whose coefficients ``0 .. d`` ``polys`` holds, each a ``[B, n]``
+  tensor or the number 1 (the same for every column: the constant 1 of ``1 + v t``).
+
+  Multiplied pairwise in ``ceil(log2 n)`` rounds, truncated to degree ``k``: each round
+  multiplies the first half of the columns by the second (a column of the polynomial 1 added
+  where their count is odd); sums of products of nonnegative numbers, exact to a few units in
+  the last place per round.
+  """
+  while polys[-1].shape[-1] > 1:
+    if polys[-1].shape[-1] % 2:
+      polys = [_padded(c, float(d == 0)) for d, c in enumerate(polys)]
+    halves = [(c, c) if isinstance(c, float) else ops.split(c, 2, axis=-1) for c in polys]
+    polys = _multiply([h[0] for h in halves], [h[1] for h in halves], k)
+    constant = polys[:1] if isinstance(polys[0], float) else []
+    polys = constant + backend.materialized(polys[len(constant) :])
+  return [c if isinstance(c, float) else c[:, 0] for c in polys]
+
+
+def _padded(coefficient, value):
+  return (
+    coefficient
+    if isinstance(coefficient, float)
+    else ops.pad(coefficient, [[0, 0], [0, 1]], constant_values=value)
+  )
+
+
+def _times(p, q):
+  """``p q``, where either may be the number 1."""
+  return q if isinstance(p, float) else p if isinstance(q, float) else p * q
 
 
 def _multiply(left, right, k):
-  """Log coefficients of the products of polynomials ``left * right`` truncated to degree ``k``.
-
-  ``left`` ``[..., a + 1]`` and ``right`` ``[..., b + 1]`` hold log coefficients (degree 0 first,
-  ``LOG_ZERO`` for 0); the product has degree ``min(k, a + b)``, coefficient ``c`` the
-  log-sum-exp over ``i + j = c`` of ``left_i + right_j``: one gather of ``right`` into a
-  ``[degree + 1, a + 1]`` grid per product, plus ``LOG_ZERO`` where ``j = c - i`` lies outside
-  ``0 .. b`` (a constant).
-  """
-  a, b = left.shape[-1] - 1, right.shape[-1] - 1
-  index, outside = _product_grid(a, b, min(k, a + b))
-  grid = left[..., None, :] + (backend.take_last(right, index) + backend.constant(outside, left))
-  return backend.logsumexp_of_finite(grid)
-
-
-def _log_elementary_symmetric(log_values, k):
-  """:func:`log_elementary_symmetric` of ``log_values`` whose ``-inf`` entries are ``LOG_ZERO``,
-  with ``LOG_ZERO`` or less (rather than ``-inf``) for a coefficient 0.
-
-  The entries are padded with ``LOG_ZERO`` (values 0, polynomials 1) to a power of two, so that
-  no round has an odd one out; the first round's products ``(1 + u t)(1 + v t)`` are written
-  out (``0``, ``log(exp(u) + exp(v))``, ``u + v``).
-  """
-  n = log_values.shape[-1]
-  size = 1 << max(n - 1, 1).bit_length()
-  if size > n:
-    filler = ops.full_like(log_values[..., : size - n], LOG_ZERO)
-    log_values = ops.concatenate([log_values, filler], axis=-1)
-  u, v = log_values[..., 0::2], log_values[..., 1::2]
-  polys = [ops.zeros_like(u), backend.logaddexp(u, v), u + v]
-  polys = ops.stack(polys[: k + 1], axis=-1)  # [..., size / 2, min(k, 2) + 1]
-  while polys.shape[-2] > 1:
-    polys = _multiply(polys[..., 0::2, :], polys[..., 1::2, :], k)
-  polys = polys[..., 0, :]
-  missing = k + 1 - polys.shape[-1]
-  if missing:
-    pad = ops.full_like(ops.repeat(polys[..., :1], missing, axis=-1), LOG_ZERO)
-    polys = ops.concatenate([polys, pad], axis=-1)
-  return polys
-
-
-#: The largest ``k (S + log k)`` (``S``: the spread of the rivals' ``x`` in a row) at which the
-#: smooth loss takes the products in linear space, per dtype: ``e_k`` and ``e_{k-1}`` of the
-#: rivals then lie above ``exp(-LINEAR_RANGE)``, and the partial products that fall below the
-#: smallest normal float (``exp(-87)``, ``exp(-708)``) sum to less than ``2e-8`` of them for up
-#: to ``10^7`` classes.
-LINEAR_RANGE = {"float32": 50.0, "float64": 600.0}
-
-
-def _linear_elementary_symmetric(values, k):
-  """``e_1 .. e_k`` (a list of ``[B]``) of ``values`` ``[B, n] >= 0`` in linear space, ``O(n k)``.
-
-  The coefficients ``1 .. k`` of ``prod_m (1 + v_m t)`` (``e_0 = 1`` is left implicit), each a
-  ``[B, columns]`` tensor, multiplied pairwise (the first half of the columns by the second, a
-  column of the polynomial 1 added where their count is odd) in ``ceil(log2 n)`` rounds; the
-  sums of positive terms lose at most about ``log2 n`` units in the last place.
-  """
-  polys = [values]
-  while polys[0].shape[-1] > 1:
-    if polys[0].shape[-1] % 2:
-      polys = [ops.pad(c, [[0, 0], [0, 1]]) for c in polys]
-    halves = [ops.split(c, 2, axis=-1) for c in polys]
-    polys = _multiply_linear([h[0] for h in halves], [h[1] for h in halves], k)
-  zero = ops.zeros_like(polys[0][:, 0])
-  return [c[:, 0] for c in polys] + [zero] * (k - len(polys))
-
-
-def _multiply_linear(left, right, k):
-  """The coefficients ``1 .. min(k, a + b)`` of the products of polynomials whose coefficients
-  ``1 .. a`` (``left``) and ``1 .. b`` (``right``) are given, ``e_0 = 1`` on both sides:
-  ``c_d = left_d + right_d + sum_{i + j = d, i, j >= 1} left_i right_j``."""
-  a, b = len(left), len(right)
-  product = []
-  for d in range(1, min(k, a + b) + 1):
-    terms = ([left[d - 1]] if d <= a else []) + ([right[d - 1]] if d <= b else [])
-    terms += [left[i - 1] * right[d - i - 1] for i in range(max(1, d - b), min(a, d - 1) + 1)]
-    product.append(functools.reduce(operator.add, terms))
-  return product
-
-
-def log_elementary_symmetric(log_values, k):
-  """``log e_j(exp(log_values))`` for ``j = 0 .. k``, along the last axis (divide and conquer).
-
-  The elementary symmetric polynomial ``e_j(v) = sum_{|J| = j} prod_{i in J} v_i`` is the
-  coefficient of ``t^j`` in ``prod_i (1 + v_i t)`` (Berrada et al., ICLR 2018, Sec. 3.1). The
-  product is taken pairwise in ``ceil(log2 n)`` rounds, in log space, truncated to degree ``k``.
-  An entry ``-inf`` is a value ``0`` (a padded item), and so is any entry below
-  :data:`LOG_ZERO` (``-1e20``); ``log e_j = -inf`` when fewer than ``j`` entries are not (and
-  reads ``-inf`` below ``LOG_ZERO / 2``).
-
-  Args:
-    log_values: ``[..., n]`` real tensor with a static last dimension (float16, bfloat16 and
-      integers are computed in float32).
-    k: the highest degree, an integer ``>= 1``.
-
-  Returns:
-    ``[..., k + 1]`` (float32 or float64): ``log e_0 = 0``, ``log e_1 =
-    logsumexp(log_values)``, ... ``log e_k``.
-
-  Example:
-    >>> out = log_elementary_symmetric(np.log(np.array([[1.0, 2.0, 3.0]], np.float32)), 3)
-    >>> [round(float(v), 4) for v in ops.convert_to_numpy(ops.exp(out[0]))]  # 1, 6, 11, 6
-    [1.0, 6.0, 11.0, 6.0]
-  """
-  k = checks.check_int("k", k, minimum=1)
-  # float16 and integers in float32 (LOG_ZERO is beyond float16's range), as every loss does.
-  log_values = checks.check_scores("log_values", log_values, rank=None, min_length=0, finite=False)
-  n = log_values.shape[-1]
-  if n is None:
-    raise ValueError(
-      f"`log_values` must have a static last dimension, got shape {log_values.shape}."
+  """The coefficients ``0 .. min(k, a + b)`` of the product of the polynomials whose
+  coefficients ``0 .. a`` (``left``) and ``0 .. b`` (``right``) are given (tensors or the number
+  1): ``c_d = sum_{i + j = d} left_i right_j``."""
+  a, b = len(left) - 1, len(right) - 1
+  return [
+    functools.reduce(
+      operator.add, [_times(left[i], right[d - i]) for i in range(max(0, d - b), min(a, d) + 1)]
     )
-  floor = ops.full_like(log_values, LOG_ZERO)
-  polys = _log_elementary_symmetric(backend.where(log_values < LOG_ZERO, floor, log_values), k)
-  return backend.where(polys > LOG_ZERO / 2, polys, _minus_infinity(polys))
+    for d in range(min(k, a + b) + 1)
+  ]
+
+
+def _log_ratio(scores, rivals, kth, top_x, top_index, k, tau, s):
+  """``log Q_k - log Q_{k-1}`` (``[B]``) of ``Q = prod (a + b t)`` over the ``rivals`` (the
+  module docstring), with its gradient in ``scores`` written out; ``x = (s - s_r) / (k tau)``,
+  ``s_r`` the ``k``-th highest rival score ``kth`` ``[B, 1]``, ``top_x``, ``top_index``: ``x``
+  and the class of the ``k - 1`` highest rivals. A row with ``Q_k = 0`` (fewer than ``k``
+  rivals) reads 0.
+
+  ``Q`` is ``Q_R Q_K``: ``Q_R`` the product of the ``1 + b t`` of the rivals at or below ``r``
+  (``b = exp(x) / s``) over all classes, coefficient 0 left implicit, and ``Q_K`` that of the
+  ``u + t / s`` (``u = exp(-x)``) of those above ``r``, among the ``k - 1`` highest.
+  """
+
+  @backend.custom_gradient
+  def log_ratio(scores, rivals, kth, top_x, top_index):
+    x = (backend.where(rivals, scores, _minus_infinity(scores)) - kth) / (k * tau)
+    above, in_top = x > 0, top_x > 0
+    b = backend.where(above, ops.zeros_like(x), ops.exp(x) / s)
+    u = backend.where(in_top, ops.exp(-top_x), ops.ones_like(top_x))
+    q_rest = _product([1.0, b], k)
+    q_top = _product([u, backend.where(in_top, ops.full_like(u, 1 / s), ops.zeros_like(u))], k)
+    q = [_coefficient(q_rest, q_top, j, like=u[:, 0]) for j in range(k + 1)]
+    q_k, q_before = (backend.where(c > 0, c, ops.ones_like(c)) for c in (q[k], q[k - 1]))
+
+    def grad(upstream):
+      rest = _rest_gradient(b, q, q_k, q_before, k)  # 0 above r
+      top = _top_gradient(u, q_rest, q_top, q_k, q_before, k, s)
+      top = backend.where(in_top, top, backend.take_along_axis(rest, top_index, axis=1))
+      rows = ops.repeat(ops.arange(ops.shape(scores)[0], dtype="int32")[:, None], k - 1, axis=1)
+      indices = ops.reshape(ops.stack([rows, top_index], axis=-1), (-1, 2))
+      grad = ops.scatter_update(rest, indices, ops.reshape(top, (-1,)))
+      return grad * (upstream / (k * tau))[:, None], None, None, None, None
+
+    return ops.log(q_k) - ops.log(q_before), grad
+
+  return log_ratio(scores, rivals, kth, top_x, top_index)
+
+
+def _coefficient(left, right, j, like):
+  """Coefficient ``j`` of the product of the polynomials of coefficients ``left``, ``right``."""
+  terms = [_times(left[i], right[j - i]) for i in range(max(0, j - len(right) + 1), j + 1)]
+  total = functools.reduce(operator.add, terms)
+  return ops.ones_like(like) * total if isinstance(total, float) else total
+
+
+def _rest_gradient(b, q, q_k, q_before, k):
+  """``d (log Q_k - log Q_{k-1}) / dx`` at the rivals at or below ``r``: ``pi_k - pi_{k-1}``,
+  ``pi_j = b Q'_{j-1} / Q_j`` (the probability that the class is in a ``j``-subset drawn with
+  weights ``prod b``), ``Q'`` the product without the class, ``Q'_j = Q_j - b Q'_{j-1}``
+  (``b <= 1 / s``)."""
+  before, without = None, q[0][:, None]
+  for j in range(1, k):
+    before, without = without, q[j][:, None] - b * without
+  return b * (without / q_k[:, None] - before / q_before[:, None])
+
+
+def _top_gradient(u, q_rest, q_top, q_k, q_before, k, s):
+  """``d (log Q_k - log Q_{k-1}) / dx`` at the ``k - 1`` highest rivals (``[B, k - 1]``; where
+  they are above ``r``):
+  ``(1 - pi_k) - (1 - pi_{k-1})`` with ``1 - pi_j = u Q'_j / Q_j``, ``Q' = Q_R Q_K'``, ``Q_K'``
+  the product of the other factors of ``Q_K``, from the top coefficient down (``Q_K`` has all
+  its coefficients: ``Q_K'_{m-1} = s (Q_K_m - u Q_K'_m)``, ``u < 1``)."""
+  without = [s * q_top[k - 1][:, None]]  # Q_K'_{k-2}, Q_K'_{k-3}, ... Q_K'_0
+  for m in range(k - 2, 0, -1):
+    without.append(s * (q_top[m][:, None] - u * without[-1]))
+  without = without[::-1]
+  rest = [c if isinstance(c, float) else c[:, None] for c in q_rest]
+  without_top = [_coefficient(rest, without, j, like=u) for j in (k - 1, k)]
+  return u * (without_top[0] / q_before[:, None] - without_top[1] / q_k[:, None])
 
 
 def smooth_topk_svm_loss(scores, labels, *, where=None, k=5, tau=1.0, alpha=1.0):
@@ -234,6 +228,7 @@ def smooth_topk_svm_loss(scores, labels, *, where=None, k=5, tau=1.0, alpha=1.0)
     ``[B]`` losses in the scores' float dtype (at least float32).
 
   Example:
+    >>> import numpy as np
     >>> s, y = np.array([[3.0, 1.0, 0.0]], np.float32), np.array([1])
     >>> round(float(smooth_topk_svm_loss(s, y, k=1, tau=0.0)[0]), 4)  # max(1 + 3 - 1, 0)
     3.0
@@ -341,45 +336,27 @@ def _take(values, chosen):
 
 
 def _smooth_loss(scores, is_true, rivals, enough, k, tau, alpha):
-  """``L_{k,tau}`` per row through the elementary symmetric polynomials (Sec. 3).
-
-  ``log e_k - log e_{k-1}`` of the rivals' ``exp(x)`` moves by ``c`` when every ``x`` does, so
-  the rivals are shifted by their log-sum-exp ``lse`` (held constant), which makes them the
-  probabilities ``p`` of a softmax over the rivals. Where every row's rivals span ``S`` with
-  ``k (S + log k) <=`` :data:`LINEAR_RANGE` (of the dtype), ``e_j(p)``, ``j <= k``, lies
-  between ``exp(-k (S + log k))`` and 1, and the products are taken in linear space
-  (:func:`_linear_elementary_symmetric`); else in log space (:func:`_log_elementary_symmetric`),
-  for any spread, and always under XLA (:func:`tfrank4class.backend.compiled_by_xla`).
+  """``L_{k,tau}`` per row through the elementary symmetric polynomials (Sec. 3), in linear space
+  for any spread: ``r + log Q_k - log Q_{k-1}`` with ``Q = prod (a + b t)`` over the rivals (the
+  module docstring has the derivation), ``r`` the ``k``-th largest rival ``x`` (held constant),
+  other classes the factor 1 (``a = 1``, ``b = 0``).
   """
-  x = scores / (k * tau)
-  lowest = _minus_infinity(x)
-  rival_x = backend.where(rivals, x, lowest)
-  lse = ops.stop_gradient(ops.logsumexp(rival_x, axis=-1, keepdims=True))
-  lse = backend.where(ops.isfinite(lse), lse, ops.zeros_like(lse))  # no rival
-  q = backend.where(rivals, x - lse, lowest)
-
-  def linear():
-    e = _linear_elementary_symmetric(ops.exp(q), k)
-    one = ops.ones_like(e[0])
-    e_k, e_before = e[k - 1], e[k - 2] if k > 1 else one
-    if enough is not None:
-      e_k, e_before = backend.where(enough, e_k, one), backend.where(enough, e_before, one)
-    return ops.log(e_k) - ops.log(e_before)
-
-  def logarithmic():
-    log_e = _log_elementary_symmetric(backend.where(rivals, q, ops.full_like(q, LOG_ZERO)), k)
-    return log_e[:, k] - log_e[:, k - 1]
-
-  if backend.compiled_by_xla():
-    log_ratio = logarithmic()
+  rival_scores = backend.where(rivals, ops.stop_gradient(scores), _minus_infinity(scores))
+  # Materialized: else XLA on CPU turns the top-k and the slices of it into a full sort.
+  top_scores, top_index = backend.materialized(ops.top_k(rival_scores, k))
+  kth = top_scores[:, k - 1 :]
+  if enough is not None:
+    kth = backend.where(enough[:, None], kth, ops.zeros_like(kth))  # -inf: fewer than k rivals
+  if k == 1:  # e_1 / e_0: the sum; x - r: differences first, rounded once
+    s = 1.0
+    log_ratio = ops.logsumexp((backend.where(rivals, scores, rival_scores) - kth) / tau, axis=-1)
   else:
-    spread = ops.max(rival_x, axis=-1) + ops.max(backend.where(rivals, -x, lowest), axis=-1)
-    limit = LINEAR_RANGE[backend.dtype_name(x)] / k - math.log(k)
-    narrow = spread <= limit
-    if enough is not None:
-      narrow = backend.where(enough, narrow, ops.ones_like(enough))
-    log_ratio = ops.cond(ops.all(narrow), linear, logarithmic)
-  margin = log_ratio + lse[:, 0] + alpha / tau - _take(x, is_true)
+    s = _scale_of(num_items(scores) - 1, k)
+    top_x = (top_scores[:, : k - 1] - kth) / (k * tau)
+    top_index = ops.cast(top_index[:, : k - 1], "int32")
+    log_ratio = _log_ratio(scores, rivals, kth, top_x, top_index, k, tau, s)
+  true_x = (kth[:, 0] - _take(scores, is_true)) / (k * tau)  # r - x_y
+  margin = true_x + math.log(s) + log_ratio + alpha / tau
   if enough is not None:
     margin = backend.where(enough, margin, ops.zeros_like(margin))
   return tau * backend.softplus(margin)
@@ -402,6 +379,7 @@ class SmoothTopKSVMLoss(ListwiseLoss):
     alpha: the margin ``>= 0``.
 
   Example:
+    >>> import numpy as np
     >>> loss = SmoothTopKSVMLoss(k=1, tau=1.0, alpha=0.0, reduction="none")
     >>> values = loss(np.array([0]), np.array([[2.0, 0.0, 0.0]], np.float32))
     >>> [round(float(v), 4) for v in ops.convert_to_numpy(values)]  # cross-entropy
