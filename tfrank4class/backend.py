@@ -49,8 +49,9 @@ only module of the core that calls a backend's own library:
 * :func:`map_row_blocks`: a row-wise function a block of rows at a time on TensorFlow's graph
   executor on a CPU (which runs each op over the whole tensor before the next), so that a large
   ``[B, C]`` batch's intermediates stay in the cache;
-* :func:`computed_after`: an optimization barrier on JAX, so that XLA schedules a written-out
-  gradient's ``[B, C]`` values after the forward's reduction.
+* :func:`materialized`: an optimization barrier on JAX, so that XLA neither recomputes a fused
+  producer in each consumer nor schedules a written-out gradient's ``[B, C]`` values before the
+  forward's reduction.
 
 Example:
   >>> from tfrank4class.compat import ops
@@ -712,6 +713,11 @@ def materialized(tensors):
   smooth top-k SVM's products at ``C = 100,000`` took 233 ms a call in place of 33 ms
   (docs/topk.md). And XLA on CPU turns a top-k whose values are sliced (the ``k``-th apart) into
   a full sort of the row (1.7 s against 20 ms there) unless its outputs pass through here.
+  Also an order: a written-out gradient (:func:`custom_gradient`) that recomputes ``[B, n]``
+  values from its inputs does not depend on the forward's result, and XLA's CPU scheduler may
+  then compute them before the forward's reduction has consumed its own, holding both at once;
+  passing the inputs through here together with the forward's result puts them after it.
+  TensorFlow's graph and PyTorch run the backward after the forward anyway.
 
   Example:
     >>> [ops.convert_to_numpy(t).tolist() for t in materialized([ops.ones(2)])]
@@ -876,22 +882,3 @@ def _blocks(f, tensors, rows):
   index = tf.minimum(row // rows, count - 1)
   position = index * rows + row - tf.minimum(index * rows, batch - rows)
   return tf.gather(tf.reshape(blocks, [count * rows, -1]), position)
-
-
-def computed_after(x, anchor):
-  """``x`` itself, for ops that XLA must schedule after ``anchor`` is computed: on JAX an
-  optimization barrier on both (``jax.lax.optimization_barrier``), elsewhere ``x`` unchanged.
-
-  A written-out gradient (:func:`custom_gradient`) that recomputes ``[B, n]`` values from its
-  inputs does not depend on the forward's result, and XLA's CPU scheduler may then compute the
-  backward's ``[B, n]`` values before the forward's reduction has consumed its own, holding both
-  at once; the gradient function passes its inputs through here with the forward's result as
-  ``anchor``. TensorFlow's graph and PyTorch run the backward after the forward anyway.
-
-  Example:
-    >>> ops.convert_to_numpy(computed_after(ops.ones(2), ops.zeros(1))).tolist()
-    [1.0, 1.0]
-  """
-  if BACKEND != "jax":
-    return x
-  return _library().lax.optimization_barrier((x, anchor))[0]

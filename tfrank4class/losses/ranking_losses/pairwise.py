@@ -89,7 +89,7 @@ class _Pairwise(Core):
     class ids ``y`` ``[B]``, with its gradient written out (:meth:`_pair_slope`): the forward
     keeps only the true logits ``[B, 1]`` (a gather: a masked sum's subtraction from the logits
     became one more ``[B, n]`` tensor under XLA), the backward writes the ``[B, n]`` gradient from
-    the scores again, after the forward's sum (:func:`~tfrank4class.backend.computed_after`);
+    the scores again, after the forward's sum (:func:`~tfrank4class.backend.materialized`);
     autodiff kept one to three ``[B, n]`` tensors from the forward for it."""
 
     @backend.custom_gradient
@@ -101,7 +101,7 @@ class _Pairwise(Core):
       total = ops.sum(losses, axis=1, keepdims=True)
 
       def gradient(upstream):
-        logits = self.get_logits(backend.computed_after(scores, total))
+        logits = self.get_logits(backend.materialized([scores, total])[0])
         is_true = true_class_mask(ids, logits)
         # d/ds_j = -slope_j / T (j != y), d/ds_y = sum_{j != y} slope_j / T: 1/T and the sign
         # on [B, 1], not on [B, n] (TensorFlow's graph writes each op's [B, n] tensor).
