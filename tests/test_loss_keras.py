@@ -56,7 +56,7 @@ TAKES_CLASS_IDS = sorted(
 def test_the_losses_that_take_class_ids():
   # The Top-K losses; RaMBO's per-list losses (the true class's rank by counting) and its
   # mAP / APC (the batch's own classes, the true classes' ranks by binary search); SoDeep's AP
-  # (the true class's soft rank alone).
+  # (the true class's soft rank alone); the smoothed cross-entropy (its closed form of ids).
   assert TAKES_CLASS_IDS == [
     "apc_loss",
     "average_precision_loss",
@@ -65,6 +65,7 @@ def test_the_losses_that_take_class_ids():
     "mean_average_precision_loss",
     "recall_loss",
     "smooth_topk_svm_loss",
+    "smoothed_cross_entropy",
     "soft_rank_topk_loss",
     "sorter_ap_loss",
     "topk_cross_entropy_loss",
