@@ -274,6 +274,7 @@ def test_demo_statement_holds_for_every_recorded_run():
   bounds["ApproxNDCG"] = float(bound[2])
   runs = _recorded_demo_runs()
   assert sorted(runs) == [
+    "approx-written-gradient",
     "default1",
     "keras-ops",
     "logistic-at-ties",
