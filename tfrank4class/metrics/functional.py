@@ -586,9 +586,9 @@ def spearman(labels, scores):
   mid-ranks take two values, ``(1 - C)/2`` at the true class ``y`` and ``1/2`` elsewhere, so
   with ``x`` the scores' centred mid-ranks (which sum to 0) ``cov = -C x_y / 2`` and
   ``|y|^2 = C (C - 1)/4``; ``x_y = g + (e + 2)/2 - (C + 1)/2`` from :func:`rank_range`'s counts,
-  ``O(C)``, and only
-  ``|x|^2``, which depends on the sizes of the scores' tie groups, needs a sort to find them (no
-  ``O(C)`` test tells whether two of ``C`` scores tie; without ties ``|x|^2 = (C^3 - C)/12``).
+  ``O(C)``, and only ``|x|^2``, which depends on the sizes of the scores' tie groups, needs a sort
+  to find them (no ``O(C)`` test tells whether two of ``C`` scores tie; without ties
+  ``|x|^2 = (C^3 - C)/12``).
 
   Example:
     >>> # ranks (3, 2, 1) and (3, 1, 2): 1 - 6 * 2 / (3 * 8)

@@ -30,6 +30,7 @@ from tfrank4class.losses.ranking_losses.base import (
   placed_rows,
   relevant_rows,
   true_class_mask,
+  true_class_row_gradient,
   true_class_weight,
 )
 from tfrank4class.losses.ranking_losses.sampling import pairwise
@@ -102,8 +103,7 @@ class _Approx(Core):
         is_true = true_class_mask(ids, logits)
         scale = upstream / self.temperature  # on [B, 1], not on [B, n]
         slopes = ops.sigmoid(logits - true) * ops.sigmoid(true - logits) * scale
-        slopes = backend.where(is_true, 0.0, slopes)
-        return backend.where(is_true, -ops.sum(slopes, axis=1, keepdims=True), slopes), None
+        return true_class_row_gradient(is_true, slopes), None
 
       return ranks, gradient
 

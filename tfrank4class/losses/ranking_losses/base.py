@@ -62,6 +62,14 @@ def at_true_class(is_true, values):
   return ops.sum(backend.where(is_true, values, 0.0), axis=1, keepdims=True)
 
 
+def true_class_row_gradient(is_true, slopes):
+  """The gradient ``[B, n]`` of a sum over ``j != y`` of a function of ``s_j - s_y``, from its
+  slopes ``d/ds_j`` ``[B, n]`` (any value at the true class, ``is_true``): the slopes at
+  ``j != y`` and minus their sum at ``y``."""
+  slopes = backend.where(is_true, 0.0, slopes)
+  return backend.where(is_true, -ops.sum(slopes, axis=1, keepdims=True), slopes)
+
+
 def true_class_weight(ids, weights, logits):
   """The sample weight of each list's true class ``[B, 1]`` in the dtype of ``logits`` (ones for
   ``None``): what each of TF-Ranking's rules makes of ``weights`` for a one-hot row (per list,

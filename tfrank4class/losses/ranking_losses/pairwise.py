@@ -34,6 +34,7 @@ from tfrank4class.losses.ranking_losses.base import (
   relevant_rows,
   scatter_rows,
   true_class_mask,
+  true_class_row_gradient,
   true_class_weight,
 )
 from tfrank4class.losses.ranking_losses.sampling import pairwise, ranks
@@ -106,8 +107,7 @@ class _Pairwise(Core):
         # d/ds_j = -slope_j / T (j != y), d/ds_y = sum_{j != y} slope_j / T: 1/T and the sign
         # on [B, 1], not on [B, n] (TensorFlow's graph writes each op's [B, n] tensor).
         slopes = self._pair_slope(true - logits) * (upstream / -self.temperature)
-        slopes = backend.where(is_true, 0.0, slopes)
-        return backend.where(is_true, -ops.sum(slopes, axis=1, keepdims=True), slopes), None
+        return true_class_row_gradient(is_true, slopes), None
 
       return total, gradient
 
