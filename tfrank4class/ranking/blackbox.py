@@ -352,10 +352,10 @@ def _rank_change(scores, ids, valid, above, below, step):
   return ops.reshape(ops.scatter_update(ops.reshape(change, [-1]), marks, own), [batch, classes])
 
 
-# Both passes over the [B, C] scores in one XLA cluster each on TensorFlow's graphs, whose
-# kernels would run the search and the histogram one op at a time (backend.xla_cluster).
-_ranks_of_marked_clustered = backend.xla_cluster(_ranks_of_marked)
-_rank_change_clustered = backend.xla_cluster(_rank_change)
+# For B <= 32 marks known when traced, both passes in an XLA cluster each on TensorFlow's graphs
+# (backend.xla_cluster), where XLA fuses the comparisons; with more, TensorFlow's own kernels run
+# the search (XLA's plan of it took 262 MB at B = 256, C = 1,000).
+_CLUSTERED = (backend.xla_cluster(_ranks_of_marked), backend.xla_cluster(_rank_change))
 
 
 @backend.do_not_convert
@@ -368,11 +368,12 @@ def blackbox_marked_rank(scores, ids, valid, lambda_, normalized=False):
   the marked ones: then only the marks move (``y'_i = y_i + lambda_ g_i``), an unmarked entry's
   rank changes by the marks that pass it and a mark's by the entries it passes, all counted by
   :func:`_marked_below` (forward once, backward once for ``y'``: a copy of the scores with the
-  ``B`` marks moved) and a histogram of the counts; no sort of the ``B C`` scores. Each pass is
-  compiled by XLA: on TensorFlow's graphs (``tf.function``) as a cluster of its own
-  (:func:`tfrank4class.backend.xla_cluster`; eagerly and on PyTorch op by op). Compiled with
-  ``B <= 32``, each count is one fused pass of ``O(B^2 C)`` comparisons, else a binary search per
-  entry, ``O(B C log B)``; the forward keeps the int32 counts ``[B, C]`` for the backward.
+  ``B`` marks moved) and a histogram of the counts; no sort of the ``B C`` scores. Compiled by
+  XLA (JAX, ``jit_compile=True``, and, for a batch of ``B <= 32`` known when traced, on
+  TensorFlow's graphs as a cluster of its own: :func:`tfrank4class.backend.xla_cluster`) with
+  ``B <= 32``, each count is one fused pass of ``O(B^2 C)`` comparisons; else (eagerly, on
+  PyTorch, larger batches) a binary search per entry, ``O(B C log B)``. The forward keeps the
+  int32 counts ``[B, C]`` for the backward.
 
   Args:
     scores: real ``[B, C]``; must be finite.
@@ -399,12 +400,14 @@ def blackbox_marked_rank(scores, ids, valid, lambda_, normalized=False):
   def _op(y, t, group):
     dtype = backend.dtype_name(y)
     t = ops.cast(t, "int32")
-    above, below = _ranks_of_marked_clustered(y, t, group)
+    clustered = isinstance(shape[0], int) and shape[0] <= _MOST_MARKS_COMPARED
+    count, rank_change = _CLUSTERED if clustered else (_ranks_of_marked, _rank_change)
+    above, below = count(y, t, group)
     ranks = 1.0 + ops.cast(above, dtype)
 
     def grad(g):
       lam = _effective_lambda(lambda_, normalized, shape[0] * shape[1], dtype)
-      change = _rank_change_clustered(y, t, group, above, below, lam * ops.cast(g, dtype))
+      change = rank_change(y, t, group, above, below, lam * ops.cast(g, dtype))
       return change / lam, None, None
 
     return exact.mark_nan_lists(ranks[None, :], ops.reshape(y, [1, -1]))[0], grad
