@@ -334,22 +334,26 @@ def test_marked_rank_with_every_mark_padded_or_none_ahead():
   assert bt.numpy(apc_loss_value(scores, np.array([1, 2]), where=empty)) == 0.0
 
 
-def test_marked_rank_gradient_with_signed_upstream_matches_algorithm_1():
-  """The ranker itself, for any sign of ``dL/dr`` (marks move up and down), against numpy
-  Algorithm 1 on the flattened list: ``-(rk(y) - rk(y + lambda g)) / lambda``."""
-  scores, ids, where = tied_lists(11, batch=7, n=5)
-  upstream = np.array([0.0, 1.5, -2.0, 0.7, -0.4, 3.0, -1.0])
+@pytest.mark.parametrize("mode", bt.compile_modes())
+@pytest.mark.parametrize("batch", [7, 40])  # compiled by XLA: all marks compared; a search
+def test_marked_rank_gradient_with_signed_upstream_matches_algorithm_1(batch, mode):
+  """The ranker itself, for any sign of ``dL/dr`` (marks move up and down, onto other scores: the
+  integer scores and steps tie), with two marks tied, in every compile mode (TensorFlow's
+  ``tf.function`` runs it as XLA clusters), against numpy Algorithm 1 on the flattened list:
+  ``-(rk(y) - rk(y + lambda g)) / lambda``."""
+  scores, ids, where = tied_lists(11, batch=batch, n=5)
+  scores[4, ids[4]] = scores[2, ids[2]]
+  upstream = np.resize([0.0, 1.5, -2.0, 0.7, -0.4, 3.0, -1.0, 1.0], batch)
   flat, group = scores.reshape(1, -1), where.reshape(1, -1)
   g = np.zeros_like(scores)
-  g[np.arange(7), ids] = np.where(where[np.arange(7), ids], upstream, 0.0)
+  rows = np.arange(batch)
+  g[rows, ids] = np.where(where[rows, ids], upstream, 0.0)
   rk = ref.rank_within(flat, group).reshape(scores.shape)
   moved = ref.rank_within(flat + 3.0 * g.reshape(1, -1), group).reshape(scores.shape)
   expected = np.where(where, (moved - rk) / 3.0, 0.0)
-  has_mark = where[np.arange(7), ids]
+  has_mark = where[rows, ids]
   fn = lambda s: ops.sum(blackbox_marked_rank(s, ids, where, 3.0) * ops.convert_to_tensor(upstream))
-  value, (grad,) = bt.value_and_grad(fn, scores)
-  np.testing.assert_allclose(
-    value, np.sum(np.where(has_mark, rk[np.arange(7), ids], 1.0) * upstream)
-  )
+  value, (grad,) = bt.value_and_grad(bt.compiled(fn, mode), scores)
+  np.testing.assert_allclose(value, np.sum(np.where(has_mark, rk[rows, ids], 1.0) * upstream))
   np.testing.assert_allclose(grad, expected, atol=1e-12)
-  assert np.count_nonzero(expected) > 7
+  assert np.count_nonzero(expected) > batch

@@ -51,7 +51,10 @@ only module of the core that calls a backend's own library:
   ``[B, C]`` batch's intermediates stay in the cache;
 * :func:`materialized`: an optimization barrier on JAX, so that XLA neither recomputes a fused
   producer in each consumer nor schedules a written-out gradient's ``[B, C]`` values before the
-  forward's reduction.
+  forward's reduction;
+* :func:`xla_cluster`: a function compiled by XLA inside TensorFlow's graph (a nested
+  ``jit_compile=True`` function), where TensorFlow's one-op-at-a-time kernels cost a pass over
+  memory each.
 
 Example:
   >>> from tfrank4class.compat import ops
@@ -882,3 +885,27 @@ def _blocks(f, tensors, rows):
   index = tf.minimum(row // rows, count - 1)
   position = index * rows + row - tf.minimum(index * rows, batch - rows)
   return tf.gather(tf.reshape(blocks, [count * rows, -1]), position)
+
+
+def xla_cluster(fn):
+  """``fn`` compiled by XLA as a cluster of its own where TensorFlow traces a graph that XLA does
+  not compile already (``tf.function`` without ``jit_compile``): a nested
+  ``tf.function(jit_compile=True)``, which XLA compiles once per input shape at run time.
+  Eagerly, under ``jit_compile=True``, and on JAX (XLA compiles the whole function) and PyTorch,
+  ``fn`` itself.
+
+  For a count over every entry that TensorFlow's kernels run one op at a time over memory but
+  XLA fuses into one pass (:func:`tfrank4class.ranking.blackbox.blackbox_marked_rank`). ``fn``
+  takes and returns tensors (or tuples of them) and has no gradient of its own.
+  """
+  if BACKEND != "tensorflow":
+    return fn
+  tf = _library()
+  compiled = tf.function(fn, jit_compile=True, autograph=False)
+
+  def clustered(*tensors):
+    if tf.executing_eagerly() or _in_xla_context():
+      return fn(*tensors)
+    return compiled(*tensors)
+
+  return clustered

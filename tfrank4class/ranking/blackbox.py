@@ -246,10 +246,12 @@ def _marked_below(scores, marked_scores, ids):
   """Int32 ``[B, C]``: for each entry of ``scores``, read as ONE list in row-major order, the
   number of marked entries (``marked_scores[b]`` at ``(b, ids[b])``; ``+inf`` for none) ranked
   below it under the tie rule of :func:`tfrank4class.ranking.rank` (``s_j > s_i``, or equal and
-  ``j`` earlier). On JAX with ``B <= 32``, :func:`_marked_below_compared` (one fused pass);
-  otherwise :func:`_marked_below_searched` (a binary search per entry)."""
+  ``j`` earlier). Where XLA compiles it (JAX; on TensorFlow the XLA clusters of
+  :func:`blackbox_marked_rank` and ``jit_compile=True``) with ``B <= 32``,
+  :func:`_marked_below_compared` (one fused pass); otherwise :func:`_marked_below_searched` (a
+  binary search per entry)."""
   batch = exact.shape_of(scores)[0]
-  if backend.BACKEND == "jax" and isinstance(batch, int) and batch <= _MOST_MARKS_COMPARED:
+  if backend.compiled_by_xla() and isinstance(batch, int) and batch <= _MOST_MARKS_COMPARED:
     return _marked_below_compared(scores, marked_scores, ids)
   return _marked_below_searched(scores, marked_scores, ids)
 
@@ -333,6 +335,29 @@ def _ranks_of_marked(scores, ids, valid):
   return backend.where(marked_valid, above, ops.zeros_like(above)), below
 
 
+def _rank_change(scores, ids, valid, above, below, step):
+  """Float ``[B, C]``: ``rk(y') - rk(y)`` of every entry, for ``y'`` the scores with each row's
+  marked entry moved by ``step`` ``[B]``, from :func:`_ranks_of_marked`'s ``(above, below)`` of
+  ``y``. ``y'`` is a copy with ``B`` entries written; an unmarked valid entry drops by the marks
+  that pass it (``below - below'``), a mark by the entries it passes (``above' - above``, 0 for a
+  mark that is not valid: both its counts are). Whole numbers: exact."""
+  batch, classes = exact.shape_of(scores)
+  dtype = backend.dtype_name(scores)
+  marks = ops.reshape(ops.arange(batch, dtype="int32") * classes + ids, [-1, 1])
+  flat = ops.reshape(scores, [-1])
+  moved = ops.scatter_update(flat, marks, ops.take(flat, marks[:, 0]) + step)
+  moved_above, moved_below = _ranks_of_marked(ops.reshape(moved, [batch, classes]), ids, valid)
+  change = backend.where(valid, ops.cast(below - moved_below, dtype), ops.zeros_like(scores))
+  own = ops.cast(moved_above - above, dtype)
+  return ops.reshape(ops.scatter_update(ops.reshape(change, [-1]), marks, own), [batch, classes])
+
+
+# For B <= 32 marks known when traced, both passes in an XLA cluster each on TensorFlow's graphs
+# (backend.xla_cluster), where XLA fuses the comparisons; with more, TensorFlow's own kernels run
+# the search (XLA's plan of it took 262 MB at B = 256, C = 1,000).
+_CLUSTERED = (backend.xla_cluster(_ranks_of_marked), backend.xla_cluster(_rank_change))
+
+
 @backend.do_not_convert
 def blackbox_marked_rank(scores, ids, valid, lambda_, normalized=False):
   """Ranks of one marked entry per row among ALL valid entries of ``[B, C]`` scores read as one
@@ -343,9 +368,12 @@ def blackbox_marked_rank(scores, ids, valid, lambda_, normalized=False):
   the marked ones: then only the marks move (``y'_i = y_i + lambda_ g_i``), an unmarked entry's
   rank changes by the marks that pass it and a mark's by the entries it passes, all counted by
   :func:`_marked_below` (forward once, backward once for ``y'``: a copy of the scores with the
-  ``B`` marks moved) and a histogram of the counts; no sort of the ``B C`` scores. On JAX with
-  ``B <= 32`` each count is one fused pass of ``O(B^2 C)`` comparisons, else a binary search per
-  entry, ``O(B C log B)``; the forward keeps the int32 counts ``[B, C]`` for the backward.
+  ``B`` marks moved) and a histogram of the counts; no sort of the ``B C`` scores. Compiled by
+  XLA (JAX, ``jit_compile=True``, and, for a batch of ``B <= 32`` known when traced, on
+  TensorFlow's graphs as a cluster of its own: :func:`tfrank4class.backend.xla_cluster`) with
+  ``B <= 32``, each count is one fused pass of ``O(B^2 C)`` comparisons; else (eagerly, on
+  PyTorch, larger batches) a binary search per entry, ``O(B C log B)``. The forward keeps the
+  int32 counts ``[B, C]`` for the backward.
 
   Args:
     scores: real ``[B, C]``; must be finite.
@@ -372,24 +400,15 @@ def blackbox_marked_rank(scores, ids, valid, lambda_, normalized=False):
   def _op(y, t, group):
     dtype = backend.dtype_name(y)
     t = ops.cast(t, "int32")
-    above, below = _ranks_of_marked(y, t, group)
+    clustered = isinstance(shape[0], int) and shape[0] <= _MOST_MARKS_COMPARED
+    count, rank_change = _CLUSTERED if clustered else (_ranks_of_marked, _rank_change)
+    above, below = count(y, t, group)
     ranks = 1.0 + ops.cast(above, dtype)
-    rows = ops.arange(shape[0], dtype="int32")
 
     def grad(g):
       lam = _effective_lambda(lambda_, normalized, shape[0] * shape[1], dtype)
-      # y' = y with only the marks moved: a copy with B entries written, not a pass over [B, C].
-      marks = ops.reshape(rows * shape[1] + t, [-1, 1])
-      flat = ops.reshape(y, [-1])
-      moved_marks = ops.take(flat, marks[:, 0]) + lam * ops.cast(g, dtype)
-      moved = ops.reshape(ops.scatter_update(flat, marks, moved_marks), shape)
-      moved_above, moved_below = _ranks_of_marked(moved, t, group)
-      # An unmarked entry drops by the marks that pass it; a mark by the entries it passes (0 for
-      # a mark that is not valid: both its counts are).
-      change = backend.where(group, ops.cast(below - moved_below, dtype), ops.zeros_like(y))
-      own = ops.cast(moved_above - above, dtype)
-      change = ops.scatter_update(ops.reshape(change, [-1]), marks, own)
-      return ops.reshape(change, shape) / lam, None, None
+      change = rank_change(y, t, group, above, below, lam * ops.cast(g, dtype))
+      return change / lam, None, None
 
     return exact.mark_nan_lists(ranks[None, :], ops.reshape(y, [1, -1]))[0], grad
 

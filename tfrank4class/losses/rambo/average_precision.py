@@ -131,8 +131,9 @@ def apc_loss_value(scores, labels, *, where=None, lambda_=1.0, margin=0.0):
 
   Cost: class ids, only the ``B`` true classes carry weight: their ranks in the list from the
   count of true scores below every score, forward and backward
-  (:func:`~tfrank4class.ranking.blackbox.blackbox_marked_rank`: on JAX ``O(B^2 C)`` comparisons
-  in one fused pass each, elsewhere a binary search per score, ``O(B C log B)``), and their
+  (:func:`~tfrank4class.ranking.blackbox.blackbox_marked_rank`: compiled by XLA, as on JAX and in
+  TensorFlow's graphs, ``O(B^2 C)`` comparisons in one fused pass each for ``B <= 32``, elsewhere
+  a binary search per score, ``O(B C log B)``), and their
   ``rk+`` among themselves, ``O(B^2)``; dense relevance, the ``B C`` list sorted twice forward and
   once backward, ``O(B C log(B C))``.
 
@@ -282,8 +283,9 @@ class APCLoss(base.BlackboxRankLoss):
   The ``B x C`` scores (plus the ``memory`` past batches) form a single list whose relevant items
   are the (example, true class) pairs, which favours scores comparable across classes.
   A batch-level loss: returns a scalar. Cost with class ids: every score counted against the
-  true classes' scores, no sort of the list (``O(B C log B)``; on JAX ``O(B^2 C)`` comparisons in
-  fused passes); ``O(B C log(B C))`` with dense relevance or a memory (:func:`apc_loss_value`).
+  true classes' scores, no sort of the list (``O(B C log B)``; compiled by XLA with ``B <= 32``,
+  ``O(B^2 C)`` comparisons in fused passes); ``O(B C log(B C))`` with dense relevance or a memory
+  (:func:`apc_loss_value`).
 
   Sample weights (``coupling = "batch"``, see :mod:`tfrank4class.losses.base`): an example of
   weight 0 is left out of every list; the loss of the others is scaled by the mean weight.
