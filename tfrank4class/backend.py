@@ -174,8 +174,10 @@ def hard_topk_svm(scores, ids, rivals, enough, k, alpha):
   the ``rivals`` (bool ``[B, C]``; ``None``: every class but the true one) in the order of
   :func:`top_k` (score descending, ties by the lower index first), found on the scores held
   constant and gathered, so that the gradient is ``(e_r - e_y) / k`` where the loss is positive,
-  as the Keras form's. Where ``enough`` (bool ``[B]``, or ``None``) is False, ``s_r`` is ``s_y``
-  (the row's value is then ``alpha``, gradient 0; the caller sets it to 0). ``C > k``.
+  as the Keras form's (``alpha + s_r / k - s_y / k``: within a few units in the last place of
+  its ``alpha + (s_r - s_y) / k``). Where ``enough`` (bool ``[B]``, or ``None``) is False,
+  ``s_r`` is ``s_y`` (the row's value is then ``alpha``, gradient 0; the caller sets it to 0).
+  ``C > k``.
   """
   if BACKEND != "torch":
     raise NotImplementedError("`hard_topk_svm` is PyTorch's form; see its docstring.")
@@ -192,8 +194,10 @@ def hard_topk_svm(scores, ids, rivals, enough, k, alpha):
     kth_index = _torch_top_k(masked, k)[1][:, k - 1 :].to(torch.int64)
   if enough is not None:
     kth_index = torch.where(enough[:, None], kth_index, true_index)
-  kth, true = torch.gather(scores, 1, torch.cat([kth_index, true_index], 1)).unbind(1)
-  return torch.relu((kth - true).div_(k).add_(alpha))  # in place: two ops fewer to record
+  pair = torch.gather(scores, 1, torch.cat([kth_index, true_index], 1))  # s_r, s_y: one gather
+  # alpha + s_r / k - s_y / k in one op (its gradient one node, not a slice, a sub and a division)
+  weights = scores.new_tensor([1 / k, -1 / k])
+  return torch.relu(torch.addmv(scores.new_tensor(alpha), pair, weights))
 
 
 def take_along_axis(x, indices, axis=-1):
