@@ -18,6 +18,8 @@ only module of the core that calls a backend's own library:
 * :func:`logsumexp_of_finite`, :func:`take_last`, :func:`constant`: a log-sum-exp, a gather by
   a constant index and a constant, in the library's own ops on PyTorch, where Keras's conversion
   of each operand costs more than a small op;
+* :func:`hard_topk_svm`: the hard top-k SVM loss in PyTorch's own ops (eager PyTorch's time at
+  tens of classes is the count of its ops);
 * :func:`searchsorted`: ``keras.ops.searchsorted`` is 1-D only; here it is batched over leading
   axes, with each backend's own batched search;
 * :func:`lgamma`, :func:`digamma`: not in ``keras.ops``;
