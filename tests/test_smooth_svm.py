@@ -254,6 +254,89 @@ def test_hard_loss_and_gradient_against_numpy(mode, tied):
   np.testing.assert_array_equal(grad, [hard_gradient(s[i], y[i], 4, 0.5) for i in range(16)])
 
 
+def hard_of_kept(s, y, keep, k, alpha):
+  """``hard`` and ``hard_gradient`` over the classes where ``keep`` holds (the others padding):
+  0 and a zero gradient where ``y`` is not kept (no true class) or fewer than ``k`` rivals are."""
+  grad = np.zeros(len(s), np.float64)
+  rivals = sorted((j for j in range(len(s)) if keep[j] and j != y), key=lambda j: (-s[j], j))
+  if not keep[y] or len(rivals) < k:
+    return 0.0, grad
+  value = max(alpha + (float(s[rivals[k - 1]]) - float(s[y])) / k, 0.0)
+  if value > 0:
+    grad[rivals[k - 1]], grad[y] = 1.0 / k, -1.0 / k
+  return value, grad
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("k", [1, 6])  # 6 = C - 1: every other class is a rival
+@pytest.mark.parametrize("form", ["ids", "loss_object", "dense", "where"])
+def test_hard_loss_edges_padding_and_dtypes_against_numpy(dtype, k, form):
+  """Ties (scores 0-2), k = 1 and k = C - 1, padded classes holding NaN and inf (dense -1 or
+  ``where``), rows without a true class and with fewer than k rivals, float32 and float64; on
+  PyTorch the loss takes ``backend.hard_topk_svm``, elsewhere the Keras form."""
+  rng = np.random.default_rng(11)
+  s = rng.integers(0, 3, size=(12, 7)).astype(dtype)
+  y = rng.integers(0, 7, 12)
+  keep = np.ones_like(s, bool) if form in ("ids", "loss_object") else rng.random(s.shape) < 0.8
+  if form in ("dense", "where"):
+    keep[0], keep[1, y[1]] = True, False  # row 1: its true class is padding
+  s = np.where(keep | (np.arange(7) == y[:, None]), s, np.nan).astype(dtype)
+  s[3, ~keep[3]] = np.inf
+  labels, where = y, None
+  if form == "dense":
+    labels = np.where(keep, np.eye(7)[y], -1.0).astype(dtype)
+    labels[2] = np.where(keep[2], 0.0, -1.0)  # row 2: no entry > 0, no true class
+    keep[2] = False
+  elif form == "where":
+    where = keep
+  if form == "loss_object":
+    loss = SmoothTopKSVMLoss(k=k, tau=0.0, alpha=0.5, reduction="none")
+    fn = lambda v: loss(labels, v)  # noqa: E731
+  else:
+    fn = lambda v: smooth_topk_svm_loss(v, labels, where=where, k=k, tau=0.0, alpha=0.5)  # noqa: E731
+  with bt.float64():
+    _, (grad,) = bt.value_and_grad(lambda v: ops.sum(fn(v)), s)
+    got = bt.numpy(fn(s))
+  expected = [hard_of_kept(s[i], y[i], keep[i], k, 0.5) for i in range(12)]
+  # The function returns the scores' dtype; a loss object its flavour's (Keras 3: float32).
+  assert form == "loss_object" or got.dtype == np.dtype(dtype)
+  tolerance = {"float32": 1e-6, "float64": 1e-12}[got.dtype.name]
+  np.testing.assert_allclose(got, [e[0] for e in expected], rtol=tolerance, atol=tolerance)
+  np.testing.assert_allclose(grad, [e[1] for e in expected], rtol=tolerance, atol=tolerance)
+
+
+def test_backend_hard_topk_svm_on_pytorch_only():
+  """``backend.hard_topk_svm``, the hard loss's PyTorch form, against numpy (ties broken by the
+  lower index, rows with fewer than k rivals); elsewhere it refuses (the Keras form is used)."""
+  from tfrank4class import backend  # noqa: PLC0415
+
+  s = np.array([[1.0, 2.0, 2.0, 0.0, 2.0], [3.0, 1.0, 1.0, 1.0, 0.0]], np.float32)
+  ids = np.array([3, 0], np.int32)
+  rivals = np.array([[True, True, True, False, True], [False, True, True, True, False]])
+  enough = np.array([True, True])
+  args = [ops.convert_to_tensor(a) for a in (ids, rivals, enough)]
+  if backend.BACKEND != "torch":
+    with pytest.raises(NotImplementedError, match="PyTorch's form"):
+      backend.hard_topk_svm(ops.convert_to_tensor(s), *args, 2, 0.5)
+    return
+  for k in (1, 2, 3):
+    got, (grad,) = bt.value_and_grad(
+      lambda v, k=k: ops.sum(backend.hard_topk_svm(v, *args, k, 0.5)), s
+    )
+    expected = [
+      hard_of_kept(s[i], ids[i], rivals[i] | (np.arange(5) == ids[i]), k, 0.5) for i in (0, 1)
+    ]
+    np.testing.assert_allclose(got, sum(e[0] for e in expected), rtol=1e-6)
+    np.testing.assert_allclose(grad, [e[1] for e in expected], rtol=1e-6)
+  # Without rivals (every class but the true one), and with a row short of k rivals: alpha.
+  every = [hard_of_kept(s[i], ids[i], np.ones(5, bool), 4, 0.5)[0] for i in (0, 1)]
+  got = backend.hard_topk_svm(ops.convert_to_tensor(s), args[0], None, args[2], 4, 0.5)
+  np.testing.assert_allclose(bt.numpy(got), every, rtol=1e-6)
+  short = ops.convert_to_tensor(np.array([True, False]))
+  got = backend.hard_topk_svm(ops.convert_to_tensor(s), args[0], args[1], short, 3, 0.5)
+  np.testing.assert_allclose(bt.numpy(got), [0.5 + (2.0 - 0.0) / 3, 0.5], rtol=1e-6)
+
+
 @pytest.mark.tensorflow_only
 def test_hard_loss_has_no_top_k():
   """Under XLA on CPU, ``top_k`` over the masked scores and its gradient (a scatter) made the

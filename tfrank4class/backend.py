@@ -18,6 +18,8 @@ only module of the core that calls a backend's own library:
 * :func:`logsumexp_of_finite`, :func:`take_last`, :func:`constant`: a log-sum-exp, a gather by
   a constant index and a constant, in the library's own ops on PyTorch, where Keras's conversion
   of each operand costs more than a small op;
+* :func:`hard_topk_svm`: the hard top-k SVM loss in PyTorch's own ops (eager PyTorch's time at
+  tens of classes is the count of its ops);
 * :func:`searchsorted`: ``keras.ops.searchsorted`` is 1-D only; here it is batched over leading
   axes, with each backend's own batched search;
 * :func:`lgamma`, :func:`digamma`: not in ``keras.ops``;
@@ -69,6 +71,7 @@ Example:
 # Over 500 lines: the one module of the core that calls a backend's own library, so that every
 # workaround sits in one place (tests/test_layout.py).
 import importlib
+import math
 
 import keras as _keras_3
 import numpy as np
@@ -164,6 +167,42 @@ def _torch_top_k(x, k):
   index = torch.topk(torch.where(chosen, later_is_lower, 0), k, dim=-1).indices
   values, order = torch.sort(torch.gather(x, -1, index), dim=-1, descending=True, stable=True)
   return values, torch.gather(index, -1, order).to(torch.int32)
+
+
+def hard_topk_svm(scores, ids, rivals, enough, k, alpha):
+  """The hard top-k SVM loss ``max(alpha + (s_r - s_y) / k, 0)`` per row of ``scores`` ``[B, C]``
+  on PyTorch, in its own ops (eager PyTorch's time at tens of classes is mostly the count of its
+  ops and Keras's conversion of each operand: see :func:`logsumexp_of_finite`); TensorFlow and
+  JAX take the Keras form of :mod:`tfrank4class.losses.topk.smooth_svm`.
+
+  ``s_y`` is the score of the true class ``ids`` (int ``[B]``), ``s_r`` that of the ``k``-th of
+  the ``rivals`` (bool ``[B, C]``; ``None``: every class but the true one) in the order of
+  :func:`top_k` (score descending, ties by the lower index first), found on the scores held
+  constant and gathered, so that the gradient is ``(e_r - e_y) / k`` where the loss is positive,
+  as the Keras form's (``alpha + s_r / k - s_y / k``: within a few units in the last place of
+  its ``alpha + (s_r - s_y) / k``). Where ``enough`` (bool ``[B]``, or ``None``) is False,
+  ``s_r`` is ``s_y`` (the row's value is then ``alpha``, gradient 0; the caller sets it to 0).
+  ``C > k``.
+  """
+  if BACKEND != "torch":
+    raise NotImplementedError("`hard_topk_svm` is PyTorch's form; see its docstring.")
+  torch = _library()
+  true_index = ids.to(torch.int64)[:, None]
+  if rivals is None:
+    masked = scores.detach().scatter(1, true_index, -math.inf)
+  else:
+    masked = scores.detach().masked_fill(~rivals, -math.inf)
+  first = torch.topk(masked, k + 1, dim=-1)  # C > k
+  if bool(torch.all(first.values[:, :-1] > first.values[:, 1:])):  # no tie: _torch_top_k's test
+    kth_index = first.indices[:, k - 1 : k]
+  else:
+    kth_index = _torch_top_k(masked, k)[1][:, k - 1 :].to(torch.int64)
+  if enough is not None:
+    kth_index = torch.where(enough[:, None], kth_index, true_index)
+  pair = torch.gather(scores, 1, torch.cat([kth_index, true_index], 1))  # s_r, s_y: one gather
+  # alpha + s_r / k - s_y / k in one op (its gradient one node, not a slice, a sub and a division)
+  weights = scores.new_tensor([1 / k, -1 / k])
+  return torch.relu(torch.addmv(scores.new_tensor(alpha), pair, weights))
 
 
 def take_along_axis(x, indices, axis=-1):

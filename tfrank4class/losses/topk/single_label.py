@@ -17,8 +17,6 @@ two forms (:func:`tfrank4class.labels.parse_labels`):
 False is padding, as a dense entry below 0.
 """
 
-import typing
-
 import numpy as np
 
 from tfrank4class import backend, checks
@@ -26,7 +24,7 @@ from tfrank4class.compat import ops
 from tfrank4class.labels import check_batch_size, num_items, parse_labels
 
 
-class SingleLabel(typing.NamedTuple):
+class SingleLabel:
   """The true class of each row (see :func:`single_label`).
 
   Attributes:
@@ -36,13 +34,28 @@ class SingleLabel(typing.NamedTuple):
     parsed: the :class:`tfrank4class.labels.Labels` the parser returned.
     multi: bool ``[B]``, the rows with several entries ``> 0`` (compiled code only; ``None``
       where none can be, or where they raised).
+
+  For class ids without ``where`` (every row has its class, no class is padding) ``has_true`` and
+  ``valid`` are all True, built when first read: a loss that needs no mask then builds none (on
+  eager PyTorch each costs about as much as a small op of the loss).
   """
 
-  ids: object
-  has_true: object
-  valid: object
-  parsed: object
-  multi: object = None
+  def __init__(self, ids, parsed, scores, has_true=None, valid=None, multi=None):
+    """``has_true`` and ``valid`` ``None``: all True (``valid`` of the shape of ``scores``)."""
+    self.ids, self.parsed, self.multi = ids, parsed, multi
+    self._scores, self._has_true, self._valid = scores, has_true, valid
+
+  @property
+  def has_true(self):
+    if self._has_true is None:
+      self._has_true = ops.ones_like(self.ids, "bool")
+    return self._has_true
+
+  @property
+  def valid(self):
+    if self._valid is None:
+      self._valid = ops.ones_like(self._scores, "bool")
+    return self._valid
 
   def mark_invalid(self, values):
     """Per-list ``values`` ``[B]`` with NaN in the rows whose labels were bad (compiled code)."""
@@ -79,8 +92,7 @@ def single_label(labels, scores, name="y_true", where=None):
   parsed = parse_labels(labels, num_classes, name=name, dtype=scores.dtype)
   check_batch_size(parsed.tensor, scores, name=name, other_name="y_pred")
   if parsed.is_class_ids and where is None:
-    ids = ops.cast(parsed.ids, "int32")
-    return SingleLabel(ids, ops.ones_like(ids, "bool"), ops.ones_like(scores, "bool"), parsed)
+    return SingleLabel(parsed.ids, parsed, scores)  # int32 ids (parse_labels)
   relevance = parsed.to_relevance(num_classes, scores.dtype)
   if where is not None:
     relevance = backend.where(where, relevance, -ops.ones_like(relevance))
@@ -97,4 +109,4 @@ def single_label(labels, scores, name="y_true", where=None):
   if backend.is_concrete(multi):
     multi = None  # checked
   ids = ops.cast(ops.argmax(ops.cast(positive, "int32"), axis=-1), "int32")
-  return SingleLabel(ids, count > 0, relevance >= 0, parsed, multi)
+  return SingleLabel(ids, parsed, scores, count > 0, relevance >= 0, multi)

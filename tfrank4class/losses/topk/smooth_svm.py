@@ -266,6 +266,9 @@ def _loss_of_checked(scores, parsed, every_class, k, tau, alpha):
   is not padding) and ``parsed``, their :class:`~tfrank4class.losses.topk.single_label.
   SingleLabel`. Class ids with ``every_class`` (no ``where``) need no mask: every row has its
   true class and ``C - 1 >= k`` rivals, the classes other than it."""
+  if tau == 0.0 and backend.BACKEND == "torch" and parsed.parsed.is_class_ids and every_class:
+    loss = backend.hard_topk_svm(scores, parsed.ids, None, None, k, alpha)  # no mask to build
+    return parsed.mark_invalid(loss)
   classes = ops.arange(num_items(scores), dtype="int32")
   is_true = ops.equal(classes[None, :], parsed.ids[:, None])
   rivals = ops.logical_not(is_true)
@@ -275,7 +278,7 @@ def _loss_of_checked(scores, parsed, every_class, k, tau, alpha):
     rivals = ops.logical_and(parsed.valid, rivals)
     enough = ops.logical_and(parsed.has_true, ops.sum(ops.cast(rivals, "int32"), axis=-1) >= k)
   if tau == 0.0:
-    loss = _hard_loss(scores, is_true, rivals, enough, k, alpha)
+    loss = _hard_loss(scores, parsed.ids, is_true, rivals, enough, k, alpha)
   else:
     loss = _smooth_loss(scores, is_true, rivals, enough, k, tau, alpha)
   if enough is not None:
@@ -283,14 +286,18 @@ def _loss_of_checked(scores, parsed, every_class, k, tau, alpha):
   return parsed.mark_invalid(loss)
 
 
-def _hard_loss(scores, is_true, rivals, enough, k, alpha):
+def _hard_loss(scores, ids, is_true, rivals, enough, k, alpha):
   """``l_k = max(alpha + ((s_{\\y})_[k] - s_y) / k, 0)`` per row (0 where not ``enough``;
-  ``enough = None``: every row has ``k`` rivals), ``is_true`` (bool ``[B, C]``) the true class.
+  ``enough = None``: every row has ``k`` rivals), ``ids`` (int ``[B]``) and ``is_true`` (bool
+  ``[B, C]``) the true class.
 
   ``(s_{\\y})_[k]`` is the score of the ``k``-th rival in the order (score descending, index
-  ascending: ties go to the lowest index first, the order of a stable top-k), found by
-  :func:`_kth_rival`; its gradient is one ``where``.
+  ascending: ties go to the lowest index first, the order of a stable top-k). On PyTorch
+  :func:`tfrank4class.backend.hard_topk_svm` (its own ops, gathers); elsewhere found by
+  :func:`_kth_rival`, its gradient one ``where``.
   """
+  if backend.BACKEND == "torch":
+    return backend.hard_topk_svm(scores, ids, rivals, enough, k, alpha)
   true_score = _take(scores, is_true)
   last = _kth_rival(scores, rivals, k)
   kth = ops.sum(backend.where(last, scores, 0.0), axis=-1)
@@ -301,23 +308,13 @@ def _hard_loss(scores, is_true, rivals, enough, k, alpha):
 
 def _kth_rival(scores, rivals, k):
   """Bool ``[B, C]``: the ``k``-th of the ``rivals`` of each row in the order (score descending,
-  index ascending), none where a row has fewer than ``k``.
-
-  Where the graph is traced (TensorFlow, JAX), ``k`` rounds of argmax over the rivals not yet
-  picked, ``O(k C)`` per row, a Python loop of ``k`` steps (``k`` is a small Python int),
-  unrolled when traced. Not a top-k over the masked scores: under XLA on CPU that version (its
-  forward pass and its scatter gradient) ran 5-17x slower than in a plain graph at ``C = 1,000``;
-  the rounds are no slower under XLA than in a plain graph (``benchmarks/topk.py``,
-  ``docs/topk.md``). On PyTorch (eager: its time is mostly the count of ops), from the ``k``-th
-  largest rival score ``v`` (one ``top_k``, no gradient): among the rivals scored ``v``, the
-  ``(k - #{rivals above v})``-th from the lowest index; 7 ops in place of ``6 k``.
+  index ascending), none where a row has fewer than ``k``: ``k`` rounds of argmax over the rivals
+  not yet picked, ``O(k C)`` per row, a Python loop of ``k`` steps (``k`` is a small Python int),
+  unrolled when traced (TensorFlow, JAX). Not a top-k over the masked scores: under XLA on CPU
+  that version (its forward pass and its scatter gradient) ran 5-17x slower than in a plain graph
+  at ``C = 1,000``; the rounds are no slower under XLA than in a plain graph
+  (``benchmarks/topk.py``, ``docs/topk.md``).
   """
-  if backend.BACKEND == "torch":
-    masked = ops.stop_gradient(backend.where(rivals, scores, -math.inf))
-    kth = ops.top_k(masked, k, sorted=True)[0][:, k - 1 :]
-    above = ops.sum(ops.cast(masked > kth, "int32"), axis=-1, keepdims=True)
-    tied = ops.equal(masked, kth)  # rivals only where a row has k (else not read)
-    return ops.logical_and(tied, ops.equal(ops.cumsum(ops.cast(tied, "int32"), axis=-1), k - above))
   classes = ops.arange(scores.shape[-1], dtype="int32")[None, :]
   lowest = _minus_infinity(scores)
   left, last = rivals, None
