@@ -74,14 +74,19 @@ def nearest_gap(z):
 def neighbour_counts_at(z, index, bandwidths):
   """:func:`neighbour_counts` ``[B, 1, len(bandwidths)]`` of the one item ``t = index[b]``
   (``index`` int ``[B, 1]``) of each list ``z`` ``[B, n]``, in O(n) with the same comparisons as
-  the binary searches (``z_j <= z_t + h`` and ``z_j < z_t - h``): the same counts."""
+  the binary searches (``z_j <= z_t + h`` and ``z_j < z_t - h``): the same counts, as
+  ``|{j : z_t - h <= z_j <= z_t + h}| - 1`` (the second set lies inside the first), one
+  reduction per bandwidth, each taken in full before the next
+  (:func:`~tfrank4class.backend.materialized`: XLA on CPU emits sibling reductions fused together
+  about ten times slower than one after another)."""
   z, index = ops.stop_gradient(ops.convert_to_tensor(z)), ops.convert_to_tensor(index)
   zt = backend.take_along_axis(z, index, axis=-1)
   counts = []
   for h in bandwidths:
-    hi = ops.sum(ops.cast(z <= zt + h, "int32"), axis=-1, keepdims=True)
-    lo = ops.sum(ops.cast(z < zt - h, "int32"), axis=-1, keepdims=True)
-    counts.append(ops.cast(hi - lo - 1, z.dtype))
+    inside = ops.logical_and(z >= zt - h, z <= zt + h)
+    count = ops.sum(ops.cast(inside, "int32"), axis=-1, keepdims=True)
+    z, count = backend.materialized([z, count])
+    counts.append(ops.cast(count - 1, z.dtype))
   return ops.stack(counts, axis=-1)
 
 
@@ -159,7 +164,7 @@ class AttentionSorter(sorter_base.Sorter):
 
   def steepness(self, z):
     """The per-item steepness ``k_i = a_i / g_i`` ``[B, n]`` for standardised lists ``z``."""
-    return self._steepness(z, neighbour_counts(z, self.bandwidths), nearest_gap(z))
+    return self._steepness(neighbour_counts(z, self.bandwidths), nearest_gap(z), ops.shape(z)[-1])
 
   def steepness_at(self, z, index):
     """``k_t`` ``[B, 1]`` of :meth:`steepness` for the one item ``t = index[b]`` of each list, in
@@ -167,22 +172,22 @@ class AttentionSorter(sorter_base.Sorter):
     z = ops.convert_to_tensor(z)
     index = ops.cast(ops.convert_to_tensor(index), "int32")[:, None]
     return self._steepness(
-      z, neighbour_counts_at(z, index, self.bandwidths), nearest_gap_at(z, index)
+      neighbour_counts_at(z, index, self.bandwidths), nearest_gap_at(z, index), ops.shape(z)[-1]
     )
 
-  def _steepness(self, z, counts, gap):
+  def _steepness(self, counts, gap, n):
     """``k = a / g`` from the neighbour counts ``[B, m, len(bandwidths)]`` and nearest gaps
-    ``[B, m]`` of ``m`` items of the lists ``z`` ``[B, n]`` (``m = n``, or one item)."""
-    gap = ops.maximum(gap, ops.cast(1e-6, z.dtype))
-    log_2h = ops.convert_to_tensor([math.log(2.0 * h) for h in self.bandwidths], z.dtype)
+    ``[B, m]`` of ``m`` items of lists of ``n`` items (``m = n``, or one item)."""
+    gap = ops.maximum(gap, ops.cast(1e-6, gap.dtype))
+    log_2h = ops.convert_to_tensor([math.log(2.0 * h) for h in self.bandwidths], gap.dtype)
     # Items per local gap at each bandwidth: scale-free, ~1 in a locally even list.
     feats = ops.log(counts + 0.5) - log_2h + ops.log(gap)[:, :, None]
-    n = ops.cast(ops.shape(z)[-1], z.dtype)
+    n = ops.cast(n, gap.dtype)
     logn = (ops.zeros_like(gap) + ops.log(n))[:, :, None]
     x = ops.concatenate([feats / 5.0, logn / 5.0], axis=-1)
-    logit = ops.cast(self.out(self.hidden2(self.hidden1(x)))[..., 0], z.dtype)
+    logit = ops.cast(self.out(self.hidden2(self.hidden1(x)))[..., 0], gap.dtype)
     sharpness = self.min_sharpness + (self.max_sharpness - self.min_sharpness) * ops.sigmoid(logit)
-    return ops.minimum(sharpness / gap, ops.cast(1e7, z.dtype))
+    return ops.minimum(sharpness / gap, ops.cast(1e7, gap.dtype))
 
   def _normalised_ranks(self, scores, training=None):
     z = sorter_base.standardize(scores)
@@ -201,6 +206,33 @@ class AttentionSorter(sorter_base.Sorter):
     soft = sigmoid_comparisons.pairwise_sigmoid_row_sum(scores, k * scale, index) - 0.5
     n = ops.shape(scores)[-1]
     return sorter_base.to_ranks(ops.cast(soft / ops.cast(n - 1, soft.dtype), "float32"), n)
+
+  def rank_above_ties(self, top, rest, n):
+    """:meth:`ranks_at` ``[B]`` of an item scored ``top`` ``[B]`` in a list of ``n`` items whose
+    ``n - 1`` others all score ``rest`` ``[B]`` (a constant for the gradient): what
+    :func:`~tfrank4class.ranking.exact.sink` makes of a list with one kept item. In closed form,
+    ``O(B)``: the list's standardisation (:func:`~tfrank4class.ranking.sorter_base.standardize`)
+    from its two values, the item's neighbour counts (``0`` or ``n - 1`` at each bandwidth) and
+    nearest gap ``|z_rest - z_top|``, and ``n - 1`` equal comparisons."""
+    top = ops.cast(ops.convert_to_tensor(top), self.compute_dtype)[:, None]
+    rest = ops.stop_gradient(ops.cast(ops.convert_to_tensor(rest), self.compute_dtype))[:, None]
+    if not self.built:
+      sorter_base.build_sublayer(self, (top.shape[0], n))
+    count = ops.cast(n - 1, top.dtype)
+    mean = (top + count * rest) / ops.cast(n, top.dtype)
+    centred_top, centred_rest = top - mean, rest - mean
+    var = (ops.square(centred_top) + count * ops.square(centred_rest)) / ops.cast(n, top.dtype)
+    scale = ops.rsqrt(var + ops.cast(1e-12, top.dtype))  # standard_scale's epsilon
+    two_items = ops.cast(ops.equal(n, 2), top.dtype)
+    scale = two_items * ops.stop_gradient(scale) + (1.0 - two_items) * scale
+    z_top, z_rest = ops.stop_gradient(centred_top * scale), ops.stop_gradient(centred_rest * scale)
+    within = [
+      ops.cast(z_rest <= z_top + h, top.dtype) - ops.cast(z_rest < z_top - h, top.dtype)
+      for h in self.bandwidths
+    ]
+    k = self._steepness(count * ops.stack(within, axis=-1), ops.abs(z_rest - z_top), n)
+    soft = 0.5 + count * ops.sigmoid(k * scale * (rest - top)) - 0.5
+    return sorter_base.to_ranks(ops.cast(soft / count, "float32"), n)[:, 0]
 
   def get_config(self):
     config = super().get_config()

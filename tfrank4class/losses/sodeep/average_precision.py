@@ -167,8 +167,18 @@ class SorterAPLoss(RankOperatorLoss):
 
   def _class_id_loss(self, scores, ids):
     """``1 - rk_hat(s_P)_y / rk_hat(s)_y`` for the one true class ``y`` of each list: the rank
-    of ``y`` alone, twice (:meth:`~tfrank4class.losses.sodeep.base.RankOperatorLoss.ranks_at`)."""
-    is_true = ops.equal(ops.arange(scores.shape[-1], dtype="int32")[None, :], ids[:, None])
+    of ``y`` alone (:meth:`~tfrank4class.losses.sodeep.base.RankOperatorLoss.ranks_at`) in the
+    list and in the list whose other items are sunk below it (:func:`sink`: all at
+    ``s_y - 1``), the latter in closed form where the ranker has one
+    (:meth:`~tfrank4class.ranking.AttentionSorter.rank_above_ties`)."""
     rank = self.ranks_at(scores, ids)
-    relevant_rank = self.ranks_at(sink(scores, is_true), ids)
+    closed_form = getattr(self.ranker, "rank_above_ties", None)
+    if closed_form is None:
+      is_true = ops.equal(ops.arange(scores.shape[-1], dtype="int32")[None, :], ids[:, None])
+      relevant_rank = self.ranks_at(sink(scores, is_true), ids)
+    else:
+      top = backend.take_along_axis(scores, ops.cast(ids, "int32")[:, None], axis=-1)[:, 0]
+      # sink's floor lo - (hi - lo) - 1 with lo = hi = s_y, a constant for the gradient.
+      floor = ops.stop_gradient(top - (top - top) - 1.0)
+      relevant_rank = ops.cast(closed_form(top, floor, ops.shape(scores)[-1]), scores.dtype)
     return self.with_finetune(1.0 - backend.divide_no_nan(relevant_rank, rank), scores)
