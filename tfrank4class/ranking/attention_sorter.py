@@ -101,6 +101,56 @@ def nearest_gap_at(z, index):
   return ops.min(distance, axis=-1, keepdims=True)
 
 
+def row_comparison_sum(scores, k, index):
+  """``S_t = sum_j sigmoid(k_t (z_j - z_t))`` ``[B]`` of the one item ``t = index[b]`` of each
+  standardised list ``z = standardize(scores)`` (``scores`` ``[B, n]``, ``k`` ``[B, 1]``): the
+  values of :func:`~tfrank4class.ranking.sigmoid_comparisons.pairwise_sigmoid_row_sum` of the
+  scores with steepness ``k * standard_scale(scores)``, and its gradient written out, so that
+  the forward keeps no ``[B, n]`` tensor and the backward makes its ``[B, n]`` gradient from
+  the scores again, after the forward's sum (:func:`~tfrank4class.backend.materialized`). With
+  ``c = k * scale``, ``d_j = s_j - s_t`` and ``sigma'_j`` the slopes of the sigmoids:
+
+      dS/ds_j = c sigma'_j - [j = t] c sum_i sigma'_i - scale^3 k A (s_j - mean) / n,
+      dS/dk = scale A,      A = sum_i sigma'_i d_i,
+
+  the last term of ``dS/ds_j`` (through the scale) left out for 2-item lists, whose scale is a
+  constant for the gradient (:func:`~tfrank4class.ranking.sorter_base.standardize`)."""
+
+  @backend.custom_gradient
+  def _op(scores, k, index):
+    scale = sorter_base.standard_scale(scores)
+    total = sigmoid_comparisons.pairwise_sigmoid_row_sum(scores, k * scale, index)
+
+    def gradient(upstream):
+      values = backend.materialized([scores, k, total])
+      scores_, k_ = values[0], values[1]
+      n = ops.shape(scores_)[-1]
+      items = ops.cast(n, scores_.dtype)
+      at = ops.cast(index, "int32")[:, None]
+      scale = ops.stop_gradient(sorter_base.standard_scale(scores_))
+      mean = ops.sum(scores_, axis=-1, keepdims=True) / items
+      steep, up = k_ * scale, upstream[:, None]
+      diff = scores_ - backend.take_along_axis(scores_, at, axis=-1)
+      sig = ops.sigmoid(steep * diff)
+      slope = sig * (1.0 - sig)
+      sum_slope = ops.sum(slope, axis=-1, keepdims=True)
+      along = ops.sum(slope * diff, axis=-1, keepdims=True)  # A
+      spread = ops.cast(ops.not_equal(n, 2), scores_.dtype)  # the scale's gradient, n > 2
+      through_scale = -spread * up * k_ * along * ops.power(scale, 3) / items
+      row = (up * steep) * slope + through_scale * (scores_ - mean)
+      is_item = ops.equal(ops.arange(n, dtype="int32")[None, :], at)
+      grad = backend.where(is_item, row - (up * steep) * sum_slope, row)
+      return grad, up * scale * along, None
+
+    return total, gradient
+
+  return _op(
+    ops.convert_to_tensor(scores),
+    ops.convert_to_tensor(k),
+    ops.cast(ops.convert_to_tensor(index), "int32"),
+  )
+
+
 @export()
 class AttentionSorter(sorter_base.Sorter):
   """Density-adaptive pairwise-attention sorter; one set of weights for every list length.
@@ -199,11 +249,11 @@ class AttentionSorter(sorter_base.Sorter):
   def ranks_at(self, scores, index):
     """The rank of item ``index[b]`` of each list alone (see
     :meth:`~tfrank4class.ranking.sorter_base.Sorter.ranks_at`): its row of comparisons and its
-    own steepness (:meth:`steepness_at`), ``O(B * n)`` time and memory, no sort."""
+    own steepness (:meth:`steepness_at`), ``O(B * n)`` time and memory, no sort; the gradient
+    is written out (:func:`row_comparison_sum`)."""
     scores = self._row_inputs(scores)
     k = self.steepness_at(sorter_base.standardize(scores), index)
-    scale = sorter_base.standard_scale(scores)
-    soft = sigmoid_comparisons.pairwise_sigmoid_row_sum(scores, k * scale, index) - 0.5
+    soft = row_comparison_sum(scores, k, index) - 0.5
     n = ops.shape(scores)[-1]
     return sorter_base.to_ranks(ops.cast(soft / ops.cast(n - 1, soft.dtype), "float32"), n)
 
