@@ -118,29 +118,27 @@ def row_comparison_sum(scores, k, index):
 
   @backend.custom_gradient
   def _op(scores, k, index):
+    n = ops.shape(scores)[-1]
+    items = ops.cast(n, scores.dtype)
+    mean = ops.sum(scores, axis=-1, keepdims=True) / items
     scale = sorter_base.standard_scale(scores)
     total = sigmoid_comparisons.pairwise_sigmoid_row_sum(scores, k * scale, index)
 
     def gradient(upstream):
-      values = backend.materialized([scores, k, total])
-      scores_, k_ = values[0], values[1]
-      n = ops.shape(scores_)[-1]
-      items = ops.cast(n, scores_.dtype)
+      scores_, k_, scale_ = backend.materialized([scores, k, ops.stop_gradient(scale), total])[:3]
       at = ops.cast(index, "int32")[:, None]
-      scale = ops.stop_gradient(sorter_base.standard_scale(scores_))
-      mean = ops.sum(scores_, axis=-1, keepdims=True) / items
-      steep, up = k_ * scale, upstream[:, None]
+      steep, up = k_ * scale_, upstream[:, None]
       diff = scores_ - backend.take_along_axis(scores_, at, axis=-1)
       sig = ops.sigmoid(steep * diff)
       slope = sig * (1.0 - sig)
       sum_slope = ops.sum(slope, axis=-1, keepdims=True)
       along = ops.sum(slope * diff, axis=-1, keepdims=True)  # A
       spread = ops.cast(ops.not_equal(n, 2), scores_.dtype)  # the scale's gradient, n > 2
-      through_scale = -spread * up * k_ * along * ops.power(scale, 3) / items
+      through_scale = -spread * up * k_ * along * ops.power(scale_, 3) / items
       row = (up * steep) * slope + through_scale * (scores_ - mean)
       is_item = ops.equal(ops.arange(n, dtype="int32")[None, :], at)
       grad = backend.where(is_item, row - (up * steep) * sum_slope, row)
-      return grad, up * scale * along, None
+      return grad, up * scale_ * along, None
 
     return total, gradient
 
@@ -221,9 +219,9 @@ class AttentionSorter(sorter_base.Sorter):
     ``O(B * n)`` without a sort (:func:`neighbour_counts_at`, :func:`nearest_gap_at`)."""
     z = ops.convert_to_tensor(z)
     index = ops.cast(ops.convert_to_tensor(index), "int32")[:, None]
-    return self._steepness(
-      neighbour_counts_at(z, index, self.bandwidths), nearest_gap_at(z, index), ops.shape(z)[-1]
-    )
+    counts = neighbour_counts_at(z, index, self.bandwidths)
+    z, counts = backend.materialized([z, counts])  # the gap's reduction after the counts'
+    return self._steepness(counts, nearest_gap_at(z, index), ops.shape(z)[-1])
 
   def _steepness(self, counts, gap, n):
     """``k = a / g`` from the neighbour counts ``[B, m, len(bandwidths)]`` and nearest gaps
