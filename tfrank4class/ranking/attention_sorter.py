@@ -23,9 +23,11 @@ pass is block-wise over the list, one block after another
 weights serve any length ``n >= 2``. The rank of one item alone
 (:meth:`AttentionSorter.ranks_at`) takes ``O(B * n)``, without a sort: its neighbour counts
 and nearest gap are read from its own row (:func:`neighbour_counts_at`,
-:func:`nearest_gap_at`). The temperature is treated as a constant in the backward pass
-(``stop_gradient``); the gradient with respect to the scores flows through step 2 (for 2-item
-lists see :func:`~tfrank4class.ranking.sorter_base.standardize`).
+:func:`nearest_gap_at`), its comparisons summed with a written-out gradient
+(:func:`row_comparison_sum`); that of an item over ``n - 1`` equal others
+(:meth:`AttentionSorter.rank_above_ties`) takes ``O(B)``. The temperature is treated as a
+constant in the backward pass (``stop_gradient``); the gradient with respect to the scores flows
+through step 2 (for 2-item lists see :func:`~tfrank4class.ranking.sorter_base.standardize`).
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
 

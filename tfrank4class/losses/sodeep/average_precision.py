@@ -119,12 +119,15 @@ class SorterAPLoss(RankOperatorLoss):
   Padded items (relevance < 0) are excluded. This is the per-list AP; the paper's mAP loss,
   which ranks each class down the batch, is :class:`SorterMAPLoss` (Eq. 7).
 
-  Cost: with class ids only the true class's two ranks are needed
-  (:meth:`~tfrank4class.losses.sodeep.base.RankOperatorLoss.ranks_at`): ``O(B n)`` for the
-  pairwise sorters (their row of comparisons; the attention sorter's steepness adds
-  ``O(B n log n)``), every rank for the LSTM and CNN sorters. With dense relevance every rank
-  is computed, ``O(B n^2)`` through the pairwise sorters (docs/sodeep.md, "Cost at many
-  classes").
+  Cost: with class ids only the true class's two ranks are needed. Its rank in the list
+  (:meth:`~tfrank4class.losses.sodeep.base.RankOperatorLoss.ranks_at`) is ``O(B n)`` for the
+  pairwise sorters (their row of comparisons; the attention sorter's steepness reads the row
+  once per bandwidth, without a sort), every rank for the LSTM and CNN sorters. Its rank among
+  the relevant items is its rank in a list of two values (itself over ``n - 1`` sunk items):
+  ``O(B)`` in closed form for the attention sorter
+  (:meth:`~tfrank4class.ranking.AttentionSorter.rank_above_ties`), the same cost again for the
+  other rankers. With dense relevance every rank is computed, ``O(B n^2)`` through the pairwise
+  sorters (docs/sodeep.md, "Cost at many classes").
 
   Args:
     ranker: the rank operator (see :mod:`~tfrank4class.losses.sodeep.base`).
