@@ -130,11 +130,18 @@ def row_comparison_sum(scores, k, index):
       scores_, k_, scale_ = backend.materialized([scores, k, ops.stop_gradient(scale), total])[:3]
       at = ops.cast(index, "int32")[:, None]
       steep, up = k_ * scale_, upstream[:, None]
-      diff = scores_ - backend.take_along_axis(scores_, at, axis=-1)
-      sig = ops.sigmoid(steep * diff)
-      slope = sig * (1.0 - sig)
+
+      def differences_and_slopes(values):
+        diff = values - backend.take_along_axis(values, at, axis=-1)
+        sig = ops.sigmoid(steep * diff)
+        return diff, sig * (1.0 - sig)
+
+      diff, slope = differences_and_slopes(scores_)
       sum_slope = ops.sum(slope, axis=-1, keepdims=True)
       along = ops.sum(slope * diff, axis=-1, keepdims=True)  # A
+      # The slopes again for the [B, n] gradient, after both sums: kept, they were one more
+      # [B, n] tensor under XLA.
+      slope = differences_and_slopes(backend.materialized([scores_, sum_slope, along])[0])[1]
       spread = ops.cast(ops.not_equal(n, 2), scores_.dtype)  # the scale's gradient, n > 2
       through_scale = -spread * up * k_ * along * ops.power(scale_, 3) / items
       row = (up * steep) * slope + through_scale * (scores_ - mean)
