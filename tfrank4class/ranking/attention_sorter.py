@@ -139,8 +139,8 @@ def row_comparison_sum(scores, k, index):
       diff, slope = differences_and_slopes(scores_)
       sum_slope = ops.sum(slope, axis=-1, keepdims=True)
       along = ops.sum(slope * diff, axis=-1, keepdims=True)  # A
-      # The slopes again for the [B, n] gradient, after both sums: kept, they were one more
-      # [B, n] tensor under XLA.
+      # The slopes again for the [B, n] gradient, after both sums, so that XLA need not hold
+      # them ([B, n]) across the sums.
       slope = differences_and_slopes(backend.materialized([scores_, sum_slope, along])[0])[1]
       spread = ops.cast(ops.not_equal(n, 2), scores_.dtype)  # the scale's gradient, n > 2
       through_scale = -spread * up * k_ * along * ops.power(scale_, 3) / items
