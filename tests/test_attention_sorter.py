@@ -15,6 +15,7 @@ from _sorter_checks import (
   normalised_l1,
 )
 
+from tfrank4class.compat import ops
 from tfrank4class.ranking import attention_sorter
 from tfrank4class.ranking.attention_sorter import AttentionSorter
 
@@ -61,6 +62,79 @@ def test_one_items_gap_and_counts_equal_the_whole_lists_at_that_item():
   two = np.array([[0.3, -0.7]], np.float32)
   np.testing.assert_allclose(
     backend_testing.numpy(attention_sorter.nearest_gap_at(two, np.array([[1]]))), [[1.0]]
+  )
+
+
+def _numpy_rank_of_one(sorter, s, t):
+  """The attention sorter's rank of item ``t`` of the list ``s`` (1-D), in float64 numpy from
+  its weights: standardise, count the others within each bandwidth, the nearest gap, the MLP's
+  sharpness ``a``, then ``1 + sum_{j != t} sigmoid((a / gap) (z_j - z_t))``."""
+  w = {key: backend_testing.numpy(v).astype(np.float64) for key, v in sorter.weight_table().items()}
+  sigmoid = lambda x: 0.5 + 0.5 * np.tanh(0.5 * x)
+  centred = s - s.mean()
+  z = centred / np.sqrt(np.mean(centred**2) + 1e-12)
+  others = np.delete(z - z[t], t)
+  h = np.array(sorter.bandwidths)
+  counts = (np.abs(others)[:, None] <= h[None, :]).sum(0)
+  gap = max(np.abs(others).min(), 1e-6)
+  x = np.append((np.log(counts + 0.5) - np.log(2 * h) + np.log(gap)) / 5, np.log(s.size) / 5)
+  x = np.tanh(x @ w["hidden1/kernel"] + w["hidden1/bias"])
+  x = np.tanh(x @ w["hidden2/kernel"] + w["hidden2/bias"])
+  logit = (x @ w["sharpness_logit/kernel"] + w["sharpness_logit/bias"])[0]
+  sharpness = sorter.min_sharpness + (sorter.max_sharpness - sorter.min_sharpness) * sigmoid(logit)
+  return 1.0 + sigmoid(min(sharpness / gap, 1e7) * others).sum()
+
+
+@pytest.mark.parametrize("n", [2, 3, 40])
+def test_one_items_rank_and_rank_above_ties_against_numpy(sorter, n):
+  """``ranks_at`` and the closed form ``rank_above_ties`` (the list of one item over ``n - 1``
+  equal others, as ``sink`` leaves a list with one kept item) against the numpy sorter; a tie
+  at the chosen item of list 1."""
+  rng = np.random.default_rng(n)
+  s = (rng.normal(size=(3, n)) * 2.0 + 1.0).astype(np.float32)
+  index = np.array([0, 1, n - 1])
+  s[1, 0] = s[1, 1]
+  got = backend_testing.numpy(sorter.ranks_at(s, index))
+  expected = [_numpy_rank_of_one(sorter, row.astype(np.float64), t) for row, t in zip(s, index)]
+  np.testing.assert_allclose(got, expected, rtol=1e-5)
+  top = s[np.arange(3), index]
+  got = backend_testing.numpy(sorter.rank_above_ties(top, top - 1.0, n))
+  sunk = [np.where(np.arange(n) == t, x, x - 1.0) for x, t in zip(top.astype(np.float64), index)]
+  expected = [_numpy_rank_of_one(sorter, row, t) for row, t in zip(sunk, index)]
+  np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n", [2, 3, 12])
+def test_row_comparison_sum_gradient_against_finite_differences(n):
+  """The written-out gradient of ``S_t = sum_j sigmoid(k scale (s_j - s_t))`` (scale the
+  standardisation's, a constant for 2-item lists) with respect to the scores and ``k``, against
+  central differences of the sum in numpy, float64, with a tie at the chosen item (not in a list
+  of 2, whose variance it would make 0)."""
+  rng = np.random.default_rng(n)
+  s = rng.normal(size=(3, n)) * 1.5
+  s[0, 1] = s[0, 0] if n > 2 else s[0, 1]
+  k = np.array([[0.7], [2.0], [4.0]])
+  index = np.array([0, 1, n - 1])
+  weights = np.array([1.0, -2.0, 0.5])
+  fixed_scale = 1.0 / np.sqrt(np.var(s, axis=1, keepdims=True) + 1e-12)
+
+  def total(s, k):
+    scale = fixed_scale if n == 2 else 1.0 / np.sqrt(np.var(s, axis=1, keepdims=True) + 1e-12)
+    diff = s - s[np.arange(3), index][:, None]
+    return np.sum(np.sum(1.0 / (1.0 + np.exp(-k * scale * diff)), axis=1) * weights)
+
+  def fn(scores, steep):
+    sums = attention_sorter.row_comparison_sum(scores, steep, index)
+    return ops.sum(sums * ops.convert_to_tensor(weights, sums.dtype))
+
+  with backend_testing.float64():
+    value, (grad_s, grad_k) = backend_testing.value_and_grad(fn, s, k)
+  np.testing.assert_allclose(value, total(s, k), rtol=1e-12)
+  np.testing.assert_allclose(
+    grad_s, backend_testing.finite_difference_grad(lambda v: total(v, k), s, 1e-6), atol=1e-7
+  )
+  np.testing.assert_allclose(
+    grad_k, backend_testing.finite_difference_grad(lambda v: total(s, v), k, 1e-6), atol=1e-7
   )
 
 

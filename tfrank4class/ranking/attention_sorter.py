@@ -23,9 +23,11 @@ pass is block-wise over the list, one block after another
 weights serve any length ``n >= 2``. The rank of one item alone
 (:meth:`AttentionSorter.ranks_at`) takes ``O(B * n)``, without a sort: its neighbour counts
 and nearest gap are read from its own row (:func:`neighbour_counts_at`,
-:func:`nearest_gap_at`). The temperature is treated as a constant in the backward pass
-(``stop_gradient``); the gradient with respect to the scores flows through step 2 (for 2-item
-lists see :func:`~tfrank4class.ranking.sorter_base.standardize`).
+:func:`nearest_gap_at`), its comparisons summed with a written-out gradient
+(:func:`row_comparison_sum`); that of an item over ``n - 1`` equal others
+(:meth:`AttentionSorter.rank_above_ties`) takes ``O(B)``. The temperature is treated as a
+constant in the backward pass (``stop_gradient``); the gradient with respect to the scores flows
+through step 2 (for 2-item lists see :func:`~tfrank4class.ranking.sorter_base.standardize`).
 Output: ranks on the scale of :func:`tfrank4class.ranking.rank` (``[1, n]``, 1 = highest).
 """
 
@@ -74,14 +76,19 @@ def nearest_gap(z):
 def neighbour_counts_at(z, index, bandwidths):
   """:func:`neighbour_counts` ``[B, 1, len(bandwidths)]`` of the one item ``t = index[b]``
   (``index`` int ``[B, 1]``) of each list ``z`` ``[B, n]``, in O(n) with the same comparisons as
-  the binary searches (``z_j <= z_t + h`` and ``z_j < z_t - h``): the same counts."""
+  the binary searches (``z_j <= z_t + h`` and ``z_j < z_t - h``): the same counts, as
+  ``|{j : z_t - h <= z_j <= z_t + h}| - 1`` (the second set lies inside the first), one
+  reduction per bandwidth, each taken in full before the next
+  (:func:`~tfrank4class.backend.materialized`: XLA on CPU emits sibling reductions fused together
+  about ten times slower than one after another)."""
   z, index = ops.stop_gradient(ops.convert_to_tensor(z)), ops.convert_to_tensor(index)
   zt = backend.take_along_axis(z, index, axis=-1)
   counts = []
   for h in bandwidths:
-    hi = ops.sum(ops.cast(z <= zt + h, "int32"), axis=-1, keepdims=True)
-    lo = ops.sum(ops.cast(z < zt - h, "int32"), axis=-1, keepdims=True)
-    counts.append(ops.cast(hi - lo - 1, z.dtype))
+    inside = ops.logical_and(z >= zt - h, z <= zt + h)
+    count = ops.sum(ops.cast(inside, "int32"), axis=-1, keepdims=True)
+    z, count = backend.materialized([z, count])
+    counts.append(ops.cast(count - 1, z.dtype))
   return ops.stack(counts, axis=-1)
 
 
@@ -94,6 +101,61 @@ def nearest_gap_at(z, index):
   itself = ops.equal(ops.arange(ops.shape(z)[-1], dtype="int32")[None, :], index)
   distance = backend.where(itself, ops.full_like(z, float("inf")), ops.abs(z - zt))
   return ops.min(distance, axis=-1, keepdims=True)
+
+
+def row_comparison_sum(scores, k, index):
+  """``S_t = sum_j sigmoid(k_t (z_j - z_t))`` ``[B]`` of the one item ``t = index[b]`` of each
+  standardised list ``z = standardize(scores)`` (``scores`` ``[B, n]``, ``k`` ``[B, 1]``): the
+  values of :func:`~tfrank4class.ranking.sigmoid_comparisons.pairwise_sigmoid_row_sum` of the
+  scores with steepness ``k * standard_scale(scores)``, and its gradient written out, so that
+  the forward keeps no ``[B, n]`` tensor and the backward makes its ``[B, n]`` gradient from
+  the scores again, after the forward's sum (:func:`~tfrank4class.backend.materialized`). With
+  ``c = k * scale``, ``d_j = s_j - s_t`` and ``sigma'_j`` the slopes of the sigmoids:
+
+      dS/ds_j = c sigma'_j - [j = t] c sum_i sigma'_i - scale^3 k A (s_j - mean) / n,
+      dS/dk = scale A,      A = sum_i sigma'_i d_i,
+
+  the last term of ``dS/ds_j`` (through the scale) left out for 2-item lists, whose scale is a
+  constant for the gradient (:func:`~tfrank4class.ranking.sorter_base.standardize`)."""
+
+  @backend.custom_gradient
+  def _op(scores, k, index):
+    n = ops.shape(scores)[-1]
+    items = ops.cast(n, scores.dtype)
+    mean = ops.sum(scores, axis=-1, keepdims=True) / items
+    scale = sorter_base.standard_scale(scores)
+    total = sigmoid_comparisons.pairwise_sigmoid_row_sum(scores, k * scale, index)
+
+    def gradient(upstream):
+      scores_, k_, scale_ = backend.materialized([scores, k, ops.stop_gradient(scale), total])[:3]
+      at = ops.cast(index, "int32")[:, None]
+      steep, up = k_ * scale_, upstream[:, None]
+
+      def differences_and_slopes(values):
+        diff = values - backend.take_along_axis(values, at, axis=-1)
+        sig = ops.sigmoid(steep * diff)
+        return diff, sig * (1.0 - sig)
+
+      diff, slope = differences_and_slopes(scores_)
+      sum_slope = ops.sum(slope, axis=-1, keepdims=True)
+      along = ops.sum(slope * diff, axis=-1, keepdims=True)  # A
+      # The slopes again for the [B, n] gradient, after both sums, so that XLA need not hold
+      # them ([B, n]) across the sums.
+      slope = differences_and_slopes(backend.materialized([scores_, sum_slope, along])[0])[1]
+      spread = ops.cast(ops.not_equal(n, 2), scores_.dtype)  # the scale's gradient, n > 2
+      through_scale = -spread * up * k_ * along * ops.power(scale_, 3) / items
+      row = (up * steep) * slope + through_scale * (scores_ - mean)
+      is_item = ops.equal(ops.arange(n, dtype="int32")[None, :], at)
+      grad = backend.where(is_item, row - (up * steep) * sum_slope, row)
+      return grad, up * scale_ * along, None
+
+    return total, gradient
+
+  return _op(
+    ops.convert_to_tensor(scores),
+    ops.convert_to_tensor(k),
+    ops.cast(ops.convert_to_tensor(index), "int32"),
+  )
 
 
 @export()
@@ -159,30 +221,30 @@ class AttentionSorter(sorter_base.Sorter):
 
   def steepness(self, z):
     """The per-item steepness ``k_i = a_i / g_i`` ``[B, n]`` for standardised lists ``z``."""
-    return self._steepness(z, neighbour_counts(z, self.bandwidths), nearest_gap(z))
+    return self._steepness(neighbour_counts(z, self.bandwidths), nearest_gap(z), ops.shape(z)[-1])
 
   def steepness_at(self, z, index):
     """``k_t`` ``[B, 1]`` of :meth:`steepness` for the one item ``t = index[b]`` of each list, in
     ``O(B * n)`` without a sort (:func:`neighbour_counts_at`, :func:`nearest_gap_at`)."""
     z = ops.convert_to_tensor(z)
     index = ops.cast(ops.convert_to_tensor(index), "int32")[:, None]
-    return self._steepness(
-      z, neighbour_counts_at(z, index, self.bandwidths), nearest_gap_at(z, index)
-    )
+    counts = neighbour_counts_at(z, index, self.bandwidths)
+    z, counts = backend.materialized([z, counts])  # the gap's reduction after the counts'
+    return self._steepness(counts, nearest_gap_at(z, index), ops.shape(z)[-1])
 
-  def _steepness(self, z, counts, gap):
+  def _steepness(self, counts, gap, n):
     """``k = a / g`` from the neighbour counts ``[B, m, len(bandwidths)]`` and nearest gaps
-    ``[B, m]`` of ``m`` items of the lists ``z`` ``[B, n]`` (``m = n``, or one item)."""
-    gap = ops.maximum(gap, ops.cast(1e-6, z.dtype))
-    log_2h = ops.convert_to_tensor([math.log(2.0 * h) for h in self.bandwidths], z.dtype)
+    ``[B, m]`` of ``m`` items of lists of ``n`` items (``m = n``, or one item)."""
+    gap = ops.maximum(gap, ops.cast(1e-6, gap.dtype))
+    log_2h = ops.convert_to_tensor([math.log(2.0 * h) for h in self.bandwidths], gap.dtype)
     # Items per local gap at each bandwidth: scale-free, ~1 in a locally even list.
     feats = ops.log(counts + 0.5) - log_2h + ops.log(gap)[:, :, None]
-    n = ops.cast(ops.shape(z)[-1], z.dtype)
+    n = ops.cast(n, gap.dtype)
     logn = (ops.zeros_like(gap) + ops.log(n))[:, :, None]
     x = ops.concatenate([feats / 5.0, logn / 5.0], axis=-1)
-    logit = ops.cast(self.out(self.hidden2(self.hidden1(x)))[..., 0], z.dtype)
+    logit = ops.cast(self.out(self.hidden2(self.hidden1(x)))[..., 0], gap.dtype)
     sharpness = self.min_sharpness + (self.max_sharpness - self.min_sharpness) * ops.sigmoid(logit)
-    return ops.minimum(sharpness / gap, ops.cast(1e7, z.dtype))
+    return ops.minimum(sharpness / gap, ops.cast(1e7, gap.dtype))
 
   def _normalised_ranks(self, scores, training=None):
     z = sorter_base.standardize(scores)
@@ -194,13 +256,40 @@ class AttentionSorter(sorter_base.Sorter):
   def ranks_at(self, scores, index):
     """The rank of item ``index[b]`` of each list alone (see
     :meth:`~tfrank4class.ranking.sorter_base.Sorter.ranks_at`): its row of comparisons and its
-    own steepness (:meth:`steepness_at`), ``O(B * n)`` time and memory, no sort."""
+    own steepness (:meth:`steepness_at`), ``O(B * n)`` time and memory, no sort; the gradient
+    is written out (:func:`row_comparison_sum`)."""
     scores = self._row_inputs(scores)
     k = self.steepness_at(sorter_base.standardize(scores), index)
-    scale = sorter_base.standard_scale(scores)
-    soft = sigmoid_comparisons.pairwise_sigmoid_row_sum(scores, k * scale, index) - 0.5
+    soft = row_comparison_sum(scores, k, index) - 0.5
     n = ops.shape(scores)[-1]
     return sorter_base.to_ranks(ops.cast(soft / ops.cast(n - 1, soft.dtype), "float32"), n)
+
+  def rank_above_ties(self, top, rest, n):
+    """:meth:`ranks_at` ``[B]`` of an item scored ``top`` ``[B]`` in a list of ``n`` items whose
+    ``n - 1`` others all score ``rest`` ``[B]`` (a constant for the gradient): what
+    :func:`~tfrank4class.ranking.exact.sink` makes of a list with one kept item. In closed form,
+    ``O(B)``: the list's standardisation (:func:`~tfrank4class.ranking.sorter_base.standardize`)
+    from its two values, the item's neighbour counts (``0`` or ``n - 1`` at each bandwidth) and
+    nearest gap ``|z_rest - z_top|``, and ``n - 1`` equal comparisons."""
+    top = ops.cast(ops.convert_to_tensor(top), self.compute_dtype)[:, None]
+    rest = ops.stop_gradient(ops.cast(ops.convert_to_tensor(rest), self.compute_dtype))[:, None]
+    if not self.built:
+      sorter_base.build_sublayer(self, (top.shape[0], n))
+    count = ops.cast(n - 1, top.dtype)
+    mean = (top + count * rest) / ops.cast(n, top.dtype)
+    centred_top, centred_rest = top - mean, rest - mean
+    var = (ops.square(centred_top) + count * ops.square(centred_rest)) / ops.cast(n, top.dtype)
+    scale = ops.rsqrt(var + ops.cast(1e-12, top.dtype))  # standard_scale's epsilon
+    two_items = ops.cast(ops.equal(n, 2), top.dtype)
+    scale = two_items * ops.stop_gradient(scale) + (1.0 - two_items) * scale
+    z_top, z_rest = ops.stop_gradient(centred_top * scale), ops.stop_gradient(centred_rest * scale)
+    within = [
+      ops.cast(z_rest <= z_top + h, top.dtype) - ops.cast(z_rest < z_top - h, top.dtype)
+      for h in self.bandwidths
+    ]
+    k = self._steepness(count * ops.stack(within, axis=-1), ops.abs(z_rest - z_top), n)
+    soft = 0.5 + count * ops.sigmoid(k * scale * (rest - top)) - 0.5
+    return sorter_base.to_ranks(ops.cast(soft / count, "float32"), n)[:, 0]
 
   def get_config(self):
     config = super().get_config()

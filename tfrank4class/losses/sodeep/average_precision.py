@@ -119,12 +119,15 @@ class SorterAPLoss(RankOperatorLoss):
   Padded items (relevance < 0) are excluded. This is the per-list AP; the paper's mAP loss,
   which ranks each class down the batch, is :class:`SorterMAPLoss` (Eq. 7).
 
-  Cost: with class ids only the true class's two ranks are needed
-  (:meth:`~tfrank4class.losses.sodeep.base.RankOperatorLoss.ranks_at`): ``O(B n)`` for the
-  pairwise sorters (their row of comparisons; the attention sorter's steepness adds
-  ``O(B n log n)``), every rank for the LSTM and CNN sorters. With dense relevance every rank
-  is computed, ``O(B n^2)`` through the pairwise sorters (docs/sodeep.md, "Cost at many
-  classes").
+  Cost: with class ids only the true class's two ranks are needed. Its rank in the list
+  (:meth:`~tfrank4class.losses.sodeep.base.RankOperatorLoss.ranks_at`) is ``O(B n)`` for the
+  pairwise sorters (their row of comparisons; the attention sorter's steepness reads the row
+  once per bandwidth, without a sort), every rank for the LSTM and CNN sorters. Its rank among
+  the relevant items is its rank in a list of two values (itself over ``n - 1`` sunk items):
+  ``O(B)`` in closed form for the attention sorter
+  (:meth:`~tfrank4class.ranking.AttentionSorter.rank_above_ties`), the same cost again for the
+  other rankers. With dense relevance every rank is computed, ``O(B n^2)`` through the pairwise
+  sorters (docs/sodeep.md, "Cost at many classes").
 
   Args:
     ranker: the rank operator (see :mod:`~tfrank4class.losses.sodeep.base`).
@@ -167,8 +170,18 @@ class SorterAPLoss(RankOperatorLoss):
 
   def _class_id_loss(self, scores, ids):
     """``1 - rk_hat(s_P)_y / rk_hat(s)_y`` for the one true class ``y`` of each list: the rank
-    of ``y`` alone, twice (:meth:`~tfrank4class.losses.sodeep.base.RankOperatorLoss.ranks_at`)."""
-    is_true = ops.equal(ops.arange(scores.shape[-1], dtype="int32")[None, :], ids[:, None])
+    of ``y`` alone (:meth:`~tfrank4class.losses.sodeep.base.RankOperatorLoss.ranks_at`) in the
+    list and in the list whose other items are sunk below it (:func:`sink`: all at
+    ``s_y - 1``), the latter in closed form where the ranker has one
+    (:meth:`~tfrank4class.ranking.AttentionSorter.rank_above_ties`)."""
     rank = self.ranks_at(scores, ids)
-    relevant_rank = self.ranks_at(sink(scores, is_true), ids)
+    closed_form = getattr(self.ranker, "rank_above_ties", None)
+    if closed_form is None:
+      is_true = ops.equal(ops.arange(scores.shape[-1], dtype="int32")[None, :], ids[:, None])
+      relevant_rank = self.ranks_at(sink(scores, is_true), ids)
+    else:
+      top = backend.take_along_axis(scores, ops.cast(ids, "int32")[:, None], axis=-1)[:, 0]
+      # sink's floor lo - (hi - lo) - 1 with lo = hi = s_y, a constant for the gradient.
+      floor = ops.stop_gradient(top - (top - top) - 1.0)
+      relevant_rank = ops.cast(closed_form(top, floor, ops.shape(scores)[-1]), scores.dtype)
     return self.with_finetune(1.0 - backend.divide_no_nan(relevant_rank, rank), scores)
