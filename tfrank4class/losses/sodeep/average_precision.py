@@ -181,7 +181,6 @@ class SorterAPLoss(RankOperatorLoss):
       relevant_rank = self.ranks_at(sink(scores, is_true), ids)
     else:
       top = backend.take_along_axis(scores, ops.cast(ids, "int32")[:, None], axis=-1)[:, 0]
-      # sink's floor lo - (hi - lo) - 1 with lo = hi = s_y, a constant for the gradient.
-      floor = ops.stop_gradient(top - (top - top) - 1.0)
+      floor = ops.stop_gradient(top) - 1.0  # sink's floor with one relevant item, a constant
       relevant_rank = ops.cast(closed_form(top, floor, ops.shape(scores)[-1]), scores.dtype)
     return self.with_finetune(1.0 - backend.divide_no_nan(relevant_rank, rank), scores)
