@@ -136,30 +136,33 @@ def _multiply(left, right, k):
   ]
 
 
-def _log_ratio(scores, rival_scores, true_index, kth, top_x, top_index, k, tau, s):
+def _log_ratio(scores, rival_scores, true_index, kth, top_scores, top_index, k, tau, s):
   """``log Q_k - log Q_{k-1} + (s_r - s_y) / (k tau)`` (``[B]``) of ``Q = prod (a + b t)`` over
   the rivals (the module docstring), with its gradient in ``scores`` written out. ``x = (s - s_r)
   / (k tau)``, ``s_r`` the ``k``-th highest rival score ``kth`` ``[B, 1]``; ``rival_scores``: the
-  scores, ``-inf`` at the classes that are not rivals (held constant); ``true_index`` ``[B]``:
-  ``y``; ``top_x``, ``top_index``: ``x`` and the class of the ``k - 1`` highest rivals. A row
-  of fewer than ``k`` rivals (``Q_k = 0``, read as 1) has a value to be masked.
+  scores (held constant), ``-inf`` at the classes that are not rivals (but ``y``, set here);
+  ``true_index`` ``[B]``: ``y``; ``top_scores``, ``top_index``: the scores and classes of the
+  ``k - 1`` highest rivals. A row of fewer than ``k`` rivals (``Q_k = 0``, read as 1) has a value
+  to be masked.
 
   ``Q`` is ``Q_R Q_K``: ``Q_R`` the product of the ``1 + b t`` of the rivals at or below ``r``
-  (``b = exp(x) / s``, set to 0 at the rivals above ``r`` by a scatter into the ``k - 1``
-  places) over all classes, coefficient 0 left implicit, and ``Q_K`` that of the ``u + t / s``
-  (``u = exp(-x)``) of those above ``r``, among the ``k - 1`` highest. The gradient is one
-  ``[B, C]`` polynomial in ``b`` (:func:`_rest_gradient`) and one scatter of the ``k - 1``
-  highest rivals' and the true class's ``B k`` entries into it.
+  (``b = exp(x) / s``, 0 at the rivals above ``r`` and at ``y``: their scores set to ``-inf`` by
+  one scatter of ``B k`` entries) over all classes, coefficient 0 left implicit, and ``Q_K`` that
+  of the ``u + t / s`` (``u = exp(-x)``) of those above ``r``, among the ``k - 1`` highest. The
+  gradient is one ``[B, C]`` polynomial in ``b`` (:func:`_rest_gradient`) and one scatter of the
+  ``k - 1`` highest rivals' and the true class's ``B k`` entries into it.
   """
+  top_x = (top_scores - kth) / (k * tau)
   in_top = top_x > 0
   b_top = backend.where(in_top, 0.0, ops.exp(top_x) / s)  # b at the k - 1 highest rivals
   rows = ops.repeat(ops.arange(ops.shape(scores)[0], dtype="int32")[:, None], k, axis=1)
   places = ops.stack([rows, ops.concatenate([top_index, true_index[:, None]], axis=1)], axis=-1)
-  top_places = ops.reshape(places[:, : k - 1], (-1, 2))
   places = ops.reshape(places, (-1, 2))  # [B k, 2]: row, class (k - 1 highest rivals, then y)
   # Outside the function of the written-out gradient, whose inputs live until its result does.
+  hidden = backend.where(in_top, _minus_infinity(top_scores), top_scores)
+  hidden = ops.concatenate([hidden, _minus_infinity(kth)], axis=1)
+  rival_scores = ops.scatter_update(rival_scores, places, ops.reshape(hidden, (-1,)))
   b = ops.exp((rival_scores - kth) / (k * tau)) / s
-  b = ops.scatter_update(b, top_places, ops.reshape(b_top, (-1,)))
 
   @backend.custom_gradient
   def log_ratio(scores, b, b_top, true_index, kth, top_x, places):
@@ -364,32 +367,42 @@ def _smooth_loss(scores, is_true, true_index, rivals, enough, k, tau, alpha):
   other classes the factor 1 (``a = 1``, ``b = 0``); ``true_index`` ``[B]`` the class where
   ``is_true``.
   """
-  if enough is None:  # every class but y is a rival: -inf at y, a scatter of B entries
-    places = ops.stack([ops.arange(ops.shape(scores)[0], dtype="int32"), true_index], axis=1)
-    rival_scores = ops.scatter_update(
-      ops.stop_gradient(scores), places, _minus_infinity(scores[:, 0])
-    )
+  if enough is None:  # every class but y is a rival: y dropped from the k + 1 highest classes
+    rival_scores = ops.stop_gradient(scores)  # y's score too, replaced in _log_ratio
+    top_scores, top_index = _top_rivals(rival_scores, true_index, k)
   else:
     rival_scores = backend.where(rivals, ops.stop_gradient(scores), _minus_infinity(scores))
-  # Materialized: else XLA on CPU turns the top-k and the slices of it into a full sort.
-  top_scores, top_index = backend.materialized(_top_k_by_block_maxima(rival_scores, k))
+    # Materialized: else XLA on CPU turns the top-k and the slices of it into a full sort.
+    top_scores, top_index = backend.materialized(_top_k_by_block_maxima(rival_scores, k))
   kth = top_scores[:, k - 1 :]
   if enough is not None:
     kth = backend.where(enough[:, None], kth, ops.zeros_like(kth))  # -inf: fewer than k rivals
   if k == 1:  # e_1 / e_0: the sum; x - r: differences first, rounded once
     s = 1.0
-    log_ratio = ops.logsumexp((backend.where(rivals, scores, rival_scores) - kth) / tau, axis=-1)
+    rival_scores = backend.where(rivals, scores, _minus_infinity(scores))
+    log_ratio = ops.logsumexp((rival_scores - kth) / tau, axis=-1)
     log_ratio = log_ratio + (kth[:, 0] - _take(scores, is_true)) / tau  # r - x_y
   else:
     s = _scale_of(num_items(scores) - 1, k)
-    top_x = (top_scores[:, : k - 1] - kth) / (k * tau)
+    top_scores = top_scores[:, : k - 1]
     # A place beyond the classes (padding of the blocks) only in a row of fewer than k rivals.
     top_index = ops.minimum(top_index[:, : k - 1], num_items(scores) - 1)
-    log_ratio = _log_ratio(scores, rival_scores, true_index, kth, top_x, top_index, k, tau, s)
+    log_ratio = _log_ratio(scores, rival_scores, true_index, kth, top_scores, top_index, k, tau, s)
   margin = log_ratio + math.log(s) + alpha / tau
   if enough is not None:
     margin = backend.where(enough, margin, ops.zeros_like(margin))
   return tau * backend.softplus(margin)
+
+
+def _top_rivals(scores, true_index, k):
+  """``(values, classes)`` ``[B, k]`` of the ``k`` highest rivals of each row, every class but
+  ``true_index`` ``[B]`` a rival: the ``k + 1`` highest classes without ``y`` (or without the
+  last, where ``y`` is not among them); no pass over ``[B, C]`` to mask ``y`` first."""
+  # Materialized: else XLA on CPU turns the top-k and the slices of it into a full sort.
+  values, index = backend.materialized(_top_k_by_block_maxima(scores, k + 1))
+  after_y = ops.cumsum(ops.cast(ops.equal(index, true_index[:, None]), "int32"), axis=1)
+  pick = ops.arange(k, dtype="int32")[None, :] + after_y[:, :k]
+  return backend.take_along_axis(values, pick, axis=1), backend.take_along_axis(index, pick, axis=1)
 
 
 def _block_size(n, size):
