@@ -154,7 +154,6 @@ def _log_ratio(scores, rival_scores, true_index, kth, top_scores, top_index, k, 
   """
   top_x = (top_scores - kth) / (k * tau)
   in_top = top_x > 0
-  b_top = backend.where(in_top, 0.0, ops.exp(top_x) / s)  # b at the k - 1 highest rivals
   rows = ops.repeat(ops.arange(ops.shape(scores)[0], dtype="int32")[:, None], k, axis=1)
   places = ops.stack([rows, ops.concatenate([top_index, true_index[:, None]], axis=1)], axis=-1)
   places = ops.reshape(places, (-1, 2))  # [B k, 2]: row, class (k - 1 highest rivals, then y)
@@ -165,7 +164,7 @@ def _log_ratio(scores, rival_scores, true_index, kth, top_scores, top_index, k, 
   b = ops.exp((rival_scores - kth) / (k * tau)) / s
 
   @backend.custom_gradient
-  def log_ratio(scores, b, b_top, true_index, kth, top_x, places):
+  def log_ratio(scores, b, true_index, kth, top_x, top_index, places):
     in_top = top_x > 0
     u = backend.where(in_top, ops.exp(-top_x), ops.ones_like(top_x))
     q_rest = _product([1.0, b], k)
@@ -178,14 +177,14 @@ def _log_ratio(scores, rival_scores, true_index, kth, top_scores, top_index, k, 
       slope = upstream / (k * tau)
       rest = _rest_gradient(b, q, q_k, q_before, k, slope)  # 0 above r and at y (b = 0)
       top = _top_gradient(u, q_rest, q_top, q_k, q_before, k, s) * slope[:, None]
-      top = backend.where(in_top, top, _rest_gradient(b_top, q, q_k, q_before, k, slope))
+      top = backend.where(in_top, top, backend.take_along_axis(rest, top_index, axis=1))
       updates = ops.reshape(ops.concatenate([top, -slope[:, None]], axis=1), (-1,))
       return (ops.scatter_update(rest, places, updates),) + (None,) * 6
 
     log_q = ops.log(q_k) - ops.log(q_before)
     return log_q + (kth[:, 0] - true_score) / (k * tau), grad
 
-  return log_ratio(scores, b, b_top, true_index, kth, top_x, places)
+  return log_ratio(scores, b, true_index, kth, top_x, top_index, places)
 
 
 def _coefficient(left, right, j, like):
@@ -372,8 +371,7 @@ def _smooth_loss(scores, is_true, true_index, rivals, enough, k, tau, alpha):
     top_scores, top_index = _top_rivals(rival_scores, true_index, k)
   else:
     rival_scores = backend.where(rivals, ops.stop_gradient(scores), _minus_infinity(scores))
-    # Materialized: else XLA on CPU turns the top-k and the slices of it into a full sort.
-    top_scores, top_index = backend.materialized(_top_k_by_block_maxima(rival_scores, k))
+    top_scores, top_index = _top_k_by_block_maxima(rival_scores, k)
   kth = top_scores[:, k - 1 :]
   if enough is not None:
     kth = backend.where(enough[:, None], kth, ops.zeros_like(kth))  # -inf: fewer than k rivals
@@ -398,8 +396,7 @@ def _top_rivals(scores, true_index, k):
   """``(values, classes)`` ``[B, k]`` of the ``k`` highest rivals of each row, every class but
   ``true_index`` ``[B]`` a rival: the ``k + 1`` highest classes without ``y`` (or without the
   last, where ``y`` is not among them); no pass over ``[B, C]`` to mask ``y`` first."""
-  # Materialized: else XLA on CPU turns the top-k and the slices of it into a full sort.
-  values, index = backend.materialized(_top_k_by_block_maxima(scores, k + 1))
+  values, index = _top_k_by_block_maxima(scores, k + 1)
   after_y = ops.cumsum(ops.cast(ops.equal(index, true_index[:, None]), "int32"), axis=1)
   pick = ops.arange(k, dtype="int32")[None, :] + after_y[:, :k]
   return backend.take_along_axis(values, pick, axis=1), backend.take_along_axis(index, pick, axis=1)
@@ -416,18 +413,19 @@ def _block_size(n, size):
 
 def _top_k_by_block_maxima(x, k):
   """``(values, indices)`` of the ``k`` largest entries of each row of ``x`` (``[B, n]``),
-  largest first, ties in any order: the row cut into blocks of ``m`` (about ``sqrt(n / k)``, a
-  power of two; the last padded with ``-inf``), a top-k of the blocks' maxima, then one of the
-  ``k m`` entries of the ``k`` blocks found (they hold the ``k`` largest: a block left out has
-  ``k`` blocks whose maxima are at least its own). One pass over ``[B, n]`` (the maxima) and two
-  top-k of about ``sqrt(n k)`` entries, in place of a top-k of ``n`` (on TensorFlow's CPU
-  kernel, several times slower than the pass); a plain top-k where there are fewer than
-  ``4 k`` blocks."""
+  largest first, ties in any order: the row cut into blocks of ``m`` (about ``sqrt(n / k)``:
+  :func:`_block_size`; the last padded with ``-inf``), a top-k of the blocks' maxima, then one of
+  the ``k m`` entries of the ``k`` blocks found (they hold the ``k`` largest: a block left out
+  has ``k`` blocks whose maxima are at least its own). One pass over ``[B, n]`` (the maxima) and
+  two top-k of about ``sqrt(n k)`` entries, in place of a top-k of ``n`` (on TensorFlow's CPU
+  kernel, several times slower than the pass). A plain top-k where there are fewer than ``8 k``
+  blocks, and on PyTorch, whose ``topk`` is fast and each of the dozen ops here costs a
+  dispatch. Materialized: else XLA on CPU turns a top-k and the slices of it into a full sort."""
   n = x.shape[-1]
   m = _block_size(n, math.sqrt(n / k))
   num_blocks = -(-n // m)
-  if num_blocks < 4 * k:
-    return backend.top_k(x, k)
+  if num_blocks < 8 * k or backend.BACKEND == "torch":
+    return backend.materialized(backend.top_k(x, k))
   if num_blocks * m > n:
     x = ops.pad(x, [[0, 0], [0, num_blocks * m - n]], constant_values=-math.inf)
   blocks = ops.reshape(x, (-1, m))  # [B num_blocks, m]
@@ -435,7 +433,8 @@ def _top_k_by_block_maxima(x, k):
   rows = ops.arange(ops.shape(best)[0], dtype="int32")[:, None] * num_blocks
   candidates = ops.reshape(ops.take(blocks, rows + best, axis=0), (-1, k * m))
   values, places = backend.top_k(candidates, k)
-  return values, backend.take_along_axis(best, places // m, axis=1) * m + places % m
+  index = backend.take_along_axis(best, places // m, axis=1) * m + places % m
+  return backend.materialized([values, index])
 
 
 @register("smooth_topk_svm_loss")
