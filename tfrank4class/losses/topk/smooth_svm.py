@@ -366,7 +366,9 @@ def _smooth_loss(scores, is_true, true_index, rivals, enough, k, tau, alpha):
   other classes the factor 1 (``a = 1``, ``b = 0``); ``true_index`` ``[B]`` the class where
   ``is_true``.
   """
-  if enough is None:  # every class but y is a rival: y dropped from the k + 1 highest classes
+  # Class ids on TensorFlow: y dropped from the k + 1 highest classes, no [B, C] pass to mask it
+  # (XLA fuses the mask into its consumers; eager PyTorch pays for the ops on [B, k + 1]).
+  if enough is None and backend.BACKEND == "tensorflow":
     rival_scores = ops.stop_gradient(scores)  # y's score too, replaced in _log_ratio
     top_scores, top_index = _top_rivals(rival_scores, true_index, k)
   else:
