@@ -14,6 +14,7 @@ from scipy.special import logsumexp
 
 from tfrank4class import losses
 from tfrank4class.compat import keras, ops
+from tfrank4class.losses.topk import smooth_svm
 from tfrank4class.losses.topk.smooth_svm import SmoothTopKSVMLoss, smooth_topk_svm_loss
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "smooth_topk_svm.npz"
@@ -144,6 +145,17 @@ def decimal_loss_and_grad(s, y, k, tau, alpha):
   return np.array(losses), grads
 
 
+def spread_rows(k, spread, tau, dtype):
+  """Scores ``[4, 24]`` spanning ``spread`` (in units of ``tau``) and their true classes: rivals
+  far above the k-th, far below it, tied with it, the true class above, below and amid them."""
+  rng = np.random.default_rng(k)
+  s = rng.uniform(-1.0, 1.0, size=(4, 24)) * spread * tau
+  s[1, : k + 3] = 0.25 * spread * tau  # ties at the k-th rival
+  s[2, :] = np.round(s[2, :] / (spread * tau) * 3) * spread * tau / 3  # four levels, many ties
+  s[3, 1:k] = spread * tau  # k - 1 rivals far above the rest
+  return s.astype(dtype), np.array([0, 2, 23, 5])
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("k", [1, 2, 5, 10])
 @pytest.mark.parametrize("spread", [1.0, 1e3, 1e6])
@@ -152,19 +164,52 @@ def test_any_spread_against_40_digits(dtype, k, spread):
   below it, tied with it, the true class above, below and amid them, agree with 40-digit
   decimals: values and gradients to 1e-5 (relative and absolute) in float32, 1e-10 in float64."""
   decimal.getcontext().Emax = 10**8  # exp(x) of x up to 2e6
-  tau, alpha, c = 0.5, 1.0, 24
-  rng = np.random.default_rng(k)
-  s = rng.uniform(-1.0, 1.0, size=(4, c)) * spread * tau
-  s[1, : k + 3] = 0.25 * spread * tau  # ties at the k-th rival
-  s[2, :] = np.round(s[2, :] / (spread * tau) * 3) * spread * tau / 3  # four levels, many ties
-  s[3, 1:k] = spread * tau  # k - 1 rivals far above the rest
-  y = np.array([0, 2, 23, 5])
-  s = s.astype(dtype)
+  tau, alpha = 0.5, 1.0
+  s, y = spread_rows(k, spread, tau, dtype)
   expected, expected_grad = decimal_loss_and_grad(s.astype(np.float64), y, k, tau, alpha)
   loss, grad = loss_and_grad(s, y, np.ones(4, dtype), k=k, tau=tau, alpha=alpha)
   tolerance = dict(atol=1e-5, rtol=1e-5) if dtype == "float32" else dict(atol=1e-12, rtol=1e-10)
   np.testing.assert_allclose(loss, expected, **tolerance)
   np.testing.assert_allclose(grad, expected_grad, **tolerance)
+
+
+@pytest.mark.parametrize("c,k,dtype", [(1000, 5, "float64"), (1009, 3, "float32")])
+def test_rows_of_24_classes_among_many_far_below(c, k, dtype):
+  """The rows of :func:`spread_rows` (spread ``1e3 tau``) placed among ``c`` classes (1,009: a
+  prime, the blocks of the top-k padded), some in one block of ``_top_k_by_block_maxima``, some in
+  others, one at the last class; the other classes ``2000 k tau`` below all of them, where
+  ``exp(x)`` is 0 even in float64. Loss and gradient are those of the 24 classes (40-digit
+  decimals), the gradient 0 at the other classes."""
+  decimal.getcontext().Emax = 10**8
+  tau, alpha = 0.5, 1.0
+  small, y = spread_rows(k, 1e3, tau, dtype)
+  expected, expected_grad = decimal_loss_and_grad(small.astype(np.float64), y, k, tau, alpha)
+  rng = np.random.default_rng(c)
+  places = np.concatenate([[0, 1, 2, 3, 4, 5, c - 1], rng.choice(np.arange(6, c - 1), 17, False)])
+  s = np.full((4, c), small.min() - 2000 * k * tau, dtype)
+  s[:, places] = small
+  loss, grad = loss_and_grad(s, places[y], np.ones(4, dtype), k=k, tau=tau, alpha=alpha)
+  tolerance = dict(atol=1e-5, rtol=1e-5) if dtype == "float32" else dict(atol=1e-12, rtol=1e-10)
+  np.testing.assert_allclose(loss, expected, **tolerance)
+  np.testing.assert_allclose(grad[:, places], expected_grad, **tolerance)
+  np.testing.assert_array_equal(np.delete(grad, places, axis=1), 0.0)
+
+
+@pytest.mark.parametrize("n,k", [(24, 1), (1000, 5), (1009, 3), (4096, 10)])
+def test_top_k_by_block_maxima_against_a_sort(n, k):
+  """``_top_k_by_block_maxima``: the ``k`` largest of each row (a sort's) and classes holding them,
+  rows with ties within and across blocks and with ``-inf`` (the classes that are not rivals)."""
+  rng = np.random.default_rng(n)
+  x = rng.normal(size=(5, n)).astype(np.float32)
+  x[1] = np.round(x[1])  # a handful of levels
+  x[2, : n // 2] = -np.inf
+  x[3, rng.choice(n, 2 * k, False)] = 9.0  # 2 k ties at the top
+  x[4, -k:] = 5.0  # the k largest at the end
+  top_k = smooth_svm._top_k_by_block_maxima  # noqa: SLF001
+  values, index = (bt.numpy(v) for v in top_k(ops.convert_to_tensor(x), k))
+  np.testing.assert_array_equal(values, -np.sort(-x, axis=1)[:, :k])
+  np.testing.assert_array_equal(np.take_along_axis(x, index, axis=1), values)
+  assert all(len(set(row)) == k for row in index.tolist())
 
 
 def test_ties_at_60000_classes_and_k10_in_float32():

@@ -36,7 +36,9 @@ factors ``exp(x - r)`` of the (at most ``k - 1``) rivals above ``r`` are common 
 ``e_{k-1}`` and cancel, so ``log e_k - log e_{k-1} = r + log Q_k - log Q_{k-1}`` with ``Q =
 Q_R Q_K``, ``Q_R = prod (1 + b t)`` over the rivals at or below ``r`` (``b = exp(x - r) <= 1``;
 its coefficient 0 is 1 and left implicit) and ``Q_K = prod (u + t)`` over those above
-(``u = exp(r - x) < 1``; ``k - 1`` factors at most, taken from a top-k). Every coefficient of
+(``u = exp(r - x) < 1``; ``k - 1`` factors at most, taken from a top-k:
+:func:`_top_k_by_block_maxima`, one pass over the scores and two small top-k in place of a top-k
+of each row). Every coefficient of
 every sub-product lies between 0 and ``C(n, j)`` (``n`` rivals), and ``Q_k, Q_{k-1} >= 1``
 (the term of the ``k`` highest rivals, and of ``k - 1`` of them, is a product of ones), so what
 underflows is negligible; a power of two ``s`` divides ``t`` (coefficient ``j`` by ``s^j``,
@@ -48,16 +50,18 @@ The gradient is written out (:func:`tfrank4class.backend.custom_gradient`; Sec. 
 ``d log e_j / d x_i = exp(x_i) e_{j-1}(x without i) / e_j``): ``pi_k - pi_{k-1}``, ``pi_j`` the
 probability that class ``i`` is in a ``j``-subset drawn with weights ``prod exp(x)``. The
 product without a class comes from ``Q`` by division: for a rival at or below ``r``,
-``Q'_j = Q_j - b Q'_{j-1}`` upward (``b <= 1``), for one above it from the top coefficient of
-``Q_K`` down (``Q_K`` has all its ``k`` coefficients; ``u < 1``).
-The forward pass keeps no sub-product for the backward: one tensor of ``[B, C]`` (``b``)
-and ``k + 1`` coefficients per row, against every round's operands under
-autodiff. Deviation from the authors' code on purpose: their custom backward (Sec. 3.2) has an
-instability threshold and a series approximation for large values; here each division is by a
-factor whose coefficient on the side divided from is at most 1 (``b`` upward, ``u`` from the
-top), so neither is needed (the tests compare with 40-digit decimals up to spreads of ``10^6
-tau``). There is no switch to the hard loss for large score gaps either; ``tau = 0`` selects
-the hard loss explicitly.
+``Q'_j = Q_j - b Q'_{j-1}`` upward (``b <= 1``), so that its ``pi_k - pi_{k-1}`` is a
+polynomial of degree ``k`` in its ``b`` with ``[B]`` coefficients from ``Q`` (Horner's rule:
+``2 k - 1`` passes over ``[B, C]``); for one above it from the top coefficient of ``Q_K`` down
+(``Q_K`` has all its ``k`` coefficients; ``u < 1``), and those ``k - 1`` places and the true
+class's go into the ``[B, C]`` result by one scatter. The forward pass keeps no sub-product for
+the backward: one tensor of ``[B, C]`` (``b``) and ``k + 1`` coefficients per row, against every
+round's operands under autodiff. Deviation from the authors' code on purpose: their custom
+backward (Sec. 3.2) has an instability threshold and a series approximation for large values;
+here each division is by a factor whose coefficient on the side divided from is at most 1 (``b``
+upward, ``u`` from the top), so neither is needed (the tests compare with 40-digit decimals up to
+spreads of ``10^6 tau``). There is no switch to the hard loss for large score gaps either;
+``tau = 0`` selects the hard loss explicitly.
 """
 
 import functools
@@ -132,41 +136,55 @@ def _multiply(left, right, k):
   ]
 
 
-def _log_ratio(scores, rivals, kth, top_x, top_index, k, tau, s):
-  """``log Q_k - log Q_{k-1}`` (``[B]``) of ``Q = prod (a + b t)`` over the ``rivals`` (the
-  module docstring), with its gradient in ``scores`` written out; ``x = (s - s_r) / (k tau)``,
-  ``s_r`` the ``k``-th highest rival score ``kth`` ``[B, 1]``, ``top_x``, ``top_index``: ``x``
-  and the class of the ``k - 1`` highest rivals. A row with ``Q_k = 0`` (fewer than ``k``
-  rivals) reads 0.
+def _log_ratio(scores, rival_scores, true_index, kth, top_scores, top_index, k, tau, s):
+  """``log Q_k - log Q_{k-1} + (s_r - s_y) / (k tau)`` (``[B]``) of ``Q = prod (a + b t)`` over
+  the rivals (the module docstring), with its gradient in ``scores`` written out. ``x = (s - s_r)
+  / (k tau)``, ``s_r`` the ``k``-th highest rival score ``kth`` ``[B, 1]``; ``rival_scores``: the
+  scores (held constant), ``-inf`` at the classes that are not rivals (but ``y``, set here);
+  ``true_index`` ``[B]``: ``y``; ``top_scores``, ``top_index``: the scores and classes of the
+  ``k - 1`` highest rivals. A row of fewer than ``k`` rivals (``Q_k = 0``, read as 1) has a value
+  to be masked.
 
   ``Q`` is ``Q_R Q_K``: ``Q_R`` the product of the ``1 + b t`` of the rivals at or below ``r``
-  (``b = exp(x) / s``) over all classes, coefficient 0 left implicit, and ``Q_K`` that of the
-  ``u + t / s`` (``u = exp(-x)``) of those above ``r``, among the ``k - 1`` highest.
+  (``b = exp(x) / s``, 0 at the rivals above ``r`` and at ``y``: their scores set to ``-inf`` by
+  one scatter of ``B k`` entries) over all classes, coefficient 0 left implicit, and ``Q_K`` that
+  of the ``u + t / s`` (``u = exp(-x)``) of those above ``r``, among the ``k - 1`` highest. The
+  gradient is one ``[B, C]`` polynomial in ``b`` (:func:`_rest_gradient`) and one scatter of the
+  ``k - 1`` highest rivals' and the true class's ``B k`` entries into it.
   """
+  top_x = (top_scores - kth) / (k * tau)
+  in_top = top_x > 0
+  rows = ops.repeat(ops.arange(ops.shape(scores)[0], dtype="int32")[:, None], k, axis=1)
+  places = ops.stack([rows, ops.concatenate([top_index, true_index[:, None]], axis=1)], axis=-1)
+  places = ops.reshape(places, (-1, 2))  # [B k, 2]: row, class (k - 1 highest rivals, then y)
+  # Outside the function of the written-out gradient, whose inputs live until its result does.
+  hidden = backend.where(in_top, _minus_infinity(top_scores), top_scores)
+  hidden = ops.concatenate([hidden, _minus_infinity(kth)], axis=1)
+  rival_scores = ops.scatter_update(rival_scores, places, ops.reshape(hidden, (-1,)))
+  b = ops.exp((rival_scores - kth) / (k * tau)) / s
 
   @backend.custom_gradient
-  def log_ratio(scores, rivals, kth, top_x, top_index):
-    x = (backend.where(rivals, scores, _minus_infinity(scores)) - kth) / (k * tau)
-    above, in_top = x > 0, top_x > 0
-    b = backend.where(above, ops.zeros_like(x), ops.exp(x) / s)
+  def log_ratio(scores, b, true_index, kth, top_x, top_index, places):
+    in_top = top_x > 0
     u = backend.where(in_top, ops.exp(-top_x), ops.ones_like(top_x))
     q_rest = _product([1.0, b], k)
     q_top = _product([u, backend.where(in_top, ops.full_like(u, 1 / s), ops.zeros_like(u))], k)
     q = [_coefficient(q_rest, q_top, j, like=u[:, 0]) for j in range(k + 1)]
     q_k, q_before = (backend.where(c > 0, c, ops.ones_like(c)) for c in (q[k], q[k - 1]))
+    true_score = backend.take_along_axis(scores, true_index[:, None], axis=1)[:, 0]
 
     def grad(upstream):
-      rest = _rest_gradient(b, q, q_k, q_before, k)  # 0 above r
-      top = _top_gradient(u, q_rest, q_top, q_k, q_before, k, s)
+      slope = upstream / (k * tau)
+      rest = _rest_gradient(b, q, q_k, q_before, k, slope)  # 0 above r and at y (b = 0)
+      top = _top_gradient(u, q_rest, q_top, q_k, q_before, k, s) * slope[:, None]
       top = backend.where(in_top, top, backend.take_along_axis(rest, top_index, axis=1))
-      rows = ops.repeat(ops.arange(ops.shape(scores)[0], dtype="int32")[:, None], k - 1, axis=1)
-      indices = ops.reshape(ops.stack([rows, top_index], axis=-1), (-1, 2))
-      grad = ops.scatter_update(rest, indices, ops.reshape(top, (-1,)))
-      return grad * (upstream / (k * tau))[:, None], None, None, None, None
+      updates = ops.reshape(ops.concatenate([top, -slope[:, None]], axis=1), (-1,))
+      return (ops.scatter_update(rest, places, updates),) + (None,) * 6
 
-    return ops.log(q_k) - ops.log(q_before), grad
+    log_q = ops.log(q_k) - ops.log(q_before)
+    return log_q + (kth[:, 0] - true_score) / (k * tau), grad
 
-  return log_ratio(scores, rivals, kth, top_x, top_index)
+  return log_ratio(scores, b, true_index, kth, top_x, top_index, places)
 
 
 def _coefficient(left, right, j, like):
@@ -176,15 +194,21 @@ def _coefficient(left, right, j, like):
   return ops.ones_like(like) * total if isinstance(total, float) else total
 
 
-def _rest_gradient(b, q, q_k, q_before, k):
-  """``d (log Q_k - log Q_{k-1}) / dx`` at the rivals at or below ``r``: ``pi_k - pi_{k-1}``,
-  ``pi_j = b Q'_{j-1} / Q_j`` (the probability that the class is in a ``j``-subset drawn with
-  weights ``prod b``), ``Q'`` the product without the class, ``Q'_j = Q_j - b Q'_{j-1}``
-  (``b <= 1 / s``)."""
-  before, without = None, q[0][:, None]
-  for j in range(1, k):
-    before, without = without, q[j][:, None] - b * without
-  return b * (without / q_k[:, None] - before / q_before[:, None])
+def _rest_gradient(b, q, q_k, q_before, k, slope):
+  """``slope`` (``[B]``) times ``d (log Q_k - log Q_{k-1}) / dx`` at the rivals at or below
+  ``r`` (0 where ``b = 0``): ``pi_k - pi_{k-1}``, ``pi_j = b Q'_{j-1} / Q_j`` (the probability
+  that the class is in a ``j``-subset drawn with weights ``prod b``), ``Q'`` the product without
+  the class, ``Q'_j = Q_j - b Q'_{j-1} = sum_{i <= j} (-b)^(j - i) Q_i`` (``b <= 1 / s``). So
+  ``b sum_m c_m b^m`` with ``c_m = slope (-1)^m (Q_{k-1-m} / Q_k - Q_{k-2-m} / Q_{k-1})``
+  (``Q_{-1} = 0``; ``[B]`` each), by Horner's rule: ``2 k - 1`` passes over ``[B, C]``."""
+  c = [
+    (-1) ** m * slope * (q[k - 1 - m] / q_k - (q[k - 2 - m] / q_before if m < k - 1 else 0.0))
+    for m in range(k)
+  ]
+  total = c[k - 1][:, None] * b
+  for m in range(k - 2, -1, -1):
+    total = (total + c[m][:, None]) * b
+  return total
 
 
 def _top_gradient(u, q_rest, q_top, q_k, q_before, k, s):
@@ -280,7 +304,7 @@ def _loss_of_checked(scores, parsed, every_class, k, tau, alpha):
   if tau == 0.0:
     loss = _hard_loss(scores, parsed.ids, is_true, rivals, enough, k, alpha)
   else:
-    loss = _smooth_loss(scores, is_true, rivals, enough, k, tau, alpha)
+    loss = _smooth_loss(scores, is_true, parsed.ids, rivals, enough, k, tau, alpha)
   if enough is not None:
     loss = backend.where(enough, loss, ops.zeros_like(loss))
   return parsed.mark_invalid(loss)
@@ -332,31 +356,84 @@ def _take(values, chosen):
   return ops.sum(backend.where(chosen, values, 0.0), axis=-1)
 
 
-def _smooth_loss(scores, is_true, rivals, enough, k, tau, alpha):
+def _smooth_loss(scores, is_true, true_index, rivals, enough, k, tau, alpha):
   """``L_{k,tau}`` per row through the elementary symmetric polynomials (Sec. 3), in linear space
   for any spread: ``r + log Q_k - log Q_{k-1}`` with ``Q = prod (a + b t)`` over the rivals (the
   module docstring has the derivation), ``r`` the ``k``-th largest rival ``x`` (held constant),
-  other classes the factor 1 (``a = 1``, ``b = 0``).
+  other classes the factor 1 (``a = 1``, ``b = 0``); ``true_index`` ``[B]`` the class where
+  ``is_true``.
   """
-  rival_scores = backend.where(rivals, ops.stop_gradient(scores), _minus_infinity(scores))
-  # Materialized: else XLA on CPU turns the top-k and the slices of it into a full sort.
-  top_scores, top_index = backend.materialized(ops.top_k(rival_scores, k))
+  # Class ids on TensorFlow: y dropped from the k + 1 highest classes, no [B, C] pass to mask it
+  # (XLA fuses the mask into its consumers; eager PyTorch pays for the ops on [B, k + 1]).
+  if enough is None and backend.BACKEND == "tensorflow":
+    rival_scores = ops.stop_gradient(scores)  # y's score too, replaced in _log_ratio
+    top_scores, top_index = _top_rivals(rival_scores, true_index, k)
+  else:
+    rival_scores = backend.where(rivals, ops.stop_gradient(scores), _minus_infinity(scores))
+    top_scores, top_index = _top_k_by_block_maxima(rival_scores, k)
   kth = top_scores[:, k - 1 :]
   if enough is not None:
     kth = backend.where(enough[:, None], kth, ops.zeros_like(kth))  # -inf: fewer than k rivals
   if k == 1:  # e_1 / e_0: the sum; x - r: differences first, rounded once
     s = 1.0
-    log_ratio = ops.logsumexp((backend.where(rivals, scores, rival_scores) - kth) / tau, axis=-1)
+    rival_scores = backend.where(rivals, scores, _minus_infinity(scores))
+    log_ratio = ops.logsumexp((rival_scores - kth) / tau, axis=-1)
+    log_ratio = log_ratio + (kth[:, 0] - _take(scores, is_true)) / tau  # r - x_y
   else:
     s = _scale_of(num_items(scores) - 1, k)
-    top_x = (top_scores[:, : k - 1] - kth) / (k * tau)
-    top_index = ops.cast(top_index[:, : k - 1], "int32")
-    log_ratio = _log_ratio(scores, rivals, kth, top_x, top_index, k, tau, s)
-  true_x = (kth[:, 0] - _take(scores, is_true)) / (k * tau)  # r - x_y
-  margin = true_x + math.log(s) + log_ratio + alpha / tau
+    top_scores = top_scores[:, : k - 1]
+    # A place beyond the classes (padding of the blocks) only in a row of fewer than k rivals.
+    top_index = ops.minimum(top_index[:, : k - 1], num_items(scores) - 1)
+    log_ratio = _log_ratio(scores, rival_scores, true_index, kth, top_scores, top_index, k, tau, s)
+  margin = log_ratio + math.log(s) + alpha / tau
   if enough is not None:
     margin = backend.where(enough, margin, ops.zeros_like(margin))
   return tau * backend.softplus(margin)
+
+
+def _top_rivals(scores, true_index, k):
+  """``(values, classes)`` ``[B, k]`` of the ``k`` highest rivals of each row, every class but
+  ``true_index`` ``[B]`` a rival: the ``k + 1`` highest classes without ``y`` (or without the
+  last, where ``y`` is not among them); no pass over ``[B, C]`` to mask ``y`` first."""
+  values, index = _top_k_by_block_maxima(scores, k + 1)
+  after_y = ops.cumsum(ops.cast(ops.equal(index, true_index[:, None]), "int32"), axis=1)
+  pick = ops.arange(k, dtype="int32")[None, :] + after_y[:, :k]
+  return backend.take_along_axis(values, pick, axis=1), backend.take_along_axis(index, pick, axis=1)
+
+
+def _block_size(n, size):
+  """A divisor of ``n`` within a factor 2 of ``size`` (the closest in ratio), else ``size``
+  rounded to a power of two."""
+  divisors = [d for d in range(math.ceil(size / 2), math.floor(2 * size) + 1) if n % d == 0]
+  if divisors:
+    return min(divisors, key=lambda d: abs(math.log(d / size)))
+  return 2 ** round(math.log2(size))
+
+
+def _top_k_by_block_maxima(x, k):
+  """``(values, indices)`` of the ``k`` largest entries of each row of ``x`` (``[B, n]``),
+  largest first, ties in any order: the row cut into blocks of ``m`` (about ``sqrt(n / k)``:
+  :func:`_block_size`; the last padded with ``-inf``), a top-k of the blocks' maxima, then one of
+  the ``k m`` entries of the ``k`` blocks found (they hold the ``k`` largest: a block left out
+  has ``k`` blocks whose maxima are at least its own). One pass over ``[B, n]`` (the maxima) and
+  two top-k of about ``sqrt(n k)`` entries, in place of a top-k of ``n`` (on TensorFlow's CPU
+  kernel, several times slower than the pass). A plain top-k where there are fewer than ``8 k``
+  blocks, and on PyTorch, whose ``topk`` is fast and each of the dozen ops here costs a
+  dispatch. Materialized: else XLA on CPU turns a top-k and the slices of it into a full sort."""
+  n = x.shape[-1]
+  m = _block_size(n, math.sqrt(n / k))
+  num_blocks = -(-n // m)
+  if num_blocks < 8 * k or backend.BACKEND == "torch":
+    return backend.materialized(backend.top_k(x, k))
+  if num_blocks * m > n:
+    x = ops.pad(x, [[0, 0], [0, num_blocks * m - n]], constant_values=-math.inf)
+  blocks = ops.reshape(x, (-1, m))  # [B num_blocks, m]
+  _, best = backend.top_k(ops.reshape(ops.max(blocks, axis=-1), (-1, num_blocks)), k)
+  rows = ops.arange(ops.shape(best)[0], dtype="int32")[:, None] * num_blocks
+  candidates = ops.reshape(ops.take(blocks, rows + best, axis=0), (-1, k * m))
+  values, places = backend.top_k(candidates, k)
+  index = backend.take_along_axis(best, places // m, axis=1) * m + places % m
+  return backend.materialized([values, index])
 
 
 @register("smooth_topk_svm_loss")
