@@ -310,10 +310,14 @@ def check_item_scores(name, scores, valid=None):
 
 
 def check_finite_rows(name, row_sums, scores):
-  """:func:`check_scores`'s refusal of NaN and +-inf scores, from the sum of each row of the scores
-  that a caller computed in its own pass over them, so that the check does not read the scores
-  again: a row's sum is finite when its scores are, and only then unless it overflows. Only when a
-  sum is not finite are the scores themselves tested (a conditional), so large finite scores pass.
+  """:func:`check_scores`'s refusal of NaN and +-inf scores, from per-row sums that a caller
+  computed in its own pass over the scores, so that the check does not read them again. Outside
+  XLA the sums are the scores' own, finite when the row's scores are and only then unless they
+  overflow: only where a sum is not finite are the scores themselves tested, in a conditional,
+  so large finite scores pass. Under XLA (:func:`tfrank4class.backend.compiled_by_xla`), which
+  would compile and hold memory for that conditional, the sums must be NaN exactly for the rows
+  holding a NaN or +-inf (a sum of finite terms plus ``0 * scores``: XLA fuses the product into
+  the sum's pass)
 
   A non-finite score raises as :func:`check_scores` does (:func:`check_values`: eagerly a
   ``ValueError`` naming ``name`` and the bad values; inside ``tf.function`` an assertion with the
@@ -323,7 +327,8 @@ def check_finite_rows(name, row_sums, scores):
 
   Args:
     name: the argument name used in error messages.
-    row_sums: float ``[B]``, ``sum(scores, axis=-1)``.
+    row_sums: float ``[B]``: ``sum(scores, axis=-1)``; under XLA, NaN exactly for the rows
+      holding a non-finite score.
     scores: float scores ``[B, C]``, checked by :func:`check_scores` with ``finite=False``.
 
   Returns:
@@ -338,14 +343,15 @@ def check_finite_rows(name, row_sums, scores):
     ValueError: `s` must be finite (no NaN or Inf), got [inf].
   """
   message = f"`{name}` must be finite (no NaN or Inf),"
-  sums_finite = ops.isfinite(row_sums)
-  if backend.is_concrete(sums_finite):
-    if not np.all(ops.convert_to_numpy(sums_finite)):
+  finite = ops.isfinite(row_sums)
+  if backend.is_concrete(finite):
+    if not np.all(ops.convert_to_numpy(finite)):
       check_values(ops.isfinite(scores), message, scores)  # raises, showing the bad scores
     return None
-  finite = ops.cond(
-    ops.all(sums_finite), lambda: sums_finite, lambda: ops.all(ops.isfinite(scores), axis=-1)
-  )
+  if not backend.compiled_by_xla():  # the sums may have overflowed: test those rows' scores
+    finite = ops.cond(
+      ops.all(finite), lambda: finite, lambda: ops.all(ops.isfinite(scores), axis=-1)
+    )
   if _COMPILED_CHECKS[0] and backend.BACKEND == "jax":  # the host callback shows the scores
     check_values(ops.isfinite(scores), message, scores)
   else:

@@ -326,8 +326,9 @@ def _single(labels, scores):
   With ``q = sign(s - s_y)``, ``sum(q) = g - l`` and ``sum(|q|) = g + l`` (``l`` items below), so
   ``g = (sum(q) + sum(|q|)) / 2`` and ``e = C - 1 - sum(|q|)``: one subtraction, one sign and two
   sums, half the memory passes of counting ``s > s_y`` and ``s == s_y`` as floats. The same pass
-  sums each row's scores, finite unless the row holds a NaN or +-inf score (or overflows): the
-  scores' finiteness check (:func:`tfrank4class.checks.check_finite_rows`, the error of
+  sums each row's scores (under XLA ``0 * s`` joins ``q``), finite unless the row holds a NaN
+  or +-inf score (or the sum overflows): the scores' finiteness check
+  (:func:`tfrank4class.checks.check_finite_rows`, the error of
   :func:`tfrank4class.checks.check_scores`) then reads ``[B]`` values, not the scores again. On
   TensorFlow's graph executor, which runs each op over the whole batch before the next, a large
   batch of many classes is counted a block of rows at a time
@@ -354,8 +355,15 @@ _BLOCK_ITEMS = 2**18
 
 
 def _row_sums(scores, true):
-  """``[sum(q), sum(|q|), sum(scores)]`` per row, ``q = sign(scores - true)``: float32
-  ``[B, 3]`` (``sum(|q|)``: :func:`tfrank4class.backend.count_nonzero_signs`)."""
+  """``[sum(q), sum(|q|), r]`` per row, ``q = sign(scores - true)``, float32 ``[B, 3]``, with
+  ``r`` the sums :func:`tfrank4class.checks.check_finite_rows` reads: ``sum(scores)``; under
+  XLA ``q`` is ``sign(scores - true) + 0 * scores`` (NaN at a NaN or +-inf score, else the same),
+  fused into the two reductions, and ``r = sum(q)``. ``sum(|q|)``:
+  :func:`tfrank4class.backend.count_nonzero_signs`."""
+  if backend.compiled_by_xla():
+    q = ops.sign(scores - true) + scores * 0.0
+    ahead_minus_below = ops.sum(q, axis=-1)
+    return ops.stack([ahead_minus_below, backend.count_nonzero_signs(q), ahead_minus_below], -1)
   q = ops.sign(scores - true)
   return ops.stack(
     [ops.sum(q, axis=-1), backend.count_nonzero_signs(q), ops.sum(scores, axis=-1)], axis=-1
