@@ -73,7 +73,8 @@ class PerListMetric(keras.metrics.Mean):
   Before ``list_values`` the base checks the scores as the loss base does
   (:func:`tfrank4class.labels.check_list_scores`): a NaN or +-inf score at an item that is not
   padding raises a ``ValueError`` naming ``scores`` (in compiled code, its list's value is NaN),
-  and padded items (dense relevance ``< 0``) reach ``list_values`` with the score 0.
+  and padded items (dense relevance ``< 0``) reach ``list_values`` with the score 0. (With class
+  ids and :attr:`checks_class_id_scores`, ``list_values`` makes that check, with that error.)
 
   Item weights ``[B, C]`` (as TF-Ranking's losses take them) fold into one weight per list, the
   mean of the item weights ``u_j`` over the list's relevant items, each counted by its

@@ -51,12 +51,14 @@ fractional class ids, non-finite dense relevance, dense labels of the wrong widt
 mismatch, non-finite scores and ``k < 1`` raise a ``ValueError`` (``TypeError`` for non-numeric
 input) naming the argument and the value, eagerly on every backend (the label parser
 :func:`tfrank4class.labels.parse_labels` and the score check
-:func:`tfrank4class.checks.check_scores`); shape and ``k`` errors also when a compiled function is
-traced. Inside ``tf.function`` the value checks are assertions: the call fails with the same
-message. Where no check can run (XLA, ``jax.jit``), a list whose labels are bad gets the value NaN
-(:meth:`tfrank4class.labels.Labels.mark_invalid`; the gathers see the id clipped into
-``[0, C)``), and a NaN score makes its list's value NaN, so a batch mean, and a metric, shows NaN
-rather than a silently wrong number.
+:func:`tfrank4class.checks.check_scores`; with class ids its refusal of NaN and +-inf runs in the
+pass that counts the scores, :func:`tfrank4class.checks.check_finite_rows`); shape and ``k``
+errors also when a compiled function is traced. Inside ``tf.function`` the value checks are
+assertions: the call fails with the same message. Where no check can run (XLA, ``jax.jit``), a
+list whose labels are bad gets the value NaN (:meth:`tfrank4class.labels.Labels.mark_invalid`;
+the gathers see the id clipped into ``[0, C)``), and so does a list of class ids holding a NaN or
++-inf score (dense relevance: a NaN score makes its list's value NaN), so a batch mean, and a
+metric, shows NaN rather than a silently wrong number.
 """
 
 # Longer than the 500 lines the house allows a module: every metric here is a closed form of the
