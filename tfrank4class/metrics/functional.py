@@ -64,6 +64,7 @@ metric, shows NaN rather than a silently wrong number.
 # Longer than the 500 lines the house allows a module: every metric here is a closed form of the
 # same rank range and tie expectation, and they read best side by side.
 
+import functools
 import math
 
 import numpy as np
@@ -328,8 +329,9 @@ def _single(labels, scores):
   With ``q = sign(s - s_y)``, ``sum(q) = g - l`` and ``sum(|q|) = g + l`` (``l`` items below), so
   ``g = (sum(q) + sum(|q|)) / 2`` and ``e = C - 1 - sum(|q|)``: one subtraction, one sign and two
   sums, half the memory passes of counting ``s > s_y`` and ``s == s_y`` as floats. The same pass
-  sums each row's scores (under XLA ``0 * s`` joins ``q``), finite unless the row holds a NaN
-  or +-inf score (or the sum overflows): the scores' finiteness check
+  sums each row's scores (under XLA and below ``_BLOCK_ITEMS // 64`` classes ``0 * s`` joins
+  ``q`` instead), finite unless the row holds a NaN or +-inf score (or the sum overflows): the
+  scores' finiteness check
   (:func:`tfrank4class.checks.check_finite_rows`, the error of
   :func:`tfrank4class.checks.check_scores`) then reads ``[B]`` values, not the scores again. On
   TensorFlow's graph executor, which runs each op over the whole batch before the next, a large
@@ -342,11 +344,14 @@ def _single(labels, scores):
   ids = _clipped_ids(labels.ids, n)
   true = backend.take_along_axis(scores, ids[:, None], axis=-1)
   if isinstance(n, int) and n >= _BLOCK_ITEMS // 64:
-    sums = backend.map_row_blocks(_row_sums, [scores, true], max(1, _BLOCK_ITEMS // n))
-  else:
-    sums = _row_sums(scores, true)
+    exact = backend.compiled_by_xla()
+    row_sums = functools.partial(_row_sums, exact=exact)
+    sums = backend.map_row_blocks(row_sums, [scores, true], max(1, _BLOCK_ITEMS // n))
+  else:  # few classes: the product costs less than a conditional's ops
+    exact = True
+    sums = _row_sums(scores, true, exact)
   ahead_minus_below, untied, row_sums = sums[:, 0], sums[:, 1], sums[:, 2]
-  labels = labels.with_invalid(checks.check_finite_rows("scores", row_sums, scores))
+  labels = labels.with_invalid(checks.check_finite_rows("scores", row_sums, scores, exact))
   return labels, (ahead_minus_below + untied) / 2.0, ops.cast(n - 1, "float32") - untied
 
 
@@ -356,13 +361,13 @@ def _single(labels, scores):
 _BLOCK_ITEMS = 2**18
 
 
-def _row_sums(scores, true):
+def _row_sums(scores, true, exact):
   """``[sum(q), sum(|q|), r]`` per row, ``q = sign(scores - true)``, float32 ``[B, 3]``, with
-  ``r`` the sums :func:`tfrank4class.checks.check_finite_rows` reads: ``sum(scores)``; under
-  XLA ``q`` is ``sign(scores - true) + 0 * scores`` (NaN at a NaN or +-inf score, else the same),
-  fused into the two reductions, and ``r = sum(q)``. ``sum(|q|)``:
+  ``r`` the sums :func:`tfrank4class.checks.check_finite_rows` reads: ``sum(scores)``, or with
+  ``exact`` ``q`` is ``sign(scores - true) + 0 * scores`` (NaN at a NaN or +-inf score, else the
+  same; under XLA fused into the two reductions) and ``r = sum(q)``. ``sum(|q|)``:
   :func:`tfrank4class.backend.count_nonzero_signs`."""
-  if backend.compiled_by_xla():
+  if exact:
     q = ops.sign(scores - true) + scores * 0.0
     ahead_minus_below = ops.sum(q, axis=-1)
     return ops.stack([ahead_minus_below, backend.count_nonzero_signs(q), ahead_minus_below], -1)
