@@ -331,3 +331,15 @@ def test_top_k_takes_ties_by_the_lower_index(mode):
       top = compiled(lambda v, k=k: backend.top_k(v, k), mode)(ops.convert_to_tensor(x))
       np.testing.assert_array_equal(numpy(top[1]), order[:, :k])
       np.testing.assert_array_equal(numpy(top[0]), np.take_along_axis(x, order[:, :k], -1))
+
+
+def test_count_nonzero_signs():
+  """numpy's count of non-zero signs in every compile mode (TensorFlow's graph: the rounded
+  square of a Euclidean norm), up to the longest list that takes the norm, all non-zero."""
+  rng = np.random.default_rng(5)
+  signs = rng.integers(-1, 2, (7, 4099)).astype(np.float32)
+  longest = np.where(rng.random((1, 2**21)) < 0.5, -1.0, 1.0).astype(np.float32)
+  for mode in compile_modes():
+    count = compiled(backend.count_nonzero_signs, mode)
+    np.testing.assert_array_equal(numpy(count(signs)), np.abs(signs).sum(-1))
+    np.testing.assert_array_equal(numpy(count(longest)), [2.0**21])

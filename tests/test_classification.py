@@ -294,6 +294,45 @@ def test_bad_labels_inside_compiled_code_make_the_metric_nan():
     assert np.isnan(_float(metric.result()))
 
 
+class _FirstScore(metrics.PerListMetric):
+  """The true class's score: a metric whose ``list_values`` checks nothing itself."""
+
+  def list_values(self, y_true, y_pred):
+    ids = ops.reshape(ops.cast(y_true, "int32"), (-1, 1))
+    return ops.take_along_axis(y_pred, ids, axis=-1)[:, 0]
+
+
+def test_a_nonfinite_score_with_class_ids_is_refused_by_every_metric():
+  """With class ids the built-in metrics check the scores in their counting pass, a subclass's
+  ``list_values`` gets them checked by the base: either way a NaN or +-inf score raises naming
+  `scores` and the value eagerly, fails a tf.function, and makes the metric NaN where no check
+  can raise (XLA, jax.jit; timed for two metrics). A padded item's non-finite score (dense
+  relevance) is no error."""
+  labels, weights = np.array([0, 1, 2, 3]), np.ones(4, np.float32)
+  makers = [make for make, _ in ALL_METRICS] + [lambda: _FirstScore(name="first_score")]
+  for i, make in enumerate(makers):
+    bad = (np.nan, np.inf, -np.inf)[i % 3]
+    scores = RNG.normal(size=(4, C)).astype(np.float32)
+    scores[2, 4] = bad
+    message = rf"^`scores` must be finite \(no NaN or Inf\), got \[{bad}\]\.$"
+    with pytest.raises(ValueError, match=message):
+      make().update_state(labels, scores)
+    for mode in compile_modes()[1:] if i in (0, len(makers) - 1) else []:
+      metric = make()
+      if mode == "function":
+        with pytest.raises(Exception, match=r"`scores` must be finite \(no NaN or Inf\)"):
+          _compiled_update(metric, mode, labels, scores, weights)
+        continue
+      _compiled_update(metric, mode, labels, scores, weights)
+      assert np.isnan(_float(metric.result()))
+  padded = np.where(np.arange(C) == 4, -1.0, np.eye(C)[labels]).astype(np.float32)
+  metric = metrics.TopKAccuracy(1)
+  metric.update_state(padded, scores)
+  assert _float(metric.result()) == pytest.approx(
+    np.mean(np.argmax(np.where(padded >= 0, scores, -np.inf), 1) == labels)
+  )
+
+
 def test_recall_and_precision_on_multi_label():
   scores = RNG.normal(size=(40, C)).astype(np.float32)
   multi_hot = (RNG.random((40, C)) < 0.4).astype(np.float32)

@@ -332,6 +332,64 @@ def test_rank_range_in_row_blocks():
     np.testing.assert_array_equal(numpy(fn(labels, scores)), expected)
 
 
+def _top_k_by_numpy(labels, scores, k):
+  """Top-k accuracy with ties counted in expectation, from numpy's counts: ``g`` scores above
+  the true one and ``e`` tied with it put its rank uniformly on ``g + 1 .. g + e + 1``."""
+  true = scores[np.arange(len(labels)), labels][:, None]
+  above, tied = (scores > true).sum(1), (scores == true).sum(1)
+  return np.array([np.mean(np.arange(a + 1, a + t + 1) <= k) for a, t in zip(above, tied)])
+
+
+def _checked_calls(fn, num_classes):
+  """``(name, fn)`` of every compile mode, and on TensorFlow a ``tf.function`` with the batch
+  size unknown when traced (the counts of many classes run in row blocks under ``tf.cond``)."""
+  calls = [(mode, compiled(fn, mode)) for mode in compile_modes()]
+  if compat.BACKEND == "tensorflow":
+    import tensorflow as tf  # noqa: PLC0415
+
+    spec = [tf.TensorSpec([None], tf.int64), tf.TensorSpec([None, num_classes], tf.float32)]
+    calls.append(("function", tf.function(fn, input_signature=spec)))
+  return calls
+
+
+def test_a_nonfinite_score_in_a_later_row_block_is_refused():
+  """The scores' check runs in the counting pass (26-row blocks on TensorFlow's graph executor):
+  a NaN, +inf and -inf in the last block, away from the true classes, raise naming `scores` and
+  the values eagerly, fail the call inside tf.function, and make those lists' values NaN where
+  no check can raise (XLA, jax.jit); the other lists keep numpy's values."""
+  scores = _tied_scores(211, 10000, 300)
+  labels = RNG.integers(0, 10000, 211)
+  bad_rows = [190, 200, 205]
+  scores[bad_rows, (labels[bad_rows] + 1) % 10000] = [math.nan, math.inf, -math.inf]
+  want = _top_k_by_numpy(labels, scores, 5)
+  for mode, call in _checked_calls(lambda y, s: F.top_k_accuracy(y, s, k=5), 10000):
+    if mode in ("eager", "function"):
+      shown = r" got \[nan, inf, -inf\]\.$" if mode == "eager" else ""
+      with pytest.raises(Exception, match=r"`scores` must be finite \(no NaN or Inf\)," + shown):
+        numpy(call(labels, scores))
+      continue
+    out = numpy(call(labels, scores))
+    assert np.isnan(out[bad_rows]).all()
+    np.testing.assert_allclose(np.delete(out, bad_rows), np.delete(want, bad_rows), atol=1e-6)
+
+
+def test_scores_whose_row_sums_overflow_are_finite():
+  """Scores near float32's largest, tied in groups, 5,000 classes: each row's sum overflows to
+  +-inf, which (TensorFlow's graph without XLA) sends the check to the scores themselves; they
+  are finite, so every compile mode returns numpy's values (and eagerly numpy's counts)."""
+  scores = (_tied_scores(40, 5000, 7) - 3.0) * np.float32(1.1e38)
+  labels = RNG.integers(0, 5000, 40)
+  with np.errstate(over="ignore", invalid="ignore"):
+    assert not np.isfinite(scores.sum(1, dtype=np.float32)).all()
+  want = _top_k_by_numpy(labels, scores, 3)
+  for _, call in _checked_calls(lambda y, s: F.top_k_accuracy(y, s, k=3), 5000):
+    np.testing.assert_allclose(numpy(call(labels, scores)), want, atol=1e-6)
+  true = scores[np.arange(40), labels][:, None]
+  g, e = F.rank_range(labels, scores)
+  np.testing.assert_array_equal(numpy(g), (scores > true).sum(1))
+  np.testing.assert_array_equal(numpy(e), (scores == true).sum(1) - 1)
+
+
 # --- graph mode, XLA, unknown list size ------------------------------------------------------
 
 ALL = [

@@ -50,7 +50,8 @@ only module of the core that calls a backend's own library:
   (:meth:`tfrank4class.labels.Labels.mark_invalid`).
 * :func:`map_row_blocks`: a row-wise function a block of rows at a time on TensorFlow's graph
   executor on a CPU (which runs each op over the whole tensor before the next), so that a large
-  ``[B, C]`` batch's intermediates stay in the cache;
+  ``[B, C]`` batch's intermediates stay in the cache; :func:`count_nonzero_signs`: the non-zero
+  entries of signs in one reduction kernel on TensorFlow (``keras.ops`` spends two);
 * :func:`materialized`: an optimization barrier on JAX, so that XLA neither recomputes a fused
   producer in each consumer nor schedules a written-out gradient's ``[B, C]`` values before the
   forward's reduction;
@@ -907,6 +908,28 @@ def map_row_blocks(f, tensors, rows):
   return tf.cond(
     tf.shape(tensors[0])[0] > 8 * rows, lambda: _blocks(f, tensors, rows), lambda: f(*tensors)
   )
+
+
+#: The largest list length for which :func:`count_nonzero_signs` takes TensorFlow's Euclidean
+#: norm: the square of a float32 square root of ``n <= 2**21`` is within ``3 * 2**-3`` of ``n``.
+_NORM_COUNT_MAX = 2**21
+
+
+def count_nonzero_signs(signs):
+  """The number of non-zero entries along the last axis of float32 ``signs`` (every entry -1, 0
+  or 1) as float32: ``sum(|signs|)``, exact below ``2**24`` entries. On TensorFlow, up to
+  ``2**21`` entries, the square of its ``reduce_euclidean_norm`` rounded: one kernel reading the
+  signs once, where ``abs`` and ``sum`` are two passes (XLA, which has no such kernel, fuses them;
+  other backends and longer lists: ``sum(|signs|)``). A NaN entry makes the count NaN.
+
+  Example:
+    >>> ops.convert_to_numpy(count_nonzero_signs(ops.convert_to_tensor([[1.0, 0.0, -1.0, 1.0]])))
+    array([3.], dtype=float32)
+  """
+  length = signs.shape[-1]
+  if BACKEND != "tensorflow" or length is None or length > _NORM_COUNT_MAX or _in_xla_context():
+    return ops.sum(ops.abs(signs), axis=-1)
+  return ops.round(ops.square(_library().math.reduce_euclidean_norm(signs, axis=-1)))
 
 
 def _blocks(f, tensors, rows):

@@ -309,6 +309,58 @@ def check_item_scores(name, scores, valid=None):
   return scores, ops.logical_not(ops.all(finite, axis=-1))
 
 
+def check_finite_rows(name, row_sums, scores, exact=False):
+  """:func:`check_scores`'s refusal of NaN and +-inf scores, from per-row sums that a caller
+  computed in its own pass over the scores, so that the check does not read them again. The sums
+  of the scores themselves are finite when the row's scores are, and only then unless they
+  overflow: only where a sum is not finite are the scores tested, in a conditional, so large
+  finite scores pass. With ``exact=True`` the sums are NaN exactly for the rows holding a NaN or
+  +-inf (a sum of finite terms plus ``0 * scores``) and no conditional is built: the form for
+  XLA (:func:`tfrank4class.backend.compiled_by_xla`), which fuses the product into the sum's
+  pass and would compile and hold memory for the conditional, and for small inputs, where the
+  conditional's ops cost more than the product.
+
+  A non-finite score raises as :func:`check_scores` does (:func:`check_values`: eagerly a
+  ``ValueError`` naming ``name`` and the bad values; inside ``tf.function`` an assertion with the
+  same message; on JAX after :func:`set_compiled_checks`, the same ``ValueError`` from the
+  compiled function, which then tests every score); where no check can run (XLA, ``jax.jit``,
+  ``torch.compile``) the rows holding one are returned, for the caller to make their value NaN.
+
+  Args:
+    name: the argument name used in error messages.
+    row_sums: float ``[B]``: ``sum(scores, axis=-1)``, or with ``exact``, NaN exactly for the
+      rows holding a non-finite score.
+    scores: float scores ``[B, C]``, checked by :func:`check_scores` with ``finite=False``.
+    exact: whether ``row_sums`` are exact (see above).
+
+  Returns:
+    Bool ``[B]`` marking the rows with a non-finite score where that could not raise, ``None``
+    when the values were checked.
+
+  Example:
+    >>> scores = np.array([[3e38, 3e38], [np.inf, 0.0]], "float32")
+    >>> check_finite_rows("s", ops.sum(scores, axis=-1), scores)
+    Traceback (most recent call last):
+    ...
+    ValueError: `s` must be finite (no NaN or Inf), got [inf].
+  """
+  message = f"`{name}` must be finite (no NaN or Inf),"
+  finite = ops.isfinite(row_sums)
+  if backend.is_concrete(finite):
+    if not np.all(ops.convert_to_numpy(finite)):
+      check_values(ops.isfinite(scores), message, scores)  # raises, showing the bad scores
+    return None
+  if not exact:  # the sums may have overflowed: test those rows' scores
+    finite = ops.cond(
+      ops.all(finite), lambda: finite, lambda: ops.all(ops.isfinite(scores), axis=-1)
+    )
+  if _COMPILED_CHECKS[0] and backend.BACKEND == "jax":  # the host callback shows the scores
+    check_values(ops.isfinite(scores), message, scores)
+  else:
+    check_values(finite, message)
+  return ops.logical_not(finite)
+
+
 def _shape(x):
   """The shape of ``x`` as a tuple (``None`` for an unknown size), or ``None`` for an unknown
   rank (possible for a TensorFlow graph input only)."""

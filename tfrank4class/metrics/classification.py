@@ -73,7 +73,8 @@ class PerListMetric(keras.metrics.Mean):
   Before ``list_values`` the base checks the scores as the loss base does
   (:func:`tfrank4class.labels.check_list_scores`): a NaN or +-inf score at an item that is not
   padding raises a ``ValueError`` naming ``scores`` (in compiled code, its list's value is NaN),
-  and padded items (dense relevance ``< 0``) reach ``list_values`` with the score 0.
+  and padded items (dense relevance ``< 0``) reach ``list_values`` with the score 0. (With class
+  ids and :attr:`checks_class_id_scores`, ``list_values`` makes that check, with that error.)
 
   Item weights ``[B, C]`` (as TF-Ranking's losses take them) fold into one weight per list, the
   mean of the item weights ``u_j`` over the list's relevant items, each counted by its
@@ -108,6 +109,13 @@ class PerListMetric(keras.metrics.Mean):
     ...               weighted_metrics=[FirstRelevantScore(name="first_relevant_score")])
   """
 
+  #: ``True`` when ``list_values`` itself refuses non-finite scores of class ids (the metrics of
+  #: this module: :mod:`~tfrank4class.metrics.functional` checks them in the pass that counts
+  #: them, with the same error); the base then leaves class ids' scores to it rather than read
+  #: them twice. Dense relevance is always checked by the base (its padded items' scores may be
+  #: anything).
+  checks_class_id_scores = False
+
   def list_values(self, y_true, y_pred):
     """One value per list ``[B]``; subclasses implement it."""
     raise NotImplementedError(f"{type(self).__name__} must implement list_values(y_true, y_pred).")
@@ -139,7 +147,8 @@ class PerListMetric(keras.metrics.Mean):
     # Named as the metric functions name them (metrics/functional.py).
     y_pred = checks.check_scores("scores", y_pred, finite=False)
     labels = parse_labels(y_true, num_items(y_pred), name="labels")
-    y_pred, labels = check_list_scores(labels, y_pred, name="scores")
+    if not (labels.is_class_ids and self.checks_class_id_scores):
+      y_pred, labels = check_list_scores(labels, y_pred, name="scores")
     if y_pred.shape[0] == 0:  # an empty batch adds nothing (PyTorch refuses some empty ops)
       return None
     values = labels.mark_invalid(self.list_values(y_true, y_pred))
@@ -177,6 +186,8 @@ class TopKAccuracy(PerListMetric):
     >>> model.compile(optimizer="adam", loss=tfrank4class.losses.get("softmax_loss"),
     ...               metrics=[TopKAccuracy(1), TopKAccuracy(5)])
   """
+
+  checks_class_id_scores = True
 
   def __init__(self, k=5, name=None, dtype=None):
     self.k = checks.check_int("k", k, minimum=1)
@@ -219,6 +230,8 @@ class NDCG(PerListMetric):
     >>> model.compile(optimizer="adam", loss=tfrank4class.losses.get("approx_ndcg_loss"),
     ...               metrics=[NDCG(5), NDCG()])
   """
+
+  checks_class_id_scores = True
 
   def __init__(self, k=None, gain="exp2", name=None, dtype=None):
     self.k = checks.check_int("k", k, minimum=1, allow_none=True)
@@ -286,6 +299,8 @@ class MRR(PerListMetric):
     ...               metrics=[MRR(), MRR(k=10)])
   """
 
+  checks_class_id_scores = True
+
   def __init__(self, k=None, name=None, dtype=None):
     self.k = checks.check_int("k", k, minimum=1, allow_none=True)
     super().__init__(name=name or ("mrr" if self.k is None else f"mrr_{self.k}"), dtype=dtype)
@@ -319,6 +334,8 @@ class MeanAveragePrecision(PerListMetric):
     ...               metrics=[MeanAveragePrecision()])
   """
 
+  checks_class_id_scores = True
+
   def __init__(self, name="map", dtype=None):
     super().__init__(name=name, dtype=dtype)
 
@@ -346,6 +363,8 @@ class Spearman(PerListMetric):
     >>> model.compile(optimizer="adam", loss=tfrank4class.losses.get("spearman_loss"),
     ...               metrics=[Spearman()])
   """
+
+  checks_class_id_scores = True
 
   def __init__(self, name="spearman", dtype=None):
     super().__init__(name=name, dtype=dtype)
@@ -378,6 +397,8 @@ class RecallAtK(PerListMetric):
     >>> model.compile(optimizer="adam", loss=tfrank4class.losses.get("sigmoid_cross_entropy_loss"),
     ...               metrics=[RecallAtK(1), RecallAtK(3)])
   """
+
+  checks_class_id_scores = True
 
   def __init__(self, k=5, name=None, dtype=None):
     self.k = checks.check_int("k", k, minimum=1)
@@ -417,6 +438,8 @@ class PrecisionAtK(PerListMetric):
     >>> model.compile(optimizer="adam", loss=tfrank4class.losses.get("sigmoid_cross_entropy_loss"),
     ...               metrics=[PrecisionAtK(1), PrecisionAtK(3)])
   """
+
+  checks_class_id_scores = True
 
   def __init__(self, k=5, name=None, dtype=None):
     self.k = checks.check_int("k", k, minimum=1)

@@ -51,17 +51,20 @@ fractional class ids, non-finite dense relevance, dense labels of the wrong widt
 mismatch, non-finite scores and ``k < 1`` raise a ``ValueError`` (``TypeError`` for non-numeric
 input) naming the argument and the value, eagerly on every backend (the label parser
 :func:`tfrank4class.labels.parse_labels` and the score check
-:func:`tfrank4class.checks.check_scores`); shape and ``k`` errors also when a compiled function is
-traced. Inside ``tf.function`` the value checks are assertions: the call fails with the same
-message. Where no check can run (XLA, ``jax.jit``), a list whose labels are bad gets the value NaN
-(:meth:`tfrank4class.labels.Labels.mark_invalid`; the gathers see the id clipped into
-``[0, C)``), and a NaN score makes its list's value NaN, so a batch mean, and a metric, shows NaN
-rather than a silently wrong number.
+:func:`tfrank4class.checks.check_scores`; with class ids its refusal of NaN and +-inf runs in the
+pass that counts the scores, :func:`tfrank4class.checks.check_finite_rows`); shape and ``k``
+errors also when a compiled function is traced. Inside ``tf.function`` the value checks are
+assertions: the call fails with the same message. Where no check can run (XLA, ``jax.jit``), a
+list whose labels are bad gets the value NaN (:meth:`tfrank4class.labels.Labels.mark_invalid`;
+the gathers see the id clipped into ``[0, C)``), and so does a list of class ids holding a NaN or
++-inf score (dense relevance: a NaN score makes its list's value NaN), so a batch mean, and a
+metric, shows NaN rather than a silently wrong number.
 """
 
 # Longer than the 500 lines the house allows a module: every metric here is a closed form of the
 # same rank range and tie expectation, and they read best side by side.
 
+import functools
 import math
 
 import numpy as np
@@ -83,9 +86,10 @@ _SMALLEST_NORMAL = 2.0**-126
 # --- inputs ---------------------------------------------------------------------------------------
 
 
-def _scores(scores):
-  """Validated finite float32 scores ``[B, C]`` (:func:`tfrank4class.checks.check_scores`)."""
-  return ops.cast(checks.check_scores("scores", scores), "float32")
+def _scores(scores, finite=True):
+  """Validated float32 scores ``[B, C]`` (:func:`tfrank4class.checks.check_scores`), checked
+  finite unless ``finite=False`` (class ids: :func:`_single` checks them in its counting pass)."""
+  return ops.cast(checks.check_scores("scores", scores, finite=finite), "float32")
 
 
 def _clipped_ids(ids, num_classes):
@@ -132,10 +136,10 @@ def rank_range(labels, scores):
     >>> ops.convert_to_numpy(g), ops.convert_to_numpy(e)
     (array([2.], dtype=float32), array([1.], dtype=float32))
   """
-  scores = _scores(scores)
+  scores = _scores(scores, finite=False)
   labels = parse_labels(labels, num_items(scores), dense=False)
   check_batch_size(labels, scores)
-  g, e = _single(labels, scores)
+  labels, g, e = _single(labels, scores)
   return _finish(labels, g), _finish(labels, e)
 
 
@@ -300,11 +304,16 @@ def _expected_hits_dense(k, relevant, masked):
 
 def _split(labels, scores):
   """``(parsed labels, scores float32, True if class ids with a static C)``: the one label parser
-  (:func:`tfrank4class.labels.parse_labels`) and score check, and the batch-size check."""
-  scores = _scores(scores)
+  (:func:`tfrank4class.labels.parse_labels`) and score check, and the batch-size check. The
+  scores' values are checked here for dense relevance; with class ids (the fast path) by
+  :func:`_single`, in the pass that counts them."""
+  scores = _scores(scores, finite=False)
   labels = parse_labels(labels, num_items(scores))
   check_batch_size(labels, scores)
-  return labels, scores, labels.is_class_ids and scores.shape[-1] is not None
+  single = labels.is_class_ids and scores.shape[-1] is not None
+  if not single:
+    scores = _scores(scores)
+  return labels, scores, single
 
 
 def _finish(labels, values):
@@ -314,27 +323,36 @@ def _finish(labels, values):
 
 
 def _single(labels, scores):
-  """``(g, e)`` for validated class ids (the fast path).
+  """``(labels, g, e)`` for class ids (the fast path): the counts of :func:`rank_range`, and the
+  labels with the lists holding a non-finite score marked invalid where that cannot raise.
 
   With ``q = sign(s - s_y)``, ``sum(q) = g - l`` and ``sum(|q|) = g + l`` (``l`` items below), so
   ``g = (sum(q) + sum(|q|)) / 2`` and ``e = C - 1 - sum(|q|)``: one subtraction, one sign and two
-  sums, half the memory passes of counting ``s > s_y`` and ``s == s_y`` as floats (measured: 2.5
-  against 4.8 ms for ``[256, 10000]`` without XLA, one thread). On TensorFlow's graph executor,
-  which runs each of these ops over the whole batch before the next, a large batch of many
-  classes is counted a block of rows at a time (:func:`tfrank4class.backend.map_row_blocks`), so
-  the intermediates stay in the CPU's cache; the values are the same. Two scores whose
-  difference is below the smallest normal float32 (``1.2e-38``, flushed to zero on CPU) count as
-  tied.
+  sums, half the memory passes of counting ``s > s_y`` and ``s == s_y`` as floats. The same pass
+  sums each row's scores (under XLA and below ``_BLOCK_ITEMS // 64`` classes ``0 * s`` joins
+  ``q`` instead), finite unless the row holds a NaN or +-inf score (or the sum overflows): the
+  scores' finiteness check
+  (:func:`tfrank4class.checks.check_finite_rows`, the error of
+  :func:`tfrank4class.checks.check_scores`) then reads ``[B]`` values, not the scores again. On
+  TensorFlow's graph executor, which runs each op over the whole batch before the next, a large
+  batch of many classes is counted a block of rows at a time
+  (:func:`tfrank4class.backend.map_row_blocks`), so the intermediates stay in the CPU's cache;
+  the values are the same. Two scores whose difference is below the smallest normal float32
+  (``1.2e-38``, flushed to zero on CPU) count as tied.
   """
   n = num_items(scores)
   ids = _clipped_ids(labels.ids, n)
   true = backend.take_along_axis(scores, ids[:, None], axis=-1)
   if isinstance(n, int) and n >= _BLOCK_ITEMS // 64:
-    sums = backend.map_row_blocks(_sign_sums, [scores, true], max(1, _BLOCK_ITEMS // n))
-  else:
-    sums = _sign_sums(scores, true)
-  ahead_minus_below, untied = sums[:, 0], sums[:, 1]
-  return (ahead_minus_below + untied) / 2.0, ops.cast(n - 1, "float32") - untied
+    exact = backend.compiled_by_xla()
+    row_sums = functools.partial(_row_sums, exact=exact)
+    sums = backend.map_row_blocks(row_sums, [scores, true], max(1, _BLOCK_ITEMS // n))
+  else:  # few classes: the product costs less than a conditional's ops
+    exact = True
+    sums = _row_sums(scores, true, exact)
+  ahead_minus_below, untied, row_sums = sums[:, 0], sums[:, 1], sums[:, 2]
+  labels = labels.with_invalid(checks.check_finite_rows("scores", row_sums, scores, exact))
+  return labels, (ahead_minus_below + untied) / 2.0, ops.cast(n - 1, "float32") - untied
 
 
 #: Scores in one block of rows of :func:`_single`'s pass (1 MiB of float32): on TensorFlow
@@ -343,10 +361,20 @@ def _single(labels, scores):
 _BLOCK_ITEMS = 2**18
 
 
-def _sign_sums(scores, true):
-  """``[sum(q), sum(|q|)]`` per row, ``q = sign(scores - true)``: float32 ``[B, 2]``."""
+def _row_sums(scores, true, exact):
+  """``[sum(q), sum(|q|), r]`` per row, ``q = sign(scores - true)``, float32 ``[B, 3]``, with
+  ``r`` the sums :func:`tfrank4class.checks.check_finite_rows` reads: ``sum(scores)``, or with
+  ``exact`` ``q`` is ``sign(scores - true) + 0 * scores`` (NaN at a NaN or +-inf score, else the
+  same; under XLA fused into the two reductions) and ``r = sum(q)``. ``sum(|q|)``:
+  :func:`tfrank4class.backend.count_nonzero_signs`."""
+  if exact:
+    q = ops.sign(scores - true) + scores * 0.0
+    ahead_minus_below = ops.sum(q, axis=-1)
+    return ops.stack([ahead_minus_below, backend.count_nonzero_signs(q), ahead_minus_below], -1)
   q = ops.sign(scores - true)
-  return ops.stack([ops.sum(q, axis=-1), ops.sum(ops.abs(q), axis=-1)], axis=-1)
+  return ops.stack(
+    [ops.sum(q, axis=-1), backend.count_nonzero_signs(q), ops.sum(scores, axis=-1)], axis=-1
+  )
 
 
 def top_k_accuracy(labels, scores, k=5):
@@ -372,6 +400,8 @@ def top_k_accuracy(labels, scores, k=5):
   """
   k = checks.check_int("k", k, minimum=1)
   labels, scores, single = _split(labels, scores)
+  if single:  # counted (and the scores checked) before `k`, as the dense path checks them first
+    labels, g, e = _single(labels, scores)
   num_classes = num_items(scores)
   if isinstance(num_classes, int) and k > num_classes:
     raise ValueError(
@@ -379,7 +409,6 @@ def top_k_accuracy(labels, scores, k=5):
       f"(`y_pred` of shape {scores.shape}): Top-{k} accuracy would be 1 for every list."
     )
   if single:
-    g, e = _single(labels, scores)
     return _finish(labels, _hit_probability(k, g, e))
   relevance, _, masked = _dense(labels, scores)
   return _finish(labels, _top_k_dense(k, relevance > 0, masked))
@@ -409,7 +438,7 @@ def reciprocal_rank(labels, scores, k=None):
   k = checks.check_int("k", k, minimum=1, allow_none=True)
   labels, scores, single = _split(labels, scores)
   if single:
-    g, e = _single(labels, scores)
+    labels, g, e = _single(labels, scores)
     return _finish(
       labels, _mean_over_rank_range(np.reciprocal, g, e, _cut_off(k, scores.shape[-1]))
     )
@@ -447,7 +476,7 @@ def _discounted_gain(labels, scores, k, gain, normalize):
   checks.check_choice("gain", gain, GAINS)
   labels, scores, single = _split(labels, scores)
   if single:
-    g, e = _single(labels, scores)
+    labels, g, e = _single(labels, scores)
     return _finish(
       labels, _mean_over_rank_range(_reciprocal_log2, g, e, _cut_off(k, scores.shape[-1]))
     )
@@ -502,7 +531,7 @@ def average_precision(labels, scores):
   """
   labels, scores, single = _split(labels, scores)
   if single:
-    g, e = _single(labels, scores)
+    labels, g, e = _single(labels, scores)
     return _finish(labels, _mean_over_rank_range(np.reciprocal, g, e, scores.shape[-1]))
   relevance, mask, masked = _dense(labels, scores)
   relevant = ops.cast(relevance > 0, "float32")
@@ -562,7 +591,7 @@ def _expected_hits(labels, scores, k):
   k = checks.check_int("k", k, minimum=1)
   labels, scores, single = _split(labels, scores)
   if single:
-    g, e = _single(labels, scores)
+    labels, g, e = _single(labels, scores)
     hits = _hit_probability(k, g, e)
     return labels, hits, ops.ones_like(hits), ops.full_like(hits, float(scores.shape[-1]))
   relevance, _, masked = _dense(labels, scores)
@@ -597,7 +626,8 @@ def spearman(labels, scores):
   """
   labels, scores, single = _split(labels, scores)
   if single:
-    return _finish(labels, _spearman_single(labels, scores))
+    labels, values = _spearman_single(labels, scores)
+    return _finish(labels, values)
   relevance, mask, _ = _dense(labels, scores)
   maskf = ops.cast(mask, "float32")
   count = ops.sum(maskf, axis=-1, keepdims=True)
@@ -615,12 +645,13 @@ def spearman(labels, scores):
 
 
 def _spearman_single(labels, scores):
-  """:func:`spearman` of class ids (see its docstring): ``-C x_y / 2 / (|x| |y|)``."""
+  """``(labels, values)``: :func:`spearman` of class ids (see its docstring),
+  ``-C x_y / 2 / (|x| |y|)``, and the labels marked by :func:`_single`'s score check."""
   n = num_items(scores)
-  g, e = _single(labels, scores)
+  labels, g, e = _single(labels, scores)
   x_true = g + (e + 2.0) / 2.0 - (n + 1.0) / 2.0
   norm = ops.sqrt(_midrank_sum_of_squares(scores)) * math.sqrt(n * (n - 1.0) / 4.0)
-  return backend.divide_no_nan(-n * x_true / 2.0, norm)
+  return labels, backend.divide_no_nan(-n * x_true / 2.0, norm)
 
 
 def _midrank_sum_of_squares(scores):
