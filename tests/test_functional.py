@@ -390,6 +390,35 @@ def test_scores_whose_row_sums_overflow_are_finite():
   np.testing.assert_array_equal(numpy(e), (scores == true).sum(1) - 1)
 
 
+@pytest.mark.parametrize("c", [4095, 8190, 100000, 4099])
+def test_rank_range_at_the_packing_limits(c):
+  """The counts numpy makes, exactly, where one reduction of packed counts (under XLA) is at its
+  limits: one block of 4,095 classes (all tied: a block's sum reaches 4096 * 4095), two blocks
+  of 4,095, 25 of 4,000, and a prime C (the two sums); the true class alone on top,
+  alone at the bottom, in one large or many small tie groups. A NaN (also the true class's own),
+  +inf or -inf score makes its row NaN where no check can raise, else raises."""
+  base = np.zeros((5, c), np.float32)
+  base[1, 0], base[2, 1:] = 1.0, 1.0
+  base[3] = RNG.integers(0, 2, c)
+  base[4] = RNG.integers(0, 50, c)
+  labels = np.array([c - 1, 0, 0, 5, 7])
+  bad = np.repeat(base[4:], 4, axis=0)
+  bad[[0, 1, 2, 3], [0, 9, c - 1, 7]] = [math.nan, math.inf, -math.inf, math.nan]
+  scores, labels = np.concatenate([base, bad]), np.concatenate([labels, [7, 7, 7, 7]])
+  true = base[np.arange(5), labels[:5]][:, None]
+  for mode, call in _checked_calls(lambda y, s: ops.stack(F.rank_range(y, s), axis=-1), c):
+    if mode in ("eager", "function"):
+      with pytest.raises(Exception, match=r"`scores` must be finite \(no NaN or Inf\),"):
+        numpy(call(labels, scores))
+      got = numpy(call(labels[:5], base))
+    else:
+      out = numpy(call(labels, scores))
+      assert np.isnan(out[5:]).all(), mode
+      got = out[:5]
+    np.testing.assert_array_equal(got[:, 0], (base > true).sum(1), err_msg=mode)
+    np.testing.assert_array_equal(got[:, 1], (base == true).sum(1) - 1, err_msg=mode)
+
+
 # --- graph mode, XLA, unknown list size ------------------------------------------------------
 
 ALL = [
