@@ -337,17 +337,16 @@ def _single(labels, scores):
   TensorFlow's graph executor, which runs each op over the whole batch before the next, a large
   batch of many classes is counted a block of rows at a time
   (:func:`tfrank4class.backend.map_row_blocks`), so the intermediates stay in the CPU's cache;
-  the values are the same. Under XLA, where ``C`` splits into blocks of at most
-  ``_PACKED_MAX`` classes, the counts take one reduction instead (:func:`_packed_counts`). Two
+  the values are the same. Under XLA (a static ``C``) the counts take one pass of packed counts
+  instead (:func:`_packed_counts`). Two
   scores whose difference is below the smallest normal float32 (``1.2e-38``, flushed to zero on
   CPU) count as tied.
   """
   n = num_items(scores)
   ids = _clipped_ids(labels.ids, n)
   true = backend.take_along_axis(scores, ids[:, None], axis=-1)
-  block = _packed_block(n) if backend.compiled_by_xla() else None
-  if block is not None:
-    ahead, tied = _packed_counts(scores, true, block)
+  if backend.compiled_by_xla() and isinstance(n, int):
+    ahead, tied = _packed_counts(scores, true)
     labels = labels.with_invalid(checks.check_finite_rows("scores", ahead, scores, True))
     return labels, ahead, tied
   if isinstance(n, int) and n >= _BLOCK_ITEMS // 64:
@@ -366,37 +365,25 @@ def _single(labels, scores):
 #: above a block's size ``n``, a block's sum is at most ``W * n < 2**24``.
 _PACKED_MAX = 2**12 - 1
 
-#: The fewest classes in one block of :func:`_packed_counts` when ``C`` takes several (a list
-#: size with no divisor from here to ``_PACKED_MAX``, a large prime, takes the two sums).
-_PACKED_MIN = 2**8
 
-
-def _packed_block(num_classes):
-  """The size of :func:`_packed_counts`' blocks for ``num_classes`` (static) classes: the largest
-  divisor of it up to ``_PACKED_MAX`` (at least ``_PACKED_MIN`` unless it is ``num_classes``),
-  or ``None`` where there is none."""
-  if not isinstance(num_classes, int):
-    return None
-  fewest = -(-num_classes // _PACKED_MAX)
-  for blocks in range(fewest, num_classes // _PACKED_MIN + 1):
-    if num_classes % blocks == 0:
-      return num_classes // blocks
-  return num_classes if fewest == 1 else None
-
-
-def _packed_counts(scores, true, block):
-  """``(g, e)`` in one reduction (the form for XLA, which fuses the comparisons into it): each
+def _packed_counts(scores, true):
+  """``(g, e)`` in one pass (the form for XLA, which fuses the comparisons into the sums): each
   score becomes ``1`` above ``s_y``, ``W`` equal to it, ``0`` below and NaN where it is NaN or
-  +-inf; the classes are split into blocks of ``block`` (:func:`_packed_block`) and each block
-  summed, ``g_b + W * t_b`` (``g_b`` scores above ``s_y``, ``t_b`` equal to it) with
-  ``W = 2**block.bit_length()``: an integer below ``2**24`` (as ``g_b + t_b <= block < W``),
-  exact in float32 in any order of summation, and ``t_b`` is its floor divided by ``W`` (exact,
-  ``W`` a power of two). ``g`` and ``e`` sum the blocks' counts (``e`` less ``y`` itself), NaN
-  for a list holding a non-finite score."""
+  +-inf; the classes are split into blocks of ``n = min(C, _PACKED_MAX)`` (the last ``C mod n``
+  a block of their own) and each block summed, ``g_b + W * t_b`` (``g_b`` scores above ``s_y``,
+  ``t_b`` equal to it) with ``W = 2**n.bit_length()``: an integer below ``2**24`` (as
+  ``g_b + t_b <= n < W``), exact in float32 in any order of summation, and ``t_b`` is its floor
+  divided by ``W`` (exact, ``W`` a power of two). ``g`` and ``e`` sum the blocks' counts (``e``
+  less ``y`` itself), NaN for a list holding a non-finite score. ``C`` is static."""
+  classes = num_items(scores)
+  block = min(classes, _PACKED_MAX)
   width = float(2 ** block.bit_length())
   packed = backend.where(scores > true, 1.0, backend.where(scores == true, width, 0.0))
   packed = backend.where(ops.isfinite(scores), packed, math.nan)
-  sums = ops.sum(ops.reshape(packed, (-1, num_items(scores) // block, block)), axis=-1)
+  whole = classes - classes % block
+  sums = ops.sum(ops.reshape(packed[:, :whole], (-1, whole // block, block)), axis=-1)
+  if whole < classes:
+    sums = ops.concatenate([sums, ops.sum(packed[:, whole:], axis=-1, keepdims=True)], axis=-1)
   tied = ops.floor(sums / width)
   return ops.sum(sums - width * tied, axis=-1), ops.sum(tied, axis=-1) - 1.0
 
