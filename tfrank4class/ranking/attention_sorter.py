@@ -134,9 +134,7 @@ def row_comparison_sum(scores, k, index):
   def _op(scores, k, index):
     n = ops.shape(scores)[-1]
     items = ops.cast(n, scores.dtype)
-    mean = ops.sum(scores, axis=-1, keepdims=True) / items
-    scale = sorter_base.standard_scale(scores)
-    total = sigmoid_comparisons.pairwise_sigmoid_row_sum(scores, k * scale, index)
+    total, mean, scale = _COMPARISON_SUM(scores, k, index)
 
     def gradient(upstream):
       scores_, k_, scale_ = backend.materialized([scores, k, ops.stop_gradient(scale), total])[:3]
@@ -158,6 +156,14 @@ def row_comparison_sum(scores, k, index):
     ops.convert_to_tensor(k),
     ops.cast(ops.convert_to_tensor(index), "int32"),
   )
+
+
+def _comparison_sum(scores, k, index):
+  """:func:`row_comparison_sum`'s forward: ``S_t`` ``[B]`` and the lists' means and
+  :func:`~tfrank4class.ranking.sorter_base.standard_scale` ``[B, 1]``."""
+  mean = ops.sum(scores, axis=-1, keepdims=True) / ops.cast(ops.shape(scores)[-1], scores.dtype)
+  scale = sorter_base.standard_scale(scores)
+  return sigmoid_comparisons.pairwise_sigmoid_row_sum(scores, k * scale, index), mean, scale
 
 
 def _differences_and_slopes(scores, steep, at):
@@ -182,9 +188,11 @@ def _score_gradient(scores, steep, weight, at, sum_slope, through_scale, mean):
   return backend.where(is_item, row - weight * sum_slope, row)
 
 
-# On TensorFlow's graphs the gap and row_comparison_sum's two backward passes are XLA clusters
-# (backend.xla_cluster): each one fused pass over [B, n] in place of five to a dozen kernels.
+# On TensorFlow's graphs the gap and row_comparison_sum's forward and two backward passes are
+# XLA clusters (backend.xla_cluster): each fused passes over [B, n] in place of five to a dozen
+# kernels.
 _NEAREST_GAP = backend.xla_cluster(nearest_gap_at)
+_COMPARISON_SUM = backend.xla_cluster(_comparison_sum)
 _SLOPE_SUMS = backend.xla_cluster(_slope_sums)
 _SCORE_GRADIENT = backend.xla_cluster(_score_gradient)
 

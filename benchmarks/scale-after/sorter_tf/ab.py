@@ -22,7 +22,14 @@ tf.config.threading.set_intra_op_parallelism_threads(1)
 tf.config.threading.set_inter_op_parallelism_threads(1)
 b, c = int(sys.argv[1]), int(sys.argv[2])
 VARIANTS = {  # which of the module's clusters each variant keeps
-  "clusters": ("_WINDOW_COUNT", "_NEAREST_GAP", "_SLOPE_SUMS", "_SCORE_GRADIENT"),
+  "clusters": (
+    "_WINDOW_COUNT",
+    "_NEAREST_GAP",
+    "_SLOPE_SUMS",
+    "_SCORE_GRADIENT",
+    "_COMPARISON_SUM",
+  ),
+  "no_forward": ("_WINDOW_COUNT", "_NEAREST_GAP", "_SLOPE_SUMS", "_SCORE_GRADIENT"),
   "counts": ("_WINDOW_COUNT",),
   "kernels": (),
 }
@@ -33,6 +40,7 @@ clusters = {name: getattr(sorter, name) for name in VARIANTS["clusters"]}
 plain = {
   "_WINDOW_COUNT": sorter._window_count,
   "_NEAREST_GAP": sorter.nearest_gap_at,
+  "_COMPARISON_SUM": sorter._comparison_sum,
   "_SLOPE_SUMS": sorter._slope_sums,
   "_SCORE_GRADIENT": sorter._score_gradient,
 }
