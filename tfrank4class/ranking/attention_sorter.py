@@ -296,7 +296,9 @@ class AttentionSorter(sorter_base.Sorter):
     """The rank of item ``index[b]`` of each list alone (see
     :meth:`~tfrank4class.ranking.sorter_base.Sorter.ranks_at`): its row of comparisons and its
     own steepness (:meth:`steepness_at`), ``O(B * n)`` time and memory, no sort; the gradient
-    is written out (:func:`row_comparison_sum`)."""
+    is written out (:func:`row_comparison_sum`). On TensorFlow's graphs each ``[B, n]`` pass
+    (a window count, the gap, the comparison sum, its two backward passes) is an XLA cluster
+    of its own (:func:`~tfrank4class.backend.xla_cluster`)."""
     scores = self._row_inputs(scores)
     k = self.steepness_at(sorter_base.standardize(scores), index)
     soft = row_comparison_sum(scores, k, index) - 0.5
