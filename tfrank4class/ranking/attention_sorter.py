@@ -85,11 +85,23 @@ def neighbour_counts_at(z, index, bandwidths):
   zt = backend.take_along_axis(z, index, axis=-1)
   counts = []
   for h in bandwidths:
-    inside = ops.logical_and(z >= zt - h, z <= zt + h)
-    count = ops.sum(ops.cast(inside, "int32"), axis=-1, keepdims=True)
+    count = _WINDOW_COUNT(z, zt, ops.convert_to_tensor(h, z.dtype))
     z, count = backend.materialized([z, count])
     counts.append(ops.cast(count - 1, z.dtype))
   return ops.stack(counts, axis=-1)
+
+
+def _window_count(z, zt, h):
+  """``|{j : zt - h <= z_j <= zt + h}|`` int32 ``[B, 1]`` for ``z`` ``[B, n]``, ``zt`` ``[B, 1]``
+  and the scalar ``h``."""
+  inside = ops.logical_and(z >= zt - h, z <= zt + h)
+  return ops.sum(ops.cast(inside, "int32"), axis=-1, keepdims=True)
+
+
+# On TensorFlow's graphs each window count is an XLA cluster of its own
+# (backend.xla_cluster: one fused pass in place of five [B, n] kernels), one per bandwidth: in
+# one cluster for all of them XLA writes every bandwidth's [B, n] mask before it sums any.
+_WINDOW_COUNT = backend.xla_cluster(_window_count)
 
 
 def nearest_gap_at(z, index):
@@ -122,31 +134,19 @@ def row_comparison_sum(scores, k, index):
   def _op(scores, k, index):
     n = ops.shape(scores)[-1]
     items = ops.cast(n, scores.dtype)
-    mean = ops.sum(scores, axis=-1, keepdims=True) / items
-    scale = sorter_base.standard_scale(scores)
-    total = sigmoid_comparisons.pairwise_sigmoid_row_sum(scores, k * scale, index)
+    total, mean, scale = _COMPARISON_SUM(scores, k, index)
 
     def gradient(upstream):
       scores_, k_, scale_ = backend.materialized([scores, k, ops.stop_gradient(scale), total])[:3]
       at = ops.cast(index, "int32")[:, None]
       steep, up = k_ * scale_, upstream[:, None]
-
-      def differences_and_slopes(values):
-        diff = values - backend.take_along_axis(values, at, axis=-1)
-        sig = ops.sigmoid(steep * diff)
-        return diff, sig * (1.0 - sig)
-
-      diff, slope = differences_and_slopes(scores_)
-      sum_slope = ops.sum(slope, axis=-1, keepdims=True)
-      along = ops.sum(slope * diff, axis=-1, keepdims=True)  # A
+      sum_slope, along = _SLOPE_SUMS(scores_, steep, at)  # along: A
       # The slopes again for the [B, n] gradient, after both sums, so that XLA need not hold
       # them ([B, n]) across the sums.
-      slope = differences_and_slopes(backend.materialized([scores_, sum_slope, along])[0])[1]
+      scores_ = backend.materialized([scores_, sum_slope, along])[0]
       spread = ops.cast(ops.not_equal(n, 2), scores_.dtype)  # the scale's gradient, n > 2
       through_scale = -spread * up * k_ * along * ops.power(scale_, 3) / items
-      row = (up * steep) * slope + through_scale * (scores_ - mean)
-      is_item = ops.equal(ops.arange(n, dtype="int32")[None, :], at)
-      grad = backend.where(is_item, row - (up * steep) * sum_slope, row)
+      grad = _SCORE_GRADIENT(scores_, steep, up * steep, at, sum_slope, through_scale, mean)
       return grad, up * scale_ * along, None
 
     return total, gradient
@@ -156,6 +156,45 @@ def row_comparison_sum(scores, k, index):
     ops.convert_to_tensor(k),
     ops.cast(ops.convert_to_tensor(index), "int32"),
   )
+
+
+def _comparison_sum(scores, k, index):
+  """:func:`row_comparison_sum`'s forward: ``S_t`` ``[B]`` and the lists' means and
+  :func:`~tfrank4class.ranking.sorter_base.standard_scale` ``[B, 1]``."""
+  mean = ops.sum(scores, axis=-1, keepdims=True) / ops.cast(ops.shape(scores)[-1], scores.dtype)
+  scale = sorter_base.standard_scale(scores)
+  return sigmoid_comparisons.pairwise_sigmoid_row_sum(scores, k * scale, index), mean, scale
+
+
+def _differences_and_slopes(scores, steep, at):
+  """``d_j = s_j - s_t`` and the slopes ``sigma'_j`` of ``sigmoid(steep d_j)`` ``[B, n]`` of
+  :func:`row_comparison_sum` (``at`` int ``[B, 1]``: the item ``t``)."""
+  diff = scores - backend.take_along_axis(scores, at, axis=-1)
+  sig = ops.sigmoid(steep * diff)
+  return diff, sig * (1.0 - sig)
+
+
+def _slope_sums(scores, steep, at):
+  """``sum_i sigma'_i`` and ``A = sum_i sigma'_i d_i`` ``[B, 1]`` of :func:`row_comparison_sum`."""
+  diff, slope = _differences_and_slopes(scores, steep, at)
+  return ops.sum(slope, axis=-1, keepdims=True), ops.sum(slope * diff, axis=-1, keepdims=True)
+
+
+def _score_gradient(scores, steep, weight, at, sum_slope, through_scale, mean):
+  """``dS/ds_j`` ``[B, n]`` of :func:`row_comparison_sum` times the upstream, which ``weight``
+  (``upstream * steep``) and ``through_scale`` carry, its slopes made again from the scores."""
+  row = weight * _differences_and_slopes(scores, steep, at)[1] + through_scale * (scores - mean)
+  is_item = ops.equal(ops.arange(ops.shape(scores)[-1], dtype="int32")[None, :], at)
+  return backend.where(is_item, row - weight * sum_slope, row)
+
+
+# On TensorFlow's graphs the gap and row_comparison_sum's forward and two backward passes are
+# XLA clusters (backend.xla_cluster): each fused passes over [B, n] in place of five to a dozen
+# kernels.
+_NEAREST_GAP = backend.xla_cluster(nearest_gap_at)
+_COMPARISON_SUM = backend.xla_cluster(_comparison_sum)
+_SLOPE_SUMS = backend.xla_cluster(_slope_sums)
+_SCORE_GRADIENT = backend.xla_cluster(_score_gradient)
 
 
 @export()
@@ -230,7 +269,7 @@ class AttentionSorter(sorter_base.Sorter):
     index = ops.cast(ops.convert_to_tensor(index), "int32")[:, None]
     counts = neighbour_counts_at(z, index, self.bandwidths)
     z, counts = backend.materialized([z, counts])  # the gap's reduction after the counts'
-    return self._steepness(counts, nearest_gap_at(z, index), ops.shape(z)[-1])
+    return self._steepness(counts, _NEAREST_GAP(z, index), ops.shape(z)[-1])
 
   def _steepness(self, counts, gap, n):
     """``k = a / g`` from the neighbour counts ``[B, m, len(bandwidths)]`` and nearest gaps
@@ -257,7 +296,9 @@ class AttentionSorter(sorter_base.Sorter):
     """The rank of item ``index[b]`` of each list alone (see
     :meth:`~tfrank4class.ranking.sorter_base.Sorter.ranks_at`): its row of comparisons and its
     own steepness (:meth:`steepness_at`), ``O(B * n)`` time and memory, no sort; the gradient
-    is written out (:func:`row_comparison_sum`)."""
+    is written out (:func:`row_comparison_sum`). On TensorFlow's graphs each ``[B, n]`` pass
+    (a window count, the gap, the comparison sum, its two backward passes) is an XLA cluster
+    of its own (:func:`~tfrank4class.backend.xla_cluster`)."""
     scores = self._row_inputs(scores)
     k = self.steepness_at(sorter_base.standardize(scores), index)
     soft = row_comparison_sum(scores, k, index) - 0.5
