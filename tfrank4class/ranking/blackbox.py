@@ -35,7 +35,7 @@ entry counted against the ``B`` marked scores).
 
 from tfrank4class import backend, checks
 from tfrank4class.compat import keras, ops
-from tfrank4class.ranking import exact
+from tfrank4class.ranking import exact, marked_counts
 from tfrank4class.registry import export
 
 
@@ -237,119 +237,54 @@ def blackbox_item_rank(scores, item, mask, lambda_, normalized=False):
   return _op(scores, ops.convert_to_tensor(item), mask)
 
 
-# The most marks (rows) :func:`_marked_below_compared` takes: XLA fuses the comparisons of this
-# many marks and their sum into one loop over the scores; with 64 it materialises them.
-_MOST_MARKS_COMPARED = 32
-
-
-def _marked_below(scores, marked_scores, ids):
-  """Int32 ``[B, C]``: for each entry of ``scores``, read as ONE list in row-major order, the
-  number of marked entries (``marked_scores[b]`` at ``(b, ids[b])``; ``+inf`` for none) ranked
-  below it under the tie rule of :func:`tfrank4class.ranking.rank` (``s_j > s_i``, or equal and
-  ``j`` earlier). Where XLA compiles it (JAX; on TensorFlow the XLA clusters of
-  :func:`blackbox_marked_rank` and ``jit_compile=True``) with ``B <= 32``,
-  :func:`_marked_below_compared` (one fused pass); otherwise :func:`_marked_below_searched` (a
-  binary search per entry)."""
-  batch = exact.shape_of(scores)[0]
-  if backend.compiled_by_xla() and isinstance(batch, int) and batch <= _MOST_MARKS_COMPARED:
-    return _marked_below_compared(scores, marked_scores, ids)
-  return _marked_below_searched(scores, marked_scores, ids)
-
-
-def _marked_below_compared(scores, marked_scores, ids):
-  """:func:`_marked_below` by comparing every entry with every mark at once, ``O(B^2 C)``
-  comparisons, no sort and no branch (under ``jax.jit`` XLA fuses them and their sum into one
-  loop over the scores for ``B <= 32``; eagerly the ``[B, B, C]`` comparisons are materialised).
-
-  Mark ``k`` is below entry ``(r, c)`` when ``s_k < s_rc``, or ``s_k == s_rc`` and ``k`` comes
-  later in the flat order: for ``k > r`` that is ``s_k <= s_rc``; for ``k < r``, ``s_k < s_rc``;
-  for ``k == r``, ``s_k < s_rc`` or ``s_k == s_rc`` and ``c < ids[r]``, the one term that
-  depends on the column."""
-  batch, classes = exact.shape_of(scores)
-  rows = ops.arange(batch, dtype="int32")
-  later = (rows[:, None] > rows[None, :])[:, :, None]  # [k, r]: mark k after every entry of row r
-  marks = marked_scores[:, None, None]
-  below = backend.where(later, marks <= scores[None], marks < scores[None])
-  own_tie = ops.logical_and(
-    marked_scores[:, None] == scores,
-    ops.arange(classes, dtype="int32")[None, :] < ids[:, None],
-  )
-  return ops.sum(ops.cast(below, "int32"), axis=0) + ops.cast(own_tie, "int32")
-
-
-def _marked_below_searched(scores, marked_scores, ids):
-  """:func:`_marked_below` by one binary search of every entry into the ``B`` sorted marked
-  scores, ``O(B C log B)``, and a second one only when some entry ties with a mark.
-
-  Below an entry ``j`` are the marks ``m`` with ``s_m < s_j`` (``a_j`` of them, the search) and
-  the marks ``m`` with ``s_m == s_j`` that come after ``j``; sorted by score and row, each such
-  tie group is a run, searched with the integer key ``a * (2B + 2) + 2 * row + 1`` (mark) against
-  ``a_j * (2B + 2) + 2 * row_j + [ids[row_j] <= column_j]`` (entry ``j``).
-  """
-  batch, classes = exact.shape_of(scores)
-  order = backend.stable_argsort(marked_scores)
-  ascending = ops.take(marked_scores, order)
-  lower = ops.reshape(backend.searchsorted(ascending, ops.reshape(scores, [-1])), [batch, classes])
-  # The first mark not below entry j; a tie when its score is s_j (+inf past the last mark).
-  # A valid mark ties with itself: the second search is needed only when more entries tie than
-  # there are valid marks, or when two marks share a score.
-  bounded = ops.concatenate([ascending, ops.full_like(ascending[:1], float("inf"))])
-  tied = ops.take(bounded, lower) == scores
-  self_ties = ops.sum(ops.cast(ascending < float("inf"), "int32"))
-  any_tie = ops.logical_or(
-    ops.sum(ops.cast(tied, "int32")) > self_ties, ops.any(ascending[1:] == ascending[:-1])
-  )
-
-  def with_tied_after():
-    width = 2 * batch + 2
-    run_start = backend.searchsorted(ascending, ascending)
-    run_end = backend.searchsorted(ascending, ascending, side="right")
-    run_end = ops.concatenate([run_end, ops.zeros_like(run_end[:1])])
-    run_key = run_start * width + 2 * ops.cast(order, "int32") + 1
-    rows = ops.arange(batch, dtype="int32")[:, None]
-    after_mark = ops.cast(ops.arange(classes, dtype="int32")[None, :] >= ids[:, None], "int32")
-    key = ops.reshape(lower * width + 2 * rows + after_mark, [-1])
-    at_or_before = backend.searchsorted(run_key, key, side="right")
-    after = ops.take(run_end, lower) - ops.reshape(at_or_before, [batch, classes])
-    return lower + backend.where(tied, after, ops.zeros_like(lower))
-
-  return ops.cond(any_tie, with_tied_after, lambda: lower)
-
-
-def _ranks_of_marked(scores, ids, valid):
-  """``(above [B], below [B, C])``: the valid entries ranked above each row's marked entry (0 for
-  a row whose mark is not valid), and :func:`_marked_below` of every entry, the marked entries
-  that are not valid left out. A histogram of ``below`` over the valid entries gives ``above``:
-  an entry is above mark ``i`` exactly when more marks are below it than below ``i``."""
-  batch = exact.shape_of(scores)[0]
+def _marks(scores, ids, valid):
+  """``(marked, marked_valid)`` ``[B]``: each row's marked score (``+inf`` where the mark is not
+  valid, so that it is below no entry) and whether it is valid."""
   marked = backend.take_along_axis(scores, ids[:, None], axis=-1)[:, 0]
   marked_valid = backend.take_along_axis(valid, ids[:, None], axis=-1)[:, 0]
-  marked = backend.where(marked_valid, marked, ops.full_like(marked, float("inf")))
-  below = _marked_below(scores, marked, ids)
+  return backend.where(marked_valid, marked, ops.full_like(marked, float("inf"))), marked_valid
+
+
+def _above_marks(below, ids, valid, marked_valid):
+  """Int32 ``[B]``: the valid entries ranked above each row's marked entry (0 for a row whose mark
+  is not valid), from :func:`marked_counts.marked_below` of every entry (``below``). A histogram
+  of ``below`` over the valid entries: an entry is above mark ``i`` exactly when more marks are
+  below it than below ``i``."""
+  batch = exact.shape_of(below)[0]
   counts = backend.segment_sum(
     ops.reshape(ops.cast(valid, "int32"), [-1]), ops.reshape(below, [-1]), batch + 1
   )
   above_count = ops.flip(ops.cumsum(ops.flip(counts, 0), axis=0), 0)  # [p]: entries with > p - 1
   mark_below = backend.take_along_axis(below, ids[:, None], axis=-1)[:, 0]
   above = ops.take(ops.concatenate([above_count, ops.zeros_like(counts[:1])]), mark_below + 1)
-  return backend.where(marked_valid, above, ops.zeros_like(above)), below
+  return backend.where(marked_valid, above, ops.zeros_like(above))
 
 
-def _rank_change(scores, ids, valid, above, below, step):
+def _ranks_of_marked(scores, ids, valid):
+  """Int32 ``[B]``: the valid entries ranked above each row's marked entry (:func:`_above_marks`,
+  the marked entries that are not valid left out)."""
+  marked, marked_valid = _marks(scores, ids, valid)
+  return _above_marks(marked_counts.marked_below(scores, marked, ids), ids, valid, marked_valid)
+
+
+def _rank_change(scores, ids, valid, above, step):
   """Float ``[B, C]``: ``rk(y') - rk(y)`` of every entry, for ``y'`` the scores with each row's
-  marked entry moved by ``step`` ``[B]``, from :func:`_ranks_of_marked`'s ``(above, below)`` of
-  ``y``. ``y'`` is a copy with ``B`` entries written; an unmarked valid entry drops by the marks
-  that pass it (``below - below'``), a mark by the entries it passes (``above' - above``, 0 for a
-  mark that is not valid: both its counts are). Whole numbers: exact."""
-  batch, classes = exact.shape_of(scores)
+  marked entry moved by ``step`` ``[B]``, from :func:`_ranks_of_marked`'s ``above`` of ``y``. An
+  unmarked valid entry drops by the marks that pass it (its count of marks below it in ``y`` less
+  in ``y'``, both from :func:`marked_counts.marked_below_moved`), a mark by the entries it
+  passes (``above' - above``, 0 for a mark that is not valid: both its counts are). Whole
+  numbers: exact."""
   dtype = backend.dtype_name(scores)
-  marks = ops.reshape(ops.arange(batch, dtype="int32") * classes + ids, [-1, 1])
-  flat = ops.reshape(scores, [-1])
-  moved = ops.scatter_update(flat, marks, ops.take(flat, marks[:, 0]) + step)
-  moved_above, moved_below = _ranks_of_marked(ops.reshape(moved, [batch, classes]), ids, valid)
+  marked, marked_valid = _marks(scores, ids, valid)
+  is_mark = ops.arange(exact.shape_of(scores)[1], dtype="int32")[None, :] == ids[:, None]
+  moved = backend.where(is_mark, scores + step[:, None], scores)
+  # Read back from y': the marks must equal their moved entries, which a recomputed
+  # `marked + step` was not always under XLA (the search's tie test missed, at B = 40).
+  moved_marks = _marks(moved, ids, valid)[0]
+  below, moved_below = marked_counts.marked_below_moved(scores, marked, moved, moved_marks, ids)
+  own = ops.cast(_above_marks(moved_below, ids, valid, marked_valid) - above, dtype)
   change = backend.where(valid, ops.cast(below - moved_below, dtype), ops.zeros_like(scores))
-  own = ops.cast(moved_above - above, dtype)
-  return ops.reshape(ops.scatter_update(ops.reshape(change, [-1]), marks, own), [batch, classes])
+  return backend.where(is_mark, own[:, None], change)
 
 
 # For B <= 32 marks known when traced, both passes in an XLA cluster each on TensorFlow's graphs
@@ -367,13 +302,13 @@ def blackbox_marked_rank(scores, ids, valid, lambda_, normalized=False):
   scores among the valid entries, and the same gradient when ``dL/dr`` is zero at every entry but
   the marked ones: then only the marks move (``y'_i = y_i + lambda_ g_i``), an unmarked entry's
   rank changes by the marks that pass it and a mark's by the entries it passes, all counted by
-  :func:`_marked_below` (forward once, backward once for ``y'``: a copy of the scores with the
-  ``B`` marks moved) and a histogram of the counts; no sort of the ``B C`` scores. Compiled by
-  XLA (JAX, ``jit_compile=True``, and, for a batch of ``B <= 32`` known when traced, on
-  TensorFlow's graphs as a cluster of its own: :func:`tfrank4class.backend.xla_cluster`) with
-  ``B <= 32``, each count is one fused pass of ``O(B^2 C)`` comparisons; else (eagerly, on
-  PyTorch, larger batches) a binary search per entry, ``O(B C log B)``. The forward keeps the
-  int32 counts ``[B, C]`` for the backward.
+  :mod:`tfrank4class.ranking.marked_counts` (forward: the marks below each entry of ``y``;
+  backward: below each entry of ``y`` and of ``y'``, in one pass) and a histogram of the counts;
+  no sort of the ``B C`` scores. Compiled by XLA (JAX, ``jit_compile=True``, and, for a batch of
+  ``B <= 32`` known when traced, on TensorFlow's graphs as a cluster of its own:
+  :func:`tfrank4class.backend.xla_cluster`) with ``B <= 32``, each pass is one fused loop of
+  ``O(B^2 C)`` comparisons; else (eagerly, on PyTorch, larger batches) binary searches per entry,
+  ``O(B C log B)`` (one forward, two backward). The forward keeps only the ``[B]`` counts.
 
   Args:
     scores: real ``[B, C]``; must be finite.
@@ -400,14 +335,14 @@ def blackbox_marked_rank(scores, ids, valid, lambda_, normalized=False):
   def _op(y, t, group):
     dtype = backend.dtype_name(y)
     t = ops.cast(t, "int32")
-    clustered = isinstance(shape[0], int) and shape[0] <= _MOST_MARKS_COMPARED
+    clustered = isinstance(shape[0], int) and shape[0] <= marked_counts.MOST_MARKS_COMPARED
     count, rank_change = _CLUSTERED if clustered else (_ranks_of_marked, _rank_change)
-    above, below = count(y, t, group)
+    above = count(y, t, group)
     ranks = 1.0 + ops.cast(above, dtype)
 
     def grad(g):
       lam = _effective_lambda(lambda_, normalized, shape[0] * shape[1], dtype)
-      change = rank_change(y, t, group, above, below, lam * ops.cast(g, dtype))
+      change = rank_change(y, t, group, above, lam * ops.cast(g, dtype))
       return change / lam, None, None
 
     return exact.mark_nan_lists(ranks[None, :], ops.reshape(y, [1, -1]))[0], grad
