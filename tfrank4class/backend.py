@@ -956,9 +956,10 @@ def xla_cluster(fn):
   Eagerly, under ``jit_compile=True``, and on JAX (XLA compiles the whole function) and PyTorch,
   ``fn`` itself.
 
-  For a count over every entry that TensorFlow's kernels run one op at a time over memory but
-  XLA fuses into one pass (:func:`tfrank4class.ranking.blackbox.blackbox_marked_rank`). ``fn``
-  takes and returns tensors (or tuples of them) and has no gradient of its own.
+  For a pass over every entry that TensorFlow's kernels run one op at a time over memory but
+  XLA fuses into one (the counts of :func:`tfrank4class.ranking.blackbox.blackbox_marked_rank`,
+  the attention sorter's one-item passes). ``fn`` takes and returns tensors (or tuples of them)
+  and has no gradient of its own.
   """
   if BACKEND != "tensorflow":
     return fn
